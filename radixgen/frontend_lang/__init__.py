@@ -1,0 +1,1 @@
+"""The @function DSL (the frontend-language issue)."""

@@ -1,0 +1,1 @@
+"""Constraint compilation, matchers and token bitmasks (the grammar issue)."""

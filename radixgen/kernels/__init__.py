@@ -1,0 +1,1 @@
+"""Triton kernels with plain-torch references (no radixgen imports). Filled by the kernels issue."""

@@ -1,0 +1,91 @@
+"""KV memory: token-slot allocator, per-layer KV pools and the request-to-token table.
+
+A KV slot is one token's K and V in every layer. Slots are handed out by `SlotAllocator`,
+owned by a request or by the radix cache, and written by `KVPool.store`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class SlotAllocator:
+    """Free list of KV slot indices (int64). `alloc` prefers the lowest free slots, so a fresh
+    pool hands out contiguous runs."""
+
+    def __init__(self, num_slots: int, device: torch.device | str = "cpu"):
+        self.num_slots = num_slots
+        self.device = torch.device(device)
+        self._free = torch.arange(num_slots, dtype=torch.int64)
+        self._pending: list[torch.Tensor] = []
+
+    def num_free(self) -> int:
+        return len(self._free) + sum(len(p) for p in self._pending)
+
+    def alloc(self, n: int) -> torch.Tensor | None:
+        """Take n slots; None (and nothing taken) when fewer than n are free."""
+        if n > len(self._free):
+            self._merge_pending()
+            if n > len(self._free):
+                return None
+        out, self._free = self._free[:n], self._free[n:]
+        return out.to(self.device)
+
+    def free(self, slots: torch.Tensor) -> None:
+        """Return slots to the pool. The caller must own them (no double free)."""
+        if slots.numel():
+            self._pending.append(slots.to("cpu", torch.int64, copy=True).flatten())
+
+    def _merge_pending(self) -> None:
+        if self._pending:
+            self._free = torch.cat([self._free, *self._pending]).sort().values
+            self._pending = []
+
+
+class KVPool:
+    """Per-layer K and V buffers [num_slots, num_kv_heads, head_dim] in one dtype.
+    Quantized pools (FP8, NVFP4) implement the same store/gather interface."""
+
+    def __init__(self, num_slots: int, num_layers: int, num_kv_heads: int, head_dim: int,
+                 dtype: torch.dtype, device: torch.device | str = "cpu"):
+        shape = (num_slots, num_kv_heads, head_dim)
+        self.num_slots, self.dtype = num_slots, dtype
+        self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+
+    @staticmethod
+    def bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
+        return 2 * num_layers * num_kv_heads * head_dim * torch.finfo(dtype).bits // 8
+
+    def store(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Write k, v [n, Hkv, D] at `slots` [n] of `layer`."""
+        self.k[layer][slots] = k.to(self.dtype)
+        self.v[layer][slots] = v.to(self.dtype)
+
+    def gather(self, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """K and V at `slots` (any shape S) of `layer`: two tensors [*S, Hkv, D]."""
+        return self.k[layer][slots], self.v[layer][slots]
+
+
+class ReqToTokenTable:
+    """Row r holds the KV slots of the request using row r, position by position."""
+
+    def __init__(self, max_requests: int, max_context_len: int, device: torch.device | str = "cpu"):
+        self.table = torch.zeros((max_requests, max_context_len), dtype=torch.int64, device=device)
+        self._free_rows = list(range(max_requests - 1, -1, -1))
+        self.max_context_len = max_context_len
+
+    def alloc_row(self) -> int | None:
+        return self._free_rows.pop() if self._free_rows else None
+
+    def free_row(self, row: int) -> None:
+        self._free_rows.append(row)
+
+    def num_free_rows(self) -> int:
+        return len(self._free_rows)
+
+    def write(self, row: int, start: int, slots: torch.Tensor) -> None:
+        self.table[row, start:start + len(slots)] = slots
+
+    def read(self, row: int, end: int, start: int = 0) -> torch.Tensor:
+        return self.table[row, start:end]

@@ -1,0 +1,86 @@
+"""Attention over a paged KV pool, behind one backend interface.
+
+`TorchAttention` is the portable reference path (plain PyTorch SDPA over gathered KV). The
+kernels issue plugs Triton / flashinfer backends in behind the same two methods.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+
+from radixgen.radix.kv_pool import KVPool
+from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
+
+
+class AttentionBackend(Protocol):
+    def begin(self, batch: ForwardBatch) -> None:
+        """Precompute per-forward metadata (masks, gather indices); valid until the next begin."""
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               pool: KVPool) -> torch.Tensor:
+        """Write k, v [T, Hkv, D] into `pool` at the batch's out_slots, then attend q [T, Hq, D]
+        over each request's cached + new KV. Returns [T, Hq, D]."""
+
+
+class TorchAttention:
+    """SDPA over KV gathered from the pool; GQA folded into the query dimension."""
+
+    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int):
+        self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
+        self.group = num_heads // num_kv_heads
+        self.batch: ForwardBatch | None = None
+        self.decode_mask: torch.Tensor | None = None
+        self.extend_masks: list[torch.Tensor | None] = []
+
+    def begin(self, batch: ForwardBatch) -> None:
+        self.batch = batch
+        if batch.mode is ForwardMode.DECODE:
+            lens = torch.tensor(batch.seq_lens)
+            width = batch.kv_slots.shape[1]
+            # [batch, 1, 1, max_seq_len]: True where the key is one of the request's tokens
+            self.decode_mask = (torch.arange(width)[None, :] < lens[:, None])[:, None, None, :]
+        else:
+            self.extend_masks = [_causal_mask(p, e) for p, e in zip(batch.prefix_lens, batch.extend_lens)]
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               pool: KVPool) -> torch.Tensor:
+        batch = self.batch
+        pool.store(layer, batch.out_slots, k, v)
+        if batch.mode is ForwardMode.DECODE:
+            return self._decode(layer, q, pool)
+        return self._extend(layer, q, pool)
+
+    def _decode(self, layer: int, q: torch.Tensor, pool: KVPool) -> torch.Tensor:
+        b, hkv, d = self.batch.batch_size, self.num_kv_heads, self.head_dim
+        keys, values = pool.gather(layer, self.batch.kv_slots)  # [B, L, Hkv, D] each
+        q4 = q.view(b, hkv, self.group, d)
+        out = F.scaled_dot_product_attention(
+            q4, keys.transpose(1, 2), values.transpose(1, 2), attn_mask=self.decode_mask
+        )  # [B, Hkv, group, D]
+        return out.reshape(b, self.num_heads, d)
+
+    def _extend(self, layer: int, q: torch.Tensor, pool: KVPool) -> torch.Tensor:
+        outputs, start = [], 0
+        for i, (seq_len, ext) in enumerate(zip(self.batch.seq_lens, self.batch.extend_lens)):
+            keys, values = pool.gather(layer, self.batch.kv_slots[i, :seq_len])  # [L, Hkv, D]
+            qi = q[start:start + ext].transpose(0, 1).unsqueeze(0)  # [1, Hq, ext, D]
+            mask = self.extend_masks[i]
+            out = F.scaled_dot_product_attention(
+                qi, keys.transpose(0, 1).unsqueeze(0), values.transpose(0, 1).unsqueeze(0),
+                attn_mask=mask, is_causal=mask is None, enable_gqa=True,
+            )  # [1, Hq, ext, D]
+            outputs.append(out[0].transpose(0, 1))
+            start += ext
+        return torch.cat(outputs) if len(outputs) > 1 else outputs[0]
+
+
+def _causal_mask(prefix_len: int, extend_len: int) -> torch.Tensor | None:
+    """[extend_len, prefix_len + extend_len] bool: new token i sees keys j <= prefix_len + i.
+    None when there is no prefix (plain causal attention)."""
+    if prefix_len == 0:
+        return None
+    rows = torch.arange(extend_len)[:, None] + prefix_len
+    return torch.arange(prefix_len + extend_len)[None, :] <= rows

@@ -1,0 +1,73 @@
+"""Request-level KV bookkeeping between the radix cache, the slot allocator and the
+request-to-token table. Invariant (checked in tests): every slot is exactly one of free,
+held by the radix cache, or owned by one request:
+    allocator.num_free() + cache.total_size() + sum(owned slots) == capacity
+"""
+
+from __future__ import annotations
+
+import torch
+
+from radixgen.radix import PrefixCache
+from radixgen.radix.kv_pool import ReqToTokenTable, SlotAllocator
+from radixgen.runtime.request import Request
+
+
+class KVManager:
+    def __init__(self, cache: PrefixCache, allocator: SlotAllocator, table: ReqToTokenTable):
+        self.cache, self.allocator, self.table = cache, allocator, table
+
+    def available(self) -> int:
+        """Slots obtainable now: free ones plus what eviction could release."""
+        return self.allocator.num_free() + self.cache.evictable_size()
+
+    def match(self, req: Request) -> int:
+        """Cached prefix length for req (at least one token is always left to compute)."""
+        return self.cache.match_prefix(req.all_ids[:req.seq_len - 1], req.namespace).length
+
+    def admit(self, req: Request) -> bool:
+        """Give req a table row and its cached prefix (locked). False if no row is free."""
+        row = self.table.alloc_row()
+        if row is None:
+            return False
+        m = self.cache.match_prefix(req.all_ids[:req.seq_len - 1], req.namespace)
+        self.cache.lock(m.node)
+        self.table.write(row, 0, m.slots)
+        req.row, req.node, req.tree_len, req.kv_len = row, m.node, m.length, m.length
+        return True
+
+    def alloc(self, n: int) -> torch.Tensor | None:
+        """n fresh slots, evicting cached prefixes if needed; None if even that is not enough."""
+        short = n - self.allocator.num_free()
+        if short > 0:
+            self.cache.evict(short)
+        return self.allocator.alloc(n)
+
+    def cache_unfinished(self, req: Request) -> None:
+        """Share req's computed tokens through the tree while it keeps running; req then uses
+        the tree's slots for them (its duplicates are freed)."""
+        ids = req.all_ids[:req.kv_len]
+        slots = self.table.read(req.row, req.kv_len).clone()  # the row is rewritten below
+        res = self.cache.insert(ids, slots, req.namespace)
+        self.allocator.free(slots[req.tree_len:res.prefix_len])
+        m = self.cache.match_prefix(ids[:res.cached_len], req.namespace)
+        assert m.length == res.cached_len, (m.length, res)
+        self.table.write(req.row, 0, m.slots)
+        self.cache.lock(m.node)
+        self.cache.unlock(req.node)
+        req.node, req.tree_len = m.node, m.length
+
+    def release(self, req: Request) -> None:
+        """Req is done with its KV (finished or retracted): computed tokens go to the tree,
+        everything else back to the allocator; the row is freed."""
+        ids = req.all_ids[:req.kv_len]
+        slots = self.table.read(req.row, req.kv_len).clone()
+        res = self.cache.insert(ids, slots, req.namespace)
+        self.allocator.free(slots[req.tree_len:res.prefix_len])
+        self.allocator.free(slots[max(res.cached_len, req.tree_len):])
+        self.cache.unlock(req.node)
+        self.table.free_row(req.row)
+        req.reset_kv_state()
+
+    def owned_slots(self, req: Request) -> int:
+        return req.kv_len - req.tree_len if req.row is not None else 0

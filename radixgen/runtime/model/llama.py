@@ -1,0 +1,87 @@
+"""Llama-family decoder (Llama 2/3, SmolLM2, Qwen2, Mistral) in plain PyTorch, over flattened
+ragged batches and a paged KV pool. q/k/v and gate/up projections are fused into one GEMM each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from radixgen.radix.kv_pool import KVPool
+from radixgen.runtime.attention import AttentionBackend
+from radixgen.runtime.forward_batch import ForwardBatch
+from radixgen.runtime.model.arch import ModelArch
+from radixgen.runtime.model.layers import RotaryEmbedding, linear, rms_norm
+
+
+@dataclass
+class DecoderLayer:
+    input_norm: torch.Tensor  # [hidden]
+    qkv: torch.Tensor  # [q_size + 2 * kv_size, hidden]
+    qkv_bias: torch.Tensor | None
+    o_proj: torch.Tensor  # [hidden, q_size]
+    post_norm: torch.Tensor  # [hidden]
+    gate_up: torch.Tensor  # [2 * intermediate, hidden]
+    down: torch.Tensor  # [hidden, intermediate]
+
+
+class LlamaModel:
+    def __init__(self, arch: ModelArch, weights: dict[str, torch.Tensor], device: torch.device):
+        self.arch = arch
+        self.embed = weights.pop("model.embed_tokens.weight")  # [vocab, hidden]
+        lm_head = weights.pop("lm_head.weight", None)
+        self.lm_head = self.embed if arch.tie_word_embeddings or lm_head is None else lm_head
+        self.final_norm = weights.pop("model.norm.weight")
+        self.layers = [_take_layer(weights, n) for n in range(arch.num_layers)]
+        unused = [k for k in weights if "rotary_emb" not in k]
+        if unused:
+            raise ValueError(f"unexpected weights in checkpoint: {unused[:5]}")
+        max_pos = arch.max_position_embeddings
+        self.rope = RotaryEmbedding(arch.head_dim, arch.rope_theta, max_pos, arch.rope_scaling, device)
+        self.dtype = self.embed.dtype
+
+    @torch.inference_mode()
+    def forward(self, batch: ForwardBatch, pool: KVPool, attn: AttentionBackend) -> torch.Tensor:
+        """Run the batch, writing its KV into `pool`; logits [num_logits, vocab] (float32) of
+        the rows in batch.logits_indices."""
+        attn.begin(batch)
+        hidden = F.embedding(batch.input_ids, self.embed)  # [T, hidden]
+        for n, layer in enumerate(self.layers):
+            hidden = self._layer(n, layer, hidden, batch.positions, pool, attn)
+        hidden = hidden[batch.logits_indices]
+        hidden = rms_norm(hidden, self.final_norm, self.arch.rms_norm_eps)
+        return linear(hidden, self.lm_head).float()
+
+    def _layer(self, n: int, layer: DecoderLayer, hidden: torch.Tensor, positions: torch.Tensor,
+               pool: KVPool, attn: AttentionBackend) -> torch.Tensor:
+        a = self.arch
+        x = rms_norm(hidden, layer.input_norm, a.rms_norm_eps)
+        qkv = linear(x, layer.qkv, layer.qkv_bias)  # [T, q_size + 2 * kv_size]
+        q, k, v = qkv.split([a.q_size, a.kv_size, a.kv_size], dim=-1)
+        q = q.view(-1, a.num_heads, a.head_dim)
+        k = k.view(-1, a.num_kv_heads, a.head_dim)
+        v = v.view(-1, a.num_kv_heads, a.head_dim)
+        q, k = self.rope.apply(q, k, positions)
+        out = attn.attend(n, q, k, v, pool)  # [T, Hq, D]
+        hidden = hidden + linear(out.reshape(-1, a.q_size), layer.o_proj)
+        x = rms_norm(hidden, layer.post_norm, a.rms_norm_eps)
+        gate, up = linear(x, layer.gate_up).chunk(2, dim=-1)
+        return hidden + linear(F.silu(gate) * up, layer.down)
+
+
+def _take_layer(w: dict[str, torch.Tensor], n: int) -> DecoderLayer:
+    p = f"model.layers.{n}."
+    take = lambda name: w.pop(p + name)  # noqa: E731
+    qkv = torch.cat([take("self_attn.q_proj.weight"), take("self_attn.k_proj.weight"),
+                     take("self_attn.v_proj.weight")])
+    bias = None
+    if p + "self_attn.q_proj.bias" in w:
+        bias = torch.cat([take("self_attn.q_proj.bias"), take("self_attn.k_proj.bias"),
+                          take("self_attn.v_proj.bias")])
+    return DecoderLayer(
+        input_norm=take("input_layernorm.weight"), qkv=qkv, qkv_bias=bias,
+        o_proj=take("self_attn.o_proj.weight"), post_norm=take("post_attention_layernorm.weight"),
+        gate_up=torch.cat([take("mlp.gate_proj.weight"), take("mlp.up_proj.weight")]),
+        down=take("mlp.down_proj.weight"),
+    )

@@ -1,0 +1,85 @@
+"""Weights from an HF-format folder: safetensors (single file or sharded with an index json),
+or `dummy` random weights built from config.json alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from radixgen.runtime.model.arch import ModelArch
+
+_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+def resolve_dtype(name: str, arch: ModelArch, device: torch.device) -> torch.dtype:
+    """`auto` keeps the checkpoint's dtype on a GPU; on the CPU float16 becomes float32
+    (CPU float16 GEMMs are slow)."""
+    if name != "auto":
+        if name not in _DTYPES:
+            raise ValueError(f"unknown dtype {name!r}; choose auto, {', '.join(_DTYPES)}")
+        return _DTYPES[name]
+    dtype = _DTYPES.get(arch.torch_dtype.replace("torch.", ""), torch.float32)
+    if device.type == "cpu" and dtype == torch.float16:
+        return torch.float32
+    return dtype
+
+
+def load_state_dict(folder: str | Path, arch: ModelArch, dtype: torch.dtype, load_format: str,
+                    device: torch.device, seed: int = 0) -> dict[str, torch.Tensor]:
+    """HF parameter name -> tensor (on `device`, in `dtype`)."""
+    if load_format == "dummy":
+        return dummy_state_dict(arch, dtype, device, seed)
+    if load_format not in ("auto", "safetensors"):
+        raise ValueError(f"unknown load format {load_format!r}; choose auto, safetensors, dummy")
+    from safetensors.torch import load_file
+
+    out: dict[str, torch.Tensor] = {}
+    for path in _safetensors_files(Path(folder)):
+        for name, tensor in load_file(str(path), device="cpu").items():
+            out[name] = tensor.to(device=device, dtype=dtype)
+    return out
+
+
+def _safetensors_files(folder: Path) -> list[Path]:
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        missing = [s for s in shards if not (folder / s).is_file()]
+        if missing:
+            raise FileNotFoundError(f"{folder}: shards listed in the index are missing: {missing}")
+        return [folder / s for s in shards]
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{folder} has no *.safetensors weights (use --load-format dummy for random weights)")
+    return files
+
+
+def dummy_state_dict(arch: ModelArch, dtype: torch.dtype, device: torch.device,
+                     seed: int = 0) -> dict[str, torch.Tensor]:
+    """Random weights with the real shapes (std 0.02, norms at 1), generated on `device`."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    h, i, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_size, arch.kv_size
+
+    def rand(*shape: int) -> torch.Tensor:
+        return (torch.randn(shape, generator=gen, device=device, dtype=torch.float32) * 0.02).to(dtype)
+
+    out = {"model.embed_tokens.weight": rand(arch.vocab_size, h),
+           "model.norm.weight": torch.ones(h, dtype=dtype, device=device)}
+    if not arch.tie_word_embeddings:
+        out["lm_head.weight"] = rand(arch.vocab_size, h)
+    for n in range(arch.num_layers):
+        p = f"model.layers.{n}."
+        out.update({
+            p + "input_layernorm.weight": torch.ones(h, dtype=dtype, device=device),
+            p + "post_attention_layernorm.weight": torch.ones(h, dtype=dtype, device=device),
+            p + "self_attn.q_proj.weight": rand(q, h), p + "self_attn.k_proj.weight": rand(kv, h),
+            p + "self_attn.v_proj.weight": rand(kv, h), p + "self_attn.o_proj.weight": rand(h, q),
+            p + "mlp.gate_proj.weight": rand(i, h), p + "mlp.up_proj.weight": rand(i, h),
+            p + "mlp.down_proj.weight": rand(h, i),
+        })
+        if arch.qkv_bias:
+            for proj, size in (("q_proj", q), ("k_proj", kv), ("v_proj", kv)):
+                out[p + f"self_attn.{proj}.bias"] = rand(size)
+    return out

@@ -1,0 +1,103 @@
+"""Owns the model, the KV pool, the slot allocator and the request-to-token table, and turns
+lists of requests into forward batches."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import torch
+
+from radixgen.config import CacheConfig, ModelConfig
+from radixgen.radix.kv_pool import KVPool, ReqToTokenTable, SlotAllocator
+from radixgen.runtime.attention import TorchAttention
+from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
+from radixgen.runtime.model.arch import ModelArch
+from radixgen.runtime.model.llama import LlamaModel
+from radixgen.runtime.model.loader import load_state_dict, resolve_dtype
+from radixgen.runtime.request import Request
+
+logger = logging.getLogger(__name__)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+class ModelRunner:
+    def __init__(self, model_path: Path, model_cfg: ModelConfig, cache_cfg: CacheConfig,
+                 max_running_requests: int):
+        self.device = resolve_device(model_cfg.device)
+        self.arch = ModelArch.from_folder(model_path)
+        self.dtype = resolve_dtype(model_cfg.dtype, self.arch, self.device)
+        weights = load_state_dict(model_path, self.arch, self.dtype, model_cfg.load_format,
+                                  self.device, model_cfg.seed)
+        weight_bytes = sum(t.numel() * t.element_size() for t in weights.values())
+        self.model = LlamaModel(self.arch, weights, self.device)
+        a = self.arch
+        self.num_slots = self._capacity(cache_cfg, weight_bytes)
+        self.pool = KVPool(self.num_slots, a.num_layers, a.num_kv_heads, a.head_dim, self.dtype, self.device)
+        self.allocator = SlotAllocator(self.num_slots, self.device)
+        self.max_context_len = a.max_position_embeddings
+        self.table = ReqToTokenTable(max_running_requests + 1, self.max_context_len, self.device)
+        self.attn = TorchAttention(a.num_heads, a.num_kv_heads, a.head_dim)
+        logger.info("KV pool: %d tokens (%s), weights %.1f MB", self.num_slots, self.dtype, weight_bytes / 1e6)
+
+    def _capacity(self, cfg: CacheConfig, weight_bytes: int) -> int:
+        a = self.arch
+        per_token = KVPool.bytes_per_token(a.num_layers, a.num_kv_heads, a.head_dim, self.dtype)
+        if cfg.max_total_tokens is not None:
+            if cfg.max_total_tokens < 1:
+                raise ValueError("max_total_tokens must be >= 1")
+            return cfg.max_total_tokens
+        budget = _device_memory(self.device) * cfg.mem_fraction_static - weight_bytes
+        if budget < per_token * 256:
+            raise ValueError(f"--mem-fraction-static {cfg.mem_fraction_static} leaves no room for the KV pool")
+        return int(min(budget // per_token, 1 << 22))
+
+    def forward_extend(self, reqs: list[Request], extend_lens: list[int],
+                       new_slots: list[torch.Tensor]) -> torch.Tensor:
+        """Prefill `extend_lens[i]` tokens of each request starting at its kv_len into
+        `new_slots[i]`; logits [batch, vocab] at each request's last new token."""
+        ids, positions, seq_lens = [], [], []
+        for req, ext, slots in zip(reqs, extend_lens, new_slots):
+            start = req.kv_len
+            self.table.write(req.row, start, slots)
+            ids.extend(req.all_ids[start:start + ext])
+            positions.append(torch.arange(start, start + ext))
+            seq_lens.append(start + ext)
+        ends = torch.tensor(extend_lens).cumsum(0)
+        return self._run(ForwardMode.EXTEND, reqs, ids, torch.cat(positions), torch.cat(new_slots),
+                         seq_lens, extend_lens, ends - 1)
+
+    def forward_decode(self, reqs: list[Request], new_slots: torch.Tensor) -> torch.Tensor:
+        """One token per request (its newest, at position kv_len) into new_slots [batch]."""
+        for req, slot in zip(reqs, new_slots):
+            self.table.table[req.row, req.kv_len] = slot
+        ids = [req.all_ids[-1] for req in reqs]
+        positions = torch.tensor([req.kv_len for req in reqs])
+        seq_lens = [req.kv_len + 1 for req in reqs]
+        return self._run(ForwardMode.DECODE, reqs, ids, positions, new_slots, seq_lens,
+                         [1] * len(reqs), torch.arange(len(reqs)))
+
+    def _run(self, mode, reqs, ids, positions, out_slots, seq_lens, extend_lens, logits_rows):
+        rows = torch.tensor([r.row for r in reqs], device=self.device)
+        batch = ForwardBatch(
+            mode=mode, input_ids=torch.tensor(ids, device=self.device),
+            positions=positions.to(self.device), out_slots=out_slots.to(self.device),
+            kv_slots=self.table.table[rows, :max(seq_lens)], seq_lens=seq_lens,
+            extend_lens=extend_lens, logits_indices=logits_rows.to(self.device),
+        )
+        return self.model.forward(batch, self.pool, self.attn)
+
+
+def _device_memory(device: torch.device) -> int:
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return free
+    with open("/proc/meminfo") as f:
+        info = dict(line.split(":", 1) for line in f)
+    return int(info["MemAvailable"].split()[0]) * 1024 if "MemAvailable" in info else os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

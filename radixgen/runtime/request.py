@@ -1,0 +1,56 @@
+"""A request's state inside the scheduler."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Hashable
+
+import torch
+
+from radixgen.core import FinishReason, SamplingParams
+
+
+@dataclass(eq=False)
+class Request:
+    rid: str
+    input_ids: list[int]
+    params: SamplingParams
+    namespace: Hashable = None  # radix-cache namespace (model version, LoRA id)
+    arrival: float = field(default_factory=time.monotonic)
+    output_ids: list[int] = field(default_factory=list)
+    # KV bookkeeping: positions [0, tree_len) use radix-tree slots (locked through `node`);
+    # positions [tree_len, kv_len) use slots this request owns; all live in table row `row`.
+    row: int | None = None
+    kv_len: int = 0
+    tree_len: int = 0
+    node: Any = None
+    cached_tokens: int = 0  # prompt tokens served from the cache (reported in meta_info)
+    started: bool = False  # prefill has begun once (retraction does not reset it)
+    num_retractions: int = 0
+    finish: FinishReason | None = None
+    generator: torch.Generator | None = None
+    output_logprobs: list[float] = field(default_factory=list)
+    output_top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
+    first_token_time: float | None = None
+
+    @property
+    def seq_len(self) -> int:
+        return len(self.input_ids) + len(self.output_ids)
+
+    @property
+    def all_ids(self) -> list[int]:
+        return self.input_ids + self.output_ids
+
+    @property
+    def is_prefilled(self) -> bool:
+        """True once every token but the newest has its KV computed (ready to decode)."""
+        return self.kv_len >= self.seq_len - 1 and self.row is not None
+
+    @property
+    def remaining_new_tokens(self) -> int:
+        return max(self.params.max_new_tokens - len(self.output_ids), 0)
+
+    def reset_kv_state(self) -> None:
+        """Forget KV placement (after retraction): the request will be prefilled again."""
+        self.row, self.kv_len, self.tree_len, self.node = None, 0, 0, None

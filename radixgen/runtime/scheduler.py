@@ -1,0 +1,235 @@
+"""Continuous-batching scheduler: one forward per `step()`, prefill (chunked) before decode.
+
+The IO is injected: the offline Engine calls `handle` and reads `step()`'s outputs directly;
+the server's scheduler process feeds them through ZMQ. Both run this code.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import torch
+
+from radixgen.config import SchedulerConfig
+from radixgen.core import FinishReason
+from radixgen.radix import PrefixCache
+from radixgen.runtime.kv_manager import KVManager
+from radixgen.runtime.messages import AbortReq, FlushCacheReq, GenerateReq, TokenOut, ToScheduler
+from radixgen.runtime.model_runner import ModelRunner
+from radixgen.runtime.request import Request
+from radixgen.runtime.sampling import sample
+from radixgen.runtime.schedule_policy import PrefillPlan, order_waiting, shares_uncached_prefix
+from radixgen.runtime.stop_checker import StopChecker
+
+logger = logging.getLogger(__name__)
+
+
+class Scheduler:
+    def __init__(self, runner: ModelRunner, cache: PrefixCache, cfg: SchedulerConfig,
+                 stop_checker: StopChecker):
+        self.runner, self.cfg, self.stop_checker = runner, cfg, stop_checker
+        self.cache = cache
+        self.kv = KVManager(cache, runner.allocator, runner.table)
+        chunk = cfg.chunked_prefill_size
+        if chunk is None:
+            chunk = 512 if runner.device.type == "cpu" else 8192
+        self.chunk_size = chunk if chunk > 0 else 1 << 30
+        self.waiting: list[Request] = []
+        self.running: list[Request] = []  # prefilled, decoding
+        self.chunked: list[Request] = []  # admitted, prompt partly prefilled
+        self.outputs: list[TokenOut] = []
+        self.num_prompt_tokens = self.num_cached_tokens = self.num_retractions = 0
+
+    # ---- input ----------------------------------------------------------------------------
+    def handle(self, msg: ToScheduler) -> None:
+        if isinstance(msg, GenerateReq):
+            self._add(msg)
+        elif isinstance(msg, AbortReq):
+            self._abort(msg.rid)
+        elif isinstance(msg, FlushCacheReq):
+            self.flush_cache()
+
+    def _add(self, msg: GenerateReq) -> None:
+        gen = torch.Generator().manual_seed(msg.params.seed if msg.params.seed is not None
+                                            else random.getrandbits(63))
+        req = Request(msg.rid, list(msg.input_ids), msg.params, msg.namespace, generator=gen)
+        error = self._validate(req)
+        if error or req.params.max_new_tokens == 0:
+            reason = FinishReason("abort", message=error) if error else FinishReason("length")
+            self._finish(req, reason)
+            return
+        self.waiting.append(req)
+
+    def _validate(self, req: Request) -> str:
+        if not req.input_ids:
+            return "the prompt is empty"
+        if len(req.input_ids) >= self.runner.max_context_len:
+            return f"the prompt has {len(req.input_ids)} tokens; the model's context is {self.runner.max_context_len}"
+        if len(req.input_ids) + 1 > self.runner.num_slots:
+            return f"the prompt has {len(req.input_ids)} tokens; the KV pool holds {self.runner.num_slots}"
+        if max(req.input_ids) >= self.runner.arch.vocab_size or min(req.input_ids) < 0:
+            return "input_ids contain token ids outside the vocabulary"
+        return ""
+
+    def _abort(self, rid: str) -> None:
+        for queue in (self.waiting, self.chunked, self.running):
+            for req in queue:
+                if req.rid == rid:
+                    queue.remove(req)
+                    if req.row is not None:
+                        self.kv.release(req)
+                    self._finish(req, FinishReason("abort", message="aborted by the client"))
+                    return
+
+    def flush_cache(self) -> bool:
+        """Drop every cached prefix; refused (False) while requests are in flight."""
+        if self.waiting or self.running or self.chunked:
+            return False
+        self.cache.reset()
+        return True
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running or self.chunked)
+
+    # ---- one step ---------------------------------------------------------------------------
+    def step(self) -> list[TokenOut]:
+        """Run one forward (a prefill batch if any request can be admitted, else a decode
+        batch) and return the outputs produced since the last step."""
+        plan = self._plan_prefill()
+        if plan.reqs:
+            self._run_prefill(plan)
+        if not plan.reqs and self.running:
+            self._run_decode()
+        outputs, self.outputs = self.outputs, []
+        return outputs
+
+    def _plan_prefill(self) -> PrefillPlan:
+        plan, budget = PrefillPlan(), self.chunk_size
+        for req in list(self.chunked):  # continue a chunked prompt first
+            ext = min(req.seq_len - req.kv_len, budget)
+            plan.reqs.append(req)
+            plan.extend_lens.append(ext)
+            budget -= ext
+        if budget <= 0 or not self.waiting:
+            return plan
+        cached = {id(r): self.kv.match(r) for r in self.waiting}
+        reserved = sum(self._reserve(r) for r in self.running + self.chunked)
+        for req in order_waiting(self.waiting, cached, self.cfg):
+            if budget <= 0 or len(self.running) + len(plan.reqs) >= self.cfg.max_running_requests:
+                break
+            if shares_uncached_prefix(req, cached[id(req)], plan.reqs):
+                continue
+            ext = min(req.seq_len - cached[id(req)], budget)
+            alone = not (self.running or self.chunked or plan.reqs)  # then no reservation
+            need = ext if alone else ext + self._reserve(req) + reserved
+            if need > self.kv.available() or not self.kv.admit(req):
+                break
+            self.waiting.remove(req)
+            ext = min(req.seq_len - req.kv_len, budget)
+            plan.reqs.append(req)
+            plan.extend_lens.append(ext)
+            budget -= ext
+            reserved += ext + self._reserve(req)
+        return plan
+
+    def _reserve(self, req: Request) -> int:
+        """KV tokens held back at admission for the request's future decode steps."""
+        return int(req.remaining_new_tokens * self.cfg.new_token_ratio)
+
+    def _alloc_plan(self, plan: PrefillPlan) -> list[torch.Tensor]:
+        """Slots for every planned request; one that cannot get them (decode filled the pool
+        since it was admitted) goes back to the queue."""
+        slots, kept = [], PrefillPlan()
+        for req, ext in zip(plan.reqs, plan.extend_lens):
+            got = self.kv.alloc(ext)
+            if got is None:
+                if req in self.chunked:
+                    self.chunked.remove(req)
+                self.kv.release(req)
+                self.waiting.insert(0, req)
+                continue
+            slots.append(got)
+            kept.reqs.append(req)
+            kept.extend_lens.append(ext)
+        plan.reqs, plan.extend_lens = kept.reqs, kept.extend_lens
+        return slots
+
+    def _run_prefill(self, plan: PrefillPlan) -> None:
+        slots = self._alloc_plan(plan)
+        if not plan.reqs:
+            return
+        logits = self.runner.forward_extend(plan.reqs, plan.extend_lens, slots)
+        done = []
+        for i, (req, ext) in enumerate(zip(plan.reqs, plan.extend_lens)):
+            if not req.started:  # first chunk of its first admission: record cache hits
+                req.started, req.cached_tokens = True, req.kv_len
+                self.num_prompt_tokens += len(req.input_ids)
+                self.num_cached_tokens += req.kv_len
+            req.kv_len += ext
+            self.kv.cache_unfinished(req)
+            if req.kv_len == req.seq_len:
+                done.append(i)
+                if req in self.chunked:
+                    self.chunked.remove(req)
+            elif req not in self.chunked:
+                self.chunked.append(req)
+        if done:
+            reqs = [plan.reqs[i] for i in done]
+            self._append_tokens(reqs, logits[done])
+
+    def _run_decode(self) -> None:
+        slots = self.kv.alloc(len(self.running))
+        while slots is None:
+            self._retract_one()
+            if not self.running:
+                return
+            slots = self.kv.alloc(len(self.running))
+        reqs = list(self.running)
+        logits = self.runner.forward_decode(reqs, slots)
+        for req in reqs:
+            req.kv_len += 1
+        self._append_tokens(reqs, logits)
+
+    def _retract_one(self) -> None:
+        """Out of KV: send the newest running request back to the queue (it keeps its output
+        and is prefilled again later, mostly from the cache)."""
+        victim = max(self.running, key=lambda r: r.arrival)
+        self.running.remove(victim)
+        self.kv.release(victim)
+        victim.num_retractions += 1
+        self.num_retractions += 1
+        if not self.running and not self.chunked and victim.seq_len + 1 > self.runner.num_slots:
+            self._finish(victim, FinishReason("abort", message="the KV pool is too small for this request"))
+            return
+        self.waiting.insert(0, victim)
+        logger.info("retracted %s (KV pool full)", victim.rid)
+
+    def _append_tokens(self, reqs: list[Request], logits: torch.Tensor) -> None:
+        result = sample(logits, reqs)
+        for i, (req, token) in enumerate(zip(reqs, result.token_ids)):
+            req.output_ids.append(token)
+            lp = result.logprobs[i] if result.logprobs else None
+            top = result.top_logprobs[i] if result.top_logprobs else None
+            if lp is not None:
+                req.output_logprobs.append(lp)
+            reason = self.stop_checker.check(req, self.runner.max_context_len)
+            if req not in self.running:
+                self.running.append(req)
+            if reason is not None:
+                self.running.remove(req)
+                self.kv.release(req)
+            self._emit(req, [token], reason, [lp] if lp is not None else None, [top] if top else None)
+
+    def _finish(self, req: Request, reason: FinishReason) -> None:
+        self._emit(req, [], reason, None, None)
+
+    def _emit(self, req, token_ids, reason, logprobs, top) -> None:
+        req.finish = reason
+        self.outputs.append(TokenOut(
+            rid=req.rid, token_ids=token_ids, prompt_tokens=len(req.input_ids),
+            cached_tokens=req.cached_tokens, completion_tokens=len(req.output_ids),
+            finish=reason.to_dict() if reason else None, logprobs=logprobs,
+            top_logprobs=[[list(p) for p in t] for t in top] if top else None,
+        ))

@@ -1,0 +1,1 @@
+"""Drafters, token trees, grammar pruning and verification (the speculative-decoding issue)."""

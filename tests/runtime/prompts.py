@@ -1,0 +1,20 @@
+"""Diverse chat prompts for the correctness tests."""
+
+PROMPTS = [
+    "What is the capital of France?",
+    "Write a haiku about the sea.",
+    "List three prime numbers greater than 100 and explain why they are prime.",
+    "Translate 'good morning, how are you?' into Spanish.",
+    "Write a Python function that reverses a string.",
+    'Return a JSON object with keys "name" and "age" for a 31 year old called Ada.',
+    "Explain step by step: if a train travels 60 km in 45 minutes, what is its speed in km/h?",
+    "Give me a short SQL query that counts the rows of a table named users.",
+    "Summarize the plot of Romeo and Juliet in two sentences.",
+    "What is 1234 + 5678?",
+]
+
+
+def chat_ids(tokenizer, text: str, system: str | None = None) -> list[int]:
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+    out = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    return list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
