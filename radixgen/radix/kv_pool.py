@@ -36,6 +36,10 @@ class SlotAllocator:
         if slots.numel():
             self._pending.append(slots.to("cpu", torch.int64, copy=True).flatten())
 
+    def free_slots(self) -> torch.Tensor:
+        """All free slots (a copy), for accounting checks."""
+        return torch.cat([self._free, *self._pending])
+
     def _merge_pending(self) -> None:
         if self._pending:
             self._free = torch.cat([self._free, *self._pending]).sort().values

@@ -75,6 +75,9 @@ class PrefixCache(Protocol):
     def total_size(self) -> int:
         """Tokens (= slots) the cache holds. Mutates nothing."""
 
+    def all_slots(self) -> torch.Tensor:
+        """Every slot the cache holds, int64 [total_size()]. Mutates nothing."""
+
     def reset(self) -> None:
         """Drop everything, handing every slot to free_slots. Nothing may be locked."""
 
@@ -230,13 +233,18 @@ class RadixCache:
     def total_size(self) -> int:
         return self._evictable + self._protected
 
+    def all_slots(self) -> torch.Tensor:
+        """Every slot the cache holds (for accounting checks); mutates nothing."""
+        slots = [n.slots for root in self._roots.values() for n in iter_subtree(root)]
+        return torch.cat(slots) if slots else _empty_slots()
+
     def reset(self) -> None:
         """See `PrefixCache.reset`; empties the tree and calls free_slots once."""
         assert self._protected == 0, f"reset with {self._protected} locked tokens"
-        slots = [n.slots for root in self._roots.values() for n in iter_subtree(root)]
+        slots = self.all_slots()
         self._init_tree()
-        if slots:
-            self._free_slots(torch.cat(slots))
+        if slots.numel():
+            self._free_slots(slots)
 
     def check_integrity(self) -> None:
         """See `PrefixCache.check_integrity`; mutates nothing."""
@@ -290,6 +298,9 @@ class NoPrefixCache:
 
     def total_size(self) -> int:
         return 0
+
+    def all_slots(self) -> torch.Tensor:
+        return _empty_slots()
 
     def reset(self) -> None:
         pass

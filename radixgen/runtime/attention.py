@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from radixgen.radix.kv_pool import KVPool
+from radixgen.runtime.cascade import MIN_SHARED_PREFIX, DecodePlan, attention_with_lse, merge_states, plan_decode
 from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
 
 
@@ -26,22 +27,23 @@ class AttentionBackend(Protocol):
 
 
 class TorchAttention:
-    """SDPA over KV gathered from the pool; GQA folded into the query dimension."""
+    """SDPA over KV gathered from the pool; GQA folded into the query dimension. Decode reads
+    shared prefixes once per group of requests (cascade, see runtime/cascade.py) unless
+    `cascade=False`."""
 
-    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int):
+    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, cascade: bool = True):
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.group = num_heads // num_kv_heads
+        self.cascade = cascade
         self.batch: ForwardBatch | None = None
-        self.decode_mask: torch.Tensor | None = None
+        self.plan: DecodePlan | None = None
         self.extend_masks: list[torch.Tensor | None] = []
 
     def begin(self, batch: ForwardBatch) -> None:
         self.batch = batch
         if batch.mode is ForwardMode.DECODE:
-            lens = torch.tensor(batch.seq_lens)
-            width = batch.kv_slots.shape[1]
-            # [batch, 1, 1, max_seq_len]: True where the key is one of the request's tokens
-            self.decode_mask = (torch.arange(width)[None, :] < lens[:, None])[:, None, None, :]
+            min_shared = MIN_SHARED_PREFIX if self.cascade else None
+            self.plan = plan_decode(batch.kv_slots, batch.seq_lens, min_shared)
         else:
             self.extend_masks = [_causal_mask(p, e) for p, e in zip(batch.prefix_lens, batch.extend_lens)]
 
@@ -54,12 +56,22 @@ class TorchAttention:
         return self._extend(layer, q, pool)
 
     def _decode(self, layer: int, q: torch.Tensor, pool: KVPool) -> torch.Tensor:
-        b, hkv, d = self.batch.batch_size, self.num_kv_heads, self.head_dim
-        keys, values = pool.gather(layer, self.batch.kv_slots)  # [B, L, Hkv, D] each
+        plan, b, hkv, d = self.plan, self.batch.batch_size, self.num_kv_heads, self.head_dim
         q4 = q.view(b, hkv, self.group, d)
-        out = F.scaled_dot_product_attention(
-            q4, keys.transpose(1, 2), values.transpose(1, 2), attn_mask=self.decode_mask
-        )  # [B, Hkv, group, D]
+        keys, values = pool.gather(layer, plan.suffix_slots)  # [B, S, Hkv, D] each
+        k, v = keys.transpose(1, 2), values.transpose(1, 2)  # [B, Hkv, S, D]
+        if not plan.groups:
+            out = F.scaled_dot_product_attention(q4, k, v, attn_mask=plan.suffix_mask)
+            return out.reshape(b, self.num_heads, d)
+        out, lse = attention_with_lse(q4, k, v, plan.suffix_mask)  # [B, Hkv, G, D], [B, Hkv, G]
+        for group in plan.groups:
+            m = len(group.members)
+            pk, pv = pool.gather(layer, group.prefix_slots)  # [P, Hkv, D]
+            qg = q4[group.members].permute(1, 0, 2, 3).reshape(1, hkv, m * self.group, d)
+            po, plse = attention_with_lse(qg, pk.transpose(0, 1)[None], pv.transpose(0, 1)[None])
+            po = po.view(hkv, m, self.group, d).transpose(0, 1)  # [m, Hkv, G, D]
+            plse = plse.view(hkv, m, self.group).transpose(0, 1)
+            out[group.members] = merge_states(out[group.members], lse[group.members], po, plse)
         return out.reshape(b, self.num_heads, d)
 
     def _extend(self, layer: int, q: torch.Tensor, pool: KVPool) -> torch.Tensor:
