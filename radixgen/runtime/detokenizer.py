@@ -42,9 +42,14 @@ class IncrementalDetokenizer:
         return ""
 
     def _held_back(self) -> int:
-        """Length of the longest suffix of text that is a proper prefix of a stop string."""
+        """Characters at the end of text not yet safe to show: from a complete stop string
+        on (the request is about to finish there), or a suffix that may begin one."""
         best = 0
         for stop in self.params.stop:
+            at = self.text.find(stop, max(0, self.sent - len(stop) + 1))
+            if at >= 0:
+                best = max(best, len(self.text) - at)
+                continue
             for n in range(min(len(stop) - 1, len(self.text)), best, -1):
                 if self.text.endswith(stop[:n]):
                     best = n

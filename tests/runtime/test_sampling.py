@@ -1,0 +1,56 @@
+import torch
+
+from radixgen.core import SamplingParams
+from radixgen.runtime.request import Request
+from radixgen.runtime.sampling import _filter, sample
+
+
+def _req(seed=0, output=(), **params):
+    req = Request("r", [5, 6, 7], SamplingParams(**params), generator=torch.Generator().manual_seed(seed))
+    req.output_ids = list(output)
+    return req
+
+
+def test_greedy_is_argmax_and_logprobs_are_log_softmax():
+    logits = torch.randn(3, 50)
+    reqs = [_req(temperature=0, top_logprobs_num=3, return_logprob=True) for _ in range(3)]
+    res = sample(logits.clone(), reqs)
+    assert res.token_ids == logits.argmax(-1).tolist()
+    ref = torch.log_softmax(logits, -1)
+    for i, token in enumerate(res.token_ids):
+        assert abs(res.logprobs[i] - ref[i, token].item()) < 1e-5
+        assert [t for t, _ in res.top_logprobs[i]] == ref[i].topk(3).indices.tolist()
+
+
+def test_filters_keep_the_right_tokens():
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    assert (_filter(probs, 2, 1.0, 0.0) > 0).tolist() == [True, True, False, False]
+    assert (_filter(probs, -1, 0.7, 0.0) > 0).tolist() == [True, True, False, False]
+    assert (_filter(probs, -1, 0.5, 0.0) > 0).tolist() == [True, False, False, False]
+    assert (_filter(probs, -1, 1.0, 0.25) > 0).tolist() == [True, True, True, False]
+    assert abs(_filter(probs, 2, 1.0, 0.0).sum().item() - 1) < 1e-6
+
+
+def test_seeded_sampling_is_reproducible_and_follows_distribution():
+    logits = torch.log(torch.tensor([[0.6, 0.3, 0.1]]))
+    a = [sample(logits.clone(), [_req(seed=7, temperature=1.0)]).token_ids[0] for _ in range(1)]
+    b = [sample(logits.clone(), [_req(seed=7, temperature=1.0)]).token_ids[0] for _ in range(1)]
+    assert a == b
+    req = _req(seed=1, temperature=1.0)
+    counts = torch.bincount(torch.tensor([sample(logits.clone(), [req]).token_ids[0] for _ in range(3000)]), minlength=3)
+    assert torch.allclose(counts.float() / 3000, torch.tensor([0.6, 0.3, 0.1]), atol=0.04)
+
+
+def test_penalties_change_logits_as_specified():
+    logits = torch.tensor([[2.0, -1.0, 0.5, 0.0]])
+    req = _req(output=[0, 0, 2], temperature=0, frequency_penalty=0.5, presence_penalty=0.25)
+    from radixgen.runtime.sampling import _apply_penalties
+
+    out = logits.clone()
+    _apply_penalties(out, [req])
+    assert torch.allclose(out, torch.tensor([[2.0 - 1.0 - 0.25, -1.0, 0.5 - 0.5 - 0.25, 0.0]]))
+    rep = _req(temperature=0, repetition_penalty=2.0)  # prompt ids 5, 6, 7 are "seen"
+    big = torch.ones(1, 10)
+    big[0, 6] = -1.0
+    _apply_penalties(big, [rep])
+    assert big[0, 5].item() == 0.5 and big[0, 6].item() == -2.0 and big[0, 0].item() == 1.0
