@@ -42,6 +42,11 @@ class ModelRunner:
         self.pool = KVPool(self.num_slots, a.num_layers, a.num_kv_heads, a.head_dim, self.dtype, self.device)
         self.allocator = SlotAllocator(self.num_slots, self.device)
         self.max_context_len = a.max_position_embeddings
+        if a.sliding_window is not None and a.sliding_window < self.max_context_len:
+            # attention here is always full: it equals sliding-window attention only while the
+            # whole context fits in the window
+            logger.warning("context capped at the sliding window: %d tokens", a.sliding_window)
+            self.max_context_len = a.sliding_window
         self.table = ReqToTokenTable(max_running_requests + 1, self.max_context_len, self.device)
         self.attn = TorchAttention(a.num_heads, a.num_kv_heads, a.head_dim)
         logger.info("KV pool: %d tokens (%s), weights %.1f MB", self.num_slots, self.dtype, weight_bytes / 1e6)
