@@ -1,24 +1,52 @@
-"""`radixgen` / `python -m radixgen` command line."""
+"""`radixgen` / `python -m radixgen` command line.
+
+    radixgen serve [--model-path DIR] [--port 30000] ...   start the HTTP server
+    radixgen materialize-model                            print the embedded model's folder
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from radixgen.config import (CacheConfig, EngineConfig, ModelConfig, SchedulerConfig, ServerConfig,
+                             add_arguments, from_namespace)
 
-def main(argv: list[str] | None = None) -> int:
+SERVE_CONFIGS = (ModelConfig, CacheConfig, SchedulerConfig, ServerConfig)
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="radixgen")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("materialize-model", help="convert the embedded SmolLM2 GGUF into an HF folder and print its path")
-    args = parser.parse_args(argv)
-    if args.command == "materialize-model":
-        from radixgen.runtime.model.embedded import default_model_path
+    sub.add_parser("materialize-model",
+                   help="convert the embedded SmolLM2 GGUF into an HF folder and print its path")
+    serve = sub.add_parser("serve", help="start the HTTP server (native and OpenAI-compatible API)")
+    for config_cls in SERVE_CONFIGS:
+        group = serve.add_argument_group(config_cls.__name__)
+        add_arguments(group, config_cls)
+    return parser
 
-        try:
-            print(default_model_path())
-        except RuntimeError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+
+def serve_configs(args: argparse.Namespace) -> tuple[EngineConfig, ServerConfig]:
+    """The engine and server configs of parsed `serve` arguments."""
+    engine = EngineConfig(model=from_namespace(ModelConfig, args), cache=from_namespace(CacheConfig, args),
+                          scheduler=from_namespace(SchedulerConfig, args))
+    return engine, from_namespace(ServerConfig, args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        from radixgen.runtime.server import launch_server
+
+        return launch_server(*serve_configs(args))
+    from radixgen.runtime.model.embedded import default_model_path
+
+    try:
+        print(default_model_path())
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

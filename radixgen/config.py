@@ -59,6 +59,15 @@ class EngineConfig:
         return cls(**{part: _SUBCONFIGS[part](**vals) for part, vals in parts.items()})
 
 
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = option("127.0.0.1", "address the HTTP server listens on")
+    port: int = option(30000, "port the HTTP server listens on")
+    api_key: str | None = option(None, "if set, every route but /health needs 'Authorization: Bearer <key>'")
+    served_model_name: str | None = option(None, "model name in the OpenAI API (default: the model folder's name)")
+    log_level: str = option("info", "log level of every server process", ("debug", "info", "warning", "error"))
+
+
 _SUBCONFIGS = {"model": ModelConfig, "cache": CacheConfig, "scheduler": SchedulerConfig}
 
 

@@ -71,6 +71,15 @@ class KVPool:
         return self.k[layer][slots], self.v[layer][slots]
 
 
+    def gather_segment(self, layer: int, slots: torch.Tensor,
+                       span: tuple[int, int] | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Like gather for a 1-D slot list; when the slots are the ascending run span=(a, b),
+        views of the pool are returned instead of copies."""
+        if span is not None:
+            return self.k[layer][span[0]:span[1]], self.v[layer][span[0]:span[1]]
+        return self.gather(layer, slots)
+
+
 class ReqToTokenTable:
     """Row r holds the KV slots of the request using row r, position by position."""
 

@@ -66,12 +66,13 @@ class TorchAttention:
         out, lse = attention_with_lse(q4, k, v, plan.suffix_mask)  # [B, Hkv, G, D], [B, Hkv, G]
         for group in plan.groups:
             m = len(group.members)
-            pk, pv = pool.gather(layer, group.prefix_slots)  # [P, Hkv, D]
+            pk, pv = pool.gather_segment(layer, group.slots, group.span)  # [P, Hkv, D]
             qg = q4[group.members].permute(1, 0, 2, 3).reshape(1, hkv, m * self.group, d)
             po, plse = attention_with_lse(qg, pk.transpose(0, 1)[None], pv.transpose(0, 1)[None])
             po = po.view(hkv, m, self.group, d).transpose(0, 1)  # [m, Hkv, G, D]
             plse = plse.view(hkv, m, self.group).transpose(0, 1)
-            out[group.members] = merge_states(out[group.members], lse[group.members], po, plse)
+            out[group.members], lse[group.members] = merge_states(
+                out[group.members], lse[group.members], po, plse)
         return out.reshape(b, self.num_heads, d)
 
     def _extend(self, layer: int, q: torch.Tensor, pool: KVPool) -> torch.Tensor:

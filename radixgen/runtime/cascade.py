@@ -20,40 +20,62 @@ MIN_SHARED_PREFIX = 32  # shorter shared prefixes are read per request (not wort
 
 @dataclass
 class PrefixGroup:
-    members: torch.Tensor  # [m] batch rows sharing the prefix
-    prefix_slots: torch.Tensor  # [prefix_len] KV slots of the shared prefix
+    members: torch.Tensor  # [m] batch rows sharing the segment
+    slots: torch.Tensor  # [segment_len] KV slots of the shared segment
+    span: tuple[int, int] | None  # (first, last + 1) when the slots are one ascending run
 
 
 @dataclass
 class DecodePlan:
-    groups: list[PrefixGroup]
-    suffix_slots: torch.Tensor  # [batch, max_suffix_len] each request's KV after its group's prefix
+    groups: list[PrefixGroup]  # shared segments; a request may be in several (nested prefixes)
+    suffix_slots: torch.Tensor  # [batch, max_suffix_len] each request's KV after its segments
     suffix_mask: torch.Tensor  # [batch, 1, 1, max_suffix_len] True where a key is valid
 
 
 def plan_decode(kv_slots: torch.Tensor, seq_lens: list[int],
                 min_shared: int | None = MIN_SHARED_PREFIX) -> DecodePlan:
-    """Group requests whose slot rows start with the same >= min_shared slots (no groups when
-    min_shared is None)."""
+    """Split each request's KV into shared segments (read once per group) and its own suffix.
+    Walks the trie of the batch's slot rows; a shared run shorter than min_shared is not a
+    group of its own but is read again by each subgroup below it. No groups if min_shared is
+    None."""
     lens = torch.tensor(seq_lens)
     prefix_lens = torch.zeros_like(lens)
-    groups = []
-    first = kv_slots[:, 0]
-    values, counts = first.unique(return_counts=True)
-    for value in values[counts > 1].tolist() if min_shared is not None else []:
-        members = (first == value).nonzero()[:, 0]
-        width = int(lens[members].min()) - 1  # the newest token always stays in the suffix
-        rows = kv_slots[members, :width]
-        shared = int((rows == rows[0]).all(0).int().cumprod(0).sum())
-        if shared >= min_shared:
-            groups.append(PrefixGroup(members, kv_slots[members[0], :shared]))
-            prefix_lens[members] = shared
+    groups: list[PrefixGroup] = []
+    if min_shared is not None and len(seq_lens) > 1:
+        _visit(kv_slots, lens, torch.arange(len(seq_lens)), 0, 0, min_shared, groups, prefix_lens)
     suffix_lens = lens - prefix_lens
     span = torch.arange(int(suffix_lens.max()))
     cols = (prefix_lens[:, None] + span[None, :]).clamp(max=kv_slots.shape[1] - 1)
     suffix_slots = kv_slots.gather(1, cols)
     suffix_mask = (span[None, :] < suffix_lens[:, None])[:, None, None, :]
     return DecodePlan(groups, suffix_slots, suffix_mask)
+
+
+def _visit(kv: torch.Tensor, lens: torch.Tensor, members: torch.Tensor, seg_start: int,
+           start: int, min_shared: int, groups: list[PrefixGroup], prefix_lens: torch.Tensor) -> None:
+    """`members` share slot columns [0, start); [seg_start, start) is not yet in a group."""
+    if len(members) == 1:
+        prefix_lens[members] = seg_start
+        return
+    width = int(lens[members].min()) - 1  # each request's newest token stays in its suffix
+    rows = kv[members, start:width]
+    end = start + (int((rows == rows[0]).all(0).int().cumprod(0).sum()) if width > start else 0)
+    if end - seg_start >= min_shared:
+        groups.append(_group(members, kv[members[0], seg_start:end]))
+        seg_start = end
+    done = lens[members] - 1 <= end
+    prefix_lens[members[done]] = seg_start
+    rest = members[~done]
+    if len(rest):
+        column = kv[rest, end]
+        for value in column.unique():
+            _visit(kv, lens, rest[column == value], seg_start, end + 1, min_shared, groups, prefix_lens)
+
+
+def _group(members: torch.Tensor, slots: torch.Tensor) -> PrefixGroup:
+    first, last = int(slots[0]), int(slots[-1])
+    is_run = last - first == len(slots) - 1 and bool((slots.diff() == 1).all())
+    return PrefixGroup(members, slots, (first, last + 1) if is_run else None)
 
 
 def attention_with_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -68,11 +90,12 @@ def attention_with_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 
 def merge_states(v_a: torch.Tensor, s_a: torch.Tensor, v_b: torch.Tensor,
-                 s_b: torch.Tensor) -> torch.Tensor:
-    """Merge two partial attention results (see module docstring). v [..., D], s [...]."""
+                 s_b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Merge two partial attention results (see module docstring): v [..., D], s [...] ->
+    merged v and s."""
     m = torch.maximum(s_a, s_b)
     m = torch.where(torch.isinf(m), torch.zeros_like(m), m)  # two empty parts: no NaN
     w_a, w_b = torch.exp(s_a - m), torch.exp(s_b - m)
     total = (w_a + w_b).clamp_min(torch.finfo(torch.float32).tiny)
     merged = (v_a.float() * w_a[..., None] + v_b.float() * w_b[..., None]) / total[..., None]
-    return merged.to(v_a.dtype)
+    return merged.to(v_a.dtype), m + torch.log(total)

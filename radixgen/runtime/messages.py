@@ -39,3 +39,70 @@ class TokenOut(msgspec.Struct, frozen=True):
     finish: dict[str, Any] | None = None
     logprobs: list[float] | None = None
     top_logprobs: list[list[tuple[int, float]]] | None = None
+
+
+# ---- server mode: the scheduler process's wider input ---------------------------------------
+class GetInfoReq(msgspec.Struct, frozen=True, tag=True):
+    """Ask the scheduler process for its cache and queue statistics (answered by InfoResp)."""
+
+
+ToSchedulerProcess = Union[GenerateReq, AbortReq, FlushCacheReq, GetInfoReq]
+
+
+# ---- scheduler process -> detokenizer process -----------------------------------------------
+class DetokRegister(msgspec.Struct, frozen=True, tag=True):
+    """A new request: sent before any of its TokenOut, on the same socket (so in order)."""
+
+    rid: str
+    params: SamplingParams
+
+
+class TokenBatch(msgspec.Struct, frozen=True, tag=True):
+    outs: list[TokenOut]
+
+
+ToDetokenizer = Union[DetokRegister, TokenBatch]
+
+
+# ---- detokenizer / scheduler process -> main process ----------------------------------------
+class TextOut(msgspec.Struct, frozen=True):
+    """A TokenOut with its text delta (stop strings trimmed, never a partial character)."""
+
+    rid: str
+    text: str
+    token_ids: list[int]
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    finish: dict[str, Any] | None = None
+    logprobs: list[float] | None = None
+    top_logprobs: list[list[tuple[int, float]]] | None = None
+
+
+class TextBatch(msgspec.Struct, frozen=True, tag=True):
+    outs: list[TextOut]
+
+
+class SchedulerReady(msgspec.Struct, frozen=True, tag=True):
+    """The model is loaded: the limits the main process validates requests against."""
+
+    max_context_len: int
+    num_slots: int
+    vocab_size: int
+
+
+class SchedulerFailed(msgspec.Struct, frozen=True, tag=True):
+    """The scheduler process could not start (e.g. the model failed to load)."""
+
+    error: str
+
+
+class FlushCacheResp(msgspec.Struct, frozen=True, tag=True):
+    ok: bool
+
+
+class InfoResp(msgspec.Struct, frozen=True, tag=True):
+    stats: dict[str, Any]
+
+
+ToFrontend = Union[TextBatch, SchedulerReady, SchedulerFailed, FlushCacheResp, InfoResp]

@@ -95,3 +95,41 @@ def test_last_token_logits_close_to_hf(model_path, prompt_ids):
             worst = max(worst, abs(logprob - ref[token].item()) / max(abs(ref[token].item()), 1e-3))
     print(f"max relative error of top-5 logprobs vs HF: {worst:.2e}")
     assert worst < 1e-3
+
+
+SHARED_SYSTEM = (
+    "You are Atlas, the support agent of Northwind Traders. You can call these tools: "
+    "get_order(order_id: string) returns the order with its items, status and history; "
+    "refund_order(order_id: string, amount: number, reason: string) refunds part of an order; "
+    "search_faq(query: string) returns up to five help-center articles. Always confirm the "
+    "order id before acting, never promise delivery dates, and answer in at most three sentences."
+)
+
+
+def test_shared_system_prompt_decodes_through_cascade_and_matches_hf(model_path, tokenizer):
+    """Requests sharing a long system prompt read it once per group (cascade attention) and
+    still give HF's greedy tokens."""
+    from transformers import AutoModelForCausalLM
+
+    users = ["Where is my order ORD-1?", "I want a refund for ORD-7.", "How do I reset my password?",
+             "Can you ship to Norway?"]
+    ids = [chat_ids(tokenizer, u, system=SHARED_SYSTEM) for u in users]
+    hf = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
+    with torch.no_grad():
+        ref = [hf.generate(torch.tensor([x]), max_new_tokens=MAX_NEW, do_sample=False,
+                           attention_mask=torch.ones(1, len(x), dtype=torch.long))[0, len(x):].tolist()
+               for x in ids]
+    eng = Engine(str(model_path), dtype="float32")
+    groups = []
+    original = eng.scheduler.runner.attn.begin
+
+    def spy(batch):
+        original(batch)
+        if eng.scheduler.runner.attn.plan is not None and batch.mode.value == "decode":
+            groups.append(len(eng.scheduler.runner.attn.plan.groups))
+
+    eng.scheduler.runner.attn.begin = spy
+    results = eng.generate(input_ids=ids, sampling_params=GREEDY)
+    assert _output_ids(results) == ref
+    assert max(groups) >= 1, "the shared system prompt should form a cascade group"
+    assert sum(r["meta_info"]["cached_tokens"] for r in results) >= 3 * 60

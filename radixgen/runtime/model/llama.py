@@ -47,23 +47,23 @@ class LlamaModel:
         the rows in batch.logits_indices."""
         attn.begin(batch)
         hidden = F.embedding(batch.input_ids, self.embed)  # [T, hidden]
+        rope = self.rope.tables(batch.positions, self.dtype)
         for n, layer in enumerate(self.layers):
-            hidden = self._layer(n, layer, hidden, batch.positions, pool, attn)
+            hidden = self._layer(n, layer, hidden, rope, pool, attn)
         hidden = hidden[batch.logits_indices]
         hidden = rms_norm(hidden, self.final_norm, self.arch.rms_norm_eps)
         return linear(hidden, self.lm_head).float()
 
-    def _layer(self, n: int, layer: DecoderLayer, hidden: torch.Tensor, positions: torch.Tensor,
-               pool: KVPool, attn: AttentionBackend) -> torch.Tensor:
+    def _layer(self, n: int, layer: DecoderLayer, hidden: torch.Tensor,
+               rope: tuple[torch.Tensor, torch.Tensor], pool: KVPool,
+               attn: AttentionBackend) -> torch.Tensor:
         a = self.arch
         x = rms_norm(hidden, layer.input_norm, a.rms_norm_eps)
         qkv = linear(x, layer.qkv, layer.qkv_bias)  # [T, q_size + 2 * kv_size]
-        q, k, v = qkv.split([a.q_size, a.kv_size, a.kv_size], dim=-1)
-        q = q.view(-1, a.num_heads, a.head_dim)
-        k = k.view(-1, a.num_kv_heads, a.head_dim)
-        v = v.view(-1, a.num_kv_heads, a.head_dim)
-        q, k = self.rope.apply(q, k, positions)
-        out = attn.attend(n, q, k, v, pool)  # [T, Hq, D]
+        qk, v = qkv.split([a.q_size + a.kv_size, a.kv_size], dim=-1)
+        qk = self.rope.apply(qk.view(-1, a.num_heads + a.num_kv_heads, a.head_dim), *rope)
+        q, k = qk.split([a.num_heads, a.num_kv_heads], dim=1)  # [T, Hq, D], [T, Hkv, D]
+        out = attn.attend(n, q, k, v.view(-1, a.num_kv_heads, a.head_dim), pool)  # [T, Hq, D]
         hidden = hidden + linear(out.reshape(-1, a.q_size), layer.o_proj)
         x = rms_norm(hidden, layer.post_norm, a.rms_norm_eps)
         gate, up = linear(x, layer.gate_up).chunk(2, dim=-1)

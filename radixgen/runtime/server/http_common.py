@@ -1,0 +1,120 @@
+"""Helpers every route uses: the shared server state, sampling-parameter validation, waiting
+for a request group while watching for a client that disconnects, and SSE streaming."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+import msgspec
+from fastapi import Request
+from pydantic import BaseModel, ValidationError
+from fastapi.responses import Response, StreamingResponse
+
+from radixgen.config import EngineConfig, ServerConfig
+from radixgen.core import SamplingParams
+from radixgen.runtime.server.errors import APIError, from_validation_error, invalid
+from radixgen.runtime.server.request_group import ReqState, RequestGroup
+from radixgen.runtime.server.tokenizer_manager import TokenizerManager
+
+DISCONNECT_POLL_S = 0.25
+
+
+@dataclass
+class ServerState:
+    """What the routes read (stored as `app.state.server`)."""
+
+    tm: TokenizerManager
+    model_path: Path
+    served_model_name: str
+    engine_cfg: EngineConfig
+    server_cfg: ServerConfig
+    child_pids: dict[str, int] = field(default_factory=dict)
+    token_text_cache: dict[int, str] = field(default_factory=dict)
+
+    def token_text(self, token_id: int) -> str:
+        """The text of one token, for logprobs (a partial character shows as U+FFFD)."""
+        text = self.token_text_cache.get(token_id)
+        if text is None:
+            text = self.token_text_cache[token_id] = self.tm.decode([token_id])
+        return text
+
+
+def server_state(request: Request) -> ServerState:
+    return request.app.state.server
+
+
+def json_body(model: type[BaseModel]) -> Callable[[Request], Awaitable[Any]]:
+    """A dependency that validates the raw body as JSON against `model` (whatever the
+    content-type header says), strictly; a 400 naming the field otherwise."""
+
+    async def parse(request: Request) -> Any:
+        raw = await request.body()
+        if not raw.strip():
+            raise invalid("the request body is empty; send a JSON object", None, "invalid_json")
+        try:
+            return model.model_validate_json(raw)
+        except ValidationError as exc:
+            raise from_validation_error(exc.errors()) from None
+
+    return parse
+
+
+def make_params(fields: dict[str, Any], param: str | None = None) -> SamplingParams:
+    """SamplingParams from a dict, with exactly the types the scheduler process decodes
+    (so a bad value is a 400 here, never a failure over there)."""
+    try:
+        params = SamplingParams.from_dict(fields)
+        msgspec.convert(msgspec.to_builtins(params), SamplingParams)
+    except (ValueError, TypeError, msgspec.ValidationError) as exc:
+        raise invalid(str(exc), param, "invalid_value") from None
+    return params
+
+
+def finite(value: float) -> float:
+    """JSON has no -inf: clamp impossible-token logprobs."""
+    return value if math.isfinite(value) else -9999.0
+
+
+async def collect(request: Request, group: RequestGroup) -> list[ReqState] | None:
+    """Wait until every request of the group finished; None if the client went away first
+    (the group is then aborted, so its KV is freed)."""
+    task = asyncio.ensure_future(group.wait())
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                return None
+    finally:
+        if not task.done():
+            task.cancel()
+            group.abort()
+
+
+def client_gone() -> Response:
+    return Response(status_code=499)
+
+
+def sse(chunks: AsyncIterator[dict[str, Any]], group: RequestGroup) -> StreamingResponse:
+    """Server-sent events: `data: {json}` per chunk, then `data: [DONE]`. A client that
+    disconnects cancels the generator, which aborts the group's unfinished requests."""
+
+    async def body() -> AsyncIterator[str]:
+        try:
+            async for chunk in chunks:
+                yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+        except APIError as exc:  # the runtime died mid-stream
+            yield f"data: {json.dumps(exc.body())}\n\n"
+        finally:
+            if not group.done:
+                group.abort()
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(body(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -1,0 +1,124 @@
+"""The scheduler process: owns the model, KV pool and radix cache; runs `Scheduler.step()`.
+
+Loop: drain the input socket without blocking, step while there is work (TokenOut batches go
+to the detokenizer), else block on the socket with a timeout (checking the parent is alive).
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import zmq
+
+from radixgen.config import EngineConfig
+from radixgen.runtime.engine import build_scheduler, load_tokenizer
+from radixgen.runtime.messages import (AbortReq, DetokRegister, FlushCacheReq, FlushCacheResp, GenerateReq,
+                                       GetInfoReq, InfoResp, SchedulerFailed, SchedulerReady,
+                                       ToDetokenizer, ToFrontend, TokenBatch, ToSchedulerProcess)
+from radixgen.runtime.scheduler import Scheduler
+from radixgen.runtime.server.ipc import Codec, Endpoints, ParentWatch, pull_socket, push_socket, setup_child
+
+logger = logging.getLogger(__name__)
+
+IDLE_POLL_MS = 500
+
+
+class SchedulerProcess:
+    def __init__(self, scheduler: Scheduler, ctx: zmq.Context, endpoints: Endpoints):
+        self.scheduler = scheduler
+        self.inbox = pull_socket(ctx, endpoints.scheduler)
+        self.to_detok = push_socket(ctx, endpoints.detokenizer)
+        self.to_frontend = push_socket(ctx, endpoints.frontend)
+        self.in_codec = Codec(ToSchedulerProcess)
+        self.detok_codec, self.frontend_codec = Codec(ToDetokenizer), Codec(ToFrontend)
+        self.parent = ParentWatch()
+        self.num_abort_requests = 0
+
+    def run(self) -> None:
+        """Serve until the parent goes away (or SIGTERM raises SystemExit)."""
+        while self.parent.parent_alive():
+            self._drain()
+            if self.scheduler.has_work or self.scheduler.outputs:
+                outs = self.scheduler.step()
+                if outs:
+                    self.to_detok.send(self.detok_codec.encode(TokenBatch(outs)))
+            else:
+                self.inbox.poll(IDLE_POLL_MS)  # wakes at once when a message arrives
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                frame = self.inbox.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                msg = self.in_codec.decode(frame)
+            except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
+                logger.error("dropped a malformed message: %s", exc)
+                continue
+            self._handle(msg)
+
+    def _handle(self, msg: Any) -> None:
+        if isinstance(msg, GenerateReq):
+            self.to_detok.send(self.detok_codec.encode(DetokRegister(msg.rid, msg.params)))
+            self.scheduler.handle(msg)
+        elif isinstance(msg, FlushCacheReq):
+            self._reply(FlushCacheResp(ok=self.scheduler.flush_cache()))
+        elif isinstance(msg, GetInfoReq):
+            stats = {**scheduler_stats(self.scheduler), "num_abort_requests": self.num_abort_requests}
+            self._reply(InfoResp(stats=stats))
+        else:
+            self.num_abort_requests += isinstance(msg, AbortReq)
+            self.scheduler.handle(msg)
+
+    def _reply(self, msg: Any) -> None:
+        self.to_frontend.send(self.frontend_codec.encode(msg))
+
+
+def scheduler_stats(s: Scheduler) -> dict[str, Any]:
+    """Queue, KV and cache statistics from the scheduler's public surface."""
+    num_slots = s.runner.num_slots
+    free = s.runner.allocator.num_free()
+    prompt = s.num_prompt_tokens
+    return {
+        "num_waiting_reqs": len(s.waiting), "num_running_reqs": len(s.running),
+        "num_slots": num_slots, "num_free_slots": free, "cache_size": s.cache.total_size(),
+        "token_usage": round(1 - free / num_slots, 4) if num_slots else 0.0,
+        "num_prompt_tokens": prompt, "num_cached_tokens": s.num_cached_tokens,
+        "cache_hit_rate": round(s.num_cached_tokens / prompt, 4) if prompt else 0.0,
+        "num_retractions": s.num_retractions, "chunk_size": s.chunk_size,
+    }
+
+
+def run_scheduler_process(model_path: str, cfg: EngineConfig, endpoints: Endpoints, log_level: str) -> None:
+    """Child entry point (multiprocessing spawn). A load failure is reported to the main
+    process as SchedulerFailed and ends the process with exit code 1."""
+    setup_child("scheduler", log_level)
+    ctx = zmq.Context()
+    try:
+        scheduler = build_scheduler(Path(model_path), cfg, load_tokenizer(Path(model_path)))
+    except Exception as exc:  # noqa: BLE001 - every load error must reach the user
+        logger.error("model failed to load:\n%s", traceback.format_exc())
+        _report_failure(ctx, endpoints, f"{type(exc).__name__}: {exc}")
+        raise SystemExit(1) from None
+    proc = SchedulerProcess(scheduler, ctx, endpoints)
+    runner = scheduler.runner
+    proc._reply(SchedulerReady(max_context_len=runner.max_context_len, num_slots=runner.num_slots,
+                               vocab_size=runner.arch.vocab_size))
+    logger.info("scheduler ready: %d KV slots, context %d", runner.num_slots, runner.max_context_len)
+    try:
+        proc.run()
+    finally:
+        ctx.destroy(linger=0)
+
+
+def _report_failure(ctx: zmq.Context, endpoints: Endpoints, error: str) -> None:
+    sock = push_socket(ctx, endpoints.frontend)
+    sock.setsockopt(zmq.LINGER, 2000)  # let the message leave before the process exits
+    sock.send(Codec(ToFrontend).encode(SchedulerFailed(error=error)))
+    sock.close()
+    ctx.term()

@@ -1,0 +1,179 @@
+"""The main process's side of the runtime: tokenizes, validates prompts against the model's
+limits, sends GenerateReq / AbortReq to the scheduler process and fans the detokenizer's text
+deltas out to the HTTP handlers waiting for them (one asyncio queue per request group)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from typing import Any, Callable
+
+import zmq
+import zmq.asyncio
+
+from radixgen.core import SamplingParams
+from radixgen.runtime.messages import (AbortReq, FlushCacheReq, FlushCacheResp, GenerateReq, GetInfoReq,
+                                       InfoResp, SchedulerFailed, SchedulerReady, TextBatch, ToFrontend,
+                                       ToSchedulerProcess)
+from radixgen.runtime.server.errors import invalid, unavailable
+from radixgen.runtime.server.ipc import Codec, Endpoints
+
+logger = logging.getLogger(__name__)
+
+
+class StartupError(RuntimeError):
+    """The scheduler process did not come up (model load failed, or a child died)."""
+
+
+class Failure:
+    """Put into a request's queue when the runtime died under it."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+
+class TokenizerManager:
+    def __init__(self, tokenizer: Any, endpoints: Endpoints):
+        self.tokenizer = tokenizer
+        self.ctx = zmq.asyncio.Context()
+        self.to_scheduler = self.ctx.socket(zmq.PUSH)
+        self.to_scheduler.setsockopt(zmq.LINGER, 0)
+        self.to_scheduler.connect(endpoints.scheduler)
+        self.inbox = self.ctx.socket(zmq.PULL)
+        self.inbox.setsockopt(zmq.LINGER, 0)
+        self.inbox.bind(endpoints.frontend)
+        self.out_codec, self.in_codec = Codec(ToSchedulerProcess), Codec(ToFrontend)
+        self.queues: dict[str, asyncio.Queue] = {}
+        self.limits: SchedulerReady | None = None
+        self.dead_reason: str | None = None
+        self._waiters: dict[type, collections.deque[asyncio.Future]] = {
+            FlushCacheResp: collections.deque(), InfoResp: collections.deque()}
+        self._loop_task: asyncio.Task | None = None
+
+    # ---- lifecycle ----------------------------------------------------------------------
+    async def wait_ready(self, alive: Callable[[], str | None], timeout: float) -> SchedulerReady:
+        """Wait for SchedulerReady; StartupError on SchedulerFailed, a dead child or timeout.
+        `alive()` returns None while every child runs, else what died."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            if await self.inbox.poll(200):
+                msg = self.in_codec.decode(await self.inbox.recv())
+                if isinstance(msg, SchedulerFailed):
+                    raise StartupError(f"the model failed to load: {msg.error}")
+                if isinstance(msg, SchedulerReady):
+                    self.limits = msg
+                    return msg
+            dead = alive()
+            if dead:
+                raise StartupError(f"{dead} exited during startup")
+        raise StartupError(f"the scheduler was not ready after {timeout:.0f}s")
+
+    def start(self) -> None:
+        self._loop_task = asyncio.get_running_loop().create_task(self._recv_loop())
+
+    async def close(self) -> None:
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            await asyncio.gather(self._loop_task, return_exceptions=True)
+        self.ctx.destroy(linger=0)
+
+    @property
+    def healthy(self) -> bool:
+        return self.limits is not None and self.dead_reason is None
+
+    def fail_all(self, reason: str) -> None:
+        """The runtime is gone: every waiting handler gets a Failure (then a 503)."""
+        self.dead_reason = reason
+        for queue in self.queues.values():
+            queue.put_nowait(Failure(reason))
+        self.queues.clear()
+        for waiters in self._waiters.values():
+            while waiters:
+                fut = waiters.popleft()
+                if not fut.done():
+                    fut.set_exception(unavailable(reason))
+
+    # ---- requests -----------------------------------------------------------------------
+    def submit(self, rid: str, input_ids: list[int], params: SamplingParams, queue: asyncio.Queue) -> None:
+        """Send one request; its TextOut messages (then nothing) arrive on `queue`."""
+        if self.dead_reason is not None:
+            raise unavailable(self.dead_reason)
+        self.queues[rid] = queue
+        self._send(GenerateReq(rid=rid, input_ids=input_ids, params=params))
+
+    def abort(self, rid: str, notify: bool = False) -> bool:
+        """Stop a request (its KV is freed). notify=False (its client left): its queue gets
+        no more messages; notify=True: its queue still gets the final `abort` message.
+        False if no such request is running."""
+        known = (self.queues.get(rid) if notify else self.queues.pop(rid, None)) is not None
+        if known and self.dead_reason is None:
+            self._send(AbortReq(rid=rid))
+        return known
+
+    async def flush_cache(self) -> bool:
+        return (await self._ask(FlushCacheReq(), FlushCacheResp)).ok
+
+    async def get_stats(self) -> dict[str, Any]:
+        return (await self._ask(GetInfoReq(), InfoResp)).stats
+
+    async def _ask(self, msg: Any, reply_type: type) -> Any:
+        """Send a control message; the scheduler answers them in order."""
+        if self.dead_reason is not None:
+            raise unavailable(self.dead_reason)
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters[reply_type].append(fut)
+        self._send(msg)
+        return await asyncio.wait_for(fut, timeout=30)
+
+    def _send(self, msg: Any) -> None:
+        self.to_scheduler.send(self.out_codec.encode(msg), copy=False)
+
+    async def _recv_loop(self) -> None:
+        while True:
+            frame = await self.inbox.recv()
+            try:
+                msg = self.in_codec.decode(frame)
+            except Exception as exc:  # noqa: BLE001 - a bad frame must not stop the loop
+                logger.error("dropped a malformed message: %s", exc)
+                continue
+            if isinstance(msg, TextBatch):
+                self._dispatch(msg)
+            elif type(msg) in self._waiters and self._waiters[type(msg)]:
+                fut = self._waiters[type(msg)].popleft()
+                if not fut.done():
+                    fut.set_result(msg)
+
+    def _dispatch(self, batch: TextBatch) -> None:
+        for out in batch.outs:
+            queue = self.queues.get(out.rid)
+            if queue is None:
+                continue  # aborted by its client
+            queue.put_nowait(out)
+            if out.finish is not None:
+                del self.queues[out.rid]
+
+    # ---- tokenization and validation ------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    def check_prompt(self, ids: list[int], max_new_tokens: int, param: str) -> None:
+        """400 unless the prompt is non-empty, in the vocabulary, and fits the context."""
+        limits = self.limits
+        if not ids:
+            raise invalid("the prompt is empty", param)
+        if any(not isinstance(t, int) or t < 0 or t >= limits.vocab_size for t in ids):
+            raise invalid(f"token ids must be integers in [0, {limits.vocab_size})", param)
+        if len(ids) >= limits.max_context_len:
+            raise invalid(f"the prompt has {len(ids)} tokens; this model's context is "
+                          f"{limits.max_context_len} tokens", param, "context_length_exceeded")
+        if len(ids) + max_new_tokens > limits.max_context_len:
+            raise invalid(f"{len(ids)} prompt tokens + {max_new_tokens} new tokens exceed this model's "
+                          f"context of {limits.max_context_len} tokens", param, "context_length_exceeded")
+        if len(ids) + 1 > limits.num_slots:
+            raise invalid(f"the prompt has {len(ids)} tokens; the KV pool holds {limits.num_slots}",
+                          param, "context_length_exceeded")
