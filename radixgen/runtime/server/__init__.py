@@ -12,6 +12,7 @@ from typing import Any
 
 
 def launch_server(*args: Any, **kwargs: Any) -> int:
+    """See `launcher.launch_server` (imported lazily: it pulls in torch and uvicorn)."""
     from radixgen.runtime.server.launcher import launch_server as _launch
 
     return _launch(*args, **kwargs)

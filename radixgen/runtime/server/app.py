@@ -17,6 +17,7 @@ OPEN_PATHS = frozenset({"/health"})
 
 
 def build_app(state: ServerState) -> FastAPI:
+    """The app for one server; routes read `state` from `app.state.server`."""
     app = FastAPI(title="radixgen", version="0.1.0")
     app.state.server = state
     install_handlers(app)

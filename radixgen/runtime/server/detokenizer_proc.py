@@ -21,6 +21,8 @@ IDLE_POLL_MS = 500
 
 
 class DetokenizerProcess:
+    """Owns the per-request IncrementalDetokenizers; one TextBatch out per TokenBatch in."""
+
     def __init__(self, tokenizer: Any, ctx: zmq.Context, endpoints: Endpoints):
         self.tokenizer = tokenizer
         self.inbox = pull_socket(ctx, endpoints.detokenizer)
@@ -30,6 +32,7 @@ class DetokenizerProcess:
         self.parent = ParentWatch()
 
     def run(self) -> None:
+        """Serve until the parent goes away (or SIGTERM raises SystemExit)."""
         while self.parent.parent_alive():
             if not self.inbox.poll(IDLE_POLL_MS):
                 continue

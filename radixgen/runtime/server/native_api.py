@@ -85,6 +85,7 @@ def _rids(st: ServerState, rid: str | list[str] | None, n: int) -> list[str] | N
 
 
 def native_result(s: ReqState) -> dict[str, Any]:
+    """SGLang's result shape; logprobs as [logprob, token_id] pairs."""
     meta: dict[str, Any] = {
         "id": s.rid, "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
         "cached_tokens": s.cached_tokens, "finish_reason": s.finish, "e2e_latency": s.e2e_latency}
@@ -106,6 +107,7 @@ async def _stream(group: RequestGroup, single: bool) -> AsyncIterator[dict[str, 
 
 @router.get("/health")
 async def health(request: Request) -> Any:
+    """200 while the model is loaded and every child process runs, else 503 (no API key)."""
     tm = server_state(request).tm
     if not tm.healthy:
         raise unavailable(tm.dead_reason or "the runtime is not ready")
@@ -131,6 +133,7 @@ async def health_generate(request: Request) -> Any:
 
 @router.get("/get_model_info")
 async def get_model_info(request: Request) -> Any:
+    """Model path, served name and the limits requests are checked against."""
     st = server_state(request)
     limits = st.tm.limits
     return {"model_path": str(st.model_path), "tokenizer_path": str(st.model_path),
@@ -141,6 +144,7 @@ async def get_model_info(request: Request) -> Any:
 
 @router.get("/get_server_info")
 async def get_server_info(request: Request) -> Any:
+    """Configs (API key masked), child pids, and the scheduler's queue and cache statistics."""
     st = server_state(request)
     server_cfg = dataclasses.asdict(st.server_cfg)
     server_cfg["api_key"] = "<set>" if st.server_cfg.api_key else None

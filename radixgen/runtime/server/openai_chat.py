@@ -22,6 +22,7 @@ router = APIRouter()
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request,
                            body: ChatCompletionRequest = Depends(json_body(ChatCompletionRequest))) -> Any:
+    """OpenAI chat completions; n samples share the prompt's KV."""
     st = server_state(request)
     _check_chat(st, body)
     ids = apply_chat_template(st, body.messages)

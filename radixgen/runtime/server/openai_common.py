@@ -20,6 +20,7 @@ CREATED = int(time.time())
 
 @router.get("/v1/models")
 async def list_models(request: Request) -> Any:
+    """The one served model."""
     st = server_state(request)
     return {"object": "list", "data": [{
         "id": st.served_model_name, "object": "model", "created": CREATED, "owned_by": "radixgen",

@@ -22,6 +22,7 @@ router = APIRouter()
 @router.post("/v1/completions")
 async def completions(request: Request,
                       body: CompletionRequest = Depends(json_body(CompletionRequest))) -> Any:
+    """OpenAI (legacy) completions; choice index = prompt index * n + sample index."""
     st = server_state(request)
     _check_completion(st, body)
     prompts = _prompts(st, body.prompt)

@@ -62,6 +62,7 @@ class RequestGroup:
         self.followers: dict[str, list[ReqState]] = {}  # leader rid -> copies of its prompt
 
     def start(self) -> None:
+        """Submit the first request of each distinct prompt; hold back its copies."""
         leaders: dict[tuple[int, ...], ReqState] = {}
         for state in self.states:
             leader = leaders.setdefault(tuple(state.input_ids), state)
@@ -90,6 +91,7 @@ class RequestGroup:
             yield state, out
 
     async def wait(self) -> list[ReqState]:
+        """Consume every message; the finished states (503 APIError if the runtime died)."""
         async for _ in self:
             pass
         return self.states

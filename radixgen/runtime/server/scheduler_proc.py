@@ -28,6 +28,9 @@ IDLE_POLL_MS = 500
 
 
 class SchedulerProcess:
+    """The Scheduler behind ZMQ: GenerateReq/AbortReq go to `Scheduler.handle` (each new
+    request is registered with the detokenizer first); flush and info are answered directly."""
+
     def __init__(self, scheduler: Scheduler, ctx: zmq.Context, endpoints: Endpoints):
         self.scheduler = scheduler
         self.inbox = pull_socket(ctx, endpoints.scheduler)

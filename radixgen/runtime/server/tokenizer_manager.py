@@ -21,6 +21,8 @@ from radixgen.runtime.server.ipc import Codec, Endpoints
 
 logger = logging.getLogger(__name__)
 
+CONTROL_TIMEOUT_S = 30.0  # flush / info answers (the scheduler answers between steps)
+
 
 class StartupError(RuntimeError):
     """The scheduler process did not come up (model load failed, or a child died)."""
@@ -34,6 +36,10 @@ class Failure:
 
 
 class TokenizerManager:
+    """One per server, on the event loop: the only owner of the scheduler's input socket and
+    of the main process's inbox. `submit`/`abort` requests; `_recv_loop` routes every TextOut
+    to its request's queue and every control answer to its waiting future."""
+
     def __init__(self, tokenizer: Any, endpoints: Endpoints):
         self.tokenizer = tokenizer
         self.ctx = zmq.asyncio.Context()
@@ -71,6 +77,7 @@ class TokenizerManager:
         raise StartupError(f"the scheduler was not ready after {timeout:.0f}s")
 
     def start(self) -> None:
+        """Start routing messages (after wait_ready, on the running loop)."""
         self._loop_task = asyncio.get_running_loop().create_task(self._recv_loop())
 
     async def close(self) -> None:
@@ -125,7 +132,10 @@ class TokenizerManager:
         fut = asyncio.get_running_loop().create_future()
         self._waiters[reply_type].append(fut)
         self._send(msg)
-        return await asyncio.wait_for(fut, timeout=30)
+        try:
+            return await asyncio.wait_for(fut, timeout=CONTROL_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise unavailable(f"the scheduler did not answer within {CONTROL_TIMEOUT_S:.0f}s") from None
 
     def _send(self, msg: Any) -> None:
         self.to_scheduler.send(self.out_codec.encode(msg), copy=False)

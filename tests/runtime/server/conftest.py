@@ -1,0 +1,116 @@
+"""Real server subprocesses for the server tests: one tiny dummy-weight server (with an API
+key) shared by the API-shape tests, fresh ones for the lifecycle tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+API_KEY = "test-key"
+STARTUP_TIMEOUT_S = 120.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """`python -m radixgen serve ...` on a free port; output goes to a log file."""
+
+    def __init__(self, model_path: Path, log_dir: Path, *args: str, api_key: str | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.api_key = api_key
+        self.log_path = log_dir / f"server-{self.port}.log"
+        cmd = [sys.executable, "-m", "radixgen", "serve", "--model-path", str(model_path),
+               "--port", str(self.port), "--log-level", "warning", *args]
+        if api_key:
+            cmd += ["--api-key", api_key]
+        self.log = open(self.log_path, "w")
+        # one intra-op thread: on a shared 2-core machine OpenMP spin-waiting against another
+        # busy process makes a forward up to ~80x slower
+        env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+
+    def wait_healthy(self, timeout: float = STARTUP_TIMEOUT_S) -> "ServerProcess":
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited ({self.proc.returncode}):\n{self.output()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"server not healthy after {timeout}s:\n{self.output()}")
+
+    def client(self, timeout: float = 60) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def output(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+TINY_ARGS = ("--load-format", "dummy", "--max-total-tokens", "8192")
+
+
+@pytest.fixture(scope="session")
+def tiny_server(tiny_model_path, tmp_path_factory):
+    server = ServerProcess(tiny_model_path, tmp_path_factory.mktemp("logs"), *TINY_ARGS, api_key=API_KEY)
+    try:
+        yield server.wait_healthy()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def client(tiny_server):
+    with tiny_server.client() as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def model_name(tiny_model_path) -> str:
+    return tiny_model_path.name
+
+
+def sse_events(lines) -> list:
+    """Parsed `data:` payloads of an SSE stream; the final `[DONE]` kept as the string."""
+    events = []
+    for line in lines:
+        if line.startswith("data: "):
+            payload = line[len("data: "):]
+            events.append(payload if payload == "[DONE]" else json.loads(payload))
+    return events
+
+
+def assert_error(resp: httpx.Response, status: int = 400) -> dict:
+    """The OpenAI error shape, with the given status."""
+    assert resp.status_code == status, resp.text
+    err = resp.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["message"]
+    return err

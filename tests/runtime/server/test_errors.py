@@ -1,0 +1,128 @@
+"""Bad input is a 400 with the OpenAI error body (never a 500 or a hang), the server stays
+healthy; the API key guards every route but /health."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.runtime.server.conftest import assert_error
+
+MODEL = "__model__"  # replaced by the served name
+MSGS = [{"role": "user", "content": "hi"}]
+LONG = "word " * 1100  # > the tiny model's 1024-token context
+
+BAD_CHAT = [
+    ({"messages": MSGS}, "model"),
+    ({"model": "gpt-4o", "messages": MSGS}, "model"),
+    ({"model": MODEL, "messages": []}, "messages"),
+    ({"model": MODEL}, "messages"),
+    ({"model": MODEL, "messages": "hi"}, "messages"),
+    ({"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]}, "messages.0.role"),
+    ({"model": MODEL, "messages": [{"role": "user"}]}, "messages.0.content"),
+    ({"model": MODEL, "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, None),
+    ({"model": MODEL, "messages": MSGS, "temperature": "hot"}, "temperature"),
+    ({"model": MODEL, "messages": MSGS, "temperature": 3}, "temperature"),
+    ({"model": MODEL, "messages": MSGS, "top_p": 0}, "top_p"),
+    ({"model": MODEL, "messages": MSGS, "max_tokens": 0}, "max_tokens"),
+    ({"model": MODEL, "messages": MSGS, "max_tokens": "5"}, "max_tokens"),
+    ({"model": MODEL, "messages": MSGS, "max_tokens": 5000}, "messages"),
+    ({"model": MODEL, "messages": MSGS, "n": 0}, "n"),
+    ({"model": MODEL, "messages": MSGS, "stop": 5}, "stop"),
+    ({"model": MODEL, "messages": MSGS, "stop": [""]}, None),
+    ({"model": MODEL, "messages": MSGS, "presence_penalty": 9}, "presence_penalty"),
+    ({"model": MODEL, "messages": MSGS, "top_logprobs": 3}, "top_logprobs"),
+    ({"model": MODEL, "messages": MSGS, "logprobs": True, "top_logprobs": 50}, "top_logprobs"),
+    ({"model": MODEL, "messages": MSGS, "seed": 1.5}, "seed"),
+    ({"model": MODEL, "messages": MSGS, "response_format": {"type": "json_object"}}, "response_format"),
+    ({"model": MODEL, "messages": MSGS, "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    ({"model": MODEL, "messages": MSGS, "tool_choice": "auto"}, "tool_choice"),
+    ({"model": MODEL, "messages": MSGS, "logit_bias": {"1": 5}}, "logit_bias"),
+    ({"model": MODEL, "messages": MSGS, "frobnicate": True}, "frobnicate"),
+    ({"model": MODEL, "messages": MSGS, "stream_options": {"include_usage": True}}, "stream_options"),
+    ({"model": MODEL, "messages": [{"role": "user", "content": LONG}], "max_tokens": 1}, "messages"),
+]
+
+BAD_COMPLETIONS = [
+    ({"model": MODEL, "prompt": ""}, "prompt"),
+    ({"model": MODEL, "prompt": []}, "prompt"),
+    ({"model": MODEL, "prompt": [1, "a"]}, "prompt"),
+    ({"model": MODEL, "prompt": [[-1]]}, "prompt"),
+    ({"model": MODEL, "prompt": [10 ** 9]}, "prompt"),
+    ({"model": MODEL, "prompt": LONG}, "prompt"),
+    ({"model": MODEL, "prompt": "hi", "logprobs": 9}, "logprobs"),
+    ({"model": MODEL, "prompt": "hi", "echo": True, "logprobs": 1}, "echo"),
+    ({"model": MODEL, "prompt": "hi", "suffix": "x"}, "suffix"),
+    ({"model": MODEL, "prompt": "hi", "best_of": 3}, "best_of"),
+]
+
+BAD_GENERATE = [
+    ({}, "text"),
+    ({"text": "hi", "input_ids": [1]}, "text"),
+    ({"text": 5}, "text"),
+    ({"input_ids": []}, "input_ids"),
+    ({"input_ids": [[]]}, "input_ids"),
+    ({"input_ids": [1, 10 ** 9]}, "input_ids"),
+    ({"text": "hi", "sampling_params": {"temperature": -1}}, "sampling_params"),
+    ({"text": "hi", "sampling_params": {"bogus": 1}}, "sampling_params"),
+    ({"text": "hi", "sampling_params": {"max_new_tokens": "many"}}, "sampling_params"),
+    ({"text": "hi", "sampling_params": {"ignore_eos": [1]}}, "sampling_params"),
+    ({"text": "hi", "sampling_params": {"stop_token_ids": 5}}, "sampling_params"),
+    ({"text": ["a", "b"], "sampling_params": [{}]}, "sampling_params"),
+    ({"text": "hi", "top_logprobs_num": 99}, "top_logprobs_num"),
+    ({"text": "hi", "rid": ["a", "b"]}, "rid"),
+    ({"text": LONG}, "text"),
+]
+
+
+def _fill(body: dict, model_name: str) -> dict:
+    return {k: (model_name if v == MODEL else v) for k, v in body.items()}
+
+
+@pytest.mark.parametrize("body, param", BAD_CHAT)
+def test_bad_chat_requests(client, model_name, body, param):
+    err = assert_error(client.post("/v1/chat/completions", json=_fill(body, model_name)))
+    assert err["type"] == "invalid_request_error"
+    if param:
+        assert err["param"] == param
+
+
+@pytest.mark.parametrize("body, param", BAD_COMPLETIONS)
+def test_bad_completion_requests(client, model_name, body, param):
+    err = assert_error(client.post("/v1/completions", json=_fill(body, model_name)))
+    if param:
+        assert err["param"] == param
+
+
+@pytest.mark.parametrize("body, param", BAD_GENERATE)
+def test_bad_generate_requests(client, body, param):
+    err = assert_error(client.post("/generate", json=body))
+    if param:
+        assert err["param"] == param
+
+
+@pytest.mark.parametrize("raw", [b"", b"{", b"[1, 2]", b"null", b'{"text": NaN}'])
+def test_malformed_bodies(client, raw):
+    for path in ("/generate", "/v1/chat/completions", "/v1/completions"):
+        assert_error(client.post(path, content=raw, headers={"content-type": "application/json"}))
+
+
+def test_unknown_route_and_method(client):
+    assert_error(client.get("/nope"), 404)
+    assert_error(client.get("/generate"), 405)
+
+
+def test_server_still_healthy_after_bad_input(client):
+    assert client.get("/health_generate").status_code == 200
+
+
+@pytest.mark.parametrize("method, path", [
+    ("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/v1/completions"),
+    ("POST", "/generate"), ("GET", "/get_server_info"), ("GET", "/get_model_info"),
+    ("POST", "/flush_cache"), ("GET", "/health_generate"), ("POST", "/abort_request"),
+])
+def test_api_key_guards_every_route_but_health(tiny_server, method, path):
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "test-key"}):
+        err = assert_error(httpx.request(method, tiny_server.url + path, headers=headers, json={}), 401)
+        assert err["code"] == "invalid_api_key"
+    assert httpx.get(tiny_server.url + "/health").status_code == 200
