@@ -32,17 +32,26 @@ class DecodePlan:
     suffix_mask: torch.Tensor  # [batch, 1, 1, max_suffix_len] True where a key is valid
 
 
-def plan_decode(kv_slots: torch.Tensor, seq_lens: list[int],
-                min_shared: int | None = MIN_SHARED_PREFIX) -> DecodePlan:
-    """Split each request's KV into shared segments (read once per group) and its own suffix.
-    Walks the trie of the batch's slot rows; a shared run shorter than min_shared is not a
+def plan_segments(kv_slots: torch.Tensor, limits: torch.Tensor,
+                  min_shared: int | None = MIN_SHARED_PREFIX) -> tuple[list[PrefixGroup], torch.Tensor]:
+    """Shared segments of the batch's KV (each read once for its whole group) and, per
+    request, where its own part starts. Request i may share at most its first limits[i]
+    tokens. Walks the trie of the slot rows; a shared run shorter than min_shared is not a
     group of its own but is read again by each subgroup below it. No groups if min_shared is
     None."""
-    lens = torch.tensor(seq_lens)
-    prefix_lens = torch.zeros_like(lens)
+    own_start = torch.zeros_like(limits)
     groups: list[PrefixGroup] = []
-    if min_shared is not None and len(seq_lens) > 1:
-        _visit(kv_slots, lens, torch.arange(len(seq_lens)), 0, 0, min_shared, groups, prefix_lens)
+    if min_shared is not None and len(limits) > 1:
+        _visit(kv_slots, limits, torch.arange(len(limits)), 0, 0, min_shared, groups, own_start)
+    return groups, own_start
+
+
+def plan_decode(kv_slots: torch.Tensor, seq_lens: list[int],
+                min_shared: int | None = MIN_SHARED_PREFIX) -> DecodePlan:
+    """Segments for decode (the newest token always stays in the request's own suffix) and
+    the padded suffix slot table."""
+    lens = torch.tensor(seq_lens)
+    groups, prefix_lens = plan_segments(kv_slots, lens - 1, min_shared)
     suffix_lens = lens - prefix_lens
     span = torch.arange(int(suffix_lens.max()))
     cols = (prefix_lens[:, None] + span[None, :]).clamp(max=kv_slots.shape[1] - 1)
@@ -51,25 +60,25 @@ def plan_decode(kv_slots: torch.Tensor, seq_lens: list[int],
     return DecodePlan(groups, suffix_slots, suffix_mask)
 
 
-def _visit(kv: torch.Tensor, lens: torch.Tensor, members: torch.Tensor, seg_start: int,
-           start: int, min_shared: int, groups: list[PrefixGroup], prefix_lens: torch.Tensor) -> None:
+def _visit(kv: torch.Tensor, limits: torch.Tensor, members: torch.Tensor, seg_start: int,
+           start: int, min_shared: int, groups: list[PrefixGroup], own_start: torch.Tensor) -> None:
     """`members` share slot columns [0, start); [seg_start, start) is not yet in a group."""
     if len(members) == 1:
-        prefix_lens[members] = seg_start
+        own_start[members] = seg_start
         return
-    width = int(lens[members].min()) - 1  # each request's newest token stays in its suffix
+    width = int(limits[members].min())
     rows = kv[members, start:width]
     end = start + (int((rows == rows[0]).all(0).int().cumprod(0).sum()) if width > start else 0)
     if end - seg_start >= min_shared:
         groups.append(_group(members, kv[members[0], seg_start:end]))
         seg_start = end
-    done = lens[members] - 1 <= end
-    prefix_lens[members[done]] = seg_start
+    done = limits[members] <= end
+    own_start[members[done]] = seg_start
     rest = members[~done]
     if len(rest):
         column = kv[rest, end]
         for value in column.unique():
-            _visit(kv, lens, rest[column == value], seg_start, end + 1, min_shared, groups, prefix_lens)
+            _visit(kv, limits, rest[column == value], seg_start, end + 1, min_shared, groups, own_start)
 
 
 def _group(members: torch.Tensor, slots: torch.Tensor) -> PrefixGroup:

@@ -12,7 +12,7 @@ from radixgen.radix.kv_pool import KVPool
 from radixgen.runtime.attention import AttentionBackend
 from radixgen.runtime.forward_batch import ForwardBatch
 from radixgen.runtime.model.arch import ModelArch
-from radixgen.runtime.model.layers import RotaryEmbedding, linear, rms_norm
+from radixgen.runtime.model.layers import RotaryEmbedding, linear, prepare_weight, rms_norm
 
 
 @dataclass
@@ -31,7 +31,8 @@ class LlamaModel:
         self.arch = arch
         self.embed = weights.pop("model.embed_tokens.weight")  # [vocab, hidden]
         lm_head = weights.pop("lm_head.weight", None)
-        self.lm_head = self.embed if arch.tie_word_embeddings or lm_head is None else lm_head
+        lm_head = self.embed if arch.tie_word_embeddings or lm_head is None else lm_head
+        self.lm_head = prepare_weight(lm_head)  # [vocab, hidden]
         self.final_norm = weights.pop("model.norm.weight")
         self.layers = [_take_layer(weights, n) for n in range(arch.num_layers)]
         unused = [k for k in weights if "rotary_emb" not in k]
@@ -80,8 +81,9 @@ def _take_layer(w: dict[str, torch.Tensor], n: int) -> DecoderLayer:
         bias = torch.cat([take("self_attn.q_proj.bias"), take("self_attn.k_proj.bias"),
                           take("self_attn.v_proj.bias")])
     return DecoderLayer(
-        input_norm=take("input_layernorm.weight"), qkv=qkv, qkv_bias=bias,
-        o_proj=take("self_attn.o_proj.weight"), post_norm=take("post_attention_layernorm.weight"),
-        gate_up=torch.cat([take("mlp.gate_proj.weight"), take("mlp.up_proj.weight")]),
-        down=take("mlp.down_proj.weight"),
+        input_norm=take("input_layernorm.weight"), qkv=prepare_weight(qkv), qkv_bias=bias,
+        o_proj=prepare_weight(take("self_attn.o_proj.weight")),
+        post_norm=take("post_attention_layernorm.weight"),
+        gate_up=prepare_weight(torch.cat([take("mlp.gate_proj.weight"), take("mlp.up_proj.weight")])),
+        down=prepare_weight(take("mlp.down_proj.weight")),
     )
