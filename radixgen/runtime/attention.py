@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from radixgen.radix.kv_pool import KVPool
-from radixgen.runtime.cascade import MIN_SHARED_PREFIX, DecodePlan, attention_with_lse, merge_states, plan_decode
+from radixgen.runtime.cascade import (MIN_SHARED_PREFIX, DecodePlan, PrefixGroup, attention_with_lse,
+                                      merge_states, plan_decode)
 from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
 
 
@@ -63,17 +64,25 @@ class TorchAttention:
         if not plan.groups:
             out = F.scaled_dot_product_attention(q4, k, v, attn_mask=plan.suffix_mask)
             return out.reshape(b, self.num_heads, d)
-        out, lse = attention_with_lse(q4, k, v, plan.suffix_mask)  # [B, Hkv, G, D], [B, Hkv, G]
-        for group in plan.groups:
-            m = len(group.members)
-            pk, pv = pool.gather_segment(layer, group.slots, group.span)  # [P, Hkv, D]
-            qg = q4[group.members].permute(1, 0, 2, 3).reshape(1, hkv, m * self.group, d)
-            po, plse = attention_with_lse(qg, pk.transpose(0, 1)[None], pv.transpose(0, 1)[None])
-            po = po.view(hkv, m, self.group, d).transpose(0, 1)  # [m, Hkv, G, D]
-            plse = plse.view(hkv, m, self.group).transpose(0, 1)
-            out[group.members], lse[group.members] = merge_states(
-                out[group.members], lse[group.members], po, plse)
+        out, lse = attention_with_lse(q4, k, v, plan.suffix_bias)  # [B, Hkv, G, D], [B, Hkv, G]
+        for level in range(max(g.level for g in plan.groups) + 1):
+            shared_out = torch.zeros_like(out)
+            shared_lse = torch.full_like(lse, float("-inf"))  # rows outside every group: empty
+            for group in (g for g in plan.groups if g.level == level):
+                shared_out[group.members], shared_lse[group.members] = self._shared(layer, q4, group, pool)
+            out, lse = merge_states(out, lse, shared_out, shared_lse)
         return out.reshape(b, self.num_heads, d)
+
+    def _shared(self, layer: int, q4: torch.Tensor, group: PrefixGroup,
+                pool: KVPool) -> tuple[torch.Tensor, torch.Tensor]:
+        """The group members' queries over their shared segment, read once:
+        [m, Hkv, G, D] and log-sum-exp [m, Hkv, G]."""
+        m, hkv, d = len(group.members), self.num_kv_heads, self.head_dim
+        keys, values = pool.gather_segment(layer, group.slots, group.span)  # [P, Hkv, D]
+        qg = q4[group.members].permute(1, 0, 2, 3).reshape(1, hkv, m * self.group, d)
+        po, plse = attention_with_lse(qg, keys.transpose(0, 1)[None], values.transpose(0, 1)[None])
+        po = po.view(hkv, m, self.group, d).transpose(0, 1)
+        return po, plse.reshape(hkv, m, self.group).transpose(0, 1)
 
     def _extend(self, layer: int, q: torch.Tensor, pool: KVPool) -> torch.Tensor:
         outputs, start = [], 0

@@ -23,6 +23,7 @@ class PrefixGroup:
     members: torch.Tensor  # [m] batch rows sharing the segment
     slots: torch.Tensor  # [segment_len] KV slots of the shared segment
     span: tuple[int, int] | None  # (first, last + 1) when the slots are one ascending run
+    level: int = 0  # nesting depth: groups of one level have disjoint members
 
 
 @dataclass
@@ -30,6 +31,7 @@ class DecodePlan:
     groups: list[PrefixGroup]  # shared segments; a request may be in several (nested prefixes)
     suffix_slots: torch.Tensor  # [batch, max_suffix_len] each request's KV after its segments
     suffix_mask: torch.Tensor  # [batch, 1, 1, max_suffix_len] True where a key is valid
+    suffix_bias: torch.Tensor  # the same as an additive mask: 0 where valid, -inf elsewhere
 
 
 def plan_segments(kv_slots: torch.Tensor, limits: torch.Tensor,
@@ -42,7 +44,7 @@ def plan_segments(kv_slots: torch.Tensor, limits: torch.Tensor,
     own_start = torch.zeros_like(limits)
     groups: list[PrefixGroup] = []
     if min_shared is not None and len(limits) > 1:
-        _visit(kv_slots, limits, torch.arange(len(limits)), 0, 0, min_shared, groups, own_start)
+        _visit(kv_slots, limits, torch.arange(len(limits)), 0, 0, 0, min_shared, groups, own_start)
     return groups, own_start
 
 
@@ -57,11 +59,12 @@ def plan_decode(kv_slots: torch.Tensor, seq_lens: list[int],
     cols = (prefix_lens[:, None] + span[None, :]).clamp(max=kv_slots.shape[1] - 1)
     suffix_slots = kv_slots.gather(1, cols)
     suffix_mask = (span[None, :] < suffix_lens[:, None])[:, None, None, :]
-    return DecodePlan(groups, suffix_slots, suffix_mask)
+    return DecodePlan(groups, suffix_slots, suffix_mask, additive_mask(suffix_mask, kv_slots.device))
 
 
 def _visit(kv: torch.Tensor, limits: torch.Tensor, members: torch.Tensor, seg_start: int,
-           start: int, min_shared: int, groups: list[PrefixGroup], own_start: torch.Tensor) -> None:
+           start: int, level: int, min_shared: int, groups: list[PrefixGroup],
+           own_start: torch.Tensor) -> None:
     """`members` share slot columns [0, start); [seg_start, start) is not yet in a group."""
     if len(members) == 1:
         own_start[members] = seg_start
@@ -70,31 +73,36 @@ def _visit(kv: torch.Tensor, limits: torch.Tensor, members: torch.Tensor, seg_st
     rows = kv[members, start:width]
     end = start + (int((rows == rows[0]).all(0).int().cumprod(0).sum()) if width > start else 0)
     if end - seg_start >= min_shared:
-        groups.append(_group(members, kv[members[0], seg_start:end]))
-        seg_start = end
+        groups.append(_group(members, kv[members[0], seg_start:end], level))
+        seg_start, level = end, level + 1
     done = limits[members] <= end
     own_start[members[done]] = seg_start
     rest = members[~done]
     if len(rest):
         column = kv[rest, end]
         for value in column.unique():
-            _visit(kv, limits, rest[column == value], seg_start, end + 1, min_shared, groups, own_start)
+            _visit(kv, limits, rest[column == value], seg_start, end + 1, level, min_shared,
+                   groups, own_start)
 
 
-def _group(members: torch.Tensor, slots: torch.Tensor) -> PrefixGroup:
+def _group(members: torch.Tensor, slots: torch.Tensor, level: int) -> PrefixGroup:
     first, last = int(slots[0]), int(slots[-1])
     is_run = last - first == len(slots) - 1 and bool((slots.diff() == 1).all())
-    return PrefixGroup(members, slots, (first, last + 1) if is_run else None)
+    return PrefixGroup(members, slots, (first, last + 1) if is_run else None, level)
+
+
+def additive_mask(mask: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """bool mask (True = attend) -> float32 0 / -inf."""
+    return torch.zeros(mask.shape, device=device).masked_fill_(~mask, float("-inf"))
 
 
 def attention_with_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                       mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """q [B, H, Lq, D], k/v [B, H, Lk, D], mask bool broadcastable to [B, H, Lq, Lk]
+                       bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """q [B, H, Lq, D], k/v [B, H, Lk, D], additive mask broadcastable to [B, H, Lq, Lk]
     -> output [B, H, Lq, D] and log-sum-exp of the scaled scores [B, H, Lq] (float32)."""
-    float_mask = None
-    if mask is not None:
-        float_mask = torch.zeros(mask.shape, dtype=q.dtype).masked_fill_(~mask, float("-inf"))
-    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=float_mask)
+    if bias is not None and bias.dtype != q.dtype:
+        bias = bias.to(q.dtype)
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=bias)
     return out, lse.float()
 
 
