@@ -80,7 +80,10 @@ def _visit(kv: torch.Tensor, limits: torch.Tensor, members: torch.Tensor, seg_st
     rest = members[~done]
     if len(rest):
         column = kv[rest, end]
-        for value in column.unique():
+        values, inverse, counts = column.unique(return_inverse=True, return_counts=True)
+        alone = counts[inverse] == 1  # no one to share with from here on
+        own_start[rest[alone]] = seg_start
+        for value in values[counts > 1].tolist():
             _visit(kv, limits, rest[column == value], seg_start, end + 1, level, min_shared,
                    groups, own_start)
 
