@@ -1,5 +1,5 @@
 """The FastAPI application: routes, the OpenAI error shape for every failure, and the API-key
-guard (every route but /health)."""
+guard (every route but /health, /metrics included)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from radixgen.runtime.server import native_api, openai_chat, openai_common, openai_completions
+from radixgen.runtime.server import metrics, native_api, openai_chat, openai_common, openai_completions
 from radixgen.runtime.server.errors import error_body, install_handlers
 from radixgen.runtime.server.http_common import ServerState
 
@@ -21,7 +21,7 @@ def build_app(state: ServerState) -> FastAPI:
     app = FastAPI(title="radixgen", version="0.1.0")
     app.state.server = state
     install_handlers(app)
-    for module in (native_api, openai_common, openai_chat, openai_completions):
+    for module in (native_api, openai_common, openai_chat, openai_completions, metrics):
         app.include_router(module.router)
     if state.server_cfg.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=state.server_cfg.api_key)

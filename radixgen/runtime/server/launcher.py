@@ -23,6 +23,7 @@ from radixgen.runtime.server.app import build_app
 from radixgen.runtime.server.detokenizer_proc import run_detokenizer_process
 from radixgen.runtime.server.http_common import ServerState
 from radixgen.runtime.server.ipc import Endpoints
+from radixgen.runtime.server.metrics import ServerMetrics
 from radixgen.runtime.server.scheduler_proc import run_scheduler_process
 from radixgen.runtime.server.tokenizer_manager import StartupError, TokenizerManager
 
@@ -114,14 +115,15 @@ def launch_server(engine_cfg: EngineConfig, server_cfg: ServerConfig) -> int:
 async def _serve(model_path: Path, tokenizer: Any, engine_cfg: EngineConfig,
                  server_cfg: ServerConfig, signals: _Signals) -> int:
     endpoints, ipc_dir = Endpoints.in_new_dir()
-    tm = TokenizerManager(tokenizer, endpoints)
+    model_name = server_cfg.served_model_name or model_path.name
+    tm = TokenizerManager(tokenizer, endpoints, ServerMetrics(model_name))
     children = Children(model_path, engine_cfg, endpoints, server_cfg.log_level)
     children.start()
     try:
         await tm.wait_ready(lambda: signals.check() or children.dead(), READY_TIMEOUT_S)
         tm.start()
-        state = ServerState(tm, model_path, server_cfg.served_model_name or model_path.name, engine_cfg,
-                            server_cfg, {name: p.pid for name, p in children.procs.items()})
+        state = ServerState(tm, model_path, model_name, engine_cfg, server_cfg,
+                            {name: p.pid for name, p in children.procs.items()})
         return await _run_http(state, children)
     except StartupError as exc:
         logger.error("%s", exc)

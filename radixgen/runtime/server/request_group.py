@@ -60,6 +60,7 @@ class RequestGroup:
         self.states = [ReqState(rid, i, ids, p) for i, (rid, (ids, p)) in enumerate(zip(rids, specs))]
         self.by_rid = {s.rid: s for s in self.states}
         self.followers: dict[str, list[ReqState]] = {}  # leader rid -> copies of its prompt
+        self.arrival = time.perf_counter()  # where every request's latency metrics start
 
     def start(self) -> None:
         """Submit the first request of each distinct prompt; hold back its copies."""
@@ -73,7 +74,7 @@ class RequestGroup:
 
     def _submit(self, state: ReqState) -> None:
         state.start, state.submitted = time.perf_counter(), True
-        self.tm.submit(state.rid, state.input_ids, state.params, self.queue)
+        self.tm.submit(state.rid, state.input_ids, state.params, self.queue, self.arrival)
 
     @property
     def done(self) -> bool:

@@ -18,6 +18,7 @@ from radixgen.runtime.messages import (AbortReq, FlushCacheReq, FlushCacheResp, 
                                        ToSchedulerProcess)
 from radixgen.runtime.server.errors import invalid, unavailable
 from radixgen.runtime.server.ipc import Codec, Endpoints
+from radixgen.runtime.server.metrics import ServerMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +39,12 @@ class Failure:
 class TokenizerManager:
     """One per server, on the event loop: the only owner of the scheduler's input socket and
     of the main process's inbox. `submit`/`abort` requests; `_recv_loop` routes every TextOut
-    to its request's queue and every control answer to its waiting future."""
+    to its request's queue and every control answer to its waiting future; `metrics` sees
+    every request's submission, text deltas and end."""
 
-    def __init__(self, tokenizer: Any, endpoints: Endpoints):
+    def __init__(self, tokenizer: Any, endpoints: Endpoints, metrics: ServerMetrics | None = None):
         self.tokenizer = tokenizer
+        self.metrics = metrics or ServerMetrics("radixgen")
         self.ctx = zmq.asyncio.Context()
         self.to_scheduler = self.ctx.socket(zmq.PUSH)
         self.to_scheduler.setsockopt(zmq.LINGER, 0)
@@ -96,6 +99,7 @@ class TokenizerManager:
         for queue in self.queues.values():
             queue.put_nowait(Failure(reason))
         self.queues.clear()
+        self.metrics.forget_all()
         for waiters in self._waiters.values():
             while waiters:
                 fut = waiters.popleft()
@@ -103,11 +107,14 @@ class TokenizerManager:
                     fut.set_exception(unavailable(reason))
 
     # ---- requests -----------------------------------------------------------------------
-    def submit(self, rid: str, input_ids: list[int], params: SamplingParams, queue: asyncio.Queue) -> None:
-        """Send one request; its TextOut messages (then nothing) arrive on `queue`."""
+    def submit(self, rid: str, input_ids: list[int], params: SamplingParams, queue: asyncio.Queue,
+               arrival: float | None = None) -> None:
+        """Send one request; its TextOut messages (then nothing) arrive on `queue`.
+        `arrival` (perf_counter, default now) is where its latency metrics start."""
         if self.dead_reason is not None:
             raise unavailable(self.dead_reason)
         self.queues[rid] = queue
+        self.metrics.on_submit(rid, len(input_ids), arrival)
         self._send(GenerateReq(rid=rid, input_ids=input_ids, params=params))
 
     def abort(self, rid: str, notify: bool = False) -> bool:
@@ -117,6 +124,8 @@ class TokenizerManager:
         known = (self.queues.get(rid) if notify else self.queues.pop(rid, None)) is not None
         if known and self.dead_reason is None:
             self._send(AbortReq(rid=rid))
+        if known and not notify:
+            self.metrics.on_drop(rid)
         return known
 
     async def flush_cache(self) -> bool:
@@ -160,6 +169,7 @@ class TokenizerManager:
             queue = self.queues.get(out.rid)
             if queue is None:
                 continue  # aborted by its client
+            self.metrics.on_output(out)
             queue.put_nowait(out)
             if out.finish is not None:
                 del self.queues[out.rid]

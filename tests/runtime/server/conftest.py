@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 API_KEY = "test-key"
 STARTUP_TIMEOUT_S = 120.0
@@ -114,3 +115,28 @@ def assert_error(resp: httpx.Response, status: int = 400) -> dict:
     err = resp.json()["error"]
     assert set(err) == {"message", "type", "param", "code"} and err["message"]
     return err
+
+
+def scrape(client: httpx.Client) -> dict[str, float]:
+    """`/metrics` parsed as Prometheus text: sample name -> value (histogram buckets left out,
+    labels summed over)."""
+    resp = client.get("/metrics")
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["content-type"].startswith("text/plain")
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(resp.text):
+        for sample in family.samples:
+            if "le" not in sample.labels:
+                values[sample.name] = values.get(sample.name, 0.0) + sample.value
+    return values
+
+
+def wait_idle(client: httpx.Client, timeout: float = 10.0) -> dict:
+    """The scheduler's statistics once no request is running or waiting."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        stats = client.get("/get_server_info").json()["scheduler"]
+        if stats["num_running_reqs"] == 0 and stats["num_waiting_reqs"] == 0:
+            return stats
+        time.sleep(0.05)
+    raise AssertionError(f"requests still running: {stats}")

@@ -1,5 +1,6 @@
 """End to end on the embedded SmolLM2 model: the server's greedy chat completion equals the
-offline Engine on the same chat-templated prompt."""
+offline Engine on the same chat-templated prompt, and one greedy prompt (as token ids) gives the
+same tokens through /generate, /v1/completions and the Engine."""
 
 from __future__ import annotations
 
@@ -26,17 +27,27 @@ def embedded_server(model_path, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def engine_text(model_path, tokenizer):
+def engine(model_path):
+    engine = radixgen.Engine(str(model_path), max_total_tokens=4096)
+    yield engine
+    engine.shutdown()
+
+
+def engine_generate(engine, ids: list[int], max_new_tokens: int) -> dict:
+    """A greedy Engine generation, on one thread like the server (see conftest): robust to a
+    busy machine."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the server's (see conftest): robust to a busy machine
+    torch.set_num_threads(1)
     try:
-        engine = radixgen.Engine(str(model_path), max_total_tokens=4096)
-        out = engine.generate(input_ids=chat_ids(tokenizer, QUESTION),
-                              sampling_params={"max_new_tokens": MAX_TOKENS, "temperature": 0})
-        engine.shutdown()
+        return engine.generate(input_ids=ids, sampling_params={"max_new_tokens": max_new_tokens,
+                                                               "temperature": 0})
     finally:
         torch.set_num_threads(threads)
-    return out["text"]
+
+
+@pytest.fixture(scope="module")
+def engine_text(engine, tokenizer):
+    return engine_generate(engine, chat_ids(tokenizer, QUESTION), MAX_TOKENS)["text"]
 
 
 def test_greedy_chat_equals_the_engine(embedded_server, engine_text, model_path):
@@ -54,3 +65,19 @@ def test_streamed_chat_equals_the_engine(embedded_server, engine_text, model_pat
     stream = api.chat.completions.create(model=model_path.name, messages=[{"role": "user", "content": QUESTION}],
                                          max_tokens=MAX_TOKENS, temperature=0, stream=True)
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == engine_text
+
+
+def test_generate_completions_and_engine_give_the_same_tokens(embedded_server, engine, tokenizer,
+                                                              model_path):
+    ids = tokenizer.encode("The three primary colors are", add_special_tokens=False)
+    expected = engine_generate(engine, ids, MAX_TOKENS)
+    with embedded_server.client() as client:
+        native = client.post("/generate", json={"input_ids": ids, "sampling_params": {
+            "max_new_tokens": MAX_TOKENS, "temperature": 0}}).json()
+        completion = client.post("/v1/completions", json={
+            "model": model_path.name, "prompt": ids, "max_tokens": MAX_TOKENS, "temperature": 0,
+            "logprobs": 0}).json()["choices"][0]
+    assert native["output_ids"] == expected["output_ids"] and native["text"] == expected["text"]
+    # completions name tokens by their text: one entry per token, in order
+    assert completion["logprobs"]["tokens"] == [tokenizer.decode([t]) for t in expected["output_ids"]]
+    assert completion["text"] == expected["text"] and len(expected["output_ids"]) > 1

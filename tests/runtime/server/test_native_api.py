@@ -8,7 +8,7 @@ import time
 
 import httpx
 
-from tests.runtime.server.conftest import assert_error, sse_events
+from tests.runtime.server.conftest import assert_error, sse_events, wait_idle
 
 GREEDY = {"temperature": 0, "max_new_tokens": 8}
 
@@ -108,26 +108,16 @@ def test_abort_request_by_rid(tiny_server, client):
     assert_error(client.post("/abort_request", json={"rid": "no-such-request"}), 404)
 
 
-def _wait_idle(client, timeout: float = 5.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        stats = client.get("/get_server_info").json()["scheduler"]
-        if stats["num_running_reqs"] == 0 and stats["num_waiting_reqs"] == 0:
-            return stats
-        time.sleep(0.05)
-    raise AssertionError(f"requests still running: {stats}")
-
-
 def test_client_disconnect_aborts_streaming_and_plain_requests(tiny_server, client):
-    before = _wait_idle(client)["num_abort_requests"]
+    before = wait_idle(client)["num_abort_requests"]
     with tiny_server.client() as c, c.stream("POST", "/generate", json=_long_body(stream=True)) as resp:
         lines = resp.iter_lines()
         assert next(lines).startswith("data: ")
-    stats = _wait_idle(client)
+    stats = wait_idle(client)
     assert stats["num_abort_requests"] == before + 1
     assert stats["num_free_slots"] + stats["cache_size"] == stats["num_slots"]  # no KV leaked
     try:
         tiny_server.client(timeout=0.5).post("/generate", json=_long_body())
     except httpx.TimeoutException:
         pass
-    assert _wait_idle(client)["num_abort_requests"] == before + 2
+    assert wait_idle(client)["num_abort_requests"] == before + 2
