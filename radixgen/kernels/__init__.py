@@ -1,1 +1,84 @@
-"""Triton kernels with plain-torch references (no radixgen imports). Filled by the kernels issue."""
+"""Triton kernels with plain-torch references (no radixgen imports). Filled by the kernels issue.
+
+Each `kernels/<op>.py` holds the `@triton.jit` kernels, launchers that validate their inputs
+(raising ValueError) and `<op>_ref` functions in plain torch. This module is the one place that
+picks between them: `dispatch` runs the Triton launcher for CUDA tensors and the torch reference
+otherwise. The op modules (and so triton) are imported lazily, on first use.
+
+    quantize_nvfp4(x, tensor_scale=None) -> (codes uint8, block_scales float8_e4m3fn, tensor_scale)
+    dequantize_nvfp4(codes, block_scales, tensor_scale, dtype=torch.bfloat16) -> tensor
+    quantize_fp8(x, scale=None, per_head_dim=None) -> (q float8_e4m3fn, scale)
+    dequantize_fp8(q, scale, dtype=torch.bfloat16) -> tensor
+"""
+
+import importlib
+from typing import Any
+
+# op -> module that defines `op` (Triton launcher) and `op_ref` (torch reference)
+_OPS = {
+    "quantize_nvfp4": "nvfp4",
+    "dequantize_nvfp4": "nvfp4",
+    "quantize_fp8": "fp8",
+    "dequantize_fp8": "fp8",
+}
+# helpers without a Triton variant, loaded lazily from their module
+_HELPERS = {
+    "nvfp4_tensor_scale": "nvfp4",
+    "nvfp4_global_scale": "nvfp4",
+    "nvfp4_tensor_scale_from_global": "nvfp4",
+    "fp8_scale": "fp8",
+}
+BACKENDS = ("auto", "triton", "torch")
+
+__all__ = ["BACKENDS", "dispatch", *_OPS, *_HELPERS]
+
+
+def _module(name: str):
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def dispatch(op: str, *args: Any, backend: str = "auto", **kwargs: Any) -> Any:
+    """Run kernel `op` with the Triton launcher or the torch reference and return its result.
+
+    backend="auto" picks Triton when the first argument is a CUDA tensor and the torch reference
+    otherwise; "triton" forces the launcher (on the CPU only under TRITON_INTERPRET=1, set before
+    triton is imported); "torch" forces the reference. Raises ValueError for an unknown op or
+    backend, and whatever ValueError the chosen implementation raises for bad inputs.
+    """
+    if op not in _OPS:
+        raise ValueError(f"unknown kernel op {op!r}; known: {sorted(_OPS)}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "auto":
+        on_cuda = bool(args) and getattr(args[0], "is_cuda", False)
+        backend = "triton" if on_cuda else "torch"
+    module = _module(_OPS[op])
+    return getattr(module, op if backend == "triton" else f"{op}_ref")(*args, **kwargs)
+
+
+def quantize_nvfp4(x, tensor_scale=None, *, backend: str = "auto"):
+    """NVFP4-quantize x [..., n]; see `radixgen.kernels.nvfp4.quantize_nvfp4`."""
+    return dispatch("quantize_nvfp4", x, tensor_scale, backend=backend)
+
+
+def dequantize_nvfp4(codes, block_scales, tensor_scale, dtype=None, *, backend: str = "auto"):
+    """Dequantize NVFP4 to `dtype` (default bfloat16); see `radixgen.kernels.nvfp4.dequantize_nvfp4`."""
+    kwargs = {} if dtype is None else {"dtype": dtype}
+    return dispatch("dequantize_nvfp4", codes, block_scales, tensor_scale, backend=backend, **kwargs)
+
+
+def quantize_fp8(x, scale=None, per_head_dim=None, *, backend: str = "auto"):
+    """FP8 E4M3-quantize x; see `radixgen.kernels.fp8.quantize_fp8`."""
+    return dispatch("quantize_fp8", x, scale, per_head_dim, backend=backend)
+
+
+def dequantize_fp8(q, scale, dtype=None, *, backend: str = "auto"):
+    """Dequantize FP8 to `dtype` (default bfloat16); see `radixgen.kernels.fp8.dequantize_fp8`."""
+    kwargs = {} if dtype is None else {"dtype": dtype}
+    return dispatch("dequantize_fp8", q, scale, backend=backend, **kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HELPERS:
+        return getattr(_module(_HELPERS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
