@@ -38,26 +38,36 @@ class TorchAttention:
         self.cascade = cascade
         self.batch: ForwardBatch | None = None
         self.plan: DecodePlan | None = None
+        self.ext_batch: ForwardBatch | None = None  # the extend part of the current batch
+        self.dec_batch: ForwardBatch | None = None  # the decode part
         self.extend_masks: list[torch.Tensor | None] = []
 
     def begin(self, batch: ForwardBatch) -> None:
         self.batch = batch
-        if batch.mode is ForwardMode.DECODE:
-            min_shared = MIN_SHARED_PREFIX if self.cascade else None
-            self.plan = plan_decode(batch.kv_slots, batch.seq_lens, min_shared)
+        if batch.mode is ForwardMode.MIXED:
+            self.ext_batch, self.dec_batch = batch.split()
         else:
-            self.extend_masks = [_causal_mask(p, e) for p, e in zip(batch.prefix_lens, batch.extend_lens)]
+            self.ext_batch = batch if batch.mode is ForwardMode.EXTEND else None
+            self.dec_batch = batch if batch.mode is ForwardMode.DECODE else None
+        if self.dec_batch is not None:
+            min_shared = MIN_SHARED_PREFIX if self.cascade else None
+            self.plan = plan_decode(self.dec_batch.kv_slots, self.dec_batch.seq_lens, min_shared)
+        if self.ext_batch is not None:
+            self.extend_masks = [_causal_mask(p, e) for p, e in
+                                 zip(self.ext_batch.prefix_lens, self.ext_batch.extend_lens)]
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                pool: KVPool) -> torch.Tensor:
-        batch = self.batch
-        pool.store(layer, batch.out_slots, k, v)
-        if batch.mode is ForwardMode.DECODE:
+        pool.store(layer, self.batch.out_slots, k, v)
+        if self.ext_batch is None:
             return self._decode(layer, q, pool)
-        return self._extend(layer, q, pool)
+        if self.dec_batch is None:
+            return self._extend(layer, q, pool)
+        t_ext = sum(self.ext_batch.extend_lens)
+        return torch.cat([self._extend(layer, q[:t_ext], pool), self._decode(layer, q[t_ext:], pool)])
 
     def _decode(self, layer: int, q: torch.Tensor, pool: KVPool) -> torch.Tensor:
-        plan, b, hkv, d = self.plan, self.batch.batch_size, self.num_kv_heads, self.head_dim
+        plan, b, hkv, d = self.plan, self.dec_batch.batch_size, self.num_kv_heads, self.head_dim
         q4 = q.view(b, hkv, self.group, d)
         keys, values = pool.gather(layer, plan.suffix_slots)  # [B, S, Hkv, D] each
         k, v = keys.transpose(1, 2), values.transpose(1, 2)  # [B, Hkv, S, D]
@@ -86,8 +96,9 @@ class TorchAttention:
 
     def _extend(self, layer: int, q: torch.Tensor, pool: KVPool) -> torch.Tensor:
         outputs, start = [], 0
-        for i, (seq_len, ext) in enumerate(zip(self.batch.seq_lens, self.batch.extend_lens)):
-            keys, values = pool.gather(layer, self.batch.kv_slots[i, :seq_len])  # [L, Hkv, D]
+        batch = self.ext_batch
+        for i, (seq_len, ext) in enumerate(zip(batch.seq_lens, batch.extend_lens)):
+            keys, values = pool.gather(layer, batch.kv_slots[i, :seq_len])  # [L, Hkv, D]
             qi = q[start:start + ext].transpose(0, 1).unsqueeze(0)  # [1, Hq, ext, D]
             mask = self.extend_masks[i]
             out = F.scaled_dot_product_attention(

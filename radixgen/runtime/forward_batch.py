@@ -11,6 +11,7 @@ import torch
 class ForwardMode(enum.Enum):
     EXTEND = "extend"  # prefill chunks: several new tokens per request over a cached prefix
     DECODE = "decode"  # one new token per request
+    MIXED = "mixed"  # prefill chunks of some requests, then one decode token of others
 
 
 @dataclass
@@ -23,6 +24,7 @@ class ForwardBatch:
     seq_lens: list[int]  # per request: KV length after this forward (prefix + new tokens)
     extend_lens: list[int]  # per request: new tokens in this forward
     logits_indices: torch.Tensor  # [num_logits] rows of the hidden states that need logits
+    num_decode: int = 0  # MIXED: the last num_decode requests decode (one token each)
 
     @property
     def batch_size(self) -> int:
@@ -31,3 +33,15 @@ class ForwardBatch:
     @property
     def prefix_lens(self) -> list[int]:
         return [s - e for s, e in zip(self.seq_lens, self.extend_lens)]
+
+    def split(self) -> tuple["ForwardBatch", "ForwardBatch"]:
+        """A MIXED batch as its extend part and its decode part (attention metadata only:
+        input ids and logits indices are left out)."""
+        n_ext = self.batch_size - self.num_decode
+        t_ext = sum(self.extend_lens[:n_ext])
+        empty = self.input_ids[:0]
+        ext = ForwardBatch(ForwardMode.EXTEND, empty, self.positions[:t_ext], self.out_slots[:t_ext],
+                           self.kv_slots[:n_ext], self.seq_lens[:n_ext], self.extend_lens[:n_ext], empty)
+        dec = ForwardBatch(ForwardMode.DECODE, empty, self.positions[t_ext:], self.out_slots[t_ext:],
+                           self.kv_slots[n_ext:], self.seq_lens[n_ext:], self.extend_lens[n_ext:], empty)
+        return ext, dec

@@ -63,38 +63,41 @@ class ModelRunner:
             raise ValueError(f"--mem-fraction-static {cfg.mem_fraction_static} leaves no room for the KV pool")
         return int(min(budget // per_token, 1 << 22))
 
-    def forward_extend(self, reqs: list[Request], extend_lens: list[int],
-                       new_slots: list[torch.Tensor]) -> torch.Tensor:
-        """Prefill `extend_lens[i]` tokens of each request starting at its kv_len into
-        `new_slots[i]`; logits [batch, vocab] at each request's last new token."""
-        ids, positions, seq_lens = [], [], []
-        for req, ext, slots in zip(reqs, extend_lens, new_slots):
-            start = req.kv_len
-            self.table.write(req.row, start, slots)
-            ids.extend(req.all_ids[start:start + ext])
-            positions.append(torch.arange(start, start + ext))
-            seq_lens.append(start + ext)
-        ends = torch.tensor(extend_lens).cumsum(0)
-        return self._run(ForwardMode.EXTEND, reqs, ids, torch.cat(positions), torch.cat(new_slots),
-                         seq_lens, extend_lens, ends - 1)
-
-    def forward_decode(self, reqs: list[Request], new_slots: torch.Tensor) -> torch.Tensor:
-        """One token per request (its newest, at position kv_len) into new_slots [batch]."""
-        for req, slot in zip(reqs, new_slots):
+    def forward_mixed(self, ext_reqs: list[Request], extend_lens: list[int],
+                      ext_slots: list[torch.Tensor], dec_reqs: list[Request],
+                      dec_slots: torch.Tensor | None) -> torch.Tensor:
+        """Prefill chunks of ext_reqs and one decode token of dec_reqs in one forward; logits
+        [len(ext_reqs) + len(dec_reqs), vocab], prefill rows first."""
+        ids, positions, seq_lens, out_slots = [], [], [], list(ext_slots)
+        for req, ext, slots in zip(ext_reqs, extend_lens, ext_slots):
+            self.table.write(req.row, req.kv_len, slots)
+            ids.extend(req.all_ids[req.kv_len:req.kv_len + ext])
+            positions.append(torch.arange(req.kv_len, req.kv_len + ext))
+            seq_lens.append(req.kv_len + ext)
+        for req, slot in zip(dec_reqs, dec_slots if dec_reqs else []):
             self.table.table[req.row, req.kv_len] = slot
-        ids = [req.all_ids[-1] for req in reqs]
-        positions = torch.tensor([req.kv_len for req in reqs])
-        seq_lens = [req.kv_len + 1 for req in reqs]
-        return self._run(ForwardMode.DECODE, reqs, ids, positions, new_slots, seq_lens,
-                         [1] * len(reqs), torch.arange(len(reqs)))
+            ids.append(req.all_ids[-1])
+        if dec_reqs:
+            positions.append(torch.tensor([req.kv_len for req in dec_reqs]))
+            seq_lens.extend(req.kv_len + 1 for req in dec_reqs)
+            out_slots.append(dec_slots)
+        t_ext = sum(extend_lens)
+        rows = torch.cat([torch.tensor(extend_lens, dtype=torch.int64).cumsum(0) - 1,
+                          torch.arange(t_ext, t_ext + len(dec_reqs))])
+        mode = (ForwardMode.MIXED if ext_reqs and dec_reqs else
+                ForwardMode.EXTEND if ext_reqs else ForwardMode.DECODE)
+        return self._run(mode, ext_reqs + dec_reqs, ids, torch.cat(positions), torch.cat(out_slots),
+                         seq_lens, list(extend_lens) + [1] * len(dec_reqs), rows, len(dec_reqs))
 
-    def _run(self, mode, reqs, ids, positions, out_slots, seq_lens, extend_lens, logits_rows):
+    def _run(self, mode, reqs, ids, positions, out_slots, seq_lens, extend_lens, logits_rows,
+             num_decode):
         rows = torch.tensor([r.row for r in reqs], device=self.device)
         batch = ForwardBatch(
             mode=mode, input_ids=torch.tensor(ids, device=self.device),
             positions=positions.to(self.device), out_slots=out_slots.to(self.device),
             kv_slots=self.table.table[rows, :max(seq_lens)], seq_lens=seq_lens,
             extend_lens=extend_lens, logits_indices=logits_rows.to(self.device),
+            num_decode=num_decode if mode is ForwardMode.MIXED else 0,
         )
         return self.model.forward(batch, self.pool, self.attn)
 

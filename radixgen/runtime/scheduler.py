@@ -95,13 +95,25 @@ class Scheduler:
 
     # ---- one step ---------------------------------------------------------------------------
     def step(self) -> list[TokenOut]:
-        """Run one forward (a prefill batch if any request can be admitted, else a decode
-        batch) and return the outputs produced since the last step."""
+        """Run one forward: the admitted prefill chunks together with a decode token of every
+        running request (a mixed batch, so decoding never stalls behind prefill), and return
+        the outputs produced since the last step."""
         plan = self._plan_prefill()
-        if plan.reqs:
-            self._run_prefill(plan)
-        if not plan.reqs and self.running:
-            self._run_decode()
+        dec_reqs, dec_slots = self._alloc_decode()
+        ext_slots = self._alloc_plan(plan) if plan.reqs else []
+        if not plan.reqs and not dec_reqs:
+            return self._take_outputs()
+        logits = self.runner.forward_mixed(plan.reqs, plan.extend_lens, ext_slots, dec_reqs, dec_slots)
+        n = len(plan.reqs)
+        if n:
+            self._after_prefill(plan, logits[:n])
+        if dec_reqs:
+            for req in dec_reqs:
+                req.kv_len += 1
+            self._append_tokens(dec_reqs, logits[n:])
+        return self._take_outputs()
+
+    def _take_outputs(self) -> list[TokenOut]:
         outputs, self.outputs = self.outputs, []
         return outputs
 
@@ -156,11 +168,7 @@ class Scheduler:
         plan.reqs, plan.extend_lens = kept.reqs, kept.extend_lens
         return slots
 
-    def _run_prefill(self, plan: PrefillPlan) -> None:
-        slots = self._alloc_plan(plan)
-        if not plan.reqs:
-            return
-        logits = self.runner.forward_extend(plan.reqs, plan.extend_lens, slots)
+    def _after_prefill(self, plan: PrefillPlan, logits: torch.Tensor) -> None:
         done = []
         for i, (req, ext) in enumerate(zip(plan.reqs, plan.extend_lens)):
             if not req.started:  # first chunk of its first admission: record cache hits
@@ -179,18 +187,15 @@ class Scheduler:
             reqs = [plan.reqs[i] for i in done]
             self._append_tokens(reqs, logits[done])
 
-    def _run_decode(self) -> None:
-        slots = self.kv.alloc(len(self.running))
-        while slots is None:
-            self._retract_one()
-            if not self.running:
-                return
+    def _alloc_decode(self) -> tuple[list[Request], torch.Tensor | None]:
+        """A slot for the next token of every running request, retracting the newest ones
+        while the pool cannot provide them."""
+        while self.running:
             slots = self.kv.alloc(len(self.running))
-        reqs = list(self.running)
-        logits = self.runner.forward_decode(reqs, slots)
-        for req in reqs:
-            req.kv_len += 1
-        self._append_tokens(reqs, logits)
+            if slots is not None:
+                return list(self.running), slots
+            self._retract_one()
+        return [], None
 
     def _retract_one(self) -> None:
         """Out of KV: send the newest running request back to the queue (it keeps its output
