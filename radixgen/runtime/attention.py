@@ -53,7 +53,8 @@ class TorchAttention:
             min_shared = MIN_SHARED_PREFIX if self.cascade else None
             self.plan = plan_decode(self.dec_batch.kv_slots, self.dec_batch.seq_lens, min_shared)
         if self.ext_batch is not None:
-            self.extend_masks = [_causal_mask(p, e) for p, e in
+            device = batch.kv_slots.device
+            self.extend_masks = [_causal_mask(p, e, device) for p, e in
                                  zip(self.ext_batch.prefix_lens, self.ext_batch.extend_lens)]
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -110,10 +111,10 @@ class TorchAttention:
         return torch.cat(outputs) if len(outputs) > 1 else outputs[0]
 
 
-def _causal_mask(prefix_len: int, extend_len: int) -> torch.Tensor | None:
+def _causal_mask(prefix_len: int, extend_len: int, device: torch.device) -> torch.Tensor | None:
     """[extend_len, prefix_len + extend_len] bool: new token i sees keys j <= prefix_len + i.
     None when there is no prefix (plain causal attention)."""
     if prefix_len == 0:
         return None
-    rows = torch.arange(extend_len)[:, None] + prefix_len
-    return torch.arange(prefix_len + extend_len)[None, :] <= rows
+    rows = torch.arange(extend_len, device=device)[:, None] + prefix_len
+    return torch.arange(prefix_len + extend_len, device=device)[None, :] <= rows

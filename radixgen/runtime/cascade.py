@@ -52,14 +52,17 @@ def plan_decode(kv_slots: torch.Tensor, seq_lens: list[int],
                 min_shared: int | None = MIN_SHARED_PREFIX) -> DecodePlan:
     """Segments for decode (the newest token always stays in the request's own suffix) and
     the padded suffix slot table."""
+    device, kv_slots = kv_slots.device, kv_slots.cpu()  # planning is small host work
     lens = torch.tensor(seq_lens)
     groups, prefix_lens = plan_segments(kv_slots, lens - 1, min_shared)
     suffix_lens = lens - prefix_lens
     span = torch.arange(int(suffix_lens.max()))
     cols = (prefix_lens[:, None] + span[None, :]).clamp(max=kv_slots.shape[1] - 1)
-    suffix_slots = kv_slots.gather(1, cols)
-    suffix_mask = (span[None, :] < suffix_lens[:, None])[:, None, None, :]
-    return DecodePlan(groups, suffix_slots, suffix_mask, additive_mask(suffix_mask, kv_slots.device))
+    suffix_slots = kv_slots.gather(1, cols).to(device)
+    suffix_mask = (span[None, :] < suffix_lens[:, None])[:, None, None, :].to(device)
+    for group in groups:
+        group.members, group.slots = group.members.to(device), group.slots.to(device)
+    return DecodePlan(groups, suffix_slots, suffix_mask, additive_mask(suffix_mask, device))
 
 
 def _visit(kv: torch.Tensor, limits: torch.Tensor, members: torch.Tensor, seg_start: int,
@@ -103,10 +106,22 @@ def attention_with_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                        bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """q [B, H, Lq, D], k/v [B, H, Lk, D], additive mask broadcastable to [B, H, Lq, Lk]
     -> output [B, H, Lq, D] and log-sum-exp of the scaled scores [B, H, Lq] (float32)."""
+    if q.device.type != "cpu":  # the fused op below is CPU-only; the kernels issue brings GPU ones
+        return _attention_with_lse_math(q, k, v, bias)
     if bias is not None and bias.dtype != q.dtype:
         bias = bias.to(q.dtype)
     out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=bias)
     return out, lse.float()
+
+
+def _attention_with_lse_math(q, k, v, bias):
+    """The same in plain float32 math (any device)."""
+    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * q.shape[-1] ** -0.5
+    if bias is not None:
+        scores = scores + bias.float()
+    lse = torch.logsumexp(scores, dim=-1)
+    probs = torch.exp(scores - lse[..., None]).nan_to_num_(0.0)  # fully masked rows: zeros
+    return torch.matmul(probs, v.float()).to(q.dtype), lse
 
 
 def merge_states(v_a: torch.Tensor, s_a: torch.Tensor, v_b: torch.Tensor,

@@ -16,6 +16,7 @@ class SampleResult:
     top_logprobs: list[list[tuple[int, float]]] | None
 
 
+@torch.inference_mode()  # logits come from the inference-mode forward and are edited in place
 def sample(logits: torch.Tensor, reqs: list[Request]) -> SampleResult:
     """logits [batch, vocab] float32 (modified in place) -> one token per request."""
     want_logprobs = any(r.params.return_logprob or r.params.top_logprobs_num for r in reqs)
@@ -54,7 +55,7 @@ def _apply_penalties(logits: torch.Tensor, reqs: list[Request]) -> None:
 def _sample_row(row: torch.Tensor, req: Request) -> int:
     """Sample one token from row [vocab] with the request's temperature and filters."""
     p = req.params
-    probs = torch.softmax(row / p.temperature, dim=-1)
+    probs = torch.softmax(row.float().cpu() / p.temperature, dim=-1)  # the generator is a CPU one
     if p.top_k > 0 or p.top_p < 1.0 or p.min_p > 0.0:
         probs = _filter(probs, p.top_k, p.top_p, p.min_p)
     return int(torch.multinomial(probs, 1, generator=req.generator).item())

@@ -54,3 +54,21 @@ def test_penalties_change_logits_as_specified():
     big[0, 6] = -1.0
     _apply_penalties(big, [rep])
     assert big[0, 5].item() == 0.5 and big[0, 6].item() == -2.0 and big[0, 0].item() == 1.0
+
+
+def test_engine_applies_every_sampling_option_end_to_end(tiny_model_path):
+    from radixgen.runtime.engine import Engine
+
+    engine = Engine(str(tiny_model_path), load_format="dummy", max_total_tokens=512)
+    params = {"max_new_tokens": 6, "temperature": 0.8, "top_p": 0.9, "top_k": 40, "min_p": 0.01,
+              "seed": 5, "repetition_penalty": 1.2, "frequency_penalty": 0.4,
+              "presence_penalty": 0.3, "ignore_eos": True, "top_logprobs_num": 2}
+    first = engine.generate(input_ids=[11, 12, 13], sampling_params=params)
+    again = engine.generate(input_ids=[11, 12, 13], sampling_params=params)
+    assert len(first["output_ids"]) == 6 and first["output_ids"] == again["output_ids"]
+    assert len(first["meta_info"]["output_top_logprobs"]) == 6
+    greedy = {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True,
+              "repetition_penalty": 1.5, "frequency_penalty": 1.0}
+    penalised = [engine.generate(input_ids=[11, 12, 13], sampling_params=greedy)["output_ids"]
+                 for _ in range(2)]
+    assert len(penalised[0]) == 6 and penalised[0] == penalised[1]
