@@ -32,7 +32,8 @@ class SlotAllocator:
         return out.to(self.device)
 
     def free(self, slots: torch.Tensor) -> None:
-        """Return slots to the pool. The caller must own them (no double free)."""
+        """Return slots to the pool (copied: callers may pass views of rows they reuse). The
+        caller must own them (no double free)."""
         if slots.numel():
             self._pending.append(slots.to("cpu", torch.int64, copy=True).flatten())
 

@@ -47,7 +47,8 @@ class KVManager:
         """Share req's computed tokens through the tree while it keeps running; req then uses
         the tree's slots for them (its duplicates are freed)."""
         ids = req.all_ids[:req.kv_len]
-        slots = self.table.read(req.row, req.kv_len).clone()  # the row is rewritten below
+        # a view of the row: insert and free both copy what they keep, before the row is rewritten
+        slots = self.table.read(req.row, req.kv_len)
         res = self.cache.insert(ids, slots, req.namespace)
         self.allocator.free(slots[req.tree_len:res.prefix_len])
         m = self.cache.match_prefix(ids[:res.cached_len], req.namespace)
@@ -61,7 +62,7 @@ class KVManager:
         """Req is done with its KV (finished or retracted): computed tokens go to the tree,
         everything else back to the allocator; the row is freed."""
         ids = req.all_ids[:req.kv_len]
-        slots = self.table.read(req.row, req.kv_len).clone()
+        slots = self.table.read(req.row, req.kv_len)
         res = self.cache.insert(ids, slots, req.namespace)
         self.allocator.free(slots[req.tree_len:res.prefix_len])
         self.allocator.free(slots[max(res.cached_len, req.tree_len):])
