@@ -1,12 +1,14 @@
 """Value types shared across subpackages (no radixgen imports).
 
-`SamplingParams` is what a user asks for; `FinishReason` is why a request ended.
+`SamplingParams` is what a user asks for; `Constraint` is the grammar its output must follow;
+`FinishReason` is why a request ended.
 `Request` and `Batch` live in `radixgen.runtime`: only plain values cross package lines.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -30,6 +32,7 @@ class SamplingParams:
     seed: int | None = None
     return_logprob: bool = False
     top_logprobs_num: int = 0
+    logprob_start_len: int = -1  # >= 0: also return logprobs of prompt tokens from here on
     skip_special_tokens: bool = True
 
     def __post_init__(self) -> None:
@@ -52,6 +55,8 @@ class SamplingParams:
         _check(all(isinstance(s, str) and s for s in self.stop), "stop must be non-empty strings")
         _check(isinstance(self.top_logprobs_num, int) and 0 <= self.top_logprobs_num <= 20,
                "top_logprobs_num must be in [0, 20]")
+        _check(isinstance(self.logprob_start_len, int) and self.logprob_start_len >= -1,
+               "logprob_start_len must be an integer >= -1")
         _check(self.seed is None or isinstance(self.seed, int), "seed must be an integer")
 
     @property
@@ -73,6 +78,46 @@ class SamplingParams:
             return cls(**params)
         except TypeError as exc:  # e.g. a list where a number belongs
             raise ValueError(f"invalid sampling parameters: {exc}") from None
+
+
+CONSTRAINT_KINDS = ("json_schema", "regex", "choices", "lark", "ebnf")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A grammar the output must follow; hashable, so compiled grammars are cached by it.
+
+    kind        spec
+    json_schema the schema as a JSON string (canonicalised: sorted keys, compact)
+    regex       a regular expression the whole output must fullmatch
+    choices     a tuple of strings; the output is exactly one of them
+    lark        a Lark grammar (start rule `start`), or the name of a shipped grammar ("sql")
+    ebnf        a GBNF-style grammar (root rule `root`)
+    """
+
+    kind: str
+    spec: Any
+
+    def __post_init__(self) -> None:
+        _check(self.kind in CONSTRAINT_KINDS,
+               f"constraint kind must be one of {', '.join(CONSTRAINT_KINDS)}, got {self.kind!r}")
+        if self.kind == "choices":
+            _check(isinstance(self.spec, (list, tuple)) and len(self.spec) > 0
+                   and all(isinstance(c, str) and c for c in self.spec),
+                   "choices must be a non-empty list of non-empty strings")
+            object.__setattr__(self, "spec", tuple(self.spec))
+        elif self.kind == "json_schema":
+            spec = self.spec
+            if isinstance(spec, str):
+                try:
+                    spec = json.loads(spec)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"json_schema is not valid JSON: {exc}") from None
+            _check(isinstance(spec, (dict, bool)), "json_schema must be a JSON object")
+            object.__setattr__(self, "spec", json.dumps(spec, sort_keys=True, separators=(",", ":")))
+        else:
+            _check(isinstance(self.spec, str) and self.spec.strip() != "",
+                   f"{self.kind} must be a non-empty string")
 
 
 @dataclass(frozen=True)
@@ -105,4 +150,4 @@ def _check(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
-__all__ = ["SamplingParams", "FinishReason"]
+__all__ = ["CONSTRAINT_KINDS", "Constraint", "SamplingParams", "FinishReason"]

@@ -45,12 +45,15 @@ class _Pending:
         self.detok = IncrementalDetokenizer(tokenizer, params)
         self.text, self.output_ids, self.logprobs, self.top = "", [], [], []
         self.last: TokenOut | None = None
+        self.input_logprobs: list[float | None] | None = None
         self.start = time.perf_counter()
 
     def update(self, out: TokenOut) -> str:
         self.output_ids.extend(out.token_ids)
         self.logprobs.extend(out.logprobs or [])
         self.top.extend(out.top_logprobs or [])
+        if out.input_logprobs is not None:
+            self.input_logprobs = out.input_logprobs
         delta = self.detok.push(out.token_ids, out.finish)
         self.text += delta
         self.last = out
@@ -65,6 +68,8 @@ class _Pending:
             meta["output_token_logprobs"] = list(zip(self.logprobs, self.output_ids))
         if self.params.top_logprobs_num:
             meta["output_top_logprobs"] = self.top
+        if self.input_logprobs is not None:
+            meta["input_token_logprobs"] = self.input_logprobs  # from logprob_start_len on
         return {"text": self.text, "output_ids": list(self.output_ids), "meta_info": meta}
 
 

@@ -22,15 +22,15 @@ class KVManager:
         return self.allocator.num_free() + self.cache.evictable_size()
 
     def match(self, req: Request) -> int:
-        """Cached prefix length for req (at least one token is always left to compute)."""
-        return self.cache.match_prefix(req.all_ids[:req.seq_len - 1], req.namespace).length
+        """Cached prefix length for req (see Request.max_cached_len)."""
+        return self.cache.match_prefix(req.all_ids[:req.max_cached_len], req.namespace).length
 
     def admit(self, req: Request) -> bool:
         """Give req a table row and its cached prefix (locked). False if no row is free."""
         row = self.table.alloc_row()
         if row is None:
             return False
-        m = self.cache.match_prefix(req.all_ids[:req.seq_len - 1], req.namespace)
+        m = self.cache.match_prefix(req.all_ids[:req.max_cached_len], req.namespace)
         self.cache.lock(m.node)
         self.table.write(row, 0, m.slots)
         req.row, req.node, req.tree_len, req.kv_len = row, m.node, m.length, m.length

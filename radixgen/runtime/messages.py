@@ -39,6 +39,8 @@ class TokenOut(msgspec.Struct, frozen=True):
     finish: dict[str, Any] | None = None
     logprobs: list[float] | None = None
     top_logprobs: list[list[tuple[int, float]]] | None = None
+    # prompt-token logprobs from logprob_start_len on (None where there is none), sent once
+    input_logprobs: list[float | None] | None = None
 
 
 # ---- server mode: the scheduler process's wider input ---------------------------------------
@@ -77,6 +79,7 @@ class TextOut(msgspec.Struct, frozen=True):
     finish: dict[str, Any] | None = None
     logprobs: list[float] | None = None
     top_logprobs: list[list[tuple[int, float]]] | None = None
+    input_logprobs: list[float | None] | None = None
 
 
 class TextBatch(msgspec.Struct, frozen=True, tag=True):

@@ -65,9 +65,12 @@ class ModelRunner:
 
     def forward_mixed(self, ext_reqs: list[Request], extend_lens: list[int],
                       ext_slots: list[torch.Tensor], dec_reqs: list[Request],
-                      dec_slots: torch.Tensor | None) -> torch.Tensor:
+                      dec_slots: torch.Tensor | None,
+                      extra_rows: list[tuple[int, int]] | None = None) -> torch.Tensor:
         """Prefill chunks of ext_reqs and one decode token of dec_reqs in one forward; logits
-        [len(ext_reqs) + len(dec_reqs), vocab], prefill rows first."""
+        [len(ext_reqs) + len(dec_reqs) + extra, vocab]: the last position of each prefill
+        chunk, then the decode rows, then for each ext_req i the `extra_rows[i] = (offset,
+        count)` chunk positions offset .. offset + count - 1 (prompt-token logprobs)."""
         ids, positions, seq_lens, out_slots = [], [], [], list(ext_slots)
         for req, ext, slots in zip(ext_reqs, extend_lens, ext_slots):
             self.table.write(req.row, req.kv_len, slots)
@@ -82,8 +85,11 @@ class ModelRunner:
             seq_lens.extend(req.kv_len + 1 for req in dec_reqs)
             out_slots.append(dec_slots)
         t_ext = sum(extend_lens)
-        rows = torch.cat([torch.tensor(extend_lens, dtype=torch.int64).cumsum(0) - 1,
-                          torch.arange(t_ext, t_ext + len(dec_reqs))])
+        starts = [0, *torch.tensor(extend_lens, dtype=torch.int64).cumsum(0).tolist()]
+        rows = torch.cat([torch.tensor(starts[1:], dtype=torch.int64) - 1,
+                          torch.arange(t_ext, t_ext + len(dec_reqs)),
+                          *[torch.arange(start + off, start + off + count)
+                            for start, (off, count) in zip(starts, extra_rows or [])]])
         mode = (ForwardMode.MIXED if ext_reqs and dec_reqs else
                 ForwardMode.EXTEND if ext_reqs else ForwardMode.DECODE)
         return self._run(mode, ext_reqs + dec_reqs, ids, torch.cat(positions), torch.cat(out_slots),

@@ -32,6 +32,8 @@ class Request:
     generator: torch.Generator | None = None
     output_logprobs: list[float] = field(default_factory=list)
     output_top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
+    input_logprobs: list[float] = field(default_factory=list)  # of prompt tokens, see below
+    input_logprobs_sent: bool = False
     first_token_time: float | None = None
 
     @property
@@ -50,6 +52,28 @@ class Request:
     @property
     def remaining_new_tokens(self) -> int:
         return max(self.params.max_new_tokens - len(self.output_ids), 0)
+
+    @property
+    def input_logprob_start(self) -> int:
+        """First prompt position whose token logprob is returned (position 0 has none)."""
+        return max(self.params.logprob_start_len, 1)
+
+    @property
+    def next_input_logprob_pos(self) -> int | None:
+        """The position whose logits give the next missing prompt-token logprob, or None when
+        no (more) prompt logprobs are wanted. The KV before it must not come from the cache."""
+        if self.params.logprob_start_len < 0:
+            return None
+        pos = self.input_logprob_start - 1 + len(self.input_logprobs)
+        return pos if pos < len(self.input_ids) - 1 else None
+
+    @property
+    def max_cached_len(self) -> int:
+        """The longest prefix the radix cache may serve: one token is always computed, and
+        positions whose logits are wanted are computed too."""
+        limit = self.seq_len - 1
+        pos = self.next_input_logprob_pos
+        return limit if pos is None else min(limit, pos)
 
     def reset_kv_state(self) -> None:
         """Forget KV placement (after retraction): the request will be prefilled again."""

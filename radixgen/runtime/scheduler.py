@@ -55,9 +55,8 @@ class Scheduler:
                                             else random.getrandbits(63))
         req = Request(msg.rid, list(msg.input_ids), msg.params, msg.namespace, generator=gen)
         error = self._validate(req)
-        if error or req.params.max_new_tokens == 0:
-            reason = FinishReason("abort", message=error) if error else FinishReason("length")
-            self._finish(req, reason)
+        if error:
+            self._finish(req, FinishReason("abort", message=error))
             return
         self.waiting.append(req)
 
@@ -103,8 +102,12 @@ class Scheduler:
         ext_slots = self._alloc_plan(plan) if plan.reqs else []
         if not plan.reqs and not dec_reqs:
             return self._take_outputs()
-        logits = self.runner.forward_mixed(plan.reqs, plan.extend_lens, ext_slots, dec_reqs, dec_slots)
+        extra = [_input_logprob_rows(r, e) for r, e in zip(plan.reqs, plan.extend_lens)]
+        logits = self.runner.forward_mixed(plan.reqs, plan.extend_lens, ext_slots, dec_reqs, dec_slots,
+                                           extra if any(c for _, c in extra) else None)
         n = len(plan.reqs)
+        if any(c for _, c in extra):
+            _record_input_logprobs(plan.reqs, extra, logits[n + len(dec_reqs):])
         if n:
             self._after_prefill(plan, logits[:n])
         if dec_reqs:
@@ -183,6 +186,11 @@ class Scheduler:
                     self.chunked.remove(req)
             elif req not in self.chunked:
                 self.chunked.append(req)
+        prompt_only = [i for i in done if plan.reqs[i].params.max_new_tokens == 0]
+        for i in prompt_only:  # prefilled (and so cached), nothing to generate
+            self.kv.release(plan.reqs[i])
+            self._emit(plan.reqs[i], [], FinishReason("length"), None, None)
+        done = [i for i in done if i not in prompt_only]
         if done:
             reqs = [plan.reqs[i] for i in done]
             self._append_tokens(reqs, logits[done])
@@ -232,9 +240,39 @@ class Scheduler:
 
     def _emit(self, req, token_ids, reason, logprobs, top) -> None:
         req.finish = reason
+        input_logprobs = None
+        if req.params.logprob_start_len >= 0 and not req.input_logprobs_sent:
+            req.input_logprobs_sent = True
+            input_logprobs = [None] * (req.input_logprob_start - req.params.logprob_start_len) + req.input_logprobs
         self.outputs.append(TokenOut(
             rid=req.rid, token_ids=token_ids, prompt_tokens=len(req.input_ids),
             cached_tokens=req.cached_tokens, completion_tokens=len(req.output_ids),
             finish=reason.to_dict() if reason else None, logprobs=logprobs,
             top_logprobs=[[list(p) for p in t] for t in top] if top else None,
+            input_logprobs=input_logprobs,
         ))
+
+
+def _input_logprob_rows(req: Request, ext: int) -> tuple[int, int]:
+    """(offset, count): the positions of req's next prefill chunk [kv_len, kv_len + ext) whose
+    logits give prompt-token logprobs it still needs."""
+    pos = req.next_input_logprob_pos
+    if pos is None or pos >= req.kv_len + ext:
+        return 0, 0
+    assert pos >= req.kv_len, "the KV of wanted logit positions is never taken from the cache"
+    end = min(req.kv_len + ext, len(req.input_ids) - 1)
+    return pos - req.kv_len, end - pos
+
+
+@torch.inference_mode()
+def _record_input_logprobs(reqs: list[Request], rows: list[tuple[int, int]], logits: torch.Tensor) -> None:
+    """logits [sum(counts), vocab]: row p predicts prompt token p + 1."""
+    start = 0
+    for req, (off, count) in zip(reqs, rows):
+        if not count:
+            continue
+        first = req.kv_len + off + 1  # the prompt position of the first token scored
+        targets = torch.tensor(req.input_ids[first:first + count], device=logits.device)
+        lp = torch.log_softmax(logits[start:start + count].float(), dim=-1)
+        req.input_logprobs.extend(lp.gather(1, targets[:, None])[:, 0].tolist())
+        start += count

@@ -56,7 +56,8 @@ class DetokenizerProcess:
         return TextOut(rid=out.rid, text=text, token_ids=out.token_ids,
                        prompt_tokens=out.prompt_tokens, cached_tokens=out.cached_tokens,
                        completion_tokens=out.completion_tokens, finish=out.finish,
-                       logprobs=out.logprobs, top_logprobs=out.top_logprobs)
+                       logprobs=out.logprobs, top_logprobs=out.top_logprobs,
+                       input_logprobs=out.input_logprobs)
 
 
 def run_detokenizer_process(model_path: str, endpoints: Endpoints, log_level: str) -> None:

@@ -69,6 +69,8 @@ def _params_per_prompt(body: GenerateRequest, n: int) -> list[SamplingParams]:
             d["return_logprob"] = True
         if body.top_logprobs_num:
             d["top_logprobs_num"] = body.top_logprobs_num
+        if body.return_logprob and body.logprob_start_len >= 0:
+            d["logprob_start_len"] = body.logprob_start_len
         out.append(make_params(d, "sampling_params"))
     return out
 
@@ -91,6 +93,10 @@ def native_result(s: ReqState) -> dict[str, Any]:
         "cached_tokens": s.cached_tokens, "finish_reason": s.finish, "e2e_latency": s.e2e_latency}
     if s.params.return_logprob or s.params.top_logprobs_num:
         meta["output_token_logprobs"] = [[finite(lp), t] for lp, t in zip(s.logprobs, s.output_ids)]
+    if s.params.logprob_start_len >= 0 and s.input_logprobs is not None:
+        start = s.params.logprob_start_len
+        meta["input_token_logprobs"] = [[None if lp is None else finite(lp), t]
+                                        for lp, t in zip(s.input_logprobs, s.input_ids[start:])]
     if s.params.top_logprobs_num:
         meta["output_top_logprobs"] = [[[finite(lp), t] for t, lp in top] for top in s.top_logprobs]
     return {"text": s.text, "output_ids": list(s.output_ids), "meta_info": meta}

@@ -101,6 +101,7 @@ class GenerateRequest(StrictModel):
     stream: bool = False
     return_logprob: bool = False
     top_logprobs_num: int = Field(0, ge=0, le=20)
+    logprob_start_len: int = Field(-1, ge=-1)  # >= 0 with return_logprob: prompt logprobs too
     rid: Optional[Union[str, list[str]]] = None
 
 

@@ -29,6 +29,7 @@ class ReqState:
     output_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
+    input_logprobs: list[float | None] | None = None
     finish: dict[str, Any] | None = None
     prompt_tokens: int = 0
     cached_tokens: int = 0
@@ -41,6 +42,8 @@ class ReqState:
         self.output_ids.extend(out.token_ids)
         self.logprobs.extend(out.logprobs or [])
         self.top_logprobs.extend(out.top_logprobs or [])
+        if out.input_logprobs is not None:
+            self.input_logprobs = out.input_logprobs
         self.prompt_tokens, self.cached_tokens = out.prompt_tokens, out.cached_tokens
         self.completion_tokens = out.completion_tokens
         if out.finish is not None:

@@ -66,6 +66,25 @@ def test_generate_logprobs(client):
     assert [top[0][1] for top in meta["output_top_logprobs"]] == out["output_ids"]
 
 
+def test_prompt_logprobs_score_choices_over_a_cached_prefix(client):
+    """What the frontend's select does: prompt logprobs of several continuations in one
+    batch, with max_new_tokens 0; the shared prefix comes from the cache."""
+    prefix = "The capital of France is"
+    pinned = client.post("/generate", json={"text": prefix, "sampling_params": {"max_new_tokens": 0}})
+    n_prefix = pinned.json()["meta_info"]["prompt_tokens"]
+    texts = [prefix + " Paris", prefix + " a banana"]
+    outs = client.post("/generate", json={"text": texts, "sampling_params": {"max_new_tokens": 0},
+                                          "return_logprob": True, "logprob_start_len": n_prefix}).json()
+    scores = []
+    for out in outs:
+        meta = out["meta_info"]
+        assert out["output_ids"] == [] and meta["cached_tokens"] == n_prefix - 1
+        pairs = meta["input_token_logprobs"]
+        assert len(pairs) == meta["prompt_tokens"] - n_prefix and all(lp <= 0 for lp, _ in pairs)
+        scores.append(sum(lp for lp, _ in pairs) / len(pairs))
+    assert scores[0] > scores[1]  # Paris is the likelier continuation
+
+
 def test_stop_string_is_trimmed_in_both_modes(client):
     base = client.post("/generate", json={"text": "The story", "sampling_params": {**GREEDY, "max_new_tokens": 12}}).json()
     stop = base["text"][len(base["text"]) // 2:][:4]
