@@ -28,6 +28,8 @@ class CacheConfig:
     max_total_tokens: int | None = option(None, "KV pool capacity in tokens (overrides --mem-fraction-static)")
     mem_fraction_static: float = option(0.2, "fraction of free device memory (CPU: of RAM) for weights + KV pool")
     page_size: int = option(1, "tokens per radix-cache page")
+    kv_cache_dtype: str = option("auto", "KV cache precision ('auto': the model dtype); fp8_e4m3 and nvfp4 quantize on write",
+                                 ("auto", "bf16", "fp16", "fp32", "fp8_e4m3", "nvfp4"))
     disable_radix_cache: bool = option(False, "turn the radix prefix cache off")
 
 

@@ -52,15 +52,13 @@ class KVPool:
     Quantized pools (FP8, NVFP4) implement the same store/gather interface."""
 
     def __init__(self, num_slots: int, num_layers: int, num_kv_heads: int, head_dim: int,
-                 dtype: torch.dtype, device: torch.device | str = "cpu"):
+                 dtype: torch.dtype, device: torch.device | str = "cpu",
+                 compute_dtype: torch.dtype | None = None):
         shape = (num_slots, num_kv_heads, head_dim)
         self.num_slots, self.dtype = num_slots, dtype
+        self.compute_dtype = compute_dtype or dtype  # what gather returns
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
-
-    @staticmethod
-    def bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
-        return 2 * num_layers * num_kv_heads * head_dim * torch.finfo(dtype).bits // 8
 
     def store(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Write k, v [n, Hkv, D] at `slots` [n] of `layer`."""
@@ -72,16 +70,19 @@ class KVPool:
         (index_select on the flat index: ~5x faster than advanced indexing on the CPU.)"""
         flat = slots.reshape(-1)
         shape = (*slots.shape, *self.k[layer].shape[1:])
-        return (self.k[layer].index_select(0, flat).view(shape),
-                self.v[layer].index_select(0, flat).view(shape))
+        return (self._out(self.k[layer].index_select(0, flat).view(shape)),
+                self._out(self.v[layer].index_select(0, flat).view(shape)))
 
     def gather_segment(self, layer: int, slots: torch.Tensor,
                        span: tuple[int, int] | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Like gather for a 1-D slot list; when the slots are the ascending run span=(a, b),
         views of the pool are returned instead of copies."""
         if span is not None:
-            return self.k[layer][span[0]:span[1]], self.v[layer][span[0]:span[1]]
+            return self._out(self.k[layer][span[0]:span[1]]), self._out(self.v[layer][span[0]:span[1]])
         return self.gather(layer, slots)
+
+    def _out(self, x: torch.Tensor) -> torch.Tensor:
+        return x if x.dtype == self.compute_dtype else x.to(self.compute_dtype)
 
 
 class ReqToTokenTable:

@@ -10,7 +10,8 @@ from pathlib import Path
 import torch
 
 from radixgen.config import CacheConfig, ModelConfig
-from radixgen.radix.kv_pool import KVPool, ReqToTokenTable, SlotAllocator
+from radixgen.radix.kv_pool import ReqToTokenTable, SlotAllocator
+from radixgen.radix.quant_kv_pool import kv_bytes_per_token, make_kv_pool
 from radixgen.runtime.attention import TorchAttention
 from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
 from radixgen.runtime.model.arch import ModelArch
@@ -39,7 +40,9 @@ class ModelRunner:
         self.model = LlamaModel(self.arch, weights, self.device)
         a = self.arch
         self.num_slots = self._capacity(cache_cfg, weight_bytes)
-        self.pool = KVPool(self.num_slots, a.num_layers, a.num_kv_heads, a.head_dim, self.dtype, self.device)
+        self.kv_cache_dtype = cache_cfg.kv_cache_dtype
+        self.pool = make_kv_pool(self.kv_cache_dtype, self.num_slots, a.num_layers, a.num_kv_heads,
+                                 a.head_dim, self.dtype, self.device)
         self.allocator = SlotAllocator(self.num_slots, self.device)
         self.max_context_len = a.max_position_embeddings
         if a.sliding_window is not None and a.sliding_window < self.max_context_len:
@@ -49,11 +52,12 @@ class ModelRunner:
             self.max_context_len = a.sliding_window
         self.table = ReqToTokenTable(max_running_requests + 1, self.max_context_len, self.device)
         self.attn = TorchAttention(a.num_heads, a.num_kv_heads, a.head_dim)
-        logger.info("KV pool: %d tokens (%s), weights %.1f MB", self.num_slots, self.dtype, weight_bytes / 1e6)
+        logger.info("KV pool: %d tokens (%s), weights %.1f MB", self.num_slots, self.kv_cache_dtype,
+                    weight_bytes / 1e6)
 
     def _capacity(self, cfg: CacheConfig, weight_bytes: int) -> int:
         a = self.arch
-        per_token = KVPool.bytes_per_token(a.num_layers, a.num_kv_heads, a.head_dim, self.dtype)
+        per_token = kv_bytes_per_token(cfg.kv_cache_dtype, a.num_layers, a.num_kv_heads, a.head_dim, self.dtype)
         if cfg.max_total_tokens is not None:
             if cfg.max_total_tokens < 1:
                 raise ValueError("max_total_tokens must be >= 1")
