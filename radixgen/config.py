@@ -23,13 +23,19 @@ class ModelConfig:
     seed: int = option(0, "seed for dummy weights and the default sampling generator")
 
 
+KV_CHOICES = ("auto", "bf16", "fp16", "fp32", "fp8_e4m3", "nvfp4")
+
+
 @dataclass(frozen=True)
 class CacheConfig:
     max_total_tokens: int | None = option(None, "KV pool capacity in tokens (overrides --mem-fraction-static)")
     mem_fraction_static: float = option(0.2, "fraction of free device memory (CPU: of RAM) for weights + KV pool")
     page_size: int = option(1, "tokens per radix-cache page")
-    kv_cache_dtype: str = option("auto", "KV cache precision ('auto': the model dtype); fp8_e4m3 and nvfp4 quantize on write",
-                                 ("auto", "bf16", "fp16", "fp32", "fp8_e4m3", "nvfp4"))
+    kv_cache_dtype: str = option("auto", "KV precision of both pools ('auto': fp8_e4m3 prefix + nvfp4 branch on a GPU, "
+                                 "the model dtype on the CPU); fp8_e4m3 and nvfp4 quantize on write", KV_CHOICES)
+    kv_prefix_dtype: str | None = option(None, "KV precision of prompt tokens (default: from --kv-cache-dtype)", KV_CHOICES)
+    kv_branch_dtype: str | None = option(None, "KV precision of generated tokens (default: from --kv-cache-dtype)", KV_CHOICES)
+    kv_branch_fraction: float = option(0.5, "share of the KV byte budget for the branch pool when the two precisions differ")
     disable_radix_cache: bool = option(False, "turn the radix prefix cache off")
 
 

@@ -88,7 +88,7 @@ class Constraint:
     """A grammar the output must follow; hashable, so compiled grammars are cached by it.
 
     kind        spec
-    json_schema the schema as a JSON string (canonicalised: sorted keys, compact)
+    json_schema the schema as a compact JSON string (property order kept: it is the output order)
     regex       a regular expression the whole output must fullmatch
     choices     a tuple of strings; the output is exactly one of them
     lark        a Lark grammar (start rule `start`), or the name of a shipped grammar ("sql")
@@ -114,7 +114,7 @@ class Constraint:
                 except json.JSONDecodeError as exc:
                     raise ValueError(f"json_schema is not valid JSON: {exc}") from None
             _check(isinstance(spec, (dict, bool)), "json_schema must be a JSON object")
-            object.__setattr__(self, "spec", json.dumps(spec, sort_keys=True, separators=(",", ":")))
+            object.__setattr__(self, "spec", json.dumps(spec, separators=(",", ":")))
         else:
             _check(isinstance(self.spec, str) and self.spec.strip() != "",
                    f"{self.kind} must be a non-empty string")

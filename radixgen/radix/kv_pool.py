@@ -19,10 +19,11 @@ class SlotAllocator:
         self._free = torch.arange(num_slots, dtype=torch.int64)
         self._pending: list[torch.Tensor] = []
 
-    def num_free(self) -> int:
+    def num_free(self, tier: int | None = None) -> int:
+        """Free slots (one tier only: `tier` is accepted for TieredSlotAllocator's interface)."""
         return len(self._free) + sum(len(p) for p in self._pending)
 
-    def alloc(self, n: int) -> torch.Tensor | None:
+    def alloc(self, n: int, tier: int = 0) -> torch.Tensor | None:
         """Take n slots; None (and nothing taken) when fewer than n are free."""
         if n > len(self._free):
             self._merge_pending()
@@ -37,7 +38,7 @@ class SlotAllocator:
         if slots.numel():
             self._pending.append(slots.to("cpu", torch.int64, copy=True).flatten())
 
-    def free_slots(self) -> torch.Tensor:
+    def free_slots(self, tier: int | None = None) -> torch.Tensor:
         """All free slots (a copy), for accounting checks."""
         return torch.cat([self._free, *self._pending])
 

@@ -6,6 +6,11 @@
 Ownership: every slot stored in the tree belongs to the cache, which gives slots back only
 through `free_slots` (from `evict` and `reset`), each exactly once. Keys are compared page by
 page, so every matched or cached length is a multiple of `page_size`.
+
+Tiers (mixed-precision KV): with `tier_boundary=B`, slots >= B live in the branch pool (tier 1),
+the others in the prefix pool (tier 0). Every node holds slots of one tier (insert splits a new
+edge where the tier changes), sizes are kept per tier, and `evict(n, tier)` frees the least
+recently used leaves of that tier.
 """
 
 from __future__ import annotations
@@ -62,18 +67,19 @@ class PrefixCache(Protocol):
     def unlock(self, node: Any) -> None:
         """Undo one `lock(node)`: mutates lock counts and sizes. None is a no-op."""
 
-    def evict(self, num_tokens: int) -> int:
-        """Free least-recently-used unlocked leaves until at least `num_tokens` are freed or
-        nothing is evictable; hands their slots to free_slots. Returns the tokens freed."""
+    def evict(self, num_tokens: int, tier: int | None = None) -> int:
+        """Free least-recently-used unlocked leaves (of `tier`, or any) until at least
+        `num_tokens` are freed or nothing is evictable; hands their slots to free_slots.
+        Returns the tokens freed."""
 
-    def evictable_size(self) -> int:
-        """Tokens in unlocked nodes (what `evict` could free). Mutates nothing."""
+    def evictable_size(self, tier: int | None = None) -> int:
+        """Tokens in unlocked nodes (of `tier`, or all): what `evict` could free. Mutates nothing."""
 
-    def protected_size(self) -> int:
-        """Tokens in locked nodes. Mutates nothing."""
+    def protected_size(self, tier: int | None = None) -> int:
+        """Tokens in locked nodes (of `tier`, or all). Mutates nothing."""
 
-    def total_size(self) -> int:
-        """Tokens (= slots) the cache holds. Mutates nothing."""
+    def total_size(self, tier: int | None = None) -> int:
+        """Tokens (= slots) the cache holds (of `tier`, or all). Mutates nothing."""
 
     def all_slots(self) -> torch.Tensor:
         """Every slot the cache holds, int64 [total_size()]. Mutates nothing."""
@@ -97,12 +103,16 @@ class RadixCache:
     """Radix tree per namespace over token ids, edges holding their tokens' KV slots. Protocol
     methods are documented on `PrefixCache`."""
 
-    def __init__(self, page_size: int = 1, free_slots: FreeSlots | None = None):
+    def __init__(self, page_size: int = 1, free_slots: FreeSlots | None = None,
+                 tier_boundary: int | None = None):
         if page_size < 1:
             raise ValueError(f"page_size must be >= 1, got {page_size}")
         if free_slots is None:
             raise TypeError("RadixCache needs free_slots, the callback that takes evicted slots")
+        if tier_boundary is not None and page_size != 1:
+            raise ValueError("mixed-precision KV tiers need page_size 1")
         self.page_size = page_size
+        self.tier_boundary = tier_boundary
         self._free_slots = free_slots
         self._clock = itertools.count(1)
         self._init_tree()
@@ -110,8 +120,8 @@ class RadixCache:
     def _init_tree(self) -> None:
         self._roots: dict[Hashable, TreeNode] = {}
         self._leaves: set[TreeNode] = set()  # non-root nodes without children
-        self._evictable = 0
-        self._protected = 0
+        self._evictable = [0, 0]  # per tier
+        self._protected = [0, 0]
 
     def _root(self, namespace: Hashable) -> TreeNode:
         root = self._roots.get(namespace)
@@ -156,23 +166,37 @@ class RadixCache:
         cached_len = len(ids) - len(ids) % self.page_size
         path, prefix_len = self._walk(ids, cached_len, namespace)
         if prefix_len < cached_len:
-            self._add_leaf(path[-1], ids[prefix_len:cached_len],
-                           slots[prefix_len:cached_len].to(torch.int64, copy=True))
+            new_slots = slots[prefix_len:cached_len].to(torch.int64, copy=True)
+            node, start = path[-1], prefix_len
+            for tier, run in self._tier_runs(new_slots):  # one node per run of one tier
+                node = self._add_leaf(node, ids[start:start + len(run)], run, tier)
+                start += len(run)
         return InsertResult(prefix_len, cached_len)
 
-    def _add_leaf(self, parent: TreeNode, key: tuple[int, ...], slots: torch.Tensor) -> None:
-        leaf = TreeNode(key, slots, parent, parent.namespace, parent.last_access)
+    def _tier_runs(self, slots: torch.Tensor) -> list[tuple[int, torch.Tensor]]:
+        """Split slots into maximal runs of one tier: [(tier, slots of the run)]."""
+        if self.tier_boundary is None:
+            return [(0, slots)]
+        tiers = (slots >= self.tier_boundary).to(torch.int64)
+        cuts = (torch.nonzero(tiers[1:] != tiers[:-1])[:, 0] + 1).tolist()
+        bounds = [0, *cuts, len(slots)]
+        return [(int(tiers[a]), slots[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+    def _add_leaf(self, parent: TreeNode, key: tuple[int, ...], slots: torch.Tensor,
+                  tier: int) -> TreeNode:
+        leaf = TreeNode(key, slots, parent, parent.namespace, parent.last_access, tier)
         parent.children[key[:self.page_size]] = leaf
         self._leaves.discard(parent)
         self._leaves.add(leaf)
-        self._evictable += leaf.size
+        self._evictable[tier] += leaf.size
+        return leaf
 
     def lock(self, node: TreeNode | None) -> None:
         """See `PrefixCache.lock`; mutates lock counts and sizes."""
         for n in self._ancestry(node):
             if n.lock_count == 0:
-                self._evictable -= n.size
-                self._protected += n.size
+                self._evictable[n.tier] -= n.size
+                self._protected[n.tier] += n.size
             n.lock_count += 1
 
     def unlock(self, node: TreeNode | None) -> None:
@@ -181,8 +205,8 @@ class RadixCache:
             assert n.lock_count > 0, f"unlock of an unlocked node: {n}"
             n.lock_count -= 1
             if n.lock_count == 0:
-                self._evictable += n.size
-                self._protected -= n.size
+                self._evictable[n.tier] += n.size
+                self._protected[n.tier] -= n.size
 
     def _ancestry(self, node: TreeNode | None) -> list[TreeNode]:
         """`node` and its ancestors up to (excluding) the root; asserts the node is still in
@@ -195,9 +219,10 @@ class RadixCache:
             f"stale node handle (evicted or reset): {path[:1] or node}"
         return path
 
-    def evict(self, num_tokens: int) -> int:
+    def evict(self, num_tokens: int, tier: int | None = None) -> int:
         """See `PrefixCache.evict`; mutates the tree and sizes, calls free_slots."""
-        heap = [(n.last_access, n.uid, n) for n in self._leaves if n.lock_count == 0]
+        wanted = (lambda n: n.lock_count == 0 and (tier is None or n.tier == tier))
+        heap = [(n.last_access, n.uid, n) for n in self._leaves if wanted(n)]
         heapq.heapify(heap)
         freed: list[torch.Tensor] = []
         num_freed = 0
@@ -206,7 +231,7 @@ class RadixCache:
             parent = self._remove_leaf(leaf)
             freed.append(leaf.slots)
             num_freed += leaf.size
-            if parent in self._leaves and parent.lock_count == 0:
+            if parent in self._leaves and wanted(parent):
                 heapq.heappush(heap, (parent.last_access, parent.uid, parent))
         if freed:
             self._free_slots(torch.cat(freed))
@@ -219,19 +244,19 @@ class RadixCache:
         del parent.children[leaf.key[:self.page_size]]
         leaf.parent = None
         self._leaves.discard(leaf)
-        self._evictable -= leaf.size
+        self._evictable[leaf.tier] -= leaf.size
         if not parent.children and parent.parent is not None:
             self._leaves.add(parent)
         return parent
 
-    def evictable_size(self) -> int:
-        return self._evictable
+    def evictable_size(self, tier: int | None = None) -> int:
+        return sum(self._evictable) if tier is None else self._evictable[tier]
 
-    def protected_size(self) -> int:
-        return self._protected
+    def protected_size(self, tier: int | None = None) -> int:
+        return sum(self._protected) if tier is None else self._protected[tier]
 
-    def total_size(self) -> int:
-        return self._evictable + self._protected
+    def total_size(self, tier: int | None = None) -> int:
+        return self.evictable_size(tier) + self.protected_size(tier)
 
     def all_slots(self) -> torch.Tensor:
         """Every slot the cache holds (for accounting checks); mutates nothing."""
@@ -240,7 +265,7 @@ class RadixCache:
 
     def reset(self) -> None:
         """See `PrefixCache.reset`; empties the tree and calls free_slots once."""
-        assert self._protected == 0, f"reset with {self._protected} locked tokens"
+        assert self.protected_size() == 0, f"reset with {self._protected} locked tokens"
         slots = self.all_slots()
         self._init_tree()
         if slots.numel():
@@ -248,15 +273,16 @@ class RadixCache:
 
     def check_integrity(self) -> None:
         """See `PrefixCache.check_integrity`; mutates nothing."""
-        evictable = protected = 0
+        evictable, protected = [0, 0], [0, 0]
         leaves, slots = set(), []
         for namespace, root in self._roots.items():
             assert root.parent is None and root.size == 0 and root.namespace == namespace, root
             assert root.lock_count == 0, f"root of {namespace!r} is locked"
             for node in iter_subtree(root):
                 check_node(node, self.page_size)
-                evictable += 0 if node.lock_count else node.size
-                protected += node.size if node.lock_count else 0
+                evictable[node.tier] += 0 if node.lock_count else node.size
+                protected[node.tier] += node.size if node.lock_count else 0
+                assert [t for t, _ in self._tier_runs(node.slots)] == [node.tier], f"{node}: tier"
                 leaves.update(() if node.children else (node,))
                 slots.append(node.slots)
         assert (evictable, protected) == (self._evictable, self._protected), \
@@ -287,16 +313,16 @@ class NoPrefixCache:
     def unlock(self, node: Any) -> None:
         pass
 
-    def evict(self, num_tokens: int) -> int:
+    def evict(self, num_tokens: int, tier: int | None = None) -> int:
         return 0
 
-    def evictable_size(self) -> int:
+    def evictable_size(self, tier: int | None = None) -> int:
         return 0
 
-    def protected_size(self) -> int:
+    def protected_size(self, tier: int | None = None) -> int:
         return 0
 
-    def total_size(self) -> int:
+    def total_size(self, tier: int | None = None) -> int:
         return 0
 
     def all_slots(self) -> torch.Tensor:

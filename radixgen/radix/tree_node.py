@@ -20,10 +20,10 @@ class TreeNode:
     node below it; `last_access` is a logical clock tick (larger means more recent)."""
 
     __slots__ = ("key", "slots", "parent", "children", "namespace", "lock_count", "last_access",
-                 "uid")
+                 "uid", "tier")
 
     def __init__(self, key: tuple[int, ...], slots: torch.Tensor, parent: TreeNode | None,
-                 namespace: Hashable, last_access: int = 0):
+                 namespace: Hashable, last_access: int = 0, tier: int = 0):
         self.key = key
         self.slots = slots  # int64 [len(key)]
         self.parent = parent
@@ -32,6 +32,7 @@ class TreeNode:
         self.lock_count = 0
         self.last_access = last_access
         self.uid = next(_uids)  # creation order: a deterministic tie-break for the LRU heap
+        self.tier = tier  # which KV pool all of this edge's slots live in (0: prefix, 1: branch)
 
     @property
     def size(self) -> int:
@@ -63,7 +64,7 @@ def split_node(node: TreeNode, at: int, page_size: int) -> TreeNode:
     parent = node.parent
     assert parent is not None
     upper = TreeNode(node.key[:at], node.slots[:at].clone(), parent, node.namespace,
-                     node.last_access)
+                     node.last_access, node.tier)
     upper.lock_count = node.lock_count
     parent.children[node.key[:page_size]] = upper
     node.key, node.slots, node.parent = node.key[at:], node.slots[at:].clone(), upper

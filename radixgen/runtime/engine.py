@@ -30,6 +30,8 @@ def build_scheduler(model_path: Path, cfg: EngineConfig, tokenizer: Any) -> Sche
     runner = ModelRunner(model_path, cfg.model, cfg.cache, cfg.scheduler.max_running_requests)
     cache_cls = NoPrefixCache if cfg.cache.disable_radix_cache else RadixCache
     cache = cache_cls(page_size=cfg.cache.page_size, free_slots=runner.allocator.free)
+    if runner.mixed_kv and isinstance(cache, RadixCache):
+        cache = RadixCache(cfg.cache.page_size, runner.allocator.free, tier_boundary=runner.capacity[0])
     eos = set(runner.arch.eos_token_ids)
     if tokenizer.eos_token_id is not None:
         eos.add(tokenizer.eos_token_id)

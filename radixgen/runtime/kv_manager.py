@@ -1,7 +1,10 @@
 """Request-level KV bookkeeping between the radix cache, the slot allocator and the
-request-to-token table. Invariant (checked in tests): every slot is exactly one of free,
-held by the radix cache, or owned by one request:
-    allocator.num_free() + cache.total_size() + sum(owned slots) == capacity
+request-to-token table. Invariant (checked in tests), per pool (tier): every slot is exactly
+one of free, held by the radix cache, or owned by one request:
+    allocator.num_free(t) + cache.total_size(t) + sum(owned slots of t) == capacity[t]
+
+Tiers: with mixed-precision KV, prompt positions get prefix-pool slots (tier 0) and generated
+positions branch-pool slots (tier 1); with one pool both are tier 0.
 """
 
 from __future__ import annotations
@@ -14,12 +17,39 @@ from radixgen.runtime.request import Request
 
 
 class KVManager:
-    def __init__(self, cache: PrefixCache, allocator: SlotAllocator, table: ReqToTokenTable):
+    def __init__(self, cache: PrefixCache, allocator: SlotAllocator, table: ReqToTokenTable,
+                 mixed: bool = False):
         self.cache, self.allocator, self.table = cache, allocator, table
+        self.branch_tier = 1 if mixed else 0
 
-    def available(self) -> int:
-        """Slots obtainable now: free ones plus what eviction could release."""
-        return self.allocator.num_free() + self.cache.evictable_size()
+    def available(self, tier: int | None = None) -> int:
+        """Slots obtainable now (of `tier`, or all): free ones plus what eviction could release."""
+        return self.allocator.num_free(tier) + self.cache.evictable_size(tier)
+
+    def fits(self, prompt_tokens: int, generated_tokens: int) -> bool:
+        """Could `prompt_tokens` prompt positions and `generated_tokens` generated positions get
+        slots now (counting eviction)?"""
+        if self.branch_tier == 0:
+            return prompt_tokens + generated_tokens <= self.available()
+        return prompt_tokens <= self.available(0) and generated_tokens <= self.available(1)
+
+    def split_positions(self, req: Request, start: int, n: int) -> tuple[int, int]:
+        """How many of req's positions [start, start + n) are prompt / generated positions."""
+        prompt = max(min(start + n, len(req.input_ids)) - start, 0)
+        return prompt, n - prompt
+
+    def alloc_positions(self, req: Request, start: int, n: int) -> torch.Tensor | None:
+        """Slots for req's positions [start, start + n), each from its tier's pool; None (and
+        nothing taken) if they cannot be had."""
+        prompt, generated = self.split_positions(req, start, n)
+        head = self.alloc(prompt, 0) if prompt else torch.empty(0, dtype=torch.int64)
+        if head is None or not generated:
+            return head
+        tail = self.alloc(generated, self.branch_tier)
+        if tail is None:
+            self.allocator.free(head)
+            return None
+        return torch.cat([head, tail])
 
     def match(self, req: Request) -> int:
         """Cached prefix length for req (see Request.max_cached_len)."""
@@ -36,12 +66,13 @@ class KVManager:
         req.row, req.node, req.tree_len, req.kv_len = row, m.node, m.length, m.length
         return True
 
-    def alloc(self, n: int) -> torch.Tensor | None:
-        """n fresh slots, evicting cached prefixes if needed; None if even that is not enough."""
-        short = n - self.allocator.num_free()
+    def alloc(self, n: int, tier: int = 0) -> torch.Tensor | None:
+        """n fresh slots of `tier`, evicting cached prefixes of that tier if needed; None if
+        even that is not enough."""
+        short = n - self.allocator.num_free(tier)
         if short > 0:
-            self.cache.evict(short)
-        return self.allocator.alloc(n)
+            self.cache.evict(short, tier if self.branch_tier else None)
+        return self.allocator.alloc(n, tier)
 
     def cache_unfinished(self, req: Request) -> None:
         """Share req's computed tokens through the tree while it keeps running; req then uses

@@ -11,6 +11,7 @@ import torch
 
 from radixgen.config import CacheConfig, ModelConfig
 from radixgen.radix.kv_pool import ReqToTokenTable, SlotAllocator
+from radixgen.radix.mixed_kv_pool import MixedKVPool, TieredSlotAllocator
 from radixgen.radix.quant_kv_pool import kv_bytes_per_token, make_kv_pool
 from radixgen.runtime.attention import TorchAttention
 from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
@@ -39,11 +40,8 @@ class ModelRunner:
         weight_bytes = sum(t.numel() * t.element_size() for t in weights.values())
         self.model = LlamaModel(self.arch, weights, self.device)
         a = self.arch
-        self.num_slots = self._capacity(cache_cfg, weight_bytes)
-        self.kv_cache_dtype = cache_cfg.kv_cache_dtype
-        self.pool = make_kv_pool(self.kv_cache_dtype, self.num_slots, a.num_layers, a.num_kv_heads,
-                                 a.head_dim, self.dtype, self.device)
-        self.allocator = SlotAllocator(self.num_slots, self.device)
+        self.kv_dtypes = resolve_kv_dtypes(cache_cfg, self.device)  # (prefix, branch)
+        self._build_kv(cache_cfg, weight_bytes)
         self.max_context_len = a.max_position_embeddings
         if a.sliding_window is not None and a.sliding_window < self.max_context_len:
             # attention here is always full: it equals sliding-window attention only while the
@@ -52,20 +50,58 @@ class ModelRunner:
             self.max_context_len = a.sliding_window
         self.table = ReqToTokenTable(max_running_requests + 1, self.max_context_len, self.device)
         self.attn = TorchAttention(a.num_heads, a.num_kv_heads, a.head_dim)
-        logger.info("KV pool: %d tokens (%s), weights %.1f MB", self.num_slots, self.kv_cache_dtype,
-                    weight_bytes / 1e6)
+        logger.info("KV pools: %s, weights %.1f MB", self.kv_summary(), weight_bytes / 1e6)
 
-    def _capacity(self, cfg: CacheConfig, weight_bytes: int) -> int:
+    @property
+    def mixed_kv(self) -> bool:
+        return self.kv_dtypes[0] != self.kv_dtypes[1]
+
+    def _build_kv(self, cfg: CacheConfig, weight_bytes: int) -> None:
+        """One pool, or (mixed precision) a prefix and a branch pool splitting one byte budget."""
         a = self.arch
-        per_token = kv_bytes_per_token(cfg.kv_cache_dtype, a.num_layers, a.num_kv_heads, a.head_dim, self.dtype)
+        make = lambda kind, n: make_kv_pool(kind, n, a.num_layers, a.num_kv_heads, a.head_dim,
+                                            self.dtype, self.device)
+        if not self.mixed_kv:
+            self.num_slots = self._capacity(cfg, weight_bytes)
+            self.capacity = (self.num_slots,)
+            self.pool = make(self.kv_dtypes[0], self.num_slots)
+            self.allocator = SlotAllocator(self.num_slots, self.device)
+            return
+        budget = self._byte_budget(cfg, weight_bytes)
+        shares = (1 - cfg.kv_branch_fraction, cfg.kv_branch_fraction)
+        sizes = [int(min(budget * f // self._token_bytes(kind), 1 << 22))
+                 for f, kind in zip(shares, self.kv_dtypes)]
+        if min(sizes) < 16:
+            raise ValueError(f"the KV budget leaves {sizes} tokens for the prefix and branch pools")
+        self.capacity, self.num_slots = tuple(sizes), sum(sizes)
+        self.pool = MixedKVPool(make(self.kv_dtypes[0], sizes[0]), make(self.kv_dtypes[1], sizes[1]), sizes[0])
+        self.allocator = TieredSlotAllocator(sizes[0], sizes[1], self.device)
+
+    def kv_summary(self) -> str:
+        return ", ".join(f"{n} tokens {kind}" for n, kind in zip(self.capacity, self.kv_dtypes))
+
+    def _token_bytes(self, kind: str) -> float:
+        a = self.arch
+        return kv_bytes_per_token(kind, a.num_layers, a.num_kv_heads, a.head_dim, self.dtype)
+
+    def _byte_budget(self, cfg: CacheConfig, weight_bytes: int) -> float:
+        """KV bytes: --max-total-tokens tokens at the model dtype, else what memory allows."""
         if cfg.max_total_tokens is not None:
             if cfg.max_total_tokens < 1:
                 raise ValueError("max_total_tokens must be >= 1")
-            return cfg.max_total_tokens
+            return cfg.max_total_tokens * self._token_bytes("auto")
         budget = _device_memory(self.device) * cfg.mem_fraction_static - weight_bytes
-        if budget < per_token * 256:
+        if budget < self._token_bytes("auto") * 256:
             raise ValueError(f"--mem-fraction-static {cfg.mem_fraction_static} leaves no room for the KV pool")
-        return int(min(budget // per_token, 1 << 22))
+        return budget
+
+    def _capacity(self, cfg: CacheConfig, weight_bytes: int) -> int:
+        """Slots of a single pool: --max-total-tokens, else what memory allows."""
+        if cfg.max_total_tokens is not None:
+            self._byte_budget(cfg, weight_bytes)  # validates
+            return cfg.max_total_tokens
+        budget = self._byte_budget(cfg, weight_bytes)
+        return int(min(budget // self._token_bytes(self.kv_dtypes[0]), 1 << 22))
 
     def forward_mixed(self, ext_reqs: list[Request], extend_lens: list[int],
                       ext_slots: list[torch.Tensor], dec_reqs: list[Request],
@@ -110,6 +146,18 @@ class ModelRunner:
             num_decode=num_decode if mode is ForwardMode.MIXED else 0,
         )
         return self.model.forward(batch, self.pool, self.attn)
+
+
+def resolve_kv_dtypes(cfg: CacheConfig, device: torch.device) -> tuple[str, str]:
+    """(prefix, branch) KV precisions. --kv-cache-dtype sets both; 'auto' means FP8 prefix +
+    NVFP4 branch on a GPU and the model dtype on the CPU; the two specific flags override."""
+    if cfg.kv_cache_dtype == "auto" and device.type == "cuda":
+        base = ("fp8_e4m3", "nvfp4")
+    else:
+        base = (cfg.kv_cache_dtype, cfg.kv_cache_dtype)
+    prefix = base[0] if cfg.kv_prefix_dtype is None else cfg.kv_prefix_dtype
+    branch = base[1] if cfg.kv_branch_dtype is None else cfg.kv_branch_dtype
+    return prefix, branch
 
 
 def _device_memory(device: torch.device) -> int:

@@ -30,7 +30,7 @@ class Scheduler:
                  stop_checker: StopChecker):
         self.runner, self.cfg, self.stop_checker = runner, cfg, stop_checker
         self.cache = cache
-        self.kv = KVManager(cache, runner.allocator, runner.table)
+        self.kv = KVManager(cache, runner.allocator, runner.table, runner.mixed_kv)
         chunk = cfg.chunked_prefill_size
         if chunk is None:
             chunk = 512 if runner.device.type == "cpu" else 8192
@@ -65,8 +65,8 @@ class Scheduler:
             return "the prompt is empty"
         if len(req.input_ids) >= self.runner.max_context_len:
             return f"the prompt has {len(req.input_ids)} tokens; the model's context is {self.runner.max_context_len}"
-        if len(req.input_ids) + 1 > self.runner.num_slots:
-            return f"the prompt has {len(req.input_ids)} tokens; the KV pool holds {self.runner.num_slots}"
+        if len(req.input_ids) + 1 > self.runner.capacity[0]:
+            return f"the prompt has {len(req.input_ids)} tokens; the KV pool holds {self.runner.capacity[0]}"
         if max(req.input_ids) >= self.runner.arch.vocab_size or min(req.input_ids) < 0:
             return "input_ids contain token ids outside the vocabulary"
         return ""
@@ -130,23 +130,25 @@ class Scheduler:
         if budget <= 0 or not self.waiting:
             return plan
         cached = {id(r): self.kv.match(r) for r in self.waiting}
-        reserved = sum(self._reserve(r) for r in self.running + self.chunked)
+        reserved = [0, sum(self._reserve(r) for r in self.running + self.chunked)]  # prompt, generated
         for req in order_waiting(self.waiting, cached, self.cfg):
             if budget <= 0 or len(self.running) + len(plan.reqs) >= self.cfg.max_running_requests:
                 break
             if shares_uncached_prefix(req, cached[id(req)], plan.reqs):
                 continue
             ext = min(req.seq_len - cached[id(req)], budget)
-            alone = not (self.running or self.chunked or plan.reqs)  # then no reservation
-            need = ext if alone else ext + self._reserve(req) + reserved
-            if need > self.kv.available() or not self.kv.admit(req):
+            need = self.kv.split_positions(req, cached[id(req)], ext)
+            if self.running or self.chunked or plan.reqs:  # else no reservation
+                need = (need[0] + reserved[0], need[1] + reserved[1] + self._reserve(req))
+            if not self.kv.fits(*need) or not self.kv.admit(req):
                 break
             self.waiting.remove(req)
             ext = min(req.seq_len - req.kv_len, budget)
             plan.reqs.append(req)
             plan.extend_lens.append(ext)
             budget -= ext
-            reserved += ext + self._reserve(req)
+            prompt, generated = self.kv.split_positions(req, req.kv_len, ext)
+            reserved = [reserved[0] + prompt, reserved[1] + generated + self._reserve(req)]
         return plan
 
     def _reserve(self, req: Request) -> int:
@@ -158,7 +160,7 @@ class Scheduler:
         since it was admitted) goes back to the queue."""
         slots, kept = [], PrefillPlan()
         for req, ext in zip(plan.reqs, plan.extend_lens):
-            got = self.kv.alloc(ext)
+            got = self.kv.alloc_positions(req, req.kv_len, ext)
             if got is None:
                 if req in self.chunked:
                     self.chunked.remove(req)
@@ -199,7 +201,7 @@ class Scheduler:
         """A slot for the next token of every running request, retracting the newest ones
         while the pool cannot provide them."""
         while self.running:
-            slots = self.kv.alloc(len(self.running))
+            slots = self.kv.alloc(len(self.running), self.kv.branch_tier)
             if slots is not None:
                 return list(self.running), slots
             self._retract_one()
@@ -213,11 +215,18 @@ class Scheduler:
         self.kv.release(victim)
         victim.num_retractions += 1
         self.num_retractions += 1
-        if not self.running and not self.chunked and victim.seq_len + 1 > self.runner.num_slots:
+        if not self.running and not self.chunked and not self._fits_alone(victim):
             self._finish(victim, FinishReason("abort", message="the KV pool is too small for this request"))
             return
         self.waiting.insert(0, victim)
         logger.info("retracted %s (KV pool full)", victim.rid)
+
+    def _fits_alone(self, req: Request) -> bool:
+        """Could req's whole sequence plus its next token fit the empty pools?"""
+        prompt, generated = len(req.input_ids), req.seq_len + 1 - len(req.input_ids)
+        if self.kv.branch_tier == 0:
+            return prompt + generated <= self.runner.num_slots
+        return prompt <= self.runner.capacity[0] and generated <= self.runner.capacity[1]
 
     def _append_tokens(self, reqs: list[Request], logits: torch.Tensor) -> None:
         result = sample(logits, reqs)

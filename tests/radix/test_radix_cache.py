@@ -251,7 +251,7 @@ def test_check_integrity_detects_corruption():
         cache.check_integrity()
     node.slots = slots(1, 2)
     cache.check_integrity()
-    cache._evictable += 1
+    cache._evictable[0] += 1
     with pytest.raises(AssertionError):
         cache.check_integrity()
 
@@ -450,3 +450,27 @@ RadixMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=
                                           deadline=None,
                                           suppress_health_check=[HealthCheck.too_slow])
 test_radix_cache_against_reference = RadixMachine.TestCase
+
+
+def test_tiers_split_nodes_and_evict_per_tier():
+    """Mixed-precision KV: slots >= the boundary are branch-pool (tier 1) slots; every node
+    holds one tier and sizes and eviction are per tier."""
+    freed = Freed()
+    cache = RadixCache(free_slots=freed, tier_boundary=100)
+    # a prompt (prefix pool) then generated tokens (branch pool) then a second user turn
+    cache.insert([1, 2, 3, 4, 5, 6], slots(0, 1, 100, 101, 2, 3))
+    cache.check_integrity()
+    assert [cache.total_size(t) for t in (0, 1)] == [4, 2] and num_nodes(cache) == 3
+    assert cache.match_prefix([1, 2, 3, 4, 5, 6]).slots.tolist() == [0, 1, 100, 101, 2, 3]
+    cache.insert([7, 8], slots(102, 103))
+    lock = cache.match_prefix([1, 2, 3, 4, 5, 6]).node
+    cache.lock(lock)
+    assert cache.evictable_size(1) == 2 and cache.protected_size(1) == 2
+    assert cache.evict(5, tier=0) == 0  # the only tier-0 leaf is locked
+    assert cache.evict(1, tier=1) == 2 and sorted(freed.slots) == [102, 103]
+    cache.unlock(lock)
+    assert cache.evict(10, tier=0) == 2  # [2, 3] first; its tier-1 parent is not taken
+    assert cache.total_size(1) == 2 and cache.total_size(0) == 2
+    cache.check_integrity()
+    with pytest.raises(ValueError, match="page_size 1"):
+        RadixCache(page_size=2, free_slots=freed, tier_boundary=10)

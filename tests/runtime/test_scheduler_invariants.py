@@ -1,8 +1,10 @@
 """KV accounting under pressure: random traffic, shared prefixes, aborts, retraction.
-After every step: free + cached + owned == capacity, and no slot is in two places."""
+After every step, per KV pool: free + cached + owned == capacity, and no slot is in two places.
+Runs with one pool and with mixed precision (FP8 prefix pool + NVFP4 branch pool)."""
 
 import random
 
+import pytest
 import torch
 
 from radixgen.core import SamplingParams
@@ -17,6 +19,15 @@ def _census(engine: Engine) -> None:
              for r in sched.running + sched.chunked if r.row is not None]
     num_owned = sum(len(o) for o in owned)
     assert runner.allocator.num_free() + cache.total_size() + num_owned == runner.num_slots
+    if runner.mixed_kv:
+        boundary = runner.capacity[0]
+        for tier, capacity in enumerate(runner.capacity):
+            mine = sum(int(((o >= boundary) == bool(tier)).sum()) for o in owned)
+            assert runner.allocator.num_free(tier) + cache.total_size(tier) + mine == capacity, tier
+        for r in sched.running + sched.chunked:  # prompt positions in the prefix pool, the rest not
+            if r.row is not None:
+                slots = runner.table.read(r.row, r.kv_len)
+                assert (slots[:len(r.input_ids)] < boundary).all() and (slots[len(r.input_ids):] >= boundary).all()
     cache.check_integrity()
     everything = torch.cat([runner.allocator.free_slots(), cache.all_slots(), *owned])
     assert len(everything.unique()) == runner.num_slots, "a KV slot is in two places"
@@ -34,10 +45,15 @@ def _traffic(rng: random.Random, num: int) -> list[GenerateReq]:
     return reqs
 
 
-def test_kv_invariant_holds_every_step(tiny_model_path):
+MIXED = {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_branch_fraction": 0.1}
+
+
+@pytest.mark.parametrize("kv", [{"max_total_tokens": 160}, {"max_total_tokens": 48, **MIXED}],
+                         ids=["one-pool", "mixed"])
+def test_kv_invariant_holds_every_step(tiny_model_path, kv):
     rng = random.Random(0)
-    engine = Engine(str(tiny_model_path), load_format="dummy", max_total_tokens=160,
-                    chunked_prefill_size=32, max_running_requests=6)
+    engine = Engine(str(tiny_model_path), load_format="dummy", chunked_prefill_size=32,
+                    max_running_requests=6, **kv)
     sched = engine.scheduler
     pending = _traffic(rng, 30)
     finished, steps = set(), 0

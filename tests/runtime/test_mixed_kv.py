@@ -1,0 +1,42 @@
+"""Mixed-precision KV end to end: prompt tokens in the prefix pool, generated tokens in the
+branch pool, a later turn reusing the earlier turn's generated branch from the radix tree."""
+
+import torch
+
+from radixgen.runtime.engine import Engine
+
+GREEDY = {"max_new_tokens": 12, "temperature": 0, "ignore_eos": True}
+
+
+def _engine(path, **kv):
+    return Engine(str(path), load_format="dummy", max_total_tokens=512, **kv)
+
+
+def test_lossless_pools_through_the_mixed_path_change_nothing(tiny_model_path):
+    prompts = [[5 + i, 17, 300, 4000 + i, 9] * 6 for i in range(4)]
+    single = _engine(tiny_model_path)
+    # two fp32 pools ("fp32" and "auto" = the model dtype) take the mixed-precision code path
+    mixed = _engine(tiny_model_path, kv_prefix_dtype="fp32", kv_branch_dtype="auto")
+    assert mixed.scheduler.runner.mixed_kv and not single.scheduler.runner.mixed_kv
+    a = [r["output_ids"] for r in single.generate(input_ids=prompts, sampling_params=GREEDY)]
+    b = [r["output_ids"] for r in mixed.generate(input_ids=prompts, sampling_params=GREEDY)]
+    assert a == b
+
+
+def test_second_turn_reuses_the_generated_branch(tiny_model_path):
+    eng = _engine(tiny_model_path, kv_prefix_dtype="fp8_e4m3", kv_branch_dtype="nvfp4")
+    runner, cache = eng.scheduler.runner, eng.scheduler.cache
+    boundary = runner.capacity[0]
+    turn1 = [11, 12, 13, 14, 15, 16, 17, 18] * 4
+    out1 = eng.generate(input_ids=turn1, sampling_params=GREEDY)["output_ids"]
+    assert cache.total_size(0) == len(turn1) and cache.total_size(1) == len(out1) - 1
+    turn2 = turn1 + out1 + [21, 22, 23, 24]
+    second = eng.generate(input_ids=turn2, sampling_params=GREEDY)
+    assert second["meta_info"]["cached_tokens"] == len(turn1) + len(out1) - 1
+    # the path through the tree alternates precisions: prompt, branch, then the new user turn
+    slots = cache.match_prefix(turn2).slots
+    tiers = (slots >= boundary).to(torch.int64).tolist()
+    n1 = len(turn1)
+    assert tiers[:n1] == [0] * n1 and set(tiers[n1:n1 + len(out1) - 1]) == {1}
+    assert tiers[-4:] == [0] * 4  # the second turn's own (prompt) tokens: prefix pool
+    cache.check_integrity()
