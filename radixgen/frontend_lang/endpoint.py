@@ -1,0 +1,143 @@
+"""`RuntimeEndpoint`: the HTTP backend, talking to a radixgen (or SGLang-shaped) server's native
+`/generate`. Every request sends the full text; the server's radix cache turns the shared
+part into cache hits, so no client-side session state is needed."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Iterator
+
+import httpx
+
+from radixgen.frontend_lang import select_scoring
+from radixgen.frontend_lang.backend import Backend, BackendError, SelectResult
+from radixgen.frontend_lang.chat_template import ChatTemplate, resolve_template
+
+DEFAULT_TIMEOUT_S = 600.0
+
+
+class RuntimeEndpoint(Backend):
+    """A running server at `url`. `chat_template`: a registry name or a ChatTemplate that
+    overrides the one derived from the server's model (see chat_template.py)."""
+
+    def __init__(self, url: str, api_key: str | None = None, chat_template: str | ChatTemplate | None = None,
+                 timeout: float = DEFAULT_TIMEOUT_S):
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout,
+                                   limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
+        self._template_override = chat_template
+        self._template: ChatTemplate | None = None
+        self._model_info: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+
+    # ---- plain HTTP ---------------------------------------------------------------------------
+    def _request(self, method: str, path: str, body: Any = None) -> Any:
+        try:
+            resp = self.client.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise BackendError(f"cannot reach {self.url}{path}: {exc}") from exc
+        if resp.status_code >= 400:
+            raise _error_of(resp.status_code, resp.text)
+        return resp.json()
+
+    def get_model_info(self) -> dict[str, Any]:
+        with self._lock:
+            if self._model_info is None:
+                self._model_info = self._request("GET", "/get_model_info")
+            return self._model_info
+
+    def get_server_info(self) -> dict[str, Any]:
+        return self._request("GET", "/get_server_info")
+
+    def flush_cache(self) -> None:
+        self._request("POST", "/flush_cache")
+
+    def chat_template(self) -> ChatTemplate:
+        info = self.get_model_info()
+        with self._lock:
+            if self._template is None:
+                self._template = resolve_template(info, self._template_override)
+            return self._template
+
+    # ---- generation ---------------------------------------------------------------------------
+    def generate(self, text: str | list[str], sampling_params: dict[str, Any]) -> Any:
+        return self._request("POST", "/generate", {"text": text, "sampling_params": sampling_params})
+
+    def generate_stream(self, text: str, sampling_params: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+        body = {"text": text, "sampling_params": sampling_params, "stream": True}
+        sent = ""
+        try:
+            with self.client.stream("POST", "/generate", json=body) as resp:
+                if resp.status_code >= 400:
+                    raise _error_of(resp.status_code, resp.read().decode(errors="replace"))
+                for chunk in _sse_payloads(resp.iter_lines()):
+                    text_so_far = chunk.get("text", "")
+                    delta, sent = text_so_far[len(sent):], text_so_far
+                    yield delta, chunk
+        except httpx.HTTPError as exc:
+            raise BackendError(f"stream from {self.url}/generate failed: {exc}") from exc
+
+    def cache_prefix(self, text: str) -> dict[str, Any]:
+        return self.generate(text, {"max_new_tokens": 0})["meta_info"]
+
+    def select(self, text: str, choices: list[str], normalize: bool = True) -> SelectResult:
+        """A prefill-only request pins the prefix (and tells its token count), then one
+        batched request scores every choice over the cached prefix (select_scoring.py)."""
+        prefix_len = self.cache_prefix(text)["prompt_tokens"] if text else 0
+        start = select_scoring.logprob_start(prefix_len)
+        prompts = ([text] if text else []) + [text + c for c in choices]
+        results = self._request("POST", "/generate", {
+            "text": prompts, "sampling_params": {"max_new_tokens": 0},
+            "return_logprob": True, "logprob_start_len": start})
+        entries = [_input_logprobs(r) for r in results]
+        prefix_entries = entries.pop(0) if text else []
+        sums, counts = select_scoring.score_choices(prefix_entries, entries)
+        normalized = select_scoring.normalize(sums, counts)
+        scores = normalized if normalize else sums
+        meta = {"prompt_tokens": sum(r["meta_info"]["prompt_tokens"] for r in results),
+                "cached_tokens": sum(r["meta_info"]["cached_tokens"] for r in results)}
+        return SelectResult(choices[select_scoring.argmax(scores)], scores, normalized, sums, counts, meta)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __repr__(self) -> str:
+        return f"RuntimeEndpoint({self.url!r})"
+
+
+def _input_logprobs(result: dict[str, Any]) -> list[list[Any]]:
+    entries = result.get("meta_info", {}).get("input_token_logprobs")
+    if entries is None:
+        raise BackendError("the server returned no input_token_logprobs: select needs /generate "
+                           "with logprob_start_len (prompt logprobs)")
+    return entries
+
+
+def _sse_payloads(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
+    """Parsed `data:` chunks until `[DONE]`; an error chunk raises BackendError."""
+    for line in lines:
+        if not line.startswith("data:"):
+            continue
+        payload = line[len("data:"):].strip()
+        if payload == "[DONE]":
+            return
+        chunk = json.loads(payload)
+        if "error" in chunk:
+            raise _error_of(None, payload)
+        yield chunk
+
+
+def _error_of(status: int | None, raw: str) -> BackendError:
+    """The server's message out of an OpenAI-style error body (or the raw body)."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return BackendError(raw.strip() or "empty error response", status)
+    err = body.get("error") if isinstance(body, dict) else None
+    if isinstance(err, dict) and err.get("message"):
+        return BackendError(str(err["message"]), status, body)
+    if isinstance(body, dict) and isinstance(body.get("detail"), str):
+        return BackendError(body["detail"], status, body)
+    return BackendError(raw.strip(), status, body)

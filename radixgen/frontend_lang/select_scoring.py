@@ -1,0 +1,56 @@
+"""Choice scores from prompt logprobs, without a tokenizer on the client.
+
+The endpoint sends one batched prefill-only `/generate` over `[prefix, prefix + c_1, ...]`
+with `logprob_start_len = start` (a few tokens before the prefix's end). Each answer's
+`input_token_logprobs` lists `[logprob, token_id]` from `start` on, which is also the
+server's own tokenization of that tail. Where `prefix + c` merges across the boundary (a
+prefix ending in a space, a choice starting with one), its ids part from the prefix's ids
+before the prefix ends; every choice is scored from the first position where *any* choice
+parts from the prefix, so all scores condition on the same token ids and stay comparable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# prefix tokens re-read before the boundary: enough for any merge of a BPE tokenizer seen here
+BOUNDARY_TOKENS = 4
+
+
+def logprob_start(prefix_len: int) -> int:
+    """Where prompt logprobs begin for a prefix of `prefix_len` tokens (>= 1: position 0 has none)."""
+    return max(prefix_len - BOUNDARY_TOKENS, 1) if prefix_len > 1 else 0
+
+
+def first_divergence(prefix_ids: list[int], choice_ids: list[int]) -> int:
+    """Index of the first id where a choice's tokens part from the prefix's."""
+    for i, (a, b) in enumerate(zip(prefix_ids, choice_ids)):
+        if a != b:
+            return i
+    return min(len(prefix_ids), len(choice_ids))
+
+
+def score_choices(prefix_entries: list[list[Any]], choice_entries: list[list[list[Any]]]
+                  ) -> tuple[list[float], list[int]]:
+    """Summed logprob and token count of each choice's tokens after the common divergence.
+    Entries are `[logprob | None, token_id, ...]` lists aligned at the same `start` (a third
+    item, SGLang's token text, is ignored)."""
+    prefix_ids = [int(e[1]) for e in prefix_entries]
+    ids = [[int(e[1]) for e in entries] for entries in choice_entries]
+    common = min(first_divergence(prefix_ids, c) for c in ids)
+    sums, counts = [], []
+    for entries in choice_entries:
+        tail = [e[0] for e in entries[common:] if e[0] is not None]
+        sums.append(float(sum(tail)))
+        counts.append(len(tail))
+    return sums, counts
+
+
+def normalize(sums: list[float], counts: list[int]) -> list[float]:
+    """Mean logprob per token (a choice with no scored token gets its sum, 0.0)."""
+    return [s / c if c else s for s, c in zip(sums, counts)]
+
+
+def argmax(scores: list[float]) -> int:
+    """First index of the highest score (ties go to the earlier choice)."""
+    return max(range(len(scores)), key=lambda i: (scores[i], -i))
