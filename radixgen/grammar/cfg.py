@@ -1,0 +1,270 @@
+"""Context-free grammar constraints (Lark grammars, LALR) -> token-mask matchers.
+
+Pipeline: `compile_cfg` builds a Lark LALR parser for the grammar (Lark resolves `%import`,
+`%ignore`, priorities, "..."i strings, templates), then
+- cfg_lexer: every terminal -> byte DFA -> one product lexer DFA that lexes like Lark's lexer
+  (ordering, greedy matches, unless-keywords), so a token may span any number of terminals and
+  a prefix may still become several terminals (keyword vs identifier) at once;
+- cfg_parser: the LALR table driven over an immutable state stack;
+- cfg_index: per lexer state q, the whole vocabulary lexed from q (numpy) and grouped by outcome
+  into a trie over completed-terminal sequences.
+
+Matcher state = (lexer state q, parser stack). Mask method (a per-lexer-state variant of the
+"walk the vocabulary once per lexer state" scheme): because lexing is context-free, what a token
+does from q - the terminals it completes and the types its trailing partial terminal may still
+become - depends on q alone, so `VocabLexer.index(q)` computes it for the whole vocabulary once
+per lexer state (numpy, ~10-40 ms; all states are indexed at compile time, 237 for SQL) and
+stores it as a trie over completed-terminal sequences. The mask for (q, stack) is the union of
+the trie groups the parser accepts: the trie is walked with the LALR stack, pruned at the first
+rejected terminal, and each node's groups are selected in one vectorised step. It is cached in
+the compiled grammar keyed by (q, stack), so in steady state a mask is a cache hit (a row copy,
+~10 us); a miss costs a few hundred microseconds. EOS is allowed when the current partial
+terminal can end here and the parser then accepts $END. Numbers: benchmarks/bench_grammar_cfg.py.
+
+Jump-forward is conservative: tokens are forced only while the mask allows exactly one token
+and not EOS. Every continuation of the text must then start with that token's bytes *as the
+model would have to emit them*, so forcing it is exactly what constrained sampling would do;
+no string is re-tokenized, so a forced token can never be one the tokenizer would not produce.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+import torch
+from lark import Lark
+from lark.exceptions import LarkError
+
+from radixgen.core import Constraint
+from radixgen.grammar.cfg_index import SeqTrie, VocabLexer
+from radixgen.grammar.cfg_lexer import DEAD, FRESH, LexerDfa
+from radixgen.grammar.cfg_parser import LalrTables, Stack
+from radixgen.grammar.matcher import GrammarError
+from radixgen.grammar.tokenizer_info import TokenizerInfo
+
+_MASK_CACHE_LIMIT = 8192
+_TRIE_CACHE_LIMIT = 1024
+_MAX_JUMP_TOKENS = 32
+
+
+@dataclass(frozen=True)
+class MaskEntry:
+    words: torch.Tensor  # int32 [num_words]
+    num_allowed: int
+    single_id: int  # the allowed id when exactly one (and it is not EOS), else -1
+
+
+def shipped_grammar(name: str) -> str | None:
+    """Text of a grammar shipped in radixgen/grammar/grammars/<name>.lark, or None."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        return None
+    path = resources.files("radixgen.grammar").joinpath("grammars", f"{name}.lark")
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+def build_lark(text: str, cache: bool = False) -> Lark:
+    """A Lark LALR parser for grammar text (start rule `start`); GrammarError on bad grammars.
+    `cache`: reuse Lark's on-disk table cache (only for shipped grammars)."""
+    try:
+        return Lark(text, parser="lalr", start="start", cache=cache)
+    except LarkError as exc:
+        raise GrammarError(f"invalid lark grammar: {exc}") from None
+
+
+def compile_cfg(constraint: Constraint, tokenizer_info: TokenizerInfo,
+                precompute: bool = True) -> "CfgGrammar":
+    """Compile a `lark` (text or shipped name) or `ebnf` constraint for one tokenizer.
+    `precompute`: index the vocabulary from every lexer state now (seconds for SQL), so that no
+    mask ever waits for an index; False builds them lazily on first use (tests)."""
+    shipped = None
+    if constraint.kind == "ebnf":
+        from radixgen.grammar.ebnf import ebnf_to_lark
+        text = ebnf_to_lark(constraint.spec)
+    elif constraint.kind == "lark":
+        spec = constraint.spec.strip()
+        shipped = shipped_grammar(spec)
+        text = shipped or constraint.spec
+        if shipped is None and re.fullmatch(r"[a-z][a-z0-9_]*", spec):
+            raise GrammarError(f"unknown shipped grammar {spec!r}")
+    else:
+        raise GrammarError(f"compile_cfg cannot compile a {constraint.kind!r} constraint")
+    grammar = CfgGrammar(build_lark(text, cache=shipped is not None), tokenizer_info)
+    if precompute:
+        grammar.precompute()
+    return grammar
+
+
+class CfgGrammar:
+    """The compiled, shareable grammar: lexer DFA, LALR tables, vocabulary index and caches."""
+
+    def __init__(self, lark: Lark, info: TokenizerInfo) -> None:
+        try:
+            self.lexer = LexerDfa(lark.terminals, list(lark.lexer_conf.ignore),
+                                  lark.lexer_conf.g_regex_flags)
+        except ValueError as exc:
+            raise GrammarError(str(exc)) from None
+        self.lark = lark
+        self.parser = LalrTables(lark)
+        self.info = info
+        self.vocab = VocabLexer(self.lexer, info.token_bytes, info.special_ids | set(info.eos_ids))
+        self.num_words = (info.vocab_size + 31) // 32
+        self.eos_ids = frozenset(info.eos_ids)
+        self._tries: dict[int, SeqTrie] = {}
+        self._masks: dict[tuple[int, Stack], MaskEntry] = {}
+
+    def matcher(self) -> "CfgMatcher":
+        return CfgMatcher(self, [(FRESH, self.parser.start_stack, False)])
+
+    def precompute(self) -> None:
+        """Index the vocabulary from every lexer state (when there are not too many)."""
+        if self.lexer.num_states <= _TRIE_CACHE_LIMIT:
+            for q in range(FRESH, self.lexer.num_states):
+                self.trie(q)
+
+    def trie(self, q: int) -> SeqTrie:
+        trie = self._tries.get(q)
+        if trie is None:
+            trie = self.vocab.index(q)
+            if len(self._tries) >= _TRIE_CACHE_LIMIT:
+                del self._tries[next(iter(self._tries))]
+            self._tries[q] = trie
+        return trie
+
+    def mask(self, q: int, stack: Stack) -> MaskEntry:
+        """The allowed-token row for matcher state (q, stack); cached."""
+        key = (q, stack)
+        entry = self._masks.get(key)
+        if entry is None:
+            entry = self._compute_mask(q, stack)
+            if len(self._masks) >= _MASK_CACHE_LIMIT:
+                del self._masks[next(iter(self._masks))]
+            self._masks[key] = entry
+        return entry
+
+    def _compute_mask(self, q: int, stack: Stack) -> MaskEntry:
+        groups: list[np.ndarray] = []
+        self.trie(q).collect(self.parser, stack, groups)
+        bits = np.zeros(self.num_words * 32, dtype=bool)
+        if groups:
+            bits[np.concatenate(groups)] = True
+        num_allowed = sum(len(ids) for ids in groups)
+        single = int(groups[0][0]) if num_allowed == 1 else -1
+        if self.can_end(q, stack) and self.eos_ids:
+            bits[list(self.eos_ids)] = True
+            num_allowed, single = num_allowed + len(self.eos_ids), -1
+        words = np.packbits(bits, bitorder="little").view("<i4").astype(np.int32)
+        return MaskEntry(torch.from_numpy(words), num_allowed, single)
+
+    def can_end(self, q: int, stack: Stack) -> bool:
+        """May the text end in this state (the partial terminal, if any, completed)?"""
+        if q == FRESH:
+            return self.parser.accepts_end(stack)
+        win = self.lexer.winner[q]
+        if win < 0:
+            return False
+        name = self.lexer.type_names[win]
+        if name not in self.lexer.ignored:
+            stack = self.parser.feed(stack, name)
+        return stack is not None and self.parser.accepts_end(stack)
+
+    def advance(self, q: int, stack: Stack, data: bytes) -> tuple[int, Stack] | None:
+        """State after the bytes of one token, or None if the grammar rejects them."""
+        trans, emit, names = self.lexer.trans_rows, self.lexer.emit_rows, self.lexer.type_names
+        ignored, parser = self.lexer.ignored, self.parser
+        for b in data:
+            e = emit[q][b]
+            q = trans[q][b]
+            if q == DEAD:
+                return None
+            if e >= 0 and names[e] not in ignored:
+                stack = parser.feed(stack, names[e])
+                if stack is None:
+                    return None
+        types = self.lexer.winnable[q]
+        if types.isdisjoint(parser.acceptable(stack)) and types.isdisjoint(ignored):
+            return None
+        return q, stack
+
+
+class CfgMatcher:
+    """One request's cursor: a history of (lexer state, parser stack, terminated) per token."""
+
+    def __init__(self, grammar: CfgGrammar, history: list[tuple[int, Stack, bool]]) -> None:
+        self._grammar = grammar
+        self._history = history
+
+    @property
+    def num_accepted(self) -> int:
+        return len(self._history) - 1
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; False (state unchanged) if the grammar rejects it."""
+        q, stack, terminated = self._history[-1]
+        g = self._grammar
+        if terminated:
+            return False
+        if token_id in g.eos_ids:
+            if not g.can_end(q, stack):
+                return False
+            self._history.append((q, stack, True))
+            return True
+        info = g.info
+        if not 0 <= token_id < len(info.token_bytes) or token_id in info.special_ids:
+            return False
+        data = info.token_bytes[token_id]
+        nxt = g.advance(q, stack, data) if data else None
+        if nxt is None:
+            return False
+        self._history.append((*nxt, False))
+        return True
+
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
+        """Write the allowed set into `bitmask[row]` (int32, CPU); mutates only that row."""
+        q, stack, terminated = self._history[-1]
+        if terminated:
+            bitmask[row].zero_()
+            return
+        words = self._grammar.mask(q, stack).words
+        target = bitmask[row]
+        if target.shape[0] == words.shape[0]:
+            target.copy_(words)
+            return
+        n = min(words.shape[0], target.shape[0])
+        target[:n].copy_(words[:n])
+        target[n:].zero_()
+
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last `num_tokens` accepted tokens; ValueError if more than were accepted."""
+        if not 0 <= num_tokens <= self.num_accepted:
+            raise ValueError(f"cannot roll back {num_tokens} tokens: {self.num_accepted} accepted")
+        if num_tokens:
+            del self._history[-num_tokens:]
+
+    def fork(self) -> "CfgMatcher":
+        """An independent copy in the same state (states are immutable, so a shallow copy)."""
+        return CfgMatcher(self._grammar, list(self._history))
+
+    def is_terminated(self) -> bool:
+        return self._history[-1][2]
+
+    def is_accepting(self) -> bool:
+        """True if EOS would be accepted now."""
+        q, stack, terminated = self._history[-1]
+        return not terminated and self._grammar.can_end(q, stack)
+
+    def reset(self) -> None:
+        del self._history[1:]
+
+    def jump_forward_token_ids(self) -> list[int]:
+        """Tokens forced next: while exactly one non-EOS token is allowed (see module doc)."""
+        probe, forced = self.fork(), []
+        while len(forced) < _MAX_JUMP_TOKENS and not probe.is_terminated():
+            q, stack, _ = probe._history[-1]
+            single = self._grammar.mask(q, stack).single_id
+            if single < 0 or not probe.accept_token(single):
+                break
+            forced.append(single)
+        return forced

@@ -1,0 +1,185 @@
+"""GrammarCompiler: Constraint -> CompiledGrammar, cached, synchronously or on a worker thread.
+
+    compiler = GrammarCompiler(TokenizerInfo.from_hf(tokenizer))
+    future = compiler.submit(constraint)      # scheduler: never blocks, polls future.done()
+    grammar = future.result()                 # CompiledGrammar, or raises GrammarError
+    matcher = grammar.matcher()
+
+kinds: json_schema and regex (outlines-core token index), choices (an alternation of the escaped
+strings), lark and ebnf (`radixgen.grammar.cfg.compile_cfg`, imported lazily). Results are cached
+by (constraint, tokenizer, whitespace); errors are cached too, so a bad schema fails fast again.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from radixgen.core import Constraint
+
+from .json_schema import WHITESPACE, schema_to_regex
+from .matcher import CompiledGrammar, GrammarError
+from .regex_matcher import RegexGrammar
+from .token_index import build_index
+from .tokenizer_info import TokenizerInfo
+
+__all__ = ["GrammarCompiler", "GrammarError", "choices_regex", "JSON_OBJECT"]
+
+# OpenAI response_format {"type": "json_object"}: any JSON object
+JSON_OBJECT = Constraint("json_schema", {"type": "object"})
+
+
+def choices_regex(choices) -> str:
+    """A regex matching exactly one of `choices` (each escaped)."""
+    return "(?:" + "|".join(_escape(c) for c in choices) + ")"
+
+
+def _escape(text: str) -> str:
+    # Rust regex accepts escaping of every ASCII punctuation char that Python's re.escape escapes
+    return "".join("\\" + ch if ch in ".^$*+?()[]{}|\\-&~#" else ch for ch in text)
+
+
+class GrammarCompiler:
+    """Compiles constraints for one tokenizer. Thread-safe; one instance per scheduler."""
+
+    def __init__(self, tokenizer_info: TokenizerInfo, whitespace: str = "compact",
+                 max_cached: int = 256, num_threads: int = 1) -> None:
+        if not isinstance(whitespace, str):
+            raise ValueError(f"whitespace must be one of {sorted(WHITESPACE)} or a regex string")
+        self.tokenizer_info = tokenizer_info
+        self.whitespace = whitespace
+        self.max_cached = max_cached
+        self._cache: OrderedDict[tuple, Future] = OrderedDict()
+        self._checked: OrderedDict[tuple, str | None] = OrderedDict()  # validate(): key -> error
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="grammar")
+
+    def compile(self, constraint: Constraint) -> CompiledGrammar:
+        """Compile (or fetch from the cache) on the calling thread. Raises GrammarError."""
+        future, owner = self._entry(constraint)
+        if owner:
+            self._run(future, constraint)
+        return future.result()
+
+    def submit(self, constraint: Constraint) -> Future:
+        """A Future of the CompiledGrammar, compiled on the worker thread (already done on a
+        cache hit). Its `result()` raises GrammarError for a bad constraint."""
+        future, owner = self._entry(constraint)
+        if owner:
+            self._pool.submit(self._run, future, constraint)
+        return future
+
+    def validate(self, constraint: Constraint) -> None:
+        """Raise GrammarError if `constraint` cannot compile, doing only the cheap part (schema
+        checks, regex and grammar parsing; no vocabulary index): for the HTTP edge, so a bad
+        constraint is a 400 before it is queued. Results are cached."""
+        key = self._key(constraint)
+        with self._lock:
+            error = self._checked.get(key, False)
+        if error is False:
+            error = None
+            try:
+                self._validate_now(constraint)
+            except GrammarError as exc:
+                error = str(exc)
+            with self._lock:
+                self._checked[key] = error
+                while len(self._checked) > 4 * self.max_cached:
+                    self._checked.popitem(last=False)
+        if error is not None:
+            raise GrammarError(error)
+
+    def _validate_now(self, constraint: Constraint) -> None:
+        kind = constraint.kind
+        if kind == "json_schema":
+            schema_to_regex(constraint.spec, self.whitespace)
+        elif kind == "regex":
+            _checked_regex(constraint.spec)
+        elif kind in ("lark", "ebnf"):
+            from radixgen.grammar.cfg import compile_cfg
+            compile_cfg(constraint, self.tokenizer_info, precompute=False)
+
+    def cached(self, constraint: Constraint) -> bool:
+        """True when a finished compile of `constraint` is in the cache."""
+        with self._lock:
+            future = self._cache.get(self._key(constraint))
+            return future is not None and future.done()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # ------------------------------------------------------------ internals
+
+    def _key(self, constraint: Constraint) -> tuple:
+        return (constraint.kind, constraint.spec, id(self.tokenizer_info), self.whitespace)
+
+    def _entry(self, constraint: Constraint) -> tuple[Future, bool]:
+        """The cache entry of `constraint`, and whether the caller must compile it."""
+        if not isinstance(constraint, Constraint):
+            raise TypeError(f"expected a Constraint, got {type(constraint).__name__}")
+        key = self._key(constraint)
+        with self._lock:
+            future = self._cache.get(key)
+            if future is not None:
+                self._cache.move_to_end(key)
+                return future, False
+            future = Future()
+            future.set_running_or_notify_cancel()
+            self._cache[key] = future
+            while len(self._cache) > self.max_cached:
+                self._cache.popitem(last=False)
+            return future, True
+
+    def _run(self, future: Future, constraint: Constraint) -> None:
+        try:
+            future.set_result(self._compile_now(constraint))
+        except GrammarError as exc:
+            future.set_exception(exc)
+        except Exception as exc:  # an internal failure must still reach the waiting request
+            future.set_exception(GrammarError(f"grammar compilation failed: {exc!r}"))
+
+    def _compile_now(self, constraint: Constraint) -> CompiledGrammar:
+        kind, info = constraint.kind, self.tokenizer_info
+        if kind in ("lark", "ebnf"):
+            return _compile_cfg(constraint, info)
+        if kind == "json_schema":
+            regex = schema_to_regex(constraint.spec, self.whitespace)
+        elif kind == "regex":
+            regex = _checked_regex(constraint.spec)
+        elif kind == "choices":
+            regex = choices_regex(constraint.spec)
+        else:
+            raise GrammarError(f"unknown constraint kind {kind!r}")
+        return RegexGrammar(build_index(regex, info), regex, kind)
+
+
+def _checked_regex(pattern: str) -> str:
+    """Refuse constructs the automaton cannot express. The whole output must match, so a leading
+    `^` and a trailing `$` are implicit and dropped."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise GrammarError(f"invalid regex {pattern!r}: {exc}") from None
+    if re.search(r"\(\?[=!<]|\\[1-9bB<>]", pattern):
+        raise GrammarError(f"regex {pattern!r}: lookaround, backreferences and word boundaries "
+                           "are not supported")
+    if pattern.startswith("^"):
+        pattern = pattern[1:]
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1]
+    return pattern
+
+
+def _compile_cfg(constraint: Constraint, info: TokenizerInfo) -> CompiledGrammar:
+    try:
+        from radixgen.grammar.cfg import compile_cfg
+    except ImportError as exc:
+        raise GrammarError(f"{constraint.kind} constraints need radixgen.grammar.cfg, which is not "
+                           f"available: {exc}") from None
+    return compile_cfg(constraint, info)

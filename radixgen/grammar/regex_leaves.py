@@ -1,0 +1,228 @@
+"""Exact regexes for JSON Schema leaves that outlines-core would not enforce exactly.
+
+Each function returns Rust-regex text for the *inside* of a JSON value (string contents without
+the quotes, or a number) whose language is a subset of what the schema allows, so every output
+validates. Unsupported input raises GrammarError.
+
+- `string_pattern_regex`: a JSON Schema `pattern` (ECMA/Python syntax, unanchored search) turned
+  into a fullmatch regex over raw JSON string contents: no `"`, `\\` or control characters are
+  ever generated (the raw text then equals the decoded string), `^`/`$` at the ends are dropped
+  (fullmatch implies the anchored search), shorthand classes are narrowed to ASCII (Python's and
+  Rust's Unicode tables differ), and constructs whose meaning differs between the two engines
+  (lookaround, backreferences, inline flags, word boundaries, `\\p{..}`) are refused.
+- `format_regex`: exact regexes for the string formats radixgen supports.
+- `number_range_regex`: integers and numbers between integer bounds, exactly.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .matcher import GrammarError
+
+_JSON_UNSAFE = r'["\\\x00-\x1f]'  # chars a raw JSON string may not contain unescaped
+_ANY_SAFE = r'[^"\\\x00-\x1f]'
+_SHORTHAND = {"d": "0-9", "w": "0-9A-Za-z_", "s": " "}  # ASCII subsets of Python's classes
+_CONTROL_ESCAPES = set("ntrfv0")
+_SAFE_PUNCT = set(".^$*+?()[]{}|-/,:;=<>!@#%&~`' _")
+
+_YEAR = r"(?:0(?:0(?:0[1-9]|[1-9][0-9])|[1-9][0-9]{2})|[1-9][0-9]{3})"  # 0001-9999
+_LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
+_MONTH_DAY = (r"(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+              r"|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))")
+_DATE = rf"(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
+_TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+FORMATS = {
+    "date": _DATE,
+    "time": _TIME,
+    "date-time": rf"{_DATE}T{_TIME}",
+    "uuid": r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+    # unbounded repetitions: bounded ones multiply automaton states (and compile time)
+    "email": r"[a-z0-9._+-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+",
+    "ipv4": rf"(?:{_OCTET}\.){{3}}{_OCTET}",
+    "uri": r"https?://[a-z0-9-]+(?:\.[a-z0-9-]+)*(?:/[A-Za-z0-9._~-]*)*",
+}
+
+
+def format_regex(fmt: str, path: str) -> str:
+    if fmt not in FORMATS:
+        raise GrammarError(f"unsupported string format {fmt!r} at {path}.format "
+                           f"(supported: {', '.join(sorted(FORMATS))})")
+    return FORMATS[fmt]
+
+
+# ---------------------------------------------------------------- string patterns
+
+
+def string_pattern_regex(pattern: str, path: str) -> str:
+    """Translate a JSON Schema `pattern` into a safe fullmatch regex over raw string contents."""
+    def refuse(why: str) -> GrammarError:
+        return GrammarError(f"unsupported pattern {pattern!r} at {path}.pattern: {why}")
+
+    body = pattern
+    if body.startswith("^"):
+        body = body[1:]
+    if body.endswith("$") and not _escaped_at(body, len(body) - 1):
+        body = body[:-1]
+    out, i = [], 0
+    while i < len(body):
+        piece, i = _pattern_piece(body, i, refuse)
+        out.append(piece)
+    return "(?:" + "".join(out) + ")"
+
+
+def _escaped_at(text: str, pos: int) -> bool:
+    backslashes = len(text[:pos]) - len(text[:pos].rstrip("\\"))
+    return backslashes % 2 == 1
+
+
+def _pattern_piece(body: str, i: int, refuse) -> tuple[str, int]:
+    """One translated token of `body` starting at i, and the index after it."""
+    c = body[i]
+    if c == "\\":
+        return _escape(body, i, refuse, in_class=False)
+    if c == "[":
+        return _char_class(body, i, refuse)
+    if c == ".":
+        return _ANY_SAFE, i + 1
+    if c in "^$":
+        raise refuse(f"anchor {c!r} inside the pattern")
+    if c == "(" and body.startswith("(?", i):
+        if body.startswith("(?:", i):
+            return "(?:", i + 3
+        if body.startswith("(?P<", i):
+            return "(?P<", i + 4
+        raise refuse("lookaround and inline flags are not supported")
+    if c == "{" and body.startswith("{,", i):
+        raise refuse("'{,n}' quantifiers are not supported")
+    if c == '"' or ord(c) < 0x20:
+        raise refuse("it matches characters that JSON strings must escape")
+    return c, i + 1
+
+
+def _escape(body: str, i: int, refuse, in_class: bool) -> tuple[str, int]:
+    if i + 1 >= len(body):
+        raise refuse("trailing backslash")
+    c = body[i + 1]
+    if c in _SHORTHAND:
+        inner = _SHORTHAND[c]
+        return (inner if in_class else f"[{inner}]"), i + 2
+    if c in "xu":
+        width = 2 if c == "x" else 4
+        digits = body[i + 2:i + 2 + width]
+        if len(digits) != width or any(d not in "0123456789abcdefABCDEF" for d in digits):
+            raise refuse(f"malformed \\{c} escape")
+        code = int(digits, 16)
+        if code < 0x20 or chr(code) in '"\\':
+            raise refuse("it matches characters that JSON strings must escape")
+        return f"\\x{{{code:x}}}", i + 2 + width
+    if c in _CONTROL_ESCAPES and not in_class:
+        raise refuse("it matches control characters that JSON strings must escape")
+    if c in _CONTROL_ESCAPES:
+        return "", i + 2  # removed from a class: the class is narrowed, never widened
+    if c in _SAFE_PUNCT:
+        return (c if c in "/,:;=<>!@#%`' _" else "\\" + c), i + 2
+    raise refuse(f"escape \\{c} is not supported")
+
+
+def _char_class(body: str, i: int, refuse) -> tuple[str, int]:
+    """[...] -> a Rust class minus the characters JSON strings must escape."""
+    j, parts = i + 1, ["["]
+    if body.startswith("^", j):
+        parts.append("^")
+        j += 1
+    first = True
+    while j < len(body) and (body[j] != "]" or first):
+        c = body[j]
+        if c == "\\":
+            piece, j = _escape(body, j, refuse, in_class=True)
+            if body[j - 1] in _SHORTHAND and body.startswith("-", j) and not body.startswith("-]", j):
+                raise refuse("a range next to a shorthand class is ambiguous")
+            parts.append(piece)
+        elif c == "[" or body.startswith(("&&", "--", "~~", "||"), j):
+            raise refuse("nested classes and class set operations are not supported")
+        else:
+            parts.append("\\]" if c == "]" else ("\\-" if c == "-" and first else c))
+            j += 1
+        first = False
+    if j >= len(body):
+        raise refuse("unterminated character class")
+    inner = "".join(parts) + "]"
+    return f"[{inner}--{_JSON_UNSAFE}]", j + 1
+
+
+# ---------------------------------------------------------------- numbers
+
+
+def number_range_regex(lo, hi, lo_excl: bool, hi_excl: bool, integer: bool) -> str:
+    """Numbers (integer=True: integers) in the interval given by integer bounds lo/hi (None:
+    unbounded). No exponents; integers without fraction; never "-0"."""
+    parts = []
+    if hi is None or hi > 0 or (hi == 0 and not hi_excl):
+        a, a_excl = (lo, lo_excl) if lo is not None and lo >= 0 else (0, False)
+        parts.append(_magnitude(a, hi, a_excl, hi_excl, integer))
+    if lo is None or lo < 0:
+        a, a_excl = (-hi, hi_excl) if hi is not None and hi < 0 else (0, True)
+        b = None if lo is None else -lo
+        mag = _magnitude(a, b, a_excl, lo_excl, integer)
+        if mag:
+            parts.append("-" + mag)
+    parts = [p for p in parts if p]
+    if not parts:
+        raise GrammarError(f"no {'integer' if integer else 'number'} lies within the bounds")
+    return "(?:" + "|".join(parts) + ")"
+
+
+def _magnitude(a: int, b, a_excl: bool, b_excl: bool, integer: bool) -> str:
+    """Unsigned decimals m with a <(=) m <(=) b (b None: unbounded), a and b integers >= 0."""
+    frac = "" if integer else r"(?:\.[0-9]+)?"
+    alts = []
+    first_full = a + 1 if a_excl else a
+    last_full = None if b is None else (b - 1 if (b_excl or not integer) else b)
+    if last_full is None or first_full <= last_full:
+        alts.append(_int_range(first_full, last_full) + frac)
+    if not integer and a_excl and (b is None or a < b):
+        alts.append(rf"{a}\.[0-9]*[1-9][0-9]*")
+    if not integer and b is not None and not b_excl and (b > a or not a_excl):
+        alts.append(rf"{b}(?:\.0+)?")
+    return "(?:" + "|".join(alts) + ")" if alts else ""
+
+
+def _int_range(lo: int, hi) -> str:
+    """Canonical decimal integers in [lo, hi] (hi None: unbounded), lo >= 0."""
+    if hi is None:
+        width = len(str(lo))
+        return f"(?:{_int_range(lo, 10 ** width - 1)}|[1-9][0-9]{{{width},}})"
+    alts = []
+    while lo <= hi:
+        top = min(hi, 10 ** len(str(lo)) - 1)
+        alts.append(_same_width(str(lo), str(top)))
+        lo = top + 1
+    return "(?:" + "|".join(alts) + ")"
+
+
+def _same_width(x: str, y: str) -> str:
+    """Digit strings between x and y (same length, x <= y)."""
+    if x == y:
+        return x
+    if len(x) == 1:
+        return f"[{x}-{y}]"
+    if x[0] == y[0]:
+        return x[0] + _same_width(x[1:], y[1:])
+    n = len(x) - 1
+    alts = [x[0] + _same_width(x[1:], "9" * n)]
+    if int(y[0]) - int(x[0]) > 1:
+        alts.append(f"[{int(x[0]) + 1}-{int(y[0]) - 1}][0-9]{{{n}}}")
+    alts.append(y[0] + _same_width("0" * n, y[1:]))
+    return "(?:" + "|".join(alts) + ")"
+
+
+def integer_bound(value, path: str, keyword: str, integer: bool):
+    """Validate a numeric bound; numbers only support integer-valued bounds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise GrammarError(f"{keyword} at {path} must be a finite number")
+    if not integer and float(value) != int(value):
+        raise GrammarError(f"unsupported {keyword}={value} at {path}.{keyword}: "
+                           "number bounds must be integers")
+    return value

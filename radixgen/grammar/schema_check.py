@@ -1,0 +1,287 @@
+"""Check a JSON Schema against what outlines-core enforces exactly, and rewrite it for it.
+
+outlines-core turns a schema into a regex by looking at ONE keyword per node, in this order:
+properties, allOf, anyOf, oneOf, prefixItems, enum, const, $ref, type. Every other assertion
+keyword on that node is silently ignored, and some of the chosen ones are approximations
+(allOf concatenates regexes, oneOf is a plain alternation, `required` outside `properties` and
+numeric bounds are ignored, `pattern` is spliced unescaped). An ignored assertion would let the
+model produce output that violates the schema, so `SchemaRewriter` refuses (GrammarError naming
+the keyword and its JSON path) anything it cannot make exact, and rewrites the rest:
+
+- leaves outlines-core gets wrong (string `pattern`/`format`, numeric bounds) become placeholder
+  consts, replaced afterwards by exact regexes from `regex_leaves`;
+- objects with `properties` are closed (only the listed properties are generated; always valid);
+- annotations and unknown keywords (ignored by validators too) are dropped.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+from .matcher import GrammarError
+from .regex_leaves import format_regex, integer_bound, number_range_regex, string_pattern_regex
+from .schema_rules import check_counts, disjoint, is_type, tightest
+
+ASSERTIONS = frozenset("""type enum const multipleOf maximum exclusiveMaximum minimum exclusiveMinimum
+maxLength minLength pattern format maxItems minItems uniqueItems maxContains minContains contains
+maxProperties minProperties required dependentRequired dependencies properties patternProperties
+additionalProperties propertyNames items prefixItems additionalItems unevaluatedItems
+unevaluatedProperties allOf anyOf oneOf not if then else dependentSchemas $ref $dynamicRef
+$recursiveRef""".split())
+_BRANCHES = ("properties", "allOf", "anyOf", "oneOf", "prefixItems", "enum", "const", "$ref", "type")
+_BY_TYPE = {
+    "string": {"minLength", "maxLength", "pattern", "format"},
+    "integer": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"},
+    "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"},
+    "array": {"items", "minItems", "maxItems", "uniqueItems"},
+    "object": {"additionalProperties", "minProperties", "maxProperties", "required"},
+    "boolean": set(), "null": set(),
+}
+# any JSON value, with unconstrained containers kept shallow (outlines-core's own expansion of
+# {} nests them 2 deep, which makes the automaton take seconds to build); `depth` is its keyword
+ANY_VALUE = {"anyOf": [{"type": "boolean"}, {"type": "null"}, {"type": "number"}, {"type": "string"},
+                       {"type": "array", "depth": 1}, {"type": "object", "depth": 1}]}
+
+
+class SchemaRewriter:
+    """One use: `rewrite(schema)` returns the schema for outlines-core; `placeholders` maps each
+    placeholder const it introduced to the exact regex that replaces it."""
+
+    def __init__(self, root, nonce: str) -> None:
+        self.root = root
+        self.nonce = nonce
+        self.placeholders: dict[str, str] = {}
+
+    def rewrite(self, node, path: str = "$"):
+        if node is True:
+            return copy.deepcopy(ANY_VALUE)
+        if not isinstance(node, dict):
+            raise GrammarError(f"schema at {path} must be an object or true, got {node!r}")
+        present = [k for k in node if k in ASSERTIONS]
+        branch = next((b for b in _BRANCHES if b in node), None)
+        if branch is None:
+            if present:
+                _refuse(present[0], path, "it needs a type, properties, enum, const or $ref beside it")
+            return self._with_defs(node, copy.deepcopy(ANY_VALUE), path)
+        check_counts(node, path)
+        handler = getattr(self, "_" + branch.lstrip("$"))
+        return self._with_defs(node, handler(node, path), path)
+
+    def _with_defs(self, node: dict, new: dict, path: str) -> dict:
+        """Keep (rewritten) $defs/definitions where they were, so $ref paths stay valid."""
+        for key in ("$defs", "definitions"):
+            if isinstance(node.get(key), dict):
+                new[key] = {k: self.rewrite(v, f"{path}.{key}.{k}") for k, v in node[key].items()}
+        return new
+
+    # ------------------------------------------------------------ branches (outlines' order)
+
+    def _properties(self, node: dict, path: str) -> dict:
+        _only(node, path, {"properties", "required", "type", "additionalProperties",
+                           "minProperties", "maxProperties"})
+        props, required = node["properties"], node.get("required", [])
+        if not isinstance(props, dict):
+            raise GrammarError(f"properties at {path} must be an object")
+        _need_type(node, path, "object")
+        for name in props:
+            if any(c in name for c in '"\\') or any(ord(c) < 0x20 for c in name):
+                _refuse("properties", path, f"property name {name!r} needs JSON escaping")
+        missing = [r for r in required if r not in props]
+        if missing:
+            _refuse("required", path, f"{missing} are not listed in properties (only listed "
+                    "properties are generated)")
+        if node.get("minProperties", 0) > len(set(required)):
+            _refuse("minProperties", path, "it exceeds the number of required properties")
+        if node.get("maxProperties", math.inf) < len(props):
+            _refuse("maxProperties", path, "it is below the number of listed properties")
+        new_props = {k: self.rewrite(v, f"{path}.properties.{k}") for k, v in props.items()}
+        return {"type": "object", "properties": new_props, "required": list(required)}
+
+    def _allOf(self, node: dict, path: str) -> dict:
+        _only(node, path, {"allOf"})
+        if not isinstance(node["allOf"], list) or len(node["allOf"]) != 1:
+            _refuse("allOf", path, "only a single-schema allOf can be enforced exactly")
+        return {"allOf": [self.rewrite(node["allOf"][0], f"{path}.allOf[0]")]}
+
+    def _anyOf(self, node: dict, path: str, key: str = "anyOf") -> dict:
+        _only(node, path, {key})
+        options = node[key]
+        if not isinstance(options, list) or not options:
+            raise GrammarError(f"{key} at {path} must be a non-empty array")
+        return {key: [self.rewrite(s, f"{path}.{key}[{i}]") for i, s in enumerate(options)]}
+
+    def _oneOf(self, node: dict, path: str) -> dict:
+        new = self._anyOf(node, path, "oneOf")
+        if not disjoint([self._resolve_chain(s) for s in new["oneOf"]]):
+            _refuse("oneOf", path, "its alternatives may overlap (radixgen enforces oneOf only when "
+                    "they differ in type, in enum/const values, or in a required const property)")
+        return new
+
+    def _prefixItems(self, node: dict, path: str) -> dict:
+        _only(node, path, {"prefixItems", "type", "items", "minItems", "maxItems", "uniqueItems",
+                           "additionalItems", "unevaluatedItems"})
+        items = node["prefixItems"]
+        _need_type(node, path, "array")
+        if node.get("minItems", 0) > len(items):
+            _refuse("minItems", path, "it exceeds the number of prefixItems (exactly those are generated)")
+        if node.get("maxItems", math.inf) < len(items):
+            _refuse("maxItems", path, "it is below the number of prefixItems")
+        if node.get("uniqueItems") is True:
+            _refuse("uniqueItems", path, "uniqueness cannot be enforced by a regular language")
+        return {"prefixItems": [self.rewrite(s, f"{path}.prefixItems[{i}]") for i, s in enumerate(items)]}
+
+    def _enum(self, node: dict, path: str, key: str = "enum") -> dict:
+        _only(node, path, {key, "type"})
+        values = node[key] if key == "enum" else [node[key]]
+        if key == "enum" and (not isinstance(values, list) or not values):
+            raise GrammarError(f"enum at {path} must be a non-empty array")
+        for v in values:
+            if isinstance(v, (dict, list)):
+                _refuse(key, path, "object and array values are not supported")
+            if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2 ** 53:
+                _refuse(key, path, f"{v} is beyond the integers outlines-core keeps exact")
+        if "type" in node:
+            types = node["type"] if isinstance(node["type"], list) else [node["type"]]
+            values = [v for v in values if any(is_type(v, t) for t in types)]
+            if not values:
+                _refuse(key, path, "no value matches the sibling type")
+        return {"enum": values}
+
+    def _const(self, node: dict, path: str) -> dict:
+        return self._enum(node, path, "const")
+
+    def _ref(self, node: dict, path: str) -> dict:
+        _only(node, path, {"$ref"})
+        ref = node["$ref"]
+        if not isinstance(ref, str) or "~" in ref or "%" in ref:
+            _refuse("$ref", path, "only plain local references (#/...) are supported")
+        self._resolve(ref, path)
+        return {"$ref": ref}
+
+    def _type(self, node: dict, path: str) -> dict:
+        types = node["type"] if isinstance(node["type"], list) else [node["type"]]
+        unknown = [t for t in types if t not in _BY_TYPE]
+        if unknown or not types:
+            _refuse("type", path, f"unknown type(s) {unknown}")
+        _only(node, path, {"type"}.union(*(_BY_TYPE[t] for t in types)))
+        if len(types) == 1:
+            return getattr(self, "_type_" + types[0])(node, path)
+        leaf = [k for k in node if k in _BY_TYPE["string"] | _BY_TYPE["number"] | _BY_TYPE["integer"]
+                and k not in ("minLength", "maxLength")]
+        if leaf:
+            _refuse(leaf[0], path, "it is only supported with a single type")
+        new = {"type": list(types)}
+        for t in types:
+            new.update(getattr(self, "_type_" + t)(node, path))
+        new["type"] = list(types)
+        return new
+
+    # ------------------------------------------------------------ one type
+
+    def _type_string(self, node: dict, path: str) -> dict:
+        given = [k for k in ("pattern", "format", "minLength", "maxLength") if k in node]
+        if ("pattern" in given or "format" in given) and len(given) > 1:
+            _refuse(given[1], path, f"it cannot be combined with {given[0]}")
+        if "pattern" in node:
+            return self._placeholder(string_pattern_regex(node["pattern"], path), quoted=True)
+        if "format" in node:
+            return self._placeholder(format_regex(node["format"], path), quoted=True)
+        return {"type": "string", **{k: node[k] for k in ("minLength", "maxLength") if k in node}}
+
+    def _type_integer(self, node: dict, path: str) -> dict:
+        if node.get("multipleOf", 1) != 1:
+            _refuse("multipleOf", path, "only multipleOf 1 is supported")
+        return self._numeric(node, path, integer=True)
+
+    def _type_number(self, node: dict, path: str) -> dict:
+        return self._numeric(node, path, integer=False)
+
+    def _numeric(self, node: dict, path: str, integer: bool) -> dict:
+        name = "integer" if integer else "number"
+        keys = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
+        b = {k: integer_bound(node[k], path, k, integer) for k in keys if k in node}
+        if not b:
+            return {"type": name}
+        lo, lo_excl = tightest(b, "minimum", "exclusiveMinimum", max, integer)
+        hi, hi_excl = tightest(b, "maximum", "exclusiveMaximum", min, integer)
+        if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_excl or hi_excl))):
+            _refuse("minimum", path, "the bounds leave no value")
+        return self._placeholder(number_range_regex(lo, hi, lo_excl, hi_excl, integer), quoted=False)
+
+    def _type_boolean(self, node: dict, path: str) -> dict:
+        return {"type": "boolean"}
+
+    def _type_null(self, node: dict, path: str) -> dict:
+        return {"type": "null"}
+
+    def _type_array(self, node: dict, path: str) -> dict:
+        if node.get("uniqueItems") is True:
+            _refuse("uniqueItems", path, "uniqueness cannot be enforced by a regular language")
+        new = {"type": "array", **{k: node[k] for k in ("minItems", "maxItems") if k in node}}
+        if "items" in node:
+            if not isinstance(node["items"], (dict, bool)):
+                _refuse("items", path, "the array (tuple) form is not supported; use prefixItems")
+            if node["items"] is False:
+                new["maxItems"] = 0
+            else:
+                new["items"] = self.rewrite(node["items"], f"{path}.items")
+        return new
+
+    def _type_object(self, node: dict, path: str) -> dict:
+        if node.get("required"):
+            _refuse("required", path, "it needs properties listing the required names")
+        if node.get("minProperties", 0) > 1:
+            _refuse("minProperties", path, "values above 1 need properties (keys could repeat)")
+        if node.get("maxProperties", 0) > 0:
+            _refuse("maxProperties", path, "outlines-core only enforces 0 without properties")
+        new = {"type": "object", **{k: node[k] for k in ("minProperties", "maxProperties") if k in node}}
+        extra = node.get("additionalProperties", True)
+        if extra is False:
+            new["maxProperties"] = 0
+            if node.get("minProperties", 0) > 0:
+                _refuse("minProperties", path, "no property is allowed")
+        elif extra is not True:
+            new["additionalProperties"] = self.rewrite(extra, f"{path}.additionalProperties")
+        return new
+
+    # ------------------------------------------------------------ helpers
+
+    def _placeholder(self, regex: str, quoted: bool) -> dict:
+        name = f"RGPH{self.nonce}x{len(self.placeholders)}"
+        self.placeholders[f'"{name}"'] = f'"{regex}"' if quoted else regex
+        return {"const": name}
+
+    def _resolve(self, ref: str, path: str):
+        parts = ref.split("#")
+        if len(parts) != 2 or (parts[0] and parts[0] != self.root.get("$id")):
+            _refuse("$ref", path, f"{ref!r} is not a local reference")
+        node = self.root
+        for part in (p for p in parts[1].split("/") if p):
+            if not isinstance(node, dict) or part not in node:
+                _refuse("$ref", path, f"{ref!r} does not resolve")
+            node = node[part]
+        return node
+
+    def _resolve_chain(self, node):
+        for _ in range(32):
+            if not (isinstance(node, dict) and "$ref" in node):
+                return node
+            node = self._resolve(node["$ref"], "$")
+        return node
+
+
+def _need_type(node: dict, path: str, wanted: str) -> None:
+    types = node.get("type", wanted)
+    if wanted not in (types if isinstance(types, list) else [types]):
+        _refuse("type", path, f"it conflicts with the {wanted} keywords beside it")
+
+
+def _only(node: dict, path: str, allowed: set) -> None:
+    for key in node:
+        if key in ASSERTIONS and key not in allowed:
+            _refuse(key, path, "outlines-core would ignore it here")
+
+
+def _refuse(keyword: str, path: str, why: str):
+    raise GrammarError(f"unsupported JSON Schema keyword {keyword!r} at {path}: {why}")

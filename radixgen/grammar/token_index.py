@@ -1,0 +1,251 @@
+"""A regex compiled to a token-level automaton (outlines-core `Index`) plus per-state tables.
+
+`TokenIndex` wraps one outlines-core Index and precomputes, for every automaton state, what the
+matcher needs on the hot path:
+
+- the allowed-token bitmask row (deduplicated: states with the same allowed set share a row;
+  EOS bits are those of `TokenizerInfo.eos_ids`, set exactly in accepting states),
+- the single allowed token, for states that admit exactly one (jump-forward),
+- the longest byte prefix every allowed token shares (the forced text, `jump_forward_string`).
+
+Tables are built once per compiled grammar, off the scheduler thread (compilation is async), so
+`fill_bitmask` is one row copy. A grammar with too many transitions to tabulate eagerly falls back
+to building rows lazily into an LRU-bounded cache.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+from outlines_core import Index, Vocabulary
+
+from .bitmask import pack_token_ids
+from .matcher import GrammarError
+from .tokenizer_info import TokenizerInfo
+
+EAGER_STATE_LIMIT = 8192  # tabulate every state when the automaton has at most this many
+LAZY_CACHE_ROWS = 2048  # LRU bound on lazily built rows (6 KiB each for a 49k vocabulary)
+
+_vocab_lock = threading.Lock()
+_by_bytes: "weakref.WeakKeyDictionary[TokenizerInfo, dict]" = weakref.WeakKeyDictionary()
+_first: "weakref.WeakKeyDictionary[TokenizerInfo, np.ndarray]" = weakref.WeakKeyDictionary()
+_vocabularies: "weakref.WeakKeyDictionary[TokenizerInfo, OutlinesVocab]" = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class OutlinesVocab:
+    """An outlines-core Vocabulary for one tokenizer, plus an end sentinel.
+
+    outlines-core 0.2.14 builds its automaton with leftmost-first match semantics: once a state
+    accepts, continuations that pass through non-accepting states are dropped (for "a(bc)*" it
+    forbids "b" after "a"). Every regex is therefore compiled as `(?:regex)<sentinel>`, where the
+    sentinel is a private-use character that no real token contains, spelt by a fake token id
+    beyond the vocabulary: the only match is then at the very end, nothing is dropped, and a state
+    accepts the user's regex exactly when the sentinel token leads to a final state."""
+
+    vocabulary: Vocabulary
+    sentinel: str  # the character appended to every regex
+    sentinel_id: int  # its fake token id (>= vocab_size: never in a bitmask)
+    eos_id: int  # the EOS id outlines-core requires (fake too; the matcher handles real EOS)
+
+
+def outlines_vocabulary(info: TokenizerInfo) -> OutlinesVocab:
+    """The outlines-core Vocabulary of `info`, cached per tokenizer.
+
+    Tokens are given as raw bytes so outlines-core matches the regex over exactly the bytes each
+    token decodes to. Special tokens, EOS and empty tokens are left out: they never spell grammar
+    text; the matcher allows `info.eos_ids` itself in accepting states."""
+    with _vocab_lock:
+        if info in _vocabularies:
+            return _vocabularies[info]
+        skip = set(info.eos_ids) | set(info.special_ids)
+        by_bytes: dict[bytes, list[int]] = {}
+        for token_id, data in enumerate(info.token_bytes):
+            if data and token_id not in skip:
+                by_bytes.setdefault(data, []).append(token_id)
+        sentinel = next(chr(c) for c in range(0xE000, 0xF8FF)
+                        if not any(chr(c).encode() in data for data in by_bytes))
+        sentinel_id = max(info.vocab_size, len(info.token_bytes))
+        by_bytes[sentinel.encode()] = [sentinel_id]
+        vocab = OutlinesVocab(Vocabulary(sentinel_id + 1, by_bytes), sentinel, sentinel_id, sentinel_id + 1)
+        _vocabularies[info] = vocab
+        return vocab
+
+
+def build_index(regex: str, info: TokenizerInfo) -> "TokenIndex":
+    """Compile `regex` (Rust regex syntax, matched against the whole output) over `info`'s
+    vocabulary. Raises GrammarError when the regex is invalid or no token can follow a state."""
+    vocab = outlines_vocabulary(info)
+    try:
+        index = Index(f"(?:{regex}){vocab.sentinel}", vocab.vocabulary)
+    except (ValueError, RuntimeError) as exc:
+        raise GrammarError(f"cannot compile regex: {exc}") from None
+    return TokenIndex(index, info, vocab)
+
+
+class TokenIndex:
+    """Immutable after construction except for the lazy caches (guarded by a lock).
+
+    Live states: a real token may also spell the sentinel's bytes one by one; the states such a
+    spelling passes through can never reach an accepting state, so they are dead, and a token is
+    allowed only when it leads to a live state (one from which an accepting state is reachable)."""
+
+    def __init__(self, index: Index, info: TokenizerInfo, vocab: OutlinesVocab) -> None:
+        self.index = index
+        self.info = info
+        self.initial_state: int = index.get_initial_state()
+        self._final = frozenset(index.get_final_states())  # outlines' (after the sentinel)
+        self._sentinel_id = vocab.sentinel_id
+        self._eos_ids = np.asarray(info.eos_ids, dtype=np.int64)
+        self._row_of: dict[int, int] = {}  # state -> row of self.rows
+        self._single: dict[int, int] = {}  # state -> its only allowed token (non-accepting states)
+        self._forced: dict[int, bytes] = {}  # state -> byte prefix shared by all allowed tokens
+        self._lazy: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self._first_byte = _first_bytes(info)
+        transitions = index.get_transitions()
+        self._accepting = {s: moves.get(self._sentinel_id) in self._final for s, moves in transitions.items()}
+        self._live = _live_states(transitions, self._accepting)
+        self._dead = np.fromiter((s for s in transitions if s not in self._live), dtype=np.int64)
+        self.num_states = len(self._live)
+        self.rows = self._tabulate(transitions) if len(transitions) <= EAGER_STATE_LIMIT else \
+            np.zeros((0, 0), dtype=np.int32)
+
+    def next_state(self, state: int, token_id: int) -> int | None:
+        """The state after `token_id`, or None when the grammar rejects it (EOS excluded)."""
+        if token_id >= self._sentinel_id:
+            return None
+        nxt = self.index.get_next_state(state, token_id)
+        return nxt if nxt in self._live else None
+
+    def is_accepting(self, state: int) -> bool:
+        """True when the text that led to `state` is a complete match (EOS allowed)."""
+        return self._accepting.get(state, False)
+
+    def token_ids_of(self, data: bytes) -> list[int]:
+        """Ids of the (non-special) tokens that spell exactly `data`."""
+        return _ids_by_bytes(self.info).get(data, [])
+
+    def row(self, state: int) -> np.ndarray:
+        """The bitmask row (int32 [words]) of `state`: a view, never to be mutated."""
+        k = self._row_of.get(state)
+        if k is not None:
+            return self.rows[k]
+        return self._lazy_row(state)
+
+    def single_token(self, state: int) -> int | None:
+        """The only token allowed in `state` (None if several, or if EOS is also allowed)."""
+        if state not in self._row_of:
+            self._lazy_row(state)
+        return self._single.get(state)
+
+    def forced_bytes(self, state: int) -> bytes:
+        """Bytes every allowed token of a non-accepting `state` starts with (b"" if none)."""
+        if state not in self._row_of:
+            self._lazy_row(state)
+        return self._forced.get(state, b"")
+
+    # ------------------------------------------------------------ table construction
+
+    def _tabulate(self, transitions: dict) -> np.ndarray:
+        """Rows for every live state, deduplicated (states with equal allowed sets share one)."""
+        rows, seen = [], {}
+        for state, moves in transitions.items():
+            if state not in self._live:
+                continue
+            ids = np.fromiter(moves.keys(), dtype=np.int64, count=len(moves))
+            nxt = np.fromiter(moves.values(), dtype=np.int64, count=len(moves))
+            row = self._analyse(state, ids, nxt)
+            k = seen.setdefault(row.tobytes(), len(rows))
+            if k == len(rows):
+                rows.append(row)
+            self._row_of[state] = k
+        return np.stack(rows) if rows else np.zeros((0, 0), dtype=np.int32)
+
+    def _lazy_row(self, state: int) -> np.ndarray:
+        with self._lock:
+            row = self._lazy.get(state)
+            if row is None:
+                ids = np.asarray(self.index.get_allowed_tokens(state), dtype=np.int64)
+                ids = ids[ids < self._sentinel_id]
+                nxt = np.asarray([self.index.get_next_state(state, int(t)) for t in ids], dtype=np.int64)
+                row = self._analyse(state, ids, nxt)
+                self._lazy[state] = row
+                if len(self._lazy) > LAZY_CACHE_ROWS:
+                    self._lazy.popitem(last=False)
+            self._lazy.move_to_end(state)
+            return row
+
+    def _analyse(self, state: int, ids: np.ndarray, nxt: np.ndarray) -> np.ndarray:
+        """Build `state`'s row from its transitions (token ids -> next states); record its
+        single token and forced bytes on the way."""
+        keep = ids < self._sentinel_id
+        if len(self._dead):
+            keep &= ~np.isin(nxt, self._dead)
+        ids = ids[keep]
+        accepting = self.is_accepting(state)
+        if not accepting:
+            if len(ids) == 1:
+                self._single[state] = int(ids[0])
+            forced = self._shared_prefix(ids)
+            if forced:
+                self._forced[state] = forced
+        if accepting and len(self._eos_ids):
+            ids = np.concatenate([ids, self._eos_ids])
+        return pack_token_ids(ids, self.info.vocab_size)
+
+    def _shared_prefix(self, ids: np.ndarray) -> bytes:
+        if len(ids) == 0:
+            return b""
+        first = self._first_byte[ids]
+        if (first != first[0]).any() or first[0] < 0:
+            return b""
+        tokens = [self.info.token_bytes[i] for i in ids]
+        prefix = min(tokens, key=len)
+        for data in tokens:
+            while not data.startswith(prefix):
+                prefix = prefix[:-1]
+        return prefix
+
+
+def _live_states(transitions: dict, accepting: dict) -> frozenset:
+    """States from which an accepting state is reachable (backward search over the edges)."""
+    parents: dict[int, set] = {}
+    for state, moves in transitions.items():
+        for nxt in set(moves.values()):
+            parents.setdefault(nxt, set()).add(state)
+    live = {s for s, acc in accepting.items() if acc}
+    stack = list(live)
+    while stack:
+        for parent in parents.get(stack.pop(), ()):
+            if parent not in live:
+                live.add(parent)
+                stack.append(parent)
+    return frozenset(live)
+
+
+def _ids_by_bytes(info: TokenizerInfo) -> dict[bytes, list[int]]:
+    cached = _by_bytes.get(info)
+    if cached is None:
+        cached = {}
+        for token_id, data in enumerate(info.token_bytes):
+            if data and token_id not in info.special_ids:
+                cached.setdefault(data, []).append(token_id)
+        _by_bytes[info] = cached
+    return cached
+
+
+def _first_bytes(info: TokenizerInfo) -> np.ndarray:
+    """First byte of every token (-1 for empty tokens), cached per TokenizerInfo."""
+    cached = _first.get(info)
+    if cached is None:
+        cached = np.full(max(info.vocab_size, len(info.token_bytes)), -1, dtype=np.int16)
+        for i, data in enumerate(info.token_bytes):
+            if data:
+                cached[i] = data[0]
+        _first[info] = cached
+    return cached

@@ -1,0 +1,40 @@
+"""Seeded random walks through a grammar: sample only allowed tokens until EOS."""
+
+import random
+
+import numpy as np
+
+from radixgen.grammar.bitmask import allocate_bitmask, unpack_row
+
+_CLOSERS = (b'"', b"}", b"]", b",")
+
+
+def random_walk(grammar, info, seed: int, max_steps: int = 1000) -> tuple[list[int], str]:
+    """Token ids (EOS excluded) and their text. Each step samples uniformly among allowed tokens,
+    but prefers EOS, closing punctuation and single bytes more and more as the walk grows, so it
+    ends."""
+    rng, matcher = random.Random(seed), grammar.matcher()
+    bitmask = allocate_bitmask(1, info.vocab_size)
+    eos = np.asarray(info.eos_ids)
+    closers = np.flatnonzero(np.isin(np.array(info.token_bytes, dtype=object), _CLOSERS))
+    single = np.flatnonzero(np.array([len(b) == 1 for b in info.token_bytes]))
+    ids = []
+    for step in range(max_steps):
+        matcher.fill_bitmask(bitmask, 0)
+        allowed = unpack_row(bitmask[0], info.vocab_size)
+        assert len(allowed), f"dead end after {info_text(info, ids)!r}"
+        urge = min(0.9, 0.2 + step / 100)
+        pools = [np.intersect1d(allowed, eos)] if rng.random() < 0.7 else []
+        if rng.random() < urge:
+            pools += [np.intersect1d(allowed, closers), np.intersect1d(allowed, single)]
+        pool = next((p for p in pools if len(p)), allowed)
+        token = int(pool[rng.randrange(len(pool))])
+        assert matcher.accept_token(token)
+        if matcher.is_terminated():
+            return ids, info_text(info, ids)
+        ids.append(token)
+    raise AssertionError(f"no EOS within {max_steps} steps: {info_text(info, ids)[:200]!r}")
+
+
+def info_text(info, ids) -> str:
+    return b"".join(info.token_bytes[i] for i in ids).decode("utf-8", errors="replace")
