@@ -47,6 +47,8 @@ class SchedulerConfig:
     schedule_policy: str = option("lpm", "queue order: lpm (longest cached prefix first, with aging) or fcfs", ("lpm", "fcfs"))
     new_token_ratio: float = option(0.4, "fraction of each request's remaining max_new_tokens reserved at admission")
     aging_seconds: float = option(5.0, "a request waiting longer than this goes ahead of better-cached ones")
+    grammar_whitespace: str = option("compact", "whitespace JSON-schema outputs may use", ("compact", "flexible"))
+    disable_jump_forward: bool = option(False, "decode grammar-forced tokens one step at a time")
 
 
 @dataclass(frozen=True)

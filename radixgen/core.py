@@ -34,6 +34,8 @@ class SamplingParams:
     top_logprobs_num: int = 0
     logprob_start_len: int = -1  # >= 0: also return logprobs of prompt tokens from here on
     skip_special_tokens: bool = True
+    constraint: "Constraint | None" = None  # the grammar the output must follow
+    no_jump_forward: bool = False  # decode grammar-forced tokens one step at a time
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -65,10 +67,17 @@ class SamplingParams:
 
     @classmethod
     def from_dict(cls, params: dict[str, Any] | None) -> "SamplingParams":
-        """Build from a JSON-like dict; unknown keys raise ValueError naming them."""
+        """Build from a JSON-like dict; unknown keys raise ValueError naming them. At most one
+        of the constraint keys (regex, json_schema, choices, lark, ebnf) may be given."""
         params = dict(params or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(params) - known)
+        kinds = [k for k in CONSTRAINT_KINDS if params.get(k) is not None]
+        _check(len(kinds) <= 1, f"give at most one of {', '.join(CONSTRAINT_KINDS)}; got {', '.join(kinds)}")
+        for kind in CONSTRAINT_KINDS:
+            spec = params.pop(kind, None)
+            if spec is not None:
+                params["constraint"] = Constraint(kind, spec)
+        known = {f.name for f in dataclasses.fields(cls)} - {"constraint"}
+        unknown = sorted(set(params) - known - {"constraint"})
         _check(not unknown, f"unknown sampling parameter(s): {', '.join(unknown)}")
         if params.get("stop") is None:
             params.pop("stop", None)

@@ -12,6 +12,7 @@ from radixgen.config import EngineConfig
 from radixgen.core import SamplingParams
 from radixgen.radix import NoPrefixCache, RadixCache
 from radixgen.runtime.detokenizer import IncrementalDetokenizer
+from radixgen.runtime.grammar_backend import GrammarBackend
 from radixgen.runtime.messages import GenerateReq, TokenOut
 from radixgen.runtime.model.embedded import default_model_path
 from radixgen.runtime.model_runner import ModelRunner
@@ -36,7 +37,9 @@ def build_scheduler(model_path: Path, cfg: EngineConfig, tokenizer: Any) -> Sche
     if tokenizer.eos_token_id is not None:
         eos.add(tokenizer.eos_token_id)
     checker = StopChecker(eos, lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
-    return Scheduler(runner, cache, cfg.scheduler, checker)
+    grammar = GrammarBackend(tokenizer, runner.arch.vocab_size, eos, cfg.scheduler.grammar_whitespace,
+                             jump_forward=not cfg.scheduler.disable_jump_forward)
+    return Scheduler(runner, cache, cfg.scheduler, checker, grammar)
 
 
 class _Pending:
@@ -133,6 +136,8 @@ class Engine:
                 outputs = self.scheduler.step()
 
     def shutdown(self) -> None:
+        if self.scheduler is not None and self.scheduler.grammar is not None:
+            self.scheduler.grammar.shutdown()
         self.scheduler = None
 
     def __enter__(self) -> "Engine":

@@ -30,6 +30,7 @@ class Request:
     num_retractions: int = 0
     finish: FinishReason | None = None
     generator: torch.Generator | None = None
+    matcher: Any = None  # the grammar cursor of a constrained request (radixgen.grammar.Matcher)
     output_logprobs: list[float] = field(default_factory=list)
     output_top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
     input_logprobs: list[float] = field(default_factory=list)  # of prompt tokens, see below

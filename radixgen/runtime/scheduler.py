@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 
 import torch
 
 from radixgen.config import SchedulerConfig
 from radixgen.core import FinishReason
 from radixgen.radix import PrefixCache
+from radixgen.runtime.grammar_backend import CONSTRAINT_ERROR, GrammarBackend
 from radixgen.runtime.kv_manager import KVManager
 from radixgen.runtime.messages import AbortReq, FlushCacheReq, GenerateReq, TokenOut, ToScheduler
 from radixgen.runtime.model_runner import ModelRunner
@@ -27,8 +29,9 @@ logger = logging.getLogger(__name__)
 
 class Scheduler:
     def __init__(self, runner: ModelRunner, cache: PrefixCache, cfg: SchedulerConfig,
-                 stop_checker: StopChecker):
+                 stop_checker: StopChecker, grammar: GrammarBackend | None = None):
         self.runner, self.cfg, self.stop_checker = runner, cfg, stop_checker
+        self.grammar = grammar  # None: constrained requests are refused
         self.cache = cache
         self.kv = KVManager(cache, runner.allocator, runner.table, runner.mixed_kv)
         chunk = cfg.chunked_prefill_size
@@ -40,6 +43,7 @@ class Scheduler:
         self.chunked: list[Request] = []  # admitted, prompt partly prefilled
         self.outputs: list[TokenOut] = []
         self.num_prompt_tokens = self.num_cached_tokens = self.num_retractions = 0
+        self.num_cached_by_tier = [0, 0]
 
     # ---- input ----------------------------------------------------------------------------
     def handle(self, msg: ToScheduler) -> None:
@@ -57,12 +61,16 @@ class Scheduler:
         error = self._validate(req)
         if error:
             self._finish(req, FinishReason("abort", message=error))
-            return
-        self.waiting.append(req)
+        elif req.params.constraint is not None:
+            self.grammar.submit(req)  # joins `waiting` once its grammar compiled
+        else:
+            self.waiting.append(req)
 
     def _validate(self, req: Request) -> str:
         if not req.input_ids:
             return "the prompt is empty"
+        if req.params.constraint is not None and self.grammar is None:
+            return "this scheduler has no grammar backend"
         if len(req.input_ids) >= self.runner.max_context_len:
             return f"the prompt has {len(req.input_ids)} tokens; the model's context is {self.runner.max_context_len}"
         if len(req.input_ids) + 1 > self.runner.capacity[0]:
@@ -72,6 +80,10 @@ class Scheduler:
         return ""
 
     def _abort(self, rid: str) -> None:
+        compiling = self.grammar.drop(rid) if self.grammar else None
+        if compiling is not None:
+            self._finish(compiling, FinishReason("abort", message="aborted by the client"))
+            return
         for queue in (self.waiting, self.chunked, self.running):
             for req in queue:
                 if req.rid == rid:
@@ -90,17 +102,20 @@ class Scheduler:
 
     @property
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running or self.chunked)
+        return bool(self.waiting or self.running or self.chunked or (self.grammar and self.grammar.pending))
 
     # ---- one step ---------------------------------------------------------------------------
     def step(self) -> list[TokenOut]:
         """Run one forward: the admitted prefill chunks together with a decode token of every
         running request (a mixed batch, so decoding never stalls behind prefill), and return
         the outputs produced since the last step."""
+        self._admit_compiled()
         plan = self._plan_prefill()
         dec_reqs, dec_slots = self._alloc_decode()
         ext_slots = self._alloc_plan(plan) if plan.reqs else []
         if not plan.reqs and not dec_reqs:
+            if self.grammar is not None and self.grammar.pending:
+                time.sleep(0.002)  # only compiles in flight: leave the GIL to their thread
             return self._take_outputs()
         extra = [_input_logprob_rows(r, e) for r, e in zip(plan.reqs, plan.extend_lens)]
         logits = self.runner.forward_mixed(plan.reqs, plan.extend_lens, ext_slots, dec_reqs, dec_slots,
@@ -151,6 +166,15 @@ class Scheduler:
             reserved = [reserved[0] + prompt, reserved[1] + generated + self._reserve(req)]
         return plan
 
+    def _count_hits_by_tier(self, req: Request) -> None:
+        """Cached prompt tokens per KV pool (tier), for the per-precision hit rates."""
+        if self.kv.branch_tier == 0:
+            self.num_cached_by_tier[0] += req.kv_len
+            return
+        branch = int((self.runner.table.read(req.row, req.kv_len) >= self.runner.capacity[0]).sum())
+        self.num_cached_by_tier[0] += req.kv_len - branch
+        self.num_cached_by_tier[1] += branch
+
     def _reserve(self, req: Request) -> int:
         """KV tokens held back at admission for the request's future decode steps."""
         return int(req.remaining_new_tokens * self.cfg.new_token_ratio)
@@ -180,6 +204,7 @@ class Scheduler:
                 req.started, req.cached_tokens = True, req.kv_len
                 self.num_prompt_tokens += len(req.input_ids)
                 self.num_cached_tokens += req.kv_len
+                self._count_hits_by_tier(req)
             req.kv_len += ext
             self.kv.cache_unfinished(req)
             if req.kv_len == req.seq_len:
@@ -228,21 +253,53 @@ class Scheduler:
             return prompt + generated <= self.runner.num_slots
         return prompt <= self.runner.capacity[0] and generated <= self.runner.capacity[1]
 
+    def _admit_compiled(self) -> None:
+        """Move requests whose grammar finished compiling into the queue (or finish them)."""
+        if self.grammar is None or not self.grammar.pending:
+            return
+        ready, failed = self.grammar.poll()
+        self.waiting.extend(ready)
+        for req, error in failed:
+            self._finish(req, FinishReason("abort", message=f"{CONSTRAINT_ERROR} {error}"))
+
     def _append_tokens(self, reqs: list[Request], logits: torch.Tensor) -> None:
+        if self.grammar is not None:
+            self.grammar.mask_logits(logits, reqs)
         result = sample(logits, reqs)
         for i, (req, token) in enumerate(zip(reqs, result.token_ids)):
-            req.output_ids.append(token)
             lp = result.logprobs[i] if result.logprobs else None
             top = result.top_logprobs[i] if result.top_logprobs else None
             if lp is not None:
                 req.output_logprobs.append(lp)
-            reason = self.stop_checker.check(req, self.runner.max_context_len)
-            if req not in self.running:
-                self.running.append(req)
-            if reason is not None:
+            *tokens, reason = self._add_token(req, token)
+            if req in self.chunked:
+                self.chunked.remove(req)
+            if req in self.running and (reason is not None or len(tokens) > 1):
                 self.running.remove(req)
+            if reason is not None:
                 self.kv.release(req)
-            self._emit(req, [token], reason, [lp] if lp is not None else None, [top] if top else None)
+            elif len(tokens) > 1:  # jump-forward: the forced tokens' KV comes as an extend
+                self.chunked.append(req)
+            elif req not in self.running:
+                self.running.append(req)
+            self._emit(req, tokens, reason, [lp] if lp is not None else None, [top] if top else None)
+
+    def _add_token(self, req: Request, token: int) -> list:
+        """Append a sampled token and then any grammar-forced ones; returns the tokens appended
+        followed by the finish reason (None to go on)."""
+        tokens, forced = [token], []
+        while True:
+            req.output_ids.append(token)
+            reason = self.grammar.accept(req, token) if self.grammar else None
+            reason = reason or self.stop_checker.check(req, self.runner.max_context_len)
+            if reason is not None:
+                return [*tokens, reason]
+            if not forced:
+                forced = self.grammar.forced_tokens(req)[::-1] if self.grammar else []
+                if not forced:
+                    return [*tokens, None]
+            token = forced.pop()
+            tokens.append(token)
 
     def _finish(self, req: Request, reason: FinishReason) -> None:
         self._emit(req, [], reason, None, None)

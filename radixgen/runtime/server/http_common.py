@@ -17,6 +17,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from radixgen.config import EngineConfig, ServerConfig
 from radixgen.core import SamplingParams
+from radixgen.runtime.grammar_backend import CONSTRAINT_ERROR
 from radixgen.runtime.server.errors import APIError, from_validation_error, invalid
 from radixgen.runtime.server.request_group import ReqState, RequestGroup
 from radixgen.runtime.server.tokenizer_manager import TokenizerManager
@@ -88,13 +89,23 @@ async def collect(request: Request, group: RequestGroup) -> list[ReqState] | Non
         while True:
             done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
             if done:
-                return task.result()
+                return _raise_constraint_errors(task.result())
             if await request.is_disconnected():
                 return None
     finally:
         if not task.done():
             task.cancel()
             group.abort()
+
+
+def _raise_constraint_errors(states: list[ReqState]) -> list[ReqState]:
+    """A constraint the edge checks passed but the scheduler could not compile is still the
+    client's error: a 400 with the compiler's message."""
+    for state in states:
+        message = (state.finish or {}).get("message", "")
+        if message.startswith(CONSTRAINT_ERROR):
+            raise invalid(message, "sampling_params", "invalid_constraint")
+    return states
 
 
 def client_gone() -> Response:

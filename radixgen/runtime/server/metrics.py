@@ -32,6 +32,12 @@ SCHEDULER_GAUGES = {
     "num_queue_reqs": ("num_waiting_reqs", "requests waiting for admission"),
     "token_usage": ("token_usage", "fraction of KV slots in use (by requests or the radix cache)"),
     "cache_hit_rate": ("cache_hit_rate", "cached prompt tokens / prompt tokens since start"),
+    # per KV pool (mixed precision; with one pool it is reported as the prefix pool)
+    **{f"{pool}_pool_{key}": (f"{pool}_pool_{key}", f"{pool} KV pool: {doc}")
+       for pool in ("prefix", "branch") for key, doc in (
+           ("capacity_tokens", "capacity in tokens"), ("token_usage", "fraction of slots in use"),
+           ("cached_tokens", "tokens held by the radix cache"),
+           ("cache_hit_rate", "prompt tokens served from this pool's cache / prompt tokens"))},
 }
 
 

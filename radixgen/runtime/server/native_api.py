@@ -31,6 +31,7 @@ async def generate(request: Request, body: GenerateRequest = Depends(json_body(G
     params = _params_per_prompt(body, len(prompts))
     for ids, p in zip(prompts, params):
         st.tm.check_prompt(ids, p.max_new_tokens, "input_ids" if body.input_ids is not None else "text")
+    await st.tm.check_constraints(params, "sampling_params")
     group = RequestGroup(st.tm, list(zip(prompts, params)), _rids(st, body.rid, len(prompts)))
     group.start()
     if body.stream:

@@ -2,9 +2,9 @@
 400, never coerced), unknown fields rejected (`extra="forbid"`).
 
 Accepted but ignored, because they cannot change an output: `user`, `metadata`, `store`,
-`service_tier`, `parallel_tool_calls`. Rejected with a 400 until supported: `response_format`
-other than `{"type": "text"}`, non-empty `tools`, `tool_choice` other than "none", non-empty
-`logit_bias`, `suffix`, `best_of` > 1, `echo` together with `logprobs`, assistant `tool_calls`.
+`service_tier`. Rejected with a 400 until supported: non-empty `logit_bias`, `suffix`,
+`best_of` > 1, `echo` together with `logprobs`. `response_format`, `tools`, `tool_choice` and
+`parallel_tool_calls`: see openai_tools.py.
 Extensions (SGLang names): `top_k`, `min_p`, `repetition_penalty`, `ignore_eos`,
 `stop_token_ids`, `skip_special_tokens`.
 """

@@ -94,7 +94,23 @@ def scheduler_stats(s: Scheduler) -> dict[str, Any]:
         "num_prompt_tokens": prompt, "num_cached_tokens": s.num_cached_tokens,
         "cache_hit_rate": round(s.num_cached_tokens / prompt, 4) if prompt else 0.0,
         "num_retractions": s.num_retractions, "chunk_size": s.chunk_size,
+        **pool_stats(s),
     }
+
+
+def pool_stats(s: Scheduler) -> dict[str, Any]:
+    """Per KV pool (tier): precision, capacity, usage, cached tokens, cache hits."""
+    out: dict[str, Any] = {}
+    prompt = s.num_prompt_tokens
+    for tier, name in enumerate(("prefix", "branch")):
+        capacity = s.runner.capacity[tier] if tier < len(s.runner.capacity) else 0
+        free = s.runner.allocator.num_free(tier) if capacity else 0
+        hits = s.num_cached_by_tier[tier]
+        out.update({f"{name}_pool_dtype": s.runner.kv_dtypes[tier], f"{name}_pool_capacity_tokens": capacity,
+                    f"{name}_pool_token_usage": round(1 - free / capacity, 4) if capacity else 0.0,
+                    f"{name}_pool_cached_tokens": s.cache.total_size(tier) if capacity else 0,
+                    f"{name}_pool_cache_hit_rate": round(hits / prompt, 4) if prompt else 0.0})
+    return out
 
 
 def run_scheduler_process(model_path: str, cfg: EngineConfig, endpoints: Endpoints, log_level: str) -> None:
@@ -110,7 +126,7 @@ def run_scheduler_process(model_path: str, cfg: EngineConfig, endpoints: Endpoin
         raise SystemExit(1) from None
     proc = SchedulerProcess(scheduler, ctx, endpoints)
     runner = scheduler.runner
-    proc._reply(SchedulerReady(max_context_len=runner.max_context_len, num_slots=runner.num_slots,
+    proc._reply(SchedulerReady(max_context_len=runner.max_context_len, num_slots=runner.capacity[0],
                                vocab_size=runner.arch.vocab_size))
     logger.info("scheduler ready: %d KV slots, context %d", runner.num_slots, runner.max_context_len)
     try:

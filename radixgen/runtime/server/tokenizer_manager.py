@@ -56,6 +56,7 @@ class TokenizerManager:
         self.queues: dict[str, asyncio.Queue] = {}
         self.limits: SchedulerReady | None = None
         self.dead_reason: str | None = None
+        self._grammar_checker = None  # a GrammarCompiler used only to validate, built on first use
         self._waiters: dict[type, collections.deque[asyncio.Future]] = {
             FlushCacheResp: collections.deque(), InfoResp: collections.deque()}
         self._loop_task: asyncio.Task | None = None
@@ -180,6 +181,26 @@ class TokenizerManager:
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    async def check_constraints(self, params: list, param: str) -> None:
+        """400 naming the problem unless every constraint in `params` (SamplingParams) would
+        compile: the cheap checks (schema features, regex and grammar syntax) run here, off
+        the event loop; the vocabulary index is built by the scheduler process."""
+        constraints = {p.constraint for p in params if p.constraint is not None}
+        if not constraints:
+            return
+        if self._grammar_checker is None:
+            from radixgen.grammar.compiler import GrammarCompiler
+            from radixgen.grammar.tokenizer_info import TokenizerInfo
+
+            self._grammar_checker = GrammarCompiler(TokenizerInfo.from_hf(self.tokenizer))
+        from radixgen.grammar.matcher import GrammarError
+
+        for constraint in constraints:
+            try:
+                await asyncio.to_thread(self._grammar_checker.validate, constraint)
+            except GrammarError as exc:
+                raise invalid(str(exc), param, "invalid_constraint") from None
 
     def check_prompt(self, ids: list[int], max_new_tokens: int, param: str) -> None:
         """400 unless the prompt is non-empty, in the vocabulary, and fits the context."""

@@ -88,6 +88,21 @@ def tiny_server(tiny_model_path, tmp_path_factory):
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def embedded_server(model_path, tmp_path_factory):
+    """A server on the embedded SmolLM2 model (no API key)."""
+    server = ServerProcess(model_path, tmp_path_factory.mktemp("e2e"), "--max-total-tokens", "4096")
+    try:
+        yield server.wait_healthy()
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def model_name_e2e(model_path) -> str:
+    return model_path.name
+
+
 @pytest.fixture
 def client(tiny_server):
     with tiny_server.client() as c:

@@ -9,21 +9,11 @@ import torch
 
 import radixgen
 from tests.runtime.prompts import chat_ids
-from tests.runtime.server.conftest import ServerProcess
 
 pytestmark = pytest.mark.model
 
 QUESTION = "What is the capital of France?"
 MAX_TOKENS = 24
-
-
-@pytest.fixture(scope="module")
-def embedded_server(model_path, tmp_path_factory):
-    server = ServerProcess(model_path, tmp_path_factory.mktemp("e2e"), "--max-total-tokens", "4096")
-    try:
-        yield server.wait_healthy()
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

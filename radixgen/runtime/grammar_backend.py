@@ -1,0 +1,101 @@
+"""The scheduler's side of grammar-constrained decoding.
+
+Requests with a constraint wait here while it compiles on the compiler's worker thread (the
+scheduler loop only polls, so a first compile never stalls decoding of other requests); once
+compiled, each request owns a `Matcher`. Every sampling step fills one bitmask row per
+constrained request, masks the logits, and advances the matchers with the sampled tokens.
+
+Jump-forward: after a sampled token, the tokens the grammar then forces (states that allow
+exactly one token) are appended without sampling; the request computes their KV in its next
+forward as a short extend instead of one decode step per token. Sampling would have had to pick
+them (the mask allows nothing else), so outputs are identical with jump-forward on or off.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any
+
+import torch
+
+from radixgen.core import FinishReason
+from radixgen.grammar.bitmask import allocate_bitmask, apply_bitmask, fill_all
+from radixgen.grammar.compiler import GrammarCompiler
+from radixgen.grammar.tokenizer_info import TokenizerInfo
+from radixgen.runtime.request import Request
+
+
+CONSTRAINT_ERROR = "invalid constraint:"  # how a failed compile's abort message starts
+
+
+class GrammarBackend:
+    def __init__(self, tokenizer: Any, vocab_size: int, eos_ids: set[int], whitespace: str = "compact",
+                 jump_forward: bool = True):
+        self.info = TokenizerInfo.from_hf(tokenizer, vocab_size=vocab_size, eos_ids=tuple(sorted(eos_ids)))
+        self.compiler = GrammarCompiler(self.info, whitespace)
+        self.jump_forward = jump_forward
+        self.pending: list[tuple[Request, Future]] = []
+        self._bitmask = allocate_bitmask(1, vocab_size)
+        self.num_forced_tokens = 0
+
+    def submit(self, req: Request) -> None:
+        """Start compiling req's constraint (instant on a cache hit); req waits here."""
+        self.pending.append((req, self.compiler.submit(req.params.constraint)))
+
+    def poll(self) -> tuple[list[Request], list[tuple[Request, str]]]:
+        """Requests whose constraint compiled (now holding a matcher), and those that failed."""
+        ready, failed, still = [], [], []
+        for req, future in self.pending:
+            if not future.done():
+                still.append((req, future))
+            elif future.exception() is not None:
+                failed.append((req, str(future.exception())))
+            else:
+                req.matcher = future.result().matcher()
+                ready.append(req)
+        self.pending = still
+        return ready, failed
+
+    def drop(self, rid: str) -> Request | None:
+        """Remove a waiting request (abort); returns it if it was here."""
+        for i, (req, _) in enumerate(self.pending):
+            if req.rid == rid:
+                return self.pending.pop(i)[0]
+        return None
+
+    @torch.inference_mode()  # logits come from the inference-mode forward
+    def mask_logits(self, logits: torch.Tensor, reqs: list[Request]) -> None:
+        """Disallow, in place, every token the grammar of each constrained request forbids.
+        logits [len(reqs), vocab]."""
+        if not any(r.matcher is not None for r in reqs):
+            return
+        if self._bitmask.shape[0] < len(reqs):
+            self._bitmask = allocate_bitmask(max(len(reqs), 2 * self._bitmask.shape[0]), self.info.vocab_size)
+        bitmask = self._bitmask[:len(reqs)]
+        for row, req in enumerate(reqs):
+            if req.matcher is None:
+                fill_all(bitmask, row)
+            else:
+                req.matcher.fill_bitmask(bitmask, row)
+        apply_bitmask(logits, bitmask)
+
+    def accept(self, req: Request, token: int) -> FinishReason | None:
+        """Advance req's matcher by its sampled token: a finish reason when the grammar ended
+        (EOS accepted) or, never expected, rejected the token."""
+        if req.matcher is None:
+            return None
+        if not req.matcher.accept_token(token):
+            return FinishReason("abort", message=f"internal error: the grammar rejected sampled token {token}")
+        return FinishReason("stop", matched=token) if req.matcher.is_terminated() else None
+
+    def forced_tokens(self, req: Request) -> list[int]:
+        """Tokens to append without sampling (jump-forward), at most what max_new_tokens allows;
+        none for requests that want logprobs (forced tokens have none)."""
+        if (req.matcher is None or not self.jump_forward or req.params.no_jump_forward
+                or req.params.return_logprob or req.params.top_logprobs_num):
+            return []
+        forced = req.matcher.jump_forward_token_ids()[:max(req.remaining_new_tokens, 0)]
+        return forced
+
+    def shutdown(self) -> None:
+        self.compiler.shutdown()

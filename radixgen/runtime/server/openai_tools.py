@@ -1,0 +1,146 @@
+"""Structured outputs for /v1/chat/completions: `response_format` and `tools` / `tool_choice`
+become grammar constraints, and tool-call outputs are parsed back into `tool_calls`.
+
+Tool calls are written as JSON: `[{"name": ..., "arguments": {...}}, ...]`, the arguments
+constrained by each tool's `parameters` schema.
+- tool_choice "required": the whole output is such a list (one item if parallel_tool_calls is
+  false); a named function: one call object `{"name": <that function>, "arguments": {...}}`.
+- "auto": the output is either non-empty plain text (not starting with "<") or
+  `<tool_call>` + the list + `</tool_call>`; only the call part is constrained.
+- "none" (or no tools): plain text.
+Tool descriptions go to the chat template's `tools` argument when the template uses it, else
+into a system message that explains the call format.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from radixgen.core import Constraint
+from radixgen.runtime.server.errors import invalid
+from radixgen.runtime.server.protocol import ChatCompletionRequest
+
+TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
+
+
+def response_constraint(body: ChatCompletionRequest) -> Constraint | None:
+    """The constraint `response_format` asks for (json_object / json_schema), or None."""
+    fmt = body.response_format
+    if fmt is None or fmt.get("type") == "text":
+        return None
+    kind = fmt.get("type")
+    if kind == "json_object":
+        return Constraint("json_schema", {"type": "object"})
+    if kind == "json_schema":
+        spec = fmt.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("name", ""), str):
+            raise invalid("response_format.json_schema must be an object with a name and a schema",
+                          "response_format.json_schema")
+        schema = spec.get("schema", {"type": "object"})
+        if not isinstance(schema, dict):
+            raise invalid("response_format.json_schema.schema must be a JSON object", "response_format.json_schema")
+        return Constraint("json_schema", schema)
+    raise invalid(f"response_format type must be text, json_object or json_schema, got {kind!r}",
+                  "response_format.type")
+
+
+def checked_tools(body: ChatCompletionRequest) -> dict[str, dict[str, Any]]:
+    """name -> parameters schema of the request's tools (400 on malformed ones)."""
+    tools: dict[str, dict[str, Any]] = {}
+    for i, tool in enumerate(body.tools or []):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(fn, dict):
+            raise invalid('each tool must be {"type": "function", "function": {...}}', f"tools.{i}")
+        name, params = fn.get("name"), fn.get("parameters", {"type": "object"})
+        if not isinstance(name, str) or not name or name in tools:
+            raise invalid("each function needs a unique non-empty name", f"tools.{i}.function.name")
+        if not isinstance(params, dict):
+            raise invalid("function parameters must be a JSON schema object", f"tools.{i}.function.parameters")
+        tools[name] = params
+    return tools
+
+
+def tool_mode(body: ChatCompletionRequest, tools: dict[str, dict]) -> str | None:
+    """None (no tools in play), "auto", "required", or the name of the forced function."""
+    choice = body.tool_choice
+    if not tools or choice == "none":
+        if isinstance(choice, dict) or choice not in (None, "none"):
+            raise invalid("tool_choice needs tools", "tool_choice")
+        return None
+    if choice in (None, "auto", "required"):
+        return choice or "auto"
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        name = (choice.get("function") or {}).get("name")
+        if name not in tools:
+            raise invalid(f"tool_choice names {name!r}, which is not in tools", "tool_choice")
+        return name
+    raise invalid('tool_choice must be "none", "auto", "required" or {"type": "function", ...}', "tool_choice")
+
+
+def tool_constraint(mode: str | None, tools: dict[str, dict], parallel: bool) -> Constraint | None:
+    if mode is None:
+        return None
+    if mode not in ("auto", "required"):
+        return Constraint("json_schema", _call_schema(mode, tools[mode]))
+    calls = {"type": "array", "items": {"anyOf": [_call_schema(n, p) for n, p in tools.items()]},
+             "minItems": 1, **({} if parallel else {"maxItems": 1})}
+    if len(tools) == 1:
+        calls["items"] = calls["items"]["anyOf"][0]
+    if mode == "required":
+        return Constraint("json_schema", calls)
+    from radixgen.grammar.json_schema import schema_to_regex
+    from radixgen.grammar.matcher import GrammarError
+
+    try:
+        calls_regex = schema_to_regex(json.dumps(calls))
+    except GrammarError as exc:
+        raise invalid(str(exc), "tools") from None
+    return Constraint("regex", f"(?:[^<][\\s\\S]*|{TOOL_OPEN}(?:{calls_regex}){TOOL_CLOSE})")
+
+
+def _call_schema(name: str, params: dict) -> dict:
+    return {"type": "object", "properties": {"name": {"const": name}, "arguments": params},
+            "required": ["name", "arguments"]}
+
+
+def tools_system_prompt(body: ChatCompletionRequest) -> str:
+    """Tool descriptions and the call format, for templates without tool support."""
+    specs = json.dumps([t["function"] for t in body.tools], indent=None)
+    return ("You can call these functions:\n" + specs + "\nTo call functions, answer with "
+            f'{TOOL_OPEN}[{{"name": <function name>, "arguments": <arguments object>}}]{TOOL_CLOSE}.')
+
+
+def parse_tool_calls(text: str, mode: str | None) -> tuple[str | None, list[dict[str, Any]] | None]:
+    """(content, tool_calls) of a finished output; tool_calls None when it holds no call."""
+    if mode is None:
+        return text, None
+    raw = text
+    if mode == "auto":
+        if not (text.startswith(TOOL_OPEN) and text.endswith(TOOL_CLOSE)):
+            return text, None
+        raw = text[len(TOOL_OPEN):-len(TOOL_CLOSE)]
+    try:
+        calls = json.loads(raw)
+    except json.JSONDecodeError:  # cut short (max_tokens or a stop string): leave it as text
+        return text, None
+    calls = calls if isinstance(calls, list) else [calls]
+    return None, [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                   "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+                  for c in calls]
+
+
+def render_tool_history(message: dict[str, Any], tool_calls: list[dict[str, Any]] | None) -> str:
+    """An assistant message's earlier tool calls, written in the call format."""
+    if not tool_calls:
+        return message.get("content") or ""
+    calls = []
+    for call in tool_calls:
+        fn = call.get("function", {}) if isinstance(call, dict) else {}
+        try:
+            args = json.loads(fn.get("arguments", "{}"))
+        except (TypeError, json.JSONDecodeError):
+            raise invalid("assistant tool_calls arguments must be a JSON string", "messages") from None
+        calls.append({"name": fn.get("name"), "arguments": args})
+    return (message.get("content") or "") + TOOL_OPEN + json.dumps(calls) + TOOL_CLOSE

@@ -1,0 +1,136 @@
+"""Grammar-constrained decoding end to end on the embedded model: every constrained output
+parses and validates (JSON Schema via `jsonschema`, regex fullmatch, choices, SQL through its
+Lark grammar), greedy output is the same with jump-forward on and off, OpenAI response_format
+and tool calls work through the official client, and a bad constraint only fails its own
+request."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import re
+
+import pytest
+
+from tests.grammar.schemas import SUPPORTED
+
+pytestmark = pytest.mark.model
+jsonschema = pytest.importorskip("jsonschema")
+openai = pytest.importorskip("openai")
+
+PROMPT = "<|im_start|>user\nGive an example answer as JSON.<|im_end|>\n<|im_start|>assistant\n"
+GREEDY = {"temperature": 0, "max_new_tokens": 160}
+
+
+def _generate(server, texts, params):
+    with server.client(timeout=600) as c:
+        resp = c.post("/generate", json={"text": texts, "sampling_params": params})
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def test_json_schemas_always_validate(embedded_server):
+    """One batched request over every supported schema of the grammar tests (> 30)."""
+    names = sorted(SUPPORTED)
+    assert len(names) >= 30
+    outs = _generate(embedded_server, [PROMPT] * len(names),
+                     [{**GREEDY, "json_schema": json.dumps(SUPPORTED[n])} for n in names])
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER  # RFC 3339 "time" (with its offset)
+    finished = [(n, o) for n, o in zip(names, outs) if o["meta_info"]["finish_reason"]["type"] == "stop"]
+    # a 135M model can loop inside an open-ended value (e.g. additionalProperties) until
+    # max_new_tokens: that output is cut, not invalid; every output that ended must validate
+    assert len(finished) >= 0.75 * len(names), [(n, o["text"][:60]) for n, o in zip(names, outs)]
+    for name, out in finished:
+        jsonschema.validate(json.loads(out["text"]), SUPPORTED[name], format_checker=checker)
+
+
+def test_regex_choices_and_sql(embedded_server):
+    regex = r"(Paris|London), [0-9]{1,3} km"
+    sql_prompt = PROMPT.replace("Give an example answer as JSON.", "Write a SQL query that lists the names of users older than 30.")
+    outs = _generate(embedded_server, [PROMPT, PROMPT, sql_prompt], [
+        {**GREEDY, "regex": regex}, {**GREEDY, "choices": ["yes", "no", "maybe not"]},
+        {**GREEDY, "lark": "sql"}])
+    assert re.fullmatch(regex, outs[0]["text"]), outs[0]["text"]
+    assert outs[1]["text"] in ("yes", "no", "maybe not")
+    from radixgen.grammar.cfg import build_lark, shipped_grammar
+
+    assert outs[2]["meta_info"]["finish_reason"]["type"] == "stop", outs[2]["text"]
+    build_lark(shipped_grammar("sql")).parse(outs[2]["text"])
+
+
+def test_jump_forward_keeps_greedy_output(embedded_server):
+    schema = json.dumps(SUPPORTED["nested"])
+    on, off = _generate(embedded_server, [PROMPT] * 2, [
+        {**GREEDY, "json_schema": schema}, {**GREEDY, "json_schema": schema, "no_jump_forward": True}])
+    assert on["output_ids"] == off["output_ids"]
+
+
+def test_bad_constraint_fails_only_its_own_request(embedded_server):
+    def good():
+        return _generate(embedded_server, PROMPT, {**GREEDY, "choices": ["A", "B"]})
+
+    with embedded_server.client() as c, concurrent.futures.ThreadPoolExecutor(2) as pool:
+        future = pool.submit(good)
+        bad = c.post("/generate", json={"text": PROMPT, "sampling_params": {"json_schema": {"type": "bogus"}}})
+        assert bad.status_code == 400 and "error" in bad.json()
+        assert future.result()["text"] in ("A", "B")
+
+
+def _client(server):
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0, timeout=600)
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                     "unit": {"enum": ["celsius", "fahrenheit"]}},
+    "required": ["city", "unit"]}}}
+TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"timezone": {"type": "string", "maxLength": 20}}, "required": ["timezone"]}}}
+
+
+def test_response_format_json_schema(embedded_server, model_name_e2e):
+    schema = SUPPORTED["flat"]
+    resp = _client(embedded_server).chat.completions.create(
+        model=model_name_e2e, messages=[{"role": "user", "content": "Describe a person."}], temperature=0,
+        max_tokens=100, response_format={"type": "json_schema", "json_schema": {"name": "p", "schema": schema}})
+    jsonschema.validate(json.loads(resp.choices[0].message.content), schema)
+    resp = _client(embedded_server).chat.completions.create(
+        model=model_name_e2e, messages=[{"role": "user", "content": "Any JSON object."}], temperature=0,
+        max_tokens=100, response_format={"type": "json_object"})
+    assert isinstance(json.loads(resp.choices[0].message.content), dict)
+
+
+@pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "get_time"}}])
+def test_tool_calls_parse_into_declared_arguments(embedded_server, model_name_e2e, tool_choice):
+    resp = _client(embedded_server).chat.completions.create(
+        model=model_name_e2e, messages=[{"role": "user", "content": "What's the weather in Paris?"}],
+        tools=[WEATHER, TIME], tool_choice=tool_choice, temperature=0, max_tokens=120)
+    choice = resp.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls
+    declared = {t["function"]["name"]: t["function"]["parameters"] for t in (WEATHER, TIME)}
+    for call in choice.message.tool_calls:
+        jsonschema.validate(json.loads(call.function.arguments), declared[call.function.name])
+    if isinstance(tool_choice, dict):
+        assert [c.function.name for c in choice.message.tool_calls] == ["get_time"]
+
+
+def test_tool_calls_stream_as_deltas(embedded_server, model_name_e2e):
+    stream = _client(embedded_server).chat.completions.create(
+        model=model_name_e2e, messages=[{"role": "user", "content": "Weather in Rome?"}], tools=[WEATHER],
+        tool_choice="required", temperature=0, max_tokens=120, stream=True)
+    chunks = list(stream)
+    calls = [tc for ch in chunks for tc in (ch.choices[0].delta.tool_calls or []) if ch.choices]
+    assert calls and calls[0].function.name == "get_weather"
+    jsonschema.validate(json.loads(calls[0].function.arguments), WEATHER["function"]["parameters"])
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_tool_choice_auto_answers_text_or_a_valid_call(embedded_server, model_name_e2e):
+    resp = _client(embedded_server).chat.completions.create(
+        model=model_name_e2e, messages=[{"role": "user", "content": "What's the weather in Oslo?"}],
+        tools=[WEATHER], tool_choice="auto", temperature=0, max_tokens=120)
+    message = resp.choices[0].message
+    if message.tool_calls:
+        jsonschema.validate(json.loads(message.tool_calls[0].function.arguments), WEATHER["function"]["parameters"])
+    else:
+        assert message.content and not message.content.startswith("<")
