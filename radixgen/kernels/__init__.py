@@ -9,6 +9,16 @@ otherwise. The op modules (and so triton) are imported lazily, on first use.
     dequantize_nvfp4(codes, block_scales, tensor_scale, dtype=torch.bfloat16) -> tensor
     quantize_fp8(x, scale=None, per_head_dim=None) -> (q float8_e4m3fn, scale)
     dequantize_fp8(q, scale, dtype=torch.bfloat16) -> tensor
+    apply_token_bitmask(logits, bitmask) -> None (disallowed logits set to -inf in place)
+    store_kv_fp8(cache, scale, slots, x) -> None (in place)
+    store_kv_nvfp4(codes, bscale, tscale, slots, x) -> None (in place)
+    decode_attention(q, kv, kv_indptr, kv_indices, sm_scale) -> (o, lse)
+    extend_attention(q, kv, qo_indptr, kv_indptr, kv_indices, num_new, sm_scale,
+                     custom_mask=None, mask_indptr=None) -> (o, lse)
+    merge_state(o_a, lse_a, o_b, lse_b) -> (o, lse)
+KV pools are passed as `KVBuffers` (kv_layout.py). decode_attention and extend_attention have no
+wrapper here (importing their modules would shadow it): call `dispatch("decode_attention", ...)`. `flashinfer_ops` wraps flashinfer's paged
+decode/prefill for benchmarks and runtime dispatch; import it directly (never from here).
 """
 
 import importlib
@@ -20,6 +30,12 @@ _OPS = {
     "dequantize_nvfp4": "nvfp4",
     "quantize_fp8": "fp8",
     "dequantize_fp8": "fp8",
+    "apply_token_bitmask": "bitmask",
+    "store_kv_fp8": "kv_store",
+    "store_kv_nvfp4": "kv_store",
+    "decode_attention": "decode_attention",
+    "merge_state": "decode_attention",
+    "extend_attention": "extend_attention",
 }
 # helpers without a Triton variant, loaded lazily from their module
 _HELPERS = {
@@ -27,6 +43,7 @@ _HELPERS = {
     "nvfp4_global_scale": "nvfp4",
     "nvfp4_tensor_scale_from_global": "nvfp4",
     "fp8_scale": "fp8",
+    "KVBuffers": "kv_layout",
 }
 BACKENDS = ("auto", "triton", "torch")
 
@@ -78,7 +95,30 @@ def dequantize_fp8(q, scale, dtype=None, *, backend: str = "auto"):
     return dispatch("dequantize_fp8", q, scale, backend=backend, **kwargs)
 
 
+def apply_token_bitmask(logits, bitmask, *, backend: str = "auto"):
+    """logits[r, t] = -inf where token t's bit in bitmask row r is clear; see
+    `radixgen.kernels.bitmask.apply_token_bitmask`."""
+    return dispatch("apply_token_bitmask", logits, bitmask, backend=backend)
+
+
+def store_kv_fp8(cache, scale, slots, x, *, backend: str = "auto"):
+    """Quantize x into an fp8 pool at `slots`, in place; see `radixgen.kernels.kv_store`."""
+    return dispatch("store_kv_fp8", cache, scale, slots, x, backend=backend)
+
+
+def store_kv_nvfp4(codes, bscale, tscale, slots, x, *, backend: str = "auto"):
+    """Quantize x into an nvfp4 pool at `slots`, in place; see `radixgen.kernels.kv_store`."""
+    return dispatch("store_kv_nvfp4", codes, bscale, tscale, slots, x, backend=backend)
+
+
+def merge_state(o_a, lse_a, o_b, lse_b, *, backend: str = "auto"):
+    """Merge two attention states over disjoint key sets; see `radixgen.kernels.decode_attention`."""
+    return dispatch("merge_state", o_a, lse_a, o_b, lse_b, backend=backend)
+
+
 def __getattr__(name: str) -> Any:
     if name in _HELPERS:
         return getattr(_module(_HELPERS[name]), name)
+    if _OPS.get(name) == name:  # an op whose module has its name: the module, as an import would set
+        return _module(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
