@@ -1,0 +1,300 @@
+"""KV-cache kernels on one GPU: decode/extend attention and quantize-on-write stores, against
+flashinfer and the device-to-device copy bandwidth measured in the same run.
+
+    PYTHONPATH=. python benchmarks/bench_kernels.py [--json OUT] [--sweep]   # an H200: ~1-2 min
+    PYTHONPATH=. python benchmarks/bench_kernels.py --smoke   # tiny shapes; on the CPU (TRITON_INTERPRET=1)
+
+Decode: batch 64 x 4096 tokens, 32 q / 8 kv heads, dim 128, slots in random order; bf16, fp8,
+nvfp4 and mixed (half of each request's tokens fp8, half nvfp4: two passes + merge_state).
+Effective bandwidth = bytes that must be read (KV rows + slot indices + q) / time; the copy
+bandwidth counts read + write bytes of a 1 GiB clone. Each call is captured in a CUDA graph and
+its replays timed with CUDA events (median of --iters after warm-up; --eager times plain calls,
+whose Python launch overhead is ~0.1 ms); inputs smaller than 2x L2 are rotated between copies.
+Each result is checked against the torch reference (relative error) before it is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+L2_BYTES = 50 << 20
+FULL = dict(batch=64, seq=4096, hq=32, hkv=8, d=128, new=4096, prefix=4096, store=4096)
+SMOKE = dict(batch=2, seq=40, hq=4, hkv=2, d=32, new=64, prefix=16, store=8)
+
+
+class Timer:
+    """Median seconds of fn(inputs[i % len]) over `iters` runs: CUDA-graph replays timed with CUDA
+    events on a GPU (as a serving runtime runs decode: no Python launch overhead), or plain calls."""
+
+    def __init__(self, cuda: bool, iters: int, eager: bool = False):
+        self.cuda, self.iters, self.eager = cuda, iters, eager
+
+    def __call__(self, fn, inputs: list) -> float:
+        if not self.cuda:  # the interpreter: one timed call, for a smoke check only
+            t0 = time.perf_counter()
+            fn(inputs[0])
+            return time.perf_counter() - t0
+        for x in inputs:
+            fn(x)  # compile and warm up outside any capture
+        runs = [lambda x=x: fn(x) for x in inputs] if self.eager else [self._graph(fn, x).replay for x in inputs]
+        times = []
+        for i in range(self.iters):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            runs[i % len(runs)]()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        return statistics.median(times)
+
+    @staticmethod
+    def _graph(fn, x) -> torch.cuda.CUDAGraph:
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn(x)
+        return graph
+
+
+def timed(timer: Timer, fn, inputs: list) -> tuple[float, str]:
+    """(seconds, label suffix): graph replays, or plain calls (" (eager)") where fn is not capturable."""
+    try:
+        return timer(fn, inputs), ""
+    except RuntimeError:  # e.g. a host-side check that synchronizes
+        torch.cuda.synchronize()
+        return Timer(timer.cuda, timer.iters, eager=True)(fn, inputs), " (eager)"
+
+
+def copies(make, nbytes: int, cuda: bool) -> list:
+    """Enough independent input sets that cycling through them defeats the L2 cache."""
+    return [make() for _ in range(math.ceil(2 * L2_BYTES / nbytes) if cuda else 1)]
+
+
+def rel_err(got, want) -> float:
+    got, want = got.double(), want.double()
+    ok = torch.isfinite(want)
+    return ((got[ok] - want[ok]).norm() / want[ok].norm().clamp_min(1e-30)).item()
+
+
+def build_pools(s, dev, gen):
+    """bf16 / fp8 / nvfp4 pools of the same random bf16 K/V ([slots, Hkv, D]) and a random-order CSR."""
+    from radixgen.kernels.kv_layout import KVBuffers
+    from radixgen.kernels.kv_store import store_kv_fp8, store_kv_nvfp4
+
+    slots_n, hkv, d = s["batch"] * s["seq"], s["hkv"], s["d"]
+    k, v = (torch.randn(slots_n, hkv, d, generator=gen, device=dev).bfloat16() for _ in range(2))
+    all_slots, amax = torch.arange(slots_n, device=dev), [t.float().abs().amax((0, 2)) for t in (k, v)]
+    fp8 = [torch.empty(slots_n, hkv, d, device=dev, dtype=torch.float8_e4m3fn) for _ in range(2)]
+    codes = [torch.empty(slots_n, hkv, d // 2, device=dev, dtype=torch.uint8) for _ in range(2)]
+    bsc = [torch.empty(slots_n, hkv, d // 16, device=dev, dtype=torch.float8_e4m3fn) for _ in range(2)]
+    for i, x in enumerate((k, v)):
+        store_kv_fp8(fp8[i], amax[i] / 448, all_slots, x)
+        store_kv_nvfp4(codes[i], bsc[i], amax[i] / 2688, all_slots, x)
+    pools = {"bf16": KVBuffers(k, v), "fp8": KVBuffers(*fp8, amax[0] / 448, amax[1] / 448),
+             "nvfp4": KVBuffers(*codes, amax[0] / 2688, amax[1] / 2688, *bsc)}
+    indptr = torch.arange(0, slots_n + 1, s["seq"], device=dev, dtype=torch.int32)
+    return pools, indptr, torch.randperm(slots_n, generator=gen, device=dev)
+
+
+def kv_row_bytes(fmt: str, hkv: int, d: int) -> int:  # K + V bytes per token, all heads
+    return 2 * hkv * {"bf16": 2 * d, "fp8": d, "nvfp4": d // 2 + d // 16}[fmt]
+
+
+def bench_decode(s, dev, timer, rows, sweep: bool):
+    """Our decode for each pool format (checked against the reference), then mixed and flashinfer."""
+    from radixgen.kernels import decode_attention as da
+
+    gen = torch.Generator(dev).manual_seed(0)
+    pools, indptr, indices = build_pools(s, dev, gen)
+    b, hq, d, n = s["batch"], s["hq"], s["d"], s["seq"]
+    sm = 1 / math.sqrt(d)
+    qs = [torch.randn(b, hq, d, generator=gen, device=dev).bfloat16()]  # the KV read (0.3-1 GB) defeats L2
+    want = {}
+    for fmt, kv in pools.items():
+        # the reference loops in Python: check the first two requests
+        want[fmt] = da.decode_attention_ref(qs[0][:2], kv, indptr[:3], indices, sm, out_dtype=torch.float32)[0]
+        if sweep and dev == "cuda":
+            sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer)
+        o, _ = da.decode_attention(qs[0], kv, indptr, indices, sm, out_dtype=torch.float32)
+        t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm), qs)
+        nbytes = b * n * (kv_row_bytes(fmt, s["hkv"], d) + 4) + 2 * b * hq * d * 2
+        rows.append(dict(op=f"decode {fmt}", ms=t * 1e3, bytes=nbytes, err=rel_err(o[:2], want[fmt])))
+    bench_mixed(s, da, pools, qs, indices, sm, timer, rows)
+    bench_flashinfer_decode(s, dev, pools, qs, indptr, indices, sm, want, timer, rows)
+
+
+def bench_mixed(s, da, pools, qs, indices, sm, timer, rows):
+    """The first half of each request's tokens in the fp8 pool, the second in nvfp4: 2 passes + merge."""
+    b, hq, d, half = s["batch"], s["hq"], s["d"], s["seq"] // 2
+    ind2 = indices.view(b, 2 * half)
+    ptr_half = torch.arange(0, b * half + 1, half, device=indices.device, dtype=torch.int32)
+    ind_a, ind_b = ind2[:, :half].contiguous().view(-1), ind2[:, half:].contiguous().view(-1)
+
+    def mixed(q):
+        o_a, l_a = da.decode_attention(q, pools["fp8"], ptr_half, ind_a, sm, out_dtype=torch.float32)
+        o_b, l_b = da.decode_attention(q, pools["nvfp4"], ptr_half, ind_b, sm, out_dtype=torch.float32)
+        return da.merge_state(o_a, l_a, o_b, l_b)
+
+    t = timer(mixed, qs)
+    nbytes = b * half * (kv_row_bytes("fp8", s["hkv"], d) + kv_row_bytes("nvfp4", s["hkv"], d) + 8) + 4 * b * hq * d
+    err = rel_err(mixed(qs[0])[0][:2], mixed_reference(pools, qs[0], ind2, half, sm))
+    rows.append(dict(op="decode mixed fp8+nvfp4", ms=t * 1e3, bytes=nbytes, err=err))
+
+
+def bench_flashinfer_decode(s, dev, pools, qs, indptr, indices, sm, want, timer, rows):
+    from radixgen.kernels import flashinfer_ops as fi
+
+    if not (fi.available() and dev == "cuda"):
+        return
+    b, hq, d, n = s["batch"], s["hq"], s["d"], s["seq"]
+    for fmt in ("bf16", "fp8"):
+        op, kv = fi.FlashInferDecode(dev), pools[fmt]
+        op.plan(indptr, indices, hq, s["hkv"], d, torch.bfloat16, kv.k.dtype, sm)
+        o, _ = op.run(qs[0], kv)
+        t, how = timed(timer, lambda q: op.run(q, kv), qs)
+        nbytes = b * n * (kv_row_bytes(fmt, s["hkv"], d) + 4) + 2 * b * hq * d * 2
+        rows.append(dict(op=f"flashinfer decode {fmt}{how}", ms=t * 1e3, bytes=nbytes, err=rel_err(o[:2], want[fmt])))
+
+
+def mixed_reference(pools, q, ind2, half, sm):
+    """Torch reference of the first two split sequences: both halves dequantized, attended as one."""
+    from radixgen.kernels.kv_layout import attend_ref
+
+    outs = []
+    for r in range(min(2, q.shape[0])):
+        ka, va = pools["fp8"].dequantize(ind2[r, :half])
+        kb, vb = pools["nvfp4"].dequantize(ind2[r, half:])
+        vis = torch.ones(1, 2 * half, dtype=torch.bool, device=q.device)
+        outs.append(attend_ref(q[r:r + 1].float(), torch.cat([ka, kb]), torch.cat([va, vb]), vis, sm)[0])
+    return torch.cat(outs)
+
+
+def sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer):
+    """Print the time of each kernel variant and tile config; keep the fastest for `fmt`."""
+    per_head = [(64, 4, 2), (64, 4, 3), (128, 4, 2), (128, 4, 3), (64, 8, 3), (128, 8, 2)]
+    candidates = [(dict(rows=False, split_eo=False), c) for c in per_head]
+    candidates += [(dict(rows=True, split_eo=False), c) for c in ((8, 4, 2), (16, 4, 2), (32, 8, 2))]
+    if fmt == "nvfp4":
+        candidates += [(dict(rows=False, split_eo=True), c) for c in per_head[:4]]
+    best = None
+    for variant, cfg in candidates:
+        da.DECODE_VARIANT.update(variant)
+        (da.ROWS_CONFIGS if variant["rows"] else da.DECODE_CONFIGS)[kv.fmt] = cfg
+        try:
+            t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm), qs)
+        except Exception as exc:  # e.g. out of shared memory / registers for a config
+            print(f"  sweep {fmt} {variant} {cfg}: failed ({type(exc).__name__}: {str(exc)[-200:]})")
+            continue
+        print(f"  sweep {fmt} {variant} {cfg}: {t * 1e3:.3f} ms", flush=True)
+        if best is None or t < best[0]:
+            best = (t, variant, cfg)
+    if best is None:
+        raise RuntimeError(f"no decode variant compiled for {fmt}")
+    da.DECODE_VARIANT.update(best[1])
+    (da.ROWS_CONFIGS if best[1]["rows"] else da.DECODE_CONFIGS)[kv.fmt] = best[2]
+    print(f"  sweep {fmt}: best {best[1]} {best[2]}")
+
+
+def bench_extend(s, dev, timer, rows):
+    from radixgen.kernels import extend_attention as ea
+    from radixgen.kernels import flashinfer_ops as fi
+    from radixgen.kernels.kv_layout import KVBuffers
+
+    gen = torch.Generator(dev).manual_seed(1)
+    new, old, hq, hkv, d, sm = s["new"], s["prefix"], s["hq"], s["hkv"], s["d"], 1 / math.sqrt(s["d"])
+    kv = KVBuffers(*(torch.randn(new + old, hkv, d, generator=gen, device=dev).bfloat16() for _ in range(2)))
+    q = torch.randn(new, hq, d, generator=gen, device=dev).bfloat16()
+    qo_indptr, kv_indptr, num_new, ref_qo, ref_new = (
+        torch.tensor(v, device=dev, dtype=torch.int32) for v in ([0, new], [0, new + old], [new], [0, 64], [64]))
+    kv_indices = torch.randperm(new + old, generator=gen, device=dev)
+    args = (kv, qo_indptr, kv_indptr, kv_indices, num_new, sm)
+    o, _ = ea.extend_attention(q, *args)
+    rows_chk = slice(new - 64, new)  # the reference for the last 64 queries only: the same keys, 64 of them new
+    ref_o, _ = ea.extend_attention_ref(q[rows_chk], kv, ref_qo, kv_indptr, kv_indices, ref_new, sm)
+    flops = 4 * hq * d * sum(old + i + 1 for i in range(new))
+    t = timer(lambda qq: ea.extend_attention(qq, *args, max_qo_len=new), [q])
+    rows.append(dict(op="extend bf16", ms=t * 1e3, flops=flops, err=rel_err(o[rows_chk], ref_o)))
+    if fi.available() and dev == "cuda":
+        op = fi.FlashInferExtend(dev)
+        op.plan(qo_indptr, kv_indptr, kv_indices, hq, hkv, d, torch.bfloat16, torch.bfloat16, sm)
+        o_fi, _ = op.run(q, kv)
+        t, how = timed(timer, lambda qq: op.run(qq, kv), [q])
+        rows.append(dict(op=f"flashinfer extend{how}", ms=t * 1e3, flops=flops, err=rel_err(o_fi[rows_chk], ref_o)))
+
+
+def bench_store(s, dev, timer, rows):
+    from radixgen.kernels import quantize_fp8, quantize_nvfp4
+    from radixgen.kernels.kv_store import store_kv_fp8, store_kv_nvfp4
+
+    n, hkv, d = s["store"], s["hkv"], s["d"]
+    gen = torch.Generator(dev).manual_seed(2)
+    xs = copies(lambda: torch.randn(n, hkv, d, generator=gen, device=dev).bfloat16(), n * hkv * d * 2, dev == "cuda")
+    pool = 16 * n
+    slots = torch.randperm(pool, generator=gen, device=dev)[:n]
+    s8, s4 = torch.full((hkv,), 0.01, device=dev), torch.full((hkv,), 0.002, device=dev)
+    cache = torch.empty(pool, hkv, d, device=dev, dtype=torch.float8_e4m3fn)
+    codes = torch.empty(pool, hkv, d // 2, device=dev, dtype=torch.uint8)
+    bsc = torch.empty(pool, hkv, d // 16, device=dev, dtype=torch.float8_e4m3fn)
+    elems = n * hkv * d
+    cases = {
+        "store_kv_fp8": (lambda x: store_kv_fp8(cache, s8, slots, x), elems * 3),
+        "store_kv_nvfp4": (lambda x: store_kv_nvfp4(codes, bsc, s4, slots, x), elems * 2 + elems // 2 + elems // 16),
+        "quantize_fp8": (lambda x: quantize_fp8(x, s8.view(1, -1, 1), backend="triton"), elems * 3),
+        "quantize_nvfp4": (lambda x: quantize_nvfp4(x, s4.view(1, -1, 1), backend="triton"),
+                           elems * 2 + elems // 2 + elems // 16),
+    }
+    for name, (fn, nbytes) in cases.items():  # quantize_* check their input on the host: not capturable
+        t, how = timed(timer, fn, xs)
+        rows.append(dict(op=name + how, ms=t * 1e3, bytes=nbytes))
+
+
+def copy_bandwidth(dev, timer) -> float:  # one 1 GiB clone, timed eagerly (a graph replay of it ran slower)
+    x = torch.empty(1 << 30 if dev == "cuda" else 1 << 20, dtype=torch.uint8, device=dev).fill_(1)
+    return 2 * x.numel() / Timer(timer.cuda, timer.iters, eager=True)(lambda t: t.clone(), [x])
+
+
+def report(rows, copy_bw: float, dev: str) -> None:
+    print(f"\ndevice: {torch.cuda.get_device_name() if dev == 'cuda' else 'cpu (TRITON_INTERPRET)'}; "
+          f"copy bandwidth (read + write) {copy_bw / 1e12:.2f} TB/s")
+    print(f"{'op':<26}{'ms':>9}{'TB/s':>8}{'of copy':>9}{'TFLOP/s':>9}{'rel err':>10}")
+    for r in rows:
+        bw = r.get("bytes", 0) / (r["ms"] / 1e3)
+        r["tbps"], r["of_copy"] = bw / 1e12, bw / copy_bw
+        tf = r.get("flops", 0) / (r["ms"] / 1e3) / 1e12
+        print(f"{r['op']:<26}{r['ms']:9.3f}{r['tbps']:8.2f}{r['of_copy']:9.0%}{tf:9.1f}"
+              f"{r.get('err', float('nan')):10.1e}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes (runs on the CPU under TRITON_INTERPRET=1)")
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--sweep", action="store_true", help="time decode tile configs and keep the best")
+    ap.add_argument("--eager", action="store_true", help="time plain calls, not CUDA-graph replays")
+    ap.add_argument("--json", type=Path, help="write the rows as JSON here")
+    args = ap.parse_args()
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    if dev == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before any radixgen.kernels module is imported
+    shapes = SMOKE if args.smoke else FULL
+    timer = Timer(dev == "cuda", args.iters if dev == "cuda" else 1, eager=args.eager)
+    rows: list[dict] = []
+    copy_bw = copy_bandwidth(dev, timer)
+    bench_decode(shapes, dev, timer, rows, args.sweep)
+    bench_extend(shapes, dev, timer, rows)
+    bench_store(shapes, dev, timer, rows)
+    report(rows, copy_bw, dev)
+    if args.json:
+        args.json.write_text(json.dumps(dict(shapes=shapes, copy_tbps=copy_bw / 1e12, rows=rows), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,292 @@
+"""Decode attention (one query token per request) over a paged KV pool, and attention-state merging.
+
+decode_attention: request b attends over the slots kv_indices[kv_indptr[b]:kv_indptr[b+1]] (any
+order) of ONE pool (bf16/fp16/fp32, fp8 or nvfp4, see kv_layout.py). One program per (KV head,
+request, split): the whole query group of that KV head [G, D] is processed at once, so each
+token row of K and V is read once; quantized tiles are dequantized in registers. With several
+splits (flash-decoding), each split writes a partial (o, lse) and a second kernel reduces them.
+
+merge_state: an attention state over a key set A is (v_A, s_A), with s_A = log sum_{j in A} exp(score_j)
+(natural log) and v_A the softmax-weighted mean of the values of A. For disjoint A and B:
+    m = max(s_A, s_B),  w_A = exp(s_A - m),  w_B = exp(s_B - m)
+    v = (w_A v_A + w_B v_B) / (w_A + w_B),   s = m + log(w_A + w_B)
+The empty set has s = -inf (w = 0); if both sets are empty the result is v = 0, s = -inf, never NaN.
+This is how a sequence split between an fp8 and an nvfp4 pool is attended: one pass per pool,
+then merge_state.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import FLOAT_DTYPES, check_kernel_tensor, store_rne
+from .decode_rows import decode_rows_kernel
+from .kv_layout import (FMT_NVFP4, KVBuffers, attend_ref, check_index, compute_dtype, head_factor, kernel_flags,
+                        load_kv_tile, load_nvfp4_halves, output_buffers, prepare_q, written_out)
+
+LOG2E = 1.4426950408889634
+# format -> (BLOCK_N, num_warps, num_stages), module-level so a benchmark can sweep them; the
+# defaults were the fastest on an H200 (bench_kernels.py --sweep, batch 64 x 4096, 32/8 heads, D 128)
+DECODE_CONFIGS = {0: (128, 4, 2), 1: (128, 4, 2), 2: (128, 4, 3)}
+# code-shape variants: nvfp4 as even/odd halves (faster there); all KV heads per program (slower)
+DECODE_VARIANT = {"split_eo": True, "rows": False}
+ROWS_CONFIGS = {0: (8, 4, 2), 1: (16, 4, 2), 2: (16, 4, 2)}  # the rows kernel: (tokens per tile, warps, stages)
+MIN_SPLIT_TOKENS = 256  # a split gets at least this many tokens on average
+
+
+@triton.jit
+def _decode_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indptr_ptr, indices_ptr,
+                   o_ptr, lse_ptr, scale_log2,
+                   HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, G_PAD: tl.constexpr,
+                   NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr, FMT: tl.constexpr,
+                   CDT: tl.constexpr, PRESCALE: tl.constexpr, USE_ASM: tl.constexpr, PREC: tl.constexpr,
+                   SPLIT_EO: tl.constexpr):
+    h, b, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)  # heads of a request run together
+    G: tl.constexpr = HQ // HKV
+    g = tl.arange(0, G_PAD)
+    d = tl.arange(0, D)
+    start = tl.load(indptr_ptr + b).to(tl.int64)
+    length = tl.load(indptr_ptr + b + 1).to(tl.int64) - start
+    chunk = tl.cdiv(tl.cdiv(length, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    lo = split * chunk
+    hi = tl.minimum(length, lo + chunk)
+    heads = h * G + g  # [G_PAD] query heads of this KV head
+    q = tl.load(q_ptr + (b * HQ + heads)[:, None] * D + d[None, :], mask=(g < G)[:, None], other=0.0)
+    q, inv_c = prepare_q(q.to(tl.float32), PRESCALE, CDT)  # [G_PAD, D]
+    k_mult = head_factor(kf_ptr, h, FMT) * inv_c * scale_log2  # scores in log2 units
+    m_i = tl.full([G_PAD], float("-inf"), tl.float32)
+    l_i = tl.zeros([G_PAD], tl.float32)
+    acc = tl.zeros([G_PAD, D], tl.float32)
+    if SPLIT_EO:
+        q_e, q_o = tl.split(tl.reshape(q, (G_PAD, D // 2, 2)))  # [G_PAD, D/2] each
+        acc_e = tl.zeros([G_PAD, D // 2], tl.float32)
+        acc_o = tl.zeros([G_PAD, D // 2], tl.float32)
+    # the slot indices are loaded one tile ahead, so each tile waits for one memory round trip, not two
+    next_offs = lo + tl.arange(0, BLOCK_N)
+    next_slots = tl.load(indices_ptr + start + next_offs, mask=next_offs < hi, other=0)
+    for n0 in range(lo, hi, BLOCK_N):
+        offs = next_offs
+        valid = offs < hi
+        slots = next_slots.to(tl.int64)  # [BLOCK_N]
+        next_offs = offs + BLOCK_N
+        next_slots = tl.load(indices_ptr + start + next_offs, mask=next_offs < hi, other=0)
+        if SPLIT_EO:  # nvfp4 as even / odd halves: two dots each, no interleaving shuffle
+            ke, ko = load_nvfp4_halves(k_ptr, kb_ptr, slots, valid, h, HKV, D, BLOCK_N, CDT, USE_ASM)
+            ve, vo = load_nvfp4_halves(v_ptr, vb_ptr, slots, valid, h, HKV, D, BLOCK_N, CDT, USE_ASM)
+            s = tl.dot(q_e, tl.trans(ke), input_precision=PREC) + tl.dot(q_o, tl.trans(ko), input_precision=PREC)
+        else:
+            k = load_kv_tile(k_ptr, kb_ptr, slots, valid, h, HKV, D, BLOCK_N, FMT, CDT, USE_ASM)
+            v = load_kv_tile(v_ptr, vb_ptr, slots, valid, h, HKV, D, BLOCK_N, FMT, CDT, USE_ASM)
+            s = tl.dot(q, tl.trans(k), input_precision=PREC)
+        s = tl.where(valid[None, :], s * k_mult, float("-inf"))  # [G_PAD, BLOCK_N]
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))  # finite: every tile has a valid key
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        if SPLIT_EO:
+            acc_e = acc_e * alpha[:, None] + tl.dot(p.to(CDT), ve, input_precision=PREC)
+            acc_o = acc_o * alpha[:, None] + tl.dot(p.to(CDT), vo, input_precision=PREC)
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p.to(CDT), v, input_precision=PREC)
+        m_i = m_new
+    if SPLIT_EO:
+        acc = tl.reshape(tl.join(acc_e, acc_o), (G_PAD, D))
+    nonempty = l_i > 0
+    l_safe = tl.where(nonempty, l_i, 1.0)
+    o = acc * (head_factor(vf_ptr, h, FMT) / l_safe)[:, None]
+    lse = tl.where(nonempty, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
+    row = (b * HQ + heads) * NUM_SPLITS + split  # [B, HQ, NUM_SPLITS] (final output when 1 split)
+    store_rne(o_ptr + row[:, None] * D + d[None, :], o, (g < G)[:, None])
+    tl.store(lse_ptr + row, lse, mask=g < G)
+
+
+@triton.jit
+def _combine(o_a, s_a, o_b, s_b):
+    """merge_state of (o_a [M, D], s_a [M]) and (o_b, s_b), all fp32."""
+    m = tl.maximum(s_a, s_b)
+    m = tl.where(m == float("-inf"), 0.0, m)
+    w_a = tl.exp(s_a - m)
+    w_b = tl.exp(s_b - m)
+    tot = w_a + w_b
+    safe = tl.where(tot > 0, tot, 1.0)
+    o = (o_a * w_a[:, None] + o_b * w_b[:, None]) / safe[:, None]
+    return o, tl.where(tot > 0, m + tl.log(safe), float("-inf"))
+
+
+@triton.jit
+def _reduce_splits_kernel(mid_o_ptr, mid_lse_ptr, o_ptr, lse_ptr, NUM_SPLITS: tl.constexpr, D: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)  # one (request, query head)
+    d = tl.arange(0, D)
+    o = tl.zeros([1, D], tl.float32)
+    s = tl.full([1], float("-inf"), tl.float32)
+    for i in range(NUM_SPLITS):
+        s_i = tl.load(mid_lse_ptr + row * NUM_SPLITS + i + tl.zeros([1], tl.int64))
+        o_i = tl.load(mid_o_ptr + (row * NUM_SPLITS + i) * D + d)[None, :]
+        o, s = _combine(o, s, o_i, s_i)
+    store_rne(o_ptr + row * D + d[None, :], o, d[None, :] < D)
+    tl.store(lse_ptr + row + tl.zeros([1], tl.int64), s)
+
+
+@triton.jit
+def _merge_state_kernel(oa_ptr, sa_ptr, ob_ptr, sb_ptr, o_ptr, s_ptr, num_rows, D: tl.constexpr,
+                        BLOCK_D: tl.constexpr, ROWS: tl.constexpr):
+    r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)  # [ROWS]
+    d = tl.arange(0, BLOCK_D)
+    rm = r < num_rows
+    mask = rm[:, None] & (d < D)[None, :]
+    offs = r[:, None] * D + d[None, :]
+    s_a = tl.load(sa_ptr + r, mask=rm, other=float("-inf"))
+    s_b = tl.load(sb_ptr + r, mask=rm, other=float("-inf"))
+    o_a = tl.load(oa_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    o_b = tl.load(ob_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    o, s = _combine(o_a, s_a, o_b, s_b)
+    store_rne(o_ptr + offs, o, mask)
+    tl.store(s_ptr + r, s, mask=rm)
+
+
+# ---------------------------------------------------------------- launchers
+
+
+def _check_decode(q, kv: KVBuffers, kv_indptr, kv_indices, out_dtype) -> torch.dtype:
+    if not isinstance(q, torch.Tensor) or q.ndim != 3 or q.dtype not in FLOAT_DTYPES:
+        raise ValueError("q must be a float32/float16/bfloat16 tensor [B, Hq, D]")
+    kv.check()
+    if q.shape[2] != kv.head_dim or q.shape[1] % kv.num_kv_heads:
+        raise ValueError(f"q {tuple(q.shape)} does not fit a pool with {kv.num_kv_heads} KV heads of dim {kv.head_dim}")
+    if kv.k.device != q.device:
+        raise ValueError(f"q is on {q.device} but the pool on {kv.k.device}")
+    check_index(kv_indptr, "kv_indptr", q.device, q.shape[0] + 1)
+    check_index(kv_indices, "kv_indices", q.device)
+    out_dtype = q.dtype if out_dtype is None else out_dtype
+    if out_dtype not in FLOAT_DTYPES:
+        raise ValueError(f"out_dtype must be float32, float16 or bfloat16, got {out_dtype}")
+    compute_dtype(q.dtype, kv)  # raises for a float pool of another dtype than q
+    return out_dtype
+
+
+def _num_splits(batch: int, num_kv_heads: int, nnz: int, device: torch.device) -> int:
+    """Enough (request, head, split) programs for ~16 per SM, each with >= MIN_SPLIT_TOKENS keys on average."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+    want = triton.cdiv(16 * sms, max(batch * num_kv_heads, 1))
+    by_len = nnz // max(batch * MIN_SPLIT_TOKENS, 1)
+    return max(1, min(want, by_len, 64))
+
+
+def decode_attention(q: torch.Tensor, kv: KVBuffers, kv_indptr: torch.Tensor, kv_indices: torch.Tensor,
+                     sm_scale: float, *, out_dtype: torch.dtype | None = None, num_splits: int | None = None,
+                     out: tuple[torch.Tensor, torch.Tensor] | None = None):
+    """Attend q [B, Hq, D] (one token per request, Hq a multiple of Hkv) over each request's slots.
+
+    Request b's keys: kv.k/kv.v at slots kv_indices[kv_indptr[b]:kv_indptr[b+1]] (int32/int64 CSR,
+    any order, not range-checked). Returns (o [B, Hq, D] out_dtype (default q.dtype), lse [B, Hq]
+    float32 = log sum exp(sm_scale * q.k)), new or written into `out`; no keys: o = 0, lse = -inf.
+    Float pools need q.dtype == pool dtype; quantized pools compute in fp16 (fp32 for an fp32 q).
+    num_splits overrides the split-KV heuristic. No host sync. Raises ValueError for bad inputs.
+    """
+    out_dtype = _check_decode(q, kv, kv_indptr, kv_indices, out_dtype)
+    kv.check_kernel()
+    for t, name in ((q, "q"), (kv_indptr, "kv_indptr"), (kv_indices, "kv_indices")):
+        check_kernel_tensor(t, name)
+    (b, hq, d), hkv = q.shape, kv.num_kv_heads
+    heads_per_program = hkv if DECODE_VARIANT["rows"] else 1
+    splits = num_splits or _num_splits(b, hkv // heads_per_program, kv_indices.numel(), q.device)
+    o, lse = output_buffers(out, (b, hq, d), out_dtype, q.device)  # [B, Hq, D], [B, Hq]
+    if b == 0:
+        return o, lse
+    mid_o, mid_lse = (o, lse) if splits == 1 else output_buffers(None, (b, hq, splits, d), torch.float32, q.device)
+    _launch(q, kv, kv_indptr, kv_indices, mid_o, mid_lse, sm_scale, splits)
+    if splits > 1:
+        _reduce_splits_kernel[(b * hq,)](mid_o, mid_lse, o, lse, NUM_SPLITS=splits, D=d, num_warps=1)
+    return o, lse
+
+
+def _launch(q, kv: KVBuffers, kv_indptr, kv_indices, mid_o, mid_lse, sm_scale: float, splits: int) -> None:
+    """Run the decode kernel of the selected variant, writing (o, lse) per (request, head, split)."""
+    (b, hq, d), hkv = q.shape, kv.num_kv_heads
+    args = (q, *kv.kernel_args(), kv_indptr, kv_indices, mid_o, mid_lse, sm_scale * LOG2E)
+    if DECODE_VARIANT["rows"]:
+        block_n, warps, stages = ROWS_CONFIGS[kv.fmt]
+        decode_rows_kernel[(b, splits)](
+            *args, HQ=hq, HKV=hkv, D=d, HQ_PAD=max(16, triton.next_power_of_2(hq)), NUM_SPLITS=splits,
+            BLOCK_N=block_n, num_warps=warps, num_stages=stages, **kernel_flags(q.dtype, kv))
+    else:
+        block_n, warps, stages = DECODE_CONFIGS[kv.fmt]
+        _decode_kernel[(hkv, b, splits)](
+            *args, HQ=hq, HKV=hkv, D=d, G_PAD=max(16, triton.next_power_of_2(hq // hkv)), NUM_SPLITS=splits,
+            BLOCK_N=block_n, SPLIT_EO=kv.fmt == FMT_NVFP4 and DECODE_VARIANT["split_eo"],
+            num_warps=warps, num_stages=stages, **kernel_flags(q.dtype, kv))
+
+
+def merge_state(o_a: torch.Tensor, lse_a: torch.Tensor, o_b: torch.Tensor, lse_b: torch.Tensor, *,
+                out: tuple[torch.Tensor, torch.Tensor] | None = None):
+    """Merge two attention states over disjoint key sets (math in the module docstring).
+
+    o_a, o_b [..., D] float (same shape/dtype), lse_a, lse_b float32 [...] natural log; all
+    contiguous, on CUDA or TRITON_INTERPRET=1. Returns (o [..., D] in o_a's dtype, lse [...]
+    float32), new or the given `out`; two empty states (-inf) give o = 0, lse = -inf. Raises
+    ValueError on mismatch."""
+    _check_merge(o_a, lse_a, o_b, lse_b)
+    for t, name in ((o_a, "o_a"), (lse_a, "lse_a"), (o_b, "o_b"), (lse_b, "lse_b")):
+        check_kernel_tensor(t, name)
+    d = o_a.shape[-1]
+    o, lse = output_buffers(out, tuple(o_a.shape), o_a.dtype, o_a.device)
+    rows = lse_a.numel()
+    if rows and d:
+        block_d = triton.next_power_of_2(d)
+        per = max(1, 2048 // block_d)
+        _merge_state_kernel[(triton.cdiv(rows, per),)](o_a, lse_a, o_b, lse_b, o, lse, rows, D=d,
+                                                       BLOCK_D=block_d, ROWS=per, num_warps=4)
+    return o, lse
+
+
+def _check_merge(o_a, lse_a, o_b, lse_b) -> None:
+    if not all(isinstance(t, torch.Tensor) for t in (o_a, lse_a, o_b, lse_b)):
+        raise ValueError("merge_state takes tensors")
+    if o_a.shape != o_b.shape or o_a.dtype != o_b.dtype or o_a.dtype not in FLOAT_DTYPES or o_a.ndim < 1:
+        raise ValueError(f"o_a {tuple(o_a.shape)} {o_a.dtype} and o_b {tuple(o_b.shape)} {o_b.dtype} "
+                         "must match (float)")
+    if lse_a.shape != o_a.shape[:-1] or lse_b.shape != lse_a.shape:
+        raise ValueError(f"lse shapes {tuple(lse_a.shape)}, {tuple(lse_b.shape)} must be {tuple(o_a.shape[:-1])}")
+    if lse_a.dtype != torch.float32 or lse_b.dtype != torch.float32:
+        raise ValueError("lse_a and lse_b must be float32")
+    if len({t.device for t in (o_a, lse_a, o_b, lse_b)}) != 1:
+        raise ValueError("merge_state inputs must be on one device")
+
+
+# ---------------------------------------------------------------- torch references
+
+
+def decode_attention_ref(q, kv: KVBuffers, kv_indptr, kv_indices, sm_scale: float, *, out_dtype=None,
+                         num_splits: int | None = None, out=None):
+    """Plain-torch decode_attention (float32 math; num_splits is ignored; returns new tensors
+    unless `out` is given)."""
+    out_dtype = _check_decode(q, kv, kv_indptr, kv_indices, out_dtype)
+    bounds = kv_indptr.tolist()
+    o = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    lse = torch.full(q.shape[:2], -math.inf, dtype=torch.float32, device=q.device)
+    for b in range(q.shape[0]):
+        slots = kv_indices[bounds[b]:bounds[b + 1]]
+        if slots.numel():
+            k, v = kv.dequantize(slots)
+            visible = torch.ones(1, slots.numel(), dtype=torch.bool, device=q.device)
+            o_b, lse_b = attend_ref(q[b:b + 1].float(), k, v, visible, sm_scale)
+            o[b], lse[b] = o_b[0], lse_b[0]
+    return written_out(out, o.to(out_dtype), lse)
+
+
+
+def merge_state_ref(o_a, lse_a, o_b, lse_b, *, out=None):
+    """Plain-torch merge_state (float32 math)."""
+    _check_merge(o_a, lse_a, o_b, lse_b)
+    m = torch.maximum(lse_a, lse_b)
+    m = torch.where(m == -math.inf, torch.zeros_like(m), m)
+    w_a, w_b = torch.exp(lse_a - m), torch.exp(lse_b - m)
+    tot = w_a + w_b
+    safe = torch.where(tot > 0, tot, torch.ones_like(tot))
+    o = (o_a.float() * w_a[..., None] + o_b.float() * w_b[..., None]) / safe[..., None]
+    lse = torch.where(tot > 0, m + torch.log(safe), torch.full_like(m, -math.inf))
+    return written_out(out, o.to(o_a.dtype), lse)

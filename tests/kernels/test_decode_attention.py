@@ -1,0 +1,202 @@
+"""decode_attention (Triton under TRITON_INTERPRET=1 here, and its torch reference) against float64
+attention over the dequantized pool; split pools merged with merge_state; launcher validation."""
+
+import math
+
+import pytest
+import torch
+
+from radixgen import kernels
+from radixgen.kernels import decode_attention as da
+from radixgen.kernels.kv_layout import KVBuffers
+from tests.kernels.conftest import KERNEL_DEVICE
+from tests.kernels.kv_pools import FORMATS, csr, dequant64, make_pool, oracle, poisoned, rel_err, to_device
+
+HKV, HQ, D, SLOTS = 2, 4, 32, 64
+SM_SCALE = 1 / math.sqrt(D)
+
+
+def _oracle(q, kv, indptr, indices):
+    """float64 (o, lse) per request; an empty request gives o = 0, lse = -inf."""
+    outs, lses = [], []
+    bounds = indptr.tolist()
+    for b in range(q.shape[0]):
+        slots = indices[bounds[b]:bounds[b + 1]]
+        k, v = dequant64(kv, slots)
+        o, lse = oracle(q[b:b + 1], k, v, torch.ones(1, slots.numel(), dtype=torch.bool), SM_SCALE)
+        outs.append(o)
+        lses.append(lse)
+    return torch.cat(outs), torch.cat(lses)
+
+
+def _run(q, kv, indptr, indices, out_dtype=torch.float32, **kwargs):
+    """The Triton launcher on KERNEL_DEVICE, writing into NaN-poisoned outputs."""
+    dev = KERNEL_DEVICE
+    out = (poisoned(q.shape, out_dtype, dev), poisoned(q.shape[:2], torch.float32, dev))
+    return da.decode_attention(q.to(dev), to_device(kv, dev), indptr.to(dev), indices.to(dev), SM_SCALE,
+                               out_dtype=out_dtype, out=out, **kwargs)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("num_splits", [1, 4])
+def test_decode_matches_float64(fmt, num_splits):
+    gen = torch.Generator().manual_seed(num_splits * 10 + FORMATS.index(fmt))
+    kv = make_pool(fmt, SLOTS, HKV, D, gen)
+    indptr, indices = csr([23, 0, 37], SLOTS, gen)  # an empty request; slots in random order
+    q = torch.randn(3, HQ, D, generator=gen) * 2
+    want_o, want_lse = _oracle(q, kv, indptr, indices)
+    for o, lse in (_run(q, kv, indptr, indices, num_splits=num_splits),
+                   da.decode_attention_ref(q, kv, indptr, indices, SM_SCALE)):
+        assert rel_err(o, want_o) < 1e-5 and rel_err(lse, want_lse) < 1e-6
+        assert (o[1] == 0).all() and (lse[1] == -math.inf).all()
+
+
+def test_more_splits_than_tiles_and_int64_indptr():
+    gen = torch.Generator().manual_seed(5)
+    kv = make_pool("nvfp4", SLOTS, HKV, D, gen)
+    indptr, indices = csr([3, 1, 40], SLOTS, gen)
+    q = torch.randn(3, HQ, D, generator=gen)
+    o, lse = _run(q, kv, indptr.long(), indices.int(), num_splits=7)  # most splits are empty
+    want_o, want_lse = _oracle(q, kv, indptr, indices)
+    assert rel_err(o, want_o) < 1e-5 and rel_err(lse, want_lse) < 1e-6
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_bf16_queries(fmt):
+    # quantized pools compute in fp16 with a power-of-two prescale of q: huge q must not overflow
+    gen = torch.Generator().manual_seed(7)
+    kv = make_pool(fmt, SLOTS, HKV, D, gen, float_dtype=torch.bfloat16)
+    indptr, indices = csr([30, 9], SLOTS, gen)
+    q = (torch.randn(2, HQ, D, generator=gen) * torch.tensor([1e-3, 3e3])[:, None, None]).bfloat16()
+    want_o, want_lse = _oracle(q, kv, indptr, indices)
+    o, lse = _run(q, kv, indptr, indices, out_dtype=torch.float32)
+    assert rel_err(o, want_o) < 1e-2 and rel_err(lse, want_lse) < 1e-3
+    o16, _ = _run(q, kv, indptr, indices, out_dtype=torch.bfloat16)
+    assert o16.dtype == torch.bfloat16 and rel_err(o16, want_o) < 2e-2
+
+
+def test_fp8_and_nvfp4_split_merged_equals_whole_sequence():
+    # prefix tokens in an fp8 pool, generated tokens in an nvfp4 pool: two passes + merge_state
+    gen = torch.Generator().manual_seed(11)
+    fp8, nvfp4 = make_pool("fp8", SLOTS, HKV, D, gen), make_pool("nvfp4", SLOTS, HKV, D, gen)
+    ptr8, idx8 = csr([20, 0, 13], SLOTS, gen)
+    ptr4, idx4 = csr([9, 15, 0], SLOTS, gen)
+    q = torch.randn(3, HQ, D, generator=gen)
+    o8, l8 = _run(q, fp8, ptr8, idx8, num_splits=2)
+    o4, l4 = _run(q, nvfp4, ptr4, idx4)
+    o, lse = da.merge_state(o8, l8, o4, l4)
+    for b, (n8, n4) in enumerate([(20, 9), (0, 15), (13, 0)]):
+        k8, v8 = dequant64(fp8, idx8[ptr8[b]:ptr8[b] + n8])
+        k4, v4 = dequant64(nvfp4, idx4[ptr4[b]:ptr4[b] + n4])
+        visible = torch.ones(1, n8 + n4, dtype=torch.bool)
+        want_o, want_lse = oracle(q[b:b + 1], torch.cat([k8, k4]), torch.cat([v8, v4]), visible, SM_SCALE)
+        assert rel_err(o[b:b + 1], want_o) < 1e-5 and rel_err(lse[b:b + 1], want_lse) < 1e-6
+
+
+def test_dispatch_and_module_access():
+    gen = torch.Generator().manual_seed(3)
+    kv = make_pool("fp8", SLOTS, HKV, D, gen)
+    indptr, indices = csr([5, 6], SLOTS, gen)
+    q = torch.randn(2, HQ, D, generator=gen)
+    o, lse = kernels.dispatch("decode_attention", q, kv, indptr, indices, SM_SCALE)  # CPU: the reference
+    assert torch.equal(o, da.decode_attention_ref(q, kv, indptr, indices, SM_SCALE)[0])
+    assert kernels.decode_attention is da  # the module, as importing it sets
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _valid_args():
+    gen = torch.Generator().manual_seed(0)
+    kv = to_device(make_pool("fp8", SLOTS, HKV, D, gen), KERNEL_DEVICE)
+    indptr, indices = csr([4, 4], SLOTS, gen, KERNEL_DEVICE)
+    return torch.randn(2, HQ, D, device=KERNEL_DEVICE), kv, indptr, indices
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_validation(backend):
+    q, kv, indptr, indices = _valid_args()
+    cases = [
+        ((q[0], kv, indptr, indices), "q must be"),
+        ((q.double(), kv, indptr, indices), "q must be"),
+        ((q[:, :3], kv, indptr, indices), "does not fit"),
+        ((q[..., :16], kv, indptr, indices), "does not fit"),
+        ((q, kv, indptr[:2], indices), "kv_indptr must have 3"),
+        ((q, kv, indptr, indices.float()), "kv_indices must be"),
+        ((q, KVBuffers(kv.k, kv.v), indptr, indices), "k_scale"),
+        ((q, KVBuffers(kv.k, kv.v, kv.k_scale.double(), kv.v_scale), indptr, indices), "k_scale"),
+        ((q, KVBuffers(kv.k, kv.v[:, :1]), indptr, indices), "differ"),
+        ((q, KVBuffers(kv.k.float().bfloat16(), kv.v.float().bfloat16()), indptr, indices), "same dtype"),
+    ]
+    for args, match in cases:
+        with pytest.raises(ValueError, match=match):
+            kernels.dispatch("decode_attention", *args, SM_SCALE, backend=backend)
+
+
+def test_launcher_layout_device_and_out(monkeypatch):
+    q, kv, indptr, indices = _valid_args()
+    with pytest.raises(ValueError, match="contiguous"):
+        da.decode_attention(q.transpose(0, 1).contiguous().transpose(0, 1), kv, indptr, indices, SM_SCALE)
+    with pytest.raises(ValueError, match="out must be"):
+        da.decode_attention(q, kv, indptr, indices, SM_SCALE, out=(torch.empty_like(q), torch.empty(2)))
+    if KERNEL_DEVICE == "cpu":
+        monkeypatch.setenv("TRITON_INTERPRET", "0")
+        with pytest.raises(ValueError, match="CUDA"):
+            da.decode_attention(q, kv, indptr, indices, SM_SCALE)
+
+
+# ---------------------------------------------------------------- real shapes on the GPU
+
+
+def _dense_oracle(q, k, v, sm_scale):
+    """float64 on the GPU: q [B, Hq, D], k, v [B, L, Hkv, D] (already dequantized, float64)."""
+    group = q.shape[1] // k.shape[2]
+    qg = q.double().view(q.shape[0], k.shape[2], group, q.shape[2])  # [B, Hkv, G, D]
+    s = torch.einsum("bhgd,blhd->bhgl", qg, k) * sm_scale
+    lse = torch.logsumexp(s, -1)
+    o = torch.einsum("bhgl,blhd->bhgd", torch.exp(s - lse[..., None]), v)
+    return o.reshape(q.shape), lse.reshape(q.shape[:2])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_gpu_batch64_4096(fmt):
+    b, n, hq, hkv, d = 64, 4096, 32, 8, 128
+    gen = torch.Generator("cuda").manual_seed(1)
+    kv = make_pool(fmt, b * n + 100, hkv, d, gen, device="cuda", float_dtype=torch.bfloat16)
+    indptr, indices = csr([n] * b, b * n + 100, gen, "cuda")
+    q = torch.randn(b, hq, d, generator=gen, device="cuda").bfloat16()
+    o, lse = da.decode_attention(q, kv, indptr, indices, 1 / math.sqrt(d), out_dtype=torch.float32)
+    k, v = (t.view(b, n, hkv, d) for t in dequant64(kv, indices))
+    want_o, want_lse = _dense_oracle(q, k, v, 1 / math.sqrt(d))
+    assert rel_err(o, want_o) < 1e-2 and rel_err(lse, want_lse) < 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["bf16", "fp8"])
+def test_gpu_flashinfer_wrapper_matches(fmt):
+    from radixgen.kernels import flashinfer_ops
+
+    if not flashinfer_ops.available():
+        pytest.skip("flashinfer is not installed")
+    gen = torch.Generator("cuda").manual_seed(4)
+    kv = make_pool(fmt, 1000, 8, 128, gen, device="cuda", float_dtype=torch.bfloat16)
+    indptr, indices = csr([100, 37, 513, 1], 1000, gen, "cuda")
+    q = torch.randn(4, 32, 128, generator=gen, device="cuda").bfloat16()
+    o, lse = flashinfer_ops.decode_attention(q, kv, indptr, indices, 1 / math.sqrt(128))
+    want_o, want_lse = da.decode_attention_ref(q, kv, indptr, indices, 1 / math.sqrt(128), out_dtype=torch.float32)
+    assert rel_err(o, want_o) < 2e-2 and rel_err(lse, want_lse) < 1e-3
+
+
+@pytest.mark.parametrize("variant", [dict(rows=True, split_eo=False), dict(rows=False, split_eo=False)])
+@pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
+def test_kernel_variants_match_float64(variant, fmt, monkeypatch):
+    # the non-default code shapes a benchmark sweep may select: whole slot rows; nvfp4 interleaved
+    monkeypatch.setattr(da, "DECODE_VARIANT", variant)
+    gen = torch.Generator().manual_seed(21)
+    kv = make_pool(fmt, SLOTS, HKV, D, gen)
+    indptr, indices = csr([19, 0, 30], SLOTS, gen)
+    q = torch.randn(3, HQ, D, generator=gen)
+    o, lse = _run(q, kv, indptr, indices, num_splits=2)
+    want_o, want_lse = _oracle(q, kv, indptr, indices)
+    assert rel_err(o, want_o) < 1e-5 and rel_err(lse, want_lse) < 1e-6
