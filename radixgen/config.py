@@ -20,6 +20,8 @@ class ModelConfig:
     dtype: str = option("auto", "weight and activation dtype", ("auto", "bfloat16", "float16", "float32"))
     load_format: str = option("auto", "'dummy' builds random weights from config.json", ("auto", "safetensors", "dummy"))
     device: str = option("auto", "'auto' picks cuda when available, else cpu")
+    attention_backend: str = option("auto", "'triton': paged kernels reading quantized KV in place; "
+                                    "'torch': SDPA over gathered KV; 'auto': triton on CUDA", ("auto", "torch", "triton"))
     seed: int = option(0, "seed for dummy weights and the default sampling generator")
 
 

@@ -82,6 +82,12 @@ class KVPool:
             return self._out(self.k[layer][span[0]:span[1]]), self._out(self.v[layer][span[0]:span[1]])
         return self.gather(layer, slots)
 
+    def kv_buffers(self, layer: int):
+        """This layer's buffers as the attention kernels take them."""
+        from radixgen.kernels import KVBuffers
+
+        return KVBuffers(self.k[layer], self.v[layer])
+
     def _out(self, x: torch.Tensor) -> torch.Tensor:
         return x if x.dtype == self.compute_dtype else x.to(self.compute_dtype)
 

@@ -100,6 +100,12 @@ class FP8KVPool(_ScaledPool):
     def bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int) -> float:
         return 2 * num_layers * num_kv_heads * head_dim
 
+    def kv_buffers(self, layer: int):
+        """This layer's buffers as the attention kernels take them (kernels.KVBuffers)."""
+        from radixgen.kernels import KVBuffers  # lazily: it imports triton
+
+        return KVBuffers(self.k[layer], self.v[layer], self.k_scale[layer], self.v_scale[layer])
+
     def _write(self, layer, name, slots, x, scale) -> None:
         q, _ = quantize_fp8(x, scale.view(1, -1, 1))  # [n, Hkv, D]
         _put(getattr(self, name)[layer], slots, q)
@@ -135,6 +141,13 @@ class NVFP4KVPool(_ScaledPool):
     @staticmethod
     def bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int) -> float:
         return 2 * num_layers * num_kv_heads * (head_dim // 2 + head_dim // 16)
+
+    def kv_buffers(self, layer: int):
+        """This layer's buffers as the attention kernels take them (kernels.KVBuffers)."""
+        from radixgen.kernels import KVBuffers  # lazily: it imports triton
+
+        return KVBuffers(self.k_codes[layer], self.v_codes[layer], self.k_tscale[layer], self.v_tscale[layer],
+                         self.k_bscale[layer], self.v_bscale[layer])
 
     def _write(self, layer, name, slots, x, scale) -> None:
         codes, bscale, _ = quantize_nvfp4(x, scale.view(-1, 1))  # [n, Hkv, D/2], [n, Hkv, D/16]

@@ -13,7 +13,7 @@ from radixgen.config import CacheConfig, ModelConfig
 from radixgen.radix.kv_pool import ReqToTokenTable, SlotAllocator
 from radixgen.radix.mixed_kv_pool import MixedKVPool, TieredSlotAllocator
 from radixgen.radix.quant_kv_pool import kv_bytes_per_token, make_kv_pool
-from radixgen.runtime.attention import TorchAttention
+from radixgen.runtime.attention_kernels import make_attention
 from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
 from radixgen.runtime.model.arch import ModelArch
 from radixgen.runtime.model.llama import LlamaModel
@@ -49,7 +49,7 @@ class ModelRunner:
             logger.warning("context capped at the sliding window: %d tokens", a.sliding_window)
             self.max_context_len = a.sliding_window
         self.table = ReqToTokenTable(max_running_requests + 1, self.max_context_len, self.device)
-        self.attn = TorchAttention(a.num_heads, a.num_kv_heads, a.head_dim)
+        self.attn = make_attention(model_cfg.attention_backend, a.num_heads, a.num_kv_heads, a.head_dim, self.device)
         logger.info("KV pools: %s, weights %.1f MB", self.kv_summary(), weight_bytes / 1e6)
 
     @property

@@ -1,0 +1,124 @@
+"""Attention through `radixgen.kernels`: paged decode and extend kernels that read each KV pool
+in place (bf16, FP8 or NVFP4, dequantized in registers), one pass per pool, merged by log-sum-exp
+state merging (`merge_state`) when a sequence lives in two pools (mixed precision).
+
+Dispatch: `kernels.dispatch` runs the Triton kernels on CUDA (and under TRITON_INTERPRET=1 when
+`backend="triton"`), else the torch references. Extend over a request whose *new* tokens span
+both pools (a retracted request prefilled again across its prompt/output boundary) is rare and
+goes through `TorchAttention` instead: the kernel's causal mask is positional within one pool.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from radixgen.kernels import dispatch
+from radixgen.runtime.attention import TorchAttention
+from radixgen.runtime.forward_batch import ForwardBatch
+
+
+def pool_parts(pool) -> list[tuple[object, int, int]]:
+    """(sub-pool, first slot, end slot) of each precision a pool holds."""
+    if hasattr(pool, "boundary"):  # MixedKVPool
+        return [(pool.prefix, 0, pool.boundary), (pool.branch, pool.boundary, pool.num_slots)]
+    return [(pool, 0, pool.num_slots)]
+
+
+def _csr(slots: list[torch.Tensor], lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """CSR (indptr [B+1], indices) of each request's slots that lie in [lo, hi), rebased to lo."""
+    picked = [s[(s >= lo) & (s < hi)] - lo for s in slots]
+    lens = torch.tensor([len(p) for p in picked], dtype=torch.int64)
+    indptr = torch.cat([lens.new_zeros(1), lens.cumsum(0)]).to(slots[0].device if slots else "cpu")
+    indices = torch.cat(picked) if picked else torch.empty(0, dtype=torch.int64)
+    return indptr, indices
+
+
+class KernelAttention:
+    """The `AttentionBackend` over the paged attention kernels (see the module docstring)."""
+
+    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, backend: str = "auto"):
+        self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
+        self.backend, self.sm_scale = backend, 1.0 / math.sqrt(head_dim)
+        self.fallback = TorchAttention(num_heads, num_kv_heads, head_dim)
+        self.batch: ForwardBatch | None = None
+        self.meta: dict = {}
+
+    def begin(self, batch: ForwardBatch) -> None:
+        self.batch, self.meta = batch, {}
+        self.fallback.begin(batch)
+        if self.fallback.dec_batch is not None:
+            b = self.fallback.dec_batch
+            self.meta["dec"] = [s[:n] for s, n in zip(b.kv_slots, b.seq_lens)]
+        if self.fallback.ext_batch is not None:
+            b = self.fallback.ext_batch
+            self.meta["ext"] = [(s[:n], n - e) for s, n, e in zip(b.kv_slots, b.seq_lens, b.extend_lens)]
+            lens = torch.tensor(b.extend_lens, dtype=torch.int64)
+            self.meta["qo_indptr"] = torch.cat([lens.new_zeros(1), lens.cumsum(0)]).to(b.kv_slots.device)
+        self.meta["csr"] = {}
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pool) -> torch.Tensor:
+        pool.store(layer, self.batch.out_slots, k, v)
+        q = q.contiguous()
+        ext, dec = self.fallback.ext_batch, self.fallback.dec_batch
+        outs = []
+        if ext is not None:
+            t_ext = sum(ext.extend_lens)
+            outs.append(self._extend(layer, q[:t_ext].contiguous(), pool))
+            q = q[t_ext:]
+        if dec is not None:
+            outs.append(self._decode(layer, q.contiguous(), pool))
+        return torch.cat(outs) if len(outs) > 1 else outs[0]
+
+    def _decode(self, layer: int, q: torch.Tensor, pool) -> torch.Tensor:
+        state = None
+        for part, lo, hi in pool_parts(pool):
+            indptr, indices = self._cached_csr("dec", lo, hi)
+            o, lse = dispatch("decode_attention", q, part.kv_buffers(layer), indptr, indices, self.sm_scale,
+                              backend=self.backend, out_dtype=torch.float32)
+            state = (o, lse) if state is None else dispatch("merge_state", *state, o, lse, backend=self.backend)
+        return state[0].to(q.dtype)
+
+    def _extend(self, layer: int, q: torch.Tensor, pool) -> torch.Tensor:
+        parts = pool_parts(pool)
+        homes = [self._new_tokens_home(slots, prefix, parts) for slots, prefix in self.meta["ext"]]
+        if any(h is None for h in homes):
+            return self.fallback._extend(layer, q, pool)
+        state = None
+        for i, (part, lo, hi) in enumerate(parts):
+            indptr, indices = self._cached_csr("ext", lo, hi)
+            num_new = torch.tensor([len(s) - p if h == i else 0 for (s, p), h in zip(self.meta["ext"], homes)],
+                                   device=q.device)
+            o, lse = dispatch("extend_attention", q, part.kv_buffers(layer), self.meta["qo_indptr"], indptr,
+                              indices, num_new, self.sm_scale, backend=self.backend, out_dtype=torch.float32)
+            state = (o, lse) if state is None else dispatch("merge_state", *state, o, lse, backend=self.backend)
+        return state[0].to(q.dtype)
+
+    @staticmethod
+    def _new_tokens_home(slots: torch.Tensor, prefix_len: int, parts) -> int | None:
+        """The pool part holding all of a request's new tokens, or None if they span two."""
+        new = slots[prefix_len:]
+        for i, (_, lo, hi) in enumerate(parts):
+            if bool(((new >= lo) & (new < hi)).all()):
+                return i
+        return None
+
+    def _cached_csr(self, kind: str, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The CSR of the decode or extend requests' slots in [lo, hi), built once per forward."""
+        key = (kind, lo)
+        if key not in self.meta["csr"]:
+            slots = self.meta["dec"] if kind == "dec" else [s for s, _ in self.meta["ext"]]
+            self.meta["csr"][key] = _csr(slots, lo, hi)
+        return self.meta["csr"][key]
+
+
+def make_attention(kind: str, num_heads: int, num_kv_heads: int, head_dim: int, device: torch.device):
+    """'torch' (TorchAttention), 'triton' (KernelAttention), or 'auto': kernels on CUDA."""
+    if kind == "auto":
+        kind = "triton" if device.type == "cuda" else "torch"
+    if kind == "torch":
+        return TorchAttention(num_heads, num_kv_heads, head_dim)
+    if kind == "triton":
+        return KernelAttention(num_heads, num_kv_heads, head_dim, backend="triton")
+    raise ValueError(f"attention backend must be auto, torch or triton, got {kind!r}")
