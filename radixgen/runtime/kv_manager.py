@@ -33,6 +33,20 @@ class KVManager:
             return prompt_tokens + generated_tokens <= self.available()
         return prompt_tokens <= self.available(0) and generated_tokens <= self.available(1)
 
+    def fits_when_empty(self, req: Request, capacity: tuple[int, ...]) -> bool:
+        """Could req's whole sequence plus its next token fit the empty pools?"""
+        prompt, generated = len(req.input_ids), req.seq_len + 1 - len(req.input_ids)
+        if self.branch_tier == 0:
+            return prompt + generated <= sum(capacity)
+        return prompt <= capacity[0] and generated <= capacity[1]
+
+    def hits_by_tier(self, req: Request) -> tuple[int, int]:
+        """req's cached prompt tokens (its first kv_len slots after admission) per pool."""
+        if self.branch_tier == 0:
+            return req.kv_len, 0
+        branch = int((self.table.read(req.row, req.kv_len) >= self.allocator.boundary).sum())
+        return req.kv_len - branch, branch
+
     def split_positions(self, req: Request, start: int, n: int) -> tuple[int, int]:
         """How many of req's positions [start, start + n) are prompt / generated positions."""
         prompt = max(min(start + n, len(req.input_ids)) - start, 0)

@@ -19,6 +19,7 @@ from radixgen.runtime.grammar_backend import CONSTRAINT_ERROR, GrammarBackend
 from radixgen.runtime.kv_manager import KVManager
 from radixgen.runtime.messages import AbortReq, FlushCacheReq, GenerateReq, TokenOut, ToScheduler
 from radixgen.runtime.model_runner import ModelRunner
+from radixgen.runtime.prompt_logprobs import input_logprob_rows, record_input_logprobs
 from radixgen.runtime.request import Request
 from radixgen.runtime.sampling import sample
 from radixgen.runtime.schedule_policy import PrefillPlan, order_waiting, shares_uncached_prefix
@@ -117,12 +118,12 @@ class Scheduler:
             if self.grammar is not None and self.grammar.pending:
                 time.sleep(0.002)  # only compiles in flight: leave the GIL to their thread
             return self._take_outputs()
-        extra = [_input_logprob_rows(r, e) for r, e in zip(plan.reqs, plan.extend_lens)]
+        extra = [input_logprob_rows(r, e) for r, e in zip(plan.reqs, plan.extend_lens)]
         logits = self.runner.forward_mixed(plan.reqs, plan.extend_lens, ext_slots, dec_reqs, dec_slots,
                                            extra if any(c for _, c in extra) else None)
         n = len(plan.reqs)
         if any(c for _, c in extra):
-            _record_input_logprobs(plan.reqs, extra, logits[n + len(dec_reqs):])
+            record_input_logprobs(plan.reqs, extra, logits[n + len(dec_reqs):])
         if n:
             self._after_prefill(plan, logits[:n])
         if dec_reqs:
@@ -166,15 +167,6 @@ class Scheduler:
             reserved = [reserved[0] + prompt, reserved[1] + generated + self._reserve(req)]
         return plan
 
-    def _count_hits_by_tier(self, req: Request) -> None:
-        """Cached prompt tokens per KV pool (tier), for the per-precision hit rates."""
-        if self.kv.branch_tier == 0:
-            self.num_cached_by_tier[0] += req.kv_len
-            return
-        branch = int((self.runner.table.read(req.row, req.kv_len) >= self.runner.capacity[0]).sum())
-        self.num_cached_by_tier[0] += req.kv_len - branch
-        self.num_cached_by_tier[1] += branch
-
     def _reserve(self, req: Request) -> int:
         """KV tokens held back at admission for the request's future decode steps."""
         return int(req.remaining_new_tokens * self.cfg.new_token_ratio)
@@ -204,7 +196,8 @@ class Scheduler:
                 req.started, req.cached_tokens = True, req.kv_len
                 self.num_prompt_tokens += len(req.input_ids)
                 self.num_cached_tokens += req.kv_len
-                self._count_hits_by_tier(req)
+                for tier, hits in enumerate(self.kv.hits_by_tier(req)):
+                    self.num_cached_by_tier[tier] += hits
             req.kv_len += ext
             self.kv.cache_unfinished(req)
             if req.kv_len == req.seq_len:
@@ -240,18 +233,11 @@ class Scheduler:
         self.kv.release(victim)
         victim.num_retractions += 1
         self.num_retractions += 1
-        if not self.running and not self.chunked and not self._fits_alone(victim):
+        if not self.running and not self.chunked and not self.kv.fits_when_empty(victim, self.runner.capacity):
             self._finish(victim, FinishReason("abort", message="the KV pool is too small for this request"))
             return
         self.waiting.insert(0, victim)
         logger.info("retracted %s (KV pool full)", victim.rid)
-
-    def _fits_alone(self, req: Request) -> bool:
-        """Could req's whole sequence plus its next token fit the empty pools?"""
-        prompt, generated = len(req.input_ids), req.seq_len + 1 - len(req.input_ids)
-        if self.kv.branch_tier == 0:
-            return prompt + generated <= self.runner.num_slots
-        return prompt <= self.runner.capacity[0] and generated <= self.runner.capacity[1]
 
     def _admit_compiled(self) -> None:
         """Move requests whose grammar finished compiling into the queue (or finish them)."""
@@ -317,28 +303,3 @@ class Scheduler:
             top_logprobs=[[list(p) for p in t] for t in top] if top else None,
             input_logprobs=input_logprobs,
         ))
-
-
-def _input_logprob_rows(req: Request, ext: int) -> tuple[int, int]:
-    """(offset, count): the positions of req's next prefill chunk [kv_len, kv_len + ext) whose
-    logits give prompt-token logprobs it still needs."""
-    pos = req.next_input_logprob_pos
-    if pos is None or pos >= req.kv_len + ext:
-        return 0, 0
-    assert pos >= req.kv_len, "the KV of wanted logit positions is never taken from the cache"
-    end = min(req.kv_len + ext, len(req.input_ids) - 1)
-    return pos - req.kv_len, end - pos
-
-
-@torch.inference_mode()
-def _record_input_logprobs(reqs: list[Request], rows: list[tuple[int, int]], logits: torch.Tensor) -> None:
-    """logits [sum(counts), vocab]: row p predicts prompt token p + 1."""
-    start = 0
-    for req, (off, count) in zip(reqs, rows):
-        if not count:
-            continue
-        first = req.kv_len + off + 1  # the prompt position of the first token scored
-        targets = torch.tensor(req.input_ids[first:first + count], device=logits.device)
-        lp = torch.log_softmax(logits[start:start + count].float(), dim=-1)
-        req.input_logprobs.extend(lp.gather(1, targets[:, None])[:, 0].tolist())
-        start += count
