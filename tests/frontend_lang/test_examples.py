@@ -11,10 +11,6 @@ import radixgen as rg
 pytestmark = pytest.mark.model
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-NEEDS_GRAMMAR = pytest.mark.xfail(reason="needs the server's grammar-constrained decoding", strict=False,
-                                  raises=rg.BackendError)
-
-
 def load(name: str):
     spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
@@ -39,25 +35,23 @@ def test_streaming(live_runtime):
     assert len(chunks) >= 2
 
 
-@NEEDS_GRAMMAR
 def test_json_extraction(live_runtime):
     person = load("json_extraction").main(["--url", live_runtime.url, "--max-tokens", "64"])
     assert set(person) == {"name", "birth_year", "city", "occupation"}
 
 
-@NEEDS_GRAMMAR
 def test_sql_synthesis(live_runtime):
-    sql = load("sql_synthesis").main(["--url", live_runtime.url, "--max-tokens", "32"])
-    assert sql.startswith("SELECT ")
+    sql = load("sql_synthesis").main(["--url", live_runtime.url, "--max-tokens", "64"])
+    # the shipped grammar's keywords are case-insensitive; a 135M model may ramble until the
+    # token limit (tests/runtime/server/test_structured_outputs.py parses finished outputs)
+    assert sql.split()[0].upper() in ("SELECT", "INSERT", "UPDATE", "DELETE", "WITH")
 
 
-@NEEDS_GRAMMAR
 def test_sql_synthesis_inline_grammar(live_runtime):
-    sql = load("sql_synthesis").main(["--url", live_runtime.url, "--max-tokens", "32", "--inline"])
+    sql = load("sql_synthesis").main(["--url", live_runtime.url, "--max-tokens", "64", "--inline"])
     assert sql.startswith("SELECT ") and sql.endswith(";")
 
 
-@pytest.mark.xfail(reason="needs the server's tools/tool_choice support", strict=False)
 def test_tool_calling_through_the_openai_client(live_runtime, capsys):
     load("tool_calling_openai").main(["--url", live_runtime.url, "--max-tokens", "32"])
     assert "tool call: get_weather(" in capsys.readouterr().out

@@ -22,7 +22,10 @@ def prepare_weight(weight: torch.Tensor) -> torch.Tensor:
     which measured 1.3-1.6x the plain oneDNN GEMM and ~2x the default BLAS at decode batch
     sizes here (docs/BENCHMARKS.md). Elsewhere: the weight itself."""
     if weight.device.type == "cpu" and weight.dtype in _ONEDNN_DTYPES and _ONEDNN:
-        return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), _PACK_BATCH_HINT)
+        try:
+            return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), _PACK_BATCH_HINT)
+        except RuntimeError:  # e.g. bf16 on a CPU without AVX-512 BF16 / AVX-NE-CONVERT
+            pass
     return weight
 
 
