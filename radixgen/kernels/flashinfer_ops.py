@@ -75,12 +75,7 @@ class FlashInferDecode:
 
     def run(self, q: torch.Tensor, kv: KVBuffers):
         """(o [B, Hq, D] q.dtype, lse [B, Hq] float32 natural log) for q [B, Hq, D]."""
-        _, cache = _kv_dtype_and_cache(kv)
-        q, v_scale = _fold_scales(q, kv)
-        o, lse = self.wrapper.run(q, cache, return_lse=True)
-        if v_scale is not None:
-            o = (o.float() * v_scale).to(q.dtype)
-        return o, lse.float() * math.log(2.0)
+        return _run_planned(self.wrapper, q, kv)
 
 
 class FlashInferExtend:
@@ -102,12 +97,18 @@ class FlashInferExtend:
 
     def run(self, q: torch.Tensor, kv: KVBuffers):
         """(o [T, Hq, D] q.dtype, lse [T, Hq] float32 natural log) for q [T, Hq, D]."""
-        _, cache = _kv_dtype_and_cache(kv)
-        q, v_scale = _fold_scales(q, kv)
-        o, lse = self.wrapper.run(q, cache, return_lse=True)
-        if v_scale is not None:
-            o = (o.float() * v_scale).to(q.dtype)
-        return o, lse.float() * math.log(2.0)
+        return _run_planned(self.wrapper, q, kv)
+
+
+def _run_planned(wrapper, q: torch.Tensor, kv: KVBuffers):
+    """Run a planned flashinfer wrapper: fp8 scales folded into q and o, flashinfer's base-2 lse
+    turned into natural log."""
+    _, cache = _kv_dtype_and_cache(kv)
+    q, v_scale = _fold_scales(q, kv)
+    o, lse = wrapper.run(q, cache, return_lse=True)
+    if v_scale is not None:
+        o = (o.float() * v_scale).to(q.dtype)
+    return o, lse.float() * math.log(2.0)
 
 
 def decode_attention(q: torch.Tensor, kv: KVBuffers, kv_indptr: torch.Tensor, kv_indices: torch.Tensor,
