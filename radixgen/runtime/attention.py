@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from radixgen.radix.kv_pool import KVPool
 from radixgen.runtime.cascade import (MIN_SHARED_PREFIX, DecodePlan, PrefixGroup, attention_with_lse,
                                       merge_states, plan_decode)
-from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
+from radixgen.runtime.forward_batch import ForwardBatch
 
 
 class AttentionBackend(Protocol):
@@ -44,11 +44,7 @@ class TorchAttention:
 
     def begin(self, batch: ForwardBatch) -> None:
         self.batch = batch
-        if batch.mode is ForwardMode.MIXED:
-            self.ext_batch, self.dec_batch = batch.split()
-        else:
-            self.ext_batch = batch if batch.mode is ForwardMode.EXTEND else None
-            self.dec_batch = batch if batch.mode is ForwardMode.DECODE else None
+        self.ext_batch, self.dec_batch = batch.parts()
         if self.dec_batch is not None:
             min_shared = MIN_SHARED_PREFIX if self.cascade else None
             self.plan = plan_decode(self.dec_batch.kv_slots, self.dec_batch.seq_lens, min_shared)

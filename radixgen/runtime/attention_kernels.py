@@ -41,27 +41,28 @@ class KernelAttention:
     def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, backend: str = "auto"):
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.backend, self.sm_scale = backend, 1.0 / math.sqrt(head_dim)
-        self.fallback = TorchAttention(num_heads, num_kv_heads, head_dim)
-        self.batch: ForwardBatch | None = None
+        self.fallback = TorchAttention(num_heads, num_kv_heads, head_dim)  # rare extends only
+        self.batch = self.ext_batch = self.dec_batch = None  # ForwardBatch (and its two parts)
+        self._fallback_ready = False
         self.meta: dict = {}
 
     def begin(self, batch: ForwardBatch) -> None:
-        self.batch, self.meta = batch, {}
-        self.fallback.begin(batch)
-        if self.fallback.dec_batch is not None:
-            b = self.fallback.dec_batch
+        self.batch, self.meta = batch, {"csr": {}}
+        self.ext_batch, self.dec_batch = batch.parts()
+        self._fallback_ready = False  # TorchAttention plans only if an extend needs it
+        if self.dec_batch is not None:
+            b = self.dec_batch
             self.meta["dec"] = [s[:n] for s, n in zip(b.kv_slots, b.seq_lens)]
-        if self.fallback.ext_batch is not None:
-            b = self.fallback.ext_batch
+        if self.ext_batch is not None:
+            b = self.ext_batch
             self.meta["ext"] = [(s[:n], n - e) for s, n, e in zip(b.kv_slots, b.seq_lens, b.extend_lens)]
             lens = torch.tensor(b.extend_lens, dtype=torch.int64)
             self.meta["qo_indptr"] = torch.cat([lens.new_zeros(1), lens.cumsum(0)]).to(b.kv_slots.device)
-        self.meta["csr"] = {}
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pool) -> torch.Tensor:
         pool.store(layer, self.batch.out_slots, k, v)
         q = q.contiguous()
-        ext, dec = self.fallback.ext_batch, self.fallback.dec_batch
+        ext, dec = self.ext_batch, self.dec_batch
         outs = []
         if ext is not None:
             t_ext = sum(ext.extend_lens)
@@ -82,18 +83,30 @@ class KernelAttention:
 
     def _extend(self, layer: int, q: torch.Tensor, pool) -> torch.Tensor:
         parts = pool_parts(pool)
-        homes = [self._new_tokens_home(slots, prefix, parts) for slots, prefix in self.meta["ext"]]
-        if any(h is None for h in homes):
+        num_new = self._num_new_per_part(parts, q.device)
+        if num_new is None:
+            if not self._fallback_ready:
+                self.fallback.begin(self.batch)
+                self._fallback_ready = True
             return self.fallback._extend(layer, q, pool)
         state = None
-        for i, (part, lo, hi) in enumerate(parts):
+        for (part, lo, hi), new in zip(parts, num_new):
             indptr, indices = self._cached_csr("ext", lo, hi)
-            num_new = torch.tensor([len(s) - p if h == i else 0 for (s, p), h in zip(self.meta["ext"], homes)],
-                                   device=q.device)
             o, lse = dispatch("extend_attention", q, part.kv_buffers(layer), self.meta["qo_indptr"], indptr,
-                              indices, num_new, self.sm_scale, backend=self.backend, out_dtype=torch.float32)
+                              indices, new, self.sm_scale, backend=self.backend, out_dtype=torch.float32)
             state = (o, lse) if state is None else dispatch("merge_state", *state, o, lse, backend=self.backend)
         return state[0].to(q.dtype)
+
+    def _num_new_per_part(self, parts, device) -> list[torch.Tensor] | None:
+        """Per pool part, each extend request's new-token count in it ([B]), computed once per
+        forward; None when some request's new tokens span two parts."""
+        if "num_new" not in self.meta:
+            homes = [self._new_tokens_home(slots, prefix, parts) for slots, prefix in self.meta["ext"]]
+            self.meta["num_new"] = None if any(h is None for h in homes) else [
+                torch.tensor([len(s) - p if h == i else 0 for (s, p), h in zip(self.meta["ext"], homes)],
+                             device=device)
+                for i in range(len(parts))]
+        return self.meta["num_new"]
 
     @staticmethod
     def _new_tokens_home(slots: torch.Tensor, prefix_len: int, parts) -> int | None:

@@ -34,6 +34,13 @@ class ForwardBatch:
     def prefix_lens(self) -> list[int]:
         return [s - e for s, e in zip(self.seq_lens, self.extend_lens)]
 
+    def parts(self) -> tuple["ForwardBatch | None", "ForwardBatch | None"]:
+        """(extend part, decode part), None where the batch has no such part."""
+        if self.mode is ForwardMode.MIXED:
+            return self.split()
+        return (self if self.mode is ForwardMode.EXTEND else None,
+                self if self.mode is ForwardMode.DECODE else None)
+
     def split(self) -> tuple["ForwardBatch", "ForwardBatch"]:
         """A MIXED batch as its extend part and its decode part (attention metadata only:
         input ids and logits indices are left out)."""
