@@ -10,9 +10,9 @@ import argparse
 import sys
 
 from radixgen.config import (CacheConfig, EngineConfig, ModelConfig, SchedulerConfig, ServerConfig,
-                             add_arguments, from_namespace)
+                             SpeculativeConfig, add_arguments, from_namespace)
 
-SERVE_CONFIGS = (ModelConfig, CacheConfig, SchedulerConfig, ServerConfig)
+SERVE_CONFIGS = (ModelConfig, CacheConfig, SchedulerConfig, SpeculativeConfig, ServerConfig)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,16 +30,22 @@ def build_parser() -> argparse.ArgumentParser:
 def serve_configs(args: argparse.Namespace) -> tuple[EngineConfig, ServerConfig]:
     """The engine and server configs of parsed `serve` arguments."""
     engine = EngineConfig(model=from_namespace(ModelConfig, args), cache=from_namespace(CacheConfig, args),
-                          scheduler=from_namespace(SchedulerConfig, args))
+                          scheduler=from_namespace(SchedulerConfig, args),
+                          speculative=from_namespace(SpeculativeConfig, args))
     return engine, from_namespace(ServerConfig, args)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.command == "serve":
         from radixgen.runtime.server import launch_server
 
-        return launch_server(*serve_configs(args))
+        try:
+            configs = serve_configs(args)
+        except ValueError as exc:  # flags that are fine alone but not together
+            parser.error(str(exc))
+        return launch_server(*configs)
     from radixgen.runtime.model.embedded import default_model_path
 
     try:

@@ -53,16 +53,43 @@ class SchedulerConfig:
     disable_jump_forward: bool = option(False, "decode grammar-forced tokens one step at a time")
 
 
+SPECULATIVE_ALGORITHMS = ("none", "radix", "draft", "radix+draft")
+
+
+@dataclass(frozen=True)
+class SpeculativeConfig:
+    speculative_algorithm: str = option("none", "draft tokens from the radix tree's n-grams ('radix'), a draft model "
+                                        "('draft') or both, verified by the target in one forward", SPECULATIVE_ALGORITHMS)
+    speculative_draft_model_path: str | None = option(None, "HF folder of the draft model (same tokenizer); "
+                                                      "needed by 'draft' and 'radix+draft'")
+    speculative_num_draft_tokens: int = option(8, "max draft tokens (tree nodes) verified per request and step")
+    speculative_depth: int = option(8, "max draft tree depth (tokens ahead)")
+    speculative_draft_max_total_tokens: int = option(8192, "KV capacity of the draft model's own prefix cache")
+
+    def __post_init__(self) -> None:
+        if self.speculative_algorithm not in SPECULATIVE_ALGORITHMS:
+            raise ValueError(f"speculative_algorithm must be one of {SPECULATIVE_ALGORITHMS}")
+        if self.speculative_num_draft_tokens < 1 or self.speculative_depth < 1:
+            raise ValueError("speculative_num_draft_tokens and speculative_depth must be >= 1")
+        if "draft" in self.speculative_algorithm and not self.speculative_draft_model_path:
+            raise ValueError(f"--speculative-algorithm {self.speculative_algorithm} needs --speculative-draft-model-path")
+
+    @property
+    def enabled(self) -> bool:
+        return self.speculative_algorithm != "none"
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    speculative: SpeculativeConfig = field(default_factory=SpeculativeConfig)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> "EngineConfig":
         """Flat keyword arguments (`dtype=`, `max_total_tokens=`...) to nested configs."""
-        parts: dict[str, dict[str, Any]] = {"model": {}, "cache": {}, "scheduler": {}}
+        parts: dict[str, dict[str, Any]] = {part: {} for part in _SUBCONFIGS}
         owners = {f.name: part for part, sub in _SUBCONFIGS.items() for f in dataclasses.fields(sub)}
         for key, value in kwargs.items():
             if key not in owners:
@@ -80,7 +107,8 @@ class ServerConfig:
     log_level: str = option("info", "log level of every server process", ("debug", "info", "warning", "error"))
 
 
-_SUBCONFIGS = {"model": ModelConfig, "cache": CacheConfig, "scheduler": SchedulerConfig}
+_SUBCONFIGS = {"model": ModelConfig, "cache": CacheConfig, "scheduler": SchedulerConfig,
+               "speculative": SpeculativeConfig}
 
 
 def add_arguments(parser: argparse.ArgumentParser, config_cls: type) -> None:

@@ -50,8 +50,8 @@ class TorchAttention:
             self.plan = plan_decode(self.dec_batch.kv_slots, self.dec_batch.seq_lens, min_shared)
         if self.ext_batch is not None:
             device = batch.kv_slots.device
-            self.extend_masks = [_causal_mask(p, e, device) for p, e in
-                                 zip(self.ext_batch.prefix_lens, self.ext_batch.extend_lens)]
+            self.extend_masks = [_extend_mask(p, e, self.ext_batch.tree_mask(i), device) for i, (p, e) in
+                                 enumerate(zip(self.ext_batch.prefix_lens, self.ext_batch.extend_lens))]
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                pool: KVPool) -> torch.Tensor:
@@ -107,9 +107,13 @@ class TorchAttention:
         return torch.cat(outputs) if len(outputs) > 1 else outputs[0]
 
 
-def _causal_mask(prefix_len: int, extend_len: int, device: torch.device) -> torch.Tensor | None:
-    """[extend_len, prefix_len + extend_len] bool: new token i sees keys j <= prefix_len + i.
-    None when there is no prefix (plain causal attention)."""
+def _extend_mask(prefix_len: int, extend_len: int, tree: torch.Tensor | None,
+                 device: torch.device) -> torch.Tensor | None:
+    """[extend_len, prefix_len + extend_len] bool: new token i sees the whole prefix and new
+    token j iff j <= i (causal) or tree[i, j]. None for plain causal attention without prefix."""
+    if tree is not None:
+        seen = torch.ones(extend_len, prefix_len, dtype=torch.bool, device=device)
+        return torch.cat([seen, tree.to(device=device, dtype=torch.bool)], dim=1)
     if prefix_len == 0:
         return None
     rows = torch.arange(extend_len, device=device)[:, None] + prefix_len

@@ -58,6 +58,7 @@ class KernelAttention:
             self.meta["ext"] = [(s[:n], n - e) for s, n, e in zip(b.kv_slots, b.seq_lens, b.extend_lens)]
             lens = torch.tensor(b.extend_lens, dtype=torch.int64)
             self.meta["qo_indptr"] = torch.cat([lens.new_zeros(1), lens.cumsum(0)]).to(b.kv_slots.device)
+            self.meta["tree_blocks"] = _tree_blocks(b)
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pool) -> torch.Tensor:
         pool.store(layer, self.batch.out_slots, k, v)
@@ -90,10 +91,11 @@ class KernelAttention:
                 self._fallback_ready = True
             return self.fallback._extend(layer, q, pool)
         state = None
-        for (part, lo, hi), new in zip(parts, num_new):
+        for i, ((part, lo, hi), new) in enumerate(zip(parts, num_new)):
             indptr, indices = self._cached_csr("ext", lo, hi)
             o, lse = dispatch("extend_attention", q, part.kv_buffers(layer), self.meta["qo_indptr"], indptr,
-                              indices, new, self.sm_scale, backend=self.backend, out_dtype=torch.float32)
+                              indices, new, self.sm_scale, *self._part_mask(i, new), backend=self.backend,
+                              out_dtype=torch.float32, max_qo_len=max(self.ext_batch.extend_lens))
             state = (o, lse) if state is None else dispatch("merge_state", *state, o, lse, backend=self.backend)
         return state[0].to(q.dtype)
 
@@ -117,6 +119,21 @@ class KernelAttention:
                 return i
         return None
 
+    def _part_mask(self, i: int, num_new: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """(custom_mask, mask_indptr) of pool part i: the tree blocks of the requests whose new
+        tokens live there (the others pass over cached keys only and need none)."""
+        blocks = self.meta["tree_blocks"]
+        if blocks is None:
+            return None, None
+        key = ("mask", i)
+        if key not in self.meta:
+            here = [blk if n > 0 else blk[:0] for blk, n in zip(blocks, num_new.tolist())]
+            sizes = torch.tensor([len(b) for b in here], dtype=torch.int64)
+            indptr = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)])
+            device = num_new.device
+            self.meta[key] = (torch.cat(here).to(device), indptr.to(device))
+        return self.meta[key]
+
     def _cached_csr(self, kind: str, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The CSR of the decode or extend requests' slots in [lo, hi), built once per forward."""
         key = (kind, lo)
@@ -124,6 +141,15 @@ class KernelAttention:
             slots = self.meta["dec"] if kind == "dec" else [s for s, _ in self.meta["ext"]]
             self.meta["csr"][key] = _csr(slots, lo, hi)
         return self.meta["csr"][key]
+
+
+def _tree_blocks(batch: ForwardBatch) -> list[torch.Tensor] | None:
+    """Each extend request's [ext, ext] mask among its new tokens, flattened row-major (causal
+    where it has no tree mask), on the CPU; None when no request has a tree mask."""
+    if batch.tree_masks is None or all(m is None for m in batch.tree_masks):
+        return None
+    return [(m.cpu() if m is not None else torch.ones(e, e).tril()).to(torch.bool).reshape(-1)
+            for m, e in zip(batch.tree_masks, batch.extend_lens)]
 
 
 def make_attention(kind: str, num_heads: int, num_kv_heads: int, head_dim: int, device: torch.device):

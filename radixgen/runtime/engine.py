@@ -12,12 +12,15 @@ from radixgen.config import EngineConfig
 from radixgen.core import SamplingParams
 from radixgen.radix import NoPrefixCache, RadixCache
 from radixgen.runtime.detokenizer import IncrementalDetokenizer
+from radixgen.runtime.draft_runner import DraftModelRunner
 from radixgen.runtime.grammar_backend import GrammarBackend
 from radixgen.runtime.messages import GenerateReq, TokenOut
 from radixgen.runtime.model.embedded import default_model_path
 from radixgen.runtime.model_runner import ModelRunner
 from radixgen.runtime.scheduler import Scheduler
+from radixgen.runtime.speculation import Speculator
 from radixgen.runtime.stop_checker import StopChecker
+from radixgen.speculative import DraftModelDrafter, RadixDrafter, UnionDrafter
 
 
 def load_tokenizer(path: Path) -> Any:
@@ -39,7 +42,24 @@ def build_scheduler(model_path: Path, cfg: EngineConfig, tokenizer: Any) -> Sche
     checker = StopChecker(eos, lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
     grammar = GrammarBackend(tokenizer, runner.arch.vocab_size, eos, cfg.scheduler.grammar_whitespace,
                              jump_forward=not cfg.scheduler.disable_jump_forward)
-    return Scheduler(runner, cache, cfg.scheduler, checker, grammar)
+    return Scheduler(runner, cache, cfg.scheduler, checker, grammar, build_speculator(cfg, runner))
+
+
+def build_speculator(cfg: EngineConfig, runner: ModelRunner) -> Speculator | None:
+    """The drafter(s) of --speculative-algorithm behind a Speculator; None when it is 'none'."""
+    spec = cfg.speculative
+    if not spec.enabled:
+        return None
+    drafters = []
+    if "radix" in spec.speculative_algorithm:
+        drafters.append(RadixDrafter())
+    if "draft" in spec.speculative_algorithm:
+        draft = DraftModelRunner(Path(spec.speculative_draft_model_path), cfg.model,
+                                 spec.speculative_draft_max_total_tokens,
+                                 cfg.scheduler.max_running_requests, runner.arch.vocab_size)
+        drafters.append(DraftModelDrafter(draft.next_logits))
+    drafter = drafters[0] if len(drafters) == 1 else UnionDrafter(drafters)
+    return Speculator(spec, drafter, runner.arch.vocab_size, runner.max_context_len)
 
 
 class _Pending:
@@ -68,7 +88,8 @@ class _Pending:
         out = self.last
         meta = {"id": self.rid, "prompt_tokens": out.prompt_tokens,
                 "completion_tokens": out.completion_tokens, "cached_tokens": out.cached_tokens,
-                "finish_reason": out.finish, "e2e_latency": time.perf_counter() - self.start}
+                "finish_reason": out.finish, "e2e_latency": time.perf_counter() - self.start,
+                **(out.spec.meta_info() if out.spec else {})}
         if self.params.return_logprob or self.params.top_logprobs_num:
             meta["output_token_logprobs"] = list(zip(self.logprobs, self.output_ids))
         if self.params.top_logprobs_num:

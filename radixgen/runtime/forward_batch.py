@@ -25,6 +25,9 @@ class ForwardBatch:
     extend_lens: list[int]  # per request: new tokens in this forward
     logits_indices: torch.Tensor  # [num_logits] rows of the hidden states that need logits
     num_decode: int = 0  # MIXED: the last num_decode requests decode (one token each)
+    # per extend request: bool [ext, ext] mask among its new tokens (a speculative token tree:
+    # row i sees new token j iff mask[i, j]; the cached prefix is always visible), None = causal
+    tree_masks: list[torch.Tensor | None] | None = None
 
     @property
     def batch_size(self) -> int:
@@ -41,6 +44,10 @@ class ForwardBatch:
         return (self if self.mode is ForwardMode.EXTEND else None,
                 self if self.mode is ForwardMode.DECODE else None)
 
+    def tree_mask(self, i: int) -> torch.Tensor | None:
+        """Extend request i's mask among its new tokens (None: causal)."""
+        return self.tree_masks[i] if self.tree_masks is not None else None
+
     def split(self) -> tuple["ForwardBatch", "ForwardBatch"]:
         """A MIXED batch as its extend part and its decode part (attention metadata only:
         input ids and logits indices are left out)."""
@@ -48,7 +55,8 @@ class ForwardBatch:
         t_ext = sum(self.extend_lens[:n_ext])
         empty = self.input_ids[:0]
         ext = ForwardBatch(ForwardMode.EXTEND, empty, self.positions[:t_ext], self.out_slots[:t_ext],
-                           self.kv_slots[:n_ext], self.seq_lens[:n_ext], self.extend_lens[:n_ext], empty)
+                           self.kv_slots[:n_ext], self.seq_lens[:n_ext], self.extend_lens[:n_ext], empty,
+                           tree_masks=self.tree_masks)
         dec = ForwardBatch(ForwardMode.DECODE, empty, self.positions[t_ext:], self.out_slots[t_ext:],
                            self.kv_slots[n_ext:], self.seq_lens[n_ext:], self.extend_lens[n_ext:], empty)
         return ext, dec

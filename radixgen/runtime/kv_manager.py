@@ -9,6 +9,8 @@ positions branch-pool slots (tier 1); with one pool both are tier 0.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from radixgen.radix import PrefixCache
@@ -18,9 +20,16 @@ from radixgen.runtime.request import Request
 
 class KVManager:
     def __init__(self, cache: PrefixCache, allocator: SlotAllocator, table: ReqToTokenTable,
-                 mixed: bool = False):
+                 mixed: bool = False, on_insert: Callable[[list[int], int], None] | None = None):
         self.cache, self.allocator, self.table = cache, allocator, table
         self.branch_tier = 1 if mixed else 0
+        self.on_insert = on_insert  # (token ids, how many the tree held before): a drafter learns
+
+    def _insert(self, req: Request, ids: list[int], slots: torch.Tensor):
+        res = self.cache.insert(ids, slots, req.namespace)
+        if self.on_insert is not None:
+            self.on_insert(ids, res.prefix_len)
+        return res
 
     def available(self, tier: int | None = None) -> int:
         """Slots obtainable now (of `tier`, or all): free ones plus what eviction could release."""
@@ -94,7 +103,7 @@ class KVManager:
         ids = req.all_ids[:req.kv_len]
         # a view of the row: insert and free both copy what they keep, before the row is rewritten
         slots = self.table.read(req.row, req.kv_len)
-        res = self.cache.insert(ids, slots, req.namespace)
+        res = self._insert(req, ids, slots)
         self.allocator.free(slots[req.tree_len:res.prefix_len])
         m = self.cache.match_prefix(ids[:res.cached_len], req.namespace)
         assert m.length == res.cached_len, (m.length, res)
@@ -108,12 +117,29 @@ class KVManager:
         everything else back to the allocator; the row is freed."""
         ids = req.all_ids[:req.kv_len]
         slots = self.table.read(req.row, req.kv_len)
-        res = self.cache.insert(ids, slots, req.namespace)
+        res = self._insert(req, ids, slots)
         self.allocator.free(slots[req.tree_len:res.prefix_len])
         self.allocator.free(slots[max(res.cached_len, req.tree_len):])
         self.cache.unlock(req.node)
         self.table.free_row(req.row)
         req.reset_kv_state()
+
+    def keep_rows(self, req: Request, slots: torch.Tensor, keep: list[int]) -> None:
+        """After a verify forward wrote KV for the tree rows into `slots`: req's next positions
+        take slots[keep] in order (the root and the accepted path), the others are freed."""
+        keep_t = torch.tensor(keep, dtype=torch.int64, device=slots.device)
+        dropped = torch.ones(len(slots), dtype=torch.bool, device=slots.device)
+        dropped[keep_t] = False
+        self.allocator.free(slots[dropped])
+        self.table.write(req.row, req.kv_len, slots[keep_t])
+        req.kv_len += len(keep)
+
+    def truncate(self, req: Request, kv_len: int) -> None:
+        """Free req's own slots of positions [kv_len, req.kv_len) (kv_len >= req.tree_len)."""
+        if kv_len < req.kv_len:
+            assert kv_len >= req.tree_len, (kv_len, req.tree_len)
+            self.allocator.free(self.table.read(req.row, req.kv_len, start=kv_len))
+            req.kv_len = kv_len
 
     def owned_slots(self, req: Request) -> int:
         return req.kv_len - req.tree_len if req.row is not None else 0

@@ -41,6 +41,23 @@ class TokenOut(msgspec.Struct, frozen=True):
     top_logprobs: list[list[tuple[int, float]]] | None = None
     # prompt-token logprobs from logprob_start_len on (None where there is none), sent once
     input_logprobs: list[float | None] | None = None
+    spec: "SpecCounts | None" = None  # speculative decoding, on the finishing message
+
+
+class SpecCounts(msgspec.Struct, frozen=True):
+    """One request's speculative decoding: verify steps, drafts accepted, drafts the grammar cut."""
+
+    verify_ct: int
+    accepted: int
+    pruned: int
+
+    def meta_info(self) -> dict[str, Any]:
+        """SGLang-style meta_info keys; accept length = tokens emitted per verify step."""
+        if not self.verify_ct:
+            return {}
+        return {"spec_verify_ct": self.verify_ct,
+                "spec_accept_length": round((self.accepted + self.verify_ct) / self.verify_ct, 4),
+                "spec_draft_tokens_pruned": self.pruned}
 
 
 # ---- server mode: the scheduler process's wider input ---------------------------------------
@@ -80,6 +97,7 @@ class TextOut(msgspec.Struct, frozen=True):
     logprobs: list[float] | None = None
     top_logprobs: list[list[tuple[int, float]]] | None = None
     input_logprobs: list[float | None] | None = None
+    spec: SpecCounts | None = None
 
 
 class TextBatch(msgspec.Struct, frozen=True, tag=True):

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
@@ -21,6 +23,18 @@ from radixgen.runtime.model.loader import load_state_dict, resolve_dtype
 from radixgen.runtime.request import Request
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TreeInput:
+    """A speculative token tree to verify: rows (root, then draft nodes) fed as an extend of
+    `req` whose new tokens attend to each other by `mask` (TokenTree.verify_mask)."""
+
+    req: Request
+    token_ids: torch.Tensor  # int64 [R]
+    positions: torch.Tensor  # int64 [R]
+    mask: torch.Tensor  # bool [R, R]
+    slots: torch.Tensor  # int64 [R]: the KV slot each row is written to
 
 
 def resolve_device(name: str) -> torch.device:
@@ -106,17 +120,25 @@ class ModelRunner:
     def forward_mixed(self, ext_reqs: list[Request], extend_lens: list[int],
                       ext_slots: list[torch.Tensor], dec_reqs: list[Request],
                       dec_slots: torch.Tensor | None,
-                      extra_rows: list[tuple[int, int]] | None = None) -> torch.Tensor:
-        """Prefill chunks of ext_reqs and one decode token of dec_reqs in one forward; logits
-        [len(ext_reqs) + len(dec_reqs) + extra, vocab]: the last position of each prefill
-        chunk, then the decode rows, then for each ext_req i the `extra_rows[i] = (offset,
-        count)` chunk positions offset .. offset + count - 1 (prompt-token logprobs)."""
+                      extra_rows: list[tuple[int, int]] | None = None,
+                      trees: Sequence[TreeInput] = ()) -> torch.Tensor:
+        """Prefill chunks of ext_reqs, the token trees of speculative verification and one
+        decode token of dec_reqs in one forward; logits [len(ext_reqs) + len(dec_reqs) + extra
+        + tree rows, vocab]: the last position of each prefill chunk, then the decode rows, then
+        for each ext_req i the `extra_rows[i] = (offset, count)` chunk positions offset ..
+        offset + count - 1 (prompt-token logprobs), then every row of every tree in order."""
         ids, positions, seq_lens, out_slots = [], [], [], list(ext_slots)
         for req, ext, slots in zip(ext_reqs, extend_lens, ext_slots):
             self.table.write(req.row, req.kv_len, slots)
             ids.extend(req.all_ids[req.kv_len:req.kv_len + ext])
             positions.append(torch.arange(req.kv_len, req.kv_len + ext))
             seq_lens.append(req.kv_len + ext)
+        for tree in trees:  # extends whose new tokens attend by the tree mask
+            self.table.write(tree.req.row, tree.req.kv_len, tree.slots)
+            ids.extend(tree.token_ids.tolist())
+            positions.append(tree.positions)
+            seq_lens.append(tree.req.kv_len + len(tree.slots))
+            out_slots.append(tree.slots)
         for req, slot in zip(dec_reqs, dec_slots if dec_reqs else []):
             self.table.table[req.row, req.kv_len] = slot
             ids.append(req.all_ids[-1])
@@ -124,26 +146,30 @@ class ModelRunner:
             positions.append(torch.tensor([req.kv_len for req in dec_reqs]))
             seq_lens.extend(req.kv_len + 1 for req in dec_reqs)
             out_slots.append(dec_slots)
-        t_ext = sum(extend_lens)
-        starts = [0, *torch.tensor(extend_lens, dtype=torch.int64).cumsum(0).tolist()]
-        rows = torch.cat([torch.tensor(starts[1:], dtype=torch.int64) - 1,
+        ext_lens = list(extend_lens) + [len(t.slots) for t in trees]
+        t_pre, t_ext = sum(extend_lens), sum(ext_lens)
+        starts = [0, *torch.tensor(ext_lens, dtype=torch.int64).cumsum(0).tolist()]
+        rows = torch.cat([torch.tensor(starts[1:len(ext_reqs) + 1], dtype=torch.int64) - 1,
                           torch.arange(t_ext, t_ext + len(dec_reqs)),
                           *[torch.arange(start + off, start + off + count)
-                            for start, (off, count) in zip(starts, extra_rows or [])]])
-        mode = (ForwardMode.MIXED if ext_reqs and dec_reqs else
-                ForwardMode.EXTEND if ext_reqs else ForwardMode.DECODE)
-        return self._run(mode, ext_reqs + dec_reqs, ids, torch.cat(positions), torch.cat(out_slots),
-                         seq_lens, list(extend_lens) + [1] * len(dec_reqs), rows, len(dec_reqs))
+                            for start, (off, count) in zip(starts, extra_rows or [])],
+                          torch.arange(t_pre, t_ext)])
+        reqs = ext_reqs + [t.req for t in trees] + dec_reqs
+        tree_masks = [None] * len(ext_reqs) + [t.mask for t in trees] if trees else None
+        mode = (ForwardMode.MIXED if ext_lens and dec_reqs else
+                ForwardMode.EXTEND if ext_lens else ForwardMode.DECODE)
+        return self._run(mode, reqs, ids, torch.cat(positions), torch.cat(out_slots),
+                         seq_lens, ext_lens + [1] * len(dec_reqs), rows, len(dec_reqs), tree_masks)
 
     def _run(self, mode, reqs, ids, positions, out_slots, seq_lens, extend_lens, logits_rows,
-             num_decode):
+             num_decode, tree_masks=None):
         rows = torch.tensor([r.row for r in reqs], device=self.device)
         batch = ForwardBatch(
             mode=mode, input_ids=torch.tensor(ids, device=self.device),
             positions=positions.to(self.device), out_slots=out_slots.to(self.device),
             kv_slots=self.table.table[rows, :max(seq_lens)], seq_lens=seq_lens,
             extend_lens=extend_lens, logits_indices=logits_rows.to(self.device),
-            num_decode=num_decode if mode is ForwardMode.MIXED else 0,
+            num_decode=num_decode if mode is ForwardMode.MIXED else 0, tree_masks=tree_masks,
         )
         return self.model.forward(batch, self.pool, self.attn)
 

@@ -36,6 +36,9 @@ class Request:
     input_logprobs: list[float] = field(default_factory=list)  # of prompt tokens, see below
     input_logprobs_sent: bool = False
     first_token_time: float | None = None
+    spec_verify_ct: int = 0  # speculative verify steps, drafts accepted, drafts cut by the grammar
+    spec_accepted: int = 0
+    spec_pruned: int = 0
 
     @property
     def seq_len(self) -> int:

@@ -57,11 +57,12 @@ def _sample_row(row: torch.Tensor, req: Request) -> int:
     p = req.params
     probs = torch.softmax(row.float().cpu() / p.temperature, dim=-1)  # the generator is a CPU one
     if p.top_k > 0 or p.top_p < 1.0 or p.min_p > 0.0:
-        probs = _filter(probs, p.top_k, p.top_p, p.min_p)
+        probs = filter_probs(probs, p.top_k, p.top_p, p.min_p)
     return int(torch.multinomial(probs, 1, generator=req.generator).item())
 
 
-def _filter(probs: torch.Tensor, top_k: int, top_p: float, min_p: float) -> torch.Tensor:
+def filter_probs(probs: torch.Tensor, top_k: int, top_p: float, min_p: float) -> torch.Tensor:
+    """probs [vocab] restricted to the top-k / top-p / min-p head, renormalised."""
     sorted_probs, order = probs.sort(descending=True)
     keep = torch.ones_like(sorted_probs, dtype=torch.bool)
     if top_k > 0:

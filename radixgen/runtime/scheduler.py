@@ -17,12 +17,13 @@ from radixgen.core import FinishReason
 from radixgen.radix import PrefixCache
 from radixgen.runtime.grammar_backend import CONSTRAINT_ERROR, GrammarBackend
 from radixgen.runtime.kv_manager import KVManager
-from radixgen.runtime.messages import AbortReq, FlushCacheReq, GenerateReq, TokenOut, ToScheduler
+from radixgen.runtime.messages import AbortReq, FlushCacheReq, GenerateReq, SpecCounts, TokenOut, ToScheduler
 from radixgen.runtime.model_runner import ModelRunner
 from radixgen.runtime.prompt_logprobs import input_logprob_rows, record_input_logprobs
 from radixgen.runtime.request import Request
 from radixgen.runtime.sampling import sample
 from radixgen.runtime.schedule_policy import PrefillPlan, order_waiting, shares_uncached_prefix
+from radixgen.runtime.speculation import Draft, Speculator
 from radixgen.runtime.stop_checker import StopChecker
 
 logger = logging.getLogger(__name__)
@@ -30,11 +31,14 @@ logger = logging.getLogger(__name__)
 
 class Scheduler:
     def __init__(self, runner: ModelRunner, cache: PrefixCache, cfg: SchedulerConfig,
-                 stop_checker: StopChecker, grammar: GrammarBackend | None = None):
+                 stop_checker: StopChecker, grammar: GrammarBackend | None = None,
+                 speculator: Speculator | None = None):
         self.runner, self.cfg, self.stop_checker = runner, cfg, stop_checker
         self.grammar = grammar  # None: constrained requests are refused
+        self.spec = speculator  # None: one token per request and step
         self.cache = cache
-        self.kv = KVManager(cache, runner.allocator, runner.table, runner.mixed_kv)
+        on_insert = speculator.drafter.observe if speculator is not None else None
+        self.kv = KVManager(cache, runner.allocator, runner.table, runner.mixed_kv, on_insert)
         chunk = cfg.chunked_prefill_size
         if chunk is None:
             chunk = 512 if runner.device.type == "cpu" else 8192
@@ -112,24 +116,28 @@ class Scheduler:
         the outputs produced since the last step."""
         self._admit_compiled()
         plan = self._plan_prefill()
-        dec_reqs, dec_slots = self._alloc_decode()
+        drafts = self.spec.draft(self.running) if self.spec is not None and self.running else []
+        dec_reqs, dec_slots, drafts, tree_slots = self._alloc_decode(drafts)
         ext_slots = self._alloc_plan(plan) if plan.reqs else []
-        if not plan.reqs and not dec_reqs:
+        if not plan.reqs and not dec_reqs and not drafts:
             if self.grammar is not None and self.grammar.pending:
                 time.sleep(0.002)  # only compiles in flight: leave the GIL to their thread
             return self._take_outputs()
         extra = [input_logprob_rows(r, e) for r, e in zip(plan.reqs, plan.extend_lens)]
+        trees = [d.tree_input(s) for d, s in zip(drafts, tree_slots)]
         logits = self.runner.forward_mixed(plan.reqs, plan.extend_lens, ext_slots, dec_reqs, dec_slots,
-                                           extra if any(c for _, c in extra) else None)
-        n = len(plan.reqs)
-        if any(c for _, c in extra):
-            record_input_logprobs(plan.reqs, extra, logits[n + len(dec_reqs):])
+                                           extra if any(c for _, c in extra) else None, trees)
+        n, d, n_extra = len(plan.reqs), len(dec_reqs), sum(c for _, c in extra)
+        if n_extra:
+            record_input_logprobs(plan.reqs, extra, logits[n + d:n + d + n_extra])
         if n:
             self._after_prefill(plan, logits[:n])
         if dec_reqs:
             for req in dec_reqs:
                 req.kv_len += 1
-            self._append_tokens(dec_reqs, logits[n:])
+            self._append_tokens(dec_reqs, logits[n:n + d])
+        if drafts:
+            self._after_verify(drafts, tree_slots, logits[n + d + n_extra:])
         return self._take_outputs()
 
     def _take_outputs(self) -> list[TokenOut]:
@@ -215,15 +223,25 @@ class Scheduler:
             reqs = [plan.reqs[i] for i in done]
             self._append_tokens(reqs, logits[done])
 
-    def _alloc_decode(self) -> tuple[list[Request], torch.Tensor | None]:
-        """A slot for the next token of every running request, retracting the newest ones
-        while the pool cannot provide them."""
+    def _alloc_decode(self, drafts: list[Draft]):
+        """Slots for this step's rows of every running request: one (its next token), or one
+        per row of its draft tree. Short of KV, speculation is dropped for the step first, then
+        the newest requests are retracted. Returns (decoding requests, their slots, drafts kept,
+        each draft's slots)."""
         while self.running:
-            slots = self.kv.alloc(len(self.running), self.kv.branch_tier)
+            drafts = [d for d in drafts if d.req in self.running]
+            drafted = {id(d.req) for d in drafts}
+            plain = [r for r in self.running if id(r) not in drafted]
+            sizes = [d.num_rows for d in drafts]
+            slots = self.kv.alloc(len(plain) + sum(sizes), self.kv.branch_tier)
             if slots is not None:
-                return list(self.running), slots
-            self._retract_one()
-        return [], None
+                tree_slots = list(slots[len(plain):].split(sizes)) if drafts else []
+                return plain, slots[:len(plain)], drafts, tree_slots
+            if drafts:
+                drafts = []
+            else:
+                self._retract_one()
+        return [], None, [], []
 
     def _retract_one(self) -> None:
         """Out of KV: send the newest running request back to the queue (it keeps its output
@@ -257,41 +275,74 @@ class Scheduler:
             top = result.top_logprobs[i] if result.top_logprobs else None
             if lp is not None:
                 req.output_logprobs.append(lp)
-            *tokens, reason = self._add_token(req, token)
-            if req in self.chunked:
-                self.chunked.remove(req)
-            if req in self.running and (reason is not None or len(tokens) > 1):
-                self.running.remove(req)
-            if reason is not None:
-                self.kv.release(req)
-            elif len(tokens) > 1:  # jump-forward: the forced tokens' KV comes as an extend
-                self.chunked.append(req)
-            elif req not in self.running:
-                self.running.append(req)
-            self._emit(req, tokens, reason, [lp] if lp is not None else None, [top] if top else None)
+            *tokens, reason = self._add_tokens(req, [token])
+            self._settle(req, tokens, reason, [lp] if lp is not None else None, [top] if top else None)
 
-    def _add_token(self, req: Request, token: int) -> list:
-        """Append a sampled token and then any grammar-forced ones; returns the tokens appended
-        followed by the finish reason (None to go on)."""
-        tokens, forced = [token], []
-        while True:
-            req.output_ids.append(token)
-            reason = self.grammar.accept(req, token) if self.grammar else None
-            reason = reason or self.stop_checker.check(req, self.runner.max_context_len)
+    def _after_verify(self, drafts: list[Draft], tree_slots: list[torch.Tensor], logits: torch.Tensor) -> None:
+        """Accept each draft's verified tokens: its KV keeps the root and the accepted path."""
+        start = 0
+        for draft, slots in zip(drafts, tree_slots):
+            req = draft.req
+            result = self.spec.verify(draft, logits[start:start + draft.num_rows])
+            start += draft.num_rows
+            self.kv.keep_rows(req, slots, result.keep_rows())
+            *tokens, reason = self._add_tokens(req, result.token_ids)
+            # a stop inside the accepted path: no KV past the newest kept token's predecessor
+            self.kv.truncate(req, min(req.kv_len, req.seq_len - 1))
+            self._settle(req, tokens, reason, None, None)
+
+    def _settle(self, req: Request, tokens: list[int], reason: FinishReason | None, lp, top) -> None:
+        """Queue bookkeeping after req got new tokens: finished, waiting for the KV of
+        jump-forward tokens (an extend), or decoding on."""
+        if req in self.chunked:
+            self.chunked.remove(req)
+        jumped = req.kv_len < req.seq_len - 1  # forced tokens without KV
+        if req in self.running and (reason is not None or jumped):
+            self.running.remove(req)
+        if reason is not None:
+            self.kv.release(req)
+        elif jumped:  # jump-forward: the forced tokens' KV comes as an extend
+            self.chunked.append(req)
+        elif req not in self.running:
+            self.running.append(req)
+        self._emit(req, tokens, reason, lp, top)
+
+    def _add_tokens(self, req: Request, tokens: list[int]) -> list:
+        """Append chosen tokens (a sampled one, or a verify step's accepted drafts and target
+        token) until one finishes the request, then any grammar-forced ones; returns the tokens
+        appended followed by the finish reason (None to go on)."""
+        added, forced = [], []
+        for token in tokens:
+            added.append(token)
+            reason = self._accept(req, token)
             if reason is not None:
-                return [*tokens, reason]
+                return [*added, reason]
+        while self.grammar is not None:
             if not forced:
-                forced = self.grammar.forced_tokens(req)[::-1] if self.grammar else []
+                forced = self.grammar.forced_tokens(req)[::-1]
                 if not forced:
-                    return [*tokens, None]
+                    break
             token = forced.pop()
-            tokens.append(token)
+            added.append(token)
+            reason = self._accept(req, token)
+            if reason is not None:
+                return [*added, reason]
+        return [*added, None]
+
+    def _accept(self, req: Request, token: int) -> FinishReason | None:
+        req.output_ids.append(token)
+        reason = self.grammar.accept(req, token) if self.grammar else None
+        return reason or self.stop_checker.check(req, self.runner.max_context_len)
 
     def _finish(self, req: Request, reason: FinishReason) -> None:
         self._emit(req, [], reason, None, None)
 
     def _emit(self, req, token_ids, reason, logprobs, top) -> None:
         req.finish = reason
+        spec = None
+        if reason is not None and self.spec is not None:
+            self.spec.release(req)
+            spec = SpecCounts(req.spec_verify_ct, req.spec_accepted, req.spec_pruned)
         input_logprobs = None
         if req.params.logprob_start_len >= 0 and not req.input_logprobs_sent:
             req.input_logprobs_sent = True
@@ -301,5 +352,5 @@ class Scheduler:
             cached_tokens=req.cached_tokens, completion_tokens=len(req.output_ids),
             finish=reason.to_dict() if reason else None, logprobs=logprobs,
             top_logprobs=[[list(p) for p in t] for t in top] if top else None,
-            input_logprobs=input_logprobs,
+            input_logprobs=input_logprobs, spec=spec,
         ))

@@ -9,7 +9,7 @@ grammar masks for its N + 1 rows from `fill_tree_bitmask`; `verify_greedy` (or
 """
 
 from radixgen.speculative.draft_model import DraftModelDrafter, NextLogits
-from radixgen.speculative.drafter import Drafter
+from radixgen.speculative.drafter import Drafter, UnionDrafter
 from radixgen.speculative.pruning import PruneResult, fill_tree_bitmask, prune_tree
 from radixgen.speculative.radix_drafter import RadixDrafter
 from radixgen.speculative.token_tree import TokenTree
@@ -18,4 +18,4 @@ from radixgen.speculative.verify import (AcceptStats, VerifyResult, verify_greed
 
 __all__ = ["AcceptStats", "DraftModelDrafter", "Drafter", "NextLogits", "PruneResult",
            "RadixDrafter", "TokenTree", "VerifyResult", "fill_tree_bitmask", "prune_tree",
-           "verify_greedy", "verify_greedy_batch", "verify_sampling"]
+           "UnionDrafter", "verify_greedy", "verify_greedy_batch", "verify_sampling"]

@@ -28,3 +28,20 @@ def test_kernel_backend_matches_torch_backend(tiny_model_path, kv):
         outputs.append([first["output_ids"]] + [r["output_ids"] for r in rest])
         eng.shutdown()
     assert outputs[0] == outputs[1]
+
+
+@pytest.mark.parametrize("kv", [KV[0], KV[3]], ids=["fp32", "mixed"])
+def test_kernel_backend_verifies_token_trees_like_torch(tiny_model_path, kv):
+    """Speculative verify forwards (extends with tree masks) through the kernels."""
+    prompts = [[7, 8, 9, 10] * 6, [7, 8, 9, 10] * 5 + [11, 12]]
+    outputs, steps = [], []
+    for backend in ("torch", "triton"):
+        eng = Engine(str(tiny_model_path), load_format="dummy", dtype="float32", max_total_tokens=256,
+                     attention_backend=backend, speculative_algorithm="radix",
+                     speculative_num_draft_tokens=6, **kv)
+        rest = eng.generate(input_ids=prompts, sampling_params={**GREEDY, "max_new_tokens": 10})
+        outputs.append([r["output_ids"] for r in rest])
+        steps.append(eng.scheduler.spec.stats.num_steps)
+        eng.shutdown()
+    assert outputs[0] == outputs[1]
+    assert steps[0] > 0 and steps[1] > 0

@@ -2,7 +2,7 @@ import torch
 
 from radixgen.core import SamplingParams
 from radixgen.runtime.request import Request
-from radixgen.runtime.sampling import _filter, sample
+from radixgen.runtime.sampling import filter_probs, sample
 
 
 def _req(seed=0, output=(), **params):
@@ -24,11 +24,11 @@ def test_greedy_is_argmax_and_logprobs_are_log_softmax():
 
 def test_filters_keep_the_right_tokens():
     probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
-    assert (_filter(probs, 2, 1.0, 0.0) > 0).tolist() == [True, True, False, False]
-    assert (_filter(probs, -1, 0.7, 0.0) > 0).tolist() == [True, True, False, False]
-    assert (_filter(probs, -1, 0.5, 0.0) > 0).tolist() == [True, False, False, False]
-    assert (_filter(probs, -1, 1.0, 0.25) > 0).tolist() == [True, True, True, False]
-    assert abs(_filter(probs, 2, 1.0, 0.0).sum().item() - 1) < 1e-6
+    assert (filter_probs(probs, 2, 1.0, 0.0) > 0).tolist() == [True, True, False, False]
+    assert (filter_probs(probs, -1, 0.7, 0.0) > 0).tolist() == [True, True, False, False]
+    assert (filter_probs(probs, -1, 0.5, 0.0) > 0).tolist() == [True, False, False, False]
+    assert (filter_probs(probs, -1, 1.0, 0.25) > 0).tolist() == [True, True, True, False]
+    assert abs(filter_probs(probs, 2, 1.0, 0.0).sum().item() - 1) < 1e-6
 
 
 def test_seeded_sampling_is_reproducible_and_follows_distribution():

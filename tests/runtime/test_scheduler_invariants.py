@@ -33,12 +33,14 @@ def _census(engine: Engine) -> None:
     assert len(everything.unique()) == runner.num_slots, "a KV slot is in two places"
 
 
-def _traffic(rng: random.Random, num: int) -> list[GenerateReq]:
-    system = [rng.randrange(100, 40000) for _ in range(48)]
+def _traffic(rng: random.Random, num: int, alphabet: int = 40000) -> list[GenerateReq]:
+    """Random requests, 60% behind a shared system prompt; a small alphabet makes repeats
+    (n-gram drafts) common."""
+    system = [rng.randrange(100, 100 + alphabet) for _ in range(48)]
     reqs = []
     for i in range(num):
         head = system if rng.random() < 0.6 else []
-        ids = head + [rng.randrange(100, 40000) for _ in range(rng.randrange(1, 40))]
+        ids = head + [rng.randrange(100, 100 + alphabet) for _ in range(rng.randrange(1, 40))]
         params = SamplingParams(max_new_tokens=rng.randrange(1, 24), ignore_eos=True,
                                 temperature=rng.choice([0.0, 0.8]), seed=i)
         reqs.append(GenerateReq(rid=str(i), input_ids=ids, params=params))
@@ -48,14 +50,18 @@ def _traffic(rng: random.Random, num: int) -> list[GenerateReq]:
 MIXED = {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_branch_fraction": 0.1}
 
 
-@pytest.mark.parametrize("kv", [{"max_total_tokens": 160}, {"max_total_tokens": 48, **MIXED}],
-                         ids=["one-pool", "mixed"])
+SPEC = {"speculative_algorithm": "radix", "speculative_num_draft_tokens": 6}
+
+
+@pytest.mark.parametrize("kv", [{"max_total_tokens": 160}, {"max_total_tokens": 48, **MIXED},
+                                {"max_total_tokens": 160, **SPEC}, {"max_total_tokens": 64, **MIXED, **SPEC}],
+                         ids=["one-pool", "mixed", "speculative", "mixed-speculative"])
 def test_kv_invariant_holds_every_step(tiny_model_path, kv):
     rng = random.Random(0)
     engine = Engine(str(tiny_model_path), load_format="dummy", chunked_prefill_size=32,
                     max_running_requests=6, **kv)
     sched = engine.scheduler
-    pending = _traffic(rng, 30)
+    pending = _traffic(rng, 30, alphabet=8 if "speculative_algorithm" in kv else 40000)
     finished, steps = set(), 0
     while pending or sched.has_work:
         for _ in range(rng.randrange(0, 3)):
@@ -72,3 +78,5 @@ def test_kv_invariant_holds_every_step(tiny_model_path, kv):
     assert finished == {str(i) for i in range(30)}
     assert sched.num_retractions > 0, "the pool was meant to be small enough to force retraction"
     assert sched.num_cached_tokens > 0, "shared prefixes should hit the cache"
+    if sched.spec is not None:
+        assert sched.spec.stats.num_steps > 0 and sched.spec.stats.num_accepted > 0

@@ -38,6 +38,11 @@ SCHEDULER_GAUGES = {
            ("capacity_tokens", "capacity in tokens"), ("token_usage", "fraction of slots in use"),
            ("cached_tokens", "tokens held by the radix cache"),
            ("cache_hit_rate", "prompt tokens served from this pool's cache / prompt tokens"))},
+    # speculative decoding (0 while it is off)
+    "spec_accept_length": ("spec_accept_length", "mean tokens emitted per speculative verify step"),
+    "spec_accept_rate": ("spec_accept_rate", "accepted draft tokens / draft tokens verified"),
+    "spec_verify_steps": ("spec_verify_steps", "speculative verify steps (request-steps) since start"),
+    "spec_draft_tokens_pruned": ("spec_draft_tokens_pruned", "draft tokens cut by the grammar before verification"),
 }
 
 
@@ -71,6 +76,10 @@ class ServerMetrics:
                                 model_name, buckets=ITL_BUCKETS)
         self.e2e = self._metric(Histogram, "e2e_request_latency_seconds", "arrival to the last token",
                                 model_name, buckets=E2E_BUCKETS)
+        self.position_accept = Gauge("radixgen:spec_position_accept_rate",
+                                     "per draft depth: verify steps accepting a token there / steps drafting it",
+                                     ["model_name", "position"], registry=self.registry)
+        self.model_name = model_name
         self._timings: dict[str, _Timing] = {}
 
     def _metric(self, kind: type, name: str, doc: str, model_name: str, **kwargs: Any) -> Any:
@@ -119,6 +128,8 @@ class ServerMetrics:
         """The text exposition, with the scheduler gauges set from `stats`."""
         for name, (key, _) in SCHEDULER_GAUGES.items():
             self.gauges[name].set(float(stats.get(key, 0.0)))
+        for depth, rate in enumerate(stats.get("spec_position_accept_rate", []), start=1):
+            self.position_accept.labels(model_name=self.model_name, position=str(depth)).set(rate)
         return generate_latest(self.registry)
 
 

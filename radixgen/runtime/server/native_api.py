@@ -91,7 +91,8 @@ def native_result(s: ReqState) -> dict[str, Any]:
     """SGLang's result shape; logprobs as [logprob, token_id] pairs."""
     meta: dict[str, Any] = {
         "id": s.rid, "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
-        "cached_tokens": s.cached_tokens, "finish_reason": s.finish, "e2e_latency": s.e2e_latency}
+        "cached_tokens": s.cached_tokens, "finish_reason": s.finish, "e2e_latency": s.e2e_latency,
+        **(s.spec.meta_info() if s.spec else {})}
     if s.params.return_logprob or s.params.top_logprobs_num:
         meta["output_token_logprobs"] = [[finite(lp), t] for lp, t in zip(s.logprobs, s.output_ids)]
     if s.params.logprob_start_len >= 0 and s.input_logprobs is not None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from radixgen.core import SamplingParams
-from radixgen.runtime.messages import TextOut
+from radixgen.runtime.messages import SpecCounts, TextOut
 from radixgen.runtime.server.errors import unavailable
 from radixgen.runtime.server.tokenizer_manager import Failure, TokenizerManager
 
@@ -36,6 +36,7 @@ class ReqState:
     completion_tokens: int = 0
     e2e_latency: float = 0.0
     submitted: bool = False
+    spec: SpecCounts | None = None
 
     def apply(self, out: TextOut) -> None:
         self.text += out.text
@@ -46,6 +47,8 @@ class ReqState:
             self.input_logprobs = out.input_logprobs
         self.prompt_tokens, self.cached_tokens = out.prompt_tokens, out.cached_tokens
         self.completion_tokens = out.completion_tokens
+        if out.spec is not None:
+            self.spec = out.spec
         if out.finish is not None:
             self.finish = out.finish
             self.e2e_latency = time.perf_counter() - self.start

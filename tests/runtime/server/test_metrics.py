@@ -78,3 +78,15 @@ def test_server_metrics_counts_tokens_and_ended_requests():
     assert values["radixgen:time_to_first_token_seconds_count"] == 2
     assert values["radixgen:inter_token_latency_seconds_count"] == 3  # a delta of 3 tokens: 3 gaps
     assert values["radixgen:e2e_request_latency_seconds_count"] == 1  # only `a` finished
+
+
+def test_speculation_gauges_follow_the_scheduler_stats():
+    metrics = ServerMetrics("m")
+    stats = {"spec_accept_length": 3.5, "spec_accept_rate": 0.625, "spec_verify_steps": 12,
+             "spec_draft_tokens_pruned": 4, "spec_position_accept_rate": [0.9, 0.5]}
+    samples = [s for f in text_string_to_metric_families(metrics.render(stats).decode()) for s in f.samples]
+    values = {s.name: s.value for s in samples}
+    assert values["radixgen:spec_accept_length"] == 3.5 and values["radixgen:spec_accept_rate"] == 0.625
+    assert values["radixgen:spec_verify_steps"] == 12 and values["radixgen:spec_draft_tokens_pruned"] == 4
+    by_position = {s.labels["position"]: s.value for s in samples if s.name == "radixgen:spec_position_accept_rate"}
+    assert by_position == {"1": 0.9, "2": 0.5}
