@@ -52,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -335,7 +336,12 @@ def main(argv=None):
     from radixgen.runtime.engine import load_tokenizer
     from radixgen.runtime.model.embedded import default_model_path
 
-    base_path = Path(args.model_path) if args.model_path else default_model_path()
+    if args.model_path:
+        base_path = Path(args.model_path)
+    elif args.gpu and args.tokenizer:  # the GPU machine has no embedded model: the tokenizer is all it needs
+        base_path = args.tokenizer
+    else:
+        base_path = default_model_path()
     model_path = gpu_model_folder(args.tokenizer or base_path) if args.gpu else base_path
     arch = json.loads((model_path / "config.json").read_text())
     tok = load_tokenizer(model_path)
@@ -368,7 +374,7 @@ def main(argv=None):
             r = run_config(args, name, model_path, kv, turn1, tasks, tok, tb)
             r.update(session_math(name, r["capacity"], tb, shared, own, gen, args.agents))
         except Exception as exc:  # one config failing must not lose the others
-            _log(f"{name} failed: {exc!r}")
+            _log(f"{name} failed: {exc!r}\n{traceback.format_exc()}")
             r = {"error": f"{type(exc).__name__}: {exc}"}
         doc["rows"][name] = r
         _log(f"{name}: {r}")

@@ -73,26 +73,32 @@ def dispatch(op: str, *args: Any, backend: str = "auto", **kwargs: Any) -> Any:
     return getattr(module, op if backend == "triton" else f"{op}_ref")(*args, **kwargs)
 
 
+def _dense(x):
+    """x made contiguous: the (de)quantize wrappers take any strides (the KV pools hand them k and
+    v as views of the fused qkv projection), while the Triton launchers take flat buffers only."""
+    return x.contiguous() if hasattr(x, "is_contiguous") and not x.is_contiguous() else x
+
+
 def quantize_nvfp4(x, tensor_scale=None, *, backend: str = "auto"):
-    """NVFP4-quantize x [..., n]; see `radixgen.kernels.nvfp4.quantize_nvfp4`."""
-    return dispatch("quantize_nvfp4", x, tensor_scale, backend=backend)
+    """NVFP4-quantize x [..., n] (any strides); see `radixgen.kernels.nvfp4.quantize_nvfp4`."""
+    return dispatch("quantize_nvfp4", _dense(x), tensor_scale, backend=backend)
 
 
 def dequantize_nvfp4(codes, block_scales, tensor_scale, dtype=None, *, backend: str = "auto"):
     """Dequantize NVFP4 to `dtype` (default bfloat16); see `radixgen.kernels.nvfp4.dequantize_nvfp4`."""
     kwargs = {} if dtype is None else {"dtype": dtype}
-    return dispatch("dequantize_nvfp4", codes, block_scales, tensor_scale, backend=backend, **kwargs)
+    return dispatch("dequantize_nvfp4", _dense(codes), _dense(block_scales), tensor_scale, backend=backend, **kwargs)
 
 
 def quantize_fp8(x, scale=None, per_head_dim=None, *, backend: str = "auto"):
-    """FP8 E4M3-quantize x; see `radixgen.kernels.fp8.quantize_fp8`."""
-    return dispatch("quantize_fp8", x, scale, per_head_dim, backend=backend)
+    """FP8 E4M3-quantize x (any strides); see `radixgen.kernels.fp8.quantize_fp8`."""
+    return dispatch("quantize_fp8", _dense(x), scale, per_head_dim, backend=backend)
 
 
 def dequantize_fp8(q, scale, dtype=None, *, backend: str = "auto"):
     """Dequantize FP8 to `dtype` (default bfloat16); see `radixgen.kernels.fp8.dequantize_fp8`."""
     kwargs = {} if dtype is None else {"dtype": dtype}
-    return dispatch("dequantize_fp8", q, scale, backend=backend, **kwargs)
+    return dispatch("dequantize_fp8", _dense(q), scale, backend=backend, **kwargs)
 
 
 def apply_token_bitmask(logits, bitmask, *, backend: str = "auto"):

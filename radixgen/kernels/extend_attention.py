@@ -62,7 +62,22 @@ def _extend_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, qo_indpt
     m_i = tl.full([BLOCK_M * G_P2], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M * G_P2], tl.float32)
     acc = tl.zeros([BLOCK_M * G_P2, D], tl.float32)
-    for n0 in range(0, kv_end, BLOCK_N):
+    # blocks of cached keys only: every query sees every key, no mask to build or load
+    split = tl.minimum(n_old // BLOCK_N * BLOCK_N, kv_end)
+    for n0 in range(0, split, BLOCK_N):
+        offs = n0 + tl.arange(0, BLOCK_N)
+        slots = tl.load(kv_indices + kv_start + offs).to(tl.int64)
+        k = load_kv_tile(k_ptr, kb_ptr, slots, offs < split, h, HKV, D, BLOCK_N, FMT, CDT, USE_ASM)
+        s = tl.dot(q, tl.trans(k), input_precision=PREC) * k_mult  # [R, BLOCK_N]
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = load_kv_tile(v_ptr, vb_ptr, slots, offs < split, h, HKV, D, BLOCK_N, FMT, CDT, USE_ASM)
+        acc = acc * alpha[:, None] + tl.dot(p.to(CDT), v, input_precision=PREC)
+        m_i = m_new
+    # the rest: the block where the cached keys end and the new keys (causal or custom mask)
+    for n0 in range(split, kv_end, BLOCK_N):
         offs = n0 + tl.arange(0, BLOCK_N)
         valid = offs < kv_end
         slots = tl.load(kv_indices + kv_start + offs, mask=valid, other=0).to(tl.int64)

@@ -65,7 +65,9 @@ class KVManager:
         """Slots for req's positions [start, start + n), each from its tier's pool; None (and
         nothing taken) if they cannot be had."""
         prompt, generated = self.split_positions(req, start, n)
-        head = self.alloc(prompt, 0) if prompt else torch.empty(0, dtype=torch.int64)
+        if not prompt:  # only generated positions (a retracted request prefilled again)
+            return self.alloc(generated, self.branch_tier)
+        head = self.alloc(prompt, 0)
         if head is None or not generated:
             return head
         tail = self.alloc(generated, self.branch_tier)
