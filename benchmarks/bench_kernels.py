@@ -179,7 +179,8 @@ def mixed_reference(pools, q, ind2, half, sm):
 
 def sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer):
     """Print the time of each kernel variant and tile config; keep the fastest for `fmt`."""
-    per_head = [(64, 4, 2), (64, 4, 3), (128, 4, 2), (128, 4, 3), (64, 8, 3), (128, 8, 2)]
+    per_head = [(64, 4, 2), (64, 4, 3), (128, 4, 2), (128, 4, 3), (64, 8, 3), (128, 8, 2), (128, 4, 4),
+                (256, 8, 2), (256, 8, 3)]
     candidates = [(dict(rows=False, split_eo=False), c) for c in per_head]
     candidates += [(dict(rows=True, split_eo=False), c) for c in ((8, 4, 2), (16, 4, 2), (32, 8, 2))]
     if fmt == "nvfp4":
@@ -201,6 +202,10 @@ def sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer):
     da.DECODE_VARIANT.update(best[1])
     (da.ROWS_CONFIGS if best[1]["rows"] else da.DECODE_CONFIGS)[kv.fmt] = best[2]
     print(f"  sweep {fmt}: best {best[1]} {best[2]}")
+    # split-KV sizing of the best config (the heuristic's choice is what the plain call takes)
+    for splits in (2, 4, 5, 8, 12, 16, 24, 32):
+        t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm, num_splits=splits), qs)
+        print(f"  sweep {fmt} splits {splits}: {t * 1e3:.3f} ms", flush=True)
 
 
 def bench_extend(s, dev, timer, rows):

@@ -43,11 +43,14 @@ def parse_args(argv=None):
     p.add_argument("--batches", default="1,16")
     p.add_argument("--drafts", default="4,8,16,32,64", help="N: draft tokens per tree (N+1 rows)")
     p.add_argument("--trees", default="causal,chain,bushy")
-    p.add_argument("--kv", default="bf16,mixed")
+    p.add_argument("--kv", default="bf16,mixed", help="bf16, mixed, fp8_e4m3, nvfp4 (comma-separated)")
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--layers", type=int, default=None, help="fewer layers (a smoke run)")
     p.add_argument("--quick", action="store_true", help="N in 4, 16, 64; chain and bushy only")
     p.add_argument("--smoke", action="store_true", help="a tiny model on the CPU (torch attention): a code check")
+    p.add_argument("--decode-only", action="store_true", help="only the decode rows (no verify trees)")
+    p.add_argument("--count-syncs", action="store_true",
+                   help="also count host syncs of one forward (torch.cuda.set_sync_debug_mode warnings)")
     p.add_argument("--json", type=Path, default=None)
     a = p.parse_args(argv)
     if a.smoke:
@@ -154,6 +157,9 @@ class Setup:
                 self.pools[kv] = MixedKVPool(make("fp8_e4m3", n_ctx), make("nvfp4", n_new), n_ctx)
                 self.tok_bytes[kv] = tuple(kv_bytes_per_token(k, a.num_layers, a.num_kv_heads, a.head_dim, torch.bfloat16)
                                            for k in ("fp8_e4m3", "nvfp4"))
+            elif kv in ("fp8_e4m3", "nvfp4"):  # one quantized pool
+                self.pools[kv] = make(kv, n_ctx + n_new)
+                self.tok_bytes[kv] = (kv_bytes_per_token(kv, a.num_layers, a.num_kv_heads, a.head_dim, torch.bfloat16),) * 2
             else:
                 raise ValueError(f"unknown --kv {kv!r}")
         # request b: context slots [b * ctx, (b + 1) * ctx), new rows from n_ctx + b * max_rows
@@ -227,6 +233,28 @@ class Setup:
             print(f"profiler failed: {exc!r}", flush=True)
             return float("nan")
 
+    def count_syncs(self, kv: str, make_batch) -> tuple[int, list[str]]:
+        """Host syncs torch reports in one forward (set_sync_debug_mode warnings; the batch is built
+        before) and the distinct places they come from."""
+        import traceback
+        import warnings
+
+        batch = make_batch()
+        torch.cuda.synchronize()
+        places = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                self.model.forward(batch, self.pools[kv], self.attn)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        for w in caught:
+            if "synchroniz" in str(w.message):
+                places.append(f"{Path(w.filename).name}:{w.lineno}")
+        torch.cuda.synchronize()
+        return len(places), sorted(set(places))
+
     def floor_ms(self, kv: str, bsz: int, rows: int, copy_bw: float, mm_rate: float) -> tuple[float, float]:
         ctx_b, new_b = self.tok_bytes[kv]
         kv_bytes = bsz * (self.ctx * ctx_b + rows * new_b)
@@ -254,11 +282,15 @@ def main(argv=None):
             dec = s.time_forward(kv, dec_batch, args.iters)
             dec_busy = s.busy_ms(kv, dec_batch)
             dec_floor = max(s.floor_ms(kv, bsz, 1, copy_bw, mm_rate))
-            rows_out.append(dict(kv=kv, batch=bsz, tree="decode", n=0, ms=dec, busy_ms=dec_busy, floor_ms=dec_floor))
+            syncs, where = s.count_syncs(kv, dec_batch) if args.count_syncs else (None, [])
+            rows_out.append(dict(kv=kv, batch=bsz, tree="decode", n=0, ms=dec, busy_ms=dec_busy, floor_ms=dec_floor,
+                                 syncs=syncs, sync_places=where))
+            if args.count_syncs:
+                print(f"{kv} batch {bsz} decode: {syncs} host syncs per forward, from {where}", flush=True)
             lines.append(f"| {kv} | {bsz} | decode | 0 | 1 | - | {dec:.2f} | 1.00 | - | {dec_busy:.2f} | 1.00 "
                          f"| {dec_floor:.2f} | 1.00 |")
             print(lines[-1], flush=True)
-            for n in args.drafts:
+            for n in [] if args.decode_only else args.drafts:
                 for tree in args.trees:
                     ver_batch = lambda: s.batch(bsz, n + 1, tree)
                     ms = s.time_forward(kv, ver_batch, args.iters)

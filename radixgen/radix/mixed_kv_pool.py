@@ -60,6 +60,12 @@ class MixedKVPool:
 
     def store(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Write k, v [n, Hkv, D] at `slots` [n], each into the pool its slot belongs to."""
+        if getattr(self.prefix, "masked_store", False) and getattr(self.branch, "masked_store", False):
+            # both pools pick their own rows on the device: no host sync (a pool with no rows
+            # here leaves its scales alone)
+            self.prefix.store_range(layer, slots, k, v, 0, self.boundary)
+            self.branch.store_range(layer, slots, k, v, self.boundary, self.num_slots)
+            return
         branch = slots >= self.boundary
         if bool(branch.all()):
             self.branch.store(layer, slots - self.boundary, k, v)

@@ -16,6 +16,13 @@ head already holds by 2^-k (FP8 values, or NVFP4 block scales; only slots up to 
 ever written): exact except where a value falls into the E4M3 subnormal range. So nothing ever
 saturates and nothing is silently 1.0.
 
+On CUDA (`store_backend="auto"`) a store runs all of this on the device, with no host sync:
+`kernels.kv_store.pool_store` finds the amax, grows the scale and rescales the head behind a
+device-side branch, and quantizes the rows, in one launch per K or V for decode-sized stores;
+NaN/Inf inputs set a flag that `check_finite` reads. The CPU path does the same arithmetic in
+torch ops (bit-identical; the growth factor is computed from the exponents, never from a
+rounded log2).
+
 `gather` dequantizes to the compute dtype (the torch path); GPU kernels dequantize in registers.
 """
 
@@ -37,21 +44,63 @@ class _ScaledPool:
     range_max: float = 1.0
 
     def __init__(self, num_slots: int, num_layers: int, num_kv_heads: int, head_dim: int,
-                 compute_dtype: torch.dtype, device: torch.device | str = "cpu"):
+                 compute_dtype: torch.dtype, device: torch.device | str = "cpu", store_backend: str = "auto"):
         self.num_slots, self.dtype = num_slots, compute_dtype
         self.num_kv_heads, self.head_dim = num_kv_heads, head_dim
         # 0 = not calibrated yet; [num_layers, Hkv] for K and for V
         self.scales = {n: torch.zeros(num_layers, num_kv_heads, device=device) for n in ("k", "v")}
-        self.high_water = 0  # every slot ever written is below this
+        if store_backend not in ("auto", "triton", "torch"):
+            raise ValueError(f"store_backend must be auto, triton or torch, got {store_backend!r}")
+        # triton: calibrate, grow and quantize on the device (kernels.kv_store.pool_store), no host
+        # sync; torch: the same arithmetic in torch ops (the CPU path)
+        self.fused_store = store_backend == "triton" or (
+            store_backend == "auto" and torch.device(device).type == "cuda")
+        self._hw_host = 0  # torch path: every slot ever written is below this
+        self._hw_dev = torch.zeros(1, dtype=torch.int32, device=device)  # the same, triton path
+        self._nonfinite = torch.zeros(1, dtype=torch.int32, device=device)  # triton path: NaN/Inf seen
+
+    @property
+    def high_water(self) -> int:
+        """Every slot ever written is below this (reads the device counter: a host sync)."""
+        return max(self._hw_host, int(self._hw_dev.item()))
+
+    @property
+    def masked_store(self) -> bool:
+        """store_range skips rows outside its slot range on the device (no host sync)."""
+        return self.fused_store
 
     def store(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Quantize k, v [n, Hkv, D] with the layer's scales (calibrating or growing them first)
         and write them at `slots` [n]."""
-        if slots.numel():
-            self.high_water = max(self.high_water, int(slots.max()) + 1)
+        self.store_range(layer, slots, k, v, 0, self.num_slots)
+
+    def store_range(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                    lo: int, hi: int) -> None:
+        """store() of the rows whose slot lies in [lo, hi), at slot - lo; scales are calibrated
+        from those rows only. Without a host sync on the triton path."""
+        if self.fused_store:
+            from radixgen.kernels.kv_store import pool_store  # lazily: it imports triton
+
+            for name, x in (("k", k), ("v", v)):
+                values, bscale = self._planes(layer, name)
+                pool_store(values, bscale, self.scales[name][layer], slots, x, self._hw_dev, self._nonfinite,
+                           self.range_max, HEADROOM, lo, hi)
+            return
+        if lo != 0 or hi != self.num_slots:
+            keep = (slots >= lo) & (slots < hi)
+            slots, k, v = slots[keep] - lo, k[keep], v[keep]
+        if not slots.numel():
+            return
+        self._hw_host = max(self._hw_host, int(slots.max()) + 1)
         for name, x in (("k", k), ("v", v)):
             scale = self._fit_scale(layer, name, x)
             self._write(layer, name, slots, x, scale)
+
+    def check_finite(self) -> None:
+        """Raise ValueError if a device-side store got NaN or Inf (a host sync; the torch path
+        raises in the store itself)."""
+        if int(self._nonfinite.item()):
+            raise ValueError("a KV store got NaN or Inf values; they cannot be quantized")
 
     def gather(self, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Dequantized K and V at `slots` (any shape S): [*S, Hkv, D] in the compute dtype."""
@@ -68,12 +117,12 @@ class _ScaledPool:
         exceeds it (and the head's stored values rescaled by 2^-k)."""
         scale = self.scales[name][layer]
         amax = x.detach().abs().float().amax(dim=(0, 2))  # [Hkv]
-        need = (amax / self.range_max).clamp(min=torch.finfo(torch.float32).tiny)
+        # a tensor divisor: exact division on every device (as the kernel's div_rn)
+        need = (amax / torch.full_like(amax, self.range_max)).clamp(min=torch.finfo(torch.float32).tiny)
         if not bool((scale == 0).any() | (need > scale).any()):
             return scale
         fresh = scale == 0
-        grow = torch.where(~fresh & (need > scale), torch.exp2(torch.ceil(torch.log2(need / scale))),
-                           torch.ones_like(scale))
+        grow = torch.where(~fresh & (need > scale), _pow2_at_least(need, scale), torch.ones_like(scale))
         if bool((grow > 1).any()):
             self._rescale(layer, name, grow)
         scale.copy_(torch.where(fresh, need * HEADROOM, scale * grow))
@@ -89,8 +138,9 @@ class FP8KVPool(_ScaledPool):
 
     range_max = E4M3_MAX
 
-    def __init__(self, num_slots, num_layers, num_kv_heads, head_dim, compute_dtype, device="cpu"):
-        super().__init__(num_slots, num_layers, num_kv_heads, head_dim, compute_dtype, device)
+    def __init__(self, num_slots, num_layers, num_kv_heads, head_dim, compute_dtype, device="cpu",
+                 store_backend="auto"):
+        super().__init__(num_slots, num_layers, num_kv_heads, head_dim, compute_dtype, device, store_backend)
         shape = (num_slots, num_kv_heads, head_dim)
         self.k = [torch.zeros(shape, dtype=torch.float8_e4m3fn, device=device) for _ in range(num_layers)]
         self.v = [torch.zeros(shape, dtype=torch.float8_e4m3fn, device=device) for _ in range(num_layers)]
@@ -115,8 +165,11 @@ class FP8KVPool(_ScaledPool):
         scale = self.scales[name][layer].clamp(min=torch.finfo(torch.float32).tiny)
         return dequantize_fp8(q, scale.view(1, -1, 1), self.dtype)
 
+    def _planes(self, layer, name):
+        return getattr(self, name)[layer], None
+
     def _rescale(self, layer, name, grow) -> None:
-        buf = getattr(self, name)[layer][:self.high_water]  # [N, Hkv, D]; exact above subnormals
+        buf = getattr(self, name)[layer][:self._hw_host]  # [N, Hkv, D]; exact above subnormals
         buf.copy_((buf.float() / grow.view(1, -1, 1)).to(torch.float8_e4m3fn))
 
 
@@ -126,10 +179,11 @@ class NVFP4KVPool(_ScaledPool):
 
     range_max = NVFP4_RANGE
 
-    def __init__(self, num_slots, num_layers, num_kv_heads, head_dim, compute_dtype, device="cpu"):
+    def __init__(self, num_slots, num_layers, num_kv_heads, head_dim, compute_dtype, device="cpu",
+                 store_backend="auto"):
         if head_dim % 16:
             raise ValueError(f"an nvfp4 KV pool needs head_dim divisible by 16, got {head_dim}")
-        super().__init__(num_slots, num_layers, num_kv_heads, head_dim, compute_dtype, device)
+        super().__init__(num_slots, num_layers, num_kv_heads, head_dim, compute_dtype, device, store_backend)
         codes, bscale = (num_slots, num_kv_heads, head_dim // 2), (num_slots, num_kv_heads, head_dim // 16)
         for name in ("k", "v"):
             setattr(self, f"{name}_codes", [torch.zeros(codes, dtype=torch.uint8, device=device)
@@ -160,9 +214,26 @@ class NVFP4KVPool(_ScaledPool):
         scale = self.scales[name][layer].clamp(min=torch.finfo(torch.float32).tiny)
         return dequantize_nvfp4(codes, bscale, scale.view(-1, 1), self.dtype)
 
+    def _planes(self, layer, name):
+        return getattr(self, f"{name}_codes")[layer], getattr(self, f"{name}_bscale")[layer]
+
     def _rescale(self, layer, name, grow) -> None:
-        buf = getattr(self, f"{name}_bscale")[layer][:self.high_water]  # [N, Hkv, D/16]
+        buf = getattr(self, f"{name}_bscale")[layer][:self._hw_host]  # [N, Hkv, D/16]
         buf.copy_((buf.float() / grow.view(1, -1, 1)).to(torch.float8_e4m3fn))
+
+
+def _exp2i(e: torch.Tensor) -> torch.Tensor:
+    """2^e as float32 for int32 e in [-126, 127] (exact, from the exponent bits)."""
+    return ((e + 127) << 23).to(torch.int32).view(torch.float32)
+
+
+def _pow2_at_least(need: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """2^k with k = ceil(log2(need / scale)), exactly (no log2 rounding), for positive normal
+    float32 need and scale: need / scale lies in (2^(e-1), 2^(e+1)) for e the exponent difference.
+    The same arithmetic as the device-side store (kernels.kv_store._fit_store_kernel)."""
+    e = ((need.view(torch.int32) >> 23) & 255) - ((scale.view(torch.int32) >> 23) & 255)
+    e = e.clamp(-126, 126)
+    return _exp2i(torch.where(need <= scale * _exp2i(e), e, e + 1))
 
 
 def _put(buf: torch.Tensor, slots: torch.Tensor, rows: torch.Tensor) -> None:
