@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from radixgen.core import FinishReason
-from radixgen.grammar.bitmask import allocate_bitmask, apply_bitmask, fill_all
+from radixgen.grammar.bitmask import RowMasker, allocate_bitmask, apply_bitmask, fill_all, numpy_rows
 from radixgen.grammar.compiler import GrammarCompiler
 from radixgen.grammar.tokenizer_info import TokenizerInfo
 from radixgen.runtime.request import Request
@@ -36,6 +36,7 @@ class GrammarBackend:
         self.jump_forward = jump_forward
         self.pending: list[tuple[Request, Future]] = []
         self._bitmask = allocate_bitmask(1, vocab_size)
+        self._row_masker = RowMasker()
         self.num_forced_tokens = 0
 
     def submit(self, req: Request) -> None:
@@ -72,6 +73,13 @@ class GrammarBackend:
         if self._bitmask.shape[0] < len(reqs):
             self._bitmask = allocate_bitmask(max(len(reqs), 2 * self._bitmask.shape[0]), self.info.vocab_size)
         bitmask = self._bitmask[:len(reqs)]
+        if logits.device.type == "cpu":  # row by row from cached id lists (see RowMasker)
+            words = numpy_rows(bitmask)
+            for row, req in enumerate(reqs):
+                if req.matcher is not None:
+                    req.matcher.fill_bitmask(bitmask, row)
+                    self._row_masker.apply_row(logits[row], words[row])
+            return
         for row, req in enumerate(reqs):
             if req.matcher is None:
                 fill_all(bitmask, row)
