@@ -41,6 +41,8 @@ class TorchAttention:
         self.ext_batch: ForwardBatch | None = None  # the extend part of the current batch
         self.dec_batch: ForwardBatch | None = None  # the decode part
         self.extend_masks: list[torch.Tensor | None] = []
+        self.batch_short_extends = True
+        self.short: _ShortExtends | None = None  # the short extends of the batch, attended together
 
     def begin(self, batch: ForwardBatch) -> None:
         self.batch = batch
@@ -50,8 +52,11 @@ class TorchAttention:
             self.plan = plan_decode(self.dec_batch.kv_slots, self.dec_batch.seq_lens, min_shared)
         if self.ext_batch is not None:
             device = batch.kv_slots.device
-            self.extend_masks = [_extend_mask(p, e, self.ext_batch.tree_mask(i), device) for i, (p, e) in
-                                 enumerate(zip(self.ext_batch.prefix_lens, self.ext_batch.extend_lens))]
+            eb = self.ext_batch
+            self.short = _ShortExtends.plan(eb) if self.batch_short_extends else None
+            skip = set(self.short.members) if self.short is not None else set()
+            self.extend_masks = [None if i in skip else _extend_mask(p, e, eb.tree_mask(i), device)
+                                 for i, (p, e) in enumerate(zip(eb.prefix_lens, eb.extend_lens))]
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                pool: KVPool) -> torch.Tensor:
@@ -92,19 +97,74 @@ class TorchAttention:
         return po, plse.reshape(hkv, m, self.group).transpose(0, 1)
 
     def _extend(self, layer: int, q: torch.Tensor, pool: KVPool) -> torch.Tensor:
-        outputs, start = [], 0
-        batch = self.ext_batch
+        batch, short = self.ext_batch, self.short
+        out = torch.empty_like(q)
+        if short is not None:
+            out[short.token_rows] = short.attend(layer, q, pool)
+        start = 0
         for i, (seq_len, ext) in enumerate(zip(batch.seq_lens, batch.extend_lens)):
-            keys, values = pool.gather(layer, batch.kv_slots[i, :seq_len])  # [L, Hkv, D]
-            qi = q[start:start + ext].transpose(0, 1).unsqueeze(0)  # [1, Hq, ext, D]
-            mask = self.extend_masks[i]
-            out = F.scaled_dot_product_attention(
-                qi, keys.transpose(0, 1).unsqueeze(0), values.transpose(0, 1).unsqueeze(0),
-                attn_mask=mask, is_causal=mask is None, enable_gqa=True,
-            )  # [1, Hq, ext, D]
-            outputs.append(out[0].transpose(0, 1))
+            if short is None or i not in short.members:
+                keys, values = pool.gather(layer, batch.kv_slots[i, :seq_len])  # [L, Hkv, D]
+                qi = q[start:start + ext].transpose(0, 1).unsqueeze(0)  # [1, Hq, ext, D]
+                mask = self.extend_masks[i]
+                o = F.scaled_dot_product_attention(
+                    qi, keys.transpose(0, 1).unsqueeze(0), values.transpose(0, 1).unsqueeze(0),
+                    attn_mask=mask, is_causal=mask is None, enable_gqa=True,
+                )  # [1, Hq, ext, D]
+                out[start:start + ext] = o[0].transpose(0, 1)
             start += ext
-        return torch.cat(outputs) if len(outputs) > 1 else outputs[0]
+        return out
+
+
+class _ShortExtends:
+    """Extends of a few tokens (speculative token trees, jump-forward runs) attended in one
+    padded SDPA call instead of one call per request: queries [B, E] x keys [B, S] with a mask
+    that shows each row its prefix and its causal or tree-visible new tokens."""
+
+    MAX_TOKENS = 32  # longer extends (prefill chunks) are attended one request at a time
+
+    def __init__(self, members: list[int], token_rows: torch.Tensor, slots: torch.Tensor,
+                 mask: torch.Tensor, pad_index: tuple[torch.Tensor, torch.Tensor]):
+        self.members, self.token_rows, self.slots, self.mask = members, token_rows, slots, mask
+        self.pad_index = pad_index  # (request, row) of each member token in the padded queries
+
+    @classmethod
+    def plan(cls, batch: ForwardBatch) -> "_ShortExtends | None":
+        lens = batch.extend_lens
+        members = [i for i, e in enumerate(lens) if e <= cls.MAX_TOKENS]
+        if len(members) < 2:
+            return None
+        device = batch.kv_slots.device
+        starts = [0, *torch.tensor(lens).cumsum(0).tolist()]
+        ext = torch.tensor([lens[i] for i in members])
+        prefix = torch.tensor([batch.prefix_lens[i] for i in members])
+        e_max, s_max = int(ext.max()), int((prefix + ext).max())
+        rows = torch.arange(e_max)[None, :, None]  # [1, E, 1]
+        col = torch.arange(s_max)[None, None, :] - prefix[:, None, None]  # [B, 1, S] new-token index
+        mask = (col < 0) | ((col <= rows) & (col < ext[:, None, None]))  # prefix, then causal
+        for b, i in enumerate(members):
+            tree = batch.tree_mask(i)
+            if tree is not None:
+                p, e = int(prefix[b]), int(ext[b])
+                mask[b, :e, p:p + e] = tree.to(torch.bool).cpu()
+        mask &= rows < ext[:, None, None]
+        mask[:, :, 0] |= ~(rows[0, :, 0][None, :] < ext[:, None])  # padding rows see key 0: no NaN
+        req = torch.cat([torch.full((lens[i],), b) for b, i in enumerate(members)])
+        row = torch.cat([torch.arange(lens[i]) for i in members])
+        token_rows = torch.cat([torch.arange(starts[i], starts[i] + lens[i]) for i in members])
+        return cls(members, token_rows.to(device), batch.kv_slots[members, :s_max],
+                   mask[:, None].to(device), (req.to(device), row.to(device)))
+
+    def attend(self, layer: int, q: torch.Tensor, pool: KVPool) -> torch.Tensor:
+        """Outputs [member tokens, Hq, D] in `token_rows` order."""
+        b, s = self.slots.shape
+        e = self.mask.shape[2]
+        keys, values = pool.gather(layer, self.slots)  # [B, S, Hkv, D]
+        qp = q.new_zeros(b, e, *q.shape[1:])
+        qp[self.pad_index] = q[self.token_rows]
+        out = F.scaled_dot_product_attention(qp.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2),
+                                             attn_mask=self.mask, enable_gqa=True)  # [B, Hq, E, D]
+        return out.transpose(1, 2)[self.pad_index]
 
 
 def _extend_mask(prefix_len: int, extend_len: int, tree: torch.Tensor | None,

@@ -46,3 +46,29 @@ def test_tree_rows_equal_prefills_of_their_paths(tiny_model_path, backend):
         _, want = _prefill(runner, ids, len(ids))
         torch.testing.assert_close(rows[node + 1], want, atol=1e-4, rtol=1e-4)
     eng.shutdown()
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_trees_of_several_requests_verified_together(tiny_model_path, backend):
+    """Two requests' trees (a bushy tree, a chain) in one forward: short extends attended
+    together (TorchAttention pads them into one call) give each row its path's logits."""
+    eng = Engine(str(tiny_model_path), load_format="dummy", dtype="float32", max_total_tokens=512,
+                 attention_backend=backend)
+    runner = eng.scheduler.runner
+    contexts = [CONTEXT, [40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53]]
+    trees = [TREE, TokenTree.chain([61, 62, 63])]
+    inputs = []
+    for ctx, tree in zip(contexts, trees):
+        req, _ = _prefill(runner, ctx, len(ctx) - 1)
+        slots = runner.allocator.alloc(tree.num_nodes + 1)
+        inputs.append(TreeInput(req, tree.verify_input_ids(ctx[-1]), tree.verify_positions(req.kv_len),
+                                tree.verify_mask(), slots))
+    rows = runner.forward_mixed([], [], [], [], None, trees=inputs)
+    start = 0
+    for ctx, tree in zip(contexts, trees):
+        for node in range(-1, tree.num_nodes):
+            path = [tree.id_list[i] for i in tree.path_to(node)] if node >= 0 else []
+            _, want = _prefill(runner, ctx + path, len(ctx) + len(path))
+            torch.testing.assert_close(rows[start + node + 1], want, atol=1e-4, rtol=1e-4)
+        start += tree.num_nodes + 1
+    eng.shutdown()
