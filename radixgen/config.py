@@ -62,8 +62,8 @@ class SpeculativeConfig:
                                         "('draft') or both, verified by the target in one forward", SPECULATIVE_ALGORITHMS)
     speculative_draft_model_path: str | None = option(None, "HF folder of the draft model (same tokenizer); "
                                                       "needed by 'draft' and 'radix+draft'")
-    speculative_num_draft_tokens: int = option(8, "max draft tokens (tree nodes) verified per request and step")
-    speculative_depth: int = option(8, "max draft tree depth (tokens ahead)")
+    speculative_num_draft_tokens: int = option(12, "max draft tokens (tree nodes) verified per request and step (fewer while its drafts are rejected)")
+    speculative_depth: int = option(12, "max draft tree depth (tokens ahead)")
     speculative_draft_max_total_tokens: int = option(8192, "KV capacity of the draft model's own prefix cache")
 
     def __post_init__(self) -> None:

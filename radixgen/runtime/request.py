@@ -39,6 +39,7 @@ class Request:
     spec_verify_ct: int = 0  # speculative verify steps, drafts accepted, drafts cut by the grammar
     spec_accepted: int = 0
     spec_pruned: int = 0
+    spec_recent_accept: float = 8.0  # moving average of drafts accepted per verify step (starts high)
 
     @property
     def seq_len(self) -> int:

@@ -66,7 +66,7 @@ class Speculator:
                 continue
             room = self.max_context_len - req.seq_len  # positions left for the tree's nodes
             depth = min(self.cfg.speculative_depth, req.remaining_new_tokens - 1, room)
-            budget = min(self.cfg.speculative_num_draft_tokens, room)
+            budget = min(self.cfg.speculative_num_draft_tokens, room, _adaptive_budget(req))
             if depth < 1 or budget < 1:
                 continue
             tree = self.drafter.propose(req.all_ids, budget, depth, req.rid)
@@ -100,6 +100,7 @@ class Speculator:
         self.stats.update(result, tree.num_nodes)
         req.spec_verify_ct += 1
         req.spec_accepted += result.accept_len
+        req.spec_recent_accept = 0.5 * req.spec_recent_accept + 0.5 * result.accept_len
         return result
 
     def release(self, req: Request) -> None:
@@ -113,6 +114,13 @@ class Speculator:
                 "spec_draft_tokens": s.num_drafted, "spec_accepted_tokens": s.num_accepted,
                 "spec_draft_tokens_pruned": self.num_pruned, "spec_forced_tokens": self.num_forced,
                 "spec_position_accept_rate": [round(r, 4) for r in s.position_rates()]}
+
+
+def _adaptive_budget(req: Request) -> int:
+    """Draft nodes worth verifying for req: a tree row costs compute even when rejected, so a
+    request whose recent drafts were rejected gets small trees (2 nodes) and one whose drafts are
+    accepted gets about twice its recent accept length (the configured maximum caps it)."""
+    return max(2, int(2 * req.spec_recent_accept) + 2)
 
 
 def _cap(tree: TokenTree, max_nodes: int, max_depth: int) -> TokenTree:

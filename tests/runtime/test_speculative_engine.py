@@ -16,7 +16,7 @@ from radixgen.runtime.server.scheduler_proc import scheduler_stats
 pytestmark = pytest.mark.model
 jsonschema = pytest.importorskip("jsonschema")
 
-GREEDY = {"temperature": 0, "max_new_tokens": 40}
+GREEDY = {"temperature": 0, "max_new_tokens": 32}
 SMALL = {"max_total_tokens": 8192, "max_running_requests": 32}
 TOPICS = ["the numbers from 1 to 25, separated by commas", "the days of the week, twice",
           "the letters of the alphabet in order", "a Python function that adds two numbers",
