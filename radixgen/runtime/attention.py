@@ -41,7 +41,6 @@ class TorchAttention:
         self.ext_batch: ForwardBatch | None = None  # the extend part of the current batch
         self.dec_batch: ForwardBatch | None = None  # the decode part
         self.extend_masks: list[torch.Tensor | None] = []
-        self.batch_short_extends = True
         self.short: _ShortExtends | None = None  # the short extends of the batch, attended together
 
     def begin(self, batch: ForwardBatch) -> None:
@@ -53,7 +52,7 @@ class TorchAttention:
         if self.ext_batch is not None:
             device = batch.kv_slots.device
             eb = self.ext_batch
-            self.short = _ShortExtends.plan(eb) if self.batch_short_extends else None
+            self.short = _ShortExtends.plan(eb)
             skip = set(self.short.members) if self.short is not None else set()
             self.extend_masks = [None if i in skip else _extend_mask(p, e, eb.tree_mask(i), device)
                                  for i, (p, e) in enumerate(zip(eb.prefix_lens, eb.extend_lens))]

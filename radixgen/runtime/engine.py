@@ -42,10 +42,10 @@ def build_scheduler(model_path: Path, cfg: EngineConfig, tokenizer: Any) -> Sche
     checker = StopChecker(eos, lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
     grammar = GrammarBackend(tokenizer, runner.arch.vocab_size, eos, cfg.scheduler.grammar_whitespace,
                              jump_forward=not cfg.scheduler.disable_jump_forward)
-    return Scheduler(runner, cache, cfg.scheduler, checker, grammar, build_speculator(cfg, runner))
+    return Scheduler(runner, cache, cfg.scheduler, checker, grammar, build_speculator(cfg, runner, grammar))
 
 
-def build_speculator(cfg: EngineConfig, runner: ModelRunner) -> Speculator | None:
+def build_speculator(cfg: EngineConfig, runner: ModelRunner, grammar: GrammarBackend) -> Speculator | None:
     """The drafter(s) of --speculative-algorithm behind a Speculator; None when it is 'none'."""
     spec = cfg.speculative
     if not spec.enabled:
@@ -59,7 +59,7 @@ def build_speculator(cfg: EngineConfig, runner: ModelRunner) -> Speculator | Non
                                  cfg.scheduler.max_running_requests, runner.arch.vocab_size)
         drafters.append(DraftModelDrafter(draft.next_logits))
     drafter = drafters[0] if len(drafters) == 1 else UnionDrafter(drafters)
-    return Speculator(spec, drafter, runner.arch.vocab_size, runner.max_context_len)
+    return Speculator(spec, drafter, runner.max_context_len, grammar)
 
 
 class _Pending:

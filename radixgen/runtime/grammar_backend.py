@@ -23,6 +23,7 @@ from radixgen.grammar.bitmask import RowMasker, allocate_bitmask, apply_bitmask,
 from radixgen.grammar.compiler import GrammarCompiler
 from radixgen.grammar.tokenizer_info import TokenizerInfo
 from radixgen.runtime.request import Request
+from radixgen.speculative import TokenTree, fill_tree_bitmask
 
 
 CONSTRAINT_ERROR = "invalid constraint:"  # how a failed compile's abort message starts
@@ -70,9 +71,7 @@ class GrammarBackend:
         logits [len(reqs), vocab]."""
         if not any(r.matcher is not None for r in reqs):
             return
-        if self._bitmask.shape[0] < len(reqs):
-            self._bitmask = allocate_bitmask(max(len(reqs), 2 * self._bitmask.shape[0]), self.info.vocab_size)
-        bitmask = self._bitmask[:len(reqs)]
+        bitmask = self._rows(len(reqs))
         if logits.device.type == "cpu":  # row by row from cached id lists (see RowMasker)
             words = numpy_rows(bitmask)
             for row, req in enumerate(reqs):
@@ -86,6 +85,24 @@ class GrammarBackend:
             else:
                 req.matcher.fill_bitmask(bitmask, row)
         apply_bitmask(logits, bitmask)
+
+    @torch.inference_mode()
+    def mask_tree_logits(self, logits: torch.Tensor, tree: TokenTree, matcher: Any) -> None:
+        """Mask, in place, the logits [N + 1, vocab] of a speculative token tree's verify rows:
+        row i by what `matcher` allows after the root's path to that row (fill_tree_bitmask)."""
+        bitmask = self._rows(tree.num_nodes + 1)
+        fill_tree_bitmask(tree, matcher, bitmask)
+        if logits.device.type == "cpu":
+            for row, words in enumerate(numpy_rows(bitmask)):
+                self._row_masker.apply_row(logits[row], words)
+        else:
+            apply_bitmask(logits, bitmask)
+
+    def _rows(self, n: int) -> torch.Tensor:
+        """The first n rows of the reusable bitmask buffer (grown by doubling)."""
+        if self._bitmask.shape[0] < n:
+            self._bitmask = allocate_bitmask(max(n, 2 * self._bitmask.shape[0]), self.info.vocab_size)
+        return self._bitmask[:n]
 
     def accept(self, req: Request, token: int) -> FinishReason | None:
         """Advance req's matcher by its sampled token: a finish reason when the grammar ended

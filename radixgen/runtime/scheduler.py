@@ -311,22 +311,15 @@ class Scheduler:
         """Append chosen tokens (a sampled one, or a verify step's accepted drafts and target
         token) until one finishes the request, then any grammar-forced ones; returns the tokens
         appended followed by the finish reason (None to go on)."""
-        added, forced = [], []
-        for token in tokens:
+        added, queue = [], list(tokens)
+        while queue:
+            token = queue.pop(0)
             added.append(token)
             reason = self._accept(req, token)
             if reason is not None:
                 return [*added, reason]
-        while self.grammar is not None:
-            if not forced:
-                forced = self.grammar.forced_tokens(req)[::-1]
-                if not forced:
-                    break
-            token = forced.pop()
-            added.append(token)
-            reason = self._accept(req, token)
-            if reason is not None:
-                return [*added, reason]
+            if not queue and self.grammar is not None:  # jump-forward after the chosen tokens
+                queue = list(self.grammar.forced_tokens(req))
         return [*added, None]
 
     def _accept(self, req: Request, token: int) -> FinishReason | None:

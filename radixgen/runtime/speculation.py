@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import torch
 
 from radixgen.config import SpeculativeConfig
-from radixgen.grammar.bitmask import allocate_bitmask, apply_bitmask
+from radixgen.runtime.grammar_backend import GrammarBackend
 from radixgen.runtime.model_runner import TreeInput
 from radixgen.runtime.request import Request
 from radixgen.runtime.sampling import filter_probs
-from radixgen.speculative import (AcceptStats, Drafter, TokenTree, VerifyResult, fill_tree_bitmask,
-                                  prune_tree, verify_greedy, verify_sampling)
+from radixgen.speculative import (AcceptStats, Drafter, TokenTree, VerifyResult, prune_tree,
+                                  verify_greedy, verify_sampling)
 
 
 @dataclass
@@ -46,9 +46,11 @@ class Draft:
 
 
 class Speculator:
-    def __init__(self, cfg: SpeculativeConfig, drafter: Drafter, vocab_size: int, max_context_len: int):
+    def __init__(self, cfg: SpeculativeConfig, drafter: Drafter, max_context_len: int,
+                 grammar: GrammarBackend | None):
         self.cfg, self.drafter = cfg, drafter
-        self.vocab_size, self.max_context_len = vocab_size, max_context_len
+        self.max_context_len = max_context_len
+        self.grammar = grammar  # masks constrained requests' tree rows
         self.stats = AcceptStats()
         self.num_pruned = self.num_forced = 0
 
@@ -86,9 +88,7 @@ class Speculator:
         [N + 1, vocab] (masked in place by the request's grammar)."""
         req, tree = draft.req, draft.tree
         if req.matcher is not None:
-            bitmask = allocate_bitmask(tree.num_nodes + 1, self.vocab_size)
-            fill_tree_bitmask(tree, req.matcher, bitmask)
-            apply_bitmask(logits, bitmask.to(logits.device))
+            self.grammar.mask_tree_logits(logits, tree, req.matcher)
         p = req.params
         if p.is_greedy:
             result = verify_greedy(tree, logits)
