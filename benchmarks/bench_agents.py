@@ -59,18 +59,13 @@ HERE = Path(__file__).resolve().parent
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from model_shapes import LLAMA3_8B  # noqa: E402 (benchmarks/ is the script directory)
+
 CONFIGS = {
     "bf16": {"kv_cache_dtype": "bf16"},
     "fp8": {"kv_cache_dtype": "fp8_e4m3"},
     "mixed": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4"},
 }
-LLAMA3_8B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
-             "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-             "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-             "vocab_size": 128256, "rope_theta": 500000.0, "rope_scaling": None,
-             "rms_norm_eps": 1e-5, "max_position_embeddings": 8192, "tie_word_embeddings": False,
-             "attention_bias": False, "mlp_bias": False, "bos_token_id": 1, "eos_token_id": 2,
-             "pad_token_id": 2, "torch_dtype": "bfloat16"}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "generation_config.json")
 RATIO_GOAL = 0.32
