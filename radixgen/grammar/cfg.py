@@ -19,7 +19,10 @@ the trie groups the parser accepts: the trie is walked with the LALR stack, prun
 rejected terminal, and each node's groups are selected in one vectorised step. It is cached in
 the compiled grammar keyed by (q, stack), so in steady state a mask is a cache hit (a row copy,
 ~10 us); a miss costs a few hundred microseconds. EOS is allowed when the current partial
-terminal can end here and the parser then accepts $END. Numbers: benchmarks/bench_grammar_cfg.py.
+terminal can end here and the parser then accepts $END. Ignored text (`%ignore`d whitespace) is
+allowed only where some terminal may still follow it: once only $END can follow (after a SQL
+statement's `;`), the only continuation is EOS, so generation stops instead of padding the output
+with whitespace to max_new_tokens. Numbers: benchmarks/bench_grammar_cfg.py.
 
 Jump-forward is conservative: tokens are forced only while the mask allows exactly one token
 and not EOS. Every continuation of the text must then start with that token's bytes *as the
@@ -183,9 +186,9 @@ class CfgGrammar:
                 stack = parser.feed(stack, names[e])
                 if stack is None:
                     return None
-        types = self.lexer.winnable[q]
-        if types.isdisjoint(parser.acceptable(stack)) and types.isdisjoint(ignored):
-            return None
+        types, acceptable = self.lexer.winnable[q], parser.acceptable(stack)
+        if types.isdisjoint(acceptable) and (types.isdisjoint(ignored) or not acceptable):
+            return None  # ignored text only where a terminal may follow (CfgGrammar docstring)
         return q, stack
 
 

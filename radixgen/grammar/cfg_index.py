@@ -63,13 +63,15 @@ class SeqTrie:
         terminal whose top-state action is a reduction needs simulating (memoised)."""
         actions = parser.actions[stack[-1]]
         if self.ids is not None:  # a node may be only a path to deeper ones
+            # ignored text (whitespace) only where a terminal may still follow it
+            may_ignore = parser.can_continue(stack)
             if self.row_group is None:  # one group (the common case): no numpy
-                if self.always_first or any(parser.accepts(stack, t) for t in self.type_names):
+                if (self.always_first and may_ignore) or any(parser.accepts(stack, t) for t in self.type_names):
                     out.append(self.ids)
             else:
                 ok = np.fromiter((parser.accepts(stack, t) for t in self.type_names),
                                  dtype=bool, count=len(self.type_names))
-                selected = self.always | (self.group_types & ok).any(axis=1)
+                selected = (self.always & may_ignore) | (self.group_types & ok).any(axis=1)
                 if selected.all():
                     out.append(self.ids)
                 elif selected.any():

@@ -154,3 +154,23 @@ def test_keywords_are_not_identifiers(tokenizer, info, sql):
     assert m.accept_token(select_id)  # may still become "selected"
     assert info.eos_ids[0] not in allowed_ids(m, info)
     assert m.accept_token(tokenizer.encode("ed")[0]) and m.is_accepting()
+
+
+@pytest.mark.parametrize("name, text, end", [
+    ("sql", "SELECT a FROM t;", ";"),
+    ("json", '{"a": [1, 2]}', "}"),
+])
+def test_finished_parse_allows_only_eos(name, text, end, tokenizer, info, sql):
+    """Once only the end of input may follow, %ignore'd whitespace is refused too (else a model
+    pads its answer with newlines up to max_new_tokens); before that, whitespace is allowed."""
+    grammar = sql if name == "sql" else compile_cfg(Constraint("lark", JSON_LARK), info, precompute=False)
+    m = grammar.matcher()
+    ids = tokenizer.encode(text)
+    assert tokenizer.decode(ids[-1:]).endswith(end)
+    assert all(m.accept_token(t) for t in ids[:-1])
+    spaces = [tokenizer.encode(s)[0] for s in (" ", "\n", "\n\n")]
+    assert set(spaces) <= set(allowed_ids(m, info).tolist())  # more may follow here
+    assert m.accept_token(ids[-1])
+    assert allowed_ids(m, info).tolist() == sorted(info.eos_ids)
+    assert not any(m.accept_token(s) for s in spaces) and m.is_accepting()
+    assert m.accept_token(info.eos_ids[0]) and m.is_terminated()
