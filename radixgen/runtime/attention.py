@@ -11,6 +11,8 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
+from radixgen.kernels.cpu_decode_attention import available as cpu_kernel_available
+from radixgen.kernels.cpu_decode_attention import cpu_decode_attention
 from radixgen.radix.kv_pool import KVPool
 from radixgen.runtime.cascade import (MIN_SHARED_PREFIX, DecodePlan, PrefixGroup, attention_with_lse,
                                       merge_states, plan_decode)
@@ -70,12 +72,19 @@ class TorchAttention:
     def _decode(self, layer: int, q: torch.Tensor, pool: KVPool) -> torch.Tensor:
         plan, b, hkv, d = self.plan, self.dec_batch.batch_size, self.num_kv_heads, self.head_dim
         q4 = q.view(b, hkv, self.group, d)
-        keys, values = pool.gather(layer, plan.suffix_slots)  # [B, S, Hkv, D] each
-        k, v = keys.transpose(1, 2), values.transpose(1, 2)  # [B, Hkv, S, D]
-        if not plan.groups:
-            out = F.scaled_dot_product_attention(q4, k, v, attn_mask=plan.suffix_mask)
-            return out.reshape(b, self.num_heads, d)
-        out, lse = attention_with_lse(q4, k, v, plan.suffix_bias)  # [B, Hkv, G, D], [B, Hkv, G]
+        if _reads_pool_directly(pool, q):  # the C++ kernel: no gather copy of the suffix KV
+            out3, lse3 = cpu_decode_attention(q, pool.k[layer], pool.v[layer], plan.suffix_slots,
+                                              plan.suffix_lens)  # [B, Hq, D], [B, Hq]
+            if not plan.groups:
+                return out3
+            out, lse = out3.view(b, hkv, self.group, d), lse3.view(b, hkv, self.group)
+        else:
+            keys, values = pool.gather(layer, plan.suffix_slots)  # [B, S, Hkv, D] each
+            k, v = keys.transpose(1, 2), values.transpose(1, 2)  # [B, Hkv, S, D]
+            if not plan.groups:
+                out = F.scaled_dot_product_attention(q4, k, v, attn_mask=plan.suffix_mask)
+                return out.reshape(b, self.num_heads, d)
+            out, lse = attention_with_lse(q4, k, v, plan.suffix_bias)  # [B, Hkv, G, D], [B, Hkv, G]
         for level in range(max(g.level for g in plan.groups) + 1):
             shared_out = torch.zeros_like(out)
             shared_lse = torch.full_like(lse, float("-inf"))  # rows outside every group: empty
@@ -164,6 +173,16 @@ class _ShortExtends:
         out = F.scaled_dot_product_attention(qp.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2),
                                              attn_mask=self.mask, enable_gqa=True)  # [B, Hq, E, D]
         return out.transpose(1, 2)[self.pad_index]
+
+
+def _reads_pool_directly(pool: KVPool, q: torch.Tensor) -> bool:
+    """Decode through the CPU kernel: a plain float32 / bfloat16 pool of q's dtype on the CPU
+    (quantized pools dequantize through `gather`), once the kernel has compiled."""
+    return (type(pool) is KVPool and q.device.type == "cpu" and q.dtype in _DIRECT_DTYPES
+            and pool.dtype == pool.compute_dtype == q.dtype and cpu_kernel_available())
+
+
+_DIRECT_DTYPES = (torch.float32, torch.bfloat16)
 
 
 def _extend_mask(prefix_len: int, extend_len: int, tree: torch.Tensor | None,

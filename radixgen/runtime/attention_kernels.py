@@ -15,6 +15,7 @@ import math
 import torch
 
 from radixgen.kernels import dispatch
+from radixgen.kernels.cpu_decode_attention import available as cpu_kernel_available
 from radixgen.runtime.attention import TorchAttention
 from radixgen.runtime.forward_batch import ForwardBatch
 
@@ -157,6 +158,8 @@ def make_attention(kind: str, num_heads: int, num_kv_heads: int, head_dim: int, 
     if kind == "auto":
         kind = "triton" if device.type == "cuda" else "torch"
     if kind == "torch":
+        if device.type == "cpu":
+            cpu_kernel_available()  # compile the C++ decode kernel now (once per machine), not mid-request
         return TorchAttention(num_heads, num_kv_heads, head_dim)
     if kind == "triton":
         return KernelAttention(num_heads, num_kv_heads, head_dim, backend="triton")

@@ -32,6 +32,7 @@ class DecodePlan:
     suffix_slots: torch.Tensor  # [batch, max_suffix_len] each request's KV after its segments
     suffix_mask: torch.Tensor  # [batch, 1, 1, max_suffix_len] True where a key is valid
     suffix_bias: torch.Tensor  # the same as an additive mask: 0 where valid, -inf elsewhere
+    suffix_lens: torch.Tensor  # [batch] int64: valid entries of each suffix_slots row
 
 
 def plan_segments(kv_slots: torch.Tensor, limits: torch.Tensor,
@@ -62,7 +63,8 @@ def plan_decode(kv_slots: torch.Tensor, seq_lens: list[int],
     suffix_mask = (span[None, :] < suffix_lens[:, None])[:, None, None, :].to(device)
     for group in groups:
         group.members, group.slots = group.members.to(device), group.slots.to(device)
-    return DecodePlan(groups, suffix_slots, suffix_mask, additive_mask(suffix_mask, device))
+    return DecodePlan(groups, suffix_slots, suffix_mask, additive_mask(suffix_mask, device),
+                      suffix_lens.to(device))
 
 
 def _visit(kv: torch.Tensor, limits: torch.Tensor, members: torch.Tensor, seg_start: int,

@@ -1,0 +1,138 @@
+"""Paged decode attention on the CPU (a C++ kernel, `csrc/cpu_decode_attention.cpp`).
+
+One query token per request attends over KV rows read straight from a float32 / bfloat16 pool
+through the request's slot list: no gather copy of the KV (the torch path copies every row it
+attends to, then SDPA reads the copy again), GQA folded in, online softmax in float32. Returns
+the output and the log-sum-exp of the scaled scores, so the result merges with a shared-prefix
+part (runtime/cascade.py).
+
+The kernel is compiled once per machine on first use (torch.utils.cpp_extension, g++ with
+-march=native, ~30-60 s on 2 cores) into the radixgen cache directory, keyed by the CPU's
+feature flags and the torch version. Without a compiler, or with RADIXGEN_CPU_KERNELS=0,
+`available()` is False and callers keep the torch path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+_SOURCE = Path(__file__).with_name("csrc") / "cpu_decode_attention.cpp"
+_CFLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno"]
+_MAX_GROUP, _MAX_HEAD_DIM = 16, 256  # the kernel's stack buffers
+_DTYPES = (torch.float32, torch.bfloat16)
+_state: dict[str, object] = {}
+_lock = threading.Lock()
+
+
+def available() -> bool:
+    """True once the kernel is compiled and loaded (compiles it on the first call)."""
+    with _lock:
+        if "ok" not in _state:
+            _state["ok"] = _load()
+        return bool(_state["ok"])
+
+
+def cpu_decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
+                         slots: torch.Tensor, lens: torch.Tensor, scale: float | None = None
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """q [B, Hq, D] over the pool rows slots[b, :lens[b]] of k_pool / v_pool [num_slots, Hkv, D]
+    -> output [B, Hq, D] (q's dtype) and log-sum-exp [B, Hq] (float32; -inf where lens is 0)."""
+    _check(q, k_pool, v_pool, slots, lens)
+    if not available():
+        raise RuntimeError(f"the CPU decode kernel is not available: {_state.get('error')}")
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    return torch.ops.radixgen_cpu.decode_attention(q, k_pool, v_pool, slots, lens, scale)
+
+
+def cpu_decode_attention_ref(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
+                             slots: torch.Tensor, lens: torch.Tensor, scale: float | None = None
+                             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same in float64 torch (gather, masked softmax)."""
+    b, hq, d = q.shape
+    group = hq // k_pool.shape[1]
+    scale = d ** -0.5 if scale is None else float(scale)
+    keys = k_pool[slots].double().repeat_interleave(group, dim=2)  # [B, L, Hq, D]
+    values = v_pool[slots].double().repeat_interleave(group, dim=2)
+    scores = torch.einsum("bhd,blhd->bhl", q.double(), keys) * scale
+    valid = torch.arange(slots.shape[1])[None, :] < lens[:, None]  # [B, L]
+    scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)  # [B, Hq]
+    probs = torch.exp(scores - lse[..., None]).nan_to_num(0.0)
+    out = torch.einsum("bhl,blhd->bhd", probs, values)
+    return out.to(q.dtype), lse.float()
+
+
+def _check(q, k_pool, v_pool, slots, lens) -> None:
+    if any(t.device.type != "cpu" for t in (q, k_pool, v_pool, slots, lens)):
+        raise ValueError("cpu_decode_attention takes CPU tensors")
+    if q.dtype not in _DTYPES or k_pool.dtype != q.dtype or v_pool.dtype != q.dtype:
+        raise ValueError(f"q, k_pool, v_pool must share one dtype of {_DTYPES}, got "
+                         f"{q.dtype}, {k_pool.dtype}, {v_pool.dtype}")
+    if q.dim() != 3 or q.stride(2) != 1:
+        raise ValueError(f"q must be [B, Hq, D] with a contiguous last dim, got {tuple(q.shape)}")
+    if k_pool.dim() != 3 or k_pool.shape != v_pool.shape or not (k_pool.is_contiguous() and v_pool.is_contiguous()):
+        raise ValueError("k_pool and v_pool must be contiguous [num_slots, Hkv, D] of one shape")
+    b, hq, d = q.shape
+    hkv = k_pool.shape[1]
+    if k_pool.shape[2] != d or hq % hkv or hq // hkv > _MAX_GROUP or d > _MAX_HEAD_DIM:
+        raise ValueError(f"unsupported heads: q {tuple(q.shape)}, pool {tuple(k_pool.shape)} "
+                         f"(Hq a multiple of Hkv, at most {_MAX_GROUP}x; D <= {_MAX_HEAD_DIM})")
+    if slots.dtype != torch.int64 or slots.dim() != 2 or slots.shape[0] != b or slots.stride(1) != 1:
+        raise ValueError(f"slots must be int64 [B, L] with contiguous rows, got {slots.dtype} {tuple(slots.shape)}")
+    if lens.dtype != torch.int64 or lens.shape != (b,) or not lens.is_contiguous():
+        raise ValueError(f"lens must be contiguous int64 [B], got {lens.dtype} {tuple(lens.shape)}")
+    if b and (int(lens.min()) < 0 or int(lens.max()) > slots.shape[1]):
+        raise ValueError("lens must lie in [0, slots.shape[1]]")
+    if slots.numel() and (int(slots.min()) < 0 or int(slots.max()) >= k_pool.shape[0]):
+        raise ValueError(f"slots must lie in [0, {k_pool.shape[0]})")
+
+
+def _load() -> bool:
+    if os.environ.get("RADIXGEN_CPU_KERNELS", "1") == "0":
+        _state["error"] = "disabled by RADIXGEN_CPU_KERNELS=0"
+        return False
+    try:
+        from torch.utils.cpp_extension import load
+
+        build = _build_dir()
+        build.mkdir(parents=True, exist_ok=True)
+        load(name="radixgen_cpu_decode", sources=[str(_SOURCE)], extra_cflags=_CFLAGS,
+             extra_ldflags=["-fopenmp"], build_directory=str(build), is_python_module=False,
+             verbose=False)
+        return True
+    except Exception as exc:  # no compiler, no ninja, a failed build: keep the torch path
+        _state["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+        log.warning("CPU decode kernel unavailable, using the torch path (%s)", _state["error"])
+        return False
+
+
+def _build_dir() -> Path:
+    """Per source, flags, torch version and CPU features: a kernel built with -march=native
+    on another machine must never be loaded here."""
+    key = hashlib.sha256()
+    key.update(_SOURCE.read_bytes())
+    key.update(" ".join(_CFLAGS).encode())
+    key.update(torch.__version__.encode())
+    key.update(_cpu_flags().encode())
+    root = os.environ.get("RADIXGEN_CACHE_DIR") or Path.home() / ".cache" / "radixgen"  # the model's cache
+    return Path(root) / "cpu_kernels" / key.hexdigest()[:16]
+
+
+def _cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return line
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()

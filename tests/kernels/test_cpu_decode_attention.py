@@ -1,0 +1,95 @@
+"""The C++ CPU paged decode kernel against its float64 torch reference, its input checks, and
+the runtime's decode through it against the gather + SDPA path."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from radixgen.kernels import cpu_decode_attention as cpu
+from radixgen.radix.kv_pool import KVPool
+from radixgen.runtime import attention as attention_mod
+from radixgen.runtime.attention import TorchAttention
+from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
+
+
+def test_kernel_compiles_here():
+    # the machines this project targets have g++: a silent fallback would hide a broken build
+    assert cpu.available(), cpu._state.get("error")
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 2e-6), (torch.bfloat16, 1e-2)])
+@pytest.mark.parametrize("hq, hkv, d", [(9, 3, 64), (4, 4, 32), (16, 2, 128)])
+def test_matches_reference(dtype, tol, hq, hkv, d):
+    gen = torch.Generator().manual_seed(hq * 100 + d)
+    b, slots_n, width = 6, 500, 77
+    q = torch.randn(b, hq, d, generator=gen).to(dtype)
+    k_pool = torch.randn(slots_n, hkv, d, generator=gen).to(dtype)
+    v_pool = torch.randn(slots_n, hkv, d, generator=gen).to(dtype)
+    slots = torch.randint(0, slots_n, (b, width), generator=gen)
+    lens = torch.tensor([width, 1, 33, 32, 64, 5])  # block edges of the kernel (32) included
+    out, lse = cpu.cpu_decode_attention(q, k_pool, v_pool, slots, lens)
+    ref_out, ref_lse = cpu.cpu_decode_attention_ref(q, k_pool, v_pool, slots, lens)
+    assert out.dtype == dtype and out.shape == (b, hq, d) and lse.dtype == torch.float32
+    err = ((out.double() - ref_out.double()).abs().max() / ref_out.double().abs().max()).item()
+    assert err < tol, err
+    assert torch.allclose(lse.double(), ref_lse.double(), rtol=1e-6, atol=1e-5)
+
+
+def test_strided_query_and_empty_rows():
+    gen = torch.Generator().manual_seed(7)
+    qk = torch.randn(3, 12, 64, generator=gen)  # q heads then k heads, as the model splits them
+    q = qk[:, :9]
+    k_pool, v_pool = torch.randn(2, 40, 3, 64, generator=gen).unbind(0)
+    slots = torch.randint(0, 40, (3, 10), generator=gen)
+    lens = torch.tensor([10, 0, 4])
+    out, lse = cpu.cpu_decode_attention(q, k_pool, v_pool, slots, lens)
+    ref_out, ref_lse = cpu.cpu_decode_attention_ref(q.contiguous(), k_pool, v_pool, slots, lens)
+    assert torch.allclose(out, ref_out, atol=1e-5)
+    assert torch.equal(out[1], torch.zeros_like(out[1])) and torch.isneginf(lse[1]).all()
+    assert torch.allclose(lse[[0, 2]], ref_lse[[0, 2]], atol=1e-5)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a: {**a, "q": a["q"].double()}, "dtype"),
+    (lambda a: {**a, "k_pool": a["k_pool"].to(torch.bfloat16)}, "dtype"),
+    (lambda a: {**a, "slots": a["slots"].int()}, "slots"),
+    (lambda a: {**a, "slots": a["slots"] + 1000}, "slots must lie"),
+    (lambda a: {**a, "lens": torch.tensor([9, 2])}, "lens must lie"),
+    (lambda a: {**a, "q": a["q"][:, :5]}, "heads"),
+    (lambda a: {**a, "v_pool": a["v_pool"][:10]}, "k_pool and v_pool"),
+])
+def test_bad_inputs_raise(change, message):
+    args = {"q": torch.randn(2, 6, 16), "k_pool": torch.randn(50, 2, 16), "v_pool": torch.randn(50, 2, 16),
+            "slots": torch.zeros(2, 8, dtype=torch.int64), "lens": torch.tensor([8, 2])}
+    with pytest.raises(ValueError, match=message):
+        cpu.cpu_decode_attention(**change(args))
+
+
+@pytest.mark.parametrize("shared", [0, 40])
+def test_runtime_decode_same_as_gather_path(monkeypatch, shared):
+    """TorchAttention's decode (with and without a cascade group) gives the same output through
+    the kernel as through gather + SDPA."""
+    gen = torch.Generator().manual_seed(shared)
+    hq, hkv, d, layers = 6, 2, 32, 1
+    pool = KVPool(400, layers, hkv, d, torch.float32)
+    pool.k[0].copy_(torch.randn(400, hkv, d, generator=gen))
+    pool.v[0].copy_(torch.randn(400, hkv, d, generator=gen))
+    lens = [50, 45, 60, 41]
+    rows = [list(range(shared)) + torch.randperm(300, generator=gen)[:n - shared].add(100).tolist()
+            for n in lens]
+    kv_slots = torch.tensor([r + [0] * (max(lens) - len(r)) for r in rows])
+    batch = ForwardBatch(ForwardMode.DECODE, torch.zeros(4, dtype=torch.int64), torch.tensor(lens) - 1,
+                         kv_slots[torch.arange(4), torch.tensor(lens) - 1], kv_slots, lens, [1] * 4,
+                         torch.arange(4))
+    q = torch.randn(4, hq, d, generator=gen)
+    k_new = pool.k[0][batch.out_slots].clone()
+    v_new = pool.v[0][batch.out_slots].clone()
+    outs = []
+    for direct in (True, False):
+        monkeypatch.setattr(attention_mod, "_reads_pool_directly", lambda pool, q, direct=direct: direct)
+        attn = TorchAttention(hq, hkv, d)
+        attn.begin(batch)
+        assert bool(attn.plan.groups) == bool(shared)
+        outs.append(attn.attend(0, q, k_new, v_new, pool))
+    assert torch.allclose(outs[0], outs[1], atol=1e-5), (outs[0] - outs[1]).abs().max()
