@@ -3,6 +3,7 @@ flashinfer and the device-to-device copy bandwidth measured in the same run.
 
     PYTHONPATH=. python benchmarks/bench_kernels.py [--json OUT] [--sweep]   # an H200: ~1-2 min
     PYTHONPATH=. python benchmarks/bench_kernels.py --smoke   # tiny shapes; on the CPU (TRITON_INTERPRET=1)
+    ... --order both --decode-only --gather   # decode also over in-order slots; scattered-read ceilings
 
 Decode: batch 64 x 4096 tokens, 32 q / 8 kv heads, dim 128, slots in random order; bf16, fp8,
 nvfp4 and mixed (half of each request's tokens fp8, half nvfp4: two passes + merge_state).
@@ -84,8 +85,9 @@ def rel_err(got, want) -> float:
     return ((got[ok] - want[ok]).norm() / want[ok].norm().clamp_min(1e-30)).item()
 
 
-def build_pools(s, dev, gen):
-    """bf16 / fp8 / nvfp4 pools of the same random bf16 K/V ([slots, Hkv, D]) and a random-order CSR."""
+def build_pools(s, dev, gen, order: str = "random"):
+    """bf16 / fp8 / nvfp4 pools of the same random bf16 K/V ([slots, Hkv, D]) and a CSR of the slots
+    in random order, or ("contiguous") request b holding slots b * seq .. (b + 1) * seq - 1 in order."""
     from radixgen.kernels.kv_layout import KVBuffers
     from radixgen.kernels.kv_store import store_kv_fp8, store_kv_nvfp4
 
@@ -101,19 +103,22 @@ def build_pools(s, dev, gen):
     pools = {"bf16": KVBuffers(k, v), "fp8": KVBuffers(*fp8, amax[0] / 448, amax[1] / 448),
              "nvfp4": KVBuffers(*codes, amax[0] / 2688, amax[1] / 2688, *bsc)}
     indptr = torch.arange(0, slots_n + 1, s["seq"], device=dev, dtype=torch.int32)
-    return pools, indptr, torch.randperm(slots_n, generator=gen, device=dev)
+    perm = torch.randperm(slots_n, generator=gen, device=dev)
+    return pools, indptr, (perm if order == "random" else torch.arange(slots_n, device=dev))
 
 
 def kv_row_bytes(fmt: str, hkv: int, d: int) -> int:  # K + V bytes per token, all heads
     return 2 * hkv * {"bf16": 2 * d, "fp8": d, "nvfp4": d // 2 + d // 16}[fmt]
 
 
-def bench_decode(s, dev, timer, rows, sweep: bool):
+def bench_decode(s, dev, timer, rows, sweep: bool, order: str = "random"):
     """Our decode for each pool format (checked against the reference), then mixed and flashinfer."""
     from radixgen.kernels import decode_attention as da
 
     gen = torch.Generator(dev).manual_seed(0)
-    pools, indptr, indices = build_pools(s, dev, gen)
+    pools, indptr, indices = build_pools(s, dev, gen, order)
+    tag = "" if order == "random" else f" ({order})"
+    n_rows = len(rows)
     b, hq, d, n = s["batch"], s["hq"], s["d"], s["seq"]
     sm = 1 / math.sqrt(d)
     qs = [torch.randn(b, hq, d, generator=gen, device=dev).bfloat16()]  # the KV read (0.3-1 GB) defeats L2
@@ -121,14 +126,17 @@ def bench_decode(s, dev, timer, rows, sweep: bool):
     for fmt, kv in pools.items():
         # the reference loops in Python: check the first two requests
         want[fmt] = da.decode_attention_ref(qs[0][:2], kv, indptr[:3], indices, sm, out_dtype=torch.float32)[0]
-        if sweep and dev == "cuda":
-            sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer)
+        if sweep and dev == "cuda" and fmt in SWEEP_FORMATS:
+            sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer, want[fmt])
         o, _ = da.decode_attention(qs[0], kv, indptr, indices, sm, out_dtype=torch.float32)
         t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm), qs)
         nbytes = b * n * (kv_row_bytes(fmt, s["hkv"], d) + 4) + 2 * b * hq * d * 2
         rows.append(dict(op=f"decode {fmt}", ms=t * 1e3, bytes=nbytes, err=rel_err(o[:2], want[fmt])))
     bench_mixed(s, da, pools, qs, indices, sm, timer, rows)
     bench_flashinfer_decode(s, dev, pools, qs, indptr, indices, sm, want, timer, rows)
+    for r in rows[n_rows:]:
+        r["op"] += tag
+    del pools
 
 
 def bench_mixed(s, da, pools, qs, indices, sm, timer, rows):
@@ -177,35 +185,91 @@ def mixed_reference(pools, q, ind2, half, sm):
     return torch.cat(outs)
 
 
-def sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer):
-    """Print the time of each kernel variant and tile config; keep the fastest for `fmt`."""
-    per_head = [(64, 4, 2), (64, 4, 3), (128, 4, 2), (128, 4, 3), (64, 8, 3), (128, 8, 2), (128, 4, 4),
-                (256, 8, 2), (256, 8, 3)]
-    candidates = [(dict(rows=False, split_eo=False), c) for c in per_head]
-    candidates += [(dict(rows=True, split_eo=False), c) for c in ((8, 4, 2), (16, 4, 2), (32, 8, 2))]
-    if fmt == "nvfp4":
-        candidates += [(dict(rows=False, split_eo=True), c) for c in per_head[:4]]
-    best = None
+SWEEP_FORMATS = ("fp8", "nvfp4")
+SWEEP_SPLITS = (2, 3, 4, 5, 8)
+
+
+def _new_kernels(fn, seen: set) -> str:
+    """n_regs / n_spills / shared bytes of the compiled variants of `fn` not in `seen` (best effort)."""
+    out = []
+    try:
+        for entry in fn.device_caches.values():
+            for key, k in entry[0].items():
+                if id(k) not in seen:
+                    seen.add(id(k))
+                    out.append(f"regs {getattr(k, 'n_regs', '?')} spills {getattr(k, 'n_spills', '?')} "
+                               f"smem {k.metadata.shared}")
+    except Exception as exc:  # the cache layout differs between Triton versions
+        out.append(f"no stats ({type(exc).__name__})")
+    return "; ".join(out)
+
+
+def sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer, want):
+    """Print the time of each kernel variant and tile config (BLOCK_N, warps, stages, KV heads per
+    program, prefetch[, register cap]); keep the fastest for `fmt`, then time forced split counts for it."""
+    base = [(128, 4, 3, 1, False), (128, 4, 2, 1, False), (64, 4, 3, 1, False), (128, 4, 1, 1, True),
+            (64, 4, 2, 1, True), (128, 4, 3, 1, False, 168), (128, 4, 3, 1, False, 128), (64, 4, 3, 1, False, 128),
+            (64, 4, 4, 1, False, 128)]
+    candidates = [(dict(rows=False, split_eo=True, fp8_eo=True), c) for c in base]
+    if fmt == "fp8":  # fp8 bytes as one tile (not even/odd halves), the HEAD default
+        candidates += [(dict(rows=False, split_eo=True, fp8_eo=False), (128, 4, 3, 1, False))]
+    else:  # two KV heads per program
+        candidates += [(dict(rows=False, split_eo=True, fp8_eo=True), (64, 4, 1, 2, True))]
+    best, seen = None, set()
     for variant, cfg in candidates:
         da.DECODE_VARIANT.update(variant)
-        (da.ROWS_CONFIGS if variant["rows"] else da.DECODE_CONFIGS)[kv.fmt] = cfg
+        da.DECODE_CONFIGS[kv.fmt] = cfg
         try:
+            o, _ = da.decode_attention(qs[0][:2], kv, indptr[:3], indices, sm, out_dtype=torch.float32)
+            err = rel_err(o, want)
+            if not err < 1e-3:
+                print(f"  sweep {fmt} {variant} {cfg}: WRONG, rel err {err:.1e}")
+                continue
             t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm), qs)
         except Exception as exc:  # e.g. out of shared memory / registers for a config
             print(f"  sweep {fmt} {variant} {cfg}: failed ({type(exc).__name__}: {str(exc)[-200:]})")
             continue
-        print(f"  sweep {fmt} {variant} {cfg}: {t * 1e3:.3f} ms", flush=True)
+        print(f"  sweep {fmt} {variant} {cfg}: {t * 1e3:.3f} ms (rel err {err:.1e}; "
+              f"{_new_kernels(da._decode_kernel, seen)})", flush=True)
         if best is None or t < best[0]:
             best = (t, variant, cfg)
     if best is None:
         raise RuntimeError(f"no decode variant compiled for {fmt}")
     da.DECODE_VARIANT.update(best[1])
-    (da.ROWS_CONFIGS if best[1]["rows"] else da.DECODE_CONFIGS)[kv.fmt] = best[2]
+    da.DECODE_CONFIGS[kv.fmt] = best[2]
     print(f"  sweep {fmt}: best {best[1]} {best[2]}")
     # split-KV sizing of the best config (the heuristic's choice is what the plain call takes)
-    for splits in (2, 4, 5, 8, 12, 16, 24, 32):
+    for splits in SWEEP_SPLITS:
         t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm, num_splits=splits), qs)
         print(f"  sweep {fmt} splits {splits}: {t * 1e3:.3f} ms", flush=True)
+
+
+def gather_bandwidth(dev, timer) -> None:
+    """Read-only bandwidth of rows of 32 B .. 2 KiB at random vs in order (a Triton kernel that sums
+    each tile of rows): how much of the copy bandwidth scattered reads of a given size can reach."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _sum_rows(src, idx, out, RB: tl.constexpr, ROWS: tl.constexpr):
+        pid = tl.program_id(0)
+        rows = tl.load(idx + pid * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+        x = tl.load(src + rows[:, None] * (RB // 4) + tl.arange(0, RB // 4)[None, :])
+        tl.store(out + pid, tl.sum(tl.sum(x, axis=1), axis=0))
+
+    total = 1 << 30
+    src = torch.randint(0, 1 << 20, (total // 4,), device=dev, dtype=torch.int32)
+    for rb in (32, 64, 128, 256, 512, 1024, 2048):
+        n = total // rb
+        rows = max(16, 16384 // rb)
+        res = []
+        for how, idx in (("random", torch.randperm(n, device=dev, dtype=torch.int32)),
+                         ("in order", torch.arange(n, device=dev, dtype=torch.int32))):
+            out = torch.empty(n // rows, device=dev, dtype=torch.int32)
+            t = timer(lambda _: _sum_rows[(n // rows,)](src, idx, out, RB=rb, ROWS=rows, num_warps=4), [None])
+            res.append(f"{how} {total / t / 1e12:.2f} TB/s")
+            del idx
+        print(f"  gather {rb:5d}-byte rows: " + ", ".join(res), flush=True)
 
 
 def bench_extend(s, dev, timer, rows):
@@ -269,12 +333,12 @@ def copy_bandwidth(dev, timer) -> float:  # one 1 GiB clone, timed eagerly (a gr
 def report(rows, copy_bw: float, dev: str) -> None:
     print(f"\ndevice: {torch.cuda.get_device_name() if dev == 'cuda' else 'cpu (TRITON_INTERPRET)'}; "
           f"copy bandwidth (read + write) {copy_bw / 1e12:.2f} TB/s")
-    print(f"{'op':<26}{'ms':>9}{'TB/s':>8}{'of copy':>9}{'TFLOP/s':>9}{'rel err':>10}")
+    print(f"{'op':<40}{'ms':>9}{'TB/s':>8}{'of copy':>9}{'TFLOP/s':>9}{'rel err':>10}")
     for r in rows:
         bw = r.get("bytes", 0) / (r["ms"] / 1e3)
         r["tbps"], r["of_copy"] = bw / 1e12, bw / copy_bw
         tf = r.get("flops", 0) / (r["ms"] / 1e3) / 1e12
-        print(f"{r['op']:<26}{r['ms']:9.3f}{r['tbps']:8.2f}{r['of_copy']:9.0%}{tf:9.1f}"
+        print(f"{r['op']:<40}{r['ms']:9.3f}{r['tbps']:8.2f}{r['of_copy']:9.0%}{tf:9.1f}"
               f"{r.get('err', float('nan')):10.1e}")
 
 
@@ -285,6 +349,10 @@ def main() -> None:
     ap.add_argument("--sweep", action="store_true", help="time decode tile configs and keep the best")
     ap.add_argument("--eager", action="store_true", help="time plain calls, not CUDA-graph replays")
     ap.add_argument("--json", type=Path, help="write the rows as JSON here")
+    ap.add_argument("--order", choices=("random", "contiguous", "both"), default="random",
+                    help="slot order of the decode pools (contiguous: each request's slots in one run)")
+    ap.add_argument("--decode-only", action="store_true", help="skip the extend and store benchmarks")
+    ap.add_argument("--gather", action="store_true", help="also time scattered row reads of 32 B .. 2 KiB")
     args = ap.parse_args()
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     if dev == "cpu":
@@ -293,9 +361,13 @@ def main() -> None:
     timer = Timer(dev == "cuda", args.iters if dev == "cuda" else 1, eager=args.eager)
     rows: list[dict] = []
     copy_bw = copy_bandwidth(dev, timer)
-    bench_decode(shapes, dev, timer, rows, args.sweep)
-    bench_extend(shapes, dev, timer, rows)
-    bench_store(shapes, dev, timer, rows)
+    if args.gather and dev == "cuda":
+        gather_bandwidth(dev, timer)
+    for order in (("random", "contiguous") if args.order == "both" else (args.order,)):
+        bench_decode(shapes, dev, timer, rows, args.sweep and order != "contiguous", order)
+    if not args.decode_only:
+        bench_extend(shapes, dev, timer, rows)
+        bench_store(shapes, dev, timer, rows)
     report(rows, copy_bw, dev)
     if args.json:
         args.json.write_text(json.dumps(dict(shapes=shapes, copy_tbps=copy_bw / 1e12, rows=rows), indent=1))

@@ -1,10 +1,11 @@
 """Decode attention (one query token per request) over a paged KV pool, and attention-state merging.
 
 decode_attention: request b attends over the slots kv_indices[kv_indptr[b]:kv_indptr[b+1]] (any
-order) of ONE pool (bf16/fp16/fp32, fp8 or nvfp4, see kv_layout.py). One program per (KV head,
-request, split): the whole query group of that KV head [G, D] is processed at once, so each
-token row of K and V is read once; quantized tiles are dequantized in registers. With several
-splits (flash-decoding), each split writes a partial (o, lse) and a second kernel reduces them.
+order) of ONE pool (bf16/fp16/fp32, fp8 or nvfp4, see kv_layout.py). One program per (group of
+KV heads (one by default), request, split): the whole query group of those KV heads is processed at
+once, so each token row of K and V is read once; quantized tiles are dequantized in registers.
+With several splits (flash-decoding), each split writes a partial (o, lse) and a second kernel
+reduces them.
 
 merge_state: an attention state over a key set A is (v_A, s_A), with s_A = log sum_{j in A} exp(score_j)
 (natural log) and v_A the softmax-weighted mean of the values of A. For disjoint A and B:
@@ -23,17 +24,21 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, check_kernel_tensor, store_rne
+from ._common import FLOAT_DTYPES, check_kernel_tensor, interpreting, store_rne
 from .decode_rows import decode_rows_kernel
-from .kv_layout import (FMT_NVFP4, KVBuffers, attend_ref, check_index, compute_dtype, head_factor, kernel_flags,
-                        load_kv_tile, load_nvfp4_halves, output_buffers, prepare_q, written_out)
+from .kv_layout import (FMT_FP8, FMT_NVFP4, KVBuffers, attend_ref, check_index, compute_dtype, decode_raw,
+                        head_factor, kernel_flags, load_raw, output_buffers, prepare_q_rows, written_out)
 
 LOG2E = 1.4426950408889634
-# format -> (BLOCK_N, num_warps, num_stages), module-level so a benchmark can sweep them; the
-# defaults were the fastest on an H200 (bench_kernels.py --sweep, batch 64 x 4096, 32/8 heads, D 128)
-DECODE_CONFIGS = {0: (128, 4, 2), 1: (128, 4, 2), 2: (128, 4, 3)}
-# code-shape variants: nvfp4 as even/odd halves (faster there); all KV heads per program (slower)
-DECODE_VARIANT = {"split_eo": True, "rows": False}
+# format -> (BLOCK_N, num_warps, num_stages, KV heads per program, prefetch the next tile's bits into
+# registers, register cap per thread (None: the compiler's; a cap fits more programs per SM)),
+# module-level so a benchmark can sweep them; the defaults were the fastest on an H200
+# (bench_kernels.py --sweep, batch 64 x 4096, 32/8 heads, D 128). Several KV heads per program (one
+# contiguous read of heads * row bytes per slot), prefetching and register caps were all slower there.
+DECODE_CONFIGS = {0: (128, 4, 2, 1, False, None), 1: (128, 4, 3, 1, False, None), 2: (128, 4, 3, 1, False, None)}
+# code-shape variants: nvfp4 / fp8 (fp8_eo) as even/odd halves (fp8: 0.197 -> 0.148 ms there, no
+# byte shuffles, one cvt per pair); all KV heads per program with masked dots (rows, slower)
+DECODE_VARIANT = {"split_eo": True, "rows": False, "fp8_eo": True}
 ROWS_CONFIGS = {0: (8, 4, 2), 1: (16, 4, 2), 2: (16, 4, 2)}  # the rows kernel: (tokens per tile, warps, stages)
 MIN_SPLIT_TOKENS = 256  # a split gets at least this many tokens on average
 
@@ -41,67 +46,91 @@ MIN_SPLIT_TOKENS = 256  # a split gets at least this many tokens on average
 @triton.jit
 def _decode_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indptr_ptr, indices_ptr,
                    o_ptr, lse_ptr, scale_log2,
-                   HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, G_PAD: tl.constexpr,
+                   HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, HPP: tl.constexpr, M: tl.constexpr,
                    NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr, FMT: tl.constexpr,
                    CDT: tl.constexpr, PRESCALE: tl.constexpr, USE_ASM: tl.constexpr, PREC: tl.constexpr,
-                   SPLIT_EO: tl.constexpr):
-    h, b, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)  # heads of a request run together
+                   SPLIT_EO: tl.constexpr, PREFETCH: tl.constexpr):
+    # HPP KV heads per program, read as one contiguous run of HPP * D values per slot. Their
+    # HPP * G query heads are the M rows of a block-diagonal q [M, HPP * D] (row r: query head
+    # h0 * G + r, nonzero in the columns of its KV head r // G only), so q @ K^T gives each query
+    # head's scores against its own KV head, and P @ V the diagonal blocks that are kept.
+    hg, b, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)  # heads of a request run together
     G: tl.constexpr = HQ // HKV
-    g = tl.arange(0, G_PAD)
-    d = tl.arange(0, D)
+    W: tl.constexpr = HPP * D
+    h0 = hg * HPP
+    r = tl.arange(0, M)
+    r_head = r // G  # local KV head of each row; >= HPP for padding rows
+    r_ok = r < HPP * G
+    c = tl.arange(0, W)
+    c_head = c // D
+    diag = r_ok[:, None] & (r_head[:, None] == c_head[None, :])  # [M, W]
     start = tl.load(indptr_ptr + b).to(tl.int64)
     length = tl.load(indptr_ptr + b + 1).to(tl.int64) - start
     chunk = tl.cdiv(tl.cdiv(length, NUM_SPLITS), BLOCK_N) * BLOCK_N
     lo = split * chunk
     hi = tl.minimum(length, lo + chunk)
-    heads = h * G + g  # [G_PAD] query heads of this KV head
-    q = tl.load(q_ptr + (b * HQ + heads)[:, None] * D + d[None, :], mask=(g < G)[:, None], other=0.0)
-    q, inv_c = prepare_q(q.to(tl.float32), PRESCALE, CDT)  # [G_PAD, D]
-    k_mult = head_factor(kf_ptr, h, FMT) * inv_c * scale_log2  # scores in log2 units
-    m_i = tl.full([G_PAD], float("-inf"), tl.float32)
-    l_i = tl.zeros([G_PAD], tl.float32)
-    acc = tl.zeros([G_PAD, D], tl.float32)
+    heads = h0 * G + r  # [M] query heads
+    q = tl.load(q_ptr + (b * HQ + heads)[:, None] * D + (c % D)[None, :], mask=diag, other=0.0)
+    q, inv_c = prepare_q_rows(q.to(tl.float32), PRESCALE, CDT)  # [M, W], [M]
+    k_mult = head_factor(kf_ptr, h0 + tl.minimum(r_head, HPP - 1), FMT) * inv_c * scale_log2  # log2 units
+    m_i = tl.full([M], float("-inf"), tl.float32)
+    l_i = tl.zeros([M], tl.float32)
+    acc = tl.zeros([M, W], tl.float32)
     if SPLIT_EO:
-        q_e, q_o = tl.split(tl.reshape(q, (G_PAD, D // 2, 2)))  # [G_PAD, D/2] each
-        acc_e = tl.zeros([G_PAD, D // 2], tl.float32)
-        acc_o = tl.zeros([G_PAD, D // 2], tl.float32)
-    # the slot indices are loaded one tile ahead, so each tile waits for one memory round trip, not two
+        q_e, q_o = tl.split(tl.reshape(q, (M, W // 2, 2)))  # [M, W/2] each
+        acc_e = tl.zeros([M, W // 2], tl.float32)
+        acc_o = tl.zeros([M, W // 2], tl.float32)
+    # the slot indices are loaded one tile ahead (issued before this tile's KV loads), so each tile
+    # waits for one memory round trip, not two; with PREFETCH the stored bits of the next tile are
+    # loaded too, before this tile's math
     next_offs = lo + tl.arange(0, BLOCK_N)
     next_slots = tl.load(indices_ptr + start + next_offs, mask=next_offs < hi, other=0)
-    for n0 in range(lo, hi, BLOCK_N):
-        offs = next_offs
-        valid = offs < hi
-        slots = next_slots.to(tl.int64)  # [BLOCK_N]
-        next_offs = offs + BLOCK_N
+    if PREFETCH:
+        ka, kb = load_raw(k_ptr, kb_ptr, next_slots.to(tl.int64), next_offs < hi, h0, HKV, D, HPP, FMT, SPLIT_EO)
+        va, vb = load_raw(v_ptr, vb_ptr, next_slots.to(tl.int64), next_offs < hi, h0, HKV, D, HPP, FMT, SPLIT_EO)
+        next_offs += BLOCK_N
         next_slots = tl.load(indices_ptr + start + next_offs, mask=next_offs < hi, other=0)
-        if SPLIT_EO:  # nvfp4 as even / odd halves: two dots each, no interleaving shuffle
-            ke, ko = load_nvfp4_halves(k_ptr, kb_ptr, slots, valid, h, HKV, D, BLOCK_N, CDT, USE_ASM)
-            ve, vo = load_nvfp4_halves(v_ptr, vb_ptr, slots, valid, h, HKV, D, BLOCK_N, CDT, USE_ASM)
-            s = tl.dot(q_e, tl.trans(ke), input_precision=PREC) + tl.dot(q_o, tl.trans(ko), input_precision=PREC)
+    for n0 in range(lo, hi, BLOCK_N):
+        valid = n0 + tl.arange(0, BLOCK_N) < hi
+        if PREFETCH:  # next_* is the tile after this one
+            cka, ckb, cva, cvb = ka, kb, va, vb
+            ka, kb = load_raw(k_ptr, kb_ptr, next_slots.to(tl.int64), next_offs < hi, h0, HKV, D, HPP, FMT, SPLIT_EO)
+            va, vb = load_raw(v_ptr, vb_ptr, next_slots.to(tl.int64), next_offs < hi, h0, HKV, D, HPP, FMT, SPLIT_EO)
+            next_offs += BLOCK_N
+            next_slots = tl.load(indices_ptr + start + next_offs, mask=next_offs < hi, other=0)
+        else:  # next_* is this tile
+            slots = next_slots.to(tl.int64)  # [BLOCK_N]
+            next_offs += BLOCK_N
+            next_slots = tl.load(indices_ptr + start + next_offs, mask=next_offs < hi, other=0)
+            cka, ckb = load_raw(k_ptr, kb_ptr, slots, valid, h0, HKV, D, HPP, FMT, SPLIT_EO)
+            cva, cvb = load_raw(v_ptr, vb_ptr, slots, valid, h0, HKV, D, HPP, FMT, SPLIT_EO)
+        k0, k1 = decode_raw(cka, ckb, BLOCK_N, W, FMT, CDT, USE_ASM, SPLIT_EO)
+        if SPLIT_EO:  # even / odd halves: two dots each, no interleaving shuffle
+            s = tl.dot(q_e, tl.trans(k0), input_precision=PREC) + tl.dot(q_o, tl.trans(k1), input_precision=PREC)
         else:
-            k = load_kv_tile(k_ptr, kb_ptr, slots, valid, h, HKV, D, BLOCK_N, FMT, CDT, USE_ASM)
-            v = load_kv_tile(v_ptr, vb_ptr, slots, valid, h, HKV, D, BLOCK_N, FMT, CDT, USE_ASM)
-            s = tl.dot(q, tl.trans(k), input_precision=PREC)
-        s = tl.where(valid[None, :], s * k_mult, float("-inf"))  # [G_PAD, BLOCK_N]
+            s = tl.dot(q, tl.trans(k0), input_precision=PREC)
+        s = tl.where(valid[None, :], s * k_mult[:, None], float("-inf"))  # [M, BLOCK_N]
         m_new = tl.maximum(m_i, tl.max(s, axis=1))  # finite: every tile has a valid key
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
+        v0, v1 = decode_raw(cva, cvb, BLOCK_N, W, FMT, CDT, USE_ASM, SPLIT_EO)
         if SPLIT_EO:
-            acc_e = acc_e * alpha[:, None] + tl.dot(p.to(CDT), ve, input_precision=PREC)
-            acc_o = acc_o * alpha[:, None] + tl.dot(p.to(CDT), vo, input_precision=PREC)
+            acc_e = acc_e * alpha[:, None] + tl.dot(p.to(CDT), v0, input_precision=PREC)
+            acc_o = acc_o * alpha[:, None] + tl.dot(p.to(CDT), v1, input_precision=PREC)
         else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(CDT), v, input_precision=PREC)
+            acc = acc * alpha[:, None] + tl.dot(p.to(CDT), v0, input_precision=PREC)
         m_i = m_new
     if SPLIT_EO:
-        acc = tl.reshape(tl.join(acc_e, acc_o), (G_PAD, D))
+        acc = tl.reshape(tl.join(acc_e, acc_o), (M, W))
     nonempty = l_i > 0
     l_safe = tl.where(nonempty, l_i, 1.0)
-    o = acc * (head_factor(vf_ptr, h, FMT) / l_safe)[:, None]
+    v_mult = head_factor(vf_ptr, h0 + c_head, FMT) + tl.zeros([W], tl.float32)
+    o = acc * (v_mult[None, :] / l_safe[:, None])
     lse = tl.where(nonempty, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
     row = (b * HQ + heads) * NUM_SPLITS + split  # [B, HQ, NUM_SPLITS] (final output when 1 split)
-    store_rne(o_ptr + row[:, None] * D + d[None, :], o, (g < G)[:, None])
-    tl.store(lse_ptr + row, lse, mask=g < G)
+    store_rne(o_ptr + row[:, None] * D + (c % D)[None, :], o, diag)  # the diagonal blocks
+    tl.store(lse_ptr + row, lse, mask=r_ok)
 
 
 @triton.jit
@@ -192,7 +221,7 @@ def decode_attention(q: torch.Tensor, kv: KVBuffers, kv_indptr: torch.Tensor, kv
     for t, name in ((q, "q"), (kv_indptr, "kv_indptr"), (kv_indices, "kv_indices")):
         check_kernel_tensor(t, name)
     (b, hq, d), hkv = q.shape, kv.num_kv_heads
-    heads_per_program = hkv if DECODE_VARIANT["rows"] else 1
+    heads_per_program = hkv if DECODE_VARIANT["rows"] else _heads_per_program(kv)
     splits = num_splits or _num_splits(b, hkv // heads_per_program, kv_indices.numel(), q.device)
     o, lse = output_buffers(out, (b, hq, d), out_dtype, q.device)  # [B, Hq, D], [B, Hq]
     if b == 0:
@@ -202,6 +231,11 @@ def decode_attention(q: torch.Tensor, kv: KVBuffers, kv_indptr: torch.Tensor, kv
     if splits > 1:
         _reduce_splits_kernel[(b * hq,)](mid_o, mid_lse, o, lse, NUM_SPLITS=splits, D=d, num_warps=1)
     return o, lse
+
+
+def _heads_per_program(kv: KVBuffers) -> int:
+    """The config's KV heads per program, reduced to a divisor of the pool's KV heads."""
+    return math.gcd(DECODE_CONFIGS[kv.fmt][3], kv.num_kv_heads)
 
 
 def _launch(q, kv: KVBuffers, kv_indptr, kv_indices, mid_o, mid_lse, sm_scale: float, splits: int) -> None:
@@ -214,11 +248,17 @@ def _launch(q, kv: KVBuffers, kv_indptr, kv_indices, mid_o, mid_lse, sm_scale: f
             *args, HQ=hq, HKV=hkv, D=d, HQ_PAD=max(16, triton.next_power_of_2(hq)), NUM_SPLITS=splits,
             BLOCK_N=block_n, num_warps=warps, num_stages=stages, **kernel_flags(q.dtype, kv))
     else:
-        block_n, warps, stages = DECODE_CONFIGS[kv.fmt]
-        _decode_kernel[(hkv, b, splits)](
-            *args, HQ=hq, HKV=hkv, D=d, G_PAD=max(16, triton.next_power_of_2(hq // hkv)), NUM_SPLITS=splits,
-            BLOCK_N=block_n, SPLIT_EO=kv.fmt == FMT_NVFP4 and DECODE_VARIANT["split_eo"],
-            num_warps=warps, num_stages=stages, **kernel_flags(q.dtype, kv))
+        block_n, warps, stages, _, prefetch, maxnreg = (*DECODE_CONFIGS[kv.fmt], None)[:6]
+        extra = {} if maxnreg is None or interpreting() else {"maxnreg": maxnreg}
+        hpp = _heads_per_program(kv)
+        eo = (DECODE_VARIANT["split_eo"] if kv.fmt == FMT_NVFP4
+              else kv.fmt == FMT_FP8 and DECODE_VARIANT.get("fp8_eo", False))
+        if eo and kv.fmt == FMT_FP8:  # fp8 bytes read as int16 words of an even and an odd byte
+            args = (q, kv.k.view(torch.int16), kv.v.view(torch.int16), *args[3:])
+        _decode_kernel[(hkv // hpp, b, splits)](
+            *args, HQ=hq, HKV=hkv, D=d, HPP=hpp, M=max(16, triton.next_power_of_2(hpp * (hq // hkv))),
+            NUM_SPLITS=splits, BLOCK_N=block_n, SPLIT_EO=eo, PREFETCH=prefetch, num_warps=warps, num_stages=stages,
+            **extra, **kernel_flags(q.dtype, kv))
 
 
 def merge_state(o_a: torch.Tensor, lse_a: torch.Tensor, o_b: torch.Tensor, lse_b: torch.Tensor, *,

@@ -235,6 +235,83 @@ def load_kv_tile(data_ptr, bscale_ptr, slots, valid, head, HKV: tl.constexpr, D:
     return tile
 
 
+# Two E4M3 pairs (one b32 of two 16-bit words, each an even and an odd byte) to fp16 pairs: the
+# even elements to $0, the odd ones to $1 (cvt puts the low byte in the low half).
+_E4M3_ASM = tl.constexpr("""
+{
+.reg .b32 a, b;
+.reg .b16 lo, hi;
+mov.b32 {lo, hi}, $2;
+cvt.rn.f16x2.e4m3x2 a, lo;
+cvt.rn.f16x2.e4m3x2 b, hi;
+prmt.b32 $0, a, b, 0x5410;
+prmt.b32 $1, a, b, 0x7632;
+}
+""")
+
+
+@triton.jit
+def _e4m3_pairs(words, USE_ASM: tl.constexpr):
+    """int16 words (two E4M3 bytes, little endian) -> (even, odd) fp16 values, same shape."""
+    if USE_ASM:
+        even, odd = tl.inline_asm_elementwise(_E4M3_ASM, "=r,=r,r", [words], dtype=(tl.float16, tl.float16),
+                                              is_pure=True, pack=2)
+    else:
+        even = (words & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
+        odd = ((words >> 8) & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
+    return even, odd
+
+
+@triton.jit
+def load_raw(data_ptr, bscale_ptr, slots, valid, head, HKV: tl.constexpr, D: tl.constexpr, NH: tl.constexpr,
+             FMT: tl.constexpr, EO: tl.constexpr):
+    """The stored bits of KV heads head .. head + NH - 1 at slots [BLOCK_N] (int64), contiguous per
+    slot, as (a, b) for decode_raw: nvfp4 (codes [BLOCK_N, NH*D/2], block-scale bits [BLOCK_N,
+    NH*D/16]); fp8 with EO (data_ptr int16: [BLOCK_N, NH*D/2] words of two bytes), (a, a); fp8 or
+    float, (a, a) with a [BLOCK_N, NH*D]. Rows not `valid` read as 0."""
+    row = slots * HKV + head
+    if FMT == 2:
+        codes = tl.load(data_ptr + row[:, None] * (D // 2) + tl.arange(0, NH * D // 2)[None, :],
+                        mask=valid[:, None], other=0)
+        bits = tl.load(bscale_ptr + row[:, None] * (D // 16) + tl.arange(0, NH * D // 16)[None, :],
+                       mask=valid[:, None], other=0)
+        return codes, bits
+    elif FMT == 1 and EO:
+        words = tl.load(data_ptr + row[:, None] * (D // 2) + tl.arange(0, NH * D // 2)[None, :],
+                        mask=valid[:, None], other=0)
+        return words, words
+    else:
+        tile = tl.load(data_ptr + row[:, None] * D + tl.arange(0, NH * D)[None, :], mask=valid[:, None], other=0)
+        return tile, tile
+
+
+@triton.jit
+def decode_raw(a, b, BLOCK_N: tl.constexpr, W: tl.constexpr, FMT: tl.constexpr, CDT: tl.constexpr,
+               USE_ASM: tl.constexpr, EO: tl.constexpr):
+    """Raw values (CDT, as load_kv_tile) of load_raw's (a, b) for a tile of W = NH * D columns:
+    with EO the even and the odd columns [BLOCK_N, W/2] (fp8 and nvfp4; a float tile is returned
+    twice), else (tile, tile) [BLOCK_N, W]."""
+    if FMT == 2:
+        scale = ((b.to(tl.uint16) << 7).to(tl.float16, bitcast=True).to(tl.float32) * 16384.0).to(tl.float16)
+        scale = tl.reshape(tl.broadcast_to(scale[:, :, None], (BLOCK_N, W // 16, 8)), (BLOCK_N, W // 2))
+        even, odd = _e2m1_pairs(a, scale, USE_ASM)
+        if EO:
+            return even.to(CDT), odd.to(CDT)
+        else:
+            tile = tl.reshape(tl.join(even, odd), (BLOCK_N, W)).to(CDT)
+            return tile, tile
+    elif FMT == 1:
+        if EO:
+            even, odd = _e4m3_pairs(a, USE_ASM)
+            return even.to(CDT), odd.to(CDT)
+        else:
+            tile = a.to(tl.float8e4nv, bitcast=True).to(tl.float16).to(CDT)
+            return tile, tile
+    else:
+        tile = a.to(CDT)
+        return tile, tile
+
+
 @triton.jit
 def head_factor(scale_ptr, head, FMT: tl.constexpr):
     """x = raw * factor for KV head(s) `head` (valid indices): 1 (float), scale (fp8), s_T * 2^8 (nvfp4)."""
@@ -258,6 +335,20 @@ def prepare_q(q, PRESCALE: tl.constexpr, CDT: tl.constexpr):
         return (q * c).to(CDT), inv_c
     else:
         return q.to(CDT), 1.0
+
+
+@triton.jit
+def prepare_q_rows(q, PRESCALE: tl.constexpr, CDT: tl.constexpr):
+    """prepare_q with one power of two c per row of q fp32 [M, D]: (q * c[:, None] in CDT, 1 / c
+    [M]); all-zero rows get the largest c. Without PRESCALE, c = 1."""
+    if PRESCALE:
+        e = (tl.max(tl.abs(q), axis=1).to(tl.int32, bitcast=True) >> 23) & 0xFF  # [M]
+        ce = tl.minimum(tl.maximum(262 - e, 1), 253)
+        c = (ce << 23).to(tl.float32, bitcast=True)
+        inv_c = ((254 - ce) << 23).to(tl.float32, bitcast=True)
+        return (q * c[:, None]).to(CDT), inv_c
+    else:
+        return q.to(CDT), tl.full([q.shape[0]], 1.0, tl.float32)
 
 
 def output_buffers(out, o_shape: tuple, o_dtype: torch.dtype, device: torch.device):

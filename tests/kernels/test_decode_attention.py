@@ -188,7 +188,8 @@ def test_gpu_flashinfer_wrapper_matches(fmt):
     assert rel_err(o, want_o) < 2e-2 and rel_err(lse, want_lse) < 1e-3
 
 
-@pytest.mark.parametrize("variant", [dict(rows=True, split_eo=False), dict(rows=False, split_eo=False)])
+@pytest.mark.parametrize("variant", [dict(rows=True, split_eo=False), dict(rows=False, split_eo=False),
+                                     dict(rows=False, split_eo=True, fp8_eo=True)])
 @pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
 def test_kernel_variants_match_float64(variant, fmt, monkeypatch):
     # the non-default code shapes a benchmark sweep may select: whole slot rows; nvfp4 interleaved
@@ -200,3 +201,28 @@ def test_kernel_variants_match_float64(variant, fmt, monkeypatch):
     o, lse = _run(q, kv, indptr, indices, num_splits=2)
     want_o, want_lse = _oracle(q, kv, indptr, indices)
     assert rel_err(o, want_o) < 1e-5 and rel_err(lse, want_lse) < 1e-6
+
+
+
+@pytest.mark.parametrize(("heads_per_program", "hq", "prefetch"), [(1, 16, True), (2, 8, False), (4, 16, True),
+                                                                     (8, 8, False)])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_heads_per_program_match_float64(heads_per_program, hq, prefetch, fmt, monkeypatch):
+    # several KV heads per program (block-diagonal q), GQA groups of 1 and 2, query heads of very
+    # different magnitudes, an empty request, with and without prefetching the next tile's bits (and
+    # fp8 read as even/odd halves with it); fp32 q (exact path) and bf16 q (quantized pools: fp16
+    # dots with a per-row power-of-two prescale of q)
+    hkv, d = 8, 32
+    configs = {f: (16, 4, 2, heads_per_program, prefetch, 128 if prefetch else None) for f in da.DECODE_CONFIGS}
+    monkeypatch.setattr(da, "DECODE_CONFIGS", configs)
+    monkeypatch.setattr(da, "DECODE_VARIANT", dict(rows=False, split_eo=True, fp8_eo=prefetch))
+    gen = torch.Generator().manual_seed(31 + heads_per_program)
+    indptr, indices = csr([21, 0, 40], SLOTS, gen)
+    q = torch.randn(3, hq, d, generator=gen) * torch.logspace(-3, 3, hq)[None, :, None]
+    for q_dtype, tol_o, tol_lse in ((torch.float32, 1e-5, 1e-6), (torch.bfloat16, 1e-2, 1e-3)):
+        kv = make_pool(fmt, SLOTS, hkv, d, gen, float_dtype=q_dtype)
+        want_o, want_lse = _oracle(q.to(q_dtype), kv, indptr, indices)
+        for splits in (1, 3):
+            o, lse = _run(q.to(q_dtype), kv, indptr, indices, num_splits=splits)
+            assert rel_err(o, want_o) < tol_o and rel_err(lse, want_lse) < tol_lse
+            assert (o[1] == 0).all() and (lse[1] == -math.inf).all()
