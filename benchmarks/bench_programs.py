@@ -9,9 +9,10 @@ Workloads (`--workloads`, each `--num` programs, `--max-tokens` per generation, 
 The frontend runs them with `run_batch` (shared prefix pre-cached, forks pinned, each select one
 batched prompt-logprob request). The baseline sends, per program, the equivalent chat
 completions one after another (forks as separate requests, a select as a short generation that
-names the label), with the same number of programs in flight. The cache is flushed before each
-mode. Reported side by side: wall time, programs/s, requests, prompt/cached/completion tokens
-and the cache hit rate (cached / prompt tokens, from meta_info or usage).
+names the label, so tree of thought makes 3 + 1 + 1 calls like its program), with the same
+number of programs in flight. The cache is flushed before each mode. Reported side by side:
+wall time, programs/s, requests, prompt/cached/completion tokens and the cache hit rate
+(cached / prompt tokens, from meta_info or usage).
 
     python benchmarks/bench_programs.py --url http://127.0.0.1:30000 --quick
 """
@@ -134,8 +135,10 @@ def baseline(name: str, client: ChatClient, topic: str, max_tokens: int) -> None
                               {"role": "user", "content": f"{question} Give approach {i + 1}."}], max_tokens)
                  for i in range(3)]
         listing = "".join(f"\nApproach {i + 1}: {t}" for i, t in enumerate(steps))
-        client.chat([{"role": "system", "content": CHAT_SYSTEM},
-                     {"role": "user", "content": f"{question}{listing}\nWhich approach is best, and why?"}], max_tokens)
+        ask = f"{question}{listing}\nWhich approach is best? Answer one of: 1, 2, 3."
+        messages = [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": ask}]
+        messages.append({"role": "assistant", "content": client.chat(messages, 3)})  # the select
+        client.chat(messages + [{"role": "user", "content": "Why?"}], max_tokens)
     else:
         for labels in (SENTIMENTS, TOPIC_LABELS):
             client.chat([{"role": "system", "content": CLASSIFY_SYSTEM},

@@ -49,8 +49,15 @@ class SchedulerConfig:
     schedule_policy: str = option("lpm", "queue order: lpm (longest cached prefix first, with aging) or fcfs", ("lpm", "fcfs"))
     new_token_ratio: float = option(0.4, "fraction of each request's remaining max_new_tokens reserved at admission")
     aging_seconds: float = option(5.0, "a request waiting longer than this goes ahead of better-cached ones")
+    in_batch_prefix_tokens: int | None = option(None, "a waiting request sharing at least this many uncached prompt "
+                                                "tokens with one admitted this step waits a step to hit the cache "
+                                                "(default 8 on CPU, where prefill is compute-bound, 32 on GPU)")
     grammar_whitespace: str = option("compact", "whitespace JSON-schema outputs may use", ("compact", "flexible"))
     disable_jump_forward: bool = option(False, "decode grammar-forced tokens one step at a time")
+
+    def __post_init__(self) -> None:
+        if self.in_batch_prefix_tokens is not None and self.in_batch_prefix_tokens < 1:
+            raise ValueError("in_batch_prefix_tokens must be >= 1")
 
 
 SPECULATIVE_ALGORITHMS = ("none", "radix", "draft", "radix+draft")

@@ -31,6 +31,7 @@ class RuntimeEndpoint(Backend):
         self._template: ChatTemplate | None = None
         self._model_info: dict[str, Any] | None = None
         self._lock = threading.Lock()
+        self._common_prefix_logprobs = True  # False once the server refused the field
 
     # ---- plain HTTP ---------------------------------------------------------------------------
     def _request(self, method: str, path: str, body: Any = None) -> Any:
@@ -83,15 +84,31 @@ class RuntimeEndpoint(Backend):
         return self.generate(text, {"max_new_tokens": 0})["meta_info"]
 
     def select(self, text: str, choices: list[str], normalize: bool = True) -> SelectResult:
-        """A prefill-only request pins the prefix (and tells its token count), then one
-        batched request scores every choice over the cached prefix (select_scoring.py)."""
-        prefix_len = self.cache_prefix(text)["prompt_tokens"] if text else 0
-        start = select_scoring.logprob_start(prefix_len)
+        """One batched prefill-only request over `[text, text + c_1, ...]` whose prompt
+        logprobs start where the prompts' token ids first differ (the server's
+        `logprob_start_common_prefix`), so the prefix is computed once and no extra round trip
+        is needed (select_scoring.py). A server without that field (SGLang) gets SGLang's two
+        requests: a pin that returns the prefix's token count, then the scoring batch."""
+        if not text:
+            return self._score(text, choices, normalize, {"logprob_start_len": 0})
+        if self._common_prefix_logprobs:
+            try:
+                return self._score(text, choices, normalize, {"logprob_start_common_prefix": True})
+            except _NoCommonPrefixStart:
+                self._common_prefix_logprobs = False
+            except BackendError as exc:
+                if exc.status not in (400, 422) or "logprob_start_common_prefix" not in str(exc.body or exc.message):
+                    raise
+                self._common_prefix_logprobs = False
+        start = select_scoring.logprob_start(self.cache_prefix(text)["prompt_tokens"])
+        return self._score(text, choices, normalize, {"logprob_start_len": start})
+
+    def _score(self, text: str, choices: list[str], normalize: bool, start: dict[str, Any]) -> SelectResult:
+        """Score the choices from one batched request; `start` says where prompt logprobs begin."""
         prompts = ([text] if text else []) + [text + c for c in choices]
         results = self._request("POST", "/generate", {
-            "text": prompts, "sampling_params": {"max_new_tokens": 0},
-            "return_logprob": True, "logprob_start_len": start})
-        entries = [_input_logprobs(r) for r in results]
+            "text": prompts, "sampling_params": {"max_new_tokens": 0}, "return_logprob": True, **start})
+        entries = _choice_entries(results, "logprob_start_common_prefix" in start)
         prefix_entries = entries.pop(0) if text else []
         sums, counts = select_scoring.score_choices(prefix_entries, entries)
         normalized = select_scoring.normalize(sums, counts)
@@ -105,6 +122,22 @@ class RuntimeEndpoint(Backend):
 
     def __repr__(self) -> str:
         return f"RuntimeEndpoint({self.url!r})"
+
+
+class _NoCommonPrefixStart(Exception):
+    """The server ignored `logprob_start_common_prefix` (its entries start elsewhere)."""
+
+
+def _choice_entries(results: list[dict[str, Any]], common_prefix: bool) -> list[list[list[Any]]]:
+    """Every answer's input_token_logprobs; with `common_prefix`, _NoCommonPrefixStart unless
+    they start where the prompts first differ (a server may drop a field it does not know)."""
+    metas = [r.get("meta_info", {}) for r in results]
+    if common_prefix and any("logprob_start_len" not in m for m in metas):
+        raise _NoCommonPrefixStart
+    entries = [_input_logprobs(r) for r in results]
+    if common_prefix and not select_scoring.starts_at_common_prefix(metas, entries):
+        raise _NoCommonPrefixStart
+    return entries
 
 
 def _input_logprobs(result: dict[str, Any]) -> list[list[Any]]:

@@ -1,7 +1,9 @@
 """Choice scores from prompt logprobs, without a tokenizer on the client.
 
 The endpoint sends one batched prefill-only `/generate` over `[prefix, prefix + c_1, ...]`
-with `logprob_start_len = start` (a few tokens before the prefix's end). Each answer's
+whose prompt logprobs start at `start`: where the prompts' token ids first differ (radixgen's
+`logprob_start_common_prefix`), or, from a server without it, a few tokens before the end of
+the prefix whose token count a pin request returned (`logprob_start`). Each answer's
 `input_token_logprobs` lists `[logprob, token_id]` from `start` on, which is also the
 server's own tokenization of that tail. Where `prefix + c` merges across the boundary (a
 prefix ending in a space, a choice starting with one), its ids part from the prefix's ids
@@ -20,6 +22,19 @@ BOUNDARY_TOKENS = 4
 def logprob_start(prefix_len: int) -> int:
     """Where prompt logprobs begin for a prefix of `prefix_len` tokens (>= 1: position 0 has none)."""
     return max(prefix_len - BOUNDARY_TOKENS, 1) if prefix_len > 1 else 0
+
+
+def starts_at_common_prefix(metas: list[dict[str, Any]], entries: list[list[list[Any]]]) -> bool:
+    """True if a batch's prompt logprobs start exactly where its prompts first differ: every
+    answer reports the same `logprob_start_len` s, and at s a prompt ends or the token ids
+    differ. A server that ignored `logprob_start_common_prefix` fails this."""
+    starts = {m.get("logprob_start_len") for m in metas}
+    if len(starts) != 1 or None in starts:
+        return False
+    start = starts.pop()
+    if any(m.get("prompt_tokens") == start for m in metas):
+        return True
+    return len({int(e[0][1]) if e else None for e in entries}) > 1
 
 
 def first_divergence(prefix_ids: list[int], choice_ids: list[int]) -> int:

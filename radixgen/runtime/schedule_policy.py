@@ -3,8 +3,10 @@
 Order: `lpm` puts the longest cached prefix first, so requests that share a system prompt run
 while it is cached; a request waiting longer than `aging_seconds` goes ahead of all younger
 ones, so cache-cold requests never starve. `fcfs` keeps arrival order.
-In-batch sharing: a request whose prompt shares >= IN_BATCH_SHARE_MIN uncached tokens with a
-request already chosen this round waits one round, then hits the cache that request filled.
+In-batch sharing: a request whose prompt shares >= `min_shared` uncached tokens with a request
+already chosen this round waits one round, then hits the cache that request filled. Waiting
+costs the request one step of latency and saves computing the shared tokens again: worth it
+for fewer tokens where prefill is compute-bound (CPU) than where a step is cheap (GPU).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from dataclasses import dataclass, field
 from radixgen.config import SchedulerConfig
 from radixgen.runtime.request import Request
 
-IN_BATCH_SHARE_MIN = 32
+IN_BATCH_SHARE_MIN_GPU = 32
+IN_BATCH_SHARE_MIN_CPU = 8
 
 
 @dataclass
@@ -36,11 +39,18 @@ def order_waiting(waiting: list[Request], cached_lens: dict[int, int], cfg: Sche
     return aged + young
 
 
-def shares_uncached_prefix(req: Request, cached_len: int, chosen: list[Request]) -> bool:
-    """True if req's prompt shares a long not-yet-cached prefix with a chosen request."""
+def in_batch_share_min(cfg: SchedulerConfig, device_type: str) -> int:
+    """The configured in-batch sharing threshold, or the device's default."""
+    if cfg.in_batch_prefix_tokens is not None:
+        return cfg.in_batch_prefix_tokens
+    return IN_BATCH_SHARE_MIN_CPU if device_type == "cpu" else IN_BATCH_SHARE_MIN_GPU
+
+
+def shares_uncached_prefix(req: Request, cached_len: int, chosen: list[Request], min_shared: int) -> bool:
+    """True if req's prompt shares >= min_shared not-yet-cached prefix tokens with a chosen request."""
     ids = req.all_ids
     for other in chosen:
-        if _common_prefix_len(ids, other.all_ids) - cached_len >= IN_BATCH_SHARE_MIN:
+        if _common_prefix_len(ids, other.all_ids) - cached_len >= min_shared:
             return True
     return False
 

@@ -22,7 +22,7 @@ from radixgen.runtime.model_runner import ModelRunner
 from radixgen.runtime.prompt_logprobs import input_logprob_rows, record_input_logprobs
 from radixgen.runtime.request import Request
 from radixgen.runtime.sampling import sample
-from radixgen.runtime.schedule_policy import PrefillPlan, order_waiting, shares_uncached_prefix
+from radixgen.runtime.schedule_policy import PrefillPlan, in_batch_share_min, order_waiting, shares_uncached_prefix
 from radixgen.runtime.speculation import Draft, Speculator
 from radixgen.runtime.stop_checker import StopChecker
 
@@ -43,6 +43,7 @@ class Scheduler:
         if chunk is None:
             chunk = 512 if runner.device.type == "cpu" else 8192
         self.chunk_size = chunk if chunk > 0 else 1 << 30
+        self.share_min = in_batch_share_min(cfg, runner.device.type)
         self.waiting: list[Request] = []
         self.running: list[Request] = []  # prefilled, decoding
         self.chunked: list[Request] = []  # admitted, prompt partly prefilled
@@ -158,7 +159,7 @@ class Scheduler:
         for req in order_waiting(self.waiting, cached, self.cfg):
             if budget <= 0 or len(self.running) + len(plan.reqs) >= self.cfg.max_running_requests:
                 break
-            if shares_uncached_prefix(req, cached[id(req)], plan.reqs):
+            if shares_uncached_prefix(req, cached[id(req)], plan.reqs, self.share_min):
                 continue
             ext = min(req.seq_len - cached[id(req)], budget)
             need = self.kv.split_positions(req, cached[id(req)], ext)

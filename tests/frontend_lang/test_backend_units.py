@@ -9,7 +9,8 @@ import pytest
 from radixgen.frontend_lang import BackendError, RuntimeEndpoint
 from radixgen.frontend_lang.chat_template import REGISTRY, from_jinja, resolve_template, template_for_name
 from radixgen.frontend_lang.runtime import server_args
-from radixgen.frontend_lang.select_scoring import argmax, logprob_start, normalize, score_choices
+from radixgen.frontend_lang.select_scoring import (argmax, logprob_start, normalize, score_choices,
+                                                  starts_at_common_prefix)
 
 SMOLLM_TEMPLATE = (
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
@@ -80,14 +81,59 @@ def _endpoint(handler) -> RuntimeEndpoint:
     return ep
 
 
-def _meta(prompt_tokens, entries=None):
+def _meta(prompt_tokens, entries=None, start=None):
     meta = {"prompt_tokens": prompt_tokens, "completion_tokens": 0, "cached_tokens": 0}
     if entries is not None:
         meta["input_token_logprobs"] = entries
+    if start is not None:
+        meta["logprob_start_len"] = start
     return {"text": "", "output_ids": [], "meta_info": meta}
 
 
-def test_endpoint_select_sends_one_pin_and_one_batched_scoring_request():
+TAILS = {"Q: ": [[-0.1, 1]], "Q: yes": [[-0.1, 1], [-0.5, 2]], "Q: no": [[-0.1, 1], [-2.0, 3]]}
+
+
+def test_endpoint_select_is_one_batched_request_from_the_common_prefix():
+    bodies = []
+
+    def handler(request):  # the prompts part after 7 common tokens
+        bodies.append(json.loads(request.content))
+        return httpx.Response(200, json=[_meta(len(TAILS[t]) + 6, TAILS[t][1:], start=7) for t in bodies[-1]["text"]])
+
+    res = _endpoint(handler).select("Q: ", ["yes", "no"])
+    assert res.choice == "yes" and res.scores == pytest.approx([-0.5, -2.0]) and res.num_tokens == [1, 1]
+    assert bodies == [{"text": ["Q: ", "Q: yes", "Q: no"], "sampling_params": {"max_new_tokens": 0},
+                       "return_logprob": True, "logprob_start_common_prefix": True}]
+
+
+def test_endpoint_select_falls_back_to_a_pin_when_the_server_lacks_the_field():
+    """An SGLang server refuses `logprob_start_common_prefix`: SGLang's pin + scoring batch,
+    and the endpoint stops trying the field."""
+    bodies = []
+
+    def handler(request):
+        body = json.loads(request.content)
+        bodies.append(body)
+        if body.get("logprob_start_common_prefix"):
+            return httpx.Response(400, json={"error": {"message": "unexpected keyword argument "
+                                                       "'logprob_start_common_prefix'"}})
+        if isinstance(body["text"], str):
+            return httpx.Response(200, json=_meta(10))
+        return httpx.Response(200, json=[_meta(11, TAILS[t]) for t in body["text"]])
+
+    ep = _endpoint(handler)
+    for _ in range(2):
+        res = ep.select("Q: ", ["yes", "no"])
+        assert res.choice == "yes" and res.scores == pytest.approx([-0.5, -2.0])
+    assert [b.get("logprob_start_common_prefix", False) for b in bodies] == [True, False, False, False, False]
+    assert bodies[1] == {"text": "Q: ", "sampling_params": {"max_new_tokens": 0}}
+    assert bodies[2]["text"] == ["Q: ", "Q: yes", "Q: no"]
+    assert bodies[2]["logprob_start_len"] == 6 and bodies[2]["return_logprob"] is True
+
+
+def test_endpoint_select_falls_back_when_the_server_ignores_the_field():
+    """A server that drops the unknown field answers with logprobs from elsewhere (here: no
+    start reported, the last prompt token only): detected, and the pin path is used."""
     bodies = []
 
     def handler(request):
@@ -95,14 +141,31 @@ def test_endpoint_select_sends_one_pin_and_one_batched_scoring_request():
         bodies.append(body)
         if isinstance(body["text"], str):
             return httpx.Response(200, json=_meta(10))
-        tails = {"Q: ": [[-0.1, 1]], "Q: yes": [[-0.1, 1], [-0.5, 2]], "Q: no": [[-0.1, 1], [-2.0, 3]]}
-        return httpx.Response(200, json=[_meta(11, tails[t]) for t in body["text"]])
+        if body.get("logprob_start_common_prefix"):
+            return httpx.Response(200, json=[_meta(11, TAILS[t][-1:]) for t in body["text"]])
+        return httpx.Response(200, json=[_meta(11, TAILS[t]) for t in body["text"]])
 
-    res = _endpoint(handler).select("Q: ", ["yes", "no"])
-    assert res.choice == "yes" and res.scores == pytest.approx([-0.5, -2.0])
-    assert bodies[0] == {"text": "Q: ", "sampling_params": {"max_new_tokens": 0}}
-    assert bodies[1]["text"] == ["Q: ", "Q: yes", "Q: no"]
-    assert bodies[1]["logprob_start_len"] == 6 and bodies[1]["return_logprob"] is True
+    ep = _endpoint(handler)
+    res = ep.select("Q: ", ["yes", "no"])
+    assert res.choice == "yes" and res.scores == pytest.approx([-0.5, -2.0]) and len(bodies) == 3
+    assert not ep._common_prefix_logprobs
+
+
+def test_starts_at_common_prefix():
+    metas = [{"prompt_tokens": 7, "logprob_start_len": 7}, {"prompt_tokens": 8, "logprob_start_len": 7}]
+    assert starts_at_common_prefix(metas, [[], [[-1.0, 5]]])  # the prefix ends at the start
+    metas = [{"prompt_tokens": 9, "logprob_start_len": 6}] * 2
+    assert starts_at_common_prefix(metas, [[[-1.0, 5]], [[-1.0, 6]]])  # they differ at the start
+    assert not starts_at_common_prefix(metas, [[[-1.0, 5]], [[-1.0, 5]]])  # the start is too early
+    assert not starts_at_common_prefix([{"prompt_tokens": 9}] * 2, [[[-1.0, 5]], [[-1.0, 6]]])
+
+
+def test_endpoint_select_other_errors_are_raised():
+    def handler(request):
+        return httpx.Response(400, json={"error": {"message": "the prompt has 9000 tokens"}})
+
+    with pytest.raises(BackendError, match="9000 tokens"):
+        _endpoint(handler).select("Q: ", ["yes", "no"])
 
 
 def test_endpoint_errors_carry_the_server_message():

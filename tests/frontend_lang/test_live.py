@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import radixgen as rg
-from radixgen.frontend_lang import BackendError
+from radixgen.frontend_lang import BackendError, RuntimeEndpoint
 
 pytestmark = pytest.mark.model
 
@@ -99,6 +99,18 @@ def test_select_scores_equal_the_model_logprobs(backend):
     res = backend.select(prefix, [token_text, " zebra"], normalize=False)
     assert res.choice == token_text
     assert res.unnormalized_logprobs[0] == pytest.approx(logprob, abs=2e-3)
+
+
+def test_one_request_select_scores_like_the_pinned_two_request_select(backend):
+    """The common-prefix scoring request gives SGLang's pin + scoring result."""
+    prefix = "Review: the hotel was dirty and loud.\nSentiment: "
+    choices = ["positive", "negative", "neutral"]
+    one = backend.select(prefix, choices)
+    two = RuntimeEndpoint(backend.url)
+    two._common_prefix_logprobs = False  # the path taken against a server without the field
+    ref = two.select(prefix, choices)
+    assert one.choice == ref.choice and one.num_tokens == ref.num_tokens
+    assert one.unnormalized_logprobs == pytest.approx(ref.unnormalized_logprobs, abs=2e-3)
 
 
 def test_run_batch_of_32_programs_shares_the_system_prompt(backend):

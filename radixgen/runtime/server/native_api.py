@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import importlib.metadata
+import os
 from typing import Any, AsyncIterator
 
 from fastapi import APIRouter, Depends, Request
@@ -28,7 +29,7 @@ async def generate(request: Request, body: GenerateRequest = Depends(json_body(G
     a batch); with stream=true, SSE chunks of the cumulative result."""
     st = server_state(request)
     prompts, single = _prompts(st, body)
-    params = _params_per_prompt(body, len(prompts))
+    params = _params_per_prompt(body, len(prompts), _logprob_start(body, prompts, single))
     for ids, p in zip(prompts, params):
         st.tm.check_prompt(ids, p.max_new_tokens, "input_ids" if body.input_ids is not None else "text")
     await st.tm.check_constraints(params, "sampling_params")
@@ -58,7 +59,22 @@ def _prompts(st: ServerState, body: GenerateRequest) -> tuple[list[list[int]], b
     return ([list(ids)] if single else [list(x) for x in ids]), single
 
 
-def _params_per_prompt(body: GenerateRequest, n: int) -> list[SamplingParams]:
+def _logprob_start(body: GenerateRequest, prompts: list[list[int]], single: bool) -> int:
+    """Where prompt logprobs start: `logprob_start_len`, or with `logprob_start_common_prefix`
+    the length of the longest token prefix every prompt of the batch shares."""
+    if not body.logprob_start_common_prefix:
+        return body.logprob_start_len
+    param = "logprob_start_common_prefix"
+    if not body.return_logprob:
+        raise invalid("logprob_start_common_prefix needs return_logprob", param)
+    if body.logprob_start_len != -1:
+        raise invalid("give logprob_start_len or logprob_start_common_prefix, not both", param)
+    if single or len(prompts) < 2:
+        raise invalid("logprob_start_common_prefix needs a batch of at least two prompts", param)
+    return len(os.path.commonprefix(prompts))
+
+
+def _params_per_prompt(body: GenerateRequest, n: int, logprob_start_len: int) -> list[SamplingParams]:
     raw = body.sampling_params
     if isinstance(raw, list) and len(raw) != n:
         raise invalid(f"{len(raw)} sampling_params for {n} prompts", "sampling_params")
@@ -70,8 +86,8 @@ def _params_per_prompt(body: GenerateRequest, n: int) -> list[SamplingParams]:
             d["return_logprob"] = True
         if body.top_logprobs_num:
             d["top_logprobs_num"] = body.top_logprobs_num
-        if body.return_logprob and body.logprob_start_len >= 0:
-            d["logprob_start_len"] = body.logprob_start_len
+        if body.return_logprob and logprob_start_len >= 0:
+            d["logprob_start_len"] = logprob_start_len
         out.append(make_params(d, "sampling_params"))
     return out
 
@@ -97,6 +113,7 @@ def native_result(s: ReqState) -> dict[str, Any]:
         meta["output_token_logprobs"] = [[finite(lp), t] for lp, t in zip(s.logprobs, s.output_ids)]
     if s.params.logprob_start_len >= 0 and s.input_logprobs is not None:
         start = s.params.logprob_start_len
+        meta["logprob_start_len"] = start  # where the entries begin (a common-prefix batch's start)
         meta["input_token_logprobs"] = [[None if lp is None else finite(lp), t]
                                         for lp, t in zip(s.input_logprobs, s.input_ids[start:])]
     if s.params.top_logprobs_num:

@@ -102,6 +102,9 @@ class GenerateRequest(StrictModel):
     return_logprob: bool = False
     top_logprobs_num: int = Field(0, ge=0, le=20)
     logprob_start_len: int = Field(-1, ge=-1)  # >= 0 with return_logprob: prompt logprobs too
+    # extension: prompt logprobs of a batch from where its prompts' token ids first differ
+    # (what scoring continuations of one prefix needs, without knowing its token count)
+    logprob_start_common_prefix: bool = False
     rid: Optional[Union[str, list[str]]] = None
 
 

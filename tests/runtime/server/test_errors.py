@@ -84,6 +84,13 @@ BAD_GENERATE = [
     ({"text": ["a", "b"], "sampling_params": [{}]}, "sampling_params"),
     ({"text": "hi", "top_logprobs_num": 99}, "top_logprobs_num"),
     ({"text": "hi", "rid": ["a", "b"]}, "rid"),
+    ({"text": ["a b", "a c"], "logprob_start_common_prefix": True}, "logprob_start_common_prefix"),
+    ({"text": "a b", "return_logprob": True, "logprob_start_common_prefix": True}, "logprob_start_common_prefix"),
+    ({"text": ["a b"], "return_logprob": True, "logprob_start_common_prefix": True}, "logprob_start_common_prefix"),
+    ({"text": ["a b", "a c"], "return_logprob": True, "logprob_start_len": 0, "logprob_start_common_prefix": True},
+     "logprob_start_common_prefix"),
+    ({"text": ["a b", "a c"], "return_logprob": True, "logprob_start_common_prefix": "yes"},
+     "logprob_start_common_prefix"),
     ({"text": LONG}, "text"),
 ]
 

@@ -4,9 +4,11 @@ logprobs, stop strings), info routes, cache flush, aborts."""
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import time
 
 import httpx
+import pytest
 
 from tests.runtime.server.conftest import assert_error, sse_events, wait_idle
 
@@ -83,6 +85,22 @@ def test_prompt_logprobs_score_choices_over_a_cached_prefix(client):
         assert len(pairs) == meta["prompt_tokens"] - n_prefix and all(lp <= 0 for lp, _ in pairs)
         scores.append(sum(lp for lp, _ in pairs) / len(pairs))
     assert scores[0] > scores[1]  # Paris is the likelier continuation
+
+
+def test_prompt_logprobs_from_the_common_prefix_of_a_batch(client, tokenizer):
+    """`logprob_start_common_prefix`: one request scores continuations of a prefix whose token
+    count the client does not know; the same logprobs as with an explicit start."""
+    prefix = "The capital of France is "
+    texts = [prefix, prefix + "Paris", prefix + "a banana"]
+    ids = [tokenizer.encode(t, add_special_tokens=False) for t in texts]
+    common = len(os.path.commonprefix(ids))
+    base = {"text": texts, "sampling_params": {"max_new_tokens": 0}, "return_logprob": True}
+    outs = client.post("/generate", json={**base, "logprob_start_common_prefix": True}).json()
+    ref = client.post("/generate", json={**base, "logprob_start_len": common}).json()
+    for out, r, seq in zip(outs, ref, ids):
+        pairs, ref_pairs = out["meta_info"]["input_token_logprobs"], r["meta_info"]["input_token_logprobs"]
+        assert out["meta_info"]["logprob_start_len"] == common and [t for _, t in pairs] == seq[common:]
+        assert [lp for lp, _ in pairs] == pytest.approx([lp for lp, _ in ref_pairs], abs=1e-4)
 
 
 def test_stop_string_is_trimmed_in_both_modes(client):

@@ -1,0 +1,51 @@
+"""In-batch prefix sharing: a waiting request that shares enough uncached prompt tokens with
+one admitted this step waits a step and then reads them from the cache; the threshold is a
+scheduler option with a per-device default."""
+
+import pytest
+
+from radixgen.config import SchedulerConfig
+from radixgen.core import SamplingParams
+from radixgen.runtime.engine import Engine
+from radixgen.runtime.messages import GenerateReq
+from radixgen.runtime.request import Request
+from radixgen.runtime.schedule_policy import (IN_BATCH_SHARE_MIN_CPU, IN_BATCH_SHARE_MIN_GPU, in_batch_share_min,
+                                              shares_uncached_prefix)
+
+
+def test_threshold_defaults_per_device_and_can_be_set():
+    assert in_batch_share_min(SchedulerConfig(), "cpu") == IN_BATCH_SHARE_MIN_CPU == 8
+    assert in_batch_share_min(SchedulerConfig(), "cuda") == IN_BATCH_SHARE_MIN_GPU == 32
+    assert in_batch_share_min(SchedulerConfig(in_batch_prefix_tokens=3), "cuda") == 3
+    with pytest.raises(ValueError, match="in_batch_prefix_tokens"):
+        SchedulerConfig(in_batch_prefix_tokens=0)
+
+
+def test_shares_uncached_prefix_counts_only_uncached_tokens():
+    params = SamplingParams(max_new_tokens=1)
+    chosen = [Request("a", list(range(100, 120)), params)]
+    req = Request("b", list(range(100, 110)) + [7, 8], params)  # shares 10 tokens
+    assert shares_uncached_prefix(req, 0, chosen, 8)
+    assert not shares_uncached_prefix(req, 3, chosen, 8)  # 3 cached: 7 uncached shared
+    assert not shares_uncached_prefix(req, 0, chosen, 11)
+
+
+def _submit(engine: Engine, shared: list[int]) -> None:
+    for i in range(3):
+        params = SamplingParams(max_new_tokens=0)
+        engine.scheduler.handle(GenerateReq(rid=str(i), input_ids=shared + [500 + i, 600 + i], params=params))
+
+
+@pytest.mark.parametrize("threshold, admitted_first", [(None, 1), (32, 3)])
+def test_requests_sharing_an_uncached_prefix_wait_a_step(tiny_model_path, threshold, admitted_first):
+    """12 shared uncached tokens: with the CPU default (8) one request computes them and the
+    two others read them from the cache a step later; with 32 all three compute them."""
+    engine = Engine(str(tiny_model_path), load_format="dummy", in_batch_prefix_tokens=threshold)
+    shared = list(range(1000, 1012))
+    _submit(engine, shared)
+    outs = {o.rid: o for o in engine.scheduler.step()}
+    assert len(outs) == admitted_first and len(engine.scheduler.waiting) == 3 - admitted_first
+    while engine.scheduler.has_work:
+        outs.update({o.rid: o for o in engine.scheduler.step()})
+    cached = sorted(outs[str(i)].cached_tokens for i in range(3))
+    assert cached == ([0, 12, 12] if admitted_first == 1 else [0, 0, 0])
