@@ -2,10 +2,11 @@
 
 Measures `fill_bitmask` per step over (a) real SQL queries as the tokenizer encodes them and
 (b) seeded random walks that sample only allowed tokens until EOS, reporting compile time, cold
-(first pass, lazy per-lexer-state indexes being built) and warm (second pass over the same
-walks) mean / p50 / p99 / max. If `llguidance` or `xgrammar` are importable, their SQL mask times
-are measured on the same token sequences for comparison (benchmark only; radixgen never imports
-them). Usage: `python benchmarks/bench_grammar_cfg.py [--walks N]`.
+(first pass: every (lexer state, parser stack) mask computed on first use) and warm (second pass
+over the same walks) mean / p50 / p99 / max, in wall time and in CPU time (thread time: leaves
+out preemption on a shared machine), and the first visits alone; load averages are recorded.
+If `llguidance` or `xgrammar` are importable, their SQL mask times are measured on the same
+token sequences for comparison (benchmark only; radixgen never imports them). Usage: `python benchmarks/bench_grammar_cfg.py [--walks N]`.
 """
 
 from __future__ import annotations
@@ -66,17 +67,23 @@ def random_walk_ids(matcher, info, rng: random.Random, max_tokens: int = 64) -> 
     return out
 
 
-def time_masks(grammar, sequences: list[list[int]], clock=time.perf_counter) -> list[float]:
+def time_masks(grammar, sequences: list[list[int]], clock=time.perf_counter,
+               first_visits: list[float] | None = None) -> list[float]:
     """Seconds per fill_bitmask over every prefix of every sequence. `time.thread_time` gives
-    CPU time, which leaves out preemption on a shared machine."""
+    CPU time, which leaves out preemption on a shared machine. `first_visits`, if given, also
+    receives the times of the steps whose (lexer state, parser stack) mask was not cached yet."""
     row = torch.zeros(1, grammar.num_words, dtype=torch.int32)
     times = []
     for seq in sequences:
         m = grammar.matcher()
         for tok in seq:
+            q, stack, _ = m._history[-1]
+            first = (q, stack) not in grammar._masks
             t0 = clock()
             m.fill_bitmask(row, 0)
             times.append(clock() - t0)
+            if first and first_visits is not None:
+                first_visits.append(times[-1])
             if not m.accept_token(tok):
                 break
     return times
@@ -98,7 +105,8 @@ def benchmark_sql_masks(num_walks: int = 30, seed: int = 0, peers: bool = True) 
     info = TokenizerInfo.from_hf(tok)
     t0 = time.perf_counter()
     grammar = compile_cfg(Constraint("lark", "sql"), info)
-    result: dict = {"compile_s": round(time.perf_counter() - t0, 3)}
+    result: dict = {"compile_s": round(time.perf_counter() - t0, 3),
+                    "load_avg_start": os.getloadavg()}
     real = [tok.encode(q) + [tok.eos_token_id] for q in SQL_QUERIES]
     rng = random.Random(seed)
     walks = [random_walk_ids(grammar.matcher(), info, rng) for _ in range(num_walks)]
@@ -106,10 +114,14 @@ def benchmark_sql_masks(num_walks: int = 30, seed: int = 0, peers: bool = True) 
     result["cold"] = _stats(time_masks(grammar, real + walks))
     result["warm"] = _stats(time_masks(grammar, real + walks))
     grammar = compile_cfg(Constraint("lark", "sql"), info)
-    result["cold_cpu_time"] = _stats(time_masks(grammar, real + walks, time.thread_time))
+    first: list[float] = []
+    result["cold_cpu_time"] = _stats(time_masks(grammar, real + walks, time.thread_time, first))
+    result["first_visits_cpu_time"] = _stats(first)
+    result["warm_cpu_time"] = _stats(time_masks(grammar, real + walks, time.thread_time))
     result["lexer_states"] = grammar.lexer.num_states
     result["indexed_lexer_states"] = len(grammar._tries)
     result["warm_real_queries"] = _stats(time_masks(grammar, real))
+    result["load_avg_end"] = os.getloadavg()
     if peers:  # on the real queries only: a peer may be orders of magnitude slower
         result["peers_real_queries"] = _peer_stats(tok, real)
     return result

@@ -15,14 +15,18 @@ does from q - the terminals it completes and the types its trailing partial term
 become - depends on q alone, so `VocabLexer.index(q)` computes it for the whole vocabulary once
 per lexer state (numpy, ~10-40 ms; all states are indexed at compile time, 237 for SQL) and
 stores it as a trie over completed-terminal sequences. The mask for (q, stack) is the union of
-the trie groups the parser accepts: the trie is walked with the LALR stack, pruned at the first
-rejected terminal, and each node's groups are selected in one vectorised step. It is cached in
-the compiled grammar keyed by (q, stack), so in steady state a mask is a cache hit (a row copy,
-~10 us); a miss costs a few hundred microseconds. EOS is allowed when the current partial
-terminal can end here and the parser then accepts $END. Ignored text (`%ignore`d whitespace) is
-allowed only where some terminal may still follow it: once only $END can follow (after a SQL
-statement's `;`), the only continuation is EOS, so generation stops instead of padding the output
-with whitespace to max_new_tokens. Numbers: benchmarks/bench_grammar_cfg.py.
+the trie groups the parser accepts: the trie is walked with the LALR stack, descending only into
+terminals the parser accepts (`LalrTables.acceptable`, exact, memoised by the top states it
+read), and a group is allowed iff one of its trailing types is acceptable after the node's
+terminals. The groups holding ~99% of the ids (identifier / keyword-prefix tokens) are stored as
+packed bitmask rows, so building the row is a few row ORs plus one scatter of short id lists.
+It is cached in the compiled grammar keyed by (q, stack): in steady state a mask is a cache hit
+(a row copy, ~5 us); a first visit costs ~50-700 us of CPU (SQL, 49k vocab). EOS is allowed
+when the current partial terminal can end here and the parser then accepts $END. Ignored text
+(`%ignore`d whitespace) is allowed only where some terminal may still follow it: once only $END
+can follow (after a SQL statement's `;`), the only continuation is EOS, so generation stops
+instead of padding the output with whitespace to max_new_tokens. Numbers:
+benchmarks/bench_grammar_cfg.py.
 
 Jump-forward is conservative: tokens are forced only while the mask allows exactly one token
 and not EOS. Every continuation of the text must then start with that token's bytes *as the
@@ -42,7 +46,7 @@ from lark import Lark
 from lark.exceptions import LarkError
 
 from radixgen.core import Constraint
-from radixgen.grammar.cfg_index import SeqTrie, VocabLexer
+from radixgen.grammar.cfg_index import Part, SeqTrie, VocabLexer, pack_ids
 from radixgen.grammar.cfg_lexer import DEAD, FRESH, LexerDfa
 from radixgen.grammar.cfg_parser import LalrTables, Stack
 from radixgen.grammar.matcher import GrammarError
@@ -112,8 +116,9 @@ class CfgGrammar:
         self.lark = lark
         self.parser = LalrTables(lark)
         self.info = info
-        self.vocab = VocabLexer(self.lexer, info.token_bytes, info.special_ids | set(info.eos_ids))
         self.num_words = (info.vocab_size + 31) // 32
+        self.vocab = VocabLexer(self.lexer, info.token_bytes, info.special_ids | set(info.eos_ids),
+                                self.num_words)
         self.eos_ids = frozenset(info.eos_ids)
         self._tries: dict[int, SeqTrie] = {}
         self._masks: dict[tuple[int, Stack], MaskEntry] = {}
@@ -148,18 +153,21 @@ class CfgGrammar:
         return entry
 
     def _compute_mask(self, q: int, stack: Stack) -> MaskEntry:
-        groups: list[np.ndarray] = []
-        self.trie(q).collect(self.parser, stack, groups)
-        bits = np.zeros(self.num_words * 32, dtype=bool)
-        if groups:
-            bits[np.concatenate(groups)] = True
-        num_allowed = sum(len(ids) for ids in groups)
-        single = int(groups[0][0]) if num_allowed == 1 else -1
+        parts: list[Part] = []
+        self.trie(q).collect(self.parser, stack, parts)
+        small = [ids for ids, _, _ in parts if ids is not None]
+        words = pack_ids(np.concatenate(small), self.num_words) if small else \
+            np.zeros(self.num_words, dtype=np.uint32)
+        for _, row, _ in parts:
+            if row is not None:
+                np.bitwise_or(words, row, out=words)
+        num_allowed = sum(n for _, _, n in parts)
+        single = int(small[0][0]) if num_allowed == 1 else -1  # a row holds >= 256 ids
         if self.can_end(q, stack) and self.eos_ids:
-            bits[list(self.eos_ids)] = True
+            for e in self.eos_ids:
+                words[e >> 5] |= np.uint32(1 << (e & 31))
             num_allowed, single = num_allowed + len(self.eos_ids), -1
-        words = np.packbits(bits, bitorder="little").view("<i4").astype(np.int32)
-        return MaskEntry(torch.from_numpy(words), num_allowed, single)
+        return MaskEntry(torch.from_numpy(words.view(np.int32)), num_allowed, single)
 
     def can_end(self, q: int, stack: Stack) -> bool:
         """May the text end in this state (the partial terminal, if any, completed)?"""

@@ -6,8 +6,10 @@ Lexing is context-free (cfg_lexer), so from lexer state q every token determinis
 position) and groups token ids by that outcome into a `SeqTrie`: a trie over completed-terminal
 sequences (ignored terminals dropped) whose nodes hold `(possible types, token ids)` groups.
 A token is then allowed for a parser stack iff the parser accepts its terminal sequence and one
-of its possible trailing types is acceptable afterwards (or ignored): `SeqTrie.collect` walks the
-trie with the parser and prunes a whole subtree at the first terminal the parser rejects.
+of its possible trailing types is acceptable afterwards (or ignored, where some terminal may
+still follow): `SeqTrie.collect` walks the trie with the parser and prunes a whole subtree at the
+first terminal the parser rejects. Its output is a list of parts (id arrays, or packed rows for
+the few large groups) whose union is the mask.
 """
 
 from __future__ import annotations
@@ -22,19 +24,27 @@ from radixgen.grammar.cfg_parser import LalrTables, Stack
 _SHORT = 6
 
 
-@dataclass
+# A node's allowed tokens for one parser stack are a union of parts: (id array or None, packed
+# row or None, number of ids). Groups of at least _ROW_MIN ids (a few hundred per grammar, ~99%
+# of all ids: identifier and keyword-prefix tokens) keep a packed bitmask row, so a mask is a few
+# row ORs plus one scatter of the remaining short id lists, not a scatter of ~20k ids.
+Part = tuple[np.ndarray | None, np.ndarray | None, int]
+_ROW_MIN = 256
+
+
+@dataclass(eq=False, slots=True)  # slots: ~50k nodes per grammar, fewer objects for the GC
 class SeqTrie:
     """A node = one sequence of completed terminals. Its tokens are grouped by the set of types
-    their trailing partial terminal may still become: group g allows `type_names[j]` iff
-    `group_types[g, j]`; `always[g]` if one of them is ignored (whitespace)."""
+    their trailing partial terminal may still become: group g is allowed iff the parser accepts
+    one of `group_types[g]`, or `always[g]` (one of them is ignored: whitespace) and some
+    terminal may still follow."""
 
     children: dict[str, "SeqTrie"] = field(default_factory=dict)
-    type_names: tuple[str, ...] = ()
-    group_types: np.ndarray | None = None  # bool [num_groups, num_type_names]
-    always: np.ndarray | None = None  # bool [num_groups]
-    always_first: bool = False
-    ids: np.ndarray | None = None  # int32 [num_ids]: the node's token ids
-    row_group: np.ndarray | None = None  # uint16 [num_ids]: group of each id (None: one group)
+    ids: np.ndarray | None = None  # int32 [num_ids]: the node's token ids (None: a path only)
+    group_types: tuple[frozenset[str], ...] = ()  # non-ignored types per group
+    always: tuple[bool, ...] = ()
+    group_parts: tuple[Part, ...] = ()
+    whole: Part | None = None  # all groups (a row when >= _ROW_MIN ids)
 
     def child(self, name: str) -> "SeqTrie":
         node = self.children.get(name)
@@ -42,53 +52,71 @@ class SeqTrie:
             node = self.children[name] = SeqTrie()
         return node
 
-    def fill(self, ids: np.ndarray, set_ids: np.ndarray, type_sets: list[frozenset[str]],
-             ignored: frozenset[str]) -> None:
-        """Set this node's tokens: ids with, per id, the index of its trailing type set."""
-        present = np.bincount(set_ids, minlength=len(type_sets)) > 0
-        row_group = (np.cumsum(present) - 1)[set_ids]  # renumber the set ids present, 0..
-        sets = [type_sets[i] for i in np.flatnonzero(present).tolist()]
-        self.type_names = tuple(sorted(set().union(*sets) - ignored))
-        col = {n: i for i, n in enumerate(self.type_names)}
-        self.group_types = np.zeros((len(sets), len(col)), dtype=bool)
-        for g, types in enumerate(sets):
-            self.group_types[g, [col[t] for t in types if t in col]] = True
-        self.always = np.array([not t.isdisjoint(ignored) for t in sets], dtype=bool)
-        self.always_first = bool(self.always[0])
+    def fill(self, ids: np.ndarray, set_ids: np.ndarray, kept_types: list[frozenset[str]],
+             ignorable: list[bool], num_words: int, shared: dict) -> None:
+        """Set this node's tokens: ids with, per id, the index of its trailing type set; per
+        set, its non-ignored types and whether it has an ignored one. Equal type tuples are
+        shared across nodes through `shared` (fewer objects for the cyclic GC to walk)."""
         self.ids = ids.astype(np.int32)
-        self.row_group = row_group.astype(np.uint16) if len(sets) > 1 else None
+        present = np.flatnonzero(np.bincount(set_ids, minlength=len(kept_types))).tolist()
+        group_types = tuple(kept_types[i] for i in present)
+        self.group_types = shared.setdefault(group_types, group_types)
+        self.always = tuple(ignorable[i] for i in present)
+        self.group_parts = tuple(_part(self.ids[set_ids == i], num_words) for i in present)
+        self.whole = _part(self.ids, num_words)
 
-    def collect(self, parser: LalrTables, stack: Stack, out: list[np.ndarray]) -> None:
-        """Append to `out` the ids of every group the parser allows from `stack`. Only a
-        terminal whose top-state action is a reduction needs simulating (memoised)."""
-        actions = parser.actions[stack[-1]]
-        if self.ids is not None:  # a node may be only a path to deeper ones
-            # ignored text (whitespace) only where a terminal may still follow it
-            may_ignore = parser.can_continue(stack)
-            if self.row_group is None:  # one group (the common case): no numpy
-                if (self.always_first and may_ignore) or any(parser.accepts(stack, t) for t in self.type_names):
-                    out.append(self.ids)
+    def collect(self, parser: LalrTables, stack: Stack, out: list[Part]) -> None:
+        """Append to `out` the parts of every group the parser allows from `stack`, descending
+        only into children whose terminal the parser accepts (`acceptable` is exact)."""
+        acceptable = parser.acceptable(stack)
+        if self.ids is not None:
+            if len(self.group_parts) == 1:  # the common case
+                types, always = self.group_types[0], self.always[0]
+                if not types.isdisjoint(acceptable) or (always and acceptable):
+                    out.append(self.whole)
             else:
-                ok = np.fromiter((parser.accepts(stack, t) for t in self.type_names),
-                                 dtype=bool, count=len(self.type_names))
-                selected = (self.always & may_ignore) | (self.group_types & ok).any(axis=1)
-                if selected.all():
-                    out.append(self.ids)
-                elif selected.any():
-                    out.append(self.ids[selected[self.row_group]])
-        for term, child in self.children.items():
-            if term in actions:
-                nxt = parser.feed(stack, term)
-                if nxt is not None:
-                    child.collect(parser, nxt, out)
+                self._select(acceptable, out)
+        children = self.children
+        if len(children) <= len(acceptable):
+            for term, child in children.items():
+                if term in acceptable:
+                    child.collect(parser, parser.feed(stack, term), out)
+        else:  # e.g. the root: a child per terminal, few of them acceptable
+            for term in acceptable:
+                child = children.get(term)
+                if child is not None:
+                    child.collect(parser, parser.feed(stack, term), out)
+
+    def _select(self, acceptable: frozenset[str], out: list[Part]) -> None:
+        groups = zip(self.group_parts, self.group_types, self.always)
+        selected = [part for part, types, always in groups
+                    if (always and acceptable) or not types.isdisjoint(acceptable)]
+        if len(selected) == len(self.group_parts):
+            out.append(self.whole)
+        else:
+            out.extend(selected)
+
+
+def _part(ids: np.ndarray, num_words: int) -> Part:
+    if len(ids) >= _ROW_MIN:
+        return None, pack_ids(ids, num_words), len(ids)
+    return ids, None, len(ids)
+
+
+def pack_ids(ids: np.ndarray, num_words: int) -> np.ndarray:
+    """uint32 [num_words] bitmask row (bit i of word i // 32 = id i allowed) of `ids`."""
+    bits = np.zeros(num_words * 32, dtype=bool)
+    bits[ids] = True
+    return np.packbits(bits, bitorder="little").view("<u4").copy()
 
 
 class VocabLexer:
     """The vocabulary as a byte matrix, rows sorted by length (longest first), lexed per state."""
 
     def __init__(self, lexer: LexerDfa, token_bytes: tuple[bytes, ...],
-                 special_ids: frozenset[int]) -> None:
+                 special_ids: frozenset[int], num_words: int) -> None:
         self.lexer = lexer
+        self.num_words = num_words  # of the packed rows (>= the vocabulary's bits)
         ids = sorted((i for i, b in enumerate(token_bytes) if b and i not in special_ids),
                      key=lambda i: -len(token_bytes[i]))
         self.ids = np.array(ids, dtype=np.int32)
@@ -102,7 +130,9 @@ class VocabLexer:
         self.columns = [matrix[:n, k].astype(np.int32) for k, n in enumerate(self.active)]
         self.ignored_type = np.array([n in lexer.ignored for n in lexer.type_names] + [True])
         sets = {s: i for i, s in enumerate(dict.fromkeys(lexer.winnable))}
-        self.type_sets = list(sets)
+        self.kept_types = [s - lexer.ignored for s in sets]
+        self._shared: dict[tuple, tuple] = {}
+        self.ignorable = [not s.isdisjoint(lexer.ignored) for s in sets]
         self.state_set = np.array([sets[s] for s in lexer.winnable], dtype=np.int16)
 
     def index(self, q: int) -> SeqTrie:
@@ -114,7 +144,8 @@ class VocabLexer:
             node = root
             for t in seq:
                 node = node.child(names[t])
-            node.fill(self.ids[rows], set_ids[rows], self.type_sets, self.lexer.ignored)
+            node.fill(self.ids[rows], set_ids[rows], self.kept_types, self.ignorable,
+                      self.num_words, self._shared)
         return root
 
     def _nodes(self, states: np.ndarray, seqs: np.ndarray, counts: np.ndarray):

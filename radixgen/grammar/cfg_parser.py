@@ -7,6 +7,12 @@ stack (or None on a syntax error), never mutating the old one, so a matcher's hi
 and fork are free. `acceptable(stack)` is exact (like `InteractiveParser.accepts()`): a terminal
 counts only if the reductions it triggers end in a shift, because LALR's merged lookaheads may
 list terminals that fail after some reductions.
+
+Both are memoised by stack *suffix*: a simulation reads only the top few states of the stack
+(the reductions' pops and gotos), so its result - the terminals accepted, or the new stack as
+"pop k states, push these" - is stored under exactly the states it read and reused for every
+stack with the same top states. Exact by construction (the same reads give the same result), and
+it makes a stack never seen before (a mask's first visit) cheap when its top looks like one seen.
 """
 
 from __future__ import annotations
@@ -17,6 +23,34 @@ END = "$END"
 _CACHE_LIMIT = 200_000
 
 Stack = tuple[int, ...]
+_MISS = object()
+
+
+class SuffixMemo:
+    """Values of a computation on a stack that read only its top `depth` states, stored under
+    those states (and an extra key, e.g. the terminal fed)."""
+
+    def __init__(self) -> None:
+        self._depths: dict[tuple, tuple[int, ...]] = {}  # (top state, extra) -> depths stored
+        self._values: dict[tuple, object] = {}
+
+    def get(self, stack: Stack, extra: object) -> object:
+        """The stored value valid for `stack`, or _MISS."""
+        values = self._values
+        for depth in self._depths.get((stack[-1], extra), ()):
+            hit = values.get((stack[-depth:], extra), _MISS)
+            if hit is not _MISS:
+                return hit
+        return _MISS
+
+    def put(self, stack: Stack, extra: object, depth: int, value: object) -> None:
+        key = (stack[-1], extra)
+        depths = self._depths.get(key, ())
+        if depth not in depths:
+            self._depths[key] = tuple(sorted(depths + (depth,)))
+        if len(self._values) > _CACHE_LIMIT:
+            self._values.clear()  # the depths stay: they are only the lengths to try
+        self._values[(stack[-depth:], extra)] = value
 
 
 class LalrTables:
@@ -25,36 +59,57 @@ class LalrTables:
         self.actions: dict[int, dict] = table.states
         self.start_stack: Stack = (table.start_states[start],)
         self._end_state = table.end_states[start]
-        self._feed: dict[tuple[Stack, str], Stack | None] = {}
-        self._acceptable: dict[Stack, frozenset[str]] = {}
+        self._feed = SuffixMemo()  # term -> None or (states popped, states pushed)
+        self._acceptable = SuffixMemo()
         self._end: dict[Stack, bool] = {}
+        # per state: the terminals it shifts, and its reductions as (rule, terminals) pairs
+        self._shifts: dict[int, frozenset[str]] = {}
+        self._reduces: dict[int, list[tuple[object, frozenset[str]]]] = {}
+        for state, row in self.actions.items():
+            terms = [(t, a) for t, a in row.items() if t.isupper() and t != END]
+            self._shifts[state] = frozenset(t for t, (kind, _) in terms if kind is Shift)
+            rules: dict[object, set[str]] = {}
+            for t, (kind, rule) in terms:
+                if kind is not Shift:
+                    rules.setdefault(rule, set()).add(t)
+            self._reduces[state] = [(rule, frozenset(ts)) for rule, ts in rules.items()]
 
     def feed(self, stack: Stack, term: str) -> Stack | None:
         """The stack after shifting `term` (after its reductions), or None if it is an error."""
-        key = (stack, term)
-        out = self._feed.get(key, key)
-        if out is key:
-            out = self._simulate(stack, term)
-            if len(self._feed) > _CACHE_LIMIT:
-                self._feed.clear()
-            self._feed[key] = out
-        return out
+        action = self.actions[stack[-1]].get(term)
+        if action is None:
+            return None
+        if action[0] is Shift:  # no reduction: no simulation
+            return None if term == END else stack + (action[1],)
+        hit = self._feed.get(stack, term)
+        if hit is _MISS:
+            out, low = self._simulate(stack, term)
+            hit = None if out is None else (len(stack) - low, out[low:])
+            self._feed.put(stack, term, len(stack) - low + 1, hit)
+        if hit is None:
+            return None
+        pops, pushed = hit
+        return stack[:len(stack) - pops] + pushed
 
-    def _simulate(self, stack: Stack, term: str) -> Stack | None:
-        actions = self.actions
+    def _reduce(self, stack: Stack, rule) -> tuple[Stack, int]:
+        """(the stack after reducing by `rule`, the length kept: states below it were not read)."""
+        keep = len(stack) - len(rule.expansion)
+        return stack[:keep] + (self.actions[stack[keep - 1]][rule.origin.name][1],), keep
+
+    def _simulate(self, stack: Stack, term: str) -> tuple[Stack | None, int]:
+        """(feed's result, low): only the states from stack[low - 1] up were read."""
+        actions, low = self.actions, len(stack)
         while True:
             action = actions[stack[-1]].get(term)
             if action is None:
-                return None
+                return None, low
             kind, arg = action
             if kind is Shift:
-                return None if term == END else stack + (arg,)
-            size = len(arg.expansion)
-            if size:
-                stack = stack[:-size]
-            stack = stack + (actions[stack[-1]][arg.origin.name][1],)
+                return (None if term == END else stack + (arg,)), low
+            stack, keep = self._reduce(stack, arg)
+            low = min(low, keep)
             if term == END and stack[-1] == self._end_state:
-                return stack
+                return stack, low
 
     def accepts(self, stack: Stack, term: str) -> bool:
         """Would `feed(stack, term)` succeed? A shift needs no simulation."""
@@ -65,7 +120,7 @@ class LalrTables:
         """True if the input may end here."""
         out = self._end.get(stack)
         if out is None:
-            out = self._end[stack] = self._simulate(stack, END) is not None
+            out = self._end[stack] = self._simulate(stack, END)[0] is not None
         return out
 
     def can_continue(self, stack: Stack) -> bool:
@@ -76,11 +131,24 @@ class LalrTables:
 
     def acceptable(self, stack: Stack) -> frozenset[str]:
         """Exactly the terminals (not $END) that `feed` accepts from `stack`."""
-        out = self._acceptable.get(stack)
-        if out is None:
-            names = (t for t in self.actions[stack[-1]] if t.isupper() and t != END)
-            out = frozenset(t for t in names if self.feed(stack, t) is not None)
-            if len(self._acceptable) > _CACHE_LIMIT:
-                self._acceptable.clear()
-            self._acceptable[stack] = out
+        if not self._reduces[stack[-1]]:  # shifts only: no simulation
+            return self._shifts[stack[-1]]
+        out = self._acceptable.get(stack, None)
+        if out is _MISS:
+            out, low = self._accepted(stack, None)
+            self._acceptable.put(stack, None, len(stack) - low + 1, out)
         return out
+
+    def _accepted(self, stack: Stack, terms: frozenset[str] | None) -> tuple[frozenset[str], int]:
+        """(the terminals of `terms` (None: all) that `feed` accepts from `stack`, low as in
+        `_simulate`). Terminals that trigger the same reduction share its simulation."""
+        state, low = stack[-1], len(stack)
+        shifts = self._shifts[state]
+        out = shifts if terms is None else shifts & terms
+        for rule, group in self._reduces[state]:
+            sub = group if terms is None else group & terms
+            if sub:
+                reduced, keep = self._reduce(stack, rule)
+                accepted, deeper = self._accepted(reduced, sub)
+                out, low = out | accepted, min(low, keep, deeper)
+        return out, low
