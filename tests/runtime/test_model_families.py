@@ -139,8 +139,13 @@ def test_logprobs_match_hf_at_every_position(family_run):
         for step, pairs in enumerate(top):
             tokens = [int(t) for t, _ in pairs]
             ours = torch.tensor([lp for _, lp in pairs])
-            assert tokens == ref[step].topk(TOP_K).indices.tolist(), step
-            torch.testing.assert_close(ours, ref[step, tokens], atol=1e-4, rtol=1e-4)
+            best = ref[step].topk(TOP_K)
+            # the same top-k values in order, and each token's value is HF's for that token: two
+            # tokens may only trade places where HF's values tie within the tolerance (summation
+            # order differs between attention kernels)
+            torch.testing.assert_close(ours, best.values, atol=1e-4, rtol=1e-4, msg=f"step {step}")
+            torch.testing.assert_close(ours, ref[step, tokens], atol=1e-4, rtol=1e-4, msg=f"step {step}")
+            assert len(set(tokens)) == TOP_K, step
 
 
 def test_checkpoint_dtype_is_kept_by_auto(tmp_path, model_path):
