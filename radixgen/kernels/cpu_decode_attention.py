@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
+import sys
 import threading
 from pathlib import Path
 
@@ -102,6 +104,7 @@ def _load() -> bool:
     try:
         from torch.utils.cpp_extension import load
 
+        _find_ninja()
         build = _build_dir()
         build.mkdir(parents=True, exist_ok=True)
         load(name="radixgen_cpu_decode", sources=[str(_SOURCE)], extra_cflags=_CFLAGS,
@@ -112,6 +115,14 @@ def _load() -> bool:
         _state["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
         log.warning("CPU decode kernel unavailable, using the torch path (%s)", _state["error"])
         return False
+
+
+def _find_ninja() -> None:
+    """torch runs `ninja` from PATH; the `ninja` wheel puts it beside this Python, which is not on
+    PATH when the venv's python is run without activating the venv."""
+    bindir = os.path.dirname(sys.executable)
+    if shutil.which("ninja") is None and shutil.which("ninja", path=bindir):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
 
 
 def _build_dir() -> Path:
