@@ -10,6 +10,18 @@ from radixgen.grammar.tokenizer_info import TokenizerInfo
 
 SMOL = Path.home() / ".cache" / "radixgen" / "SmolLM2-135M-Instruct"
 SMALL_VOCAB = 3000
+# a JSON-like Lark grammar with %ignore'd whitespace, shared by the CFG tests
+JSON_LARK = r"""
+start: value
+?value: object | array | ESCAPED_STRING | SIGNED_NUMBER | "true" | "false" | "null"
+array: "[" [value ("," value)*] "]"
+object: "{" [pair ("," pair)*] "}"
+pair: ESCAPED_STRING ":" value
+%import common.ESCAPED_STRING
+%import common.SIGNED_NUMBER
+%import common.WS
+%ignore WS
+"""
 
 
 @pytest.fixture(scope="session")

@@ -14,19 +14,8 @@ import torch
 from radixgen.core import Constraint
 from radixgen.grammar.cfg import compile_cfg
 from tests.grammar.cfg_reference import RefMasker
-from tests.grammar.conftest import toy_info
+from tests.grammar.conftest import JSON_LARK, toy_info
 
-JSON_LARK = r"""
-start: value
-?value: object | array | ESCAPED_STRING | SIGNED_NUMBER | "true" | "false" | "null"
-array: "[" [value ("," value)*] "]"
-object: "{" [pair ("," pair)*] "}"
-pair: ESCAPED_STRING ":" value
-%import common.ESCAPED_STRING
-%import common.SIGNED_NUMBER
-%import common.WS
-%ignore WS
-"""
 GRAMMARS = {"sql": Constraint("lark", "sql"), "json": Constraint("lark", JSON_LARK)}
 # toy vocabularies with whitespace glued to closing tokens (";\n", "}\n"): ignored text after a
 # finished parse must be refused inside a token too

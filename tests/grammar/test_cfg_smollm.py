@@ -15,6 +15,7 @@ from radixgen.core import Constraint
 from radixgen.grammar.cfg import compile_cfg, shipped_grammar
 from radixgen.grammar.ebnf import ebnf_to_lark
 from radixgen.grammar.tokenizer_info import TokenizerInfo
+from tests.grammar.conftest import JSON_LARK
 
 MODEL_DIR = os.path.expanduser("~/.cache/radixgen/SmolLM2-135M-Instruct")
 pytestmark = [pytest.mark.model,
@@ -36,17 +37,6 @@ VALID_SQL = [
     "SELECT title FROM books UNION ALL SELECT title FROM magazines ORDER BY title LIMIT 5 OFFSET 10",
     "SELECT CASE WHEN score >= 90 THEN 'A' ELSE 'B' END AS grade FROM results",
 ]
-JSON_LARK = r"""
-start: value
-?value: object | array | ESCAPED_STRING | SIGNED_NUMBER | "true" | "false" | "null"
-array: "[" [value ("," value)*] "]"
-object: "{" [pair ("," pair)*] "}"
-pair: ESCAPED_STRING ":" value
-%import common.ESCAPED_STRING
-%import common.SIGNED_NUMBER
-%import common.WS
-%ignore WS
-"""
 ARITH_GBNF = r"""
 # arithmetic, whitespace after every token
 root   ::= expr
