@@ -46,7 +46,7 @@ from lark import Lark
 from lark.exceptions import LarkError
 
 from radixgen.core import Constraint
-from radixgen.grammar.cfg_index import Part, SeqTrie, VocabLexer, pack_ids
+from radixgen.grammar.cfg_index import Part, SeqTrie, VocabLexer, pack_ids, partial_allowed
 from radixgen.grammar.cfg_lexer import DEAD, FRESH, LexerDfa
 from radixgen.grammar.cfg_parser import LalrTables, Stack
 from radixgen.grammar.matcher import GrammarError
@@ -194,9 +194,9 @@ class CfgGrammar:
                 stack = parser.feed(stack, names[e])
                 if stack is None:
                     return None
-        types, acceptable = self.lexer.winnable[q], parser.acceptable(stack)
-        if types.isdisjoint(acceptable) and (types.isdisjoint(ignored) or not acceptable):
-            return None  # ignored text only where a terminal may follow (CfgGrammar docstring)
+        types = self.lexer.winnable[q]
+        if not partial_allowed(types, not types.isdisjoint(ignored), parser.acceptable(stack)):
+            return None
         return q, stack
 
 

@@ -72,7 +72,7 @@ class SeqTrie:
         if self.ids is not None:
             if len(self.group_parts) == 1:  # the common case
                 types, always = self.group_types[0], self.always[0]
-                if not types.isdisjoint(acceptable) or (always and acceptable):
+                if partial_allowed(types, always, acceptable):
                     out.append(self.whole)
             else:
                 self._select(acceptable, out)
@@ -89,12 +89,18 @@ class SeqTrie:
 
     def _select(self, acceptable: frozenset[str], out: list[Part]) -> None:
         groups = zip(self.group_parts, self.group_types, self.always)
-        selected = [part for part, types, always in groups
-                    if (always and acceptable) or not types.isdisjoint(acceptable)]
+        selected = [part for part, types, always in groups if partial_allowed(types, always, acceptable)]
         if len(selected) == len(self.group_parts):
             out.append(self.whole)
         else:
             out.extend(selected)
+
+
+def partial_allowed(types: frozenset[str], ignorable: bool, acceptable: frozenset[str]) -> bool:
+    """May text end in a partial terminal of one of `types` (`ignorable`: or of an ignored one)
+    when the parser accepts `acceptable` next? Ignored text (whitespace) only where some terminal
+    may still follow it, so a finished parse continues with EOS alone."""
+    return not types.isdisjoint(acceptable) or (ignorable and bool(acceptable))
 
 
 def _part(ids: np.ndarray, num_words: int) -> Part:

@@ -123,12 +123,6 @@ class LalrTables:
             out = self._end[stack] = self._simulate(stack, END)[0] is not None
         return out
 
-    def can_continue(self, stack: Stack) -> bool:
-        """True if some terminal may still follow (not only the end of input). Where only the
-        end may follow, ignored text (trailing whitespace) is not allowed either: the only
-        continuation of a finished parse is EOS, so generation stops instead of padding."""
-        return bool(self.acceptable(stack))
-
     def acceptable(self, stack: Stack) -> frozenset[str]:
         """Exactly the terminals (not $END) that `feed` accepts from `stack`."""
         if not self._reduces[stack[-1]]:  # shifts only: no simulation
