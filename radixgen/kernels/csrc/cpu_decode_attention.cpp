@@ -62,7 +62,7 @@ inline void axpy(float* __restrict acc, float p, const T* __restrict v, int d) {
 }
 
 template <typename T>
-void decode_request(const T* q, int64_t q_s0, int64_t q_s1, const T* k_pool, const T* v_pool,
+void decode_request(const T* q, int64_t q_s1, const T* k_pool, const T* v_pool,
                     const int64_t* slots, int64_t n, int hkv, int g_size, int d, float scale,
                     T* out, float* lse) {
   const int64_t row = static_cast<int64_t>(hkv) * d;  // one slot's K (or V) in the pool
@@ -117,7 +117,6 @@ void decode_request(const T* q, int64_t q_s0, int64_t q_s1, const T* k_pool, con
       lse[head] = m[g] + std::log(l[g]);
     }
   }
-  (void)q_s0;
 }
 
 std::tuple<at::Tensor, at::Tensor> decode_attention(const at::Tensor& q, const at::Tensor& k_pool,
@@ -139,7 +138,7 @@ std::tuple<at::Tensor, at::Tensor> decode_attention(const at::Tensor& q, const a
     const int64_t q_s0 = q.stride(0), q_s1 = q.stride(1);
     at::parallel_for(0, b, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        decode_request<scalar_t>(qp + i * q_s0, q_s0, q_s1, kp, vp, slot_ptr + i * slot_s0,
+        decode_request<scalar_t>(qp + i * q_s0, q_s1, kp, vp, slot_ptr + i * slot_s0,
                                  len_ptr[i], static_cast<int>(hkv), g_size, static_cast<int>(d),
                                  static_cast<float>(scale), op + i * hq * d, lp + i * hq);
       }
