@@ -126,6 +126,21 @@ class KVManager:
         self.table.free_row(req.row)
         req.reset_kv_state()
 
+    def release_tree(self, req: Request, slots: torch.Tensor, paths: list[tuple[list[int], list[int]]]) -> None:
+        """Req (admitted, nothing computed past its cached prefix) ran a token tree whose rows
+        wrote KV into `slots`: cache each path, given as (token ids from position 0, the rows
+        for positions kv_len on); free the rows no path handed to the tree, and req's row."""
+        prefix = self.table.read(req.row, req.kv_len)
+        taken = torch.zeros(len(slots), dtype=torch.bool, device=slots.device)
+        for ids, rows in paths:
+            rows_t = torch.tensor(rows, dtype=torch.int64, device=slots.device)
+            res = self._insert(req, ids, torch.cat([prefix, slots[rows_t]]))
+            taken[rows_t[max(res.prefix_len - req.kv_len, 0):max(res.cached_len - req.kv_len, 0)]] = True
+        self.allocator.free(slots[~taken])
+        self.cache.unlock(req.node)
+        self.table.free_row(req.row)
+        req.reset_kv_state()
+
     def keep_rows(self, req: Request, slots: torch.Tensor, keep: list[int]) -> None:
         """After a verify forward wrote KV for the tree rows into `slots`: req's next positions
         take slots[keep] in order (the root and the accepted path), the others are freed."""

@@ -27,14 +27,19 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class TreeInput:
-    """A speculative token tree to verify: rows (root, then draft nodes) fed as an extend of
-    `req` whose new tokens attend to each other by `mask` (TokenTree.verify_mask)."""
+    """A token tree fed as an extend of `req` whose new tokens attend to each other by `mask`:
+    a speculative tree to verify (the root, then draft nodes: TokenTree.verify_mask) or a
+    group of scoring prompts (score_group.py)."""
 
     req: Request
     token_ids: torch.Tensor  # int64 [R]
     positions: torch.Tensor  # int64 [R]
     mask: torch.Tensor  # bool [R, R]
     slots: torch.Tensor  # int64 [R]: the KV slot each row is written to
+    logit_rows: torch.Tensor | None = None  # int64: the rows that need logits (None: all)
+
+    def rows_with_logits(self) -> torch.Tensor:
+        return torch.arange(len(self.slots)) if self.logit_rows is None else self.logit_rows
 
 
 def resolve_device(name: str) -> torch.device:
@@ -126,7 +131,8 @@ class ModelRunner:
         decode token of dec_reqs in one forward; logits [len(ext_reqs) + len(dec_reqs) + extra
         + tree rows, vocab]: the last position of each prefill chunk, then the decode rows, then
         for each ext_req i the `extra_rows[i] = (offset, count)` chunk positions offset ..
-        offset + count - 1 (prompt-token logprobs), then every row of every tree in order."""
+        offset + count - 1 (prompt-token logprobs), then each tree's rows with logits (all of a
+        speculative tree's), tree by tree."""
         ids, positions, seq_lens, out_slots = [], [], [], list(ext_slots)
         for req, ext, slots in zip(ext_reqs, extend_lens, ext_slots):
             self.table.write(req.row, req.kv_len, slots)
@@ -153,7 +159,7 @@ class ModelRunner:
                           torch.arange(t_ext, t_ext + len(dec_reqs)),
                           *[torch.arange(start + off, start + off + count)
                             for start, (off, count) in zip(starts, extra_rows or [])],
-                          torch.arange(t_pre, t_ext)])
+                          *[start + t.rows_with_logits() for start, t in zip(starts[len(ext_reqs):], trees)]])
         reqs = ext_reqs + [t.req for t in trees] + dec_reqs
         tree_masks = [None] * len(ext_reqs) + [t.mask for t in trees] if trees else None
         mode = (ForwardMode.MIXED if ext_lens and dec_reqs else

@@ -46,6 +46,20 @@ class Request:
         return len(self.input_ids) + len(self.output_ids)
 
     @property
+    def prefill_len(self) -> int:
+        """Positions whose KV a prefill computes: all of them, except that a scoring prompt
+        (prompt-only, with prompt logprobs) skips its newest token: nothing reads that
+        position's logits (its own logprob comes from the row before), so a select's one-token
+        choices cost no rows. A pin (prompt-only, no logprobs) is there to be cached: all of it."""
+        if self.params.max_new_tokens == 0 and self.params.logprob_start_len >= 0 and not self.output_ids:
+            return max(self.seq_len - 1, 1)
+        return self.seq_len
+
+    @property
+    def is_prompt_only(self) -> bool:
+        return self.params.max_new_tokens == 0
+
+    @property
     def all_ids(self) -> list[int]:
         return self.input_ids + self.output_ids
 
@@ -76,7 +90,7 @@ class Request:
     def max_cached_len(self) -> int:
         """The longest prefix the radix cache may serve: one token is always computed, and
         positions whose logits are wanted are computed too."""
-        limit = self.seq_len - 1
+        limit = self.prefill_len - 1
         pos = self.next_input_logprob_pos
         return limit if pos is None else min(limit, pos)
 

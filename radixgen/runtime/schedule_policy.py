@@ -6,7 +6,9 @@ ones, so cache-cold requests never starve. `fcfs` keeps arrival order.
 In-batch sharing: a request whose prompt shares >= `min_shared` uncached tokens with a request
 already chosen this round waits one round, then hits the cache that request filled. Waiting
 costs the request one step of latency and saves computing the shared tokens again: worth it
-for fewer tokens where prefill is compute-bound (CPU) than where a step is cheap (GPU).
+for fewer tokens where prefill is compute-bound (CPU) than where a step is cheap (GPU). A
+prompt-only request (a select's scoring prompts, a prefix pin) has no first token to hurry and
+waits for any shared token.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 
 from radixgen.config import SchedulerConfig
 from radixgen.runtime.request import Request
+from radixgen.runtime.score_group import ScoreGroup
 
 IN_BATCH_SHARE_MIN_GPU = 32
 IN_BATCH_SHARE_MIN_CPU = 8
@@ -25,6 +28,7 @@ IN_BATCH_SHARE_MIN_CPU = 8
 class PrefillPlan:
     reqs: list[Request] = field(default_factory=list)
     extend_lens: list[int] = field(default_factory=list)
+    groups: list[ScoreGroup] = field(default_factory=list)  # scoring prompts, one tree each
 
 
 def order_waiting(waiting: list[Request], cached_lens: dict[int, int], cfg: SchedulerConfig,
@@ -47,7 +51,9 @@ def in_batch_share_min(cfg: SchedulerConfig, device_type: str) -> int:
 
 
 def shares_uncached_prefix(req: Request, cached_len: int, chosen: list[Request], min_shared: int) -> bool:
-    """True if req's prompt shares >= min_shared not-yet-cached prefix tokens with a chosen request."""
+    """True if req's prompt shares >= min_shared not-yet-cached prefix tokens with a chosen
+    request (>= 1 for a prompt-only req)."""
+    min_shared = 1 if req.is_prompt_only else min_shared
     ids = req.all_ids
     for other in chosen:
         if _common_prefix_len(ids, other.all_ids) - cached_len >= min_shared:

@@ -23,6 +23,7 @@ from radixgen.runtime.prompt_logprobs import input_logprob_rows, record_input_lo
 from radixgen.runtime.request import Request
 from radixgen.runtime.sampling import sample
 from radixgen.runtime.schedule_policy import PrefillPlan, in_batch_share_min, order_waiting, shares_uncached_prefix
+from radixgen.runtime.score_group import ScoreGroup, build_group, scoreable
 from radixgen.runtime.speculation import Draft, Speculator
 from radixgen.runtime.stop_checker import StopChecker
 
@@ -120,15 +121,18 @@ class Scheduler:
         drafts = self.spec.draft(self.running) if self.spec is not None and self.running else []
         dec_reqs, dec_slots, drafts, tree_slots = self._alloc_decode(drafts)
         ext_slots = self._alloc_plan(plan) if plan.reqs else []
-        if not plan.reqs and not dec_reqs and not drafts:
+        group_slots = self._alloc_groups(plan) if plan.groups else []
+        if not plan.reqs and not dec_reqs and not drafts and not plan.groups:
             if self.grammar is not None and self.grammar.pending:
                 time.sleep(0.002)  # only compiles in flight: leave the GIL to their thread
             return self._take_outputs()
         extra = [input_logprob_rows(r, e) for r, e in zip(plan.reqs, plan.extend_lens)]
-        trees = [d.tree_input(s) for d, s in zip(drafts, tree_slots)]
+        trees = ([d.tree_input(s) for d, s in zip(drafts, tree_slots)]
+                 + [g.tree_input(s) for g, s in zip(plan.groups, group_slots)])
         logits = self.runner.forward_mixed(plan.reqs, plan.extend_lens, ext_slots, dec_reqs, dec_slots,
                                            extra if any(c for _, c in extra) else None, trees)
         n, d, n_extra = len(plan.reqs), len(dec_reqs), sum(c for _, c in extra)
+        n_verify = sum(dr.num_rows for dr in drafts)
         if n_extra:
             record_input_logprobs(plan.reqs, extra, logits[n + d:n + d + n_extra])
         if n:
@@ -138,7 +142,9 @@ class Scheduler:
                 req.kv_len += 1
             self._append_tokens(dec_reqs, logits[n:n + d])
         if drafts:
-            self._after_verify(drafts, tree_slots, logits[n + d + n_extra:])
+            self._after_verify(drafts, tree_slots, logits[n + d + n_extra:n + d + n_extra + n_verify])
+        if plan.groups:
+            self._after_scoring(plan.groups, group_slots, logits[n + d + n_extra + n_verify:])
         return self._take_outputs()
 
     def _take_outputs(self) -> list[TokenOut]:
@@ -148,7 +154,7 @@ class Scheduler:
     def _plan_prefill(self) -> PrefillPlan:
         plan, budget = PrefillPlan(), self.chunk_size
         for req in list(self.chunked):  # continue a chunked prompt first
-            ext = min(req.seq_len - req.kv_len, budget)
+            ext = min(req.prefill_len - req.kv_len, budget)
             plan.reqs.append(req)
             plan.extend_lens.append(ext)
             budget -= ext
@@ -156,25 +162,59 @@ class Scheduler:
             return plan
         cached = {id(r): self.kv.match(r) for r in self.waiting}
         reserved = [0, sum(self._reserve(r) for r in self.running + self.chunked)]  # prompt, generated
+        grouped: set[int] = set()
         for req in order_waiting(self.waiting, cached, self.cfg):
-            if budget <= 0 or len(self.running) + len(plan.reqs) >= self.cfg.max_running_requests:
+            if budget <= 0 or len(self.running) + len(plan.reqs) + len(plan.groups) >= self.cfg.max_running_requests:
                 break
-            if shares_uncached_prefix(req, cached[id(req)], plan.reqs, self.share_min):
+            if id(req) in grouped:
                 continue
-            ext = min(req.seq_len - cached[id(req)], budget)
+            group = self._score_group(req, cached, grouped, budget) if scoreable(req) else None
+            if group is not None:
+                busy = self.running or self.chunked or plan.reqs or plan.groups
+                if not self.kv.fits(group.num_rows + (reserved[0] if busy else 0), reserved[1] if busy else 0) \
+                        or not self.kv.admit(group.leader):
+                    break
+                for member in group.members:
+                    self.waiting.remove(member)
+                    grouped.add(id(member))
+                plan.groups.append(group)
+                budget -= group.num_rows
+                reserved[0] += group.num_rows
+                continue
+            if shares_uncached_prefix(req, cached[id(req)], plan.reqs + [g.leader for g in plan.groups],
+                                      self.share_min):
+                continue
+            ext = min(req.prefill_len - cached[id(req)], budget)
             need = self.kv.split_positions(req, cached[id(req)], ext)
             if self.running or self.chunked or plan.reqs:  # else no reservation
                 need = (need[0] + reserved[0], need[1] + reserved[1] + self._reserve(req))
             if not self.kv.fits(*need) or not self.kv.admit(req):
                 break
             self.waiting.remove(req)
-            ext = min(req.seq_len - req.kv_len, budget)
+            ext = min(req.prefill_len - req.kv_len, budget)
             plan.reqs.append(req)
             plan.extend_lens.append(ext)
             budget -= ext
             prompt, generated = self.kv.split_positions(req, req.kv_len, ext)
             reserved = [reserved[0] + prompt, reserved[1] + generated + self._reserve(req)]
         return plan
+
+    def _score_group(self, req: Request, cached: dict[int, int], grouped: set[int],
+                     budget: int) -> ScoreGroup | None:
+        """req with the other waiting scoring prompts that share its cached prefix and the token
+        after it, as one tree (score_group.py); None if req has no such partner or the tree
+        exceeds the step's token budget (each then prefills on its own)."""
+        c = cached[id(req)]
+        head = req.input_ids[:c + 1]
+        members = [req] + [o for o in self.waiting if o is not req and id(o) not in grouped and scoreable(o)
+                           and cached[id(o)] == c and o.namespace == req.namespace
+                           and o.input_ids[:c + 1] == head]
+        if len(members) < 2:
+            return None
+        group = build_group(members, c)
+        if group.num_rows > budget or c + group.num_rows > self.runner.max_context_len:
+            return None
+        return group
 
     def _reserve(self, req: Request) -> int:
         """KV tokens held back at admission for the request's future decode steps."""
@@ -198,24 +238,60 @@ class Scheduler:
         plan.reqs, plan.extend_lens = kept.reqs, kept.extend_lens
         return slots
 
+    def _alloc_groups(self, plan: PrefillPlan) -> list[torch.Tensor]:
+        """Slots for each scoring tree's rows (prompt positions: the prefix pool); a group that
+        cannot get them goes back to the queue."""
+        slots, kept = [], []
+        for group in plan.groups:
+            got = self.kv.alloc(group.num_rows, 0)
+            if got is None:
+                self.kv.release(group.leader)
+                self.waiting[:0] = group.members
+                continue
+            slots.append(got)
+            kept.append(group)
+        plan.groups = kept
+        return slots
+
+    def _count_start(self, req: Request, cached_len: int, hits_by_tier: tuple[int, int]) -> None:
+        """First prefill of req (not after a retraction): record its cache hits."""
+        req.started, req.cached_tokens = True, cached_len
+        self.num_prompt_tokens += len(req.input_ids)
+        self.num_cached_tokens += cached_len
+        for tier, hits in enumerate(hits_by_tier):
+            self.num_cached_by_tier[tier] += hits
+
+    def _after_scoring(self, groups: list[ScoreGroup], slots: list[torch.Tensor], logits: torch.Tensor) -> None:
+        """Every member's prompt logprobs from its group's rows; each member's computed tokens
+        go to the cache (the trunk once, so a select's chosen answer is cached for what comes
+        next); all members finish."""
+        start = 0
+        for group, group_slots in zip(groups, slots):
+            count = len(group.logit_rows())
+            group.record_logprobs(logits[start:start + count])
+            start += count
+            leader = group.leader
+            hits = self.kv.hits_by_tier(leader)
+            self.kv.release_tree(leader, group_slots, [(req.input_ids[:req.prefill_len], path)
+                                                       for req, path in zip(group.members, group.paths)])
+            for req, reused in zip(group.members, group.reused_lens()):
+                self._count_start(req, group.cached_len + reused, (hits[0] + reused, hits[1]))
+                self._emit(req, [], FinishReason("length"), None, None)
+
     def _after_prefill(self, plan: PrefillPlan, logits: torch.Tensor) -> None:
         done = []
         for i, (req, ext) in enumerate(zip(plan.reqs, plan.extend_lens)):
             if not req.started:  # first chunk of its first admission: record cache hits
-                req.started, req.cached_tokens = True, req.kv_len
-                self.num_prompt_tokens += len(req.input_ids)
-                self.num_cached_tokens += req.kv_len
-                for tier, hits in enumerate(self.kv.hits_by_tier(req)):
-                    self.num_cached_by_tier[tier] += hits
+                self._count_start(req, req.kv_len, self.kv.hits_by_tier(req))
             req.kv_len += ext
             self.kv.cache_unfinished(req)
-            if req.kv_len == req.seq_len:
+            if req.kv_len == req.prefill_len:
                 done.append(i)
                 if req in self.chunked:
                     self.chunked.remove(req)
             elif req not in self.chunked:
                 self.chunked.append(req)
-        prompt_only = [i for i in done if plan.reqs[i].params.max_new_tokens == 0]
+        prompt_only = [i for i in done if plan.reqs[i].is_prompt_only]
         for i in prompt_only:  # prefilled (and so cached), nothing to generate
             self.kv.release(plan.reqs[i])
             self._emit(plan.reqs[i], [], FinishReason("length"), None, None)

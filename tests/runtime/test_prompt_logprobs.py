@@ -64,7 +64,8 @@ def test_zero_new_tokens_prefills_and_caches_the_prompt(model_path, prompts, hf_
         first = eng.generate(input_ids=prompts[0], sampling_params=_params(3, max_new=0))
         assert first["output_ids"] == [] and first["meta_info"]["finish_reason"]["type"] == "length"
         _check(first, prompts[0], hf_logprobs[0], 3)
-        again = eng.generate(input_ids=prompts[0], sampling_params={"max_new_tokens": 0})
+        # a prompt-only request caches all but its last token; one that generates reads them all
+        again = eng.generate(input_ids=prompts[0], sampling_params={"max_new_tokens": 1})
         assert again["meta_info"]["cached_tokens"] == len(prompts[0]) - 1
         assert "input_token_logprobs" not in again["meta_info"]
     finally:

@@ -30,9 +30,9 @@ def test_shares_uncached_prefix_counts_only_uncached_tokens():
     assert not shares_uncached_prefix(req, 0, chosen, 11)
 
 
-def _submit(engine: Engine, shared: list[int]) -> None:
+def _submit(engine: Engine, shared: list[int], max_new_tokens: int = 1) -> None:
     for i in range(3):
-        params = SamplingParams(max_new_tokens=0)
+        params = SamplingParams(max_new_tokens=max_new_tokens)
         engine.scheduler.handle(GenerateReq(rid=str(i), input_ids=shared + [500 + i, 600 + i], params=params))
 
 
@@ -49,3 +49,37 @@ def test_requests_sharing_an_uncached_prefix_wait_a_step(tiny_model_path, thresh
         outs.update({o.rid: o for o in engine.scheduler.step()})
     cached = sorted(outs[str(i)].cached_tokens for i in range(3))
     assert cached == ([0, 12, 12] if admitted_first == 1 else [0, 0, 0])
+
+
+def test_prompt_only_request_waits_for_any_shared_token(tiny_model_path):
+    """A prompt-only request (a pin) has no first token to hurry: it waits a step for 2 shared
+    uncached tokens, below the threshold, then reads them from the cache."""
+    engine = Engine(str(tiny_model_path), load_format="dummy", in_batch_prefix_tokens=8)
+    shared = [1000, 1001]
+    for rid, tail, max_new in (("gen", 500, 1), ("pin", 600, 0)):
+        engine.scheduler.handle(GenerateReq(rid=rid, input_ids=shared + [tail, tail + 1],
+                                            params=SamplingParams(max_new_tokens=max_new)))
+    outs = {o.rid: o for o in engine.scheduler.step()}
+    assert set(outs) == {"gen"} and len(engine.scheduler.waiting) == 1
+    while engine.scheduler.has_work:
+        outs.update({o.rid: o for o in engine.scheduler.step()})
+    assert outs["gen"].cached_tokens == 0 and outs["pin"].cached_tokens == 2
+
+
+def test_scoring_prompt_skips_its_last_token_a_pin_does_not(tiny_model_path):
+    """A prompt-only request with prompt logprobs computes (and caches) every token but the
+    last, whose logits nothing reads; a pin (no logprobs) caches its whole prompt; a one-token
+    scoring prompt still runs."""
+    engine = Engine(str(tiny_model_path), load_format="dummy")
+    scoring = {"max_new_tokens": 0, "return_logprob": True, "logprob_start_len": 0}
+    prompt, pinned = list(range(1000, 1010)), list(range(2000, 2010))
+    first = engine.generate(input_ids=prompt, sampling_params=scoring)
+    assert len(first["meta_info"]["input_token_logprobs"]) == len(prompt)
+    assert engine.scheduler.cache.match_prefix(prompt, None).length == len(prompt) - 1
+    engine.generate(input_ids=pinned, sampling_params={"max_new_tokens": 0})
+    assert engine.scheduler.cache.match_prefix(pinned, None).length == len(pinned)
+    for ids, cached in ((prompt, len(prompt) - 1), (pinned, len(pinned))):
+        again = engine.generate(input_ids=ids + [5], sampling_params={"max_new_tokens": 1})
+        assert again["meta_info"]["cached_tokens"] == cached
+    single = engine.generate(input_ids=[7], sampling_params=scoring)
+    assert single["meta_info"]["prompt_tokens"] == 1 and single["output_ids"] == []

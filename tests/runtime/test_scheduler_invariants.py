@@ -34,7 +34,8 @@ def _census(engine: Engine) -> None:
 
 
 def _traffic(rng: random.Random, num: int, alphabet: int = 40000) -> list[GenerateReq]:
-    """Random requests, 60% behind a shared system prompt; a small alphabet makes repeats
+    """Random requests, 60% behind a shared system prompt, some of them scoring prompts that
+    share a start with the request before (score groups); a small alphabet makes repeats
     (n-gram drafts) common."""
     system = [rng.randrange(100, 100 + alphabet) for _ in range(48)]
     reqs = []
@@ -43,6 +44,11 @@ def _traffic(rng: random.Random, num: int, alphabet: int = 40000) -> list[Genera
         ids = head + [rng.randrange(100, 100 + alphabet) for _ in range(rng.randrange(1, 40))]
         params = SamplingParams(max_new_tokens=rng.randrange(1, 24), ignore_eos=True,
                                 temperature=rng.choice([0.0, 0.8]), seed=i)
+        if reqs and rng.random() < 0.4:  # a scoring prompt sharing a start with the one before
+            base = reqs[-1].input_ids
+            keep = rng.randrange(1, len(base) + 1) if reqs[-1].params.max_new_tokens else len(base) - 1
+            ids = base[:keep] + [rng.randrange(100, 100 + alphabet) for _ in range(rng.randrange(1, 5))]
+            params = SamplingParams(max_new_tokens=0, return_logprob=True, logprob_start_len=keep)
         reqs.append(GenerateReq(rid=str(i), input_ids=ids, params=params))
     return reqs
 
