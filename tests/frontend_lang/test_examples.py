@@ -19,8 +19,8 @@ def load(name: str):
 
 
 def test_multi_agent_shares_the_system_prompt(live_runtime, capsys):
-    rate = load("multi_agent").main(["--url", live_runtime.url, "--max-tokens", "4"])
-    assert rate > 0.8
+    rate, optimum = load("multi_agent").main(["--url", live_runtime.url, "--max-tokens", "4"])
+    assert 0.8 < optimum < 1 and rate >= 0.95 * optimum  # the acceptance of the frontend issue
     assert "cache hit rate" in capsys.readouterr().out
 
 
