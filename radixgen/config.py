@@ -44,8 +44,11 @@ class CacheConfig:
 @dataclass(frozen=True)
 class SchedulerConfig:
     chunked_prefill_size: int | None = option(None, "max prompt tokens per prefill step (default 512 on CPU, 8192 on GPU; -1 disables)")
+    mixed_chunk_size: int | None = option(None, "max prompt tokens per step while requests are decoding, so a "
+                                          "prefill chunk riding along with their decode step keeps it short "
+                                          "(default 128 on CPU, the chunked prefill size on GPU)")
     max_running_requests: int = option(256, "max requests decoding at once")
-    max_prefill_tokens: int = option(16384, "max new prompt tokens admitted per step")
+    max_prefill_tokens: int = option(16384, "max prompt tokens per step (caps the chunk sizes)")
     schedule_policy: str = option("lpm", "queue order: lpm (longest cached prefix first, with aging) or fcfs", ("lpm", "fcfs"))
     new_token_ratio: float = option(0.4, "fraction of each request's remaining max_new_tokens reserved at admission")
     aging_seconds: float = option(5.0, "a request waiting longer than this goes ahead of better-cached ones")
@@ -58,6 +61,10 @@ class SchedulerConfig:
     def __post_init__(self) -> None:
         if self.in_batch_prefix_tokens is not None and self.in_batch_prefix_tokens < 1:
             raise ValueError("in_batch_prefix_tokens must be >= 1")
+        if self.mixed_chunk_size is not None and self.mixed_chunk_size < 1:
+            raise ValueError("mixed_chunk_size must be >= 1")
+        if self.max_prefill_tokens < 1:
+            raise ValueError("max_prefill_tokens must be >= 1")
 
 
 SPECULATIVE_ALGORITHMS = ("none", "radix", "draft", "radix+draft")

@@ -83,3 +83,26 @@ def test_scoring_prompt_skips_its_last_token_a_pin_does_not(tiny_model_path):
         assert again["meta_info"]["cached_tokens"] == cached
     single = engine.generate(input_ids=[7], sampling_params=scoring)
     assert single["meta_info"]["prompt_tokens"] == 1 and single["output_ids"] == []
+
+
+def test_prefill_chunks_shrink_while_requests_decode(tiny_model_path):
+    """Alone, a prompt prefills in chunks of chunked_prefill_size; while another request
+    decodes, in chunks of mixed_chunk_size (its decode step waits for the chunk);
+    max_prefill_tokens caps both."""
+    engine = Engine(str(tiny_model_path), load_format="dummy", chunked_prefill_size=64, mixed_chunk_size=16)
+    sched = engine.scheduler
+    sched.handle(GenerateReq(rid="long", input_ids=list(range(1000, 1100)),
+                             params=SamplingParams(max_new_tokens=40, ignore_eos=True)))
+    sched.step()
+    assert sched.chunked[0].kv_len == 64  # nothing decodes yet: a full chunk
+    while sched.chunked:
+        sched.step()
+    sched.handle(GenerateReq(rid="new", input_ids=list(range(2000, 2050)),
+                             params=SamplingParams(max_new_tokens=1)))
+    lens = []
+    while any(r.rid == "new" for r in sched.waiting + sched.chunked):
+        sched.step()
+        lens += [r.kv_len for r in sched.chunked if r.rid == "new"]
+    assert lens == [16, 32, 48] and sched.running  # 16 tokens a step beside the decoding request
+    capped = Engine(str(tiny_model_path), load_format="dummy", chunked_prefill_size=64, max_prefill_tokens=8)
+    assert capped.scheduler.chunk_size == capped.scheduler.mixed_chunk_size == 8
