@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from radixgen.kernels.cpu_decode_attention import available as cpu_kernel_available
 from radixgen.kernels.cpu_decode_attention import cpu_decode_attention
 from radixgen.radix.kv_pool import KVPool
-from radixgen.runtime.cascade import (MIN_SHARED_PREFIX, DecodePlan, PrefixGroup, attention_with_lse,
-                                      merge_states, plan_decode)
+from radixgen.runtime.cascade import (MIN_GROUP_MEMBERS_CPU_KERNEL, MIN_SHARED_PREFIX, DecodePlan, PrefixGroup,
+                                      attention_with_lse, merge_states, plan_decode)
 from radixgen.runtime.forward_batch import ForwardBatch
 
 
@@ -48,9 +48,7 @@ class TorchAttention:
     def begin(self, batch: ForwardBatch) -> None:
         self.batch = batch
         self.ext_batch, self.dec_batch = batch.parts()
-        if self.dec_batch is not None:
-            min_shared = MIN_SHARED_PREFIX if self.cascade else None
-            self.plan = plan_decode(self.dec_batch.kv_slots, self.dec_batch.seq_lens, min_shared)
+        self.plan = None  # planned at the first layer's decode, once the pool is known
         if self.ext_batch is not None:
             device = batch.kv_slots.device
             eb = self.ext_batch
@@ -70,9 +68,14 @@ class TorchAttention:
         return torch.cat([self._extend(layer, q[:t_ext], pool), self._decode(layer, q[t_ext:], pool)])
 
     def _decode(self, layer: int, q: torch.Tensor, pool: KVPool) -> torch.Tensor:
+        direct = _reads_pool_directly(pool, q)
+        if self.plan is None:  # small shared groups do not pay off when the kernel reads rows in place
+            min_members = MIN_GROUP_MEMBERS_CPU_KERNEL if direct else 2
+            self.plan = plan_decode(self.dec_batch.kv_slots, self.dec_batch.seq_lens,
+                                    MIN_SHARED_PREFIX if self.cascade else None, min_members)
         plan, b, hkv, d = self.plan, self.dec_batch.batch_size, self.num_kv_heads, self.head_dim
         q4 = q.view(b, hkv, self.group, d)
-        if _reads_pool_directly(pool, q):  # the C++ kernel: no gather copy of the suffix KV
+        if direct:  # the C++ kernel: no gather copy of the suffix KV
             out3, lse3 = cpu_decode_attention(q, pool.k[layer], pool.v[layer], plan.suffix_slots,
                                               plan.suffix_lens)  # [B, Hq, D], [B, Hq]
             if not plan.groups:

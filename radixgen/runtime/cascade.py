@@ -16,6 +16,11 @@ from dataclasses import dataclass
 import torch
 
 MIN_SHARED_PREFIX = 32  # shorter shared prefixes are read per request (not worth a group)
+# With the C++ CPU decode kernel, which reads each request's rows straight from the pool, a
+# shared segment is worth a group only for this many members or more (decode step, 4 prompts of
+# 410 shared tokens: 4 members per group 113 ms without groups vs 120-130 ms with; 8 members
+# 195 vs 187 ms; 16 members 359 vs 315 ms).
+MIN_GROUP_MEMBERS_CPU_KERNEL = 8
 
 
 @dataclass
@@ -35,27 +40,28 @@ class DecodePlan:
     suffix_lens: torch.Tensor  # [batch] int64: valid entries of each suffix_slots row
 
 
-def plan_segments(kv_slots: torch.Tensor, limits: torch.Tensor,
-                  min_shared: int | None = MIN_SHARED_PREFIX) -> tuple[list[PrefixGroup], torch.Tensor]:
+def plan_segments(kv_slots: torch.Tensor, limits: torch.Tensor, min_shared: int | None = MIN_SHARED_PREFIX,
+                  min_members: int = 2) -> tuple[list[PrefixGroup], torch.Tensor]:
     """Shared segments of the batch's KV (each read once for its whole group) and, per
     request, where its own part starts. Request i may share at most its first limits[i]
     tokens. Walks the trie of the slot rows; a shared run shorter than min_shared is not a
-    group of its own but is read again by each subgroup below it. No groups if min_shared is
-    None."""
+    group of its own but is read again by each subgroup below it; a group has at least
+    min_members requests. No groups if min_shared is None."""
     own_start = torch.zeros_like(limits)
     groups: list[PrefixGroup] = []
-    if min_shared is not None and len(limits) > 1:
-        _visit(kv_slots, limits, torch.arange(len(limits)), 0, 0, 0, min_shared, groups, own_start)
+    if min_shared is not None and len(limits) >= max(min_members, 2):
+        _visit(kv_slots, limits, torch.arange(len(limits)), 0, 0, 0, (min_shared, max(min_members, 2)),
+               groups, own_start)
     return groups, own_start
 
 
-def plan_decode(kv_slots: torch.Tensor, seq_lens: list[int],
-                min_shared: int | None = MIN_SHARED_PREFIX) -> DecodePlan:
+def plan_decode(kv_slots: torch.Tensor, seq_lens: list[int], min_shared: int | None = MIN_SHARED_PREFIX,
+                min_members: int = 2) -> DecodePlan:
     """Segments for decode (the newest token always stays in the request's own suffix) and
     the padded suffix slot table."""
     device, kv_slots = kv_slots.device, kv_slots.cpu()  # planning is small host work
     lens = torch.tensor(seq_lens)
-    groups, prefix_lens = plan_segments(kv_slots, lens - 1, min_shared)
+    groups, prefix_lens = plan_segments(kv_slots, lens - 1, min_shared, min_members)
     suffix_lens = lens - prefix_lens
     span = torch.arange(int(suffix_lens.max()))
     cols = (prefix_lens[:, None] + span[None, :]).clamp(max=kv_slots.shape[1] - 1)
@@ -68,10 +74,12 @@ def plan_decode(kv_slots: torch.Tensor, seq_lens: list[int],
 
 
 def _visit(kv: torch.Tensor, limits: torch.Tensor, members: torch.Tensor, seg_start: int,
-           start: int, level: int, min_shared: int, groups: list[PrefixGroup],
+           start: int, level: int, mins: tuple[int, int], groups: list[PrefixGroup],
            own_start: torch.Tensor) -> None:
-    """`members` share slot columns [0, start); [seg_start, start) is not yet in a group."""
-    if len(members) == 1:
+    """`members` share slot columns [0, start); [seg_start, start) is not yet in a group.
+    mins: (shared tokens, members) a group needs."""
+    min_shared, min_members = mins
+    if len(members) < min_members:  # subgroups below are smaller still
         own_start[members] = seg_start
         return
     width = int(limits[members].min())
@@ -89,8 +97,7 @@ def _visit(kv: torch.Tensor, limits: torch.Tensor, members: torch.Tensor, seg_st
         alone = counts[inverse] == 1  # no one to share with from here on
         own_start[rest[alone]] = seg_start
         for value in values[counts > 1].tolist():
-            _visit(kv, limits, rest[column == value], seg_start, end + 1, level, min_shared,
-                   groups, own_start)
+            _visit(kv, limits, rest[column == value], seg_start, end + 1, level, mins, groups, own_start)
 
 
 def _group(members: torch.Tensor, slots: torch.Tensor, level: int) -> PrefixGroup:

@@ -75,14 +75,15 @@ def test_runtime_decode_same_as_gather_path(monkeypatch, shared):
     pool = KVPool(400, layers, hkv, d, torch.float32)
     pool.k[0].copy_(torch.randn(400, hkv, d, generator=gen))
     pool.v[0].copy_(torch.randn(400, hkv, d, generator=gen))
-    lens = [50, 45, 60, 41]
+    lens = [50, 45, 60, 41, 47, 52, 43, 58]  # 8 requests: enough members for a group with the kernel
+    b = len(lens)
     rows = [list(range(shared)) + torch.randperm(300, generator=gen)[:n - shared].add(100).tolist()
             for n in lens]
     kv_slots = torch.tensor([r + [0] * (max(lens) - len(r)) for r in rows])
-    batch = ForwardBatch(ForwardMode.DECODE, torch.zeros(4, dtype=torch.int64), torch.tensor(lens) - 1,
-                         kv_slots[torch.arange(4), torch.tensor(lens) - 1], kv_slots, lens, [1] * 4,
-                         torch.arange(4))
-    q = torch.randn(4, hq, d, generator=gen)
+    batch = ForwardBatch(ForwardMode.DECODE, torch.zeros(b, dtype=torch.int64), torch.tensor(lens) - 1,
+                         kv_slots[torch.arange(b), torch.tensor(lens) - 1], kv_slots, lens, [1] * b,
+                         torch.arange(b))
+    q = torch.randn(b, hq, d, generator=gen)
     k_new = pool.k[0][batch.out_slots].clone()
     v_new = pool.v[0][batch.out_slots].clone()
     outs = []
@@ -90,6 +91,20 @@ def test_runtime_decode_same_as_gather_path(monkeypatch, shared):
         monkeypatch.setattr(attention_mod, "_reads_pool_directly", lambda pool, q, direct=direct: direct)
         attn = TorchAttention(hq, hkv, d)
         attn.begin(batch)
-        assert bool(attn.plan.groups) == bool(shared)
         outs.append(attn.attend(0, q, k_new, v_new, pool))
+        assert bool(attn.plan.groups) == bool(shared)
     assert torch.allclose(outs[0], outs[1], atol=1e-5), (outs[0] - outs[1]).abs().max()
+
+
+def test_kernel_path_groups_only_enough_members(monkeypatch):
+    """With the C++ kernel reading rows in place, a shared segment becomes a cascade group only
+    for MIN_GROUP_MEMBERS_CPU_KERNEL requests or more (fewer are faster read per request); the
+    gather path groups any two."""
+    from radixgen.runtime.cascade import MIN_GROUP_MEMBERS_CPU_KERNEL, plan_decode
+
+    n = MIN_GROUP_MEMBERS_CPU_KERNEL
+    slots = torch.cat([torch.arange(40).repeat(n, 1), torch.arange(n)[:, None] + 100], dim=1)
+    lens = [41] * n
+    assert len(plan_decode(slots, lens, min_members=n).groups) == 1
+    assert len(plan_decode(slots[:n - 1], lens[:n - 1], min_members=n).groups) == 0
+    assert len(plan_decode(slots[:2], lens[:2]).groups) == 1

@@ -4,6 +4,8 @@ in every scheduling mode (batched, one at a time, cache hit, chunked prefill, re
 import pytest
 import torch
 
+import radixgen.runtime.attention as attention_mod
+
 from radixgen.runtime.engine import Engine
 from tests.runtime.prompts import PROMPTS, chat_ids
 
@@ -106,13 +108,14 @@ SHARED_SYSTEM = (
 )
 
 
-def test_shared_system_prompt_decodes_through_cascade_and_matches_hf(model_path, tokenizer):
+def test_shared_system_prompt_decodes_through_cascade_and_matches_hf(model_path, tokenizer, monkeypatch):
     """Requests sharing a long system prompt read it once per group (cascade attention) and
     still give HF's greedy tokens."""
     from transformers import AutoModelForCausalLM
 
     users = ["Where is my order ORD-1?", "I want a refund for ORD-7.", "How do I reset my password?",
-             "Can you ship to Norway?"]
+             "Can you ship to Norway?", "Is ORD-3 insured?", "My parcel arrived damaged.",
+             "Do you sell gift cards?", "Cancel ORD-9, please."]  # 8: a group with the CPU kernel
     ids = [chat_ids(tokenizer, u, system=SHARED_SYSTEM) for u in users]
     hf = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
     with torch.no_grad():
@@ -121,15 +124,15 @@ def test_shared_system_prompt_decodes_through_cascade_and_matches_hf(model_path,
                for x in ids]
     eng = Engine(str(model_path), dtype="float32")
     groups = []
-    original = eng.scheduler.runner.attn.begin
+    original = attention_mod.plan_decode
 
-    def spy(batch):
-        original(batch)
-        if eng.scheduler.runner.attn.plan is not None and batch.mode.value == "decode":
-            groups.append(len(eng.scheduler.runner.attn.plan.groups))
+    def spy(*args, **kwargs):
+        plan = original(*args, **kwargs)
+        groups.append(len(plan.groups))
+        return plan
 
-    eng.scheduler.runner.attn.begin = spy
+    monkeypatch.setattr(attention_mod, "plan_decode", spy)
     results = eng.generate(input_ids=ids, sampling_params=GREEDY)
     assert _output_ids(results) == ref
     assert max(groups) >= 1, "the shared system prompt should form a cascade group"
-    assert sum(r["meta_info"]["cached_tokens"] for r in results) >= 3 * 60
+    assert sum(r["meta_info"]["cached_tokens"] for r in results) >= 7 * 60
