@@ -2,7 +2,7 @@ import torch
 
 from radixgen.core import SamplingParams
 from radixgen.runtime.request import Request
-from radixgen.runtime.sampling import filter_probs, sample
+from radixgen.runtime.sampling import draw, filter_probs, sample
 
 
 def _req(seed=0, output=(), **params):
@@ -39,6 +39,20 @@ def test_seeded_sampling_is_reproducible_and_follows_distribution():
     req = _req(seed=1, temperature=1.0)
     counts = torch.bincount(torch.tensor([sample(logits.clone(), [req]).token_ids[0] for _ in range(3000)]), minlength=3)
     assert torch.allclose(counts.float() / 3000, torch.tensor([0.6, 0.3, 0.1]), atol=0.04)
+
+
+def test_draw_inverts_the_cdf_and_never_picks_a_zero():
+    """draw: frequencies follow the (unnormalised) weights, zero weights are never drawn,
+    the first and last indices are reachable, and a seed repeats the stream."""
+    weights = torch.tensor([0.0, 2.0, 0.0, 1.0, 1.0, 0.0])
+    gen = torch.Generator().manual_seed(3)
+    counts = torch.bincount(torch.tensor([draw(weights, gen) for _ in range(8000)]), minlength=6)
+    assert counts[[0, 2, 5]].sum() == 0
+    assert torch.allclose(counts.float() / 8000, weights / 4, atol=0.02)
+    ends = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    assert {draw(ends, gen) for _ in range(200)} == {0, 3}
+    seq = lambda: [draw(weights, torch.Generator().manual_seed(11)) for _ in range(5)]  # noqa: E731
+    assert seq() == seq()
 
 
 def test_penalties_change_logits_as_specified():
