@@ -97,9 +97,9 @@ def reference(batch, pool, q, masks):
     return torch.cat(out)
 
 
-def run_both(batch, pool, q, k, v):
+def run_both(batch, pool, q, k, v, flashinfer_extend=None):
     outs = []
-    for attn in (TorchAttention(HQ, HKV, D), KernelAttention(HQ, HKV, D, backend="triton")):
+    for attn in (TorchAttention(HQ, HKV, D), KernelAttention(HQ, HKV, D, "triton", flashinfer_extend)):
         attn.begin(batch)
         outs.append(attn.attend(0, q, k, v, pool).float())
     return outs
@@ -122,7 +122,7 @@ def test_tree_mask_extend_triton_matches_torch(kind, bushy):
     assert d_kr < 2e-2 and d_tk < 3e-2
     if not bushy:  # a chain is causal: same rows as no tree mask at all
         batch.tree_masks = None
-        got_c = run_both(batch, pool, q, k, v)[1]
+        got_c = run_both(batch, pool, q, k, v, flashinfer_extend=False)[1]
         # the same math in two compiled variants of the kernel: equal up to fp32 rounding, which
         # can move a bf16 output by one unit in the last place
         assert (got_c - got_k).abs().max().item() < 1e-2
@@ -141,6 +141,34 @@ def test_tree_mask_mixed_batch_triton_matches_torch(kind):
     d_kr = (got_k.double() - want).abs().max().item()
     print(f"\n[tree mixed batch {kind}] max|triton-torch| {d_tk:.2e}  max|triton-ref| {d_kr:.2e}")
     assert d_kr < 2e-2 and d_tk < 3e-2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_extend_dispatch_matches_torch(kind):
+    """Extends without tree masks: a bf16 pool goes to flashinfer where it is installed (the
+    dispatch is checked), FP8, NVFP4 and mixed pools to the Triton kernel; every path against the
+    float64 reference and TorchAttention, incl. a request with no cached prefix and a 600-token prompt."""
+    from radixgen.kernels import flashinfer_ops
+
+    gen = torch.Generator().manual_seed(7)
+    prefix_lens, extend_lens = [1030, 0, 500, 77], [9, 600, 17, 130]
+    batch, pool, q, k, v = build_batch(kind, prefix_lens, extend_lens, None, 0, gen)
+    want = reference(batch, pool, q, None)
+    got_t = run_both(batch, pool, q, k, v)[0]
+    attn = KernelAttention(HQ, HKV, D, "triton")
+    attn.begin(batch)
+    got_k = attn.attend(0, q, k, v, pool).float()
+    to_flashinfer = kind == "bf16" and flashinfer_ops.available()
+    assert attn.flashinfer_extends == int(to_flashinfer)
+    d_tk = (got_t - got_k).abs().max().item()
+    d_kr = (got_k.double() - want).abs().max().item()
+    print(f"\n[extend dispatch {kind}: {'flashinfer' if to_flashinfer else 'triton'}] "
+          f"max|kernel-torch| {d_tk:.2e}  max|kernel-ref| {d_kr:.2e}")
+    assert d_kr < 2e-2 and d_tk < 3e-2
+    triton_only = KernelAttention(HQ, HKV, D, "triton", flashinfer_extend=False)
+    triton_only.begin(batch)
+    got_tr = triton_only.attend(0, q, k, v, pool).float()
+    assert triton_only.flashinfer_extends == 0 and (got_tr - got_k).abs().max().item() < 3e-2
 
 
 GREEDY = {"max_new_tokens": 24, "temperature": 0, "ignore_eos": True, "return_logprob": True}
