@@ -253,6 +253,7 @@ def _launch(q, kv: KVBuffers, kv_indptr, kv_indices, mid_o, mid_lse, sm_scale: f
         hpp = _heads_per_program(kv)
         eo = (DECODE_VARIANT["split_eo"] if kv.fmt == FMT_NVFP4
               else kv.fmt == FMT_FP8 and DECODE_VARIANT.get("fp8_eo", False))
+        eo = eo and d // 2 >= 16  # a half-width dot needs K >= 16 (head_dim >= 32)
         if eo and kv.fmt == FMT_FP8:  # fp8 bytes read as int16 words of an even and an odd byte
             args = (q, kv.k.view(torch.int16), kv.v.view(torch.int16), *args[3:])
         _decode_kernel[(hkv // hpp, b, splits)](

@@ -226,3 +226,32 @@ def test_heads_per_program_match_float64(heads_per_program, hq, prefetch, fmt, m
             o, lse = _run(q.to(q_dtype), kv, indptr, indices, num_splits=splits)
             assert rel_err(o, want_o) < tol_o and rel_err(lse, want_lse) < tol_lse
             assert (o[1] == 0).all() and (lse[1] == -math.inf).all()
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
+def test_head_dim_16_uses_the_full_width_path(fmt, monkeypatch):
+    """head_dim 16: the even/odd split would need 8-wide dots (tensor cores take K >= 16), so the
+    launcher takes the full-width path, which matches the torch reference."""
+    d = 16
+    gen = torch.Generator().manual_seed(5)
+    kv = make_pool(fmt, SLOTS, HKV, d, gen)
+    indptr, indices = csr([19, 30], SLOTS, gen)
+    q = torch.randn(2, HQ, d, generator=gen)
+    seen = []
+    real = da._decode_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                seen.append(kwargs["SPLIT_EO"])
+                return real[grid](*args, **kwargs)
+            return launch
+
+    monkeypatch.setattr(da, "_decode_kernel", Spy())
+    scale = 1 / math.sqrt(d)
+    out = (poisoned(q.shape, torch.float32, KERNEL_DEVICE), poisoned(q.shape[:2], torch.float32, KERNEL_DEVICE))
+    o, lse = da.decode_attention(q.to(KERNEL_DEVICE), to_device(kv, KERNEL_DEVICE), indptr.to(KERNEL_DEVICE),
+                                 indices.to(KERNEL_DEVICE), scale, out_dtype=torch.float32, out=out)
+    want = da.decode_attention_ref(q, kv, indptr, indices, scale)
+    assert seen == [False]
+    assert rel_err(o.cpu(), want[0]) < 1e-5 and rel_err(lse.cpu(), want[1]) < 1e-6
