@@ -96,8 +96,10 @@ class KernelAttention:
 
     def _extend(self, layer: int, q: torch.Tensor, pool) -> torch.Tensor:
         parts = pool_parts(pool)
-        if len(parts) == 1 and self._flashinfer_eligible(q, parts[0][0].kv_buffers(layer)):
-            return self._extend_flashinfer(q, parts[0][0].kv_buffers(layer))
+        if len(parts) == 1:
+            kv = parts[0][0].kv_buffers(layer)
+            if self._flashinfer_eligible(q, kv):
+                return self._extend_flashinfer(q, kv)
         num_new = self._num_new_per_part(parts, q.device)
         if num_new is None:
             if not self._fallback_ready:

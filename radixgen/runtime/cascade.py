@@ -49,9 +49,9 @@ def plan_segments(kv_slots: torch.Tensor, limits: torch.Tensor, min_shared: int 
     min_members requests. No groups if min_shared is None."""
     own_start = torch.zeros_like(limits)
     groups: list[PrefixGroup] = []
-    if min_shared is not None and len(limits) >= max(min_members, 2):
-        _visit(kv_slots, limits, torch.arange(len(limits)), 0, 0, 0, (min_shared, max(min_members, 2)),
-               groups, own_start)
+    min_members = max(min_members, 2)
+    if min_shared is not None and len(limits) >= min_members:
+        _visit(kv_slots, limits, torch.arange(len(limits)), 0, 0, 0, (min_shared, min_members), groups, own_start)
     return groups, own_start
 
 

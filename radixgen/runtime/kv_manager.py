@@ -122,6 +122,10 @@ class KVManager:
         res = self._insert(req, ids, slots)
         self.allocator.free(slots[req.tree_len:res.prefix_len])
         self.allocator.free(slots[max(res.cached_len, req.tree_len):])
+        self._drop_row(req)
+
+    def _drop_row(self, req: Request) -> None:
+        """Unlock req's cached prefix and free its table row."""
         self.cache.unlock(req.node)
         self.table.free_row(req.row)
         req.reset_kv_state()
@@ -137,9 +141,7 @@ class KVManager:
             res = self._insert(req, ids, torch.cat([prefix, slots[rows_t]]))
             taken[rows_t[max(res.prefix_len - req.kv_len, 0):max(res.cached_len - req.kv_len, 0)]] = True
         self.allocator.free(slots[~taken])
-        self.cache.unlock(req.node)
-        self.table.free_row(req.row)
-        req.reset_kv_state()
+        self._drop_row(req)
 
     def keep_rows(self, req: Request, slots: torch.Tensor, keep: list[int]) -> None:
         """After a verify forward wrote KV for the tree rows into `slots`: req's next positions

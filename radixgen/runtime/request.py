@@ -51,7 +51,7 @@ class Request:
         (prompt-only, with prompt logprobs) skips its newest token: nothing reads that
         position's logits (its own logprob comes from the row before), so a select's one-token
         choices cost no rows. A pin (prompt-only, no logprobs) is there to be cached: all of it."""
-        if self.params.max_new_tokens == 0 and self.params.logprob_start_len >= 0 and not self.output_ids:
+        if self.is_prompt_only and self.params.logprob_start_len >= 0 and not self.output_ids:
             return max(self.seq_len - 1, 1)
         return self.seq_len
 

@@ -23,7 +23,7 @@ from radixgen.runtime.prompt_logprobs import input_logprob_rows, record_input_lo
 from radixgen.runtime.request import Request
 from radixgen.runtime.sampling import sample
 from radixgen.runtime.schedule_policy import PrefillPlan, in_batch_share_min, order_waiting, shares_uncached_prefix
-from radixgen.runtime.score_group import ScoreGroup, build_group, scoreable
+from radixgen.runtime.score_group import ScoreGroup, group_for, scoreable
 from radixgen.runtime.speculation import Draft, Speculator
 from radixgen.runtime.stop_checker import StopChecker
 
@@ -178,9 +178,10 @@ class Scheduler:
                 break
             if id(req) in grouped:
                 continue
-            group = self._score_group(req, cached, grouped, budget) if scoreable(req) else None
+            busy = self.running or self.chunked or plan.reqs or plan.groups  # else no reservation
+            group = (group_for(req, self.waiting, cached, grouped, budget, self.runner.max_context_len)
+                     if scoreable(req) else None)
             if group is not None:
-                busy = self.running or self.chunked or plan.reqs or plan.groups
                 if not self.kv.fits(group.num_rows + (reserved[0] if busy else 0), reserved[1] if busy else 0) \
                         or not self.kv.admit(group.leader):
                     break
@@ -196,7 +197,7 @@ class Scheduler:
                 continue
             ext = min(req.prefill_len - cached[id(req)], budget)
             need = self.kv.split_positions(req, cached[id(req)], ext)
-            if self.running or self.chunked or plan.reqs:  # else no reservation
+            if busy:
                 need = (need[0] + reserved[0], need[1] + reserved[1] + self._reserve(req))
             if not self.kv.fits(*need) or not self.kv.admit(req):
                 break
@@ -208,23 +209,6 @@ class Scheduler:
             prompt, generated = self.kv.split_positions(req, req.kv_len, ext)
             reserved = [reserved[0] + prompt, reserved[1] + generated + self._reserve(req)]
         return plan
-
-    def _score_group(self, req: Request, cached: dict[int, int], grouped: set[int],
-                     budget: int) -> ScoreGroup | None:
-        """req with the other waiting scoring prompts that share its cached prefix and the token
-        after it, as one tree (score_group.py); None if req has no such partner or the tree
-        exceeds the step's token budget (each then prefills on its own)."""
-        c = cached[id(req)]
-        head = req.input_ids[:c + 1]
-        members = [req] + [o for o in self.waiting if o is not req and id(o) not in grouped and scoreable(o)
-                           and cached[id(o)] == c and o.namespace == req.namespace
-                           and o.input_ids[:c + 1] == head]
-        if len(members) < 2:
-            return None
-        group = build_group(members, c)
-        if group.num_rows > budget or c + group.num_rows > self.runner.max_context_len:
-            return None
-        return group
 
     def _reserve(self, req: Request) -> int:
         """KV tokens held back at admission for the request's future decode steps."""

@@ -13,6 +13,7 @@ once), so the text a select chose is cached for the program's next call.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -96,7 +97,7 @@ def build_group(members: list[Request], cached_len: int) -> ScoreGroup:
     """The rows of members (scoreable, every one cached exactly `cached_len` tokens, sharing
     the token after them) as a trunk and a trie."""
     seqs = [req.input_ids[cached_len:req.prefill_len] for req in members]
-    trunk_len = _common_prefix_len(seqs)
+    trunk_len = len(os.path.commonprefix(seqs))
     token_ids, parents = list(seqs[0][:trunk_len]), list(range(-1, trunk_len - 1))
     depths = list(range(trunk_len))
     children: dict[tuple[int, int], int] = {}
@@ -116,10 +117,18 @@ def build_group(members: list[Request], cached_len: int) -> ScoreGroup:
     return ScoreGroup(list(members), cached_len, token_ids, parents, depths, trunk_len, paths)
 
 
-def _common_prefix_len(seqs: list[list[int]]) -> int:
-    n = min(len(s) for s in seqs)
-    for i in range(n):
-        token = seqs[0][i]
-        if any(s[i] != token for s in seqs):
-            return i
-    return n
+def group_for(req: Request, waiting: list[Request], cached: dict[int, int], taken: set[int],
+              max_rows: int, max_len: int) -> ScoreGroup | None:
+    """req (scoreable) with the other waiting scoreable requests, not in `taken`, that share its
+    cached length (cached: id -> cached prefix length), namespace and the token after the cached
+    prefix, as one tree; None if req has no such partner or the tree has more than max_rows rows
+    or would end past max_len (each then prefills on its own)."""
+    c = cached[id(req)]
+    head = req.input_ids[:c + 1]
+    members = [req] + [o for o in waiting if o is not req and id(o) not in taken and scoreable(o)
+                       and cached[id(o)] == c and o.namespace == req.namespace
+                       and o.input_ids[:c + 1] == head]
+    if len(members) < 2:
+        return None
+    group = build_group(members, c)
+    return group if group.num_rows <= max_rows and c + group.num_rows <= max_len else None
