@@ -18,8 +18,9 @@ def test_cuda_greedy_equals_cpu(tiny_model_path):
     params = {"max_new_tokens": 16, "temperature": 0, "ignore_eos": True}
     outputs = []
     for device in ("cpu", "cuda"):
+        # full-precision KV on both devices ('auto' would pick FP8 + NVFP4 pools on CUDA)
         engine = Engine(str(tiny_model_path), load_format="dummy", dtype="float32", device=device,
-                        max_total_tokens=4096)
+                        max_total_tokens=4096, kv_cache_dtype="fp32")
         outputs.append([r["output_ids"] for r in engine.generate(input_ids=prompts, sampling_params=params)])
         assert engine.scheduler.runner.pool.k[0].device.type == device
     assert outputs[0] == outputs[1]
