@@ -1,10 +1,13 @@
 """Paged decode attention on the CPU (a C++ kernel, `csrc/cpu_decode_attention.cpp`).
 
 One query token per request attends over KV rows read straight from a float32 / bfloat16 pool
-through the request's slot list: no gather copy of the KV (the torch path copies every row it
-attends to, then SDPA reads the copy again), GQA folded in, online softmax in float32. Returns
-the output and the log-sum-exp of the scaled scores, so the result merges with a shared-prefix
-part (runtime/cascade.py).
+through slot lists: no gather copy of the KV (the torch path copies every row it attends to,
+then SDPA reads the copy again), GQA folded in, softmax in float32. A request's keys are its
+own slots plus, optionally, the shared segments of the groups it belongs to (`SharedSegments`:
+a system prompt many requests point at). A shared segment is read once for its whole group, its
+members' queries scored against it as one small GEMM, and merged with each member's own part
+inside the kernel (cascade attention, see runtime/cascade.py for the merge math). Returns the
+output and the log-sum-exp of the scaled scores.
 
 The kernel is compiled once per machine on first use (torch.utils.cpp_extension, g++ with
 -march=native, ~30-60 s on 2 cores) into the radixgen cache directory, keyed by the CPU's
@@ -21,6 +24,7 @@ import shutil
 import sys
 import threading
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -42,22 +46,61 @@ def available() -> bool:
         return bool(_state["ok"])
 
 
+class SharedSegments(NamedTuple):
+    """Shared KV segments as CSR: segment i is slots[slot_offsets[i]:slot_offsets[i+1]], read by
+    the batch rows members[member_offsets[i]:member_offsets[i+1]]. All int64."""
+
+    slots: torch.Tensor
+    slot_offsets: torch.Tensor
+    members: torch.Tensor
+    member_offsets: torch.Tensor
+
+    @classmethod
+    def build(cls, segments: list[tuple[torch.Tensor, torch.Tensor]]) -> "SharedSegments":
+        """From (slots, members) pairs."""
+        def csr(parts):
+            lens = torch.tensor([len(p) for p in parts], dtype=torch.int64)
+            flat = torch.cat([p.reshape(-1).to(torch.int64) for p in parts]) if parts else torch.empty(0, dtype=torch.int64)
+            return flat.cpu().contiguous(), torch.cat([lens.new_zeros(1), lens.cumsum(0)])
+        slots, slot_offsets = csr([s for s, _ in segments])
+        members, member_offsets = csr([m for _, m in segments])
+        return cls(slots, slot_offsets, members, member_offsets)
+
+
+NO_SEGMENTS = SharedSegments.build([])
+
+
 def cpu_decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
-                         slots: torch.Tensor, lens: torch.Tensor, scale: float | None = None
+                         slots: torch.Tensor, lens: torch.Tensor, scale: float | None = None,
+                         shared: SharedSegments = NO_SEGMENTS, validate: bool = True
                          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """q [B, Hq, D] over the pool rows slots[b, :lens[b]] of k_pool / v_pool [num_slots, Hkv, D]
-    -> output [B, Hq, D] (q's dtype) and log-sum-exp [B, Hq] (float32; -inf where lens is 0)."""
-    _check(q, k_pool, v_pool, slots, lens)
+    """q [B, Hq, D] over the pool rows slots[b, :lens[b]] of k_pool / v_pool [num_slots, Hkv, D],
+    plus the shared segments row b is a member of -> output [B, Hq, D] (q's dtype) and
+    log-sum-exp [B, Hq] (float32; -inf where a row has no keys at all). validate=False skips
+    the input checks (for a caller that checked the same slots and shapes once per forward)."""
+    if validate:
+        _check(q, k_pool, v_pool, slots, lens)
+        _check_shared(shared, q.shape[0], k_pool.shape[0])
     if not available():
         raise RuntimeError(f"the CPU decode kernel is not available: {_state.get('error')}")
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-    return torch.ops.radixgen_cpu.decode_attention(q, k_pool, v_pool, slots, lens, scale)
+    return torch.ops.radixgen_cpu.decode_attention(q, k_pool, v_pool, slots, lens, *shared, scale)
 
 
 def cpu_decode_attention_ref(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
-                             slots: torch.Tensor, lens: torch.Tensor, scale: float | None = None
-                             ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The same in float64 torch (gather, masked softmax)."""
+                             slots: torch.Tensor, lens: torch.Tensor, scale: float | None = None,
+                             shared: SharedSegments = NO_SEGMENTS) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same in float64 torch (each row's keys gathered into one list, masked softmax)."""
+    if len(shared.slot_offsets) > 1:
+        rows = [slots[i, :int(n)] for i, n in enumerate(lens)]
+        for i in range(len(shared.slot_offsets) - 1):
+            seg = shared.slots[shared.slot_offsets[i]:shared.slot_offsets[i + 1]]
+            for r in shared.members[shared.member_offsets[i]:shared.member_offsets[i + 1]].tolist():
+                rows[r] = torch.cat([seg, rows[r]])
+        lens = torch.tensor([len(r) for r in rows], dtype=torch.int64)
+        slots = torch.zeros(len(rows), max(1, int(lens.max())), dtype=torch.int64)
+        for i, r in enumerate(rows):
+            slots[i, :len(r)] = r
     b, hq, d = q.shape
     group = hq // k_pool.shape[1]
     scale = d ** -0.5 if scale is None else float(scale)
@@ -95,6 +138,19 @@ def _check(q, k_pool, v_pool, slots, lens) -> None:
         raise ValueError("lens must lie in [0, slots.shape[1]]")
     if slots.numel() and (int(slots.min()) < 0 or int(slots.max()) >= k_pool.shape[0]):
         raise ValueError(f"slots must lie in [0, {k_pool.shape[0]})")
+
+
+def _check_shared(shared: SharedSegments, batch: int, num_slots: int) -> None:
+    if any(t.dtype != torch.int64 or t.dim() != 1 or not t.is_contiguous() or t.device.type != "cpu"
+           for t in shared):
+        raise ValueError("shared segments must be contiguous 1-D int64 CPU tensors")
+    for flat, offsets, bound, what in ((shared.slots, shared.slot_offsets, num_slots, "slots"),
+                                       (shared.members, shared.member_offsets, batch, "members")):
+        if len(offsets) != len(shared.slot_offsets) or int(offsets[0]) != 0 or int(offsets[-1]) != len(flat) \
+                or bool((offsets.diff() < 0).any()):
+            raise ValueError(f"shared segment {what} offsets must run from 0 to {len(flat)}, one per segment")
+        if flat.numel() and (int(flat.min()) < 0 or int(flat.max()) >= bound):
+            raise ValueError(f"shared segment {what} must lie in [0, {bound})")
 
 
 def _load() -> bool:

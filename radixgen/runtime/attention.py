@@ -12,10 +12,10 @@ import torch
 import torch.nn.functional as F
 
 from radixgen.kernels.cpu_decode_attention import available as cpu_kernel_available
-from radixgen.kernels.cpu_decode_attention import cpu_decode_attention
+from radixgen.kernels.cpu_decode_attention import SharedSegments, cpu_decode_attention
 from radixgen.radix.kv_pool import KVPool
-from radixgen.runtime.cascade import (MIN_GROUP_MEMBERS_CPU_KERNEL, MIN_SHARED_PREFIX, DecodePlan, PrefixGroup,
-                                      attention_with_lse, merge_states, plan_decode)
+from radixgen.runtime.cascade import (MIN_SHARED_PREFIX, CausalExtendPlan, DecodePlan, PrefixGroup, attention_with_lse,
+                                      merge_states, plan_causal_extend, plan_decode)
 from radixgen.runtime.forward_batch import ForwardBatch
 
 
@@ -42,20 +42,12 @@ class TorchAttention:
         self.plan: DecodePlan | None = None
         self.ext_batch: ForwardBatch | None = None  # the extend part of the current batch
         self.dec_batch: ForwardBatch | None = None  # the decode part
-        self.extend_masks: list[torch.Tensor | None] = []
-        self.short: _ShortExtends | None = None  # the short extends of the batch, attended together
+        self.ext_plan: _ExtendPlan | None = None
 
     def begin(self, batch: ForwardBatch) -> None:
         self.batch = batch
         self.ext_batch, self.dec_batch = batch.parts()
-        self.plan = None  # planned at the first layer's decode, once the pool is known
-        if self.ext_batch is not None:
-            device = batch.kv_slots.device
-            eb = self.ext_batch
-            self.short = _ShortExtends.plan(eb)
-            skip = set(self.short.members) if self.short is not None else set()
-            self.extend_masks = [None if i in skip else _extend_mask(p, e, eb.tree_mask(i), device)
-                                 for i, (p, e) in enumerate(zip(eb.prefix_lens, eb.extend_lens))]
+        self.plan = self.ext_plan = None  # planned at the first layer, once the pool is known
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                pool: KVPool) -> torch.Tensor:
@@ -68,26 +60,23 @@ class TorchAttention:
         return torch.cat([self._extend(layer, q[:t_ext], pool), self._decode(layer, q[t_ext:], pool)])
 
     def _decode(self, layer: int, q: torch.Tensor, pool: KVPool) -> torch.Tensor:
-        direct = _reads_pool_directly(pool, q)
-        if self.plan is None:  # small shared groups do not pay off when the kernel reads rows in place
-            min_members = MIN_GROUP_MEMBERS_CPU_KERNEL if direct else 2
+        if self.plan is None:
             self.plan = plan_decode(self.dec_batch.kv_slots, self.dec_batch.seq_lens,
-                                    MIN_SHARED_PREFIX if self.cascade else None, min_members)
+                                    MIN_SHARED_PREFIX if self.cascade else None)
         plan, b, hkv, d = self.plan, self.dec_batch.batch_size, self.num_kv_heads, self.head_dim
+        if _reads_pool_directly(pool, q):  # the C++ kernel: rows read in place, groups merged inside
+            if plan.shared is None:
+                plan.shared = SharedSegments.build([(g.slots, g.members) for g in plan.groups])
+            out, _ = cpu_decode_attention(q, pool.k[layer], pool.v[layer], plan.suffix_slots, plan.suffix_lens,
+                                          shared=plan.shared, validate=layer == 0)
+            return out
         q4 = q.view(b, hkv, self.group, d)
-        if direct:  # the C++ kernel: no gather copy of the suffix KV
-            out3, lse3 = cpu_decode_attention(q, pool.k[layer], pool.v[layer], plan.suffix_slots,
-                                              plan.suffix_lens)  # [B, Hq, D], [B, Hq]
-            if not plan.groups:
-                return out3
-            out, lse = out3.view(b, hkv, self.group, d), lse3.view(b, hkv, self.group)
-        else:
-            keys, values = pool.gather(layer, plan.suffix_slots)  # [B, S, Hkv, D] each
-            k, v = keys.transpose(1, 2), values.transpose(1, 2)  # [B, Hkv, S, D]
-            if not plan.groups:
-                out = F.scaled_dot_product_attention(q4, k, v, attn_mask=plan.suffix_mask)
-                return out.reshape(b, self.num_heads, d)
-            out, lse = attention_with_lse(q4, k, v, plan.suffix_bias)  # [B, Hkv, G, D], [B, Hkv, G]
+        keys, values = pool.gather(layer, plan.suffix_slots)  # [B, S, Hkv, D] each
+        k, v = keys.transpose(1, 2), values.transpose(1, 2)  # [B, Hkv, S, D]
+        if not plan.groups:
+            out = F.scaled_dot_product_attention(q4, k, v, attn_mask=plan.suffix_mask)
+            return out.reshape(b, self.num_heads, d)
+        out, lse = attention_with_lse(q4, k, v, plan.suffix_bias)  # [B, Hkv, G, D], [B, Hkv, G]
         for level in range(max(g.level for g in plan.groups) + 1):
             shared_out = torch.zeros_like(out)
             shared_lse = torch.full_like(lse, float("-inf"))  # rows outside every group: empty
@@ -108,23 +97,57 @@ class TorchAttention:
         return po, plse.reshape(hkv, m, self.group).transpose(0, 1)
 
     def _extend(self, layer: int, q: torch.Tensor, pool: KVPool) -> torch.Tensor:
-        batch, short = self.ext_batch, self.short
+        if self.ext_plan is None:
+            self.ext_plan = _ExtendPlan.plan(self.ext_batch, _reads_pool_directly(pool, q))
+        batch, plan = self.ext_batch, self.ext_plan
+        if plan.kernel is not None:
+            c, shared = plan.kernel
+            whole = len(c.token_rows) == q.shape[0]  # every token through the kernel: no copies
+            o, _ = cpu_decode_attention(q if whole else q[c.token_rows], pool.k[layer], pool.v[layer], c.own_slots,
+                                        c.own_lens, shared=shared, validate=layer == 0)
+            if whole:
+                return o
         out = torch.empty_like(q)
-        if short is not None:
-            out[short.token_rows] = short.attend(layer, q, pool)
-        start = 0
-        for i, (seq_len, ext) in enumerate(zip(batch.seq_lens, batch.extend_lens)):
-            if short is None or i not in short.members:
-                keys, values = pool.gather(layer, batch.kv_slots[i, :seq_len])  # [L, Hkv, D]
-                qi = q[start:start + ext].transpose(0, 1).unsqueeze(0)  # [1, Hq, ext, D]
-                mask = self.extend_masks[i]
-                o = F.scaled_dot_product_attention(
-                    qi, keys.transpose(0, 1).unsqueeze(0), values.transpose(0, 1).unsqueeze(0),
-                    attn_mask=mask, is_causal=mask is None, enable_gqa=True,
-                )  # [1, Hq, ext, D]
-                out[start:start + ext] = o[0].transpose(0, 1)
-            start += ext
+        if plan.kernel is not None:
+            out[c.token_rows] = o
+        if plan.short is not None:
+            out[plan.short.token_rows] = plan.short.attend(layer, q, pool)
+        starts = [0, *torch.tensor(batch.extend_lens).cumsum(0).tolist()]
+        for i, mask in plan.masks.items():
+            start, ext = starts[i], batch.extend_lens[i]
+            keys, values = pool.gather(layer, batch.kv_slots[i, :batch.seq_lens[i]])  # [L, Hkv, D]
+            qi = q[start:start + ext].transpose(0, 1).unsqueeze(0)  # [1, Hq, ext, D]
+            o = F.scaled_dot_product_attention(
+                qi, keys.transpose(0, 1).unsqueeze(0), values.transpose(0, 1).unsqueeze(0),
+                attn_mask=mask, is_causal=mask is None, enable_gqa=True,
+            )  # [1, Hq, ext, D]
+            out[start:start + ext] = o[0].transpose(0, 1)
         return out
+
+
+class _ExtendPlan:
+    """How each extend request of a batch is attended: causal ones through the C++ kernel when
+    it reads the pool (blocked causal segments, cascade.plan_causal_extend); the rest, token
+    trees included, short ones together (_ShortExtends) and long ones one SDPA call each."""
+
+    def __init__(self, kernel: tuple[CausalExtendPlan, SharedSegments] | None, short: "_ShortExtends | None",
+                 masks: dict[int, torch.Tensor | None]):
+        self.kernel, self.short, self.masks = kernel, short, masks
+
+    @classmethod
+    def plan(cls, batch: ForwardBatch, kernel_reads_pool: bool) -> "_ExtendPlan":
+        todo, kernel = list(range(batch.batch_size)), None
+        if kernel_reads_pool:
+            causal = [i for i in todo if batch.tree_mask(i) is None]
+            if causal:
+                c = plan_causal_extend(batch.kv_slots, batch.prefix_lens, batch.extend_lens, causal)
+                kernel = (c, SharedSegments.build(c.segments))
+                todo = [i for i in todo if batch.tree_mask(i) is not None]
+        short = _ShortExtends.plan(batch, todo)
+        device = batch.kv_slots.device
+        masks = {i: _extend_mask(batch.prefix_lens[i], batch.extend_lens[i], batch.tree_mask(i), device)
+                 for i in todo if short is None or i not in short.members}
+        return cls(kernel, short, masks)
 
 
 class _ShortExtends:
@@ -140,9 +163,9 @@ class _ShortExtends:
         self.pad_index = pad_index  # (request, row) of each member token in the padded queries
 
     @classmethod
-    def plan(cls, batch: ForwardBatch) -> "_ShortExtends | None":
+    def plan(cls, batch: ForwardBatch, candidates: list[int]) -> "_ShortExtends | None":
         lens = batch.extend_lens
-        members = [i for i, e in enumerate(lens) if e <= cls.MAX_TOKENS]
+        members = [i for i in candidates if lens[i] <= cls.MAX_TOKENS]
         if len(members) < 2:
             return None
         device = batch.kv_slots.device

@@ -16,11 +16,6 @@ from dataclasses import dataclass
 import torch
 
 MIN_SHARED_PREFIX = 32  # shorter shared prefixes are read per request (not worth a group)
-# With the C++ CPU decode kernel, which reads each request's rows straight from the pool, a
-# shared segment is worth a group only for this many members or more (decode step, 4 prompts of
-# 410 shared tokens: 4 members per group 113 ms without groups vs 120-130 ms with; 8 members
-# 195 vs 187 ms; 16 members 359 vs 315 ms).
-MIN_GROUP_MEMBERS_CPU_KERNEL = 8
 
 
 @dataclass
@@ -38,30 +33,30 @@ class DecodePlan:
     suffix_mask: torch.Tensor  # [batch, 1, 1, max_suffix_len] True where a key is valid
     suffix_bias: torch.Tensor  # the same as an additive mask: 0 where valid, -inf elsewhere
     suffix_lens: torch.Tensor  # [batch] int64: valid entries of each suffix_slots row
+    shared: object = None  # the groups in the form a backend's kernel takes, built by that backend
 
 
-def plan_segments(kv_slots: torch.Tensor, limits: torch.Tensor, min_shared: int | None = MIN_SHARED_PREFIX,
-                  min_members: int = 2) -> tuple[list[PrefixGroup], torch.Tensor]:
+def plan_segments(kv_slots: torch.Tensor, limits: torch.Tensor, min_shared: int | None = MIN_SHARED_PREFIX
+                  ) -> tuple[list[PrefixGroup], torch.Tensor]:
     """Shared segments of the batch's KV (each read once for its whole group) and, per
     request, where its own part starts. Request i may share at most its first limits[i]
     tokens. Walks the trie of the slot rows; a shared run shorter than min_shared is not a
-    group of its own but is read again by each subgroup below it; a group has at least
-    min_members requests. No groups if min_shared is None."""
+    group of its own but is read again by each subgroup below it. No groups if min_shared is
+    None."""
     own_start = torch.zeros_like(limits)
     groups: list[PrefixGroup] = []
-    min_members = max(min_members, 2)
-    if min_shared is not None and len(limits) >= min_members:
-        _visit(kv_slots, limits, torch.arange(len(limits)), 0, 0, 0, (min_shared, min_members), groups, own_start)
+    if min_shared is not None and len(limits) >= 2:
+        _visit(kv_slots, limits, torch.arange(len(limits)), 0, 0, 0, min_shared, groups, own_start)
     return groups, own_start
 
 
-def plan_decode(kv_slots: torch.Tensor, seq_lens: list[int], min_shared: int | None = MIN_SHARED_PREFIX,
-                min_members: int = 2) -> DecodePlan:
+def plan_decode(kv_slots: torch.Tensor, seq_lens: list[int], min_shared: int | None = MIN_SHARED_PREFIX
+                ) -> DecodePlan:
     """Segments for decode (the newest token always stays in the request's own suffix) and
     the padded suffix slot table."""
     device, kv_slots = kv_slots.device, kv_slots.cpu()  # planning is small host work
     lens = torch.tensor(seq_lens)
-    groups, prefix_lens = plan_segments(kv_slots, lens - 1, min_shared, min_members)
+    groups, prefix_lens = plan_segments(kv_slots, lens - 1, min_shared)
     suffix_lens = lens - prefix_lens
     span = torch.arange(int(suffix_lens.max()))
     cols = (prefix_lens[:, None] + span[None, :]).clamp(max=kv_slots.shape[1] - 1)
@@ -73,13 +68,48 @@ def plan_decode(kv_slots: torch.Tensor, seq_lens: list[int], min_shared: int | N
                       suffix_lens.to(device))
 
 
+EXTEND_BLOCK = 64  # new tokens that share one segment in a causal extend (plan_causal_extend)
+
+
+@dataclass
+class CausalExtendPlan:
+    """Causal extend attention as decode-style rows for a cascade kernel (see plan_causal_extend)."""
+
+    token_rows: torch.Tensor  # [T] rows of the extend part's tokens the plan covers, in row order
+    own_slots: torch.Tensor  # [T, EXTEND_BLOCK] each token's own keys (the start of its block to itself)
+    own_lens: torch.Tensor  # [T] int64
+    segments: list[tuple[torch.Tensor, torch.Tensor]]  # (KV slots, member rows into token_rows)
+
+
+def plan_causal_extend(kv_slots: torch.Tensor, prefix_lens: list[int], extend_lens: list[int],
+                       requests: list[int], block: int = EXTEND_BLOCK) -> CausalExtendPlan:
+    """Token t of request i, in block c = t // block of its new tokens, attends over the segment
+    kv_slots[i, :prefix + c * block] (shared by the block's tokens: one GEMM-like pass) and its
+    own keys kv_slots[i, prefix + c * block : prefix + t + 1] (at most `block`)."""
+    kv_slots = kv_slots.cpu()
+    starts = [0, *torch.tensor(extend_lens).cumsum(0).tolist()]
+    rows, own, lens, segments, first = [], [], [], [], 0
+    for i in requests:
+        p, e = prefix_lens[i], extend_lens[i]
+        t = torch.arange(e)
+        own_start = p + t // block * block
+        cols = (own_start[:, None] + torch.arange(block)[None, :]).clamp(max=kv_slots.shape[1] - 1)
+        own.append(kv_slots[i][cols])
+        lens.append(p + t + 1 - own_start)
+        rows.append(t + starts[i])
+        for c in range((e + block - 1) // block):
+            if p + c * block:
+                members = torch.arange(first + c * block, first + min(e, (c + 1) * block))
+                segments.append((kv_slots[i, :p + c * block], members))
+        first += e
+    return CausalExtendPlan(torch.cat(rows), torch.cat(own), torch.cat(lens), segments)
+
+
 def _visit(kv: torch.Tensor, limits: torch.Tensor, members: torch.Tensor, seg_start: int,
-           start: int, level: int, mins: tuple[int, int], groups: list[PrefixGroup],
+           start: int, level: int, min_shared: int, groups: list[PrefixGroup],
            own_start: torch.Tensor) -> None:
-    """`members` share slot columns [0, start); [seg_start, start) is not yet in a group.
-    mins: (shared tokens, members) a group needs."""
-    min_shared, min_members = mins
-    if len(members) < min_members:  # subgroups below are smaller still
+    """`members` share slot columns [0, start); [seg_start, start) is not yet in a group."""
+    if len(members) < 2:
         own_start[members] = seg_start
         return
     width = int(limits[members].min())
@@ -97,7 +127,7 @@ def _visit(kv: torch.Tensor, limits: torch.Tensor, members: torch.Tensor, seg_st
         alone = counts[inverse] == 1  # no one to share with from here on
         own_start[rest[alone]] = seg_start
         for value in values[counts > 1].tolist():
-            _visit(kv, limits, rest[column == value], seg_start, end + 1, level, mins, groups, own_start)
+            _visit(kv, limits, rest[column == value], seg_start, end + 1, level, min_shared, groups, own_start)
 
 
 def _group(members: torch.Tensor, slots: torch.Tensor, level: int) -> PrefixGroup:

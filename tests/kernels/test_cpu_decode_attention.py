@@ -1,5 +1,6 @@
-"""The C++ CPU paged decode kernel against its float64 torch reference, its input checks, and
-the runtime's decode through it against the gather + SDPA path."""
+"""The C++ CPU paged decode kernel (with and without shared segments) against its float64 torch
+reference, its input checks, and the runtime's decode through it against the gather + SDPA
+path."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def test_runtime_decode_same_as_gather_path(monkeypatch, shared):
     pool = KVPool(400, layers, hkv, d, torch.float32)
     pool.k[0].copy_(torch.randn(400, hkv, d, generator=gen))
     pool.v[0].copy_(torch.randn(400, hkv, d, generator=gen))
-    lens = [50, 45, 60, 41, 47, 52, 43, 58]  # 8 requests: enough members for a group with the kernel
+    lens = [50, 45, 60, 41, 47, 52, 43, 58]
     b = len(lens)
     rows = [list(range(shared)) + torch.randperm(300, generator=gen)[:n - shared].add(100).tolist()
             for n in lens]
@@ -84,27 +85,88 @@ def test_runtime_decode_same_as_gather_path(monkeypatch, shared):
                          kv_slots[torch.arange(b), torch.tensor(lens) - 1], kv_slots, lens, [1] * b,
                          torch.arange(b))
     q = torch.randn(b, hq, d, generator=gen)
-    k_new = pool.k[0][batch.out_slots].clone()
-    v_new = pool.v[0][batch.out_slots].clone()
+    for direct, attn in _attend_both_ways(monkeypatch, batch, q, pool, hq, hkv, d):
+        assert bool(attn.plan.groups) == bool(shared)
+
+
+def _attend_both_ways(monkeypatch, batch, q, pool, hq, hkv, d):
+    """Attend `batch` (layer 0) with and without the kernel, yield (direct, backend) after each,
+    and assert the two outputs agree."""
+    k_new, v_new = pool.k[0][batch.out_slots].clone(), pool.v[0][batch.out_slots].clone()
     outs = []
     for direct in (True, False):
         monkeypatch.setattr(attention_mod, "_reads_pool_directly", lambda pool, q, direct=direct: direct)
         attn = TorchAttention(hq, hkv, d)
         attn.begin(batch)
         outs.append(attn.attend(0, q, k_new, v_new, pool))
-        assert bool(attn.plan.groups) == bool(shared)
+        yield direct, attn
     assert torch.allclose(outs[0], outs[1], atol=1e-5), (outs[0] - outs[1]).abs().max()
 
 
-def test_kernel_path_groups_only_enough_members(monkeypatch):
-    """With the C++ kernel reading rows in place, a shared segment becomes a cascade group only
-    for MIN_GROUP_MEMBERS_CPU_KERNEL requests or more (fewer are faster read per request); the
-    gather path groups any two."""
-    from radixgen.runtime.cascade import MIN_GROUP_MEMBERS_CPU_KERNEL, plan_decode
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 2e-6), (torch.bfloat16, 1e-2)])
+@pytest.mark.parametrize("hq, hkv, d", [(9, 3, 64), (16, 2, 128), (4, 4, 32), (8, 1, 64), (6, 2, 40), (6, 3, 20)])
+def test_shared_segments_match_reference(dtype, tol, hq, hkv, d):
+    """Groups of 1 to 9 members (the GEMM-like path from 8 query rows, dot products below), a
+    segment longer than the kernel's 256-key chunk, nested and empty segments, requests with
+    no own keys, and one with no keys at all."""
+    gen = torch.Generator().manual_seed(hq * 1000 + d)
+    b, slots_n, width = 12, 2000, 70
+    q = torch.randn(b, hq, d, generator=gen).to(dtype)
+    k_pool, v_pool = torch.randn(2, slots_n, hkv, d, generator=gen).to(dtype).unbind(0)
+    slots = torch.randint(0, slots_n, (b, width), generator=gen)
+    lens = torch.tensor([70, 0, 5, 33, 64, 1, 2, 3, 70, 16, 17, 0])  # row 11: in no group either
+    segments = [(torch.arange(100, 400), torch.tensor([0, 2, 3, 4, 5, 6, 7, 8, 9])),
+                (torch.randint(0, slots_n, (45,), generator=gen), torch.tensor([1, 3, 10])),
+                (torch.randint(0, slots_n, (7,), generator=gen), torch.tensor([0, 2])),  # nested in the first
+                (torch.empty(0, dtype=torch.int64), torch.tensor([5]))]
+    shared = cpu.SharedSegments.build(segments)
+    out, lse = cpu.cpu_decode_attention(q, k_pool, v_pool, slots, lens, shared=shared)
+    ref_out, ref_lse = cpu.cpu_decode_attention_ref(q, k_pool, v_pool, slots, lens, shared=shared)
+    err = ((out.double() - ref_out.double()).abs().max() / ref_out.double().abs().max()).item()
+    assert err < tol, err
+    assert torch.equal(torch.isneginf(lse), torch.isneginf(ref_lse)) and torch.isneginf(lse[11]).all()
+    assert torch.equal(out[11], torch.zeros_like(out[11]))
+    finite = torch.isfinite(ref_lse)
+    assert torch.allclose(lse[finite].double(), ref_lse[finite].double(), rtol=1e-6, atol=1e-5)
 
-    n = MIN_GROUP_MEMBERS_CPU_KERNEL
-    slots = torch.cat([torch.arange(40).repeat(n, 1), torch.arange(n)[:, None] + 100], dim=1)
-    lens = [41] * n
-    assert len(plan_decode(slots, lens, min_members=n).groups) == 1
-    assert len(plan_decode(slots[:n - 1], lens[:n - 1], min_members=n).groups) == 0
-    assert len(plan_decode(slots[:2], lens[:2]).groups) == 1
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s._replace(members=s.members + 5), "members must lie"),
+    (lambda s: s._replace(slots=s.slots + 1000), "slots must lie"),
+    (lambda s: s._replace(member_offsets=s.member_offsets[:-1]), "offsets"),
+    (lambda s: s._replace(slot_offsets=torch.tensor([0, 4, 3])), "offsets"),
+    (lambda s: s._replace(slots=s.slots.int()), "int64"),
+])
+def test_bad_shared_segments_raise(change, message):
+    shared = cpu.SharedSegments.build([(torch.arange(3), torch.tensor([0, 1])), (torch.arange(4), torch.tensor([1]))])
+    args = {"q": torch.randn(2, 6, 16), "k_pool": torch.randn(50, 2, 16), "v_pool": torch.randn(50, 2, 16),
+            "slots": torch.zeros(2, 8, dtype=torch.int64), "lens": torch.tensor([8, 2])}
+    with pytest.raises(ValueError, match=message):
+        cpu.cpu_decode_attention(**args, shared=change(shared))
+
+
+def test_runtime_extend_same_as_sdpa_path(monkeypatch):
+    """TorchAttention's extend through the kernel (blocked causal segments) equals the SDPA
+    path: extends longer than a block, with and without a cached prefix, one token, and a
+    token tree in the same batch (which stays on the SDPA path)."""
+    gen = torch.Generator().manual_seed(3)
+    hq, hkv, d = 6, 2, 32
+    pool = KVPool(1200, 1, hkv, d, torch.float32)
+    pool.k[0].copy_(torch.randn(1200, hkv, d, generator=gen))
+    pool.v[0].copy_(torch.randn(1200, hkv, d, generator=gen))
+    prefix, ext = [0, 40, 100, 20, 7], [150, 70, 5, 1, 64]
+    seq = [p + e for p, e in zip(prefix, ext)]
+    perm = torch.randperm(1200, generator=gen)
+    rows, at = [], 0
+    for n in seq:
+        rows.append(perm[at:at + n].tolist())
+        at += n
+    kv_slots = torch.tensor([r + [0] * (max(seq) - len(r)) for r in rows])
+    tree = torch.tensor([[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 0, 1, 0, 0], [1, 1, 0, 1, 0], [1, 0, 1, 0, 1]], dtype=torch.bool)
+    out_slots = torch.cat([kv_slots[i, p:p + e] for i, (p, e) in enumerate(zip(prefix, ext))])
+    positions = torch.cat([torch.arange(p, p + e) for p, e in zip(prefix, ext)])
+    batch = ForwardBatch(ForwardMode.EXTEND, torch.zeros(len(positions), dtype=torch.int64), positions, out_slots,
+                         kv_slots, seq, ext, torch.arange(len(ext)), tree_masks=[None, None, tree, None, None])
+    q = torch.randn(len(positions), hq, d, generator=gen)
+    for direct, attn in _attend_both_ways(monkeypatch, batch, q, pool, hq, hkv, d):
+        assert (attn.ext_plan.kernel is not None) == direct
