@@ -25,14 +25,13 @@ Per KV config, on a fresh Engine (the quantized pools calibrate their scales on 
   (`forced_logprobs`, one `forward_mixed` decode per token) on the first `--check-tokens`
   positions of every config. As a second cross-check the JSON also holds KL/perplexity with the
   whole passage prefilled as a prompt (there the mixed config keeps everything in FP8).
-* Mitigation row `mixed+win` (only measured here, the runtime lacks it): the first S and the
-  most recent N generated tokens of a branch stay in the prefix precision (FP8); a generated
-  token leaving the window is demoted (dequantized from FP8, re-quantized to NVFP4 into a
-  branch-pool slot, table entry rewritten, FP8 slot freed). Driven by `ForcedSequence` for both
-  greedy (all prompts decoded as one batch, prefilled one by one) and teacher forcing (step by
-  step, the first `--win-tf-tokens` positions; its bf16 reference is the same positions); its
-  greedy baseline is `driver bf16`, the same driver on bf16 KV (whose agreement with the
-  Engine's bf16 outputs is reported as a check of the driver).
+* `mixed` stores every generated token in the NVFP4 branch pool (`--kv-branch-window none`);
+  `mixed+win` is the runtime's default branch window (`--kv-branch-window 4,16`, see
+  runtime/kv_manager.py): the first 4 and the newest 16 or more generated tokens of a request
+  stay FP8, older ones move to the branch pool in batches. Its greedy outputs come from the
+  Engine like every row's; its teacher forcing runs step by step (`forced_logprobs`, the first
+  `--win-tf-tokens` positions, the bf16 reference cut to the same positions) with the
+  scheduler's own `KVManager.demote` after every step.
 
     .venv/bin/python benchmarks/eval_kv_quality.py                 # 56 prompts, ~1.6k-token text
     .venv/bin/python benchmarks/eval_kv_quality.py --quick         # 8 prompts, 300 text tokens
@@ -63,7 +62,8 @@ CONFIGS = {
     "bf16": {"kv_cache_dtype": "bf16"},
     "fp8": {"kv_cache_dtype": "fp8_e4m3"},
     "nvfp4": {"kv_cache_dtype": "nvfp4"},
-    "mixed": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4"},
+    "mixed": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_branch_window": "none"},
+    "mixed+win": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4"},  # window from --window
 }
 GOALS = {"fp8_ppl_pct": 0.5, "mixed_ppl_pct": 3.0, "mixed_exact": 0.90}
 
@@ -76,8 +76,8 @@ def parse_args(argv=None):
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--text-tokens", type=int, default=None, help="passage tokens used (default all)")
     p.add_argument("--tf-prompt-len", type=int, default=16, help="passage tokens fed as the prompt")
-    p.add_argument("--window", default="4,16", help="SINK,RECENT generated tokens kept FP8 in "
-                   "mixed+win; 'none' skips the mitigation rows")
+    p.add_argument("--window", default="4,16", help="--kv-branch-window of the mixed+win row; "
+                   "'none' skips that row")
     p.add_argument("--check-tokens", type=int, default=48,
                    help="passage positions also run step by step, to check the one-extend method")
     p.add_argument("--win-tf-tokens", type=int, default=None,
@@ -89,7 +89,6 @@ def parse_args(argv=None):
     if args.quick:
         args.num_prompts = args.num_prompts or 8
         args.text_tokens = args.text_tokens or 300
-    args.window = None if args.window == "none" else tuple(int(x) for x in args.window.split(","))
     return args
 
 
@@ -100,22 +99,23 @@ def _log(msg: str):
 # ---------------------------------------------------------------- the forced-token driver
 class ForcedSequence:
     """One sequence run on `ModelRunner` directly, outside the scheduler and the radix cache:
-    prompt positions get prefix-pool slots, every appended token a branch-pool slot (or, with
-    `window=(S, N)`, a prefix slot that is demoted to the branch pool once the token is neither
-    among the first S nor the newest N generated tokens). `free()` returns everything."""
+    prompt positions get prefix-pool slots, every appended token a branch-pool slot, or, given
+    the scheduler's `KVManager` with a branch window (`kv`), a prefix-pool slot that
+    `kv.demote` later moves to the branch pool. `free()` returns everything."""
 
-    def __init__(self, runner, prompt_ids: list[int], window: tuple[int, int] | None = None):
+    def __init__(self, runner, prompt_ids: list[int], kv=None):
         from radixgen.core import SamplingParams
         from radixgen.runtime.request import Request
 
-        self.runner, self.window = runner, window if runner.mixed_kv else None
+        self.runner, self.kv = runner, kv if kv is not None and kv.window else None
         self.req = Request(f"forced-{id(self)}", list(prompt_ids), SamplingParams())
         self.req.row = runner.table.alloc_row()
         assert self.req.row is not None, "no free request row"
 
     @property
     def branch_tier(self) -> int:
-        return 1 if self.runner.mixed_kv and self.window is None else 0
+        """The pool a new generated token's KV goes to."""
+        return self.kv.new_token_tier if self.kv else (1 if self.runner.mixed_kv else 0)
 
     def prefill(self, all_logits: bool = False) -> torch.Tensor:
         """Prefill the prompt; logits of its last position [1, V], or with all_logits of every
@@ -152,41 +152,19 @@ def decode_step(seqs: list[ForcedSequence], tokens: list[int]) -> torch.Tensor:
     logits = runner.forward_mixed([], [], [], [s.req for s in seqs], slots.to(runner.device))
     for s in seqs:
         s.req.kv_len += 1
-    _demote([s for s in seqs if s.window is not None])
+    windowed = [s for s in seqs if s.kv is not None]
+    if windowed:  # what the scheduler does after every step
+        windowed[0].kv.demote([s.req for s in windowed])
     return logits
 
 
-def _demote(seqs: list[ForcedSequence]) -> None:
-    """Move each sequence's generated token that just left its (S, N) window from its FP8
-    prefix slot to a fresh NVFP4 branch slot (dequantize + re-quantize), freeing the FP8 one."""
-    rows, positions = [], []
-    for s in seqs:
-        sink, recent = s.window
-        j = len(s.req.output_ids) - 1  # index of the newest generated token
-        if j - recent >= sink:
-            rows.append(s.req.row)
-            positions.append(len(s.req.input_ids) + j - recent)
-    if not rows:
-        return
-    runner = seqs[0].runner
-    table = runner.table.table
-    old = table[rows, positions].clone()
-    new = runner.allocator.alloc(len(rows), 1)
-    assert new is not None, "branch pool too small"
-    for layer in range(runner.arch.num_layers):
-        k, v = runner.pool.gather(layer, old)
-        runner.pool.store(layer, new, k, v)
-    table[rows, positions] = new
-    runner.allocator.free(old)
-
-
 # ---------------------------------------------------------------- measurements
-def forced_logprobs(runner, text_ids: list[int], prompt_len: int, window, limit: int | None = None) -> torch.Tensor:
+def forced_logprobs(runner, text_ids: list[int], prompt_len: int, kv=None, limit: int | None = None) -> torch.Tensor:
     """Teacher forcing step by step: log-softmax [n, V] predicting text tokens prompt_len..
     (n = len(text) - prompt_len, or `limit`) from the prompt (prefilled) plus the passage fed
     token by token as generated tokens through the decode path."""
     n = len(text_ids) - prompt_len if limit is None else min(limit, len(text_ids) - prompt_len)
-    seq = ForcedSequence(runner, text_ids[:prompt_len], window)
+    seq = ForcedSequence(runner, text_ids[:prompt_len], kv)
     out = [torch.log_softmax(seq.prefill().float(), -1)]
     for t in text_ids[prompt_len:prompt_len + n - 1]:
         out.append(torch.log_softmax(decode_step([seq], [t]).float(), -1))
@@ -234,27 +212,6 @@ def tf_metrics(ref: torch.Tensor, lp: torch.Tensor, targets: list[int]) -> dict:
             "ppl": math.exp(float(nll.mean())), "positions": len(targets)}
 
 
-def driver_greedy(runner, prompts: list[list[int]], max_new: int, eos: set[int], window) -> list[list[int]]:
-    """Greedy decode of all prompts as one batch via ForcedSequence; outputs cut after EOS."""
-    seqs = [ForcedSequence(runner, p, window) for p in prompts]
-    first = [int(s.prefill().argmax(-1)) for s in seqs]
-    outs, tokens = [[t] for t in first], first
-    for _ in range(max_new - 1):
-        tokens = decode_step(seqs, tokens).argmax(-1).tolist()
-        for o, t in zip(outs, tokens):
-            o.append(t)
-    for s in seqs:
-        s.free()
-    return [_cut_eos(o, eos) for o in outs]
-
-
-def _cut_eos(ids: list[int], eos: set[int]) -> list[int]:
-    for i, t in enumerate(ids):
-        if t in eos:
-            return ids[:i + 1]
-    return ids
-
-
 def method_check(extend: torch.Tensor, step: torch.Tensor) -> dict:
     """How far the one-extend teacher forcing is from the step-by-step decode path."""
     kl = (step.exp() * (step - extend)).sum(-1)
@@ -277,27 +234,26 @@ def agreement(ref: list[list[int]], outs: list[list[int]], max_new: int) -> dict
 
 
 # ---------------------------------------------------------------- per config
-def run_config(args, name: str, kv: dict, prompts, text_ids, eos) -> dict:
+def run_config(args, name: str, kv: dict, prompts, text_ids) -> dict:
     from radixgen.runtime.engine import Engine
 
     t0 = time.perf_counter()
     eng = Engine(args.model_path, dtype="float32", max_total_tokens=args.max_total_tokens, **kv)
     runner = eng.scheduler.runner
     res = {"kv": kv, "kv_dtypes": list(runner.kv_dtypes), "capacity": list(runner.capacity)}
+    window_kv = eng.scheduler.kv if eng.scheduler.kv.window else None
     try:
-        res["forced"] = branch_extend_logprobs(runner, text_ids, args.tf_prompt_len)
-        if args.check_tokens:  # the step-by-step decode path, on the first positions
-            step = forced_logprobs(runner, text_ids, args.tf_prompt_len, None, args.check_tokens)
-            res["method_check"] = method_check(res["forced"][:len(step)], step)
+        if window_kv is not None:  # the window moves KV between steps: step by step
+            res["forced"] = forced_logprobs(runner, text_ids, args.tf_prompt_len, window_kv, args.win_tf_tokens)
+        else:
+            res["forced"] = branch_extend_logprobs(runner, text_ids, args.tf_prompt_len)
+            if args.check_tokens:  # the step-by-step decode path, on the first positions
+                step = forced_logprobs(runner, text_ids, args.tf_prompt_len, None, args.check_tokens)
+                res["method_check"] = method_check(res["forced"][:len(step)], step)
         res["prefill"] = prefill_logprobs(runner, text_ids, args.tf_prompt_len)
         params = {"max_new_tokens": args.max_new_tokens, "temperature": 0}
         outs = eng.generate(input_ids=prompts, sampling_params=params)
         res["outputs"] = [list(o["output_ids"]) for o in outs]
-        if args.window and name in ("bf16", "mixed"):
-            res["driver_outputs"] = driver_greedy(runner, prompts, args.max_new_tokens, eos, args.window)
-            if name == "mixed":
-                res["forced_win"] = forced_logprobs(runner, text_ids, args.tf_prompt_len, args.window,
-                                                    args.win_tf_tokens)
     finally:
         eng.shutdown()
     res["seconds"] = time.perf_counter() - t0
@@ -307,31 +263,23 @@ def run_config(args, name: str, kv: dict, prompts, text_ids, eos) -> dict:
 
 def reduce_logprobs(base: dict, r: dict, targets: list[int]) -> None:
     """Replace r's [positions, V] log-prob tensors by metrics against base (bf16) in place."""
-    for key in ("forced", "prefill", "forced_win"):
-        if key in r:
-            n = len(r[key])  # forced_win may cover only the first --win-tf-tokens positions
-            ref = base[key if key != "forced_win" else "forced"][:n]
-            r[key + "_metrics"] = tf_metrics(ref, r[key], targets[:n])
-            r[key + "_metrics"]["ppl_ref"] = tf_metrics(ref, ref, targets[:n])["ppl"]
+    for key in ("forced", "prefill"):
+        n = len(r[key])  # a windowed row may cover only the first --win-tf-tokens positions
+        ref = base[key][:n]
+        r[key + "_metrics"] = tf_metrics(ref, r[key], targets[:n])
+        r[key + "_metrics"]["ppl_ref"] = tf_metrics(ref, ref, targets[:n])["ppl"]
     if r is not base:
-        for key in ("forced", "prefill", "forced_win"):
+        for key in ("forced", "prefill"):
             r.pop(key, None)
 
 
-def summarize(raw: dict, max_new: int, window) -> list[dict]:
+def summarize(raw: dict, max_new: int) -> list[dict]:
     base = raw["bf16"]
     rows = []
     for name, r in raw.items():
         rows.append({"config": name, "kv_dtypes": r["kv_dtypes"], "capacity": r["capacity"],
                      **agreement(base["outputs"], r["outputs"], max_new), **r["forced_metrics"],
                      "prefill": r["prefill_metrics"], "method_check": r.get("method_check")})
-    if window and "driver_outputs" in raw.get("mixed", {}):
-        ref = base["driver_outputs"]
-        check = agreement(base["outputs"], ref, max_new)
-        rows.append({"config": f"mixed+win{window[0]},{window[1]}", "kv_dtypes": raw["mixed"]["kv_dtypes"],
-                     **agreement(ref, raw["mixed"]["driver_outputs"], max_new),
-                     **raw["mixed"]["forced_win_metrics"],
-                     "driver_check_exact_vs_engine_bf16": check["exact_match"]})
     for row in rows:  # against bf16 on the same positions
         row["ppl_delta_pct"] = 100 * (row["ppl"] / row["ppl_ref"] - 1)
     return rows
@@ -354,9 +302,6 @@ def table(rows: list[dict], max_new: int) -> str:
         lines += ["", "one-extend vs step-by-step teacher forcing (first positions): " + "; ".join(
             f"{n} KL {c['mean_kl_step_vs_extend']:.1e}, max |Δlogprob| {c['max_abs_logprob_diff']:.1e}"
             for n, c in checks)]
-    win = [r for r in rows if "driver_check_exact_vs_engine_bf16" in r]
-    if win:
-        lines.append(f"driver bf16 vs Engine bf16 greedy exact-match: {100 * win[0]['driver_check_exact_vs_engine_bf16']:.1f}%")
     return "\n".join(lines)
 
 
@@ -407,17 +352,18 @@ def main(argv=None):
     model_path = Path(args.model_path) if args.model_path else default_model_path()
     tok = load_tokenizer(model_path)
     prompts, text_ids = build_inputs(args, tok)
-    eos = json.loads((model_path / "config.json").read_text()).get("eos_token_id")
-    eos = {tok.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
     info = machine_info()
     _log(f"{len(prompts)} prompts ({sum(map(len, prompts))} tokens), passage {len(text_ids)} tokens, "
          f"load {info['load_avg_at_start'][0]:.2f}")
     torch.manual_seed(0)
     targets, raw = text_ids[args.tf_prompt_len:], {}
-    for name, kv in CONFIGS.items():  # bf16 first: the others are compared with it as they end
-        raw[name] = run_config(args, name, kv, prompts, text_ids, eos)
+    configs = dict(CONFIGS, **{"mixed+win": {**CONFIGS["mixed+win"], "kv_branch_window": args.window}})
+    if args.window == "none":
+        del configs["mixed+win"]
+    for name, kv in configs.items():  # bf16 first: the others are compared with it as they end
+        raw[name] = run_config(args, name, kv, prompts, text_ids)
         reduce_logprobs(raw["bf16"], raw[name], targets)
-    rows = summarize(raw, args.max_new_tokens, args.window)
+    rows = summarize(raw, args.max_new_tokens)
     report = table(rows, args.max_new_tokens)
     met = goals(rows)
     print(report)

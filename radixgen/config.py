@@ -38,7 +38,26 @@ class CacheConfig:
     kv_prefix_dtype: str | None = option(None, "KV precision of prompt tokens (default: from --kv-cache-dtype)", KV_CHOICES)
     kv_branch_dtype: str | None = option(None, "KV precision of generated tokens (default: from --kv-cache-dtype)", KV_CHOICES)
     kv_branch_fraction: float = option(0.5, "share of the KV byte budget for the branch pool when the two precisions differ")
+    kv_branch_window: str = option("4,16", "when the two precisions differ: 'SINK,RECENT' keeps each request's first SINK and "
+                                   "newest RECENT generated tokens in the prefix precision (older ones move to the branch "
+                                   "pool); 'none' writes every generated token to the branch pool")
     disable_radix_cache: bool = option(False, "turn the radix prefix cache off")
+
+    def __post_init__(self) -> None:
+        self.branch_window  # noqa: B018 (validates the flag)
+
+    @property
+    def branch_window(self) -> tuple[int, int] | None:
+        """--kv-branch-window as (sink, recent), None for 'none'."""
+        if self.kv_branch_window.strip().lower() == "none":
+            return None
+        try:
+            sink, recent = (int(x) for x in self.kv_branch_window.split(","))
+        except ValueError:
+            raise ValueError(f"kv_branch_window must be 'SINK,RECENT' or 'none', got {self.kv_branch_window!r}") from None
+        if sink < 0 or recent < 0:
+            raise ValueError(f"kv_branch_window counts must be >= 0, got {self.kv_branch_window!r}")
+        return sink, recent
 
 
 @dataclass(frozen=True)

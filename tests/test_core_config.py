@@ -44,3 +44,14 @@ def test_engine_config_routes_flat_kwargs():
     assert (cfg.model.dtype, cfg.cache.max_total_tokens, cfg.scheduler.chunked_prefill_size) == ("float32", 64, 8)
     with pytest.raises(ValueError, match="nonsense"):
         EngineConfig.from_kwargs(nonsense=1)
+
+
+@pytest.mark.parametrize("value, window", [("4,16", (4, 16)), ("0,0", (0, 0)), (" none ", None), ("NONE", None)])
+def test_branch_window_parses(value, window):
+    assert CacheConfig(kv_branch_window=value).branch_window == window
+
+
+@pytest.mark.parametrize("value", ["4", "4,16,2", "a,b", "-1,16", ""])
+def test_bad_branch_window_is_refused(value):
+    with pytest.raises(ValueError, match="kv_branch_window"):
+        CacheConfig(kv_branch_window=value)

@@ -5,6 +5,12 @@ one of free, held by the radix cache, or owned by one request:
 
 Tiers: with mixed-precision KV, prompt positions get prefix-pool slots (tier 0) and generated
 positions branch-pool slots (tier 1); with one pool both are tier 0.
+
+Branch window (mixed KV, `window=(S, N)`): a request's first S generated tokens and its newest N
+keep the prefix precision. New tokens are written to the prefix pool; once a token is older than
+the newest N (checked in batches of DEMOTE_BATCH tokens) its KV is moved into the branch pool
+(`move_kv`: dequantize, re-quantize) and its prefix slot freed. Only slots the request owns move:
+positions already in the radix tree stay as they are.
 """
 
 from __future__ import annotations
@@ -17,13 +23,26 @@ from radixgen.radix import PrefixCache
 from radixgen.radix.kv_pool import ReqToTokenTable, SlotAllocator
 from radixgen.runtime.request import Request
 
+DEMOTE_BATCH = 8  # move a request's tokens that left its window in batches (fewer KV copies)
+
 
 class KVManager:
     def __init__(self, cache: PrefixCache, allocator: SlotAllocator, table: ReqToTokenTable,
-                 mixed: bool = False, on_insert: Callable[[list[int], int], None] | None = None):
+                 mixed: bool = False, on_insert: Callable[[list[int], int], None] | None = None,
+                 window: tuple[int, int] | None = None,
+                 move_kv: Callable[[torch.Tensor, torch.Tensor], None] | None = None):
         self.cache, self.allocator, self.table = cache, allocator, table
         self.branch_tier = 1 if mixed else 0
         self.on_insert = on_insert  # (token ids, how many the tree held before): a drafter learns
+        if mixed and window is not None and move_kv is None:
+            raise ValueError("a branch window needs move_kv to move KV between the pools")
+        self.window = window if mixed else None  # (sink, recent) generated tokens kept in tier 0
+        self.move_kv = move_kv  # (from slots, to slots): copy every layer's KV across pools
+
+    @property
+    def new_token_tier(self) -> int:
+        """The pool a newly generated token's KV is written to."""
+        return 0 if self.window else self.branch_tier
 
     def _insert(self, req: Request, ids: list[int], slots: torch.Tensor):
         res = self.cache.insert(ids, slots, req.namespace)
@@ -44,10 +63,17 @@ class KVManager:
 
     def fits_when_empty(self, req: Request, capacity: tuple[int, ...]) -> bool:
         """Could req's whole sequence plus its next token fit the empty pools?"""
-        prompt, generated = len(req.input_ids), req.seq_len + 1 - len(req.input_ids)
+        first, second = self.split_positions(req, 0, req.seq_len + 1)
         if self.branch_tier == 0:
-            return prompt + generated <= sum(capacity)
-        return prompt <= capacity[0] and generated <= capacity[1]
+            return first + second <= sum(capacity)
+        return first <= capacity[0] and second <= capacity[1]
+
+    def generated_need(self, tokens: int) -> tuple[int, int]:
+        """(tier 0, tier 1) slots that `tokens` more generated tokens of one request may need at
+        once (with a window: the window's share in tier 0, and every token in tier 1 at worst)."""
+        if self.window:
+            return min(tokens, sum(self.window) + DEMOTE_BATCH), tokens
+        return 0, tokens
 
     def hits_by_tier(self, req: Request) -> tuple[int, int]:
         """req's cached prompt tokens (its first kv_len slots after admission) per pool."""
@@ -56,25 +82,79 @@ class KVManager:
         branch = int((self.table.read(req.row, req.kv_len) >= self.allocator.boundary).sum())
         return req.kv_len - branch, branch
 
+    def _position_tiers(self, req: Request, start: int, n: int) -> torch.Tensor:
+        """The pool (tier) of each of req's positions [start, start + n): bool, True = tier 1.
+        Prompt positions are tier 0; generated ones the branch tier, except inside the window."""
+        pos = torch.arange(start, start + n)
+        gen = pos - len(req.input_ids)  # generated-token index (negative: a prompt position)
+        tiers = gen >= 0 if self.branch_tier else torch.zeros(n, dtype=torch.bool)
+        if self.window:
+            sink, recent = self.window
+            tiers &= (gen >= sink) & (gen < len(req.output_ids) - recent)
+        return tiers
+
     def split_positions(self, req: Request, start: int, n: int) -> tuple[int, int]:
-        """How many of req's positions [start, start + n) are prompt / generated positions."""
+        """How many of req's positions [start, start + n) need tier-0 / tier-1 slots (prompt /
+        generated positions, unless a branch window keeps some generated ones in tier 0)."""
         prompt = max(min(start + n, len(req.input_ids)) - start, 0)
-        return prompt, n - prompt
+        if not self.window:
+            return prompt, n - prompt
+        second = int(self._position_tiers(req, start, n).sum())
+        return n - second, second
 
     def alloc_positions(self, req: Request, start: int, n: int) -> torch.Tensor | None:
         """Slots for req's positions [start, start + n), each from its tier's pool; None (and
         nothing taken) if they cannot be had."""
-        prompt, generated = self.split_positions(req, start, n)
-        if not prompt:  # only generated positions (a retracted request prefilled again)
-            return self.alloc(generated, self.branch_tier)
-        head = self.alloc(prompt, 0)
-        if head is None or not generated:
-            return head
-        tail = self.alloc(generated, self.branch_tier)
-        if tail is None:
-            self.allocator.free(head)
+        tiers = self._position_tiers(req, start, n)
+        second = int(tiers.sum())
+        first = self.alloc(n - second, 0) if second < n else None
+        if second == 0 or (first is None and second < n):
+            return first
+        rest = self.alloc(second, 1)
+        if rest is None:
+            if first is not None:
+                self.allocator.free(first)
             return None
-        return torch.cat([head, tail])
+        if first is None:
+            return rest
+        out = torch.empty(n, dtype=first.dtype, device=first.device)
+        out[~tiers.to(first.device)], out[tiers.to(first.device)] = first, rest
+        return out
+
+    def demote(self, reqs: list[Request]) -> int:
+        """Branch window: move each request's owned tokens that left its window from tier 0 to
+        tier 1 (in batches of DEMOTE_BATCH per request). Returns the tokens moved; 0 (nothing
+        changed) if tier 1 cannot give the slots now."""
+        if not self.window:
+            return 0
+        sink, recent = self.window
+        rows, positions, ends = [], [], []
+        for req in reqs:
+            if req.row is None:
+                continue
+            first = max(req.demoted_upto, req.tree_len, len(req.input_ids) + sink)
+            end = min(req.kv_len, len(req.input_ids) + len(req.output_ids) - recent)
+            if end - first < DEMOTE_BATCH:
+                continue
+            slots = self.table.read(req.row, end, start=first)
+            pos = torch.nonzero(slots < self.allocator.boundary)[:, 0] + first
+            rows.append(torch.full((len(pos),), req.row, dtype=torch.int64))
+            positions.append(pos)
+            ends.append((req, end))
+        if not ends:
+            return 0
+        rows_t, pos_t = torch.cat(rows).to(self.table.table.device), torch.cat(positions).to(self.table.table.device)
+        old = self.table.table[rows_t, pos_t]
+        new = self.alloc(len(old), 1) if len(old) else old
+        if new is None:
+            return 0
+        if len(old):
+            self.move_kv(old, new)
+            self.table.table[rows_t, pos_t] = new
+            self.allocator.free(old)
+        for req, end in ends:
+            req.demoted_upto = end
+        return len(old)
 
     def match(self, req: Request) -> int:
         """Cached prefix length for req (see Request.max_cached_len)."""

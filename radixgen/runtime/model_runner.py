@@ -61,6 +61,7 @@ class ModelRunner:
         a = self.arch
         self.kv_dtypes = resolve_kv_dtypes(cache_cfg, self.device)  # (prefix, branch)
         self._build_kv(cache_cfg, weight_bytes)
+        self.branch_window = cache_cfg.branch_window if self.mixed_kv else None
         self.max_context_len = a.max_position_embeddings
         if a.sliding_window is not None and a.sliding_window < self.max_context_len:
             # attention here is always full: it equals sliding-window attention only while the
@@ -95,6 +96,13 @@ class ModelRunner:
         self.capacity, self.num_slots = tuple(sizes), sum(sizes)
         self.pool = MixedKVPool(make(self.kv_dtypes[0], sizes[0]), make(self.kv_dtypes[1], sizes[1]), sizes[0])
         self.allocator = TieredSlotAllocator(sizes[0], sizes[1], self.device)
+
+    def move_kv(self, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """Copy every layer's KV of slots `src` to slots `dst` (across pools: dequantize and
+        quantize again)."""
+        for layer in range(self.arch.num_layers):
+            k, v = self.pool.gather(layer, src)
+            self.pool.store(layer, dst, k, v)
 
     def kv_summary(self) -> str:
         return ", ".join(f"{n} tokens {kind}" for n, kind in zip(self.capacity, self.kv_dtypes))

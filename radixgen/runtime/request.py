@@ -25,6 +25,7 @@ class Request:
     kv_len: int = 0
     tree_len: int = 0
     node: Any = None
+    demoted_upto: int = 0  # positions before this were checked for the branch window's demotion
     cached_tokens: int = 0  # prompt tokens served from the cache (reported in meta_info)
     started: bool = False  # prefill has begun once (retraction does not reset it)
     num_retractions: int = 0
@@ -96,4 +97,4 @@ class Request:
 
     def reset_kv_state(self) -> None:
         """Forget KV placement (after retraction): the request will be prefilled again."""
-        self.row, self.kv_len, self.tree_len, self.node = None, 0, 0, None
+        self.row, self.kv_len, self.tree_len, self.node, self.demoted_upto = None, 0, 0, None, 0

@@ -41,7 +41,8 @@ class Scheduler:
         self.spec = speculator  # None: one token per request and step
         self.cache = cache
         on_insert = speculator.drafter.observe if speculator is not None else None
-        self.kv = KVManager(cache, runner.allocator, runner.table, runner.mixed_kv, on_insert)
+        self.kv = KVManager(cache, runner.allocator, runner.table, runner.mixed_kv, on_insert,
+                            runner.branch_window, runner.move_kv)
         chunk = cfg.chunked_prefill_size
         if chunk is None:
             chunk = 512 if runner.device.type == "cpu" else 8192
@@ -55,7 +56,7 @@ class Scheduler:
         self.running: list[Request] = []  # prefilled, decoding
         self.chunked: list[Request] = []  # admitted, prompt partly prefilled
         self.outputs: list[TokenOut] = []
-        self.num_prompt_tokens = self.num_cached_tokens = self.num_retractions = 0
+        self.num_prompt_tokens = self.num_cached_tokens = self.num_retractions = self.num_demoted = 0
         self.num_cached_by_tier = [0, 0]
 
     # ---- input ----------------------------------------------------------------------------
@@ -151,6 +152,7 @@ class Scheduler:
             self._after_verify(drafts, tree_slots, logits[n + d + n_extra:n + d + n_extra + n_verify])
         if plan.groups:
             self._after_scoring(plan.groups, group_slots, logits[n + d + n_extra + n_verify:])
+        self.num_demoted += self.kv.demote(self.running)  # branch window: older tokens to the branch pool
         return self._take_outputs()
 
     def _take_outputs(self) -> list[TokenOut]:
@@ -171,7 +173,7 @@ class Scheduler:
         if budget <= 0 or not self.waiting:
             return plan
         cached = {id(r): self.kv.match(r) for r in self.waiting}
-        reserved = [0, sum(self._reserve(r) for r in self.running + self.chunked)]  # prompt, generated
+        reserved = [sum(t) for t in zip((0, 0), *(self._reserve(r) for r in self.running + self.chunked))]  # per tier
         grouped: set[int] = set()
         for req in order_waiting(self.waiting, cached, self.cfg):
             if budget <= 0 or len(self.running) + len(plan.reqs) + len(plan.groups) >= self.cfg.max_running_requests:
@@ -198,7 +200,8 @@ class Scheduler:
             ext = min(req.prefill_len - cached[id(req)], budget)
             need = self.kv.split_positions(req, cached[id(req)], ext)
             if busy:
-                need = (need[0] + reserved[0], need[1] + reserved[1] + self._reserve(req))
+                own = self._reserve(req)
+                need = (need[0] + reserved[0] + own[0], need[1] + reserved[1] + own[1])
             if not self.kv.fits(*need) or not self.kv.admit(req):
                 break
             self.waiting.remove(req)
@@ -206,13 +209,15 @@ class Scheduler:
             plan.reqs.append(req)
             plan.extend_lens.append(ext)
             budget -= ext
-            prompt, generated = self.kv.split_positions(req, req.kv_len, ext)
-            reserved = [reserved[0] + prompt, reserved[1] + generated + self._reserve(req)]
+            first, second = self.kv.split_positions(req, req.kv_len, ext)
+            own = self._reserve(req)
+            reserved = [reserved[0] + first + own[0], reserved[1] + second + own[1]]
         return plan
 
-    def _reserve(self, req: Request) -> int:
-        """KV tokens held back at admission for the request's future decode steps."""
-        return int(req.remaining_new_tokens * self.cfg.new_token_ratio)
+    def _reserve(self, req: Request) -> tuple[int, int]:
+        """KV tokens (tier 0, tier 1) held back at admission for the request's future decode
+        steps."""
+        return self.kv.generated_need(int(req.remaining_new_tokens * self.cfg.new_token_ratio))
 
     def _alloc_plan(self, plan: PrefillPlan) -> list[torch.Tensor]:
         """Slots for every planned request; one that cannot get them (decode filled the pool
@@ -304,7 +309,7 @@ class Scheduler:
             drafted = {id(d.req) for d in drafts}
             plain = [r for r in self.running if id(r) not in drafted]
             sizes = [d.num_rows for d in drafts]
-            slots = self.kv.alloc(len(plain) + sum(sizes), self.kv.branch_tier)
+            slots = self.kv.alloc(len(plain) + sum(sizes), self.kv.new_token_tier)
             if slots is not None:
                 tree_slots = list(slots[len(plain):].split(sizes)) if drafts else []
                 return plain, slots[:len(plain)], drafts, tree_slots

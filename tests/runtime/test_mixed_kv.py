@@ -1,5 +1,6 @@
 """Mixed-precision KV end to end: prompt tokens in the prefix pool, generated tokens in the
-branch pool, a later turn reusing the earlier turn's generated branch from the radix tree."""
+branch pool (but for a window of them), a later turn reusing the earlier turn's generated branch
+from the radix tree."""
 
 import torch
 
@@ -24,7 +25,7 @@ def test_lossless_pools_through_the_mixed_path_change_nothing(tiny_model_path):
 
 
 def test_second_turn_reuses_the_generated_branch(tiny_model_path):
-    eng = _engine(tiny_model_path, kv_prefix_dtype="fp8_e4m3", kv_branch_dtype="nvfp4")
+    eng = _engine(tiny_model_path, kv_prefix_dtype="fp8_e4m3", kv_branch_dtype="nvfp4", kv_branch_window="none")
     runner, cache = eng.scheduler.runner, eng.scheduler.cache
     boundary = runner.capacity[0]
     turn1 = [11, 12, 13, 14, 15, 16, 17, 18] * 4
@@ -40,3 +41,36 @@ def test_second_turn_reuses_the_generated_branch(tiny_model_path):
     assert tiers[:n1] == [0] * n1 and set(tiers[n1:n1 + len(out1) - 1]) == {1}
     assert tiers[-4:] == [0] * 4  # the second turn's own (prompt) tokens: prefix pool
     cache.check_integrity()
+
+
+def test_branch_window_keeps_first_and_newest_tokens_in_the_prefix_pool(tiny_model_path):
+    """Window (4, 16): after 48 generated tokens the cached path holds the prompt and the first
+    4 generated tokens in the prefix pool, the middle in the branch pool (moved in batches of
+    DEMOTE_BATCH), the newest 16 or more in the prefix pool; every count adds up per pool."""
+    from radixgen.runtime.kv_manager import DEMOTE_BATCH
+
+    eng = _engine(tiny_model_path, kv_prefix_dtype="fp8_e4m3", kv_branch_dtype="nvfp4", kv_branch_window="4,16")
+    sched, cache = eng.scheduler, eng.scheduler.cache
+    boundary = sched.runner.capacity[0]
+    prompt = [31, 32, 33, 34, 35] * 4
+    out = eng.generate(input_ids=prompt, sampling_params={**GREEDY, "max_new_tokens": 48})["output_ids"]
+    tiers = (cache.match_prefix(prompt + out).slots >= boundary).to(torch.int64).tolist()
+    gen = tiers[len(prompt):]  # the 47 generated tokens with KV (the last one has none)
+    assert tiers[:len(prompt)] == [0] * len(prompt) and gen[:4] == [0] * 4
+    assert gen[-16:] == [0] * 16 and set(gen[4:48 - 16 - DEMOTE_BATCH]) == {1}
+    assert sched.num_demoted == sum(gen)
+    assert cache.total_size(0) + cache.total_size(1) == len(tiers)
+    assert sched.runner.allocator.num_free(0) + cache.total_size(0) == sched.runner.capacity[0]
+    cache.check_integrity()
+
+
+def test_window_wider_than_the_generation_equals_the_prefix_precision(tiny_model_path):
+    """A window covering every generated token keeps them all in the FP8 prefix pool: the same
+    greedy tokens as FP8 KV everywhere."""
+    prompts = [[5 + i, 17, 300, 4000 + i, 9] * 6 for i in range(3)]
+    params = {**GREEDY, "max_new_tokens": 40}
+    run = lambda **kv: [r["output_ids"] for r in _engine(tiny_model_path, **kv).generate(
+        input_ids=prompts, sampling_params=params)]
+    fp8 = run(kv_cache_dtype="fp8_e4m3")
+    wide = run(kv_prefix_dtype="fp8_e4m3", kv_branch_dtype="nvfp4", kv_branch_window="100,100")
+    assert wide == fp8

@@ -24,10 +24,16 @@ def _census(engine: Engine) -> None:
         for tier, capacity in enumerate(runner.capacity):
             mine = sum(int(((o >= boundary) == bool(tier)).sum()) for o in owned)
             assert runner.allocator.num_free(tier) + cache.total_size(tier) + mine == capacity, tier
+        window = sched.kv.window
         for r in sched.running + sched.chunked:  # prompt positions in the prefix pool, the rest not
             if r.row is not None:
                 slots = runner.table.read(r.row, r.kv_len)
-                assert (slots[:len(r.input_ids)] < boundary).all() and (slots[len(r.input_ids):] >= boundary).all()
+                prompt = len(r.input_ids)
+                assert (slots[:prompt] < boundary).all()
+                if window is None:
+                    assert (slots[prompt:] >= boundary).all()
+                else:  # the window's first tokens stay in the prefix pool; older ones move lazily
+                    assert (slots[prompt:prompt + window[0]] < boundary).all()
     cache.check_integrity()
     everything = torch.cat([runner.allocator.free_slots(), cache.all_slots(), *owned])
     assert len(everything.unique()) == runner.num_slots, "a KV slot is in two places"
@@ -53,15 +59,18 @@ def _traffic(rng: random.Random, num: int, alphabet: int = 40000) -> list[Genera
     return reqs
 
 
-MIXED = {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_branch_fraction": 0.1}
+MIXED = {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_branch_fraction": 0.1,
+         "kv_branch_window": "none"}
+WINDOW = {**MIXED, "kv_branch_window": "2,3"}  # short generations here: a small window moves tokens
 
 
 SPEC = {"speculative_algorithm": "radix", "speculative_num_draft_tokens": 6}
 
 
 @pytest.mark.parametrize("kv", [{"max_total_tokens": 160}, {"max_total_tokens": 48, **MIXED},
-                                {"max_total_tokens": 160, **SPEC}, {"max_total_tokens": 64, **MIXED, **SPEC}],
-                         ids=["one-pool", "mixed", "speculative", "mixed-speculative"])
+                                {"max_total_tokens": 48, **WINDOW}, {"max_total_tokens": 160, **SPEC},
+                                {"max_total_tokens": 64, **WINDOW, **SPEC}],
+                         ids=["one-pool", "mixed", "mixed-window", "speculative", "mixed-window-speculative"])
 def test_kv_invariant_holds_every_step(tiny_model_path, kv):
     rng = random.Random(0)
     engine = Engine(str(tiny_model_path), load_format="dummy", chunked_prefill_size=32,
@@ -86,3 +95,5 @@ def test_kv_invariant_holds_every_step(tiny_model_path, kv):
     assert sched.num_cached_tokens > 0, "shared prefixes should hit the cache"
     if sched.spec is not None:
         assert sched.spec.stats.num_steps > 0 and sched.spec.stats.num_accepted > 0
+    if sched.kv.window is not None:
+        assert sched.num_demoted > 0, "generations were meant to outgrow the branch window"
