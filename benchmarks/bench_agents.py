@@ -64,7 +64,8 @@ from model_shapes import LLAMA3_8B  # noqa: E402 (benchmarks/ is the script dire
 CONFIGS = {
     "bf16": {"kv_cache_dtype": "bf16"},
     "fp8": {"kv_cache_dtype": "fp8_e4m3"},
-    "mixed": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4"},
+    "mixed": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4"},  # the default branch window
+    "mixed-nowin": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_branch_window": "none"},
 }
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "generation_config.json")
@@ -200,7 +201,7 @@ def token_bytes(arch: dict) -> dict[str, float]:
 def engine_kv_args(name: str, budget_bytes: float, tb: dict, model_dtype: str, frac: float) -> dict:
     """max_total_tokens (and the branch fraction) that give config `name` budget_bytes of KV."""
     kv = dict(CONFIGS[name])
-    if name == "mixed":
+    if name.startswith("mixed"):
         model_kind = {"float32": "fp32", "bfloat16": "bf16", "float16": "bf16"}[model_dtype]
         kv.update(max_total_tokens=int(budget_bytes // tb[model_kind]), kv_branch_fraction=frac)
     else:
@@ -211,19 +212,33 @@ def engine_kv_args(name: str, budget_bytes: float, tb: dict, model_dtype: str, f
 
 def session_math(name: str, capacity: list[int], tb: dict, shared: int, own: float, gen: int,
                  agents: int) -> dict:
-    """Sessions that fit (shared prompt once; per session `own` prompt tokens in the prefix
-    precision + `gen` generated tokens in the branch precision) and per-session KV bytes, also
-    with the shared prompt's bytes spread over all `agents` sessions."""
+    """Sessions that fit (shared prompt once; per session `own` prompt tokens and the branch
+    window's generated tokens in the prefix precision, the other generated tokens in the branch
+    precision) and per-session KV bytes, also with the shared prompt's bytes spread over all
+    `agents` sessions."""
     prefix, branch = ("bf16", "bf16") if name == "bf16" else (
         ("fp8_e4m3", "fp8_e4m3") if name == "fp8" else ("fp8_e4m3", "nvfp4"))
-    per_session = own * tb[prefix] + gen * tb[branch]
+    win = window_tokens(name, gen)
+    per_session = (own + win) * tb[prefix] + (gen - win) * tb[branch]
     if len(capacity) == 1:
         fit = (capacity[0] - shared) / (own + gen)
     else:
-        fit = min((capacity[0] - shared) / own, capacity[1] / gen)
+        fit = min((capacity[0] - shared) / (own + win), capacity[1] / max(gen - win, 1))
     return {"prefix": prefix, "branch": branch, "kv_bytes_per_session": per_session,
             "kv_bytes_per_session_amortized": per_session + shared * tb[prefix] / agents,
             "max_sessions_math": int(max(fit, 0))}
+
+
+def window_tokens(name: str, gen: int) -> int:
+    """Generated tokens of a session that a mixed config's branch window keeps in the prefix
+    pool at most (first SINK, newest RECENT, plus up to DEMOTE_BATCH - 1 not yet moved)."""
+    if not name.startswith("mixed"):
+        return 0
+    from radixgen.config import CacheConfig
+    from radixgen.runtime.kv_manager import DEMOTE_BATCH
+
+    window = CacheConfig(**{k: v for k, v in CONFIGS[name].items() if k == "kv_branch_window"}).branch_window
+    return min(gen, sum(window) + DEMOTE_BATCH - 1) if window else 0
 
 
 # ---------------------------------------------------------------- run
@@ -350,7 +365,9 @@ def main(argv=None):
     # a quarter of the agents' turn-2 sessions (own prompt, two answers, the follow-up turn)
     budget_tokens = args.budget_tokens or int(shared + max(args.agents / 4, 2) * (own + 2 * gen + 24))
     budget = budget_tokens * tb["bf16"]
-    frac = args.kv_branch_fraction or (gen * tb["nvfp4"]) / (gen * tb["nvfp4"] + (own + shared / args.agents) * tb["fp8_e4m3"])
+    win = window_tokens("mixed", gen)
+    frac = args.kv_branch_fraction or ((gen - win) * tb["nvfp4"]) / (
+        (gen - win) * tb["nvfp4"] + (own + win + shared / args.agents) * tb["fp8_e4m3"])
     info = machine_info(args.gpu)
     _log(f"{args.agents} agents, shared prompt {shared} tokens, own prompt {own:.1f}, {gen} new tokens x 2 "
          f"turns; budget {budget_tokens} bf16 tokens = {budget / 1e6:.1f} MB; branch fraction {frac:.3f}; "

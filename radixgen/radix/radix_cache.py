@@ -220,22 +220,46 @@ class RadixCache:
         return path
 
     def evict(self, num_tokens: int, tier: int | None = None) -> int:
-        """See `PrefixCache.evict`; mutates the tree and sizes, calls free_slots."""
-        wanted = (lambda n: n.lock_count == 0 and (tier is None or n.tier == tier))
-        heap = [(n.last_access, n.uid, n) for n in self._leaves if wanted(n)]
-        heapq.heapify(heap)
+        """See `PrefixCache.evict`; mutates the tree and sizes, calls free_slots. For a tier:
+        its least-recently-used unlocked leaves first; then, if that is not enough, unlocked
+        leaves of the other tier that hang below an unlocked node of this tier (a cached second
+        turn below a first turn's branch), so every node `evictable_size(tier)` counts can go."""
         freed: list[torch.Tensor] = []
+        num_freed = self._evict_leaves(num_tokens, tier, freed, lambda n: tier is None or n.tier == tier)
+        if tier is not None and num_freed < num_tokens:
+            num_freed += self._evict_leaves(num_tokens - num_freed, tier, freed,
+                                             lambda n: n.tier == tier or self._above_unlocked(n, tier))
+        if freed:
+            self._free_slots(torch.cat(freed))
+        return num_freed
+
+    def _evict_leaves(self, num_tokens: int, tier: int | None, freed: list[torch.Tensor], wanted) -> int:
+        """Pop unlocked leaves passing `wanted` in LRU order (parents that become such leaves
+        join) until num_tokens of `tier` (or any, for None) are freed; their slots go to freed."""
+        ok = lambda n: n.lock_count == 0 and wanted(n)
+        heap = [(n.last_access, n.uid, n) for n in self._leaves if ok(n)]
+        heapq.heapify(heap)
         num_freed = 0
         while num_freed < num_tokens and heap:
             _, _, leaf = heapq.heappop(heap)
             parent = self._remove_leaf(leaf)
             freed.append(leaf.slots)
-            num_freed += leaf.size
-            if parent in self._leaves and wanted(parent):
+            if tier is None or leaf.tier == tier:
+                num_freed += leaf.size
+            if parent in self._leaves and ok(parent):
                 heapq.heappush(heap, (parent.last_access, parent.uid, parent))
-        if freed:
-            self._free_slots(torch.cat(freed))
         return num_freed
+
+    @staticmethod
+    def _above_unlocked(node: TreeNode, tier: int) -> bool:
+        """An unlocked node of `tier` lies on node's path up (locks hold whole paths, so the
+        walk stops at the first locked node)."""
+        n = node.parent
+        while n is not None and n.parent is not None and n.lock_count == 0:
+            if n.tier == tier:
+                return True
+            n = n.parent
+        return False
 
     def _remove_leaf(self, leaf: TreeNode) -> TreeNode:
         """Unlink an unlocked leaf; returns its former parent (now maybe a leaf itself)."""

@@ -156,16 +156,27 @@ class KVManager:
             req.demoted_upto = end
         return len(old)
 
+    def _match(self, req: Request):
+        """req's cached prefix (see Request.max_cached_len), cut before its first branch-pool
+        slot for a request that reuses only the prefix pool (Request.prefix_pool_only)."""
+        ids = req.all_ids[:req.max_cached_len]
+        m = self.cache.match_prefix(ids, req.namespace)
+        if req.prefix_pool_only and self.branch_tier and m.length:
+            branch = torch.nonzero(m.slots >= self.allocator.boundary)
+            if len(branch):
+                m = self.cache.match_prefix(ids[:int(branch[0, 0])], req.namespace)
+        return m
+
     def match(self, req: Request) -> int:
-        """Cached prefix length for req (see Request.max_cached_len)."""
-        return self.cache.match_prefix(req.all_ids[:req.max_cached_len], req.namespace).length
+        """Cached prefix length for req."""
+        return self._match(req).length
 
     def admit(self, req: Request) -> bool:
         """Give req a table row and its cached prefix (locked). False if no row is free."""
         row = self.table.alloc_row()
         if row is None:
             return False
-        m = self.cache.match_prefix(req.all_ids[:req.max_cached_len], req.namespace)
+        m = self._match(req)
         self.cache.lock(m.node)
         self.table.write(row, 0, m.slots)
         req.row, req.node, req.tree_len, req.kv_len = row, m.node, m.length, m.length

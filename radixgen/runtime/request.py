@@ -26,6 +26,9 @@ class Request:
     tree_len: int = 0
     node: Any = None
     demoted_upto: int = 0  # positions before this were checked for the branch window's demotion
+    # reuse only the prefix-pool part of the cached prefix (set once the request could not get
+    # KV on its own because its cached branch-pool tokens filled that pool: they are recomputed)
+    prefix_pool_only: bool = False
     cached_tokens: int = 0  # prompt tokens served from the cache (reported in meta_info)
     started: bool = False  # prefill has begun once (retraction does not reset it)
     num_retractions: int = 0

@@ -229,7 +229,8 @@ class Scheduler:
                 if req in self.chunked:
                     self.chunked.remove(req)
                 self.kv.release(req)
-                self.waiting.insert(0, req)
+                if self.running or self.chunked or kept.reqs or self._unblock(req):
+                    self.waiting.insert(0, req)
                 continue
             slots.append(got)
             kept.reqs.append(req)
@@ -327,11 +328,23 @@ class Scheduler:
         self.kv.release(victim)
         victim.num_retractions += 1
         self.num_retractions += 1
-        if not self.running and not self.chunked and not self.kv.fits_when_empty(victim, self.runner.capacity):
-            self._finish(victim, FinishReason("abort", message="the KV pool is too small for this request"))
+        if not self.running and not self.chunked and not self._unblock(victim):
             return
         self.waiting.insert(0, victim)
         logger.info("retracted %s (KV pool full)", victim.rid)
+
+    def _unblock(self, req: Request) -> bool:
+        """req could not get KV while no other request held any. If even the empty pools are
+        too small for it, it finishes with an error (False). Otherwise it waits again (True);
+        with mixed pools it then reuses only the prefix-pool part of its cached prefix, since
+        its own cached branch-pool tokens (locked while it is admitted) may be what fills that
+        pool: they are recomputed into the prefix pool."""
+        if not self.kv.fits_when_empty(req, self.runner.capacity):
+            self._finish(req, FinishReason("abort", message="the KV pool is too small for this request"))
+            return False
+        if self.kv.branch_tier:
+            req.prefix_pool_only = True
+        return True
 
     def _admit_compiled(self) -> None:
         """Move requests whose grammar finished compiling into the queue (or finish them)."""

@@ -469,8 +469,30 @@ def test_tiers_split_nodes_and_evict_per_tier():
     assert cache.evict(5, tier=0) == 0  # the only tier-0 leaf is locked
     assert cache.evict(1, tier=1) == 2 and sorted(freed.slots) == [102, 103]
     cache.unlock(lock)
-    assert cache.evict(10, tier=0) == 2  # [2, 3] first; its tier-1 parent is not taken
+    assert cache.evict(2, tier=0) == 2  # the tier-0 leaf [2, 3]; its tier-1 parent stays
     assert cache.total_size(1) == 2 and cache.total_size(0) == 2
+    # more than the tier's leaves hold: the tier-1 node below [0, 1] goes too, so [0, 1] can
+    assert cache.evictable_size(0) == 2 and cache.evict(10, tier=0) == 2
+    assert cache.total_size(0) == 0 and cache.total_size(1) == 0
+    cache.check_integrity()
+
+
+def test_evicting_a_tier_takes_what_hangs_below_its_unlocked_nodes():
+    """A first turn's branch (tier 1) with a cached second turn (tier 0) below it: evicting
+    tier 1 frees the tier-0 leaf first, then the branch (everything evictable_size promised);
+    a locked path is never touched."""
+    freed = Freed()
+    cache = RadixCache(free_slots=freed, tier_boundary=100)
+    cache.insert([1, 2, 3, 4, 5, 6, 7], slots(0, 1, 100, 101, 102, 2, 3))  # prompt, branch, turn 2
+    cache.insert([9, 8, 7, 6], slots(4, 5, 103, 6))  # another conversation
+    keep = cache.match_prefix([9, 8, 7, 6]).node
+    cache.lock(keep)
+    assert cache.evictable_size(1) == 3
+    assert cache.evict(3, tier=1) == 3
+    assert sorted(freed.slots) == [2, 3, 100, 101, 102]
+    assert cache.total_size(1) == 1 and cache.match_prefix([9, 8, 7, 6]).length == 4
+    assert cache.evict(5, tier=1) == 0  # the rest is locked
+    cache.unlock(keep)
     cache.check_integrity()
     with pytest.raises(ValueError, match="page_size 1"):
         RadixCache(page_size=2, free_slots=freed, tier_boundary=10)

@@ -36,3 +36,24 @@ def test_cuda_sampling_and_penalties_run(tiny_model_path):
     again = engine.generate(input_ids=[5, 6, 7, 8], sampling_params=params)
     assert len(first["output_ids"]) == 8 and first["output_ids"] == again["output_ids"]
     assert len(first["meta_info"]["output_top_logprobs"]) == 8
+
+
+def test_cuda_default_mixed_kv_with_branch_window(tiny_model_path):
+    """CUDA's default KV: FP8 prefix + NVFP4 branch pools with the branch window (4, 16).
+    Generations longer than the window move their older tokens to the branch pool; the per-pool
+    census holds after the run and a second turn hits the cached branch."""
+    engine = Engine(str(tiny_model_path), load_format="dummy", dtype="bfloat16", device="cuda",
+                    max_total_tokens=2048)
+    sched = engine.scheduler
+    assert sched.runner.kv_dtypes == ("fp8_e4m3", "nvfp4") and sched.kv.window == (4, 16)
+    prompts = [[5 + i, 17, 300, 4000 + i, 9] * 6 for i in range(3)]
+    params = {"max_new_tokens": 48, "temperature": 0, "ignore_eos": True}
+    outs = [r["output_ids"] for r in engine.generate(input_ids=prompts, sampling_params=params)]
+    assert sched.num_demoted > 0
+    cache, runner = sched.cache, sched.runner
+    for tier, capacity in enumerate(runner.capacity):
+        assert runner.allocator.num_free(tier) + cache.total_size(tier) == capacity
+    tiers = (cache.match_prefix(prompts[0] + outs[0]).slots >= runner.capacity[0]).tolist()
+    assert not any(tiers[:30 + 4]) and not any(tiers[-16:]) and all(tiers[30 + 4:30 + 48 - 24])
+    again = engine.generate(input_ids=prompts[0] + outs[0] + [7, 8], sampling_params={**params, "max_new_tokens": 4})
+    assert again["meta_info"]["cached_tokens"] == 30 + 47

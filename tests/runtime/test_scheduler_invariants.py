@@ -68,7 +68,7 @@ SPEC = {"speculative_algorithm": "radix", "speculative_num_draft_tokens": 6}
 
 
 @pytest.mark.parametrize("kv", [{"max_total_tokens": 160}, {"max_total_tokens": 48, **MIXED},
-                                {"max_total_tokens": 48, **WINDOW}, {"max_total_tokens": 160, **SPEC},
+                                {"max_total_tokens": 36, **WINDOW}, {"max_total_tokens": 160, **SPEC},
                                 {"max_total_tokens": 64, **WINDOW, **SPEC}],
                          ids=["one-pool", "mixed", "mixed-window", "speculative", "mixed-window-speculative"])
 def test_kv_invariant_holds_every_step(tiny_model_path, kv):
