@@ -106,19 +106,21 @@ class KVManager:
         """Slots for req's positions [start, start + n), each from its tier's pool; None (and
         nothing taken) if they cannot be had."""
         tiers = self._position_tiers(req, start, n)
-        second = int(tiers.sum())
-        first = self.alloc(n - second, 0) if second < n else None
-        if second == 0 or (first is None and second < n):
-            return first
-        rest = self.alloc(second, 1)
-        if rest is None:
-            if first is not None:
-                self.allocator.free(first)
-            return None
-        if first is None:
-            return rest
-        out = torch.empty(n, dtype=first.dtype, device=first.device)
-        out[~tiers.to(first.device)], out[tiers.to(first.device)] = first, rest
+        parts = []  # (positions of the tier, their slots)
+        for tier, mask in ((0, ~tiers), (1, tiers)):
+            count = int(mask.sum())
+            if count:
+                got = self.alloc(count, tier)
+                if got is None:
+                    for _, taken in parts:
+                        self.allocator.free(taken)
+                    return None
+                parts.append((mask, got))
+        if len(parts) != 2:
+            return parts[0][1] if parts else self.alloc(0, 0)
+        out = torch.empty(n, dtype=parts[0][1].dtype, device=parts[0][1].device)
+        for mask, got in parts:
+            out[mask.to(got.device)] = got
         return out
 
     def demote(self, reqs: list[Request]) -> int:
@@ -145,10 +147,10 @@ class KVManager:
             return 0
         rows_t, pos_t = torch.cat(rows).to(self.table.table.device), torch.cat(positions).to(self.table.table.device)
         old = self.table.table[rows_t, pos_t]
-        new = self.alloc(len(old), 1) if len(old) else old
-        if new is None:
-            return 0
-        if len(old):
+        if len(old):  # else the ranges were in tier 1 already (placed there by a re-prefill)
+            new = self.alloc(len(old), 1)
+            if new is None:
+                return 0
             self.move_kv(old, new)
             self.table.table[rows_t, pos_t] = new
             self.allocator.free(old)

@@ -106,3 +106,22 @@ def test_second_turn_whose_cached_branch_fills_the_branch_pool_finishes(tiny_mod
     for tier, capacity in enumerate(sched.runner.capacity):
         assert sched.runner.allocator.num_free(tier) + cache.total_size(tier) == capacity
     cache.check_integrity()
+
+
+def test_alloc_positions_per_tier_and_empty(tiny_model_path):
+    """Positions get slots of their tier in position order (prompt, window sink, middle, newest);
+    no positions give an empty tensor, not 'cannot be had' (the draft model asks for none when a
+    context is fully cached)."""
+    from radixgen.runtime.request import Request
+
+    for kv in ({}, {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_branch_window": "2,3"}):
+        sched = _engine(tiny_model_path, **kv).scheduler
+        req = Request("r", [5, 6, 7, 8], SamplingParams())
+        req.output_ids = list(range(10, 20))  # 10 generated: indices 2..6 are outside the window
+        empty = sched.kv.alloc_positions(req, 3, 0)
+        assert empty is not None and len(empty) == 0
+        slots = sched.kv.alloc_positions(req, 0, 14)
+        tiers = (slots >= sched.runner.capacity[0]).tolist() if sched.runner.mixed_kv else [False] * 14
+        expect = [False] * 6 + [True] * 5 + [False] * 3 if sched.runner.mixed_kv else [False] * 14
+        assert tiers == expect and len(set(slots.tolist())) == 14
+        sched.runner.allocator.free(slots)
