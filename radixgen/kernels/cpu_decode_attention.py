@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 _SOURCE = Path(__file__).with_name("csrc") / "cpu_decode_attention.cpp"
 _CFLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno"]
-_MAX_GROUP, _MAX_HEAD_DIM = 16, 256  # the kernel's stack buffers
+_MAX_GROUP, _MAX_HEAD_DIM = 16, 256  # the head shapes the kernel is built and tested for
 _DTYPES = (torch.float32, torch.bfloat16)
 _state: dict[str, object] = {}
 _lock = threading.Lock()

@@ -112,9 +112,8 @@ class TorchAttention:
             out[c.token_rows] = o
         if plan.short is not None:
             out[plan.short.token_rows] = plan.short.attend(layer, q, pool)
-        starts = [0, *torch.tensor(batch.extend_lens).cumsum(0).tolist()]
         for i, mask in plan.masks.items():
-            start, ext = starts[i], batch.extend_lens[i]
+            start, ext = plan.starts[i], batch.extend_lens[i]
             keys, values = pool.gather(layer, batch.kv_slots[i, :batch.seq_lens[i]])  # [L, Hkv, D]
             qi = q[start:start + ext].transpose(0, 1).unsqueeze(0)  # [1, Hq, ext, D]
             o = F.scaled_dot_product_attention(
@@ -131,8 +130,9 @@ class _ExtendPlan:
     trees included, short ones together (_ShortExtends) and long ones one SDPA call each."""
 
     def __init__(self, kernel: tuple[CausalExtendPlan, SharedSegments] | None, short: "_ShortExtends | None",
-                 masks: dict[int, torch.Tensor | None]):
+                 masks: dict[int, torch.Tensor | None], starts: list[int]):
         self.kernel, self.short, self.masks = kernel, short, masks
+        self.starts = starts  # each request's first token row (ForwardBatch.extend_starts)
 
     @classmethod
     def plan(cls, batch: ForwardBatch, kernel_reads_pool: bool) -> "_ExtendPlan":
@@ -147,7 +147,7 @@ class _ExtendPlan:
         device = batch.kv_slots.device
         masks = {i: _extend_mask(batch.prefix_lens[i], batch.extend_lens[i], batch.tree_mask(i), device)
                  for i in todo if short is None or i not in short.members}
-        return cls(kernel, short, masks)
+        return cls(kernel, short, masks, batch.extend_starts)
 
 
 class _ShortExtends:
@@ -169,7 +169,7 @@ class _ShortExtends:
         if len(members) < 2:
             return None
         device = batch.kv_slots.device
-        starts = [0, *torch.tensor(lens).cumsum(0).tolist()]
+        starts = batch.extend_starts
         ext = torch.tensor([lens[i] for i in members])
         prefix = torch.tensor([batch.prefix_lens[i] for i in members])
         e_max, s_max = int(ext.max()), int((prefix + ext).max())

@@ -37,6 +37,11 @@ class ForwardBatch:
     def prefix_lens(self) -> list[int]:
         return [s - e for s, e in zip(self.seq_lens, self.extend_lens)]
 
+    @property
+    def extend_starts(self) -> list[int]:
+        """Per request, the row of its first new token in the flattened batch (and the total)."""
+        return [0, *torch.tensor(self.extend_lens).cumsum(0).tolist()]
+
     def parts(self) -> tuple["ForwardBatch | None", "ForwardBatch | None"]:
         """(extend part, decode part), None where the batch has no such part."""
         if self.mode is ForwardMode.MIXED:

@@ -313,6 +313,15 @@ inline void merge_into(float& m, float& l, float* acc, float pm, float pl, const
   m = mn;
 }
 
+// The G query heads of KV head h of one request (qb: its q row), scaled, into dst [G, d] floats.
+template <typename T>
+inline void load_queries(const T* qb, int64_t q_s1, int64_t h, int gsz, int d, float scale, float* dst) {
+  for (int g = 0; g < gsz; ++g) {
+    const T* qrow = qb + (h * gsz + g) * q_s1;
+    for (int i = 0; i < d; ++i) dst[g * d + i] = static_cast<float>(qrow[i]) * scale;
+  }
+}
+
 // One phase-A work item: group g's members x G query rows of KV head h over segment keys
 // [key_begin, key_begin + key_n); its partial state starts at row row_base.
 struct Item {
@@ -342,7 +351,7 @@ void run(const at::Tensor& q, const KV<T>& kv, const at::Tensor& slots, const at
   const int64_t target = 2 * at::get_num_threads();
   const int64_t split = n_groups ? std::max<int64_t>(1, (target + n_groups * hkv - 1) / (n_groups * hkv)) : 1;
   std::vector<Item> items;
-  std::vector<int64_t> first_item(n_groups + 1, 0), chunks(n_groups, 1);
+  std::vector<int64_t> first_item(n_groups, 0), chunks(n_groups, 1);
   int64_t total_rows = 0;
   for (int64_t g = 0; g < n_groups; ++g) {
     const int64_t nk = seg_off[g + 1] - seg_off[g], rows = (mem_off[g + 1] - mem_off[g]) * gsz;
@@ -370,12 +379,8 @@ void run(const at::Tensor& q, const KV<T>& kv, const at::Tensor& slots, const at
       m.assign(rp, NEG_INF);
       l.assign(rp, 0.f);
       for (int64_t mi = 0; mi < nm; ++mi) {
-        const T* qb = qp + mem[mem_off[item.g] + mi] * q_s0;
-        for (int g = 0; g < gsz; ++g) {
-          const T* qrow = qb + (item.h * gsz + g) * q_s1;
-          float* dst = qf.data() + (mi * gsz + g) * d;
-          for (int i = 0; i < d; ++i) dst[i] = static_cast<float>(qrow[i]) * scale;
-        }
+        load_queries(qp + mem[mem_off[item.g] + mi] * q_s0, q_s1, item.h, gsz, d, scale,
+                     qf.data() + mi * gsz * d);
       }
       attend(qf.data(), rows, kv, static_cast<int>(item.h), seg + seg_off[item.g] + item.key_begin,
              item.key_n, m.data(), l.data(), acc.data(), scratch);
@@ -401,10 +406,7 @@ void run(const at::Tensor& q, const KV<T>& kv, const at::Tensor& slots, const at
         std::fill(acc.begin(), acc.end(), 0.f);
         std::fill(m.begin(), m.end(), NEG_INF);
         std::fill(l.begin(), l.end(), 0.f);
-        for (int g = 0; g < gsz; ++g) {
-          const T* qrow = qp + r * q_s0 + (h * gsz + g) * q_s1;
-          for (int i = 0; i < d; ++i) qf[g * d + i] = static_cast<float>(qrow[i]) * scale;
-        }
+        load_queries(qp + r * q_s0, q_s1, h, gsz, d, scale, qf.data());
         attend(qf.data(), gsz, kv, static_cast<int>(h), slot_ptr + r * slot_s0, len_ptr[r], m.data(),
                l.data(), acc.data(), scratch);
         for (const auto& [g, mi] : in_groups[r]) {
