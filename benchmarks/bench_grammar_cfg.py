@@ -5,6 +5,8 @@ Measures `fill_bitmask` per step over (a) real SQL queries as the tokenizer enco
 (first pass: every (lexer state, parser stack) mask computed on first use) and warm (second pass
 over the same walks) mean / p50 / p99 / max, in wall time and in CPU time (thread time: leaves
 out preemption on a shared machine), and the first visits alone; load averages are recorded.
+Like the server (runtime/grammar_backend.py), the process calls `gc.freeze()` after each compile,
+so cyclic-GC passes walk only what the masks allocate; `--no-freeze` leaves the GC as it is.
 If `llguidance` or `xgrammar` are importable, their SQL mask times are measured on the same
 token sequences for comparison (benchmark only; radixgen never imports them). Usage: `python benchmarks/bench_grammar_cfg.py [--walks N]`.
 """
@@ -12,6 +14,7 @@ token sequences for comparison (benchmark only; radixgen never imports them). Us
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -92,10 +95,11 @@ def time_masks(grammar, sequences: list[list[int]], clock=time.perf_counter,
 def _stats(times: list[float]) -> dict:
     us = np.array(times) * 1e6
     return {"n": len(us), "mean_us": round(float(us.mean()), 1), "p50_us": round(float(np.percentile(us, 50)), 1),
-            "p99_us": round(float(np.percentile(us, 99)), 1), "max_us": round(float(us.max()), 1)}
+            "p99_us": round(float(np.percentile(us, 99)), 1), "max_us": round(float(us.max()), 1),
+            "over_1ms": int((us > 1000).sum())}
 
 
-def benchmark_sql_masks(num_walks: int = 30, seed: int = 0, peers: bool = True) -> dict:
+def benchmark_sql_masks(num_walks: int = 30, seed: int = 0, peers: bool = True, freeze: bool = True) -> dict:
     """Mask times (µs) of radixgen's CFG matcher on the SQL grammar; peers when installed."""
     from radixgen.core import Constraint
     from radixgen.grammar.cfg import compile_cfg
@@ -103,17 +107,24 @@ def benchmark_sql_masks(num_walks: int = 30, seed: int = 0, peers: bool = True) 
 
     tok = _tokenizer()
     info = TokenizerInfo.from_hf(tok)
+
+    def compiled():
+        grammar = compile_cfg(Constraint("lark", "sql"), info)
+        if freeze:
+            gc.freeze()
+        return grammar
+
     t0 = time.perf_counter()
-    grammar = compile_cfg(Constraint("lark", "sql"), info)
+    grammar = compiled()
     result: dict = {"compile_s": round(time.perf_counter() - t0, 3),
                     "load_avg_start": os.getloadavg()}
     real = [tok.encode(q) + [tok.eos_token_id] for q in SQL_QUERIES]
     rng = random.Random(seed)
     walks = [random_walk_ids(grammar.matcher(), info, rng) for _ in range(num_walks)]
-    grammar = compile_cfg(Constraint("lark", "sql"), info)  # fresh caches for the cold pass
+    grammar = compiled()  # fresh caches for the cold pass
     result["cold"] = _stats(time_masks(grammar, real + walks))
     result["warm"] = _stats(time_masks(grammar, real + walks))
-    grammar = compile_cfg(Constraint("lark", "sql"), info)
+    grammar = compiled()
     first: list[float] = []
     result["cold_cpu_time"] = _stats(time_masks(grammar, real + walks, time.thread_time, first))
     result["first_visits_cpu_time"] = _stats(first)
@@ -187,5 +198,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--walks", type=int, default=30)
     ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--no-freeze", action="store_true", help="no gc.freeze() after the compiles")
     args = ap.parse_args()
-    print(json.dumps(benchmark_sql_masks(args.walks, peers=not args.no_peers), indent=2))
+    print(json.dumps(benchmark_sql_masks(args.walks, peers=not args.no_peers, freeze=not args.no_freeze), indent=2))

@@ -111,9 +111,9 @@ def _part(ids: np.ndarray, num_words: int) -> Part:
 
 def pack_ids(ids: np.ndarray, num_words: int) -> np.ndarray:
     """uint32 [num_words] bitmask row (bit i of word i // 32 = id i allowed) of `ids`."""
-    bits = np.zeros(num_words * 32, dtype=bool)
-    bits[ids] = True
-    return np.packbits(bits, bitorder="little").view("<u4").copy()
+    bits = np.zeros(num_words * 32, dtype=np.uint8)  # uint8, not bool: a cheaper scatter
+    bits[ids] = 1
+    return np.packbits(bits, bitorder="little").view("<u4")
 
 
 class VocabLexer:

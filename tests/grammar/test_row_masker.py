@@ -74,3 +74,33 @@ def test_backend_mask_logits_cpu_path_matches_bitmask_path():
     expected = logits.clone()
     apply_bitmask(expected, bitmask)
     assert torch.equal(got, expected)
+
+
+def test_backend_freezes_each_compiled_grammar_once(monkeypatch):
+    """A compiled grammar arriving at the scheduler is moved out of the cyclic GC's reach once
+    (gc.freeze), not again for later requests that share it."""
+    from concurrent.futures import Future
+
+    import radixgen.runtime.grammar_backend as gb
+
+    calls = []
+    monkeypatch.setattr(gb.gc, "freeze", lambda: calls.append(1))
+
+    class _Grammar:
+        def matcher(self):
+            return _Matcher(np.zeros(1, dtype=np.int32))
+
+    backend = object.__new__(GrammarBackend)
+    backend._frozen = set()
+    grammar, other = _Grammar(), _Grammar()
+    futures = []
+    for g in (grammar, grammar, other):
+        f = Future()
+        f.set_result(g)
+        futures.append(f)
+    backend.pending = [(_Req(None), futures[0])]
+    ready, failed = backend.poll()
+    assert len(ready) == 1 and not failed and ready[0].matcher is not None and len(calls) == 1
+    backend.pending = [(_Req(None), futures[1]), (_Req(None), futures[2])]
+    ready, _ = backend.poll()
+    assert len(ready) == 2 and len(calls) == 2  # only `other` is new
