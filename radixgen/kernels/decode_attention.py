@@ -35,7 +35,9 @@ LOG2E = 1.4426950408889634
 # module-level so a benchmark can sweep them; the defaults were the fastest on an H200
 # (bench_kernels.py --sweep, batch 64 x 4096, 32/8 heads, D 128). Several KV heads per program (one
 # contiguous read of heads * row bytes per slot), prefetching and register caps were all slower there.
-DECODE_CONFIGS = {0: (128, 4, 2, 1, False, None), 1: (128, 4, 3, 1, False, None), 2: (128, 4, 3, 1, False, None)}
+# nvfp4 runs one warp over 32-token tiles: its dequantize is latency-bound, and more, smaller
+# programs per SM hide it (0.227 -> 0.19 ms there; 2 or 4 warps over 64-128 tokens: 0.21-0.38 ms).
+DECODE_CONFIGS = {0: (128, 4, 2, 1, False, None), 1: (128, 4, 3, 1, False, None), 2: (32, 1, 3, 1, False, None)}
 # code-shape variants: nvfp4 / fp8 (fp8_eo) as even/odd halves (fp8: 0.197 -> 0.148 ms there, no
 # byte shuffles, one cvt per pair); all KV heads per program with masked dots (rows, slower)
 DECODE_VARIANT = {"split_eo": True, "rows": False, "fp8_eo": True}
