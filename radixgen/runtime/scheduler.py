@@ -22,14 +22,13 @@ from radixgen.runtime.model_runner import ModelRunner
 from radixgen.runtime.prompt_logprobs import input_logprob_rows, record_input_logprobs
 from radixgen.runtime.request import Request
 from radixgen.runtime.sampling import sample
-from radixgen.runtime.schedule_policy import PrefillPlan, in_batch_share_min, order_waiting, shares_uncached_prefix
-from radixgen.runtime.score_group import ScoreGroup, group_for, scoreable
+from radixgen.runtime.prefill_planner import PrefillPlanner
+from radixgen.runtime.schedule_policy import PrefillPlan
+from radixgen.runtime.score_group import ScoreGroup
 from radixgen.runtime.speculation import Draft, Speculator
 from radixgen.runtime.stop_checker import StopChecker
 
 logger = logging.getLogger(__name__)
-
-MIXED_CHUNK_CPU = 128  # measured: ITL p99 605 -> 340 ms, throughput and TTFT p50 unchanged (BENCHMARKS.md)
 
 
 class Scheduler:
@@ -43,21 +42,21 @@ class Scheduler:
         on_insert = speculator.drafter.observe if speculator is not None else None
         self.kv = KVManager(cache, runner.allocator, runner.table, runner.mixed_kv, on_insert,
                             runner.branch_window, runner.move_kv)
-        chunk = cfg.chunked_prefill_size
-        if chunk is None:
-            chunk = 512 if runner.device.type == "cpu" else 8192
-        self.chunk_size = min(chunk if chunk > 0 else 1 << 30, cfg.max_prefill_tokens)
-        mixed = cfg.mixed_chunk_size
-        if mixed is None:
-            mixed = MIXED_CHUNK_CPU if runner.device.type == "cpu" else self.chunk_size
-        self.mixed_chunk_size = min(mixed, self.chunk_size)
-        self.share_min = in_batch_share_min(cfg, runner.device.type)
+        self.planner = PrefillPlanner(self.kv, cfg, runner.device.type, runner.max_context_len)
         self.waiting: list[Request] = []
         self.running: list[Request] = []  # prefilled, decoding
         self.chunked: list[Request] = []  # admitted, prompt partly prefilled
         self.outputs: list[TokenOut] = []
         self.num_prompt_tokens = self.num_cached_tokens = self.num_retractions = self.num_demoted = 0
         self.num_cached_by_tier = [0, 0]
+
+    @property
+    def chunk_size(self) -> int:
+        return self.planner.chunk_size
+
+    @property
+    def mixed_chunk_size(self) -> int:
+        return self.planner.mixed_chunk_size
 
     # ---- input ----------------------------------------------------------------------------
     def handle(self, msg: ToScheduler) -> None:
@@ -124,7 +123,7 @@ class Scheduler:
         running request (a mixed batch, so decoding never stalls behind prefill), and return
         the outputs produced since the last step."""
         self._admit_compiled()
-        plan = self._plan_prefill()
+        plan = self.planner.plan(self.waiting, self.running, self.chunked)
         drafts = self.spec.draft(self.running) if self.spec is not None and self.running else []
         dec_reqs, dec_slots, drafts, tree_slots = self._alloc_decode(drafts)
         ext_slots = self._alloc_plan(plan) if plan.reqs else []
@@ -158,66 +157,6 @@ class Scheduler:
     def _take_outputs(self) -> list[TokenOut]:
         outputs, self.outputs = self.outputs, []
         return outputs
-
-    def _plan_prefill(self) -> PrefillPlan:
-        """Prompt tokens for this step: up to the chunk size, or the smaller mixed chunk size
-        while requests decode (their step waits for the chunk: on the CPU a 512-token chunk
-        costs a decode step about 5x its time)."""
-        plan = PrefillPlan()
-        budget = self.mixed_chunk_size if self.running else self.chunk_size
-        for req in list(self.chunked):  # continue a chunked prompt first
-            ext = min(req.prefill_len - req.kv_len, budget)
-            plan.reqs.append(req)
-            plan.extend_lens.append(ext)
-            budget -= ext
-        if budget <= 0 or not self.waiting:
-            return plan
-        cached = {id(r): self.kv.match(r) for r in self.waiting}
-        reserved = [sum(t) for t in zip((0, 0), *(self._reserve(r) for r in self.running + self.chunked))]  # per tier
-        grouped: set[int] = set()
-        for req in order_waiting(self.waiting, cached, self.cfg):
-            if budget <= 0 or len(self.running) + len(plan.reqs) + len(plan.groups) >= self.cfg.max_running_requests:
-                break
-            if id(req) in grouped:
-                continue
-            busy = self.running or self.chunked or plan.reqs or plan.groups  # else no reservation
-            group = (group_for(req, self.waiting, cached, grouped, budget, self.runner.max_context_len)
-                     if scoreable(req) else None)
-            if group is not None:
-                if not self.kv.fits(group.num_rows + (reserved[0] if busy else 0), reserved[1] if busy else 0) \
-                        or not self.kv.admit(group.leader):
-                    break
-                for member in group.members:
-                    self.waiting.remove(member)
-                    grouped.add(id(member))
-                plan.groups.append(group)
-                budget -= group.num_rows
-                reserved[0] += group.num_rows
-                continue
-            if shares_uncached_prefix(req, cached[id(req)], plan.reqs + [g.leader for g in plan.groups],
-                                      self.share_min):
-                continue
-            ext = min(req.prefill_len - cached[id(req)], budget)
-            need = self.kv.split_positions(req, cached[id(req)], ext)
-            if busy:
-                own = self._reserve(req)
-                need = (need[0] + reserved[0] + own[0], need[1] + reserved[1] + own[1])
-            if not self.kv.fits(*need) or not self.kv.admit(req):
-                break
-            self.waiting.remove(req)
-            ext = min(req.prefill_len - req.kv_len, budget)
-            plan.reqs.append(req)
-            plan.extend_lens.append(ext)
-            budget -= ext
-            first, second = self.kv.split_positions(req, req.kv_len, ext)
-            own = self._reserve(req)
-            reserved = [reserved[0] + first + own[0], reserved[1] + second + own[1]]
-        return plan
-
-    def _reserve(self, req: Request) -> tuple[int, int]:
-        """KV tokens (tier 0, tier 1) held back at admission for the request's future decode
-        steps."""
-        return self.kv.generated_need(int(req.remaining_new_tokens * self.cfg.new_token_ratio))
 
     def _alloc_plan(self, plan: PrefillPlan) -> list[torch.Tensor]:
         """Slots for every planned request; one that cannot get them (decode filled the pool
