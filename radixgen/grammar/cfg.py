@@ -21,7 +21,8 @@ read), and a group is allowed iff one of its trailing types is acceptable after 
 terminals. The groups holding ~99% of the ids (identifier / keyword-prefix tokens) are stored as
 packed bitmask rows, so building the row is a few row ORs plus one scatter of short id lists.
 It is cached in the compiled grammar keyed by (q, stack): in steady state a mask is a cache hit
-(a row copy, ~5 us); a first visit costs ~50-700 us of CPU (SQL, 49k vocab). EOS is allowed
+(a row copy, ~5 us); a first visit costs ~20-700 us of CPU (SQL, 49k vocab; Python-bound:
+the trie walk and the parser's simulations, see `SeqTrie.collect`). EOS is allowed
 when the current partial terminal can end here and the parser then accepts $END. Ignored text
 (`%ignore`d whitespace) is allowed only where some terminal may still follow it: once only $END
 can follow (after a SQL statement's `;`), the only continuation is EOS, so generation stops
@@ -46,7 +47,7 @@ from lark import Lark
 from lark.exceptions import LarkError
 
 from radixgen.core import Constraint
-from radixgen.grammar.cfg_index import Part, SeqTrie, VocabLexer, pack_ids, partial_allowed
+from radixgen.grammar.cfg_index import SeqTrie, VocabLexer, ids_of, pack_ids, partial_allowed
 from radixgen.grammar.cfg_lexer import DEAD, FRESH, LexerDfa
 from radixgen.grammar.cfg_parser import LalrTables, Stack
 from radixgen.grammar.matcher import GrammarError
@@ -153,16 +154,14 @@ class CfgGrammar:
         return entry
 
     def _compute_mask(self, q: int, stack: Stack) -> MaskEntry:
-        parts: list[Part] = []
-        self.trie(q).collect(self.parser, stack, parts)
-        small = [ids for ids, _, _ in parts if ids is not None]
-        words = pack_ids(np.concatenate(small), self.num_words) if small else \
+        small: list[bytes] = []
+        rows: list[np.ndarray] = []
+        num_allowed = self.trie(q).collect(self.parser, stack, small, rows)
+        words = pack_ids(ids_of(small), self.num_words) if small else \
             np.zeros(self.num_words, dtype=np.uint32)
-        for _, row, _ in parts:
-            if row is not None:
-                np.bitwise_or(words, row, out=words)
-        num_allowed = sum(n for _, _, n in parts)
-        single = int(small[0][0]) if num_allowed == 1 else -1  # a row holds >= 256 ids
+        for row in rows:
+            np.bitwise_or(words, row, out=words)
+        single = int(ids_of(small)[0]) if num_allowed == 1 else -1  # a row holds >= 256 ids
         if self.can_end(q, stack) and self.eos_ids:
             for e in self.eos_ids:
                 words[e >> 5] |= np.uint32(1 << (e & 31))

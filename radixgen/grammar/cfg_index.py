@@ -8,8 +8,9 @@ sequences (ignored terminals dropped) whose nodes hold `(possible types, token i
 A token is then allowed for a parser stack iff the parser accepts its terminal sequence and one
 of its possible trailing types is acceptable afterwards (or ignored, where some terminal may
 still follow): `SeqTrie.collect` walks the trie with the parser and prunes a whole subtree at the
-first terminal the parser rejects. Its output is a list of parts (id arrays, or packed rows for
-the few large groups) whose union is the mask.
+first terminal the parser rejects. Its output is short id arrays and packed rows (for the few
+large groups) whose union is the mask. The walk is what a mask's first visit costs (~15 us to
+~0.5 ms in Python), so it is written for few Python-level operations per node: see `collect`.
 """
 
 from __future__ import annotations
@@ -24,12 +25,20 @@ from radixgen.grammar.cfg_parser import LalrTables, Stack
 _SHORT = 6
 
 
-# A node's allowed tokens for one parser stack are a union of parts: (id array or None, packed
-# row or None, number of ids). Groups of at least _ROW_MIN ids (a few hundred per grammar, ~99%
-# of all ids: identifier and keyword-prefix tokens) keep a packed bitmask row, so a mask is a few
-# row ORs plus one scatter of the remaining short id lists, not a scatter of ~20k ids.
-Part = tuple[np.ndarray | None, np.ndarray | None, int]
+# A node's allowed tokens for one parser stack are a union of parts: (short id list or None,
+# packed row or None, number of ids). Groups of at least _ROW_MIN ids (a few hundred per grammar,
+# ~99% of all ids: identifier and keyword-prefix tokens) keep a packed bitmask row, so a mask is a
+# few row ORs plus one scatter of the remaining short id lists, not a scatter of ~20k ids. A short
+# list is the raw bytes of an intp array: a mask gathers ~70 of them, and `b"".join` of bytes is
+# several times cheaper than `np.concatenate` of small arrays (see `ids_of`).
+Part = tuple[bytes | None, np.ndarray | None, int]
 _ROW_MIN = 256
+
+# A node's groups are checked inline when it has one (most nodes); with more (up to ~90: the
+# keyword-prefix variety right after a completed terminal), the selection for one acceptable set
+# is computed once and kept: (short id arrays, packed rows, number of ids).
+Selection = tuple[tuple[bytes, ...], tuple[np.ndarray, ...], int]
+_SELECTIONS_LIMIT = 256  # per node
 
 
 @dataclass(eq=False, slots=True)  # slots: ~50k nodes per grammar, fewer objects for the GC
@@ -45,6 +54,11 @@ class SeqTrie:
     always: tuple[bool, ...] = ()
     group_parts: tuple[Part, ...] = ()
     whole: Part | None = None  # all groups (a row when >= _ROW_MIN ids)
+    num_groups: int = 0
+    # (num_groups > 1) the groups by type: (all their types, type -> indices of the groups
+    # that may become it, indices of the `always` groups); shared by nodes with equal groups
+    by_type: tuple[frozenset[str], dict[str, tuple[int, ...]], tuple[int, ...]] | None = None
+    selections: dict | None = None  # (num_groups > 1) acceptable terminals -> Selection
 
     def child(self, name: str) -> "SeqTrie":
         node = self.children.get(name)
@@ -64,36 +78,101 @@ class SeqTrie:
         self.always = tuple(ignorable[i] for i in present)
         self.group_parts = tuple(_part(self.ids[set_ids == i], num_words) for i in present)
         self.whole = _part(self.ids, num_words)
+        self.num_groups = len(present)
+        if len(present) > 1:
+            key = ("by_type", tuple(present))
+            if key not in shared:
+                by_type: dict[str, list[int]] = {}
+                for g, types in enumerate(group_types):
+                    for t in types:
+                        by_type.setdefault(t, []).append(g)
+                shared[key] = (frozenset(by_type), {t: tuple(gs) for t, gs in by_type.items()},
+                               tuple(g for g, a in enumerate(self.always) if a))
+            self.by_type = shared[key]
 
-    def collect(self, parser: LalrTables, stack: Stack, out: list[Part]) -> None:
-        """Append to `out` the parts of every group the parser allows from `stack`, descending
-        only into children whose terminal the parser accepts (`acceptable` is exact)."""
-        acceptable = parser.acceptable(stack)
-        if self.ids is not None:
-            if len(self.group_parts) == 1:  # the common case
-                types, always = self.group_types[0], self.always[0]
-                if partial_allowed(types, always, acceptable):
-                    out.append(self.whole)
+    def collect(self, parser: LalrTables, stack: Stack, small: list[bytes],
+                rows: list[np.ndarray]) -> int:
+        """Append to `small` / `rows` the short id lists / packed rows of every group the
+        parser allows from `stack`, descending only into children whose terminal the parser
+        accepts (`acceptable` is exact); returns the number of ids appended.
+
+        The hot loop of a mask's first visit (up to ~100 nodes), so it is flat: an explicit
+        worklist instead of recursion, shifts (most steps) and reduction-free parser states
+        handled inline instead of through `feed` / `acceptable`, a single group checked inline
+        (`partial_allowed`), and several groups' selection looked up by the acceptable set
+        (the parser's memo hands back the same frozenset objects, and a frozenset caches its
+        hash, so a hit is one dict lookup)."""
+        acceptable_of, feed = parser.acceptable, parser.feed
+        shift_to, shift_only = parser.shift_to, parser.shift_only
+        count, todo = 0, [(self, stack)]
+        pop, push = todo.pop, todo.append
+        while todo:
+            node, stack = pop()
+            top = stack[-1]
+            num_groups = node.num_groups
+            if not num_groups:  # a path only: feed its children's terminals, no acceptable set
+                shifts = shift_to[top]
+                for term, child in node.children.items():
+                    state = shifts.get(term)
+                    if state is not None:
+                        push((child, stack + (state,)))
+                    else:
+                        fed = feed(stack, term)
+                        if fed is not None:
+                            push((child, fed))
+                continue
+            acceptable = shift_only.get(top)
+            if acceptable is None:
+                acceptable = acceptable_of(stack)
+            if num_groups == 1:
+                if not node.group_types[0].isdisjoint(acceptable) or (node.always[0] and acceptable):
+                    ids, row, num = node.whole
+                    count += num
+                    if ids is None:
+                        rows.append(row)
+                    else:
+                        small.append(ids)
             else:
-                self._select(acceptable, out)
-        children = self.children
-        if len(children) <= len(acceptable):
-            for term, child in children.items():
-                if term in acceptable:
-                    child.collect(parser, parser.feed(stack, term), out)
-        else:  # e.g. the root: a child per terminal, few of them acceptable
-            for term in acceptable:
-                child = children.get(term)
-                if child is not None:
-                    child.collect(parser, parser.feed(stack, term), out)
+                selections = node.selections
+                selected = None if selections is None else selections.get(acceptable)
+                if selected is None:
+                    selected = node.select(acceptable)
+                if selected[2]:
+                    small += selected[0]
+                    rows += selected[1]
+                    count += selected[2]
+            children = node.children
+            if children and acceptable:
+                shifts = shift_to[top]
+                if len(children) <= len(acceptable):
+                    for term, child in children.items():
+                        if term in acceptable:
+                            state = shifts.get(term)
+                            push((child, stack + (state,) if state is not None else feed(stack, term)))
+                else:  # e.g. the root: a child per terminal, few of them acceptable
+                    for term in acceptable:
+                        child = children.get(term)
+                        if child is not None:
+                            state = shifts.get(term)
+                            push((child, stack + (state,) if state is not None else feed(stack, term)))
+        return count
 
-    def _select(self, acceptable: frozenset[str], out: list[Part]) -> None:
-        groups = zip(self.group_parts, self.group_types, self.always)
-        selected = [part for part, types, always in groups if partial_allowed(types, always, acceptable)]
-        if len(selected) == len(self.group_parts):
-            out.append(self.whole)
-        else:
-            out.extend(selected)
+    def select(self, acceptable: frozenset[str]) -> Selection:
+        """This node's allowed groups for a stack that accepts `acceptable` (a pure function of
+        the set: computed once per set and kept in `selections`)."""
+        types, by_type, always = self.by_type  # partial_allowed per group, by type
+        hit = set(always) if acceptable else set()
+        for t in types.intersection(acceptable):
+            hit.update(by_type[t])
+        parts = self.group_parts
+        selected = [self.whole] if len(hit) == len(parts) else [parts[g] for g in sorted(hit)]
+        out = (tuple([ids for ids, _, _ in selected if ids is not None]),
+               tuple([row for _, row, _ in selected if row is not None]),
+               sum([n for _, _, n in selected]))
+        if self.selections is None or len(self.selections) >= _SELECTIONS_LIMIT:
+            self.selections = {}  # a bound on memory; a grammar has few distinct sets
+        self.selections[acceptable] = out
+        return out
 
 
 def partial_allowed(types: frozenset[str], ignorable: bool, acceptable: frozenset[str]) -> bool:
@@ -106,7 +185,12 @@ def partial_allowed(types: frozenset[str], ignorable: bool, acceptable: frozense
 def _part(ids: np.ndarray, num_words: int) -> Part:
     if len(ids) >= _ROW_MIN:
         return None, pack_ids(ids, num_words), len(ids)
-    return ids, None, len(ids)
+    return ids.astype(np.intp).tobytes(), None, len(ids)
+
+
+def ids_of(small: list[bytes]) -> np.ndarray:
+    """The ids of short id lists (`Part`s' first items), as one intp array."""
+    return np.frombuffer(b"".join(small), dtype=np.intp)
 
 
 def pack_ids(ids: np.ndarray, num_words: int) -> np.ndarray:

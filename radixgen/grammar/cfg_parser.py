@@ -62,17 +62,27 @@ class LalrTables:
         self._feed = SuffixMemo()  # term -> None or (states popped, states pushed)
         self._acceptable = SuffixMemo()
         self._end: dict[Stack, bool] = {}
-        # per state: the terminals it shifts, and its reductions as (rule, terminals) pairs
+        # per state: the terminals it shifts, and its reductions as (states popped, nonterminal
+        # pushed, terminals) triples
         self._shifts: dict[int, frozenset[str]] = {}
-        self._reduces: dict[int, list[tuple[object, frozenset[str]]]] = {}
+        self._reduces: dict[int, list[tuple[int, str, frozenset[str]]]] = {}
+        # fast paths for callers' hot loops (the trie walk): per state, terminal -> the state it
+        # shifts to (feeding it is `stack + (state,)`); per state without reductions, its
+        # terminals (`acceptable` of any stack with that top, no simulation or memo lookup)
+        self.shift_to: dict[int, dict[str, int]] = {}
+        self.shift_only: dict[int, frozenset[str]] = {}
         for state, row in self.actions.items():
             terms = [(t, a) for t, a in row.items() if t.isupper() and t != END]
             self._shifts[state] = frozenset(t for t, (kind, _) in terms if kind is Shift)
+            self.shift_to[state] = {t: arg for t, (kind, arg) in terms if kind is Shift}
             rules: dict[object, set[str]] = {}
             for t, (kind, rule) in terms:
                 if kind is not Shift:
                     rules.setdefault(rule, set()).add(t)
-            self._reduces[state] = [(rule, frozenset(ts)) for rule, ts in rules.items()]
+            self._reduces[state] = [(len(rule.expansion), rule.origin.name, frozenset(ts))
+                                    for rule, ts in rules.items()]
+            if not rules:
+                self.shift_only[state] = self._shifts[state]
 
     def feed(self, stack: Stack, term: str) -> Stack | None:
         """The stack after shifting `term` (after its reductions), or None if it is an error."""
@@ -91,11 +101,6 @@ class LalrTables:
         pops, pushed = hit
         return stack[:len(stack) - pops] + pushed
 
-    def _reduce(self, stack: Stack, rule) -> tuple[Stack, int]:
-        """(the stack after reducing by `rule`, the length kept: states below it were not read)."""
-        keep = len(stack) - len(rule.expansion)
-        return stack[:keep] + (self.actions[stack[keep - 1]][rule.origin.name][1],), keep
-
     def _simulate(self, stack: Stack, term: str) -> tuple[Stack | None, int]:
         """(feed's result, low): only the states from stack[low - 1] up were read."""
         actions, low = self.actions, len(stack)
@@ -106,8 +111,12 @@ class LalrTables:
             kind, arg = action
             if kind is Shift:
                 return (None if term == END else stack + (arg,)), low
-            stack, keep = self._reduce(stack, arg)
-            low = min(low, keep)
+            # reduce by rule `arg`: pop its expansion, push the goto of its nonterminal from the
+            # state below (the lowest state read: states below `keep - 1` were not)
+            keep = len(stack) - len(arg.expansion)
+            stack = stack[:keep] + (actions[stack[keep - 1]][arg.origin.name][1],)
+            if keep < low:
+                low = keep
             if term == END and stack[-1] == self._end_state:
                 return stack, low
 
@@ -125,8 +134,9 @@ class LalrTables:
 
     def acceptable(self, stack: Stack) -> frozenset[str]:
         """Exactly the terminals (not $END) that `feed` accepts from `stack`."""
-        if not self._reduces[stack[-1]]:  # shifts only: no simulation
-            return self._shifts[stack[-1]]
+        out = self.shift_only.get(stack[-1])
+        if out is not None:  # shifts only: no simulation
+            return out
         out = self._acceptable.get(stack, None)
         if out is _MISS:
             out, low = self._accepted(stack, None)
@@ -139,10 +149,12 @@ class LalrTables:
         state, low = stack[-1], len(stack)
         shifts = self._shifts[state]
         out = shifts if terms is None else shifts & terms
-        for rule, group in self._reduces[state]:
+        for pops, name, group in self._reduces[state]:
             sub = group if terms is None else group & terms
-            if sub:
-                reduced, keep = self._reduce(stack, rule)
+            if sub:  # reduce (as in `_simulate`), then see which of `sub` the reduced stack takes
+                keep = len(stack) - pops
+                reduced = stack[:keep] + (self.actions[stack[keep - 1]][name][1],)
                 accepted, deeper = self._accepted(reduced, sub)
-                out, low = out | accepted, min(low, keep, deeper)
+                out = out | accepted
+                low = min(low, keep, deeper)
         return out, low
