@@ -13,6 +13,7 @@ otherwise. The op modules (and so triton) are imported lazily, on first use.
     store_kv_fp8(cache, scale, slots, x) -> None (in place)
     store_kv_nvfp4(codes, bscale, tscale, slots, x) -> None (in place)
     decode_attention(q, kv, kv_indptr, kv_indices, sm_scale) -> (o, lse)
+    decode_attention_pools(q, [(kv, kv_indptr, kv_indices), ...], sm_scale) -> (o, lse)
     extend_attention(q, kv, qo_indptr, kv_indptr, kv_indices, num_new, sm_scale,
                      custom_mask=None, mask_indptr=None) -> (o, lse)
     merge_state(o_a, lse_a, o_b, lse_b) -> (o, lse)
@@ -34,6 +35,7 @@ _OPS = {
     "store_kv_fp8": "kv_store",
     "store_kv_nvfp4": "kv_store",
     "decode_attention": "decode_attention",
+    "decode_attention_pools": "decode_attention",
     "merge_state": "decode_attention",
     "extend_attention": "extend_attention",
 }

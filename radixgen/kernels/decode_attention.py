@@ -12,8 +12,11 @@ merge_state: an attention state over a key set A is (v_A, s_A), with s_A = log s
     m = max(s_A, s_B),  w_A = exp(s_A - m),  w_B = exp(s_B - m)
     v = (w_A v_A + w_B v_B) / (w_A + w_B),   s = m + log(w_A + w_B)
 The empty set has s = -inf (w = 0); if both sets are empty the result is v = 0, s = -inf, never NaN.
-This is how a sequence split between an fp8 and an nvfp4 pool is attended: one pass per pool,
-then merge_state.
+
+decode_attention_pools: a sequence split between pools (an fp8 prefix pool and an nvfp4 branch
+pool) is attended in one pass per pool whose split partials land in one buffer, then one reduce:
+the split reduce is this merge applied over all partials, so a pool is just more splits (one
+reduce launch instead of a reduce per pool plus a merge_state).
 """
 
 from __future__ import annotations
@@ -47,9 +50,9 @@ MIN_SPLIT_TOKENS = 256  # a split gets at least this many tokens on average
 
 @triton.jit
 def _decode_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indptr_ptr, indices_ptr,
-                   o_ptr, lse_ptr, scale_log2,
+                   o_ptr, lse_ptr, scale_log2, split_base,
                    HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, HPP: tl.constexpr, M: tl.constexpr,
-                   NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr, FMT: tl.constexpr,
+                   NUM_SPLITS: tl.constexpr, SPLIT_STRIDE: tl.constexpr, BLOCK_N: tl.constexpr, FMT: tl.constexpr,
                    CDT: tl.constexpr, PRESCALE: tl.constexpr, USE_ASM: tl.constexpr, PREC: tl.constexpr,
                    SPLIT_EO: tl.constexpr, PREFETCH: tl.constexpr):
     # HPP KV heads per program, read as one contiguous run of HPP * D values per slot. Their
@@ -130,7 +133,7 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indptr_p
     v_mult = head_factor(vf_ptr, h0 + c_head, FMT) + tl.zeros([W], tl.float32)
     o = acc * (v_mult[None, :] / l_safe[:, None])
     lse = tl.where(nonempty, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-    row = (b * HQ + heads) * NUM_SPLITS + split  # [B, HQ, NUM_SPLITS] (final output when 1 split)
+    row = (b * HQ + heads) * SPLIT_STRIDE + split_base + split  # [B, HQ, SPLIT_STRIDE] (final output at stride 1)
     store_rne(o_ptr + row[:, None] * D + (c % D)[None, :], o, diag)  # the diagonal blocks
     tl.store(lse_ptr + row, lse, mask=r_ok)
 
@@ -218,21 +221,45 @@ def decode_attention(q: torch.Tensor, kv: KVBuffers, kv_indptr: torch.Tensor, kv
     Float pools need q.dtype == pool dtype; quantized pools compute in fp16 (fp32 for an fp32 q).
     num_splits overrides the split-KV heuristic. No host sync. Raises ValueError for bad inputs.
     """
-    out_dtype = _check_decode(q, kv, kv_indptr, kv_indices, out_dtype)
-    kv.check_kernel()
-    for t, name in ((q, "q"), (kv_indptr, "kv_indptr"), (kv_indices, "kv_indices")):
-        check_kernel_tensor(t, name)
-    (b, hq, d), hkv = q.shape, kv.num_kv_heads
-    heads_per_program = hkv if DECODE_VARIANT["rows"] else _heads_per_program(kv)
-    splits = num_splits or _num_splits(b, hkv // heads_per_program, kv_indices.numel(), q.device)
+    return decode_attention_pools(q, [(kv, kv_indptr, kv_indices)], sm_scale, out_dtype=out_dtype,
+                                  num_splits=num_splits, out=out)
+
+
+def decode_attention_pools(q: torch.Tensor, parts: list[tuple[KVBuffers, torch.Tensor, torch.Tensor]],
+                           sm_scale: float, *, out_dtype: torch.dtype | None = None,
+                           num_splits: int | None = None, out: tuple[torch.Tensor, torch.Tensor] | None = None):
+    """decode_attention over keys that lie in several pools (e.g. an FP8 prefix pool and an NVFP4
+    branch pool): parts = [(kv, kv_indptr, kv_indices)] per pool, request b's keys being the union
+    of its slots in every part. Each part's programs write their split partials (o, lse) into one
+    buffer and one reduce merges them all: a pool is just more splits, and merging splits is
+    merge_state's math (module docstring), so no per-pool reduce or merge pass runs."""
+    if not parts:
+        raise ValueError("decode_attention_pools needs at least one (kv, kv_indptr, kv_indices) part")
+    out_dtype = [_check_decode(q, kv, ptr, ind, out_dtype) for kv, ptr, ind in parts][0]
+    for kv, ptr, ind in parts:
+        kv.check_kernel()
+        for t, name in ((ptr, "kv_indptr"), (ind, "kv_indices")):
+            check_kernel_tensor(t, name)
+    check_kernel_tensor(q, "q")
+    (b, hq, d), hkv = q.shape, parts[0][0].num_kv_heads
+    splits = [num_splits or _num_splits(b, hkv // _programs_heads(kv), ind.numel(), q.device) for kv, _, ind in parts]
+    total = sum(splits)
     o, lse = output_buffers(out, (b, hq, d), out_dtype, q.device)  # [B, Hq, D], [B, Hq]
     if b == 0:
         return o, lse
-    mid_o, mid_lse = (o, lse) if splits == 1 else output_buffers(None, (b, hq, splits, d), torch.float32, q.device)
-    _launch(q, kv, kv_indptr, kv_indices, mid_o, mid_lse, sm_scale, splits)
-    if splits > 1:
-        _reduce_splits_kernel[(b * hq,)](mid_o, mid_lse, o, lse, NUM_SPLITS=splits, D=d, num_warps=1)
+    mid_o, mid_lse = (o, lse) if total == 1 else output_buffers(None, (b, hq, total, d), torch.float32, q.device)
+    base = 0
+    for (kv, ptr, ind), n in zip(parts, splits):
+        _launch(q, kv, ptr, ind, mid_o, mid_lse, sm_scale, n, base, total)
+        base += n
+    if total > 1:
+        _reduce_splits_kernel[(b * hq,)](mid_o, mid_lse, o, lse, NUM_SPLITS=total, D=d, num_warps=1)
     return o, lse
+
+
+def _programs_heads(kv: KVBuffers) -> int:
+    """KV heads per program of the selected variant."""
+    return kv.num_kv_heads if DECODE_VARIANT["rows"] else _heads_per_program(kv)
 
 
 def _heads_per_program(kv: KVBuffers) -> int:
@@ -240,15 +267,18 @@ def _heads_per_program(kv: KVBuffers) -> int:
     return math.gcd(DECODE_CONFIGS[kv.fmt][3], kv.num_kv_heads)
 
 
-def _launch(q, kv: KVBuffers, kv_indptr, kv_indices, mid_o, mid_lse, sm_scale: float, splits: int) -> None:
-    """Run the decode kernel of the selected variant, writing (o, lse) per (request, head, split)."""
+def _launch(q, kv: KVBuffers, kv_indptr, kv_indices, mid_o, mid_lse, sm_scale: float, splits: int,
+            split_base: int = 0, split_stride: int | None = None) -> None:
+    """Run the decode kernel of the selected variant, writing (o, lse) per (request, head, split)
+    at split_base + split of split_stride (default: splits) partials per (request, head)."""
     (b, hq, d), hkv = q.shape, kv.num_kv_heads
-    args = (q, *kv.kernel_args(), kv_indptr, kv_indices, mid_o, mid_lse, sm_scale * LOG2E)
+    args = (q, *kv.kernel_args(), kv_indptr, kv_indices, mid_o, mid_lse, sm_scale * LOG2E, split_base)
+    stride = split_stride or splits
     if DECODE_VARIANT["rows"]:
         block_n, warps, stages = ROWS_CONFIGS[kv.fmt]
         decode_rows_kernel[(b, splits)](
             *args, HQ=hq, HKV=hkv, D=d, HQ_PAD=max(16, triton.next_power_of_2(hq)), NUM_SPLITS=splits,
-            BLOCK_N=block_n, num_warps=warps, num_stages=stages, **kernel_flags(q.dtype, kv))
+            SPLIT_STRIDE=stride, BLOCK_N=block_n, num_warps=warps, num_stages=stages, **kernel_flags(q.dtype, kv))
     else:
         block_n, warps, stages, _, prefetch, maxnreg = (*DECODE_CONFIGS[kv.fmt], None)[:6]
         extra = {} if maxnreg is None or interpreting() else {"maxnreg": maxnreg}
@@ -260,8 +290,8 @@ def _launch(q, kv: KVBuffers, kv_indptr, kv_indices, mid_o, mid_lse, sm_scale: f
             args = (q, kv.k.view(torch.int16), kv.v.view(torch.int16), *args[3:])
         _decode_kernel[(hkv // hpp, b, splits)](
             *args, HQ=hq, HKV=hkv, D=d, HPP=hpp, M=max(16, triton.next_power_of_2(hpp * (hq // hkv))),
-            NUM_SPLITS=splits, BLOCK_N=block_n, SPLIT_EO=eo, PREFETCH=prefetch, num_warps=warps, num_stages=stages,
-            **extra, **kernel_flags(q.dtype, kv))
+            NUM_SPLITS=splits, SPLIT_STRIDE=stride, BLOCK_N=block_n, SPLIT_EO=eo, PREFETCH=prefetch,
+            num_warps=warps, num_stages=stages, **extra, **kernel_flags(q.dtype, kv))
 
 
 def merge_state(o_a: torch.Tensor, lse_a: torch.Tensor, o_b: torch.Tensor, lse_b: torch.Tensor, *,
@@ -320,6 +350,19 @@ def decode_attention_ref(q, kv: KVBuffers, kv_indptr, kv_indices, sm_scale: floa
             o[b], lse[b] = o_b[0], lse_b[0]
     return written_out(out, o.to(out_dtype), lse)
 
+
+
+def decode_attention_pools_ref(q, parts, sm_scale: float, *, out_dtype=None, num_splits: int | None = None,
+                               out=None):
+    """Plain-torch decode_attention_pools: one reference pass per part, merged by merge_state_ref."""
+    if not parts:
+        raise ValueError("decode_attention_pools needs at least one (kv, kv_indptr, kv_indices) part")
+    state = None
+    for kv, ptr, ind in parts:
+        o, lse = decode_attention_ref(q, kv, ptr, ind, sm_scale, out_dtype=torch.float32)
+        state = (o, lse) if state is None else merge_state_ref(*state, o, lse)
+    out_dtype = q.dtype if out_dtype is None else out_dtype
+    return written_out(out, state[0].to(out_dtype), state[1])
 
 
 def merge_state_ref(o_a, lse_a, o_b, lse_b, *, out=None):

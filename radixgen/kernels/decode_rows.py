@@ -17,9 +17,10 @@ from .kv_layout import head_factor, load_kv_tile, prepare_q
 
 @triton.jit
 def decode_rows_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indptr_ptr, indices_ptr,
-                       o_ptr, lse_ptr, scale_log2,
+                       o_ptr, lse_ptr, scale_log2, split_base,
                        HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, HQ_PAD: tl.constexpr,
-                       NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr, FMT: tl.constexpr, CDT: tl.constexpr,
+                       NUM_SPLITS: tl.constexpr, SPLIT_STRIDE: tl.constexpr, BLOCK_N: tl.constexpr,
+                       FMT: tl.constexpr, CDT: tl.constexpr,
                        PRESCALE: tl.constexpr, USE_ASM: tl.constexpr, PREC: tl.constexpr):
     b, split = tl.program_id(0), tl.program_id(1)
     G: tl.constexpr = HQ // HKV
@@ -61,6 +62,6 @@ def decode_rows_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indp
     l_safe = tl.where(nonempty, l_i, 1.0)
     o = acc * (head_factor(vf_ptr, kvh_ok, FMT) / l_safe)[:, None]
     lse = tl.where(nonempty, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-    row = (b * HQ + i) * NUM_SPLITS + split  # [B, HQ, NUM_SPLITS] (final output when 1 split)
+    row = (b * HQ + i) * SPLIT_STRIDE + split_base + split  # [B, HQ, SPLIT_STRIDE] (final output at stride 1)
     store_rne(o_ptr + row[:, None] * D + d[None, :], o, (i < HQ)[:, None])
     tl.store(lse_ptr + row, lse, mask=i < HQ)

@@ -1,6 +1,8 @@
 """Attention through `radixgen.kernels`: paged decode and extend kernels that read each KV pool
-in place (bf16, FP8 or NVFP4, dequantized in registers), one pass per pool, merged by log-sum-exp
-state merging (`merge_state`) when a sequence lives in two pools (mixed precision).
+in place (bf16, FP8 or NVFP4, dequantized in registers), one pass per pool when a sequence lives
+in two pools (mixed precision): decode writes both pools' split partials into one buffer and
+reduces them once (`decode_attention_pools`); extend merges its passes by log-sum-exp state
+merging (`merge_state`).
 
 Dispatch: `kernels.dispatch` runs the Triton kernels on CUDA (and under TRITON_INTERPRET=1 when
 `backend="triton"`), else the torch references. Extend over a single bf16/fp16 pool (of q's
@@ -86,13 +88,10 @@ class KernelAttention:
         return torch.cat(outs) if len(outs) > 1 else outs[0]
 
     def _decode(self, layer: int, q: torch.Tensor, pool) -> torch.Tensor:
-        state = None
-        for part, lo, hi in pool_parts(pool):
-            indptr, indices = self._cached_csr("dec", lo, hi)
-            o, lse = dispatch("decode_attention", q, part.kv_buffers(layer), indptr, indices, self.sm_scale,
-                              backend=self.backend, out_dtype=torch.float32)
-            state = (o, lse) if state is None else dispatch("merge_state", *state, o, lse, backend=self.backend)
-        return state[0].to(q.dtype)
+        parts = [(part.kv_buffers(layer), *self._cached_csr("dec", lo, hi)) for part, lo, hi in pool_parts(pool)]
+        o, _ = dispatch("decode_attention_pools", q, parts, self.sm_scale, backend=self.backend,
+                        out_dtype=torch.float32)
+        return o.to(q.dtype)
 
     def _extend(self, layer: int, q: torch.Tensor, pool) -> torch.Tensor:
         parts = pool_parts(pool)

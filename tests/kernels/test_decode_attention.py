@@ -93,6 +93,37 @@ def test_fp8_and_nvfp4_split_merged_equals_whole_sequence():
         assert rel_err(o[b:b + 1], want_o) < 1e-5 and rel_err(lse[b:b + 1], want_lse) < 1e-6
 
 
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+@pytest.mark.parametrize("num_splits", [None, 1, 3])
+def test_decode_attention_pools_equals_whole_sequence(backend, num_splits):
+    # one launch per pool into a shared partials buffer, one reduce: a request may have keys in
+    # either pool, both or neither (o = 0, lse = -inf, no NaN)
+    gen = torch.Generator().manual_seed(12)
+    fp8, nvfp4 = make_pool("fp8", SLOTS, HKV, D, gen), make_pool("nvfp4", SLOTS, HKV, D, gen)
+    lens = [(20, 9), (0, 15), (13, 0), (0, 0)]
+    ptr8, idx8 = csr([a for a, _ in lens], SLOTS, gen)
+    ptr4, idx4 = csr([b for _, b in lens], SLOTS, gen)
+    q = torch.randn(len(lens), HQ, D, generator=gen)
+    dev = KERNEL_DEVICE if backend == "triton" else "cpu"
+    parts = [(to_device(fp8, dev), ptr8.to(dev), idx8.to(dev)), (to_device(nvfp4, dev), ptr4.to(dev), idx4.to(dev))]
+    out = (poisoned(q.shape, torch.bfloat16, dev), poisoned(q.shape[:2], torch.float32, dev))
+    fn = da.decode_attention_pools if backend == "triton" else da.decode_attention_pools_ref
+    o, lse = fn(q.to(dev), parts, SM_SCALE, out_dtype=torch.bfloat16, num_splits=num_splits, out=out)
+    assert o is out[0] and lse is out[1] and o.dtype == torch.bfloat16
+    o, lse = o.float().cpu(), lse.cpu()
+    for b, (n8, n4) in enumerate(lens):
+        if n8 + n4 == 0:
+            assert torch.equal(o[b], torch.zeros_like(o[b])) and bool((lse[b] == -math.inf).all())
+            continue
+        k8, v8 = dequant64(fp8, idx8[ptr8[b]:ptr8[b] + n8])
+        k4, v4 = dequant64(nvfp4, idx4[ptr4[b]:ptr4[b] + n4])
+        visible = torch.ones(1, n8 + n4, dtype=torch.bool)
+        want_o, want_lse = oracle(q[b:b + 1], torch.cat([k8, k4]), torch.cat([v8, v4]), visible, SM_SCALE)
+        assert rel_err(o[b:b + 1], want_o) < 1e-2 and rel_err(lse[b:b + 1], want_lse) < 1e-5
+    with pytest.raises(ValueError, match="at least one"):
+        fn(q.to(dev), [], SM_SCALE)
+
+
 def test_dispatch_and_module_access():
     gen = torch.Generator().manual_seed(3)
     kv = make_pool("fp8", SLOTS, HKV, D, gen)
