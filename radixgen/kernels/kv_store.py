@@ -321,8 +321,10 @@ def pool_store(values: torch.Tensor, block_scales: torch.Tensor | None, scale: t
         _fit_store_kernel[(hkv,)](x, x.stride(0), x.stride(1), slots, n, lo, hi, flag, scale, high_water, flag,
                                   vals, bs, FUSED=True, BLOCK_T=16, num_warps=4, **common)
         return
-    if lo != 0 or hi < values.shape[0]:  # rebase; rows outside [lo, hi) get slot -1 (skipped)
-        slots = torch.where((slots >= lo) & (slots < hi), slots - lo, -1)
+    # rebase; rows outside [lo, hi) get slot -1 (skipped). Always: a mixed pool hands every pool
+    # the batch's global slot ids, so a prefix pool (lo = 0, hi = its size) also sees branch
+    # slots >= hi, which the kernels below would otherwise write past the end of its buffer
+    slots = torch.where((slots >= lo) & (slots < hi), slots - lo, -1)
     lo, hi = 0, values.shape[0]
     amax = torch.full((hkv,), -1, dtype=torch.int32, device=x.device)
     block_t = 32

@@ -104,6 +104,29 @@ def test_mixed_pool_routes_rows_on_the_device(prefix_kind, branch_kind):
     assert torch.equal(got[0].cpu(), want[0]) and torch.equal(got[1].cpu(), want[1])
 
 
+@pytest.mark.parametrize("prefix_kind, branch_kind", [("fp8", "nvfp4"), ("nvfp4", "fp8")])
+def test_mixed_pool_large_stores_stay_in_each_pool(prefix_kind, branch_kind):
+    """Stores of more than FUSE_MAX_ROWS rows (the three-kernel path) where the prefix pool sees
+    branch slots: they are skipped, never written past the prefix pool's end (they were when the
+    prefix pool's range was its whole buffer) nor counted in its scales or high-water mark."""
+    gen = torch.Generator().manual_seed(3)
+    make = lambda kind, n, dev, backend: POOLS[kind](n, 1, 2, 32, torch.float32, dev, store_backend=backend)
+    dev = MixedKVPool(make(prefix_kind, 100, DEV, "triton"), make(branch_kind, 100, DEV, "triton"), 100)
+    ref = MixedKVPool(make(prefix_kind, 100, "cpu", "torch"), make(branch_kind, 100, "cpu", "torch"), 100)
+    batches = [torch.arange(100, 190),  # branch rows only
+               torch.cat([torch.arange(0, 40), torch.arange(190, 200), torch.arange(40, 70)]),  # both
+               torch.arange(10, 90)]  # prefix rows only, growing
+    for i, slots in enumerate(batches):
+        k = torch.randn(len(slots), 2, 32, generator=gen) * (1 + 50 * i)
+        v = torch.randn(len(slots), 2, 32, generator=gen)
+        _both(dev, ref, 0, slots, k.to(DEV), v.to(DEV))
+        if i == 0:  # no prefix rows yet
+            assert (dev.prefix.scales["k"] == 0).all() and dev.prefix.high_water == 0
+        _assert_same(dev.prefix, ref.prefix)
+        _assert_same(dev.branch, ref.branch)
+    assert dev.prefix.high_water <= 100 and dev.branch.high_water <= 100
+
+
 def test_nonfinite_input_is_flagged():
     pool = NVFP4KVPool(8, 1, 2, 32, torch.float32, DEV, store_backend="triton")
     x = torch.randn(2, 2, 32, device=DEV)
