@@ -55,6 +55,7 @@ class GrammarCompiler:
         self._checked: OrderedDict[tuple, str | None] = OrderedDict()  # validate(): key -> error
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="grammar")
+        self.num_compiled = 0  # compiles that succeeded (cache hits not counted)
 
     def compile(self, constraint: Constraint) -> CompiledGrammar:
         """Compile (or fetch from the cache) on the calling thread. Raises GrammarError."""
@@ -138,7 +139,10 @@ class GrammarCompiler:
 
     def _run(self, future: Future, constraint: Constraint) -> None:
         try:
-            future.set_result(self._compile_now(constraint))
+            grammar = self._compile_now(constraint)
+            with self._lock:
+                self.num_compiled += 1
+            future.set_result(grammar)
         except GrammarError as exc:
             future.set_exception(exc)
         except Exception as exc:  # an internal failure must still reach the waiting request

@@ -10,7 +10,7 @@ exactly one token) are appended without sampling; the request computes their KV 
 forward as a short extend instead of one decode step per token. Sampling would have had to pick
 them (the mask allows nothing else), so outputs are identical with jump-forward on or off.
 
-A compiled grammar lives as long as the compile cache holds it: when one arrives, `gc.freeze()`
+A compiled grammar lives as long as the compile cache holds it: when new ones arrive, `gc.freeze()`
 moves it (with everything else alive) out of the cyclic GC's reach, as the scheduler process does
 for the model after loading. Otherwise every full GC pass walks its tens of thousands of trie
 nodes and tables, and the mask step it lands in takes a millisecond more. freeze is O(1); the
@@ -47,7 +47,7 @@ class GrammarBackend:
         self._bitmask = allocate_bitmask(1, vocab_size)
         self._row_masker = RowMasker()
         self.num_forced_tokens = 0
-        self._frozen: set[int] = set()  # id() of the compiled grammars already frozen (cached: never freed)
+        self._frozen_compiles = 0  # compiler.num_compiled at the last gc.freeze()
 
     def submit(self, req: Request) -> None:
         """Start compiling req's constraint (instant on a cache hit); req waits here."""
@@ -62,13 +62,12 @@ class GrammarBackend:
             elif future.exception() is not None:
                 failed.append((req, str(future.exception())))
             else:
-                grammar = future.result()
-                if id(grammar) not in self._frozen:
-                    self._frozen.add(id(grammar))
-                    gc.freeze()
-                req.matcher = grammar.matcher()
+                req.matcher = future.result().matcher()
                 ready.append(req)
         self.pending = still
+        if ready and self.compiler.num_compiled != self._frozen_compiles:  # a new grammar arrived
+            self._frozen_compiles = self.compiler.num_compiled
+            gc.freeze()
         return ready, failed
 
     def drop(self, rid: str) -> Request | None:

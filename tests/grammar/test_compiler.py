@@ -17,10 +17,12 @@ REGEXES = [r"[a-z]{3,8}@[a-z]+\.(com|org)", r"^\d{3}-\d{4}$", r"(yes|no)!?", r"[
 def test_cache_hit_is_fast(small_compiler):
     constraint = Constraint("regex", r"\d{3}-\d{4}")
     first = small_compiler.compile(constraint)
+    compiled = small_compiler.num_compiled
     start = time.perf_counter()
     again = small_compiler.compile(constraint)
     assert time.perf_counter() - start < 1e-3
     assert again is first
+    assert small_compiler.num_compiled == compiled >= 1  # a hit is not a new compile
     assert small_compiler.cached(constraint)
 
 

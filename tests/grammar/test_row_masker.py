@@ -90,17 +90,25 @@ def test_backend_freezes_each_compiled_grammar_once(monkeypatch):
         def matcher(self):
             return _Matcher(np.zeros(1, dtype=np.int32))
 
+    class _Compiler:
+        num_compiled = 0
+
     backend = object.__new__(GrammarBackend)
-    backend._frozen = set()
+    backend.compiler, backend._frozen_compiles = _Compiler(), 0
     grammar, other = _Grammar(), _Grammar()
     futures = []
-    for g in (grammar, grammar, other):
+    for g in (grammar, grammar, other, grammar):
         f = Future()
         f.set_result(g)
         futures.append(f)
+    backend.compiler.num_compiled = 1  # `grammar` compiled
     backend.pending = [(_Req(None), futures[0])]
     ready, failed = backend.poll()
     assert len(ready) == 1 and not failed and ready[0].matcher is not None and len(calls) == 1
+    backend.compiler.num_compiled = 2  # `other` compiled; `grammar` comes from the cache
     backend.pending = [(_Req(None), futures[1]), (_Req(None), futures[2])]
     ready, _ = backend.poll()
     assert len(ready) == 2 and len(calls) == 2  # only `other` is new
+    backend.pending = [(_Req(None), futures[3])]
+    ready, _ = backend.poll()
+    assert len(ready) == 1 and len(calls) == 2  # a cache hit: nothing new to freeze
