@@ -268,12 +268,11 @@ def _heads_per_program(kv: KVBuffers) -> int:
 
 
 def _launch(q, kv: KVBuffers, kv_indptr, kv_indices, mid_o, mid_lse, sm_scale: float, splits: int,
-            split_base: int = 0, split_stride: int | None = None) -> None:
+            split_base: int, stride: int) -> None:
     """Run the decode kernel of the selected variant, writing (o, lse) per (request, head, split)
-    at split_base + split of split_stride (default: splits) partials per (request, head)."""
+    at split_base + split of `stride` partials per (request, head)."""
     (b, hq, d), hkv = q.shape, kv.num_kv_heads
     args = (q, *kv.kernel_args(), kv_indptr, kv_indices, mid_o, mid_lse, sm_scale * LOG2E, split_base)
-    stride = split_stride or splits
     if DECODE_VARIANT["rows"]:
         block_n, warps, stages = ROWS_CONFIGS[kv.fmt]
         decode_rows_kernel[(b, splits)](
