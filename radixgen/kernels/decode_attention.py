@@ -45,6 +45,7 @@ DECODE_CONFIGS = {0: (128, 4, 2, 1, False, None), 1: (128, 4, 3, 1, False, None)
 # byte shuffles, one cvt per pair); all KV heads per program with masked dots (rows, slower)
 DECODE_VARIANT = {"split_eo": True, "rows": False, "fp8_eo": True}
 ROWS_CONFIGS = {0: (8, 4, 2), 1: (16, 4, 2), 2: (16, 4, 2)}  # the rows kernel: (tokens per tile, warps, stages)
+RESCALE_LOG2 = tl.constexpr(8.0)  # see the decode loop: p stays <= 256
 MIN_SPLIT_TOKENS = 256  # a split gets at least this many tokens on average
 
 
@@ -54,7 +55,7 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indptr_p
                    HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, HPP: tl.constexpr, M: tl.constexpr,
                    NUM_SPLITS: tl.constexpr, SPLIT_STRIDE: tl.constexpr, BLOCK_N: tl.constexpr, FMT: tl.constexpr,
                    CDT: tl.constexpr, PRESCALE: tl.constexpr, USE_ASM: tl.constexpr, PREC: tl.constexpr,
-                   SPLIT_EO: tl.constexpr, PREFETCH: tl.constexpr):
+                   SPLIT_EO: tl.constexpr, PREFETCH: tl.constexpr, LAZY_RESCALE: tl.constexpr):
     # HPP KV heads per program, read as one contiguous run of HPP * D values per slot. Their
     # HPP * G query heads are the M rows of a block-diagonal q [M, HPP * D] (row r: query head
     # h0 * G + r, nonzero in the columns of its KV head r // G only), so q @ K^T gives each query
@@ -70,14 +71,19 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indptr_p
     c_head = c // D
     diag = r_ok[:, None] & (r_head[:, None] == c_head[None, :])  # [M, W]
     start = tl.load(indptr_ptr + b).to(tl.int64)
-    length = tl.load(indptr_ptr + b + 1).to(tl.int64) - start
+    length = (tl.load(indptr_ptr + b + 1).to(tl.int64) - start).to(tl.int32)  # positions within a request: int32
+    indices_ptr += start
     chunk = tl.cdiv(tl.cdiv(length, NUM_SPLITS), BLOCK_N) * BLOCK_N
     lo = split * chunk
     hi = tl.minimum(length, lo + chunk)
     heads = h0 * G + r  # [M] query heads
     q = tl.load(q_ptr + (b * HQ + heads)[:, None] * D + (c % D)[None, :], mask=diag, other=0.0)
-    q, inv_c = prepare_q_rows(q.to(tl.float32), PRESCALE, CDT)  # [M, W], [M]
-    k_mult = head_factor(kf_ptr, h0 + tl.minimum(r_head, HPP - 1), FMT) * inv_c * scale_log2  # log2 units
+    factor = head_factor(kf_ptr, h0 + tl.minimum(r_head, HPP - 1), FMT) * scale_log2  # [M], to log2 units
+    if PRESCALE:  # fp16 dots over a quantized pool: the factor goes into q before its one rounding to fp16
+        q, k_mult = prepare_q_rows(q.to(tl.float32) * factor[:, None], PRESCALE, CDT)  # [M, W], 1/c [M]
+    else:
+        q, inv_c = prepare_q_rows(q.to(tl.float32), PRESCALE, CDT)
+        k_mult = factor * inv_c
     m_i = tl.full([M], float("-inf"), tl.float32)
     l_i = tl.zeros([M], tl.float32)
     acc = tl.zeros([M, W], tl.float32)
@@ -89,12 +95,12 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indptr_p
     # waits for one memory round trip, not two; with PREFETCH the stored bits of the next tile are
     # loaded too, before this tile's math
     next_offs = lo + tl.arange(0, BLOCK_N)
-    next_slots = tl.load(indices_ptr + start + next_offs, mask=next_offs < hi, other=0)
+    next_slots = tl.load(indices_ptr + next_offs, mask=next_offs < hi, other=0)
     if PREFETCH:
         ka, kb = load_raw(k_ptr, kb_ptr, next_slots.to(tl.int64), next_offs < hi, h0, HKV, D, HPP, FMT, SPLIT_EO)
         va, vb = load_raw(v_ptr, vb_ptr, next_slots.to(tl.int64), next_offs < hi, h0, HKV, D, HPP, FMT, SPLIT_EO)
         next_offs += BLOCK_N
-        next_slots = tl.load(indices_ptr + start + next_offs, mask=next_offs < hi, other=0)
+        next_slots = tl.load(indices_ptr + next_offs, mask=next_offs < hi, other=0)
     for n0 in range(lo, hi, BLOCK_N):
         valid = n0 + tl.arange(0, BLOCK_N) < hi
         if PREFETCH:  # next_* is the tile after this one
@@ -102,11 +108,11 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indptr_p
             ka, kb = load_raw(k_ptr, kb_ptr, next_slots.to(tl.int64), next_offs < hi, h0, HKV, D, HPP, FMT, SPLIT_EO)
             va, vb = load_raw(v_ptr, vb_ptr, next_slots.to(tl.int64), next_offs < hi, h0, HKV, D, HPP, FMT, SPLIT_EO)
             next_offs += BLOCK_N
-            next_slots = tl.load(indices_ptr + start + next_offs, mask=next_offs < hi, other=0)
+            next_slots = tl.load(indices_ptr + next_offs, mask=next_offs < hi, other=0)
         else:  # next_* is this tile
             slots = next_slots.to(tl.int64)  # [BLOCK_N]
             next_offs += BLOCK_N
-            next_slots = tl.load(indices_ptr + start + next_offs, mask=next_offs < hi, other=0)
+            next_slots = tl.load(indices_ptr + next_offs, mask=next_offs < hi, other=0)
             cka, ckb = load_raw(k_ptr, kb_ptr, slots, valid, h0, HKV, D, HPP, FMT, SPLIT_EO)
             cva, cvb = load_raw(v_ptr, vb_ptr, slots, valid, h0, HKV, D, HPP, FMT, SPLIT_EO)
         k0, k1 = decode_raw(cka, ckb, BLOCK_N, W, FMT, CDT, USE_ASM, SPLIT_EO)
@@ -114,18 +120,28 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indptr_p
             s = tl.dot(q_e, tl.trans(k0), input_precision=PREC) + tl.dot(q_o, tl.trans(k1), input_precision=PREC)
         else:
             s = tl.dot(q, tl.trans(k0), input_precision=PREC)
-        s = tl.where(valid[None, :], s * k_mult[:, None], float("-inf"))  # [M, BLOCK_N]
+        s = s * k_mult[:, None] + tl.where(valid, 0.0, float("-inf"))[None, :]  # [M, BLOCK_N], log2 units
         m_new = tl.maximum(m_i, tl.max(s, axis=1))  # finite: every tile has a valid key
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        # LAZY_RESCALE: the running max m_i moves (and acc, l_i are rescaled) only when a row's
+        # max grew by more than RESCALE_LOG2, so p <= 2^RESCALE_LOG2 (fine in fp16) and most tiles
+        # skip the rescale multiplies; lse = m_i + log2(l_i) holds for any reference m_i
+        if not LAZY_RESCALE or tl.max(m_new - m_i, axis=0) > RESCALE_LOG2:
+            alpha = tl.exp2(m_i - m_new)
+            l_i = l_i * alpha
+            if SPLIT_EO:
+                acc_e = acc_e * alpha[:, None]
+                acc_o = acc_o * alpha[:, None]
+            else:
+                acc = acc * alpha[:, None]
+            m_i = m_new
+        p = tl.exp2(s - m_i[:, None])
+        l_i += tl.sum(p, axis=1)
         v0, v1 = decode_raw(cva, cvb, BLOCK_N, W, FMT, CDT, USE_ASM, SPLIT_EO)
         if SPLIT_EO:
-            acc_e = acc_e * alpha[:, None] + tl.dot(p.to(CDT), v0, input_precision=PREC)
-            acc_o = acc_o * alpha[:, None] + tl.dot(p.to(CDT), v1, input_precision=PREC)
+            acc_e = tl.dot(p.to(CDT), v0, acc_e, input_precision=PREC)
+            acc_o = tl.dot(p.to(CDT), v1, acc_o, input_precision=PREC)
         else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(CDT), v0, input_precision=PREC)
-        m_i = m_new
+            acc = tl.dot(p.to(CDT), v0, acc, input_precision=PREC)
     if SPLIT_EO:
         acc = tl.reshape(tl.join(acc_e, acc_o), (M, W))
     nonempty = l_i > 0
@@ -202,12 +218,90 @@ def _check_decode(q, kv: KVBuffers, kv_indptr, kv_indices, out_dtype) -> torch.d
     return out_dtype
 
 
-def _num_splits(batch: int, num_kv_heads: int, nnz: int, device: torch.device) -> int:
-    """Enough (request, head, split) programs for ~16 per SM, each with >= MIN_SPLIT_TOKENS keys on average."""
-    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
-    want = triton.cdiv(16 * sms, max(batch * num_kv_heads, 1))
-    by_len = nnz // max(batch * MIN_SPLIT_TOKENS, 1)
-    return max(1, min(want, by_len, 64))
+def _num_splits(call: "_KernelCall", nnz: int) -> int:
+    """The fewest splits whose (request, head group, split) programs fill the waves of the kernel's
+    resident programs to >= 90% (the best fill if none does), each split keeping >= MIN_SPLIT_TOKENS
+    keys on average. More splits only add partials to reduce, and a last wave left mostly empty
+    idles the device (H200, 64 requests x 8 KV heads x 4096 keys: fp8 with 264 resident programs
+    0.141 ms at 1 split, 0.153 at 5; bf16 with 396: 0.292 ms at 1 split (a 29%-full second wave),
+    0.264 at 2 or 5)."""
+    pairs = max(call.batch * call.head_groups, 1)
+    resident = call.resident()
+    cap = max(1, min(nnz // max(call.batch * MIN_SPLIT_TOKENS, 1), 64))
+
+    def fill(splits: int) -> float:
+        return pairs * splits / (triton.cdiv(pairs * splits, resident) * resident)
+
+    return next((n for n in range(1, cap + 1) if fill(n) >= 0.9), max(range(1, cap + 1), key=fill))
+
+
+_RESIDENT: dict = {}  # kernel configuration -> programs resident on the device at once
+
+
+def _per_sm(n_regs: int, shared: int, warps: int, props) -> int:
+    """Programs of a kernel (n_regs per thread, `shared` bytes, `warps` warps) that fit on one SM."""
+    regs_per_warp = triton.cdiv(max(n_regs, 1) * 32, 256) * 256  # registers are allocated per warp in 256s
+    by_regs = getattr(props, "regs_per_multiprocessor", 65536) // regs_per_warp // warps
+    by_smem = getattr(props, "shared_memory_per_multiprocessor", 233472) // (shared + 1024)  # 1 KiB reserved each
+    by_threads = getattr(props, "max_threads_per_multi_processor", 2048) // (32 * warps)
+    return max(1, min(by_regs, by_smem, by_threads, 32))
+
+
+class _KernelCall:
+    """One decode kernel launch of the selected variant for a pool, less its split count."""
+
+    def __init__(self, q, kv: KVBuffers, kv_indptr, kv_indices, sm_scale: float):
+        (b, hq, d), hkv = q.shape, kv.num_kv_heads
+        self.batch, self.device, self.scale_log2 = b, q.device, sm_scale * LOG2E
+        self.inputs = (q, *kv.kernel_args(), kv_indptr, kv_indices)
+        if DECODE_VARIANT["rows"]:
+            block_n, warps, stages = ROWS_CONFIGS[kv.fmt]
+            self.fn, self.head_groups = decode_rows_kernel, 1
+            self.kwargs = dict(HQ=hq, HKV=hkv, D=d, HQ_PAD=max(16, triton.next_power_of_2(hq)), BLOCK_N=block_n,
+                               num_warps=warps, num_stages=stages, **kernel_flags(q.dtype, kv))
+            return
+        block_n, warps, stages, _, prefetch, maxnreg = (*DECODE_CONFIGS[kv.fmt], None)[:6]
+        extra = {} if maxnreg is None or interpreting() else {"maxnreg": maxnreg}
+        hpp = _heads_per_program(kv)
+        eo = (DECODE_VARIANT["split_eo"] if kv.fmt == FMT_NVFP4
+              else kv.fmt == FMT_FP8 and DECODE_VARIANT.get("fp8_eo", False))
+        eo = eo and d // 2 >= 16  # a half-width dot needs K >= 16 (head_dim >= 32)
+        if eo and kv.fmt == FMT_FP8:  # fp8 bytes read as int16 words of an even and an odd byte
+            self.inputs = (q, kv.k.view(torch.int16), kv.v.view(torch.int16), *self.inputs[3:])
+        # lazy rescaling pays off where the dequantize makes the kernel issue-bound (nvfp4); the
+        # fp8 kernel is memory-bound and its branch costs registers (168 -> 196, one program less per SM)
+        self.fn, self.head_groups = _decode_kernel, hkv // hpp
+        self.kwargs = dict(HQ=hq, HKV=hkv, D=d, HPP=hpp, M=max(16, triton.next_power_of_2(hpp * (hq // hkv))),
+                           BLOCK_N=block_n, SPLIT_EO=eo, PREFETCH=prefetch, LAZY_RESCALE=kv.fmt == FMT_NVFP4,
+                           num_warps=warps, num_stages=stages, **extra, **kernel_flags(q.dtype, kv))
+
+    def grid(self, splits: int) -> tuple:
+        return (self.batch, splits) if self.fn is decode_rows_kernel else (self.head_groups, self.batch, splits)
+
+    def launch(self, mid_o, mid_lse, splits: int, split_base: int, stride: int) -> None:
+        """Write (o, lse) per (request, head, split) into mid_o [B, Hq, stride, D] / mid_lse [B, Hq,
+        stride] at split_base + split (stride 1: the final o [B, Hq, D], lse [B, Hq])."""
+        self.fn[self.grid(splits)](*self.inputs, mid_o, mid_lse, self.scale_log2, split_base, NUM_SPLITS=splits,
+                                   SPLIT_STRIDE=stride, **self.kwargs)
+
+    def resident(self) -> int:
+        """Programs of this configuration resident at once on the device, from the compiled kernel's
+        registers and shared memory (16 per SM where those are unknown, e.g. the interpreter)."""
+        if self.device.type != "cuda" or interpreting():
+            return 16 * 4
+        key = (self.fn, self.device.index, self.inputs[0].dtype, self.inputs[1].dtype, *self.kwargs.values())
+        if key not in _RESIDENT:
+            props = torch.cuda.get_device_properties(self.device)
+            try:  # compile (cached) with one split; the split constexprs do not change its resources
+                part = torch.empty(1, dtype=torch.float32, device=self.device)
+                kernel = self.fn.warmup(*self.inputs, part, part, self.scale_log2, 0, grid=self.grid(1), NUM_SPLITS=1,
+                                        SPLIT_STRIDE=1, **self.kwargs)
+                kernel._init_handles()
+                per_sm = _per_sm(kernel.n_regs, kernel.metadata.shared, self.kwargs["num_warps"], props)
+            except Exception:  # a Triton without these attributes: the old rule of thumb
+                per_sm = 16
+            _RESIDENT[key] = per_sm * props.multi_processor_count
+        return _RESIDENT[key]
 
 
 def decode_attention(q: torch.Tensor, kv: KVBuffers, kv_indptr: torch.Tensor, kv_indices: torch.Tensor,
@@ -242,55 +336,25 @@ def decode_attention_pools(q: torch.Tensor, parts: list[tuple[KVBuffers, torch.T
             check_kernel_tensor(t, name)
     check_kernel_tensor(q, "q")
     (b, hq, d), hkv = q.shape, parts[0][0].num_kv_heads
-    splits = [num_splits or _num_splits(b, hkv // _programs_heads(kv), ind.numel(), q.device) for kv, _, ind in parts]
-    total = sum(splits)
     o, lse = output_buffers(out, (b, hq, d), out_dtype, q.device)  # [B, Hq, D], [B, Hq]
     if b == 0:
         return o, lse
+    calls = [_KernelCall(q, kv, ptr, ind, sm_scale) for kv, ptr, ind in parts]
+    splits = [num_splits or _num_splits(call, ind.numel()) for call, (_, _, ind) in zip(calls, parts)]
+    total = sum(splits)
     mid_o, mid_lse = (o, lse) if total == 1 else output_buffers(None, (b, hq, total, d), torch.float32, q.device)
     base = 0
-    for (kv, ptr, ind), n in zip(parts, splits):
-        _launch(q, kv, ptr, ind, mid_o, mid_lse, sm_scale, n, base, total)
+    for call, n in zip(calls, splits):
+        call.launch(mid_o, mid_lse, n, base, total)
         base += n
     if total > 1:
         _reduce_splits_kernel[(b * hq,)](mid_o, mid_lse, o, lse, NUM_SPLITS=total, D=d, num_warps=1)
     return o, lse
 
 
-def _programs_heads(kv: KVBuffers) -> int:
-    """KV heads per program of the selected variant."""
-    return kv.num_kv_heads if DECODE_VARIANT["rows"] else _heads_per_program(kv)
-
-
 def _heads_per_program(kv: KVBuffers) -> int:
     """The config's KV heads per program, reduced to a divisor of the pool's KV heads."""
     return math.gcd(DECODE_CONFIGS[kv.fmt][3], kv.num_kv_heads)
-
-
-def _launch(q, kv: KVBuffers, kv_indptr, kv_indices, mid_o, mid_lse, sm_scale: float, splits: int,
-            split_base: int, stride: int) -> None:
-    """Run the decode kernel of the selected variant, writing (o, lse) per (request, head, split)
-    at split_base + split of `stride` partials per (request, head)."""
-    (b, hq, d), hkv = q.shape, kv.num_kv_heads
-    args = (q, *kv.kernel_args(), kv_indptr, kv_indices, mid_o, mid_lse, sm_scale * LOG2E, split_base)
-    if DECODE_VARIANT["rows"]:
-        block_n, warps, stages = ROWS_CONFIGS[kv.fmt]
-        decode_rows_kernel[(b, splits)](
-            *args, HQ=hq, HKV=hkv, D=d, HQ_PAD=max(16, triton.next_power_of_2(hq)), NUM_SPLITS=splits,
-            SPLIT_STRIDE=stride, BLOCK_N=block_n, num_warps=warps, num_stages=stages, **kernel_flags(q.dtype, kv))
-    else:
-        block_n, warps, stages, _, prefetch, maxnreg = (*DECODE_CONFIGS[kv.fmt], None)[:6]
-        extra = {} if maxnreg is None or interpreting() else {"maxnreg": maxnreg}
-        hpp = _heads_per_program(kv)
-        eo = (DECODE_VARIANT["split_eo"] if kv.fmt == FMT_NVFP4
-              else kv.fmt == FMT_FP8 and DECODE_VARIANT.get("fp8_eo", False))
-        eo = eo and d // 2 >= 16  # a half-width dot needs K >= 16 (head_dim >= 32)
-        if eo and kv.fmt == FMT_FP8:  # fp8 bytes read as int16 words of an even and an odd byte
-            args = (q, kv.k.view(torch.int16), kv.v.view(torch.int16), *args[3:])
-        _decode_kernel[(hkv // hpp, b, splits)](
-            *args, HQ=hq, HKV=hkv, D=d, HPP=hpp, M=max(16, triton.next_power_of_2(hpp * (hq // hkv))),
-            NUM_SPLITS=splits, SPLIT_STRIDE=stride, BLOCK_N=block_n, SPLIT_EO=eo, PREFETCH=prefetch,
-            num_warps=warps, num_stages=stages, **extra, **kernel_flags(q.dtype, kv))
 
 
 def merge_state(o_a: torch.Tensor, lse_a: torch.Tensor, o_b: torch.Tensor, lse_b: torch.Tensor, *,

@@ -170,19 +170,21 @@ def attend_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch
 # Four code bytes ($4) and their block scales * 2^6 (fp16 pairs $5, $6) to e2m1 * scale * 2^-8 as
 # fp16 pairs: even elements (low nibbles) to $0, $1, odd ones (high nibbles) to $2, $3. A nibble
 # s.e1.e0.m placed at fp16 bits 15 / 11..9 is exactly e2m1 * 2^-14 (code 1 becomes a subnormal).
+# Each pair of code bytes is first spread to the high bytes of two 16-bit halves (prmt), where an
+# odd nibble's sign already sits at bit 15: three shifts per byte pair instead of four.
 _E2M1_ASM = tl.constexpr("""
 {
 .reg .b32 u, a, b, z;
 mov.b32 z, 0;
-prmt.b32 u, $4, z, 0x4140;
-shl.b32 a, u, 9;  and.b32 a, a, 0x0E000E00;  shl.b32 b, u, 12;  and.b32 b, b, 0x80008000;  or.b32 a, a, b;
+prmt.b32 u, $4, z, 0x1404;
+shl.b32 a, u, 1;  and.b32 a, a, 0x0E000E00;  shl.b32 b, u, 4;  and.b32 b, b, 0x80008000;  or.b32 a, a, b;
 mul.rn.f16x2 $0, a, $5;
-shl.b32 a, u, 5;  and.b32 a, a, 0x0E000E00;  shl.b32 b, u, 8;  and.b32 b, b, 0x80008000;  or.b32 a, a, b;
+shr.b32 a, u, 3;  and.b32 a, a, 0x0E000E00;  and.b32 b, u, 0x80008000;  or.b32 a, a, b;
 mul.rn.f16x2 $2, a, $5;
-prmt.b32 u, $4, z, 0x4342;
-shl.b32 a, u, 9;  and.b32 a, a, 0x0E000E00;  shl.b32 b, u, 12;  and.b32 b, b, 0x80008000;  or.b32 a, a, b;
+prmt.b32 u, $4, z, 0x3424;
+shl.b32 a, u, 1;  and.b32 a, a, 0x0E000E00;  shl.b32 b, u, 4;  and.b32 b, b, 0x80008000;  or.b32 a, a, b;
 mul.rn.f16x2 $1, a, $6;
-shl.b32 a, u, 5;  and.b32 a, a, 0x0E000E00;  shl.b32 b, u, 8;  and.b32 b, b, 0x80008000;  or.b32 a, a, b;
+shr.b32 a, u, 3;  and.b32 a, a, 0x0E000E00;  and.b32 b, u, 0x80008000;  or.b32 a, a, b;
 mul.rn.f16x2 $3, a, $6;
 }
 """)  # a constexpr: jitted functions may only read constexpr globals
@@ -203,6 +205,14 @@ def _e2m1_pairs(codes, scale, USE_ASM: tl.constexpr):
 
 
 @triton.jit
+def _pair_scales(bits, BLOCK_N: tl.constexpr, W: tl.constexpr):
+    """Block-scale bits [BLOCK_N, W/16] (E4M3) -> the scale * 2^6 of each code byte [BLOCK_N, W/2]
+    fp16, as _e2m1_pairs takes it: exact (<= 448 * 64), and converted two at a time (cvt e4m3x2)."""
+    scale = bits.to(tl.float8e4nv, bitcast=True).to(tl.float16) * 64.0
+    return tl.reshape(tl.broadcast_to(scale[:, :, None], (BLOCK_N, W // 16, 8)), (BLOCK_N, W // 2))
+
+
+@triton.jit
 def load_nvfp4_halves(data_ptr, bscale_ptr, slots, valid, head, HKV: tl.constexpr, D: tl.constexpr,
                       BLOCK_N: tl.constexpr, CDT: tl.constexpr, USE_ASM: tl.constexpr):
     """Raw values of the even and the odd elements, each [BLOCK_N, D/2] (CDT), of an nvfp4 tile."""
@@ -210,9 +220,7 @@ def load_nvfp4_halves(data_ptr, bscale_ptr, slots, valid, head, HKV: tl.constexp
     codes = tl.load(data_ptr + row[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :], mask=valid[:, None], other=0)
     bits = tl.load(bscale_ptr + row[:, None] * (D // 16) + tl.arange(0, D // 16)[None, :],
                    mask=valid[:, None], other=0)
-    # E4M3 bits << 7 are the fp16 bits of scale * 2^-8 (subnormals included); * 2^14 is exact
-    scale = ((bits.to(tl.uint16) << 7).to(tl.float16, bitcast=True).to(tl.float32) * 16384.0).to(tl.float16)
-    scale = tl.reshape(tl.broadcast_to(scale[:, :, None], (BLOCK_N, D // 16, 8)), (BLOCK_N, D // 2))
+    scale = _pair_scales(bits, BLOCK_N, D)
     even, odd = _e2m1_pairs(codes, scale, USE_ASM)
     return even.to(CDT), odd.to(CDT)
 
@@ -292,9 +300,7 @@ def decode_raw(a, b, BLOCK_N: tl.constexpr, W: tl.constexpr, FMT: tl.constexpr, 
     with EO the even and the odd columns [BLOCK_N, W/2] (fp8 and nvfp4; a float tile is returned
     twice), else (tile, tile) [BLOCK_N, W]."""
     if FMT == 2:
-        scale = ((b.to(tl.uint16) << 7).to(tl.float16, bitcast=True).to(tl.float32) * 16384.0).to(tl.float16)
-        scale = tl.reshape(tl.broadcast_to(scale[:, :, None], (BLOCK_N, W // 16, 8)), (BLOCK_N, W // 2))
-        even, odd = _e2m1_pairs(a, scale, USE_ASM)
+        even, odd = _e2m1_pairs(a, _pair_scales(b, BLOCK_N, W), USE_ASM)
         if EO:
             return even.to(CDT), odd.to(CDT)
         else:

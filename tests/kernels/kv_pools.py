@@ -17,6 +17,11 @@ def make_pool(fmt: str, num_slots: int, hkv: int, d: int, gen: torch.Generator, 
     mag = torch.logspace(-1, 1, hkv, device=gen.device)[None, :, None]
     k = torch.randn(num_slots, hkv, d, generator=gen, device=gen.device) * mag
     v = torch.randn(num_slots, hkv, d, generator=gen, device=gen.device) * mag.flip(1)
+    return pool_of(fmt, k, v, device, float_dtype)
+
+
+def pool_of(fmt: str, k: torch.Tensor, v: torch.Tensor, device="cpu", float_dtype=torch.float32) -> KVBuffers:
+    """A pool holding K/V [slots, Hkv, D] (float32), quantized with per-head scales from their amax."""
     if fmt == "bf16":
         pool = KVBuffers(k.to(float_dtype), v.to(float_dtype))
     elif fmt == "fp8":

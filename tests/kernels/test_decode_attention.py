@@ -10,7 +10,7 @@ from radixgen import kernels
 from radixgen.kernels import decode_attention as da
 from radixgen.kernels.kv_layout import KVBuffers
 from tests.kernels.conftest import KERNEL_DEVICE
-from tests.kernels.kv_pools import FORMATS, csr, dequant64, make_pool, oracle, poisoned, rel_err, to_device
+from tests.kernels.kv_pools import FORMATS, csr, dequant64, make_pool, oracle, poisoned, pool_of, rel_err, to_device
 
 HKV, HQ, D, SLOTS = 2, 4, 32, 64
 SM_SCALE = 1 / math.sqrt(D)
@@ -49,6 +49,32 @@ def test_decode_matches_float64(fmt, num_splits):
                    da.decode_attention_ref(q, kv, indptr, indices, SM_SCALE)):
         assert rel_err(o, want_o) < 1e-5 and rel_err(lse, want_lse) < 1e-6
         assert (o[1] == 0).all() and (lse[1] == -math.inf).all()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(("num_splits", "q_dtype"), [(1, torch.float32), (3, torch.float32), (1, torch.bfloat16)])
+def test_scores_growing_along_the_sequence(fmt, num_splits, q_dtype):
+    """Scores that climb along each request's keys, by more than the kernel's lazy-rescale threshold
+    (2^8) from tile to tile in requests 0 and 1 (by more within a 32-key tile in 0, by less in 1)
+    and by less in request 2, whose last key is its maximum
+    (a bf16 q makes the dots of quantized pools fp16, where an unrescaled p would overflow)."""
+    gen = torch.Generator().manual_seed(21 + FORMATS.index(fmt))
+    n = 400
+    u = torch.randn(D, generator=gen)
+    u = u / u.norm()
+    t = torch.arange(n, dtype=torch.float32)
+    ramps = (t * 0.3 + 3 * torch.sin(t / 4), t * 0.1, 0.01 * t + 0.5 * (t == n - 1))  # natural-log score units
+    k = torch.randn(3 * n, HKV, D, generator=gen) * 0.1
+    for r, ramp in enumerate(ramps):
+        k[r * n:(r + 1) * n] += ramp.view(n, 1, 1) / (10 * SM_SCALE) * u
+    kv = pool_of(fmt, k, torch.randn(3 * n, HKV, D, generator=gen), float_dtype=q_dtype)
+    indptr, indices = torch.arange(0, 3 * n + 1, n, dtype=torch.int32), torch.arange(3 * n)
+    q = (10 * u).expand(3, HQ, D).contiguous().to(q_dtype)
+    want_o, want_lse = _oracle(q, kv, indptr, indices)
+    assert want_lse[:2].min() > 35  # the climb is real: scores reach e^35 and more
+    o, lse = _run(q, kv, indptr, indices, num_splits=num_splits)
+    tol = 1e-5 if q_dtype == torch.float32 else 1e-2
+    assert rel_err(o, want_o) < tol and rel_err(lse, want_lse) < tol / 10
 
 
 def test_more_splits_than_tiles_and_int64_indptr():
