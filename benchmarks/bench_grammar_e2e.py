@@ -6,9 +6,11 @@ template into token ids (identical for every engine); each asks for JSON matchin
 varied schemas (the schema is in the system prompt). Greedy, up to --max-new-tokens (192), EOS
 ends a request. Modes per engine:
 
-  radixgen unconstrained | radixgen json_schema + jump-forward (default) | radixgen json_schema,
-  jump-forward off (sampling param no_jump_forward) | vLLM unconstrained | vLLM structured
-  outputs (xgrammar, compact whitespace like radixgen's default)
+  radixgen unconstrained | radixgen unconstrained, same lengths (ignore_eos, each request's
+  max_new_tokens = the length of its constrained output: the grammar's cost per token with the
+  output lengths held equal) | radixgen json_schema + jump-forward (default) | radixgen
+  json_schema, jump-forward off (sampling param no_jump_forward) | vLLM unconstrained | vLLM
+  structured outputs (xgrammar, compact whitespace like radixgen's default)
 
 One radixgen Engine and one vLLM worker process (its own venv, kept alive, driven over a pipe)
 per dtype. Grammar compiles are timed first and reported separately; then one untimed warm-up
@@ -162,7 +164,7 @@ def validity(texts: list[str], workload: list[dict]) -> dict:
 
 # ---------------------------------------------------------------- radixgen
 class RadixgenRunner:
-    MODES = ("unconstrained", "json+jf", "json no-jf")
+    MODES = ("unconstrained", "unconstrained, same lengths", "json+jf", "json no-jf")
 
     def __init__(self, model: Path, dtype: str, max_new_tokens: int):
         from radixgen.runtime.engine import Engine
@@ -171,6 +173,7 @@ class RadixgenRunner:
         self.engine = Engine(str(model), dtype=dtype)
         self.startup_s = time.perf_counter() - t0
         self.max_new_tokens = max_new_tokens
+        self.same_lengths: list[int] = []  # per request, for "unconstrained, same lengths"
         sched = self.engine.scheduler
         self.forwards = 0
         self.forced = 0
@@ -205,9 +208,11 @@ class RadixgenRunner:
         out["_cached_us"] = (time.perf_counter() - t0) / 100 * 1e6
         return out
 
-    def params(self, mode: str, req: dict) -> dict:
+    def params(self, mode: str, i: int, req: dict) -> dict:
         p = {"temperature": 0, "max_new_tokens": self.max_new_tokens}
-        if mode != "unconstrained":
+        if mode == "unconstrained, same lengths":
+            p.update(max_new_tokens=max(1, self.same_lengths[i]), ignore_eos=True)
+        elif mode != "unconstrained":
             p["json_schema"] = req["schema"]
         if mode == "json no-jf":
             p["no_jump_forward"] = True
@@ -217,7 +222,7 @@ class RadixgenRunner:
         from _vllm_runner import OtherCpu
 
         assert self.engine.scheduler.flush_cache(), "cache flush refused"
-        params = [self.params(mode, r) for r in workload]
+        params = [self.params(mode, i, r) for i, r in enumerate(workload)]
         ids = [r["input_ids"] for r in workload]
         f0, j0 = self.forwards, self.forced
         with OtherCpu() as other:
@@ -420,6 +425,7 @@ def bench_dtype(args, dtype: str, workload: list[dict]) -> dict:
         f"{k} {v:.2f}" for k, v in res["radixgen_compile_s"].items() if not k.startswith("_"))
         + f"; cached {res['radixgen_compile_s']['_cached_us']:.0f} us", flush=True)
     modes = [(m, rg) for m in RadixgenRunner.MODES] + ([(m, vllm) for m in VllmClient.MODES] if vllm else [])
+    rg.same_lengths = rg.run("json+jf", workload)["output_tokens"]  # untimed: the lengths to match
     for mode, eng in modes:  # untimed warm-up of every mode (compile caches are warm already)
         eng.run(mode, workload[:args.warmup_requests] if eng is rg else workload)
     runs: dict[str, list[dict]] = {m: [] for m, _ in modes}
@@ -461,8 +467,11 @@ def report(results: list[dict], n: int) -> str:
                          f"| {m['tokens_per_req']:.1f} | {fw} | {ft} | {m['parsed']}/{m['valid']} of {m['n']} | {oc} |")
         md = res["modes"]
         u, j, nj = md["unconstrained"], md["json+jf"], md["json no-jf"]
+        same = md["unconstrained, same lengths"]
         lines.append(f"\nradixgen json+jf vs unconstrained: tok/s x{j['tok_per_s'] / u['tok_per_s']:.2f}, "
-                     f"req/s x{j['req_per_s'] / u['req_per_s']:.2f}; json+jf vs no-jf: tok/s "
+                     f"req/s x{j['req_per_s'] / u['req_per_s']:.2f}; vs unconstrained with the same output "
+                     f"lengths: wall x{same['median_s'] / j['median_s']:.2f} (tok/s x{j['tok_per_s'] / same['tok_per_s']:.2f}, "
+                     f"forwards {j['forwards']} vs {same['forwards']}); json+jf vs no-jf: tok/s "
                      f"x{j['tok_per_s'] / nj['tok_per_s']:.2f}, forwards {j['forwards']} vs {nj['forwards']}; "
                      f"greedy ids identical jf/no-jf: {res['jf_vs_nojf_identical']}/{n}")
         if "vLLM unconstrained" in md:
