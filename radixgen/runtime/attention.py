@@ -136,18 +136,18 @@ class _ExtendPlan:
 
     @classmethod
     def plan(cls, batch: ForwardBatch, kernel_reads_pool: bool) -> "_ExtendPlan":
-        todo, kernel = list(range(batch.batch_size)), None
+        todo, kernel, starts = list(range(batch.batch_size)), None, batch.extend_starts
         if kernel_reads_pool:
             causal = [i for i in todo if batch.tree_mask(i) is None]
             if causal:
-                c = plan_causal_extend(batch.kv_slots, batch.prefix_lens, batch.extend_lens, causal)
+                c = plan_causal_extend(batch.kv_slots, batch.prefix_lens, batch.extend_lens, starts, causal)
                 kernel = (c, SharedSegments.build(c.segments))
                 todo = [i for i in todo if batch.tree_mask(i) is not None]
         short = _ShortExtends.plan(batch, todo)
         device = batch.kv_slots.device
         masks = {i: _extend_mask(batch.prefix_lens[i], batch.extend_lens[i], batch.tree_mask(i), device)
                  for i in todo if short is None or i not in short.members}
-        return cls(kernel, short, masks, batch.extend_starts)
+        return cls(kernel, short, masks, starts)
 
 
 class _ShortExtends:

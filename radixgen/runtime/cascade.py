@@ -82,12 +82,12 @@ class CausalExtendPlan:
 
 
 def plan_causal_extend(kv_slots: torch.Tensor, prefix_lens: list[int], extend_lens: list[int],
-                       requests: list[int], block: int = EXTEND_BLOCK) -> CausalExtendPlan:
+                       starts: list[int], requests: list[int], block: int = EXTEND_BLOCK) -> CausalExtendPlan:
     """Token t of request i, in block c = t // block of its new tokens, attends over the segment
     kv_slots[i, :prefix + c * block] (shared by the block's tokens: one GEMM-like pass) and its
-    own keys kv_slots[i, prefix + c * block : prefix + t + 1] (at most `block`)."""
+    own keys kv_slots[i, prefix + c * block : prefix + t + 1] (at most `block`). starts[i]: the
+    row of request i's first new token (ForwardBatch.extend_starts)."""
     kv_slots = kv_slots.cpu()
-    starts = [0, *torch.tensor(extend_lens).cumsum(0).tolist()]
     rows, own, lens, segments, first = [], [], [], [], 0
     for i in requests:
         p, e = prefix_lens[i], extend_lens[i]
