@@ -49,11 +49,11 @@ RESCALE_LOG2 = tl.constexpr(8.0)  # see the decode loop: p stays <= 256
 MIN_SPLIT_TOKENS = 256  # a split gets at least this many tokens on average
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["split_base", "num_splits", "split_stride"])
 def _decode_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indptr_ptr, indices_ptr,
-                   o_ptr, lse_ptr, scale_log2, split_base,
+                   o_ptr, lse_ptr, scale_log2, split_base, num_splits, split_stride,
                    HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, HPP: tl.constexpr, M: tl.constexpr,
-                   NUM_SPLITS: tl.constexpr, SPLIT_STRIDE: tl.constexpr, BLOCK_N: tl.constexpr, FMT: tl.constexpr,
+                   BLOCK_N: tl.constexpr, FMT: tl.constexpr,
                    CDT: tl.constexpr, PRESCALE: tl.constexpr, USE_ASM: tl.constexpr, PREC: tl.constexpr,
                    SPLIT_EO: tl.constexpr, PREFETCH: tl.constexpr, LAZY_RESCALE: tl.constexpr):
     # HPP KV heads per program, read as one contiguous run of HPP * D values per slot. Their
@@ -73,7 +73,7 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indptr_p
     start = tl.load(indptr_ptr + b).to(tl.int64)
     length = (tl.load(indptr_ptr + b + 1).to(tl.int64) - start).to(tl.int32)  # positions within a request: int32
     indices_ptr += start
-    chunk = tl.cdiv(tl.cdiv(length, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    chunk = tl.cdiv(tl.cdiv(length, num_splits), BLOCK_N) * BLOCK_N
     lo = split * chunk
     hi = tl.minimum(length, lo + chunk)
     heads = h0 * G + r  # [M] query heads
@@ -149,7 +149,7 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indptr_p
     v_mult = head_factor(vf_ptr, h0 + c_head, FMT) + tl.zeros([W], tl.float32)
     o = acc * (v_mult[None, :] / l_safe[:, None])
     lse = tl.where(nonempty, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-    row = (b * HQ + heads) * SPLIT_STRIDE + split_base + split  # [B, HQ, SPLIT_STRIDE] (final output at stride 1)
+    row = (b * HQ + heads) * split_stride + split_base + split  # [B, HQ, split_stride] (final output at stride 1)
     store_rne(o_ptr + row[:, None] * D + (c % D)[None, :], o, diag)  # the diagonal blocks
     tl.store(lse_ptr + row, lse, mask=r_ok)
 
@@ -167,15 +167,15 @@ def _combine(o_a, s_a, o_b, s_b):
     return o, tl.where(tot > 0, m + tl.log(safe), float("-inf"))
 
 
-@triton.jit
-def _reduce_splits_kernel(mid_o_ptr, mid_lse_ptr, o_ptr, lse_ptr, NUM_SPLITS: tl.constexpr, D: tl.constexpr):
+@triton.jit(do_not_specialize=["num_splits"])
+def _reduce_splits_kernel(mid_o_ptr, mid_lse_ptr, o_ptr, lse_ptr, num_splits, D: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)  # one (request, query head)
     d = tl.arange(0, D)
     o = tl.zeros([1, D], tl.float32)
     s = tl.full([1], float("-inf"), tl.float32)
-    for i in range(NUM_SPLITS):
-        s_i = tl.load(mid_lse_ptr + row * NUM_SPLITS + i + tl.zeros([1], tl.int64))
-        o_i = tl.load(mid_o_ptr + (row * NUM_SPLITS + i) * D + d)[None, :]
+    for i in range(num_splits):
+        s_i = tl.load(mid_lse_ptr + row * num_splits + i + tl.zeros([1], tl.int64))
+        o_i = tl.load(mid_o_ptr + (row * num_splits + i) * D + d)[None, :]
         o, s = _combine(o, s, o_i, s_i)
     store_rne(o_ptr + row * D + d[None, :], o, d[None, :] < D)
     tl.store(lse_ptr + row + tl.zeros([1], tl.int64), s)
@@ -281,8 +281,8 @@ class _KernelCall:
     def launch(self, mid_o, mid_lse, splits: int, split_base: int, stride: int) -> None:
         """Write (o, lse) per (request, head, split) into mid_o [B, Hq, stride, D] / mid_lse [B, Hq,
         stride] at split_base + split (stride 1: the final o [B, Hq, D], lse [B, Hq])."""
-        self.fn[self.grid(splits)](*self.inputs, mid_o, mid_lse, self.scale_log2, split_base, NUM_SPLITS=splits,
-                                   SPLIT_STRIDE=stride, **self.kwargs)
+        self.fn[self.grid(splits)](*self.inputs, mid_o, mid_lse, self.scale_log2, split_base, splits, stride,
+                                   **self.kwargs)
 
     def resident(self) -> int:
         """Programs of this configuration resident at once on the device, from the compiled kernel's
@@ -292,10 +292,10 @@ class _KernelCall:
         key = (self.fn, self.device.index, self.inputs[0].dtype, self.inputs[1].dtype, *self.kwargs.values())
         if key not in _RESIDENT:
             props = torch.cuda.get_device_properties(self.device)
-            try:  # compile (cached) with one split; the split constexprs do not change its resources
+            try:  # the kernel every split count runs (split counts are unspecialized runtime ints)
                 part = torch.empty(1, dtype=torch.float32, device=self.device)
-                kernel = self.fn.warmup(*self.inputs, part, part, self.scale_log2, 0, grid=self.grid(1), NUM_SPLITS=1,
-                                        SPLIT_STRIDE=1, **self.kwargs)
+                kernel = self.fn.warmup(*self.inputs, part, part, self.scale_log2, 0, 1, 1, grid=self.grid(1),
+                                        **self.kwargs)
                 kernel._init_handles()
                 per_sm = _per_sm(kernel.n_regs, kernel.metadata.shared, self.kwargs["num_warps"], props)
             except Exception:  # a Triton without these attributes: the old rule of thumb
@@ -348,7 +348,7 @@ def decode_attention_pools(q: torch.Tensor, parts: list[tuple[KVBuffers, torch.T
         call.launch(mid_o, mid_lse, n, base, total)
         base += n
     if total > 1:
-        _reduce_splits_kernel[(b * hq,)](mid_o, mid_lse, o, lse, NUM_SPLITS=total, D=d, num_warps=1)
+        _reduce_splits_kernel[(b * hq,)](mid_o, mid_lse, o, lse, total, D=d, num_warps=1)
     return o, lse
 
 

@@ -15,11 +15,11 @@ from ._common import store_rne
 from .kv_layout import head_factor, load_kv_tile, prepare_q
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["split_base", "num_splits", "split_stride"])
 def decode_rows_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indptr_ptr, indices_ptr,
-                       o_ptr, lse_ptr, scale_log2, split_base,
+                       o_ptr, lse_ptr, scale_log2, split_base, num_splits, split_stride,
                        HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, HQ_PAD: tl.constexpr,
-                       NUM_SPLITS: tl.constexpr, SPLIT_STRIDE: tl.constexpr, BLOCK_N: tl.constexpr,
+                       BLOCK_N: tl.constexpr,
                        FMT: tl.constexpr, CDT: tl.constexpr,
                        PRESCALE: tl.constexpr, USE_ASM: tl.constexpr, PREC: tl.constexpr):
     b, split = tl.program_id(0), tl.program_id(1)
@@ -29,7 +29,7 @@ def decode_rows_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indp
     d = tl.arange(0, D)
     start = tl.load(indptr_ptr + b).to(tl.int64)
     length = tl.load(indptr_ptr + b + 1).to(tl.int64) - start
-    chunk = tl.cdiv(tl.cdiv(length, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    chunk = tl.cdiv(tl.cdiv(length, num_splits), BLOCK_N) * BLOCK_N
     lo = split * chunk
     hi = tl.minimum(length, lo + chunk)
     q = tl.load(q_ptr + (b * HQ + i)[:, None] * D + d[None, :], mask=(i < HQ)[:, None], other=0.0)
@@ -62,6 +62,6 @@ def decode_rows_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indp
     l_safe = tl.where(nonempty, l_i, 1.0)
     o = acc * (head_factor(vf_ptr, kvh_ok, FMT) / l_safe)[:, None]
     lse = tl.where(nonempty, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-    row = (b * HQ + i) * SPLIT_STRIDE + split_base + split  # [B, HQ, SPLIT_STRIDE] (final output at stride 1)
+    row = (b * HQ + i) * split_stride + split_base + split  # [B, HQ, split_stride] (final output at stride 1)
     store_rne(o_ptr + row[:, None] * D + d[None, :], o, (i < HQ)[:, None])
     tl.store(lse_ptr + row, lse, mask=i < HQ)
