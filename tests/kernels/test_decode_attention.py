@@ -2,6 +2,7 @@
 attention over the dequantized pool; split pools merged with merge_state; launcher validation."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -148,6 +149,32 @@ def test_decode_attention_pools_equals_whole_sequence(backend, num_splits):
         assert rel_err(o[b:b + 1], want_o) < 1e-2 and rel_err(lse[b:b + 1], want_lse) < 1e-5
     with pytest.raises(ValueError, match="at least one"):
         fn(q.to(dev), [], SM_SCALE)
+
+
+def test_resident_programs_per_sm_from_kernel_resources():
+    """Registers (allocated per warp in 256s), shared memory (+1 KiB reserved per program) and
+    threads each cap the programs per SM; the H200 figures of the decode kernels."""
+    props = SimpleNamespace(regs_per_multiprocessor=65536, shared_memory_per_multiprocessor=233472,
+                            max_threads_per_multi_processor=2048)
+    assert da._per_sm(250, 13568, 1, props) == 8  # nvfp4, one warp: 256 registers -> 8 warps
+    assert da._per_sm(168, 73728, 4, props) == 3  # fp8: registers allow 3, shared memory 3
+    assert da._per_sm(168, 120000, 4, props) == 1  # shared memory binds
+    assert da._per_sm(16, 0, 1, props) == 32  # at most 32 programs per SM
+    assert da._per_sm(32, 0, 8, props) == 8  # threads: 2048 / 256
+
+
+@pytest.mark.parametrize(("pairs", "resident", "keys_per_request", "want"), [
+    (512, 264, 4096, 1),  # fp8 at 64 x 8 heads: 512 programs fill 2 waves of 264 to 97%
+    (512, 396, 4096, 3),  # bf16: 1 split leaves the second wave 29% full, 2 splits 86%, 3 97%
+    (512, 1056, 4096, 2),  # nvfp4: 1024 of 1056
+    (64, 1056, 4096, 15),  # few requests: as many splits as fill one wave to >= 90%
+    (64, 1056, 1024, 4),  # ... but each split keeps >= MIN_SPLIT_TOKENS keys: the best fill up to 4
+    (8, 1056, 100, 1),  # short requests: one split
+])
+def test_split_count_fills_the_waves_of_resident_programs(pairs, resident, keys_per_request, want):
+    batch = 8
+    call = SimpleNamespace(batch=batch, head_groups=pairs // batch, resident=lambda: resident)
+    assert da._num_splits(call, batch * keys_per_request) == want
 
 
 def test_dispatch_and_module_access():
