@@ -235,7 +235,7 @@ def sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer, want):
             print(f"  sweep {fmt} {variant} {cfg}: failed ({type(exc).__name__}: {str(exc)[-200:]})")
             continue
         print(f"  sweep {fmt} {variant} {cfg}: {t * 1e3:.3f} ms (rel err {err:.1e}; "
-              f"{_new_kernels(da._decode_kernel, seen)})", flush=True)
+              f"{_new_kernels(da.decode_tile_kernel, seen)})", flush=True)
         if best is None or t < best[0]:
             best = (t, variant, cfg)
     if best is None:

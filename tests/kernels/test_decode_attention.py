@@ -322,7 +322,7 @@ def test_head_dim_16_uses_the_full_width_path(fmt, monkeypatch):
     indptr, indices = csr([19, 30], SLOTS, gen)
     q = torch.randn(2, HQ, d, generator=gen)
     seen = []
-    real = da._decode_kernel
+    real = da.decode_tile_kernel
 
     class Spy:
         def __getitem__(self, grid):
@@ -331,7 +331,7 @@ def test_head_dim_16_uses_the_full_width_path(fmt, monkeypatch):
                 return real[grid](*args, **kwargs)
             return launch
 
-    monkeypatch.setattr(da, "_decode_kernel", Spy())
+    monkeypatch.setattr(da, "decode_tile_kernel", Spy())
     scale = 1 / math.sqrt(d)
     out = (poisoned(q.shape, torch.float32, KERNEL_DEVICE), poisoned(q.shape[:2], torch.float32, KERNEL_DEVICE))
     o, lse = da.decode_attention(q.to(KERNEL_DEVICE), to_device(kv, KERNEL_DEVICE), indptr.to(KERNEL_DEVICE),
