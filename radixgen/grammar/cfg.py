@@ -157,11 +157,11 @@ class CfgGrammar:
         small: list[bytes] = []
         rows: list[np.ndarray] = []
         num_allowed = self.trie(q).collect(self.parser, stack, small, rows)
-        words = pack_ids(ids_of(small), self.num_words) if small else \
-            np.zeros(self.num_words, dtype=np.uint32)
+        ids = ids_of(small)
+        words = pack_ids(ids, self.num_words) if small else np.zeros(self.num_words, dtype=np.uint32)
         for row in rows:
             np.bitwise_or(words, row, out=words)
-        single = int(ids_of(small)[0]) if num_allowed == 1 else -1  # a row holds >= 256 ids
+        single = int(ids[0]) if num_allowed == 1 else -1  # a row holds >= 256 ids
         if self.can_end(q, stack) and self.eos_ids:
             for e in self.eos_ids:
                 words[e >> 5] |= np.uint32(1 << (e & 31))
