@@ -41,6 +41,8 @@ class CacheConfig:
     kv_branch_window: str = option("4,16", "when the two precisions differ: 'SINK,RECENT' keeps each request's first SINK and "
                                    "newest RECENT generated tokens in the prefix precision (older ones move to the branch "
                                    "pool); 'none' writes every generated token to the branch pool")
+    kv_rotation: str = option("auto", "multiply q and k by a Hadamard matrix after RoPE, so quantized keys keep "
+                              "q.k more exactly ('auto': when a pool is fp8_e4m3 or nvfp4)", ("auto", "on", "off"))
     disable_radix_cache: bool = option(False, "turn the radix prefix cache off")
 
     def __post_init__(self) -> None:

@@ -60,6 +60,9 @@ class ModelRunner:
         self.model = LlamaModel(self.arch, weights, self.device)
         a = self.arch
         self.kv_dtypes = resolve_kv_dtypes(cache_cfg, self.device)  # (prefix, branch)
+        self.kv_rotation = resolve_kv_rotation(cache_cfg, self.kv_dtypes)
+        if self.kv_rotation:
+            self.model.rotate_qk()
         self._build_kv(cache_cfg, weight_bytes)
         self.branch_window = cache_cfg.branch_window if self.mixed_kv else None
         self.max_context_len = a.max_position_embeddings
@@ -105,7 +108,8 @@ class ModelRunner:
             self.pool.store(layer, dst, k, v)
 
     def kv_summary(self) -> str:
-        return ", ".join(f"{n} tokens {kind}" for n, kind in zip(self.capacity, self.kv_dtypes))
+        pools = ", ".join(f"{n} tokens {kind}" for n, kind in zip(self.capacity, self.kv_dtypes))
+        return pools + (", q/k Hadamard-rotated" if self.kv_rotation else "")
 
     def _token_bytes(self, kind: str) -> float:
         a = self.arch
@@ -198,6 +202,15 @@ def resolve_kv_dtypes(cfg: CacheConfig, device: torch.device) -> tuple[str, str]
     prefix = base[0] if cfg.kv_prefix_dtype is None else cfg.kv_prefix_dtype
     branch = base[1] if cfg.kv_branch_dtype is None else cfg.kv_branch_dtype
     return prefix, branch
+
+
+def resolve_kv_rotation(cfg: CacheConfig, kv_dtypes: tuple[str, str]) -> bool:
+    """--kv-rotation: 'auto' rotates q and k when either pool quantizes (fp8_e4m3, nvfp4)."""
+    if cfg.kv_rotation not in ("auto", "on", "off"):
+        raise ValueError(f"kv_rotation must be auto, on or off, got {cfg.kv_rotation!r}")
+    if cfg.kv_rotation == "auto":
+        return any(kind in ("fp8_e4m3", "nvfp4") for kind in kv_dtypes)
+    return cfg.kv_rotation == "on"
 
 
 def _device_memory(device: torch.device) -> int:

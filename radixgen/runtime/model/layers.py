@@ -64,6 +64,20 @@ class RotaryEmbedding:
         return x * cos + _rotate_half(x) * sin
 
 
+def hadamard_rotation(head_dim: int, dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+    """An orthonormal, symmetric [D, D] Hadamard matrix for rotating q and k after RoPE: block
+    diagonal, each block the Sylvester Hadamard of the largest power of two dividing D, over
+    sqrt(block). q.k is unchanged (H.T @ H = I); the rotation spreads the few large channels of
+    each key over all channels of its block, which is what quantized KV pools need: the
+    quantization error of a dot product is sum_d q_d * err(k_d), and err(k_d) grows with |k_d|,
+    so keys and queries that are large in the same channels amplify it (docs/BENCHMARKS.md)."""
+    block = head_dim & -head_dim
+    h = torch.ones(1, 1, dtype=torch.float64)
+    while h.shape[0] < block:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)])
+    return torch.block_diag(*[h / math.sqrt(block)] * (head_dim // block)).to(device=device, dtype=dtype)
+
+
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)

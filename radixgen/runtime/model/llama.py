@@ -12,7 +12,8 @@ from radixgen.radix.kv_pool import KVPool
 from radixgen.runtime.attention import AttentionBackend
 from radixgen.runtime.forward_batch import ForwardBatch
 from radixgen.runtime.model.arch import ModelArch
-from radixgen.runtime.model.layers import RotaryEmbedding, linear, prepare_weight, rms_norm
+from radixgen.runtime.model.layers import (RotaryEmbedding, hadamard_rotation, linear, prepare_weight,
+                                            rms_norm)
 
 
 @dataclass
@@ -41,6 +42,14 @@ class LlamaModel:
         max_pos = arch.max_position_embeddings
         self.rope = RotaryEmbedding(arch.head_dim, arch.rope_theta, max_pos, arch.rope_scaling, device)
         self.dtype = self.embed.dtype
+        self.qk_rotation: torch.Tensor | None = None  # [D, D], see rotate_qk
+
+    def rotate_qk(self) -> None:
+        """Multiply q and k by a Hadamard matrix after RoPE (layers.hadamard_rotation), before
+        attention and before k is stored: attention is unchanged in exact arithmetic, and
+        quantized KV pools store keys with their large channels spread out. Every key of every
+        pool must then be rotated, so this is set once, before the first forward."""
+        self.qk_rotation = hadamard_rotation(self.arch.head_dim, self.dtype, self.embed.device)
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, pool: KVPool, attn: AttentionBackend) -> torch.Tensor:
@@ -63,6 +72,8 @@ class LlamaModel:
         qkv = linear(x, layer.qkv, layer.qkv_bias)  # [T, q_size + 2 * kv_size]
         qk, v = qkv.split([a.q_size + a.kv_size, a.kv_size], dim=-1)
         qk = self.rope.apply(qk.view(-1, a.num_heads + a.num_kv_heads, a.head_dim), *rope)
+        if self.qk_rotation is not None:
+            qk = qk @ self.qk_rotation  # symmetric: each head's row times H
         q, k = qk.split([a.num_heads, a.num_kv_heads], dim=1)  # [T, Hq, D], [T, Hkv, D]
         out = attn.attend(n, q, k, v.view(-1, a.num_kv_heads, a.head_dim), pool)  # [T, Hq, D]
         hidden = hidden + linear(out.reshape(-1, a.q_size), layer.o_proj)
