@@ -66,6 +66,8 @@ CONFIGS = {
     "fp8": {"kv_cache_dtype": "fp8_e4m3"},
     "mixed": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4"},  # the default branch window
     "mixed-nowin": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_branch_window": "none"},
+    # without the q/k Hadamard rotation quantized pools get by default (its cost)
+    "mixed-norot": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_rotation": "off"},
 }
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "generation_config.json")

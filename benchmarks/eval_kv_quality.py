@@ -32,6 +32,9 @@ Per KV config, on a fresh Engine (the quantized pools calibrate their scales on 
   Engine like every row's; its teacher forcing runs step by step (`forced_logprobs`, the first
   `--win-tf-tokens` positions, the bf16 reference cut to the same positions) with the
   scheduler's own `KVManager.demote` after every step.
+* Quantized pools store Hadamard-rotated q/k by default (`--kv-rotation auto`); the `norot` rows
+  turn that off. The `fp32` row keeps KV *more* precisely than the bf16 reference: its greedy
+  agreement is what rounding alone does to this model's greedy paths.
 
     .venv/bin/python benchmarks/eval_kv_quality.py                 # 56 prompts, ~1.6k-token text
     .venv/bin/python benchmarks/eval_kv_quality.py --quick         # 8 prompts, 300 text tokens
@@ -64,6 +67,11 @@ CONFIGS = {
     "nvfp4": {"kv_cache_dtype": "nvfp4"},
     "mixed": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_branch_window": "none"},
     "mixed+win": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4"},  # window from --window
+    # a KV *more* precise than the reference: how often greedy paths split on rounding alone
+    "fp32": {"kv_cache_dtype": "fp32"},
+    # the same without the q/k Hadamard rotation that quantized pools get by default
+    "fp8 norot": {"kv_cache_dtype": "fp8_e4m3", "kv_rotation": "off"},
+    "mixed+win norot": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_rotation": "off"},
 }
 GOALS = {"fp8_ppl_pct": 0.5, "mixed_ppl_pct": 3.0, "mixed_exact": 0.90}
 
@@ -82,6 +90,8 @@ def parse_args(argv=None):
                    help="passage positions also run step by step, to check the one-extend method")
     p.add_argument("--win-tf-tokens", type=int, default=None,
                    help="passage positions of the (step-by-step) mixed+win teacher forcing (default all)")
+    p.add_argument("--configs", default=",".join(CONFIGS),
+                   help="comma-separated rows (bf16 always runs first: the others compare with it)")
     p.add_argument("--max-total-tokens", type=int, default=24576)
     p.add_argument("--json", type=Path, default=None,
                    help="default benchmarks/results/kv-quality-<date>.json")
@@ -357,9 +367,16 @@ def main(argv=None):
          f"load {info['load_avg_at_start'][0]:.2f}")
     torch.manual_seed(0)
     targets, raw = text_ids[args.tf_prompt_len:], {}
-    configs = dict(CONFIGS, **{"mixed+win": {**CONFIGS["mixed+win"], "kv_branch_window": args.window}})
+    wanted = ["bf16"] + [n.strip() for n in args.configs.split(",") if n.strip() not in ("", "bf16")]
+    unknown = [n for n in wanted if n not in CONFIGS]
+    if unknown:
+        raise SystemExit(f"unknown configs {unknown}; choose from {', '.join(CONFIGS)}")
+    configs = {n: dict(CONFIGS[n]) for n in wanted}
+    for name, kv in configs.items():
+        if name.startswith("mixed+win"):
+            kv["kv_branch_window"] = args.window
     if args.window == "none":
-        del configs["mixed+win"]
+        configs = {n: kv for n, kv in configs.items() if not n.startswith("mixed+win")}
     for name, kv in configs.items():  # bf16 first: the others are compared with it as they end
         raw[name] = run_config(args, name, kv, prompts, text_ids)
         reduce_logprobs(raw["bf16"], raw[name], targets)
