@@ -26,6 +26,7 @@ def test_health_needs_no_key_and_info_routes_answer(tiny_server, client, model_n
     assert server["server_config"]["api_key"] == "<set>"  # never echoed
     stats = server["scheduler"]
     assert stats["num_slots"] == 8192 and {"cache_size", "num_free_slots", "cache_hit_rate"} <= set(stats)
+    assert stats["kv_rotation"] is (stats["prefix_pool_dtype"] in ("fp8_e4m3", "nvfp4"))  # --kv-rotation auto
 
 
 def test_generate_text_ids_and_batches(client, tokenizer):
