@@ -34,13 +34,25 @@ def pool_parts(pool) -> list[tuple[object, int, int]]:
     return [(pool, 0, pool.num_slots)]
 
 
-def _csr(slots: list[torch.Tensor], lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """CSR (indptr [B+1], indices) of each request's slots that lie in [lo, hi), rebased to lo."""
-    picked = [s[(s >= lo) & (s < hi)] - lo for s in slots]
-    lens = torch.tensor([len(p) for p in picked], dtype=torch.int64)
-    indptr = torch.cat([lens.new_zeros(1), lens.cumsum(0)]).to(slots[0].device if slots else "cpu")
-    indices = torch.cat(picked) if picked else torch.empty(0, dtype=torch.int64)
-    return indptr, indices
+def _csr(rows: torch.Tensor, lens: list[int], lo: int, hi: int, whole: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """CSR (indptr [B+1], indices) of the slots in [lo, hi) among each request's first lens[b]
+    slots of rows [B, L] (padded), rebased to lo, in request order. whole: every slot lies in
+    [lo, hi) (one pool), so the CSR follows from the lengths the host knows: a gather, no device
+    sync. Else one boolean selection over the whole batch: a single sync for its size (per request,
+    it was one per request and pool part)."""
+    device, width = rows.device, rows.shape[1]
+    lens_t = torch.tensor(lens, dtype=torch.int64)
+    if whole:
+        total = int(lens_t.sum())
+        starts = torch.arange(len(lens), dtype=torch.int64) * width  # each row's first flat index
+        before = torch.cumsum(lens_t, 0) - lens_t  # each request's first CSR position
+        flat = torch.arange(total, dtype=torch.int64) + torch.repeat_interleave(starts - before, lens_t, output_size=total)
+        indptr = torch.cat([lens_t.new_zeros(1), lens_t.cumsum(0)])
+        return indptr.to(device), rows.reshape(-1)[flat.to(device)] - lo
+    inside = torch.arange(width, device=device)[None, :] < lens_t.to(device)[:, None]
+    picked = inside & (rows >= lo) & (rows < hi)
+    counts = picked.sum(1)
+    return torch.cat([counts.new_zeros(1), counts.cumsum(0)]), rows[picked] - lo
 
 
 class KernelAttention:
@@ -64,12 +76,8 @@ class KernelAttention:
         self.batch, self.meta = batch, {"csr": {}}
         self.ext_batch, self.dec_batch = batch.parts()
         self._fallback_ready = False  # TorchAttention plans only if an extend needs it
-        if self.dec_batch is not None:
-            b = self.dec_batch
-            self.meta["dec"] = [s[:n] for s, n in zip(b.kv_slots, b.seq_lens)]
         if self.ext_batch is not None:
             b = self.ext_batch
-            self.meta["ext"] = [(s[:n], n - e) for s, n, e in zip(b.kv_slots, b.seq_lens, b.extend_lens)]
             lens = torch.tensor(b.extend_lens, dtype=torch.int64)
             self.meta["qo_indptr"] = torch.cat([lens.new_zeros(1), lens.cumsum(0)]).to(b.kv_slots.device)
             self.meta["tree_blocks"] = _tree_blocks(b)
@@ -88,7 +96,8 @@ class KernelAttention:
         return torch.cat(outs) if len(outs) > 1 else outs[0]
 
     def _decode(self, layer: int, q: torch.Tensor, pool) -> torch.Tensor:
-        parts = [(part.kv_buffers(layer), *self._cached_csr("dec", lo, hi)) for part, lo, hi in pool_parts(pool)]
+        parts = pool_parts(pool)
+        parts = [(part.kv_buffers(layer), *self._cached_csr("dec", lo, hi, len(parts) == 1)) for part, lo, hi in parts]
         o, _ = dispatch("decode_attention_pools", q, parts, self.sm_scale, backend=self.backend,
                         out_dtype=torch.float32)
         return o.to(q.dtype)
@@ -107,7 +116,7 @@ class KernelAttention:
             return self.fallback._extend(layer, q, pool)
         state = None
         for i, ((part, lo, hi), new) in enumerate(zip(parts, num_new)):
-            indptr, indices = self._cached_csr("ext", lo, hi)
+            indptr, indices = self._cached_csr("ext", lo, hi, len(parts) == 1)
             o, lse = dispatch("extend_attention", q, part.kv_buffers(layer), self.meta["qo_indptr"], indptr,
                               indices, new, self.sm_scale, *self._part_mask(i, new), backend=self.backend,
                               out_dtype=torch.float32, max_qo_len=max(self.ext_batch.extend_lens))
@@ -137,7 +146,7 @@ class KernelAttention:
                 from radixgen.kernels import flashinfer_ops
 
                 self._fi_extend = flashinfer_ops.FlashInferExtend(q.device)
-            indptr, indices = self._cached_csr("ext", 0, kv.k.shape[0])
+            indptr, indices = self._cached_csr("ext", 0, kv.k.shape[0], True)
             self._fi_extend.plan(self.meta["qo_indptr"], indptr, indices, self.num_heads, self.num_kv_heads,
                                  self.head_dim, q.dtype, kv.k.dtype, self.sm_scale, causal=True)
             self.meta["fi_planned"] = True
@@ -146,23 +155,21 @@ class KernelAttention:
 
     def _num_new_per_part(self, parts, device) -> list[torch.Tensor] | None:
         """Per pool part, each extend request's new-token count in it ([B]), computed once per
-        forward; None when some request's new tokens span two parts."""
+        forward; None when some request's new tokens span two parts. One host sync for the
+        whole batch."""
         if "num_new" not in self.meta:
-            homes = [self._new_tokens_home(slots, prefix, parts) for slots, prefix in self.meta["ext"]]
+            b = self.ext_batch
+            width = b.kv_slots.shape[1]
+            col = torch.arange(width, device=b.kv_slots.device)[None, :]
+            prefix = torch.tensor(b.prefix_lens, device=device)[:, None]
+            seq = torch.tensor(b.seq_lens, device=device)[:, None]
+            new = (col >= prefix) & (col < seq)  # [B, L]: the new tokens' columns
+            inside = torch.stack([((b.kv_slots >= lo) & (b.kv_slots < hi) | ~new).all(1) for _, lo, hi in parts])
+            homes = [next((i for i, here in enumerate(flags) if here), None) for flags in zip(*inside.tolist())]
             self.meta["num_new"] = None if any(h is None for h in homes) else [
-                torch.tensor([len(s) - p if h == i else 0 for (s, p), h in zip(self.meta["ext"], homes)],
-                             device=device)
+                torch.tensor([n if h == i else 0 for n, h in zip(b.extend_lens, homes)], device=device)
                 for i in range(len(parts))]
         return self.meta["num_new"]
-
-    @staticmethod
-    def _new_tokens_home(slots: torch.Tensor, prefix_len: int, parts) -> int | None:
-        """The pool part holding all of a request's new tokens, or None if they span two."""
-        new = slots[prefix_len:]
-        for i, (_, lo, hi) in enumerate(parts):
-            if bool(((new >= lo) & (new < hi)).all()):
-                return i
-        return None
 
     def _part_mask(self, i: int, num_new: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """(custom_mask, mask_indptr) of pool part i: the tree blocks of the requests whose new
@@ -179,12 +186,13 @@ class KernelAttention:
             self.meta[key] = (torch.cat(here).to(device), indptr.to(device))
         return self.meta[key]
 
-    def _cached_csr(self, kind: str, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The CSR of the decode or extend requests' slots in [lo, hi), built once per forward."""
+    def _cached_csr(self, kind: str, lo: int, hi: int, whole: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """The CSR of the decode or extend requests' slots in [lo, hi), built once per forward
+        (whole: the pool has no other part; see _csr)."""
         key = (kind, lo)
         if key not in self.meta["csr"]:
-            slots = self.meta["dec"] if kind == "dec" else [s for s, _ in self.meta["ext"]]
-            self.meta["csr"][key] = _csr(slots, lo, hi)
+            b = self.dec_batch if kind == "dec" else self.ext_batch
+            self.meta["csr"][key] = _csr(b.kv_slots, b.seq_lens, lo, hi, whole)
         return self.meta["csr"][key]
 
 
