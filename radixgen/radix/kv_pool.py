@@ -112,5 +112,10 @@ class ReqToTokenTable:
     def write(self, row: int, start: int, slots: torch.Tensor) -> None:
         self.table[row, start:start + len(slots)] = slots
 
+    def write_positions(self, rows: list[int], positions: list[int], slots: torch.Tensor) -> None:
+        """table[rows[i], positions[i]] = slots[i] for all i, in one indexed write."""
+        index = torch.tensor([rows, positions], dtype=torch.int64).to(self.table.device)
+        self.table[index[0], index[1]] = slots.to(self.table.device)
+
     def read(self, row: int, end: int, start: int = 0) -> torch.Tensor:
         return self.table[row, start:end]

@@ -157,10 +157,9 @@ class ModelRunner:
             positions.append(tree.positions)
             seq_lens.append(tree.req.kv_len + len(tree.slots))
             out_slots.append(tree.slots)
-        for req, slot in zip(dec_reqs, dec_slots if dec_reqs else []):
-            self.table.table[req.row, req.kv_len] = slot
-            ids.append(req.all_ids[-1])
-        if dec_reqs:
+        if dec_reqs:  # one indexed write for the batch (per request, it was a copy each)
+            self.table.write_positions([req.row for req in dec_reqs], [req.kv_len for req in dec_reqs], dec_slots)
+            ids.extend(req.all_ids[-1] for req in dec_reqs)
             positions.append(torch.tensor([req.kv_len for req in dec_reqs]))
             seq_lens.extend(req.kv_len + 1 for req in dec_reqs)
             out_slots.append(dec_slots)
