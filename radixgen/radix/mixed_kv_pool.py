@@ -75,6 +75,13 @@ class MixedKVPool:
             self.prefix.store(layer, slots[~branch], k[~branch], v[~branch])
             self.branch.store(layer, slots[branch] - self.boundary, k[branch], v[branch])
 
+    def demote(self, layer: int, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """Copy this layer's KV of prefix-pool slots `src` to branch-pool slots `dst` (both in
+        the shared slot space): dequantized from one pool, quantized into the other, with no
+        per-slot routing (and no host sync on the device store path)."""
+        k, v = self.prefix.gather(layer, src)
+        self.branch.store(layer, dst - self.boundary, k, v)
+
     def gather(self, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """K and V at `slots` (any shape S): [*S, Hkv, D] each, from whichever pool holds them."""
         flat = slots.reshape(-1)

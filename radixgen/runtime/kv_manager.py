@@ -138,14 +138,15 @@ class KVManager:
             end = min(req.kv_len, len(req.input_ids) + len(req.output_ids) - recent)
             if end - first < DEMOTE_BATCH:
                 continue
-            slots = self.table.read(req.row, end, start=first)
-            pos = torch.nonzero(slots < self.allocator.boundary)[:, 0] + first
-            rows.append(torch.full((len(pos),), req.row, dtype=torch.int64))
-            positions.append(pos)
+            rows.append(torch.full((end - first,), req.row, dtype=torch.int64))
+            positions.append(torch.arange(first, end))
             ends.append((req, end))
         if not ends:
             return 0
-        rows_t, pos_t = torch.cat(rows).to(self.table.table.device), torch.cat(positions).to(self.table.table.device)
+        device = self.table.table.device
+        rows_t, pos_t = torch.cat(rows).to(device), torch.cat(positions).to(device)
+        in_prefix = self.table.table[rows_t, pos_t] < self.allocator.boundary
+        rows_t, pos_t = rows_t[in_prefix], pos_t[in_prefix]  # one selection (sync) for the batch
         old = self.table.table[rows_t, pos_t]
         if len(old):  # else the ranges were in tier 1 already (placed there by a re-prefill)
             new = self.alloc(len(old), 1)

@@ -101,11 +101,10 @@ class ModelRunner:
         self.allocator = TieredSlotAllocator(sizes[0], sizes[1], self.device)
 
     def move_kv(self, src: torch.Tensor, dst: torch.Tensor) -> None:
-        """Copy every layer's KV of slots `src` to slots `dst` (across pools: dequantize and
-        quantize again)."""
+        """Copy every layer's KV of prefix-pool slots `src` to branch-pool slots `dst` (the
+        branch window's demotion: dequantize, quantize again)."""
         for layer in range(self.arch.num_layers):
-            k, v = self.pool.gather(layer, src)
-            self.pool.store(layer, dst, k, v)
+            self.pool.demote(layer, src, dst)
 
     def kv_summary(self) -> str:
         pools = ", ".join(f"{n} tokens {kind}" for n, kind in zip(self.capacity, self.kv_dtypes))

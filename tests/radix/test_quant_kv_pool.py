@@ -71,3 +71,30 @@ def test_dense_pool_casts_to_the_compute_dtype_and_rejects_unknown_kinds():
         make_kv_pool("int4", 4, 1, 1, 16, torch.float32)
     with pytest.raises(ValueError, match="head_dim"):
         NVFP4KVPool(4, 1, 1, 24, torch.float32)
+
+
+def test_mixed_pool_demote_moves_prefix_kv_into_the_branch_pool():
+    """MixedKVPool.demote: the branch pool ends up holding what storing the prefix pool's
+    (dequantized) values there directly gives; the prefix slots and other branch slots keep theirs."""
+    from radixgen.radix.mixed_kv_pool import MixedKVPool
+
+    layers, hkv, d, boundary = 2, 2, 32, 16
+    make = lambda kind, n: make_kv_pool(kind, n, layers, hkv, d, torch.float32)  # noqa: E731
+    pool = MixedKVPool(make("fp8_e4m3", boundary), make("nvfp4", 24), boundary)
+    direct = make("nvfp4", 24)  # the same branch pool, written without the move
+    gen = torch.Generator().manual_seed(0)
+    src, dst, other = torch.tensor([3, 7, 8]), torch.tensor([boundary + 5, boundary + 1, boundary + 20]), \
+        torch.tensor([boundary + 2])
+    for layer in range(layers):
+        k, v = (torch.randn(4, hkv, d, generator=gen) for _ in range(2))
+        pool.store(layer, torch.cat([src, other]), k, v)
+        direct.store(layer, other - boundary, k[3:], v[3:])
+        before = pool.gather(layer, src)
+        pool.demote(layer, src, dst)
+        direct.store(layer, dst - boundary, *before)
+        for got, want in zip(pool.gather(layer, dst), direct.gather(layer, dst - boundary)):
+            assert torch.equal(got, want)
+        for got, want in zip(pool.gather(layer, src), before):  # the prefix slots are untouched
+            assert torch.equal(got, want)
+        for got, want in zip(pool.gather(layer, other), direct.gather(layer, other - boundary)):
+            assert torch.equal(got, want)
