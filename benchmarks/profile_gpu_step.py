@@ -50,12 +50,11 @@ def main(argv=None):
     from radixgen.runtime.engine import Engine
 
     cuda = torch.cuda.is_available()
+    kv = dict(CONFIGS[args.kv], max_total_tokens=args.batch * (args.prompt + 2 * args.steps + 64))
     if args.model_path:
-        eng = Engine(args.model_path, max_total_tokens=args.batch * (args.prompt + 2 * args.steps + 64),
-                     **CONFIGS[args.kv])
+        eng = Engine(args.model_path, **kv)
     elif args.tokenizer and cuda:
-        eng = Engine(str(gpu_model_folder(Path(args.tokenizer))), dtype="bfloat16", load_format="dummy",
-                     max_total_tokens=args.batch * (args.prompt + 2 * args.steps + 64), **CONFIGS[args.kv])
+        eng = Engine(str(gpu_model_folder(Path(args.tokenizer))), dtype="bfloat16", load_format="dummy", **kv)
     else:
         raise SystemExit("give --tokenizer (on a CUDA GPU) or --model-path")
     vocab = eng.scheduler.runner.arch.vocab_size

@@ -145,9 +145,9 @@ class KVManager:
             return 0
         device = self.table.table.device
         rows_t, pos_t = torch.cat(rows).to(device), torch.cat(positions).to(device)
-        in_prefix = self.table.table[rows_t, pos_t] < self.allocator.boundary
-        rows_t, pos_t = rows_t[in_prefix], pos_t[in_prefix]  # one selection (sync) for the batch
-        old = self.table.table[rows_t, pos_t]
+        slots = self.table.table[rows_t, pos_t]
+        keep = torch.nonzero(slots < self.allocator.boundary)[:, 0]  # one sync for the batch
+        rows_t, pos_t, old = rows_t[keep], pos_t[keep], slots[keep]
         if len(old):  # else the ranges were in tier 1 already (placed there by a re-prefill)
             new = self.alloc(len(old), 1)
             if new is None:

@@ -156,11 +156,12 @@ class ModelRunner:
             positions.append(tree.positions)
             seq_lens.append(tree.req.kv_len + len(tree.slots))
             out_slots.append(tree.slots)
-        if dec_reqs:  # one indexed write for the batch (per request, it was a copy each)
-            self.table.write_positions([req.row for req in dec_reqs], [req.kv_len for req in dec_reqs], dec_slots)
+        if dec_reqs:
+            dec_pos = [req.kv_len for req in dec_reqs]
+            self.table.write_positions([req.row for req in dec_reqs], dec_pos, dec_slots)  # one indexed write
             ids.extend(req.all_ids[-1] for req in dec_reqs)
-            positions.append(torch.tensor([req.kv_len for req in dec_reqs]))
-            seq_lens.extend(req.kv_len + 1 for req in dec_reqs)
+            positions.append(torch.tensor(dec_pos))
+            seq_lens.extend(p + 1 for p in dec_pos)
             out_slots.append(dec_slots)
         ext_lens = list(extend_lens) + [len(t.slots) for t in trees]
         t_pre, t_ext = sum(extend_lens), sum(ext_lens)
