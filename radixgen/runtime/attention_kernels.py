@@ -27,6 +27,9 @@ from radixgen.runtime.attention import TorchAttention
 from radixgen.runtime.forward_batch import ForwardBatch
 
 
+FLASHINFER_HEAD_DIMS = (64, 128, 256)  # head dims flashinfer's paged prefill compiles for
+
+
 def pool_parts(pool) -> list[tuple[object, int, int]]:
     """(sub-pool, first slot, end slot) of each precision a pool holds."""
     if hasattr(pool, "boundary"):  # MixedKVPool
@@ -53,6 +56,19 @@ def _csr(rows: torch.Tensor, lens: list[int], lo: int, hi: int, whole: bool) -> 
     picked = inside & (rows >= lo) & (rows < hi)
     counts = picked.sum(1)
     return torch.cat([counts.new_zeros(1), counts.cumsum(0)]), rows[picked] - lo
+
+
+def _csr_padded(rows: torch.Tensor, lens: torch.Tensor, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """_csr with the lengths on the device and only fixed shapes, for CUDA-graph capture: the
+    same indptr [B+1], and indices with B * L + 1 entries whose first indptr[B] are _csr's (the
+    rest is scratch, never read)."""
+    b, width = rows.shape
+    picked = (torch.arange(width, device=rows.device)[None, :] < lens[:, None]) & (rows >= lo) & (rows < hi)
+    counts = picked.sum(1)
+    indptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+    dest = torch.where(picked, indptr[:-1, None] + picked.cumsum(1) - 1, b * width)
+    indices = rows.new_empty(b * width + 1).scatter_(0, dest.reshape(-1), (rows - lo).reshape(-1))
+    return indptr, indices
 
 
 class KernelAttention:
@@ -125,13 +141,15 @@ class KernelAttention:
 
     def _flashinfer_eligible(self, q: torch.Tensor, kv) -> bool:
         """Whether this extend goes to flashinfer: enabled and installed, q bf16/fp16 on CUDA, a
-        pool of q's dtype, no tree mask in the batch (a single pool holds every request's new
+        pool of q's dtype, a head dim it compiles for, no tree mask in the batch (a single pool holds every request's new
         tokens, so the mask is causal, bottom-right aligned as flashinfer's)."""
         if self.flashinfer_extend is False or self.backend != "triton" or not q.is_cuda:
             return False
         if q.dtype not in (torch.bfloat16, torch.float16) or self.meta["tree_blocks"] is not None:
             return False
         if kv.k.dtype != q.dtype:  # bf16/fp16 pools only (not FP8 yet, nor NVFP4's uint8 codes)
+            return False
+        if self.head_dim not in FLASHINFER_HEAD_DIMS:  # its Hopper prefill asserts these at compile time
             return False
         if self.flashinfer_extend is None:  # imported here: kernel modules must not load before
             from radixgen.kernels import flashinfer_ops  # TRITON_INTERPRET is set (tests/kernels/conftest.py)
@@ -192,7 +210,8 @@ class KernelAttention:
         key = (kind, lo)
         if key not in self.meta["csr"]:
             b = self.dec_batch if kind == "dec" else self.ext_batch
-            self.meta["csr"][key] = _csr(b.kv_slots, b.seq_lens, lo, hi, whole)
+            self.meta["csr"][key] = (_csr(b.kv_slots, b.seq_lens, lo, hi, whole) if b.device_seq_lens is None
+                                     else _csr_padded(b.kv_slots, b.device_seq_lens, lo, hi))
         return self.meta["csr"][key]
 
 
