@@ -68,6 +68,9 @@ CONFIGS = {
     "mixed-nowin": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_branch_window": "none"},
     # without the q/k Hadamard rotation quantized pools get by default (its cost)
     "mixed-norot": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_rotation": "off"},
+    # decode steps run eagerly instead of replaying CUDA graphs (GPU; what the graphs save)
+    "bf16-eager": {"kv_cache_dtype": "bf16", "disable_cuda_graph": True},
+    "mixed-eager": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "disable_cuda_graph": True},
 }
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "generation_config.json")
@@ -218,8 +221,9 @@ def session_math(name: str, capacity: list[int], tb: dict, shared: int, own: flo
     window's generated tokens in the prefix precision, the other generated tokens in the branch
     precision) and per-session KV bytes, also with the shared prompt's bytes spread over all
     `agents` sessions."""
-    prefix, branch = ("bf16", "bf16") if name == "bf16" else (
-        ("fp8_e4m3", "fp8_e4m3") if name == "fp8" else ("fp8_e4m3", "nvfp4"))
+    base = name.split("-")[0]  # bf16-eager is bf16, mixed-* is mixed
+    prefix, branch = ("bf16", "bf16") if base == "bf16" else (
+        ("fp8_e4m3", "fp8_e4m3") if base == "fp8" else ("fp8_e4m3", "nvfp4"))
     win = window_tokens(name, gen)
     per_session = (own + win) * tb[prefix] + (gen - win) * tb[branch]
     if len(capacity) == 1:
@@ -277,6 +281,8 @@ def run_config(args, name: str, model_path: Path, kv: dict, turn1, tasks, tok, t
     params = {"max_new_tokens": args.max_new_tokens, "temperature": 0, "ignore_eos": True}
     eng.generate(input_ids=[turn1[0][:32]], sampling_params={"max_new_tokens": 4, "temperature": 0})
     eng.scheduler.flush_cache()
+    if runner.graphs is not None:  # capture the decode graphs before the clock starts
+        runner.graphs.prepare(max(len(p) for p in turn1) + 2 * args.max_new_tokens + 64)
     probe = StepProbe(eng.scheduler, per_tier)
     t0 = time.perf_counter()
     out1 = eng.generate(input_ids=turn1, sampling_params=params)

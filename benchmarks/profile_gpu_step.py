@@ -8,7 +8,10 @@ decode steps but its first (a one-token extend per request). Printed:
   share: if it is far below the wall time, the step is host-bound);
 - kernel launches and host syncs per step (`cudaStreamSynchronize`, `cudaMemcpyAsync` to the
   host, `aten::item` / `aten::_local_scalar_dense`);
-- the top ops by self CPU time.
+- the top ops by self CPU time;
+- the wall time per step of the same generation without the profiler;
+- with --python-top N, the host's Python functions by own and cumulative time (cProfile).
+Decode steps replay CUDA graphs unless --disable-cuda-graph.
 
     python benchmarks/profile_gpu_step.py --tokenizer <embedded model folder> [--kv mixed]
     python benchmarks/profile_gpu_step.py --model-path <HF folder> --batch 4   # CPU smoke run
@@ -42,6 +45,9 @@ def parse_args(argv=None):
     p.add_argument("--prompt", type=int, default=512)
     p.add_argument("--steps", type=int, default=16)
     p.add_argument("--top", type=int, default=25)
+    p.add_argument("--disable-cuda-graph", action="store_true", help="run decode steps eagerly")
+    p.add_argument("--python-top", type=int, default=0,
+                   help="also run the generation under cProfile and print this many functions by own time")
     return p.parse_args(argv)
 
 
@@ -50,7 +56,8 @@ def main(argv=None):
     from radixgen.runtime.engine import Engine
 
     cuda = torch.cuda.is_available()
-    kv = dict(CONFIGS[args.kv], max_total_tokens=args.batch * (args.prompt + 2 * args.steps + 64))
+    kv = dict(CONFIGS[args.kv], max_total_tokens=args.batch * (args.prompt + 2 * args.steps + 64),
+              disable_cuda_graph=args.disable_cuda_graph)
     if args.model_path:
         eng = Engine(args.model_path, **kv)
     elif args.tokenizer and cuda:
@@ -63,6 +70,11 @@ def main(argv=None):
     params = {"max_new_tokens": args.steps, "temperature": 0, "ignore_eos": True}
     eng.generate(input_ids=prompts, sampling_params=params)  # warm-up; the prompts stay cached
     sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    eng.generate(input_ids=prompts, sampling_params=params)  # timed without the profiler
+    sync()
+    plain = time.perf_counter() - t0
     acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
     sync()
     with torch.profiler.profile(activities=acts) as prof:
@@ -71,6 +83,8 @@ def main(argv=None):
         sync()
         wall = time.perf_counter() - t0
     cached = sum(o["meta_info"]["cached_tokens"] for o in outs) / sum(o["meta_info"]["prompt_tokens"] for o in outs)
+    graphs = eng.scheduler.runner.graphs
+    python_stats = python_profile(eng, prompts, params, sync) if args.python_top else None
     eng.shutdown()
     events = prof.key_averages()
     steps = args.steps
@@ -80,11 +94,32 @@ def main(argv=None):
                                                          "cuLaunchKernelEx"))
     print(f"{args.kv}: batch {args.batch} x prompt {args.prompt} ({100 * cached:.1f}% cached), {steps} steps, "
           f"wall {wall * 1e3:.0f} ms = {wall * 1e3 / steps:.1f} ms per step")
+    print(f"without the profiler: {plain * 1e3 / steps:.1f} ms per step (CUDA graphs: "
+          f"{graphs.summary() if graphs is not None else 'off'})")
     print(f"CUDA kernel time {kernel_us / 1e3:.1f} ms = {kernel_us / 1e3 / steps:.1f} ms per step "
           f"({100 * kernel_us / 1e6 / wall:.0f}% of wall)")
     print(f"per step: {launches / steps:.0f} kernel launches; "
           + ", ".join(f"{k} {count.get(k, 0) / steps:.1f}" for k in SYNC_OPS + ("cudaMemcpyAsync",)))
     print(events.table(sort_by="self_cpu_time_total", row_limit=args.top, max_name_column_width=60))
+    if python_stats is not None:
+        print(f"\nPython functions by own time over the same {steps} steps (cProfile):")
+        python_stats.sort_stats("tottime").print_stats(args.python_top)
+        python_stats.sort_stats("cumulative").print_stats(r"radixgen", args.python_top)
+
+
+def python_profile(eng, prompts, params, sync):
+    """The generation once more under cProfile (host time by Python function)."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    sync()
+    prof.enable()
+    eng.generate(input_ids=prompts, sampling_params=params)
+    sync()
+    prof.disable()
+    return pstats.Stats(prof)
+
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ class ModelConfig:
     attention_backend: str = option("auto", "'triton': paged kernels reading quantized KV in place; "
                                     "'torch': SDPA over gathered KV; 'auto': triton on CUDA", ("auto", "torch", "triton"))
     seed: int = option(0, "seed for dummy weights and the default sampling generator")
+    disable_cuda_graph: bool = option(False, "run decode steps eagerly instead of replaying CUDA graphs")
+    cuda_graph_max_bs: int = option(160, "largest decode batch replayed from a CUDA graph (larger ones run eagerly)")
 
 
 KV_CHOICES = ("auto", "bf16", "fp16", "fp32", "fp8_e4m3", "nvfp4")

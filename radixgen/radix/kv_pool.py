@@ -55,8 +55,10 @@ class KVPool:
     def __init__(self, num_slots: int, num_layers: int, num_kv_heads: int, head_dim: int,
                  dtype: torch.dtype, device: torch.device | str = "cpu",
                  compute_dtype: torch.dtype | None = None):
-        shape = (num_slots, num_kv_heads, head_dim)
+        # one spare row past the last slot: padding rows of CUDA-graph decode batches write there
+        shape = (num_slots + 1, num_kv_heads, head_dim)
         self.num_slots, self.dtype = num_slots, dtype
+        self.pad_slot = num_slots
         self.compute_dtype = compute_dtype or dtype  # what gather returns
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]

@@ -58,9 +58,19 @@ class MixedKVPool:
         self.num_slots = boundary + branch_pool.num_slots
         self.dtype = getattr(prefix_pool, "compute_dtype", prefix_pool.dtype)
 
+    @property
+    def masked_store(self) -> bool:
+        """Both pools pick their own rows on the device (no host sync in store)."""
+        return getattr(self.prefix, "masked_store", False) and getattr(self.branch, "masked_store", False)
+
+    @property
+    def pad_slot(self) -> int | None:
+        """-1 (skipped by both pools' stores) where the store is host-sync-free, else None."""
+        return -1 if self.masked_store else None
+
     def store(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Write k, v [n, Hkv, D] at `slots` [n], each into the pool its slot belongs to."""
-        if getattr(self.prefix, "masked_store", False) and getattr(self.branch, "masked_store", False):
+        if self.masked_store:
             # both pools pick their own rows on the device: no host sync (a pool with no rows
             # here leaves its scales alone)
             self.prefix.store_range(layer, slots, k, v, 0, self.boundary)

@@ -69,6 +69,12 @@ class _ScaledPool:
         """store_range skips rows outside its slot range on the device (no host sync)."""
         return self.fused_store
 
+    @property
+    def pad_slot(self) -> int | None:
+        """The slot padding rows of CUDA-graph decode batches write to: -1, which the device store
+        skips; None where the store is not host-sync-free (the torch path)."""
+        return -1 if self.fused_store else None
+
     def store(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Quantize k, v [n, Hkv, D] with the layer's scales (calibrating or growing them first)
         and write them at `slots` [n]."""

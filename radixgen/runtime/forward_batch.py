@@ -28,6 +28,9 @@ class ForwardBatch:
     # per extend request: bool [ext, ext] mask among its new tokens (a speculative token tree:
     # row i sees new token j iff mask[i, j]; the cached prefix is always visible), None = causal
     tree_masks: list[torch.Tensor | None] | None = None
+    # a decode batch replayed from a CUDA graph (runtime/cuda_graph.py): the lengths on the
+    # device, int64 [batch]; seq_lens then holds only upper bounds (the context bucket)
+    device_seq_lens: torch.Tensor | None = None
 
     @property
     def batch_size(self) -> int:

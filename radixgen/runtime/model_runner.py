@@ -15,7 +15,8 @@ from radixgen.config import CacheConfig, ModelConfig
 from radixgen.radix.kv_pool import ReqToTokenTable, SlotAllocator
 from radixgen.radix.mixed_kv_pool import MixedKVPool, TieredSlotAllocator
 from radixgen.radix.quant_kv_pool import kv_bytes_per_token, make_kv_pool
-from radixgen.runtime.attention_kernels import make_attention
+from radixgen.runtime.attention_kernels import KernelAttention, make_attention
+from radixgen.runtime.cuda_graph import DecodeGraphs, padded_batch
 from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
 from radixgen.runtime.model.arch import ModelArch
 from radixgen.runtime.model.llama import LlamaModel
@@ -73,6 +74,7 @@ class ModelRunner:
             self.max_context_len = a.sliding_window
         self.table = ReqToTokenTable(max_running_requests + 1, self.max_context_len, self.device)
         self.attn = make_attention(model_cfg.attention_backend, a.num_heads, a.num_kv_heads, a.head_dim, self.device)
+        self.graphs = self._decode_graphs(model_cfg, max_running_requests)
         logger.info("KV pools: %s, weights %.1f MB", self.kv_summary(), weight_bytes / 1e6)
 
     @property
@@ -99,6 +101,15 @@ class ModelRunner:
         self.capacity, self.num_slots = tuple(sizes), sum(sizes)
         self.pool = MixedKVPool(make(self.kv_dtypes[0], sizes[0]), make(self.kv_dtypes[1], sizes[1]), sizes[0])
         self.allocator = TieredSlotAllocator(sizes[0], sizes[1], self.device)
+
+    def _decode_graphs(self, cfg: ModelConfig, max_running_requests: int) -> DecodeGraphs | None:
+        """CUDA graphs for decode steps (runtime/cuda_graph.py), where they apply: on CUDA, with
+        the kernel attention backend and a pool whose store has no host sync."""
+        if (cfg.disable_cuda_graph or self.device.type != "cuda" or not isinstance(self.attn, KernelAttention)
+                or getattr(self.pool, "pad_slot", None) is None):
+            return None
+        return DecodeGraphs(self.model, self.pool, self.attn, self.table, self.device,
+                            min(cfg.cuda_graph_max_bs, max_running_requests))
 
     def move_kv(self, src: torch.Tensor, dst: torch.Tensor) -> None:
         """Copy every layer's KV of prefix-pool slots `src` to branch-pool slots `dst` (the
@@ -144,6 +155,10 @@ class ModelRunner:
         for each ext_req i the `extra_rows[i] = (offset, count)` chunk positions offset ..
         offset + count - 1 (prompt-token logprobs), then each tree's rows with logits (all of a
         speculative tree's), tree by tree."""
+        if self.graphs is not None and dec_reqs and not ext_reqs and not trees:
+            logits = self._decode_from_graph(dec_reqs, dec_slots)
+            if logits is not None:
+                return logits
         ids, positions, seq_lens, out_slots = [], [], [], list(ext_slots)
         for req, ext, slots in zip(ext_reqs, extend_lens, ext_slots):
             self.table.write(req.row, req.kv_len, slots)
@@ -177,6 +192,15 @@ class ModelRunner:
                 ForwardMode.EXTEND if ext_lens else ForwardMode.DECODE)
         return self._run(mode, reqs, ids, torch.cat(positions), torch.cat(out_slots),
                          seq_lens, ext_lens + [1] * len(dec_reqs), rows, len(dec_reqs), tree_masks)
+
+    def _decode_from_graph(self, reqs: list[Request], slots: torch.Tensor) -> torch.Tensor | None:
+        """A pure decode step replayed from a CUDA graph; None when the batch is too large for one."""
+        if padded_batch(len(reqs), self.graphs.max_bs) is None:
+            return None
+        rows, positions = [req.row for req in reqs], [req.kv_len for req in reqs]
+        self.table.write_positions(rows, positions, slots)
+        return self.graphs.run(rows, [req.all_ids[-1] for req in reqs], positions, slots,
+                               [p + 1 for p in positions])
 
     def _run(self, mode, reqs, ids, positions, out_slots, seq_lens, extend_lens, logits_rows,
              num_decode, tree_masks=None):

@@ -74,8 +74,8 @@ def test_runtime_decode_same_as_gather_path(monkeypatch, shared):
     gen = torch.Generator().manual_seed(shared)
     hq, hkv, d, layers = 6, 2, 32, 1
     pool = KVPool(400, layers, hkv, d, torch.float32)
-    pool.k[0].copy_(torch.randn(400, hkv, d, generator=gen))
-    pool.v[0].copy_(torch.randn(400, hkv, d, generator=gen))
+    pool.k[0][:400].copy_(torch.randn(400, hkv, d, generator=gen))
+    pool.v[0][:400].copy_(torch.randn(400, hkv, d, generator=gen))
     lens = [50, 45, 60, 41, 47, 52, 43, 58]
     b = len(lens)
     rows = [list(range(shared)) + torch.randperm(300, generator=gen)[:n - shared].add(100).tolist()
@@ -152,8 +152,8 @@ def test_runtime_extend_same_as_sdpa_path(monkeypatch):
     gen = torch.Generator().manual_seed(3)
     hq, hkv, d = 6, 2, 32
     pool = KVPool(1200, 1, hkv, d, torch.float32)
-    pool.k[0].copy_(torch.randn(1200, hkv, d, generator=gen))
-    pool.v[0].copy_(torch.randn(1200, hkv, d, generator=gen))
+    pool.k[0][:1200].copy_(torch.randn(1200, hkv, d, generator=gen))
+    pool.v[0][:1200].copy_(torch.randn(1200, hkv, d, generator=gen))
     prefix, ext = [0, 40, 100, 20, 7], [150, 70, 5, 1, 64]
     seq = [p + e for p, e in zip(prefix, ext)]
     perm = torch.randperm(1200, generator=gen)

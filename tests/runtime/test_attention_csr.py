@@ -57,3 +57,22 @@ def test_new_tokens_home_part_per_extend_request():
     assert [t.tolist() for t in got] == [[0, 2, 0], [3, 0, 2]]
     rows[1, 3] = boundary + 50  # request 1's new tokens now span both parts
     assert num_new(rows) is None
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_padded_csr_matches_csr(seed):
+    """The fixed-shape CSR that CUDA graphs capture (lengths on the device, padding rows of
+    length 0) holds _csr's entries first, for one pool and for each part of a mixed pool."""
+    from radixgen.runtime.attention_kernels import _csr_padded
+
+    gen = torch.Generator().manual_seed(seed)
+    lens = torch.randint(1, 40, (6,), generator=gen).tolist() + [0, 0]  # two padding rows
+    rows = torch.zeros(8, 64, dtype=torch.int64)
+    for b, n in enumerate(lens):
+        rows[b, :n] = torch.randperm(500, generator=gen)[:n]
+    for lo, hi in ((0, 500), (0, 180), (180, 500)):
+        ref_indptr, ref_indices = _csr(rows, lens, lo, hi, whole=(lo, hi) == (0, 500))
+        indptr, indices = _csr_padded(rows, torch.tensor(lens), lo, hi)
+        assert torch.equal(indptr, ref_indptr)
+        assert indices.numel() == rows.numel() + 1
+        assert torch.equal(indices[:int(indptr[-1])], ref_indices)

@@ -24,6 +24,7 @@ def test_cuda_greedy_equals_cpu(tiny_model_path):
         outputs.append([r["output_ids"] for r in engine.generate(input_ids=prompts, sampling_params=params)])
         assert engine.scheduler.runner.pool.k[0].device.type == device
     assert outputs[0] == outputs[1]
+    assert engine.scheduler.runner.graphs.replays > 0  # CUDA's decode steps replayed CUDA graphs
 
 
 def test_cuda_sampling_and_penalties_run(tiny_model_path):

@@ -95,7 +95,9 @@ def scheduler_stats(s: Scheduler) -> dict[str, Any]:
         "num_prompt_tokens": prompt, "num_cached_tokens": s.num_cached_tokens,
         "cache_hit_rate": round(s.num_cached_tokens / prompt, 4) if prompt else 0.0,
         "num_retractions": s.num_retractions, "chunk_size": s.chunk_size,
-        "kv_rotation": s.runner.kv_rotation, **pool_stats(s), **(s.spec.summary() if s.spec is not None else {}),
+        "kv_rotation": s.runner.kv_rotation, "cuda_graph": s.runner.graphs is not None,
+        **(s.runner.graphs.summary() if s.runner.graphs is not None else {}), **pool_stats(s),
+        **(s.spec.summary() if s.spec is not None else {}),
     }
 
 

@@ -1,0 +1,140 @@
+"""Decode steps replayed from CUDA graphs.
+
+A decode step on the GPU is bound by the host: ~30 kernels per layer, each a few microseconds of
+Python and launch overhead, while the device works ~15% of the step (docs/BENCHMARKS.md, "where
+a decode step's time goes"). `DecodeGraphs` records the whole decode forward once per (padded
+batch size, context bucket) and replays it: one launch per step.
+
+What makes the forward capturable:
+- its inputs live in static buffers, refreshed before each replay with one host-to-device copy;
+- the batch is padded to a captured size: padding rows read no keys (length 0) and write their
+  K/V to the pool's `pad_slot` (-1, which the quantized pools' device stores skip, or a plain
+  pool's spare row past its last slot);
+- `KernelAttention` builds its slot CSR from the device lengths with fixed shapes
+  (`attention_kernels._csr_padded`): the context bucket `width` (the next power of two of the
+  longest sequence) bounds the table columns read, and the split-KV heuristic sees
+  `padded batch x width` keys;
+- no host sync in between (the pools' device-side stores, the kernels' launchers).
+
+Eligible: `KernelAttention` on CUDA, a pool whose store has no host sync (a plain pool, a fused
+quantized pool, or a mixed pool of two fused quantized pools), and a pure decode batch (no
+prefill chunk, no speculative tree). Everything else runs eagerly, as before.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
+
+logger = logging.getLogger(__name__)
+
+BATCH_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256)
+MIN_WIDTH = 256  # smallest context bucket
+
+
+def padded_batch(n: int, max_bs: int) -> int | None:
+    """The captured batch size a batch of n runs at; None above max_bs."""
+    return next((b for b in BATCH_SIZES if b >= n and b <= max_bs), None) if n <= max_bs else None
+
+
+def context_width(max_len: int, table_width: int) -> int:
+    """The context bucket of a batch whose longest sequence is max_len: MIN_WIDTH * 4^k (few
+    buckets, so few graphs; the CSR build reads up to 4x the table columns it needs, ~1 us per
+    100k entries), capped at the table's width."""
+    width = MIN_WIDTH
+    while width < max_len:
+        width *= 4
+    return min(width, table_width)
+
+
+class DecodeGraphs:
+    """Replays decode forwards of `model` from CUDA graphs (module docstring). capture=False runs
+    the same static-buffer forward eagerly (used by CPU tests of the padding and CSR logic)."""
+
+    def __init__(self, model, pool, attn, table, device: torch.device, max_bs: int,
+                 capture: bool = True):
+        self.model, self.pool, self.attn, self.table = model, pool, attn, table
+        self.device, self.capture = device, capture
+        self.max_bs = max(b for b in BATCH_SIZES if b <= max(max_bs, 1))
+        self.pad_slot = pool.pad_slot
+        if self.pad_slot is None:
+            raise ValueError("CUDA graphs need a KV pool whose store has no host sync")
+        n = self.max_bs
+        # rows of `inputs`: input ids, positions, table rows, sequence lengths
+        self.inputs = torch.zeros((4, n), dtype=torch.int64, device=device)
+        self.out_slots = torch.full((n,), self.pad_slot, dtype=torch.int64, device=device)
+        self.graphs: dict[tuple[int, int], tuple[object, torch.Tensor]] = {}
+        self.mempool = torch.cuda.graph_pool_handle() if capture else None
+        self.replays = 0
+
+    def run(self, rows: list[int], ids: list[int], positions: list[int], out_slots: torch.Tensor,
+            seq_lens: list[int]) -> torch.Tensor | None:
+        """Logits [len(rows), vocab] of one decode step, or None when the batch is too large
+        (the caller then runs it eagerly). The table must already hold the new slots."""
+        n = len(rows)
+        bp = padded_batch(n, self.max_bs)
+        if bp is None:
+            return None
+        width = context_width(max(seq_lens), self.table.max_context_len)
+        pad = bp - n
+        host = torch.tensor([ids + [0] * pad, positions + [0] * pad, rows + [0] * pad, seq_lens + [0] * pad],
+                            dtype=torch.int64)
+        self.inputs[:, :bp].copy_(host, non_blocking=True)
+        self.out_slots[:n].copy_(out_slots)
+        self.out_slots[n:bp].fill_(self.pad_slot)
+        key = (bp, width)
+        if key not in self.graphs:
+            self.graphs[key] = self._record(bp, width)
+        graph, logits = self.graphs[key]
+        if graph is None:
+            logits = self._forward(bp, width)
+        else:
+            graph.replay()
+            self.replays += 1
+        return logits[:n].clone()
+
+    def prepare(self, max_len: int, batch_sizes=None) -> None:
+        """Capture now the graphs of every batch size (or those given) at the context bucket of
+        max_len, instead of at their first use (benchmarks call this before timing)."""
+        width = context_width(max_len, self.table.max_context_len)
+        for bp in batch_sizes or [b for b in BATCH_SIZES if b <= self.max_bs]:
+            if (bp, width) not in self.graphs:
+                self.graphs[(bp, width)] = self._record(bp, width)
+
+    def _forward(self, bp: int, width: int) -> torch.Tensor:
+        ids, positions, rows, lens = self.inputs[:, :bp]
+        batch = ForwardBatch(
+            mode=ForwardMode.DECODE, input_ids=ids, positions=positions, out_slots=self.out_slots[:bp],
+            kv_slots=self.table.table[rows, :width], seq_lens=[width] * bp, extend_lens=[1] * bp,
+            logits_indices=torch.arange(bp, device=self.device), device_seq_lens=lens)
+        return self.model.forward(batch, self.pool, self.attn)
+
+    def _record(self, bp: int, width: int) -> tuple[object, torch.Tensor]:
+        """The graph of one (padded batch, width) and its logits buffer; the forward runs twice
+        eagerly first (Triton compiles, cuBLAS picks its kernels, the pool's buffers are made)."""
+        if not self.capture:
+            return None, None
+        real = self.inputs[:, :bp].clone(), self.out_slots[:bp].clone()
+        self.inputs[3, :bp].zero_()  # warm-up and capture read no keys and write no KV
+        self.out_slots[:bp].fill_(self.pad_slot)
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                self._forward(bp, width)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.mempool):
+            logits = self._forward(bp, width)
+        self.inputs[:, :bp].copy_(real[0])
+        self.out_slots[:bp].copy_(real[1])
+        logger.info("captured a decode CUDA graph: batch %d, context %d (%d graphs)", bp, width,
+                    len(self.graphs) + 1)
+        return graph, logits
+
+    def summary(self) -> dict:
+        return {"cuda_graph_max_bs": self.max_bs, "cuda_graphs": len(self.graphs),
+                "cuda_graph_replays": self.replays}
