@@ -17,11 +17,12 @@ class SlotAllocator:
         self.num_slots = num_slots
         self.device = torch.device(device)
         self._free = torch.arange(num_slots, dtype=torch.int64)
-        self._pending: list[torch.Tensor] = []
+        self._pending: list[torch.Tensor] = []  # freed since the last merge (merged when needed)
+        self._num_pending = 0  # their total: num_free is called several times a step
 
     def num_free(self, tier: int | None = None) -> int:
         """Free slots (one tier only: `tier` is accepted for TieredSlotAllocator's interface)."""
-        return len(self._free) + sum(len(p) for p in self._pending)
+        return len(self._free) + self._num_pending
 
     def alloc(self, n: int, tier: int = 0) -> torch.Tensor | None:
         """Take n slots; None (and nothing taken) when fewer than n are free."""
@@ -37,6 +38,7 @@ class SlotAllocator:
         caller must own them (no double free)."""
         if slots.numel():
             self._pending.append(slots.to("cpu", torch.int64, copy=True).flatten())
+            self._num_pending += self._pending[-1].numel()
 
     def free_slots(self, tier: int | None = None) -> torch.Tensor:
         """All free slots (a copy), for accounting checks."""
@@ -45,7 +47,7 @@ class SlotAllocator:
     def _merge_pending(self) -> None:
         if self._pending:
             self._free = torch.cat([self._free, *self._pending]).sort().values
-            self._pending = []
+            self._pending, self._num_pending = [], 0
 
 
 class KVPool:

@@ -33,6 +33,7 @@ class TieredSlotAllocator:
     def free(self, slots: torch.Tensor) -> None:
         """Return slots of either tier (copied)."""
         if slots.numel():
+            slots = slots.to("cpu", torch.int64)  # split on the host: one copy, no device selections
             branch = slots >= self.boundary
             self._tiers[PREFIX_TIER].free(slots[~branch])
             self._tiers[BRANCH_TIER].free(slots[branch] - self.boundary)
