@@ -1,7 +1,7 @@
 """Where a GPU decode step's time goes: host (Python, launches, syncs) against device.
 
 Llama-3-8B shape with dummy bf16 weights (as `bench_agents.py --gpu`), `--batch` requests of
-`--prompt` random tokens, greedy. A warm-up generation of the same requests compiles the kernels
+`--prompt` random tokens, greedy (or sampled: --temperature, --top-p). A warm-up generation of the same requests compiles the kernels
 and leaves the prompts in the radix cache, so the profiled generation of `--steps` tokens is all
 decode steps but its first (a one-token extend per request). Printed:
 - wall time per step, and the CUDA kernel time summed over the profile per step (the device's
@@ -46,6 +46,8 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=16)
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--disable-cuda-graph", action="store_true", help="run decode steps eagerly")
+    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
+    p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--python-top", type=int, default=0,
                    help="also run the generation under cProfile and print this many functions by own time")
     return p.parse_args(argv)
@@ -67,7 +69,8 @@ def main(argv=None):
     vocab = eng.scheduler.runner.arch.vocab_size
     gen = torch.Generator().manual_seed(0)
     prompts = torch.randint(100, vocab - 100, (args.batch, args.prompt), generator=gen).tolist()
-    params = {"max_new_tokens": args.steps, "temperature": 0, "ignore_eos": True}
+    params = {"max_new_tokens": args.steps, "temperature": args.temperature, "top_p": args.top_p,
+              "seed": 0, "ignore_eos": True}
     eng.generate(input_ids=prompts, sampling_params=params)  # warm-up; the prompts stay cached
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     sync()

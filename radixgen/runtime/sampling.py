@@ -23,9 +23,9 @@ def sample(logits: torch.Tensor, reqs: list[Request]) -> SampleResult:
     raw_logprobs = torch.log_softmax(logits, dim=-1) if want_logprobs else None
     _apply_penalties(logits, reqs)
     tokens = logits.argmax(dim=-1)
-    for i, req in enumerate(reqs):
-        if not req.params.is_greedy:
-            tokens[i] = _sample_row(logits[i], req)
+    sampled = [i for i, req in enumerate(reqs) if not req.params.is_greedy]
+    if sampled:
+        tokens[sampled] = _sample_rows(logits, sampled, reqs)
     token_ids = tokens.tolist()
     if raw_logprobs is None:
         return SampleResult(token_ids, None, None)
@@ -52,13 +52,20 @@ def _apply_penalties(logits: torch.Tensor, reqs: list[Request]) -> None:
             logits[i] -= counts * p.frequency_penalty + (counts > 0).to(logits.dtype) * p.presence_penalty
 
 
-def _sample_row(row: torch.Tensor, req: Request) -> int:
-    """Sample one token from row [vocab] with the request's temperature and filters."""
-    p = req.params
-    probs = torch.softmax(row.float().cpu() / p.temperature, dim=-1)  # the generator is a CPU one
-    if p.top_k > 0 or p.top_p < 1.0 or p.min_p > 0.0:
-        probs = filter_probs(probs, p.top_k, p.top_p, p.min_p)
-    return draw(probs, req.generator)
+def _sample_rows(logits: torch.Tensor, rows: list[int], reqs: list[Request]) -> torch.Tensor:
+    """Tokens [len(rows)] for the sampled rows, drawn together on the logits' device: one
+    softmax at each row's temperature, one filtering sort, one CDF inversion (per row, this was
+    a copy of the row to the host and a sync each). Each request's generator (a CPU one) gives
+    its uniform, so seeded requests repeat."""
+    params = [reqs[i].params for i in rows]
+    device = logits.device
+    temperature = torch.tensor([p.temperature for p in params], device=device)[:, None]
+    probs = torch.softmax(logits[rows].float() / temperature, dim=-1)
+    if any(p.top_k > 0 or p.top_p < 1.0 or p.min_p > 0.0 for p in params):
+        probs = filter_probs(probs, [p.top_k for p in params], [p.top_p for p in params],
+                             [p.min_p for p in params])
+    u = torch.stack([torch.rand((), generator=reqs[i].generator, dtype=torch.float64) for i in rows])
+    return draw_rows(probs, u.to(device))
 
 
 def draw(probs: torch.Tensor, generator: torch.Generator | None) -> int:
@@ -66,23 +73,32 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None) -> int:
     one uniform draw: ~30x cheaper than torch.multinomial on the CPU over a 49k vocabulary
     (which draws an exponential per entry, ~1 ms a row). A zero-probability index is never
     chosen: its CDF step is empty."""
-    cdf = probs.double().cumsum(0)
     u = torch.rand((), generator=generator, dtype=torch.float64)
-    return min(int(torch.searchsorted(cdf, u * cdf[-1], right=True)), len(cdf) - 1)
+    return int(draw_rows(probs[None], u[None])[0])
 
 
-def filter_probs(probs: torch.Tensor, top_k: int, top_p: float, min_p: float) -> torch.Tensor:
-    """probs [vocab] restricted to the top-k / top-p / min-p head, renormalised."""
-    sorted_probs, order = probs.sort(descending=True)
-    keep = torch.ones_like(sorted_probs, dtype=torch.bool)
-    if top_k > 0:
-        keep[top_k:] = False
-    if top_p < 1.0:
-        # keep the smallest head whose mass reaches top_p (the token crossing it included)
-        keep &= (sorted_probs.cumsum(0) - sorted_probs) < top_p
-    if min_p > 0.0:
-        keep &= sorted_probs >= min_p * sorted_probs[0]
-    keep[0] = True
-    filtered = torch.zeros_like(probs)
-    filtered[order[keep]] = sorted_probs[keep]
-    return filtered / filtered.sum()
+def draw_rows(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """`draw` for each row of probs [n, vocab] at its uniform u [n] (float64, in [0, 1))."""
+    cdf = probs.double().cumsum(-1)
+    picks = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
+    return picks.clamp(max=probs.shape[-1] - 1)
+
+
+def filter_probs(probs: torch.Tensor, top_k, top_p, min_p) -> torch.Tensor:
+    """probs [vocab] or [rows, vocab] restricted to the top-k / top-p / min-p head of each row,
+    renormalised; each parameter is one value or one per row (top_k <= 0, top_p >= 1 and
+    min_p <= 0 turn a filter off)."""
+    rows = probs if probs.ndim == 2 else probs[None]
+    per_row = lambda v, dtype: torch.as_tensor(v, dtype=dtype, device=rows.device).reshape(-1, 1)  # noqa: E731
+    k, p, m = per_row(top_k, torch.int64), per_row(top_p, rows.dtype), per_row(min_p, rows.dtype)
+    sorted_probs, order = rows.sort(dim=-1, descending=True)
+    rank = torch.arange(rows.shape[-1], device=rows.device)[None, :]
+    # the top k; the smallest head whose mass reaches top_p (the token crossing it included);
+    # at least min_p times the top probability; and always the top token
+    keep = (((rank < k) | (k <= 0))
+            & (((sorted_probs.cumsum(-1) - sorted_probs) < p) | (p >= 1.0))
+            & ((sorted_probs >= m * sorted_probs[:, :1]) | (m <= 0.0))
+            | (rank == 0))
+    filtered = torch.zeros_like(rows).scatter_(-1, order, sorted_probs * keep)
+    filtered = filtered / filtered.sum(-1, keepdim=True)
+    return filtered if probs.ndim == 2 else filtered[0]

@@ -95,7 +95,7 @@ class Speculator:
         else:
             probs = torch.softmax(logits.float().cpu() / p.temperature, dim=-1)  # the generator is a CPU one
             if p.top_k > 0 or p.top_p < 1.0 or p.min_p > 0.0:
-                probs = torch.stack([filter_probs(row, p.top_k, p.top_p, p.min_p) for row in probs])
+                probs = filter_probs(probs, p.top_k, p.top_p, p.min_p)
             result = verify_sampling(tree, probs, generator=req.generator)
         self.stats.update(result, tree.num_nodes)
         req.spec_verify_ct += 1

@@ -86,3 +86,32 @@ def test_engine_applies_every_sampling_option_end_to_end(tiny_model_path):
     penalised = [engine.generate(input_ids=[11, 12, 13], sampling_params=greedy)["output_ids"]
                  for _ in range(2)]
     assert len(penalised[0]) == 6 and penalised[0] == penalised[1]
+
+
+def test_batched_filters_equal_row_by_row():
+    """filter_probs over a batch with per-row parameters equals filtering each row alone."""
+    gen = torch.Generator().manual_seed(5)
+    probs = torch.softmax(torch.randn(6, 300, generator=gen) * 3, -1)
+    params = [(0, 1.0, 0.0), (5, 1.0, 0.0), (0, 0.8, 0.0), (0, 1.0, 0.1), (20, 0.9, 0.05), (1, 0.5, 0.5)]
+    got = filter_probs(probs, *[list(c) for c in zip(*params)])
+    for row, (k, p, m) in zip(range(6), params):
+        want = filter_probs(probs[row], k, p, m)
+        assert torch.allclose(got[row], want, atol=1e-7)
+        assert 1 <= int((want > 0).sum()) <= (k if k > 0 else 300)
+
+
+def test_batched_sampling_draws_each_row_with_its_generator():
+    """A batch of sampled requests draws what each request draws alone, from its own seed."""
+    logits = torch.randn(4, 200, generator=torch.Generator().manual_seed(2))
+    specs = [dict(temperature=0.7, top_k=20), dict(temperature=1.3), dict(temperature=0),
+             dict(temperature=1.0, top_p=0.9, min_p=0.02)]
+    together = sample(logits.clone(), [_req(seed=i, **s) for i, s in enumerate(specs)]).token_ids
+    alone = [sample(logits[i:i + 1].clone(), [_req(seed=i, **s)]).token_ids[0] for i, s in enumerate(specs)]
+    assert together == alone and together[2] == int(logits[2].argmax())
+
+
+def test_filters_take_one_value_for_every_row():
+    probs = torch.softmax(torch.randn(3, 40, generator=torch.Generator().manual_seed(1)), -1)
+    got = filter_probs(probs, 4, 0.9, 0.0)
+    assert all(torch.equal(got[i], filter_probs(probs[i], 4, 0.9, 0.0)) for i in range(3))
+    assert ((got > 0).sum(-1) <= 4).all()
