@@ -113,9 +113,11 @@ class SchemaRewriter:
 
     def _oneOf(self, node: dict, path: str) -> dict:
         new = self._anyOf(node, path, "oneOf")
-        if not disjoint([self._resolve_chain(s) for s in new["oneOf"]]):
+        if not disjoint([self._resolve_chain(s) for s in node["oneOf"]], self._resolve_chain):
             _refuse("oneOf", path, "its alternatives may overlap (radixgen enforces oneOf only when "
-                    "they differ in type, in enum/const values, or in a required const property)")
+                    "they declare disjoint types, differ in enum/const values, or are objects with a "
+                    "required const property; an alternative without \"type\" accepts every type its "
+                    "keywords do not constrain, e.g. {\"properties\": ...} accepts any string)")
         return new
 
     def _prefixItems(self, node: dict, path: str) -> dict:

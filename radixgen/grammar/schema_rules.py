@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 from .matcher import GrammarError
@@ -20,33 +21,78 @@ def check_counts(node: dict, path: str) -> None:
                                f"{value!r} is not an integer >= 0")
 
 
-def disjoint(options: list) -> bool:
-    """True when no JSON value can match two of the (rewritten, ref-resolved) alternatives."""
-    kinds = [_kinds(o) for o in options]
-    if all(k is not None for k in kinds):
-        sets = [set(k) | ({"number"} if "integer" in k else set()) for k in kinds]
-        if all(not (sets[i] & sets[j]) for i in range(len(sets)) for j in range(i)):
+def disjoint(options: list, resolve) -> bool:
+    """True when no value generated from one oneOf alternative is valid under another, so every
+    output is valid under exactly one. `options` are the alternatives as written (refs resolved
+    by `resolve`). What an alternative generates is its rewrite, which only narrows it: an
+    untyped `properties` node generates objects only. What it accepts is the schema as written:
+    there an untyped node accepts every type its keywords do not constrain (`{"properties":
+    ...}` accepts any string), which is what oneOf counts."""
+    return all(_excludes(g, a, resolve) for i, g in enumerate(options) for j, a in enumerate(options) if i != j)
+
+
+def _excludes(gen, acc, resolve) -> bool:
+    """No value that `gen` generates is valid under `acc` (False when this cannot be shown)."""
+    gen_kinds, acc_kinds = _generated_kinds(gen), _kinds(acc)
+    if gen_kinds is not None and acc_kinds is not None and not (_widen(gen_kinds) & _widen(acc_kinds)):
+        return True
+    values = None if isinstance(gen, dict) and "properties" in gen else _values(gen)
+    if values is not None:
+        acc_values = _values(acc)
+        if acc_values is not None and not set(values) & set(acc_values):
             return True
-    values = [_values(o) for o in options]
-    if all(v is not None for v in values):
-        flat = [x for v in values for x in v]
-        return len(set(flat)) == len(flat)
-    return _discriminated(options)
+        if acc_kinds is not None and not {_value_kind(v) for v in values} & _widen(acc_kinds):
+            return True
+    return _tag_excludes(gen, acc, resolve)
+
+
+def _tag_excludes(gen, acc, resolve) -> bool:
+    """gen generates objects that always carry a property whose enum / const values acc's schema
+    for that property does not allow (a discriminated union)."""
+    if not (isinstance(gen, dict) and "properties" in gen and isinstance(acc, dict)):
+        return False
+    acc_kinds = _kinds(acc)
+    if acc_kinds is not None and "object" not in acc_kinds:
+        return True  # gen generates objects only
+    acc_props = acc.get("properties") if isinstance(acc.get("properties"), dict) else {}
+    for key in gen.get("required", []):
+        if key in gen["properties"] and key in acc_props:
+            ours, theirs = _values(resolve(gen["properties"][key])), _values(resolve(acc_props[key]))
+            if ours is not None and theirs is not None and not set(ours) & set(theirs):
+                return True
+    return False
 
 
 def _kinds(node):
-    if not isinstance(node, dict):
-        return None
-    if "properties" in node:
-        return ["object"]
-    if "type" in node:
+    """The JSON types a schema as written accepts; None: any (keywords like `properties` or
+    `minLength` constrain one type and let every other type pass)."""
+    if node is False:
+        return []
+    if isinstance(node, dict) and "type" in node:
         return node["type"] if isinstance(node["type"], list) else [node["type"]]
     return None
 
 
+def _generated_kinds(node):
+    """The JSON types the rewrite of a schema generates (a subset of what it accepts)."""
+    if isinstance(node, dict) and "properties" in node:
+        return ["object"]
+    values = _values(node)
+    return _kinds(node) if values is None else sorted({_value_kind(v) for v in values})
+
+
+def _widen(kinds) -> set:
+    """Integers are numbers: either kind overlaps the other."""
+    kinds = set(kinds)
+    return kinds | ({"integer", "number"} if kinds & {"integer", "number"} else set())
+
+
 def _values(node):
-    if isinstance(node, dict) and "enum" in node and "properties" not in node:
+    """The only values a schema accepts (enum / const), None if it is not so restricted."""
+    if isinstance(node, dict) and "enum" in node and isinstance(node["enum"], list):
         return [_value_key(v) for v in node["enum"]]
+    if isinstance(node, dict) and "const" in node:
+        return [_value_key(node["const"])]
     return None
 
 
@@ -54,21 +100,12 @@ def _value_key(value) -> tuple:
     """Equal under JSON Schema equality: 1 and 1.0 are the same value, true is not 1."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return ("number", float(value))
-    return (type(value).__name__, value)
+    return (type(value).__name__, json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value)
 
 
-def _discriminated(options: list) -> bool:
-    """Objects that all require a property whose enum values differ between alternatives."""
-    if not all(isinstance(o, dict) and "properties" in o for o in options):
-        return False
-    common = set.intersection(*(set(o.get("required", [])) for o in options))
-    for key in sorted(common):
-        values = [_values(o["properties"].get(key)) for o in options]
-        if all(v is not None for v in values):
-            flat = [x for v in values for x in v]
-            if len(set(flat)) == len(flat):
-                return True
-    return False
+def _value_kind(key: tuple) -> str:
+    return {"number": "number", "str": "string", "bool": "boolean", "NoneType": "null",
+            "dict": "object", "list": "array"}[key[0]]
 
 
 def tightest(bounds: dict, incl: str, excl: str, pick, integer: bool):

@@ -65,6 +65,14 @@ SUPPORTED = {
                     "required": ["q"]},
     "all_of_single": {"allOf": [{"type": "integer", "minimum": 1, "maximum": 3}]},
     "one_of_enums": {"oneOf": [{"enum": [1, "x"]}, {"enum": [2, True]}]},
+    # untyped tagged objects: each generates objects whose tag the other refuses; a string
+    # alternative next to a typed object
+    "one_of_untyped_tags": {"oneOf": [
+        {"properties": {"t": {"const": "a"}, "n": {"type": "integer"}}, "required": ["t", "n"]},
+        {"properties": {"t": {"enum": ["b", "c"]}}, "required": ["t"]}]},
+    "one_of_string_or_object": {"oneOf": [{"type": "string", "maxLength": 8},
+                                          {"type": "object", "properties": {"n": {"type": "string", "maxLength": 8}},
+                                           "required": ["n"]}]},
     "escaped_enum_key": {"type": "object", "properties": {"k-1 ä": {"enum": ["\u00e9\n", "tab\t"]}},
                          "required": ["k-1 ä"]},
     "number_open_interval": {"type": "number", "exclusiveMinimum": 2, "exclusiveMaximum": 3},
@@ -103,6 +111,13 @@ UNSUPPORTED = [
     ({"type": "array", "prefixItems": [{"type": "integer"}], "minItems": 2}, "minItems"),
     ({"enum": [{"a": 1}]}, "enum"),
     ({"oneOf": [{"enum": [1, 2]}, {"enum": [2.0, 3]}]}, "oneOf"),
+    # an untyped properties node accepts any string too; null is valid under both alternatives;
+    # two formatted strings may match both (their rewrites are distinct placeholder consts)
+    ({"oneOf": [{"type": "string"}, {"properties": {"n": {"type": "string"}}, "required": ["n"]}]}, "oneOf"),
+    ({"oneOf": [{"type": ["object", "null"], "properties": {"id": {"type": "integer"}}, "required": ["id"]},
+                {"type": "null"}]}, "oneOf"),
+    ({"oneOf": [{"type": "string", "format": "date"}, {"type": "string", "pattern": "^[0-9-]+$"}]}, "oneOf"),
+    ({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"type": "string"}]}, "oneOf"),
     ({"type": "string", "maxLength": 2.5}, "maxLength"),
     ({"enum": [2 ** 64 + 1, 3]}, "enum"),
     ({"type": "object", "properties": {"a\"b": {"type": "integer"}}}, "properties"),
