@@ -23,6 +23,7 @@ WHITESPACE = {
 RECURSIVE_REF_DEPTH = 3  # outlines-core's default expansion depth for reference cycles
 ANY_VALUE_DEPTH = 1  # nesting allowed inside objects/arrays whose contents are unconstrained
 _NODE_BUDGET = 200_000
+MAX_NESTING = 64  # JSON containers in a schema (outlines-core parses the rewrite with a 128-level limit)
 
 
 def whitespace_pattern(whitespace: str) -> str:
@@ -37,17 +38,33 @@ def schema_to_regex(schema_json: str, whitespace: str = "compact") -> str:
         schema = json.loads(schema_json)
     except json.JSONDecodeError as exc:
         raise GrammarError(f"json_schema is not valid JSON: {exc}") from None
+    if _depth(schema) > MAX_NESTING:
+        raise GrammarError(f"json_schema nests deeper than {MAX_NESTING} levels")
     rewriter = SchemaRewriter(schema if isinstance(schema, dict) else {}, secrets.token_hex(4))
-    rewritten = rewriter.rewrite(schema)
+    try:
+        rewritten = rewriter.rewrite(schema)
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
+        if isinstance(exc, GrammarError):
+            raise
+        # a malformed schema the checks above did not name: still the client's error
+        raise GrammarError(f"invalid JSON Schema ({type(exc).__name__}: {exc})") from None
     _bound_any_depth(rewritten)
     depth = _RefDepthCheck(rewritten).max_depth()
     try:
         regex = build_regex_from_schema(json.dumps(rewritten), whitespace_pattern(whitespace), depth)
-    except (ValueError, RuntimeError) as exc:
+    except (ValueError, RuntimeError, TypeError) as exc:
         raise GrammarError(f"cannot compile json_schema: {exc}") from None
     for name, leaf in rewriter.placeholders.items():
         regex = regex.replace(name, f"(?:{leaf})")
     return regex
+
+
+def _depth(node, level: int = 0) -> int:
+    """How deeply JSON containers nest in node (stops counting past MAX_NESTING)."""
+    if level > MAX_NESTING or not isinstance(node, (dict, list)):
+        return level
+    children = node.values() if isinstance(node, dict) else node
+    return max((_depth(c, level + 1) for c in children), default=level + 1)
 
 
 def _bound_any_depth(node) -> None:

@@ -17,6 +17,7 @@ validates. Unsupported input raises GrammarError.
 from __future__ import annotations
 
 import math
+import re
 
 from .matcher import GrammarError
 
@@ -45,11 +46,22 @@ FORMATS = {
 }
 
 
-def format_regex(fmt: str, path: str) -> str:
-    if fmt not in FORMATS:
+# formats that JSON Schema validators check (jsonschema's FormatChecker, every draft): one of
+# these that FORMATS lacks is refused; any other name (OpenAPI's int32, password, binary, ...)
+# is an annotation that validators ignore, so it constrains nothing
+CHECKED_FORMATS = frozenset("""date time date-time duration email idn-email hostname idn-hostname ipv4
+ipv6 uri uri-reference iri iri-reference uri-template json-pointer relative-json-pointer regex uuid
+color""".split())
+
+
+def format_regex(fmt: str, path: str) -> str | None:
+    """The exact regex of a supported format; None for a format validators do not check."""
+    if fmt in FORMATS:
+        return FORMATS[fmt]
+    if fmt in CHECKED_FORMATS:
         raise GrammarError(f"unsupported string format {fmt!r} at {path}.format "
                            f"(supported: {', '.join(sorted(FORMATS))})")
-    return FORMATS[fmt]
+    return None
 
 
 # ---------------------------------------------------------------- string patterns
@@ -60,6 +72,10 @@ def string_pattern_regex(pattern: str, path: str) -> str:
     def refuse(why: str) -> GrammarError:
         return GrammarError(f"unsupported pattern {pattern!r} at {path}.pattern: {why}")
 
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise refuse(f"not a valid regular expression ({exc})") from None
     body = pattern
     if body.startswith("^"):
         body = body[1:]
@@ -70,6 +86,15 @@ def string_pattern_regex(pattern: str, path: str) -> str:
         piece, i = _pattern_piece(body, i, refuse)
         out.append(piece)
     return "(?:" + "".join(out) + ")"
+
+
+_QUANTIFIER = re.compile(r"\{[0-9]+(,[0-9]*)?\}")
+
+
+def _quantifier_start(body: str, i: int) -> int:
+    """Where the `{` of a quantifier ending at the `}` at i would start (i itself if none)."""
+    j = body.rfind("{", 0, i)
+    return j if j >= 0 and _QUANTIFIER.fullmatch(body, j, i + 1) else i
 
 
 def _escaped_at(text: str, pos: int) -> bool:
@@ -96,6 +121,8 @@ def _pattern_piece(body: str, i: int, refuse) -> tuple[str, int]:
         raise refuse("lookaround and inline flags are not supported")
     if c == "{" and body.startswith("{,", i):
         raise refuse("'{,n}' quantifiers are not supported")
+    if c in "{}" and not _QUANTIFIER.match(body, i if c == "{" else _quantifier_start(body, i)):
+        return "\\" + c, i + 1  # a literal brace (ECMA and Python), which Rust's regex wants escaped
     if c == '"' or ord(c) < 0x20:
         raise refuse("it matches characters that JSON strings must escape")
     return c, i + 1
@@ -114,6 +141,8 @@ def _escape(body: str, i: int, refuse, in_class: bool) -> tuple[str, int]:
         if len(digits) != width or any(d not in "0123456789abcdefABCDEF" for d in digits):
             raise refuse(f"malformed \\{c} escape")
         code = int(digits, 16)
+        if 0xD800 <= code <= 0xDFFF:
+            raise refuse("a surrogate code point matches no character")
         if code < 0x20 or chr(code) in '"\\':
             raise refuse("it matches characters that JSON strings must escape")
         return f"\\x{{{code:x}}}", i + 2 + width
@@ -190,27 +219,39 @@ def _magnitude(a: int, b, a_excl: bool, b_excl: bool, integer: bool) -> str:
 
 
 def _int_range(lo: int, hi) -> str:
-    """Canonical decimal integers in [lo, hi] (hi None: unbounded), lo >= 0."""
+    """Canonical decimal integers in [lo, hi] (hi None: unbounded), lo >= 0. The regex grows
+    with the square of the digit count at most (a bound of 10^300 gives ~13 KB)."""
     if hi is None:
         width = len(str(lo))
         return f"(?:{_int_range(lo, 10 ** width - 1)}|[1-9][0-9]{{{width},}})"
     alts = []
     while lo <= hi:
-        top = min(hi, 10 ** len(str(lo)) - 1)
+        width = len(str(lo))
+        if lo == 10 ** (width - 1) and hi >= 10 ** width - 1 and width > 1:
+            # every integer of widths width .. last: one term
+            last = len(str(hi)) - (hi != 10 ** len(str(hi)) - 1)
+            alts.append(f"[1-9][0-9]{{{width - 1},{last - 1}}}")
+            lo = 10 ** last
+            continue
+        top = min(hi, 10 ** width - 1)
         alts.append(_same_width(str(lo), str(top)))
         lo = top + 1
     return "(?:" + "|".join(alts) + ")"
 
 
 def _same_width(x: str, y: str) -> str:
-    """Digit strings between x and y (same length, x <= y)."""
+    """Digit strings between x and y (same length, x <= y). Each level adds a fixed number of
+    terms and recurses once per side: full ranges (0...0 to 9...9) are one class term."""
+    n = len(x)
     if x == y:
         return x
-    if len(x) == 1:
+    if x == "0" * n and y == "9" * n:
+        return f"[0-9]{{{n}}}" if n > 1 else "[0-9]"
+    if n == 1:
         return f"[{x}-{y}]"
     if x[0] == y[0]:
         return x[0] + _same_width(x[1:], y[1:])
-    n = len(x) - 1
+    n -= 1
     alts = [x[0] + _same_width(x[1:], "9" * n)]
     if int(y[0]) - int(x[0]) > 1:
         alts.append(f"[{int(x[0]) + 1}-{int(y[0]) - 1}][0-9]{{{n}}}")

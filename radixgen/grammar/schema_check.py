@@ -21,7 +21,7 @@ import math
 
 from .matcher import GrammarError
 from .regex_leaves import format_regex, integer_bound, number_range_regex, string_pattern_regex
-from .schema_rules import check_counts, disjoint, is_type, tightest
+from .schema_rules import check_counts, check_keyword_types, disjoint, is_type, tightest
 
 ASSERTIONS = frozenset("""type enum const multipleOf maximum exclusiveMaximum minimum exclusiveMinimum
 maxLength minLength pattern format maxItems minItems uniqueItems maxContains minContains contains
@@ -32,8 +32,9 @@ $recursiveRef""".split())
 _BRANCHES = ("properties", "allOf", "anyOf", "oneOf", "prefixItems", "enum", "const", "$ref", "type")
 _BY_TYPE = {
     "string": {"minLength", "maxLength", "pattern", "format"},
-    "integer": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"},
-    "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"},
+    # `format` on a number is an annotation (format checkers look at strings only): dropped
+    "integer": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "format"},
+    "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format"},
     "array": {"items", "minItems", "maxItems", "uniqueItems"},
     "object": {"additionalProperties", "minProperties", "maxProperties", "required"},
     "boolean": set(), "null": set(),
@@ -58,6 +59,7 @@ class SchemaRewriter:
             return copy.deepcopy(ANY_VALUE)
         if not isinstance(node, dict):
             raise GrammarError(f"schema at {path} must be an object or true, got {node!r}")
+        check_keyword_types(node, path)
         present = [k for k in node if k in ASSERTIONS]
         branch = next((b for b in _BRANCHES if b in node), None)
         if branch is None:
@@ -170,7 +172,7 @@ class SchemaRewriter:
         if len(types) == 1:
             return getattr(self, "_type_" + types[0])(node, path)
         leaf = [k for k in node if k in _BY_TYPE["string"] | _BY_TYPE["number"] | _BY_TYPE["integer"]
-                and k not in ("minLength", "maxLength")]
+                and k not in ("minLength", "maxLength") and not (k == "format" and "string" not in types)]
         if leaf:
             _refuse(leaf[0], path, "it is only supported with a single type")
         new = {"type": list(types)}
@@ -182,6 +184,8 @@ class SchemaRewriter:
     # ------------------------------------------------------------ one type
 
     def _type_string(self, node: dict, path: str) -> dict:
+        if "format" in node and format_regex(node["format"], path) is None:
+            node = {k: v for k, v in node.items() if k != "format"}  # an annotation only
         given = [k for k in ("pattern", "format", "minLength", "maxLength") if k in node]
         if ("pattern" in given or "format" in given) and len(given) > 1:
             _refuse(given[1], path, f"it cannot be combined with {given[0]}")

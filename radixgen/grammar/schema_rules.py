@@ -12,6 +12,24 @@ _PY_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boole
 _COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
 
 
+_STRING_KEYS = ("pattern", "format", "$ref")
+_LIST_OF_STRINGS = ("required",)
+
+
+def check_keyword_types(node: dict, path: str) -> None:
+    """Keywords whose values must be strings (or lists of them) are, so a malformed schema gets
+    a GrammarError naming the keyword instead of a crash deeper in the rewrite."""
+    for key in _STRING_KEYS:
+        if key in node and not isinstance(node[key], str):
+            raise GrammarError(f"invalid JSON Schema: {key!r} at {path} must be a string, got {node[key]!r}")
+    for key in _LIST_OF_STRINGS:
+        if key in node and not (isinstance(node[key], list) and all(isinstance(x, str) for x in node[key])):
+            raise GrammarError(f"invalid JSON Schema: {key!r} at {path} must be an array of strings")
+    types = node.get("type", "string")
+    if not (isinstance(types, str) or (isinstance(types, list) and all(isinstance(t, str) for t in types))):
+        raise GrammarError(f"invalid JSON Schema: 'type' at {path} must be a string or an array of strings")
+
+
 def check_counts(node: dict, path: str) -> None:
     """Length/size keywords must be integers >= 0 (outlines-core reads others as absent)."""
     for key in _COUNTS:

@@ -65,6 +65,14 @@ SUPPORTED = {
                     "required": ["q"]},
     "all_of_single": {"allOf": [{"type": "integer", "minimum": 1, "maximum": 3}]},
     "one_of_enums": {"oneOf": [{"enum": [1, "x"]}, {"enum": [2, True]}]},
+    # a brace that is no quantifier is a literal (ECMA and Python); Rust's regex needs it escaped
+    "literal_braces": {"type": "string", "pattern": "^{[a-z]{1,5}}$"},
+    # OpenAPI's formats are annotations validators ignore; int32 bounds stay a short regex
+    "openapi_formats": {"type": "object", "properties": {
+        "id": {"type": "integer", "format": "int32", "minimum": -2147483648, "maximum": 2147483647},
+        "secret": {"type": "string", "format": "password", "maxLength": 6},
+        "ratio": {"type": "number", "format": "double", "minimum": 0, "maximum": 1}},
+        "required": ["id", "secret", "ratio"]},
     # untyped tagged objects: each generates objects whose tag the other refuses; a string
     # alternative next to a typed object
     "one_of_untyped_tags": {"oneOf": [
@@ -119,6 +127,16 @@ UNSUPPORTED = [
     ({"oneOf": [{"type": "string", "format": "date"}, {"type": "string", "pattern": "^[0-9-]+$"}]}, "oneOf"),
     ({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"type": "string"}]}, "oneOf"),
     ({"type": "string", "maxLength": 2.5}, "maxLength"),
+    # malformed keyword values are named, not crashes (HTTP 400, not 500)
+    ({"type": [["string"]]}, "type"),
+    ({"type": {"a": 1}}, "type"),
+    ({"type": "object", "properties": {"a": {}}, "required": [["a"]]}, "required"),
+    ({"type": "string", "pattern": 5}, "pattern"),
+    ({"type": "string", "format": ["date"]}, "format"),
+    ({"type": "string", "pattern": "^a{3,1}$"}, "pattern"),
+    ({"type": "string", "pattern": "^\\ud83d$"}, "pattern"),
+    # formats validators check and radixgen cannot generate exactly
+    ({"type": "string", "format": "ipv6"}, "format"),
     ({"enum": [2 ** 64 + 1, 3]}, "enum"),
     ({"type": "object", "properties": {"a\"b": {"type": "integer"}}}, "properties"),
     ({"type": "string", "pattern": "[\\d-z]"}, "pattern"),

@@ -83,3 +83,32 @@ def test_property_order_follows_the_schema(small_compiler, small_info):
     grammar = small_compiler.compile(Constraint("json_schema", SUPPORTED["flat"]))
     _, text = random_walk(grammar, small_info, 0)
     assert list(json.loads(text)) == ["name", "age"]  # the schema's order, as OpenAI does
+
+
+def test_huge_integer_bounds_compile_small_and_exact():
+    """Integer bounds give regexes that grow with the square of their digit count at most (they
+    doubled with each digit: 2^53 never finished), and match exactly the integers in range."""
+    import re
+    import time
+
+    from radixgen.grammar.regex_leaves import number_range_regex
+
+    gen = __import__("random").Random(0)
+    for lo, hi in ((-2 ** 31, 2 ** 31 - 1), (0, 2 ** 53 - 1), (5, 10 ** 22), (-10 ** 300, 10 ** 300), (-7, -3)):
+        start = time.perf_counter()
+        regex = number_range_regex(lo, hi, False, False, True)
+        assert time.perf_counter() - start < 0.5 and len(regex) < 40_000
+        pattern = re.compile(regex)
+        width = len(str(max(abs(lo), abs(hi)))) + 1
+        values = [lo, hi, lo - 1, hi + 1, 0, -1, 1] + [gen.randrange(-10 ** width, 10 ** width) for _ in range(2000)]
+        for v in values:
+            assert (pattern.fullmatch(str(v)) is not None) == (lo <= v <= hi), (lo, hi, v)
+        assert pattern.fullmatch("01") is None and pattern.fullmatch("-0") is None
+
+
+def test_deeply_nested_schema_is_refused():
+    schema = {"type": "integer"}
+    for _ in range(300):
+        schema = {"type": "array", "items": schema}
+    with pytest.raises(GrammarError, match="nests deeper"):
+        schema_to_regex(json.dumps(schema))
