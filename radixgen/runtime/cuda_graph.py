@@ -67,6 +67,9 @@ class DecodeGraphs:
         self.inputs = torch.zeros((4, n), dtype=torch.int64, device=device)
         self.out_slots = torch.full((n,), self.pad_slot, dtype=torch.int64, device=device)
         self.graphs: dict[tuple[int, int], tuple[object, torch.Tensor]] = {}
+        # every graph writes its logits here: one [max_bs, vocab] buffer instead of one per graph
+        # (20 batch sizes x 4 buckets of a 128k vocabulary would hold GBs of them)
+        self.logits: torch.Tensor | None = None
         self.mempool = torch.cuda.graph_pool_handle() if capture else None
         self.replays = 0
 
@@ -127,8 +130,12 @@ class DecodeGraphs:
                 self._forward(bp, width)
         torch.cuda.current_stream(self.device).wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
+        if self.logits is None:
+            vocab = self.model.lm_head.shape[0]
+            self.logits = torch.empty((self.max_bs, vocab), dtype=torch.float32, device=self.device)
+        logits = self.logits[:bp]
         with torch.cuda.graph(graph, pool=self.mempool):
-            logits = self._forward(bp, width)
+            logits.copy_(self._forward(bp, width))  # the forward's own output is pool scratch
         self.inputs[:, :bp].copy_(real[0])
         self.out_slots[:bp].copy_(real[1])
         logger.info("captured a decode CUDA graph: batch %d, context %d (%d graphs)", bp, width,
