@@ -53,12 +53,16 @@ class SchemaRewriter:
         self.root = root
         self.nonce = nonce
         self.placeholders: dict[str, str] = {}
+        # drafts 3 to 7 ignore every keyword beside a $ref (2019-09 on apply them too)
+        self.ref_alone = any(f"draft-0{n}/" in str(root.get("$schema", "")) for n in (3, 4, 6, 7))
 
     def rewrite(self, node, path: str = "$"):
         if node is True:
             return copy.deepcopy(ANY_VALUE)
         if not isinstance(node, dict):
             raise GrammarError(f"schema at {path} must be an object or true, got {node!r}")
+        if self.ref_alone and "$ref" in node:
+            node = {k: v for k, v in node.items() if k in ("$ref", "$defs", "definitions")}
         check_keyword_types(node, path)
         present = [k for k in node if k in ASSERTIONS]
         branch = next((b for b in _BRANCHES if b in node), None)

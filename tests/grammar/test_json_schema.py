@@ -112,3 +112,19 @@ def test_deeply_nested_schema_is_refused():
         schema = {"type": "array", "items": schema}
     with pytest.raises(GrammarError, match="nests deeper"):
         schema_to_regex(json.dumps(schema))
+
+
+def test_ref_siblings_follow_the_declared_draft(small_compiler, small_info):
+    """Draft 7 ignores keywords beside a $ref, so such a schema compiles to its reference alone
+    and its outputs validate under Draft7Validator; under 2020-12 (the default) the siblings
+    apply and one radixgen cannot add is refused."""
+    body = {"definitions": {"n": {"type": "integer", "minimum": 0, "maximum": 9}},
+            "type": "object", "properties": {"a": {"$ref": "#/definitions/n", "maximum": 3, "description": "x"}},
+            "required": ["a"]}
+    with pytest.raises(GrammarError, match="maximum"):
+        small_compiler.compile(Constraint("json_schema", body))
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", **body}
+    grammar = small_compiler.compile(Constraint("json_schema", draft7))
+    for seed in range(4):
+        _, text = random_walk(grammar, small_info, seed)
+        jsonschema.Draft7Validator(draft7).validate(json.loads(text))
