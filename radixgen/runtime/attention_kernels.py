@@ -41,8 +41,8 @@ def _csr(rows: torch.Tensor, lens: list[int], lo: int, hi: int, whole: bool) -> 
     """CSR (indptr [B+1], indices) of the slots in [lo, hi) among each request's first lens[b]
     slots of rows [B, L] (padded), rebased to lo, in request order. whole: every slot lies in
     [lo, hi) (one pool), so the CSR follows from the lengths the host knows: a gather, no device
-    sync. Else one boolean selection over the whole batch: a single sync for its size (per request,
-    it was one per request and pool part)."""
+    sync. Else the fixed-shape selection of _csr_padded, cut to its size: a single sync for the
+    whole batch (per request, it was one per request and pool part)."""
     device, width = rows.device, rows.shape[1]
     lens_t = torch.tensor(lens, dtype=torch.int64)
     if whole:
@@ -52,10 +52,8 @@ def _csr(rows: torch.Tensor, lens: list[int], lo: int, hi: int, whole: bool) -> 
         flat = torch.arange(total, dtype=torch.int64) + torch.repeat_interleave(starts - before, lens_t, output_size=total)
         indptr = torch.cat([lens_t.new_zeros(1), lens_t.cumsum(0)])
         return indptr.to(device), rows.reshape(-1)[flat.to(device)] - lo
-    inside = torch.arange(width, device=device)[None, :] < lens_t.to(device)[:, None]
-    picked = inside & (rows >= lo) & (rows < hi)
-    counts = picked.sum(1)
-    return torch.cat([counts.new_zeros(1), counts.cumsum(0)]), rows[picked] - lo
+    indptr, indices = _csr_padded(rows, lens_t.to(device), lo, hi)
+    return indptr, indices[:int(indptr[-1])]
 
 
 def _csr_padded(rows: torch.Tensor, lens: torch.Tensor, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -37,7 +37,7 @@ MIN_WIDTH = 256  # smallest context bucket
 
 def padded_batch(n: int, max_bs: int) -> int | None:
     """The captured batch size a batch of n runs at; None above max_bs."""
-    return next((b for b in BATCH_SIZES if b >= n and b <= max_bs), None) if n <= max_bs else None
+    return next((b for b in BATCH_SIZES if n <= b <= max_bs), None)
 
 
 def context_width(max_len: int, table_width: int) -> int:
@@ -73,14 +73,13 @@ class DecodeGraphs:
         self.mempool = torch.cuda.graph_pool_handle() if capture else None
         self.replays = 0
 
-    def run(self, rows: list[int], ids: list[int], positions: list[int], out_slots: torch.Tensor,
-            seq_lens: list[int]) -> torch.Tensor | None:
-        """Logits [len(rows), vocab] of one decode step, or None when the batch is too large
-        (the caller then runs it eagerly). The table must already hold the new slots."""
+    def run(self, rows: list[int], ids: list[int], positions: list[int], out_slots: torch.Tensor) -> torch.Tensor:
+        """Logits [len(rows), vocab] of one decode step of at most max_bs requests: token ids[i]
+        of the request in table row rows[i] at positions[i], its KV written to out_slots[i]. The
+        table must already hold the new slots."""
         n = len(rows)
         bp = padded_batch(n, self.max_bs)
-        if bp is None:
-            return None
+        seq_lens = [p + 1 for p in positions]
         width = context_width(max(seq_lens), self.table.max_context_len)
         pad = bp - n
         host = torch.tensor([ids + [0] * pad, positions + [0] * pad, rows + [0] * pad, seq_lens + [0] * pad],
@@ -88,10 +87,7 @@ class DecodeGraphs:
         self.inputs[:, :bp].copy_(host, non_blocking=True)
         self.out_slots[:n].copy_(out_slots)
         self.out_slots[n:bp].fill_(self.pad_slot)
-        key = (bp, width)
-        if key not in self.graphs:
-            self.graphs[key] = self._record(bp, width)
-        graph, logits = self.graphs[key]
+        graph, logits = self._graph(bp, width)
         if graph is None:
             logits = self._forward(bp, width)
         else:
@@ -104,8 +100,13 @@ class DecodeGraphs:
         max_len, instead of at their first use (benchmarks call this before timing)."""
         width = context_width(max_len, self.table.max_context_len)
         for bp in batch_sizes or [b for b in BATCH_SIZES if b <= self.max_bs]:
-            if (bp, width) not in self.graphs:
-                self.graphs[(bp, width)] = self._record(bp, width)
+            self._graph(bp, width)
+
+    def _graph(self, bp: int, width: int) -> tuple[object, torch.Tensor]:
+        """The (graph, logits) of one (padded batch, width), recorded at its first use."""
+        if (bp, width) not in self.graphs:
+            self.graphs[(bp, width)] = self._record(bp, width)
+        return self.graphs[(bp, width)]
 
     def _forward(self, bp: int, width: int) -> torch.Tensor:
         ids, positions, rows, lens = self.inputs[:, :bp]

@@ -16,7 +16,7 @@ from radixgen.radix.kv_pool import ReqToTokenTable, SlotAllocator
 from radixgen.radix.mixed_kv_pool import MixedKVPool, TieredSlotAllocator
 from radixgen.radix.quant_kv_pool import kv_bytes_per_token, make_kv_pool
 from radixgen.runtime.attention_kernels import KernelAttention, make_attention
-from radixgen.runtime.cuda_graph import DecodeGraphs, padded_batch
+from radixgen.runtime.cuda_graph import DecodeGraphs
 from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
 from radixgen.runtime.model.arch import ModelArch
 from radixgen.runtime.model.llama import LlamaModel
@@ -155,10 +155,13 @@ class ModelRunner:
         for each ext_req i the `extra_rows[i] = (offset, count)` chunk positions offset ..
         offset + count - 1 (prompt-token logprobs), then each tree's rows with logits (all of a
         speculative tree's), tree by tree."""
-        if self.graphs is not None and dec_reqs and not ext_reqs and not trees:
-            logits = self._decode_from_graph(dec_reqs, dec_slots)
-            if logits is not None:
-                return logits
+        if dec_reqs:
+            dec_pos, dec_ids = [req.kv_len for req in dec_reqs], [req.all_ids[-1] for req in dec_reqs]
+            dec_rows = [req.row for req in dec_reqs]
+            self.table.write_positions(dec_rows, dec_pos, dec_slots)  # one indexed write
+            if (self.graphs is not None and not ext_reqs and not trees
+                    and len(dec_reqs) <= self.graphs.max_bs):  # a pure decode step: replayed
+                return self.graphs.run(dec_rows, dec_ids, dec_pos, dec_slots)
         ids, positions, seq_lens, out_slots = [], [], [], list(ext_slots)
         for req, ext, slots in zip(ext_reqs, extend_lens, ext_slots):
             self.table.write(req.row, req.kv_len, slots)
@@ -172,9 +175,7 @@ class ModelRunner:
             seq_lens.append(tree.req.kv_len + len(tree.slots))
             out_slots.append(tree.slots)
         if dec_reqs:
-            dec_pos = [req.kv_len for req in dec_reqs]
-            self.table.write_positions([req.row for req in dec_reqs], dec_pos, dec_slots)  # one indexed write
-            ids.extend(req.all_ids[-1] for req in dec_reqs)
+            ids.extend(dec_ids)
             positions.append(torch.tensor(dec_pos))
             seq_lens.extend(p + 1 for p in dec_pos)
             out_slots.append(dec_slots)
@@ -192,15 +193,6 @@ class ModelRunner:
                 ForwardMode.EXTEND if ext_lens else ForwardMode.DECODE)
         return self._run(mode, reqs, ids, torch.cat(positions), torch.cat(out_slots),
                          seq_lens, ext_lens + [1] * len(dec_reqs), rows, len(dec_reqs), tree_masks)
-
-    def _decode_from_graph(self, reqs: list[Request], slots: torch.Tensor) -> torch.Tensor | None:
-        """A pure decode step replayed from a CUDA graph; None when the batch is too large for one."""
-        if padded_batch(len(reqs), self.graphs.max_bs) is None:
-            return None
-        rows, positions = [req.row for req in reqs], [req.kv_len for req in reqs]
-        self.table.write_positions(rows, positions, slots)
-        return self.graphs.run(rows, [req.all_ids[-1] for req in reqs], positions, slots,
-                               [p + 1 for p in positions])
 
     def _run(self, mode, reqs, ids, positions, out_slots, seq_lens, extend_lens, logits_rows,
              num_decode, tree_masks=None):

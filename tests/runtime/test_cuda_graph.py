@@ -74,7 +74,7 @@ def _decode_logits_both_ways(engine, runner, graphs, seed=1):
     lens = [len(s) for s in cached]
     ids = [p[len(s)] if len(s) < len(p) else 7 for p, s in zip(prompts, cached)]
     new = runner.allocator.alloc(3)
-    got = graphs.run(rows, ids, lens, new, [n + 1 for n in lens])
+    got = graphs.run(rows, ids, lens, new)
     width = max(lens) + 1
     dev = runner.device
     batch = ForwardBatch(ForwardMode.DECODE, torch.tensor(ids, device=dev), torch.tensor(lens, device=dev), new,
