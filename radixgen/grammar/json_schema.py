@@ -43,9 +43,9 @@ def schema_to_regex(schema_json: str, whitespace: str = "compact") -> str:
     rewriter = SchemaRewriter(schema if isinstance(schema, dict) else {}, secrets.token_hex(4))
     try:
         rewritten = rewriter.rewrite(schema)
+    except GrammarError:
+        raise
     except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
-        if isinstance(exc, GrammarError):
-            raise
         # a malformed schema the checks above did not name: still the client's error
         raise GrammarError(f"invalid JSON Schema ({type(exc).__name__}: {exc})") from None
     _bound_any_depth(rewritten)

@@ -91,10 +91,12 @@ def string_pattern_regex(pattern: str, path: str) -> str:
 _QUANTIFIER = re.compile(r"\{[0-9]+(,[0-9]*)?\}")
 
 
-def _quantifier_start(body: str, i: int) -> int:
-    """Where the `{` of a quantifier ending at the `}` at i would start (i itself if none)."""
+def _literal_brace(body: str, i: int) -> bool:
+    """Whether the brace at i is a literal: no quantifier ({n}, {n,} or {n,m}) starts or ends there."""
+    if body[i] == "{":
+        return not _QUANTIFIER.match(body, i)
     j = body.rfind("{", 0, i)
-    return j if j >= 0 and _QUANTIFIER.fullmatch(body, j, i + 1) else i
+    return j < 0 or not _QUANTIFIER.fullmatch(body, j, i + 1)
 
 
 def _escaped_at(text: str, pos: int) -> bool:
@@ -121,7 +123,7 @@ def _pattern_piece(body: str, i: int, refuse) -> tuple[str, int]:
         raise refuse("lookaround and inline flags are not supported")
     if c == "{" and body.startswith("{,", i):
         raise refuse("'{,n}' quantifiers are not supported")
-    if c in "{}" and not _QUANTIFIER.match(body, i if c == "{" else _quantifier_start(body, i)):
+    if c in "{}" and _literal_brace(body, i):
         return "\\" + c, i + 1  # a literal brace (ECMA and Python), which Rust's regex wants escaped
     if c == '"' or ord(c) < 0x20:
         raise refuse("it matches characters that JSON strings must escape")

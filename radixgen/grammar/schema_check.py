@@ -188,15 +188,15 @@ class SchemaRewriter:
     # ------------------------------------------------------------ one type
 
     def _type_string(self, node: dict, path: str) -> dict:
-        if "format" in node and format_regex(node["format"], path) is None:
-            node = {k: v for k, v in node.items() if k != "format"}  # an annotation only
-        given = [k for k in ("pattern", "format", "minLength", "maxLength") if k in node]
+        fmt = format_regex(node["format"], path) if "format" in node else None  # None: an annotation
+        given = [k for k in ("pattern", "format", "minLength", "maxLength")
+                 if k in node and (k != "format" or fmt is not None)]
         if ("pattern" in given or "format" in given) and len(given) > 1:
             _refuse(given[1], path, f"it cannot be combined with {given[0]}")
         if "pattern" in node:
             return self._placeholder(string_pattern_regex(node["pattern"], path), quoted=True)
-        if "format" in node:
-            return self._placeholder(format_regex(node["format"], path), quoted=True)
+        if fmt is not None:
+            return self._placeholder(fmt, quoted=True)
         return {"type": "string", **{k: node[k] for k in ("minLength", "maxLength") if k in node}}
 
     def _type_integer(self, node: dict, path: str) -> dict:
