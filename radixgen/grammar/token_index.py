@@ -45,11 +45,21 @@ class OutlinesVocab:
     forbids "b" after "a"). Every regex is therefore compiled as `(?:regex)<sentinel>`, where the
     sentinel is a private-use character that no real token contains, spelt by a fake token id
     beyond the vocabulary: the only match is then at the very end, nothing is dropped, and a state
-    accepts the user's regex exactly when the sentinel token leads to a final state."""
+    accepts the user's regex exactly when the sentinel token leads to a final state.
+
+    The automaton library also builds an unanchored start state (a search for the regex anywhere
+    in the text), and for a regex that starts with one literal that can recur inside a bounded
+    repeat, that search's DFA is exponential in the bound: `"[^"]{0,20}"` (a top-level
+    `maxLength: 20` string) took 100 s to compile, the same field inside an object 0.3 s. Every
+    regex therefore also starts with a second private-use character, `start`, that nothing else
+    in it contains; the search then has only one place to start, and the matcher's initial state
+    is the one after `start`."""
 
     vocabulary: Vocabulary
     sentinel: str  # the character appended to every regex
     sentinel_id: int  # its fake token id (>= vocab_size: never in a bitmask)
+    start: str  # the character prepended to every regex
+    start_id: int  # its fake token id (> sentinel_id)
     eos_id: int  # the EOS id outlines-core requires (fake too; the matcher handles real EOS)
 
 
@@ -67,11 +77,20 @@ def outlines_vocabulary(info: TokenizerInfo) -> OutlinesVocab:
         for token_id, data in enumerate(info.token_bytes):
             if data and token_id not in skip:
                 by_bytes.setdefault(data, []).append(token_id)
-        sentinel = next(chr(c) for c in range(0xE000, 0xF8FF)
-                        if not any(chr(c).encode() in data for data in by_bytes))
+        unused = (chr(c) for c in range(0xE000, 0xF8FF) if not any(chr(c).encode() in data for data in by_bytes))
+        sentinel, start = next(unused), next(unused)
         sentinel_id = max(info.vocab_size, len(info.token_bytes))
         by_bytes[sentinel.encode()] = [sentinel_id]
-        vocab = OutlinesVocab(Vocabulary(sentinel_id + 1, by_bytes), sentinel, sentinel_id, sentinel_id + 1)
+        by_bytes[start.encode()] = [sentinel_id + 1]
+        # real byte tokens may spell the start of `start`; outlines-core refuses a state without
+        # transitions, so fake tokens finish every partial spelling (those states are never used)
+        fake_id = sentinel_id + 2
+        for cut in range(1, len(start.encode())):
+            if start.encode()[cut:] not in by_bytes:
+                by_bytes[start.encode()[cut:]] = [fake_id]
+                fake_id += 1
+        vocab = OutlinesVocab(Vocabulary(fake_id, by_bytes), sentinel, sentinel_id,
+                              start, sentinel_id + 1, fake_id)
         _vocabularies[info] = vocab
         return vocab
 
@@ -81,7 +100,7 @@ def build_index(regex: str, info: TokenizerInfo) -> "TokenIndex":
     vocabulary. Raises GrammarError when the regex is invalid or no token can follow a state."""
     vocab = outlines_vocabulary(info)
     try:
-        index = Index(f"(?:{regex}){vocab.sentinel}", vocab.vocabulary)
+        index = Index(f"{vocab.start}(?:{regex}){vocab.sentinel}", vocab.vocabulary)
     except (ValueError, RuntimeError) as exc:
         raise GrammarError(f"cannot compile regex: {exc}") from None
     return TokenIndex(index, info, vocab)
@@ -97,7 +116,7 @@ class TokenIndex:
     def __init__(self, index: Index, info: TokenizerInfo, vocab: OutlinesVocab) -> None:
         self.index = index
         self.info = info
-        self.initial_state: int = index.get_initial_state()
+        self.initial_state: int = index.get_next_state(index.get_initial_state(), vocab.start_id)
         self._final = frozenset(index.get_final_states())  # outlines' (after the sentinel)
         self._sentinel_id = vocab.sentinel_id
         self._eos_ids = np.asarray(info.eos_ids, dtype=np.int64)
