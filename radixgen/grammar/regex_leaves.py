@@ -34,6 +34,13 @@ _MONTH_DAY = (r"(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
 _DATE = rf"(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
 _TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_DIGITS = "[0-9]{1,6}"
+_DUR_TIME = rf"T(?:{_DIGITS}H(?:{_DIGITS}M(?:{_DIGITS}S)?)?|{_DIGITS}M(?:{_DIGITS}S)?|{_DIGITS}S)"
+_DUR_DATE = rf"(?:{_DIGITS}D|{_DIGITS}M(?:{_DIGITS}D)?|{_DIGITS}Y(?:{_DIGITS}M(?:{_DIGITS}D)?)?)"
+_H16 = "[0-9a-f]{1,4}"
+_IPV6_TAILS = [f"(?:{_H16}:){{3}}{_H16}:{_H16}", f"(?:{_H16}:){{2}}{_H16}:{_H16}", f"{_H16}:{_H16}:{_H16}",
+               f"{_H16}:{_H16}", _H16, ""]
+_LABEL = "[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?"  # <= 48 characters, no "-" at either end
 FORMATS = {
     "date": _DATE,
     "time": _TIME,
@@ -43,7 +50,34 @@ FORMATS = {
     "email": r"[a-z0-9._+-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+",
     "ipv4": rf"(?:{_OCTET}\.){{3}}{_OCTET}",
     "uri": r"https?://[a-z0-9-]+(?:\.[a-z0-9-]+)*(?:/[A-Za-z0-9._~-]*)*",
+    # RFC 3339 appendix A (what JSON Schema means): weeks alone, a year then optional month then
+    # optional day, no fractions; 6 digits per number keeps the automaton small
+    "duration": rf"P(?:{_DUR_DATE}(?:{_DUR_TIME})?|{_DUR_TIME}|{_DIGITS}W)",
+    # RFC 4291's text forms in lower case, "::" anywhere; an embedded IPv4 tail is not generated
+    "ipv6": "(?:" + "|".join([f"(?:{_H16}:){{6}}{_H16}:{_H16}", f"::(?:{_H16}:){{5}}{_H16}:{_H16}",
+                              f"(?:{_H16})?::(?:{_H16}:){{4}}{_H16}:{_H16}"]
+                             + [f"(?:(?:{_H16}:){{0,{k}}}{_H16})?::{tail}"
+                                for k, tail in enumerate(_IPV6_TAILS, start=1)]) + ")",
+    # RFC 1123 labels in lower case: up to 5 labels of up to 48 characters (<= 244 < 253)
+    "hostname": rf"{_LABEL}(?:\.{_LABEL}){{0,4}}",
 }
+
+
+# Formats with minLength/maxLength: the format's regex narrowed by `_fit_length`, from a flat form
+# where the structured one nests repeats (the automaton of nested bounded repeats is the product
+# of their bounds), and at most FORMAT_MAX_LENGTH long: outlines-core's compile time grows with
+# the bound (pydantic's HttpUrl says maxLength 2083: 18 s for that flat uri, 2 s at 512, 1 s at
+# 256), and no URL a model writes into a tool call needs more. Both are subsets, so exact.
+_FLAT_FORMS = {"uri": r"https?://[a-z0-9][A-Za-z0-9._~/-]*"}  # unreserved characters and "/" only
+FORMAT_MAX_LENGTH = 256
+
+
+def format_length_regex(fmt: str, path: str, min_length: int, max_length: int | None) -> str:
+    """The regex of supported format `fmt` for strings of min_length..max_length characters."""
+    most = max(min_length, FORMAT_MAX_LENGTH)
+    most = most if max_length is None else min(max_length, most)
+    return string_pattern_regex(_FLAT_FORMS.get(fmt, FORMATS[fmt]), path, min_length, most,
+                                keyword="format", name=fmt)
 
 
 # formats that JSON Schema validators check (jsonschema's FormatChecker, every draft): one of
@@ -67,10 +101,14 @@ def format_regex(fmt: str, path: str) -> str | None:
 # ---------------------------------------------------------------- string patterns
 
 
-def string_pattern_regex(pattern: str, path: str) -> str:
-    """Translate a JSON Schema `pattern` into a safe fullmatch regex over raw string contents."""
+def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_length: int | None = None,
+                         keyword: str = "pattern", name: str | None = None) -> str:
+    """Translate a JSON Schema `pattern` into a safe fullmatch regex over raw string contents,
+    whose strings are `min_length`..`max_length` characters long (see `_fit_length`). A format's
+    regex goes through here too when the format has length bounds (keyword "format", name: the
+    format's name, for error messages)."""
     def refuse(why: str) -> GrammarError:
-        return GrammarError(f"unsupported pattern {pattern!r} at {path}.pattern: {why}")
+        return GrammarError(f"unsupported {keyword} {name or pattern!r} at {path}.{keyword}: {why}")
 
     try:
         re.compile(pattern)
@@ -81,14 +119,86 @@ def string_pattern_regex(pattern: str, path: str) -> str:
         body = body[1:]
     if body.endswith("$") and not _escaped_at(body, len(body) - 1):
         body = body[:-1]
-    out, i = [], 0
+    out, unbounded, i = [], [], 0
     while i < len(body):
+        quantifier = _UNBOUNDED.match(body, i)
+        if quantifier:  # the scan consumes escapes and classes whole: this is a real quantifier
+            least = 1 if quantifier[0] == "+" else int(quantifier[1] or 0)
+            unbounded.append((len(out), quantifier.start(), quantifier.end(), least))
+            out.append(quantifier[0])
+            i = quantifier.end()
+            continue
         piece, i = _pattern_piece(body, i, refuse)
         out.append(piece)
+    if min_length or max_length is not None:
+        _fit_length(body, out, unbounded, min_length, max_length, refuse)
     return "(?:" + "".join(out) + ")"
 
 
 _QUANTIFIER = re.compile(r"\{[0-9]+(,[0-9]*)?\}")
+_UNBOUNDED = re.compile(r"[*+]|\{([0-9]+),\}")
+_UNBOUNDED_WIDTH = int(re._constants.MAXREPEAT)
+
+
+def _width(body: str) -> tuple[int, int | None]:
+    """Fewest and most characters a fullmatch of `body` spans (None: no most)."""
+    lo, hi = re._parser.parse(body).getwidth()
+    return lo, (None if hi >= _UNBOUNDED_WIDTH else hi)
+
+
+def _fit_length(body: str, out: list, unbounded: list, min_length: int, max_length: int | None, refuse) -> None:
+    """Make every string of the translated pattern `out` (in place) min_length..max_length long.
+
+    Widths are counted on the pattern itself (each translated piece matches one character where
+    the pattern's does, or nothing), so they bound the translation's strings too. A pattern whose
+    widths already fit is left alone; otherwise every unbounded repeat (`*`, `+`, `{n,}`) gets the
+    same least count a and most count b: the smallest a and then the largest b for which the
+    pattern's widths fit. The result is exact for the common shape, one repeat of a fixed-width
+    piece among fixed-width pieces (`^[a-z0-9_]+$` with maxLength 32 is `[a-z0-9_]{1,32}`), and a
+    subset of the strings allowed otherwise, so every output validates; a pattern that cannot
+    fit at all is refused."""
+    def fits(width: tuple[int, int | None]) -> bool:
+        lo, hi = width
+        return lo >= min_length and (max_length is None or (hi is not None and hi <= max_length))
+
+    def bounded(least: int, most: int | None) -> list[str]:
+        return [f"{{{max(n, least)},{'' if most is None else max(n, least, most)}}}" for *_, n in unbounded]
+
+    def width(least: int, most: int | None) -> tuple[int, int | None]:
+        text, end = [], 0
+        for (_, start, stop, _), count in zip(unbounded, bounded(least, most)):
+            text += [body[end:start], count]
+            end = stop
+        return _width("".join(text) + body[end:])
+
+    span = _width(body)
+    if fits(span):
+        return
+    if not unbounded:
+        raise refuse(f"its strings are {span[0]}..{span[1]} characters long, outside "
+                     f"minLength {min_length} / maxLength {max_length}")
+    least = _smallest(lambda a: width(a, None)[0] >= min_length, 0, max(min_length, 1))
+    most = None
+    if least is not None and max_length is not None:
+        most = _smallest(lambda b: width(least, b + 1)[1] > max_length, least, max_length)
+        most = max_length if most is None else most  # repeats of empty strings never grow
+    if least is None or not fits(width(least, most)):
+        raise refuse(f"no repeat count gives strings of length {min_length}..{max_length}")
+    for (index, *_), count in zip(unbounded, bounded(least, most)):
+        out[index] = count
+
+
+def _smallest(ok, lo: int, hi: int) -> int | None:
+    """The smallest n in lo..hi with ok(n) (ok is monotone), or None."""
+    if not ok(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _literal_brace(body: str, i: int) -> bool:

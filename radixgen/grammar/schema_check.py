@@ -20,7 +20,7 @@ import copy
 import math
 
 from .matcher import GrammarError
-from .regex_leaves import format_regex, integer_bound, number_range_regex, string_pattern_regex
+from .regex_leaves import format_length_regex, format_regex, integer_bound, number_range_regex, string_pattern_regex
 from .schema_rules import check_counts, check_keyword_types, disjoint, is_type, tightest
 
 ASSERTIONS = frozenset("""type enum const multipleOf maximum exclusiveMaximum minimum exclusiveMinimum
@@ -189,12 +189,13 @@ class SchemaRewriter:
 
     def _type_string(self, node: dict, path: str) -> dict:
         fmt = format_regex(node["format"], path) if "format" in node else None  # None: an annotation
-        given = [k for k in ("pattern", "format", "minLength", "maxLength")
-                 if k in node and (k != "format" or fmt is not None)]
-        if ("pattern" in given or "format" in given) and len(given) > 1:
-            _refuse(given[1], path, f"it cannot be combined with {given[0]}")
+        if "pattern" in node and fmt is not None:
+            _refuse("format", path, "it cannot be combined with pattern")
+        lengths = node.get("minLength", 0), node.get("maxLength")
         if "pattern" in node:
-            return self._placeholder(string_pattern_regex(node["pattern"], path), quoted=True)
+            return self._placeholder(string_pattern_regex(node["pattern"], path, *lengths), quoted=True)
+        if fmt is not None and lengths != (0, None):
+            fmt = format_length_regex(node["format"], path, *lengths)
         if fmt is not None:
             return self._placeholder(fmt, quoted=True)
         return {"type": "string", **{k: node[k] for k in ("minLength", "maxLength") if k in node}}

@@ -87,6 +87,15 @@ SUPPORTED = {
     "int_negative_range": {"type": "integer", "minimum": -1000, "maximum": -7},
     "pattern_anchored_alternation": {"type": "string", "pattern": "^x|y"},
     "pattern_printable": {"type": "string", "pattern": "[ -~]{2,6}"},
+    # patterns and formats with lengths: repeats narrowed to fit (pydantic constr, HttpUrl)
+    "pattern_lengths": {"type": "string", "pattern": "^[a-z0-9_]+$", "minLength": 2, "maxLength": 8},
+    "pattern_two_repeats": {"type": "string", "pattern": "x[a-z]+-[0-9]*", "maxLength": 9},
+    "http_url": {"type": "object", "properties": {"url": {"type": "string", "format": "uri", "minLength": 1,
+                                                         "maxLength": 30}}, "required": ["url"]},
+    "format_duration_ipv6_hostname": {"type": "array", "prefixItems": [
+        {"type": "string", "format": "duration"}, {"type": "string", "format": "ipv6"},
+        {"type": "string", "format": "hostname"}], "minItems": 3, "maxItems": 3},
+    "date_max_length": {"type": "string", "format": "date", "minLength": 1, "maxLength": 10},
     "nested_arrays": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}, "maxItems": 2},
                       "maxItems": 2},
 }
@@ -100,7 +109,7 @@ UNSUPPORTED = [
     ({"type": "integer", "if": {"minimum": 3}, "then": {"maximum": 5}}, "if"),
     ({"type": "object", "patternProperties": {"^a": {"type": "integer"}}}, "patternProperties"),
     ({"type": "object", "propertyNames": {"maxLength": 3}}, "propertyNames"),
-    ({"type": "string", "format": "hostname"}, "format"),
+    ({"type": "string", "format": "uri-reference"}, "format"),
     ({"type": "number", "minimum": 0.5}, "minimum"),
     ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf"),
     ({"type": "object", "required": ["a"]}, "required"),
@@ -108,7 +117,9 @@ UNSUPPORTED = [
     ({"type": "object", "properties": {"a": {"type": "integer"}}, "anyOf": [{"required": ["a"]}]}, "anyOf"),
     ({"type": "string", "pattern": "a(?=b)"}, "pattern"),
     ({"type": "string", "pattern": "\\bword"}, "pattern"),
-    ({"type": "string", "minLength": 2, "pattern": "[a-z]+"}, "pattern"),
+    ({"type": "string", "minLength": 5, "pattern": "^ab$"}, "pattern"),  # its strings are 2 long
+    ({"type": "string", "maxLength": 9, "format": "date"}, "format"),  # dates are 10 long
+    ({"type": "string", "pattern": "^[0-9-]+$", "format": "date"}, "format"),
     ({"type": "array", "contains": {"type": "integer"}}, "contains"),
     ({"type": "object", "properties": {"a": {"type": "integer"}}, "dependentRequired": {"a": ["b"]}},
      "dependentRequired"),
@@ -136,7 +147,7 @@ UNSUPPORTED = [
     ({"type": "string", "pattern": "^a{3,1}$"}, "pattern"),
     ({"type": "string", "pattern": "^\\ud83d$"}, "pattern"),
     # formats validators check and radixgen cannot generate exactly
-    ({"type": "string", "format": "ipv6"}, "format"),
+    ({"type": "string", "format": "iri"}, "format"),
     ({"enum": [2 ** 64 + 1, 3]}, "enum"),
     ({"type": "object", "properties": {"a\"b": {"type": "integer"}}}, "properties"),
     ({"type": "string", "pattern": "[\\d-z]"}, "pattern"),

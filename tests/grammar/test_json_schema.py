@@ -7,7 +7,7 @@ import jsonschema
 import pytest
 
 from radixgen.core import Constraint
-from radixgen.grammar.compiler import JSON_OBJECT
+from radixgen.grammar.compiler import JSON_OBJECT, GrammarCompiler
 from radixgen.grammar.json_schema import schema_to_regex
 from radixgen.grammar.matcher import GrammarError
 from tests.grammar.schemas import SUPPORTED, UNSUPPORTED
@@ -144,3 +144,38 @@ def test_top_level_bounded_string_compiles_fast(small_compiler, small_info):
     for seed in range(WALKS):
         _, text = random_walk(grammar, small_info, seed)
         _validate(text, schema)
+
+
+@pytest.mark.parametrize("pattern,min_length,max_length,exact", [
+    ("^[a-c_]+$", 2, 6, True),  # one repeat of one character: exact
+    ("^a[bc]*$", 0, 4, True),
+    ("^a-[bc]{1,}$", 4, None, True),
+    ("^(?:ab|c)*$", 2, 5, False),  # repeats of 1-2 characters: a subset
+    ("^a+-c*$", 0, 5, False),  # two repeats share one count bound: a subset
+])
+def test_pattern_lengths_are_enforced(pattern, min_length, max_length, exact):
+    """Every string a pattern with minLength/maxLength accepts matches the pattern and has a
+    length in range; for one repeat of a single character, every such string is accepted."""
+    import itertools
+    import re
+
+    from tests.grammar.conftest import toy_info
+
+    alphabet = "abc_-"
+    info = toy_info([b""] + [c.encode() for c in alphabet + '"'])
+    schema = {"type": "string", "pattern": pattern, "minLength": min_length}
+    if max_length is not None:
+        schema["maxLength"] = max_length
+    grammar = GrammarCompiler(info).compile(Constraint("json_schema", schema))
+    accepted = 0
+    for n in range(0, 8):
+        for chars in itertools.product(alphabet, repeat=n):
+            text = "".join(chars)
+            matcher = grammar.matcher()
+            ok = all(matcher.accept_token(1 + (alphabet + '"').index(c)) for c in f'"{text}"')
+            ok = ok and matcher.accept_token(0)
+            valid = re.search(pattern, text) is not None and min_length <= n <= (max_length or n)
+            assert not ok or valid, text  # sound: nothing invalid is accepted
+            assert ok or not valid or not exact, text  # exact: nothing valid is lost
+            accepted += ok
+    assert accepted > 0
