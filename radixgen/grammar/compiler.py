@@ -21,6 +21,7 @@ from radixgen.core import Constraint
 
 from .json_schema import WHITESPACE, schema_to_regex
 from .matcher import CompiledGrammar, GrammarError
+from .regex_leaves import escape_literal
 from .regex_matcher import RegexGrammar
 from .token_index import build_index
 from .tokenizer_info import TokenizerInfo
@@ -33,12 +34,7 @@ JSON_OBJECT = Constraint("json_schema", {"type": "object"})
 
 def choices_regex(choices) -> str:
     """A regex matching exactly one of `choices` (each escaped)."""
-    return "(?:" + "|".join(_escape(c) for c in choices) + ")"
-
-
-def _escape(text: str) -> str:
-    # Rust regex accepts escaping of every ASCII punctuation char that Python's re.escape escapes
-    return "".join("\\" + ch if ch in ".^$*+?()[]{}|\\-&~#" else ch for ch in text)
+    return "(?:" + "|".join(escape_literal(c) for c in choices) + ")"
 
 
 class GrammarCompiler:

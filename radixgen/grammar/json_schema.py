@@ -40,7 +40,8 @@ def schema_to_regex(schema_json: str, whitespace: str = "compact") -> str:
         raise GrammarError(f"json_schema is not valid JSON: {exc}") from None
     if _depth(schema) > MAX_NESTING:
         raise GrammarError(f"json_schema nests deeper than {MAX_NESTING} levels")
-    rewriter = SchemaRewriter(schema if isinstance(schema, dict) else {}, secrets.token_hex(4))
+    rewriter = SchemaRewriter(schema if isinstance(schema, dict) else {}, secrets.token_hex(4),
+                              whitespace_pattern(whitespace))
     try:
         rewritten = rewriter.rewrite(schema)
     except GrammarError:

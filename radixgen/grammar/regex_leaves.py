@@ -98,6 +98,21 @@ def format_regex(fmt: str, path: str) -> str | None:
     return None
 
 
+def escape_literal(text: str) -> str:
+    """`text` as a regex matching itself (Rust accepts escaping every char escaped here)."""
+    return "".join("\\" + ch if ch in ".^$*+?()[]{}|\\-&~#" else ch for ch in text)
+
+
+def increasing_subsequence_regex(items: list[str], separator: str, nonempty: bool) -> str:
+    """Regex for items[i1] sep items[i2] sep ... with i1 < i2 < ...: every item at most once, in
+    the given order (how `uniqueItems` over a finite set is generated). One alternative per last
+    item: O(n^2) text, an automaton of O(n) states."""
+    alternatives = ["".join(f"(?:{item}{separator})?" for item in items[:k]) + items[k]
+                    for k in range(len(items))]
+    body = "(?:" + "|".join(alternatives) + ")"
+    return body if nonempty else f"{body}?"
+
+
 # ---------------------------------------------------------------- string patterns
 
 

@@ -17,10 +17,12 @@ the keyword and its JSON path) anything it cannot make exact, and rewrites the r
 from __future__ import annotations
 
 import copy
+import json
 import math
 
 from .matcher import GrammarError
-from .regex_leaves import format_length_regex, format_regex, integer_bound, number_range_regex, string_pattern_regex
+from .regex_leaves import (escape_literal, format_length_regex, format_regex, increasing_subsequence_regex,
+                           integer_bound, number_range_regex, string_pattern_regex)
 from .schema_rules import check_counts, check_keyword_types, disjoint, is_type, tightest
 
 ASSERTIONS = frozenset("""type enum const multipleOf maximum exclusiveMaximum minimum exclusiveMinimum
@@ -49,9 +51,10 @@ class SchemaRewriter:
     """One use: `rewrite(schema)` returns the schema for outlines-core; `placeholders` maps each
     placeholder const it introduced to the exact regex that replaces it."""
 
-    def __init__(self, root, nonce: str) -> None:
+    def __init__(self, root, nonce: str, whitespace: str = "") -> None:
         self.root = root
         self.nonce = nonce
+        self.whitespace = whitespace  # the regex between JSON tokens, for placeholder containers
         self.placeholders: dict[str, str] = {}
         # drafts 3 to 7 ignore every keyword beside a $ref (2019-09 on apply them too)
         self.ref_alone = any(f"draft-0{n}/" in str(root.get("$schema", "")) for n in (3, 4, 6, 7))
@@ -227,8 +230,8 @@ class SchemaRewriter:
         return {"type": "null"}
 
     def _type_array(self, node: dict, path: str) -> dict:
-        if node.get("uniqueItems") is True:
-            _refuse("uniqueItems", path, "uniqueness cannot be enforced by a regular language")
+        if node.get("uniqueItems") is True and node.get("maxItems", 2) > 1:
+            return self._unique_items(node, path)
         new = {"type": "array", **{k: node[k] for k in ("minItems", "maxItems") if k in node}}
         if "items" in node:
             if not isinstance(node["items"], (dict, bool)):
@@ -256,6 +259,27 @@ class SchemaRewriter:
             new["additionalProperties"] = self.rewrite(extra, f"{path}.additionalProperties")
         return new
 
+    def _unique_items(self, node: dict, path: str) -> dict:
+        """uniqueItems over items from a finite set of scalars (enum, const, boolean, null:
+        pydantic's set[Literal[...]] or set[SomeEnum]): each value at most once, in the set's
+        order, which is a regular language. Free strings and numbers stay refused."""
+        items = self._resolve_chain(node.get("items", True))
+        new = self.rewrite(items, f"{path}.items") if isinstance(items, dict) else None
+        values = {"boolean": [True, False], "null": [None]}.get(new.get("type")) if new else None
+        values = new.get("enum", values) if new else None
+        if values is None:
+            _refuse("uniqueItems", path, "uniqueness is only enforced over items from a finite set "
+                    "(enum, const, boolean), not over free strings, numbers or containers")
+        distinct = list({_equality_key(v): v for v in reversed(values)}.values())[::-1]
+        least, most = node.get("minItems", 0), node.get("maxItems", len(distinct))
+        if least > 1 or most < len(distinct):
+            _refuse("uniqueItems", path, "with uniqueItems, only minItems 0 or 1 and no maxItems "
+                    "below the number of distinct values are supported")
+        ws = self.whitespace
+        literals = [escape_literal(json.dumps(v, ensure_ascii=False)) for v in distinct]
+        body = increasing_subsequence_regex(literals, f"{ws},{ws}", nonempty=least == 1)
+        return self._placeholder(rf"\[{ws}{body}{ws}\]", quoted=False)
+
     # ------------------------------------------------------------ helpers
 
     def _placeholder(self, regex: str, quoted: bool) -> dict:
@@ -280,6 +304,13 @@ class SchemaRewriter:
                 return node
             node = self._resolve(node["$ref"], "$")
         return node
+
+
+def _equality_key(value):
+    """JSON Schema equality (what uniqueItems compares): 1 == 1.0, but true != 1."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return ("number", value)
+    return (type(value).__name__, value)
 
 
 def _need_type(node: dict, path: str, wanted: str) -> None:

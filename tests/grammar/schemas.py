@@ -95,6 +95,17 @@ SUPPORTED = {
     "format_duration_ipv6_hostname": {"type": "array", "prefixItems": [
         {"type": "string", "format": "duration"}, {"type": "string", "format": "ipv6"},
         {"type": "string", "format": "hostname"}], "minItems": 3, "maxItems": 3},
+    # uniqueItems over a finite set (pydantic set[Literal[...]], set[SomeEnum]): each value once
+    "unique_enum_set": {"type": "array", "items": {"enum": ["read", "write", "admin", 1, 1.0, True]},
+                        "uniqueItems": True},
+    "unique_ref_enum": {"$defs": {"Color": {"title": "Color", "type": "string", "enum": ["red", "green", "blue"]}},
+                        "type": "object", "properties": {"colors": {"type": "array", "uniqueItems": True,
+                                                                    "items": {"$ref": "#/$defs/Color"},
+                                                                    "minItems": 1}},
+                        "required": ["colors"]},
+    "unique_booleans_or_single": {"type": "object", "properties": {
+        "flags": {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True},
+        "one": {"type": "array", "items": {"type": "string", "maxLength": 3}, "uniqueItems": True, "maxItems": 1}}},
     "date_max_length": {"type": "string", "format": "date", "minLength": 1, "maxLength": 10},
     "nested_arrays": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}, "maxItems": 2},
                       "maxItems": 2},
@@ -103,6 +114,7 @@ SUPPORTED = {
 # schema -> the keyword the GrammarError must name
 UNSUPPORTED = [
     ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems"),
+    ({"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True, "minItems": 2}, "uniqueItems"),
     ({"type": "integer", "multipleOf": 3}, "multipleOf"),
     ({"allOf": [{"type": "integer"}, {"minimum": 3}]}, "allOf"),
     ({"not": {"type": "string"}}, "not"),

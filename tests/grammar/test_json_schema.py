@@ -179,3 +179,32 @@ def test_pattern_lengths_are_enforced(pattern, min_length, max_length, exact):
             assert ok or not valid or not exact, text  # exact: nothing valid is lost
             accepted += ok
     assert accepted > 0
+
+
+def test_unique_items_over_an_enum():
+    """uniqueItems over an enum: every array accepted has distinct items (1 and 1.0 are equal
+    to JSON Schema), and every set of values is accepted in the enum's order."""
+    import itertools
+
+    from tests.grammar.conftest import toy_info
+
+    values = ["a", 1, 1.0, True, None]
+    pieces = ['"a"', "1", "1.0", "true", "null", ",", "[", "]"]
+    info = toy_info([b""] + [p.encode() for p in pieces])
+    schema = {"type": "array", "items": {"enum": values}, "uniqueItems": True}
+    grammar = GrammarCompiler(info).compile(Constraint("json_schema", schema))
+    accepted = set()
+    for n in range(0, 5):
+        for items in itertools.product(pieces[:5], repeat=n):
+            text = "[" + ",".join(items) + "]"
+            matcher = grammar.matcher()
+            tokens = [pieces.index("[") + 1] + [t for k, i in enumerate(items) for t in
+                                                ([pieces.index(",") + 1] if k else []) + [pieces.index(i) + 1]] \
+                + [pieces.index("]") + 1]
+            if all(matcher.accept_token(t) for t in tokens) and matcher.accept_token(0):
+                jsonschema.validate(json.loads(text), schema)
+                accepted.add(text)
+    distinct = ['"a"', "1", "true", "null"]  # 1.0 equals 1: never both
+    for k in range(len(distinct) + 1):
+        for subset in itertools.combinations(distinct, k):
+            assert "[" + ",".join(subset) + "]" in accepted
