@@ -23,14 +23,9 @@ import math
 from .matcher import GrammarError
 from .regex_leaves import (escape_literal, format_length_regex, format_regex, increasing_subsequence_regex,
                            integer_bound, number_range_regex, string_pattern_regex)
-from .schema_rules import check_counts, check_keyword_types, disjoint, is_type, tightest
+from .schema_rules import (ASSERTIONS, check_counts, check_keyword_types, disjoint, is_type, listed_name_rules,
+                           tightest)
 
-ASSERTIONS = frozenset("""type enum const multipleOf maximum exclusiveMaximum minimum exclusiveMinimum
-maxLength minLength pattern format maxItems minItems uniqueItems maxContains minContains contains
-maxProperties minProperties required dependentRequired dependencies properties patternProperties
-additionalProperties propertyNames items prefixItems additionalItems unevaluatedItems
-unevaluatedProperties allOf anyOf oneOf not if then else dependentSchemas $ref $dynamicRef
-$recursiveRef""".split())
 _BRANCHES = ("properties", "allOf", "anyOf", "oneOf", "prefixItems", "enum", "const", "$ref", "type")
 _BY_TYPE = {
     "string": {"minLength", "maxLength", "pattern", "format"},
@@ -87,11 +82,13 @@ class SchemaRewriter:
     # ------------------------------------------------------------ branches (outlines' order)
 
     def _properties(self, node: dict, path: str) -> dict:
-        _only(node, path, {"properties", "required", "type", "additionalProperties",
-                           "minProperties", "maxProperties"})
-        props, required = node["properties"], node.get("required", [])
+        _only(node, path, {"properties", "required", "type", "additionalProperties", "minProperties",
+                           "maxProperties", "patternProperties", "propertyNames", "dependentRequired",
+                           "dependencies"})
+        props = node["properties"]
         if not isinstance(props, dict):
             raise GrammarError(f"properties at {path} must be an object")
+        required = listed_name_rules(node, props, path)
         _need_type(node, path, "object")
         for name in props:
             if any(c in name for c in '"\\') or any(ord(c) < 0x20 for c in name):

@@ -1,9 +1,11 @@
-"""Small JSON Schema rules used by `schema_check`: oneOf disjointness, numeric bounds, types."""
+"""Small JSON Schema rules used by `schema_check`: oneOf disjointness, numeric bounds, types, and
+the keywords about property names beside `properties`."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 
 from .matcher import GrammarError
 
@@ -12,6 +14,12 @@ _PY_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boole
 _COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
 
 
+ASSERTIONS = frozenset("""type enum const multipleOf maximum exclusiveMaximum minimum exclusiveMinimum
+maxLength minLength pattern format maxItems minItems uniqueItems maxContains minContains contains
+maxProperties minProperties required dependentRequired dependencies properties patternProperties
+additionalProperties propertyNames items prefixItems additionalItems unevaluatedItems
+unevaluatedProperties allOf anyOf oneOf not if then else dependentSchemas $ref $dynamicRef
+$recursiveRef""".split())
 _STRING_KEYS = ("pattern", "format", "$ref")
 _LIST_OF_STRINGS = ("required",)
 
@@ -149,3 +157,71 @@ def is_type(value, t: str) -> bool:
     if t == "integer" and isinstance(value, float):
         return value.is_integer()
     return isinstance(value, _PY_TYPES.get(t, ()))
+
+
+def listed_name_rules(node: dict, props: dict, path: str) -> list:
+    """Keywords about property names beside `properties`, checked statically: only the listed
+    properties are ever generated. Returns the required names, plus those dependentRequired
+    needs (a dependency's names are always generated, so it holds whenever its key is present).
+
+    - patternProperties applies to the listed names that match a pattern (`re.search`, as
+      validators do): refused when its schema there asserts anything, ignored otherwise;
+    - propertyNames: every listed name must satisfy it (pattern, length, enum/const);
+    - dependentRequired (and draft 7 `dependencies` with name lists)."""
+    def refuse(keyword: str, why: str):
+        raise GrammarError(f"unsupported JSON Schema keyword {keyword!r} at {path}: {why}")
+
+    required = list(node.get("required", []))
+    patterns = node.get("patternProperties", {})
+    if not isinstance(patterns, dict):
+        raise GrammarError(f"invalid JSON Schema: 'patternProperties' at {path} must be an object")
+    for pattern, schema in patterns.items():
+        for name in props:
+            if _searches(pattern, name, path, "patternProperties") and not _asserts_nothing(schema):
+                refuse("patternProperties", f"{pattern!r} also applies to property {name!r} "
+                       "(radixgen does not combine the two schemas)")
+    if "propertyNames" in node:
+        for name in props:
+            if not _name_allowed(node["propertyNames"], name, path, refuse):
+                refuse("propertyNames", f"listed property {name!r} does not satisfy it")
+    depends = {**node.get("dependentRequired", {})}
+    for key, value in (node.get("dependencies") or {}).items():
+        if not isinstance(value, list):
+            refuse("dependencies", "only the dependentRequired form (lists of names) is supported")
+        depends[key] = value
+    for key, names in depends.items():
+        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise GrammarError(f"invalid JSON Schema: dependentRequired at {path} must map names to lists")
+        if key in props:
+            missing = [n for n in names if n not in props]
+            if missing:
+                refuse("dependentRequired", f"{missing} are not listed in properties (only listed "
+                       "properties are generated)")
+            required += [n for n in names if n not in required]
+    return required
+
+
+def _asserts_nothing(schema) -> bool:
+    return schema is True or (isinstance(schema, dict) and not schema.keys() & ASSERTIONS)
+
+
+def _searches(pattern, name: str, path: str, keyword: str) -> bool:
+    try:
+        return re.search(pattern, name) is not None
+    except (re.error, TypeError):
+        raise GrammarError(f"invalid JSON Schema: {keyword} pattern {pattern!r} at {path} is not a "
+                           "valid regular expression") from None
+
+
+def _name_allowed(schema, name: str, path: str, refuse) -> bool:
+    """Whether property name `name` is valid under propertyNames' `schema`."""
+    if _asserts_nothing(schema):
+        return True
+    if schema is False or not isinstance(schema, dict):
+        return False
+    checked = {"type", "pattern", "minLength", "maxLength", "enum", "const"}
+    if not (schema.keys() & ASSERTIONS) <= checked or schema.get("type", "string") != "string":
+        refuse("propertyNames", "only pattern, minLength, maxLength, enum and const are checked")
+    return (("pattern" not in schema or _searches(schema["pattern"], name, path, "propertyNames"))
+            and schema.get("minLength", 0) <= len(name) <= schema.get("maxLength", len(name))
+            and name in schema.get("enum", [name]) and name == schema.get("const", name))

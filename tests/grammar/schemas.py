@@ -106,6 +106,14 @@ SUPPORTED = {
     "unique_booleans_or_single": {"type": "object", "properties": {
         "flags": {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True},
         "one": {"type": "array", "items": {"type": "string", "maxLength": 3}, "uniqueItems": True, "maxItems": 1}}},
+    # keywords about names beside properties, checked against the listed names (only those are
+    # generated); dependentRequired makes the names it needs required
+    "name_rules": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 4},
+                                                     "x-tag": {"type": "integer"},
+                                                     "card": {"type": "boolean"}, "billing": {"type": "boolean"}},
+                   "patternProperties": {"^x-": {"description": "extensions"}, "^[0-9]+$": {"type": "string"}},
+                   "propertyNames": {"pattern": "^[a-z-]+$", "maxLength": 8},
+                   "dependentRequired": {"card": ["billing"]}, "additionalProperties": False},
     "date_max_length": {"type": "string", "format": "date", "minLength": 1, "maxLength": 10},
     "nested_arrays": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}, "maxItems": 2},
                       "maxItems": 2},
@@ -114,6 +122,10 @@ SUPPORTED = {
 # schema -> the keyword the GrammarError must name
 UNSUPPORTED = [
     ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems"),
+    ({"type": "object", "properties": {"x-a": {"type": "string"}},
+      "patternProperties": {"^x-": {"type": "integer"}}}, "patternProperties"),
+    ({"type": "object", "properties": {"Bad": {"type": "string"}},
+      "propertyNames": {"pattern": "^[a-z]+$"}}, "propertyNames"),
     ({"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True, "minItems": 2}, "uniqueItems"),
     ({"type": "integer", "multipleOf": 3}, "multipleOf"),
     ({"allOf": [{"type": "integer"}, {"minimum": 3}]}, "allOf"),
