@@ -1,9 +1,12 @@
 """JSON Schema -> regex: checked and rewritten by `schema_check`, converted by outlines-core.
 
 Recursive schemas: outlines-core expands `$ref` to a fixed depth and, past it, silently drops the
-property that contains the reference. `_RefDepthCheck` replays that expansion and refuses a schema
-where the dropped property would be a required one (the output would then miss it). Schemas
-without reference cycles get a depth limit large enough that nothing is dropped.
+property that contains the reference, even a required one. So a schema whose references form a
+cycle is unrolled here first (`_Unroll`): every recurring reference is copied RECURSIVE_REF_DEPTH
+levels deep, and at the limit the recursion takes its exit, which the schema must offer (a `null`
+alternative, an empty array, an optional property). The result has no references left; its
+outputs are a subset of the schema's, so they validate. Schemas without cycles go to outlines-core
+with a depth limit large enough that nothing is dropped.
 """
 
 from __future__ import annotations
@@ -50,9 +53,10 @@ def schema_to_regex(schema_json: str, whitespace: str = "compact") -> str:
         # a malformed schema the checks above did not name: still the client's error
         raise GrammarError(f"invalid JSON Schema ({type(exc).__name__}: {exc})") from None
     _bound_any_depth(rewritten)
-    depth = _RefDepthCheck(rewritten).max_depth()
+    if _RefWalk(rewritten).cyclic():
+        rewritten = _Unroll(rewritten).run()
     try:
-        regex = build_regex_from_schema(json.dumps(rewritten), whitespace_pattern(whitespace), depth)
+        regex = build_regex_from_schema(json.dumps(rewritten), whitespace_pattern(whitespace), 64)
     except (ValueError, RuntimeError, TypeError) as exc:
         raise GrammarError(f"cannot compile json_schema: {exc}") from None
     for name, leaf in rewriter.placeholders.items():
@@ -82,75 +86,108 @@ def _bound_any_depth(node) -> None:
             _bound_any_depth(value)
 
 
-class _DepthLimit(Exception):
-    pass
+def _target(root, ref: str):
+    node = root
+    for part in (p for p in ref.split("#", 1)[-1].split("/") if p):
+        node = node[part]
+    return node
 
 
-class _RefDepthCheck:
-    """Replays outlines-core's traversal of a rewritten schema, counting `$ref` nesting."""
+class _RefWalk:
+    """Walks a rewritten schema the way outlines-core expands it, references followed."""
 
     def __init__(self, root) -> None:
         self.root = root
-        self.limit = 0
         self.nodes = 0
 
-    def max_depth(self) -> int:
-        """The `max_recursion_depth` to give outlines-core; raises GrammarError if a required
-        property would be dropped."""
-        self.limit = 10_000
+    def cyclic(self) -> bool:
+        """True when a `$ref` leads back to itself; raises GrammarError when the expansion of a
+        schema without cycles is too large (references shared many times over)."""
         try:
-            self._walk(self.root, 0, ())
-            return 64
+            self._walk(self.root, ())
         except _Cycle:
-            self.limit = RECURSIVE_REF_DEPTH
-        try:
-            self._walk(self.root, 0, ())
-        except _DepthLimit:
-            raise GrammarError("recursive $ref: cannot be bounded without dropping required content") from None
-        return RECURSIVE_REF_DEPTH
+            return True
+        return False
 
-    def _walk(self, node, depth: int, refs: tuple) -> None:
+    def _walk(self, node, refs: tuple) -> None:
         self.nodes += 1
         if self.nodes > _NODE_BUDGET:
             raise GrammarError("json_schema expands to too large a grammar")
-        if not isinstance(node, dict):
-            return
-        if "properties" in node:
-            return self._properties(node, depth, refs)
-        for key in ("allOf", "anyOf", "oneOf", "prefixItems"):
-            if key in node:
-                for sub in node[key]:
-                    self._walk(sub, depth, refs)
-                return None
-        if "enum" in node or "const" in node:
-            return None
-        if "$ref" in node:
-            return self._ref(node["$ref"], depth, refs)
-        for key in ("items", "additionalProperties"):
-            if isinstance(node.get(key), dict):
-                self._walk(node[key], depth, refs)
-        return None
-
-    def _properties(self, node: dict, depth: int, refs: tuple) -> None:
-        required = set(node.get("required", []))
-        for name, sub in node["properties"].items():
-            try:
-                self._walk(sub, depth, refs)
-            except _DepthLimit:
-                if name in required:
-                    raise GrammarError(f"recursive $ref under required property {name!r}: outlines-core "
-                                       f"expands cycles {RECURSIVE_REF_DEPTH} levels deep and would drop it") from None
-
-    def _ref(self, ref: str, depth: int, refs: tuple) -> None:
-        if depth > self.limit:
-            raise _DepthLimit
-        if self.limit > RECURSIVE_REF_DEPTH and ref in refs:
-            raise _Cycle
-        node = self.root
-        for part in (p for p in ref.split("#", 1)[-1].split("/") if p):
-            node = node[part]
-        self._walk(node, depth + 1, refs + (ref,))
+        if isinstance(node, list):
+            for sub in node:
+                self._walk(sub, refs)
+        elif isinstance(node, dict) and "$ref" in node:
+            if node["$ref"] in refs:
+                raise _Cycle
+            self._walk(_target(self.root, node["$ref"]), refs + (node["$ref"],))
+        elif isinstance(node, dict):
+            self._walk(list(node.get("properties", {}).values()), refs)
+            for key in ("allOf", "anyOf", "oneOf", "prefixItems", "items", "additionalProperties"):
+                self._walk(node.get(key), refs)
 
 
 class _Cycle(Exception):
     pass
+
+
+class _Unroll:
+    """A rewritten schema with every `$ref` inlined, a recurring one up to RECURSIVE_REF_DEPTH
+    times on any path. Past that the recursion is cut, and the cut takes the schema's exit: an
+    anyOf/oneOf drops the alternative, an array without minItems is empty, an optional property
+    is left out. A cut with no exit (a required property, an allOf, a prefixItems entry)
+    propagates to the parent; reaching the root, the schema is refused."""
+
+    def __init__(self, root) -> None:
+        self.root = root
+        self.nodes = 0
+
+    def run(self) -> dict:
+        out = self._node(self.root, ())
+        if out is _CUT:
+            raise GrammarError("recursive $ref without an exit: it is required at every level (cut "
+                               f"{RECURSIVE_REF_DEPTH} levels deep, it needs a null alternative, an "
+                               "empty array or an optional property to stop)")
+        return out
+
+    def _node(self, node, refs: tuple):
+        self.nodes += 1
+        if self.nodes > _NODE_BUDGET:
+            raise GrammarError("json_schema expands to too large a grammar")
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            ref = node["$ref"]
+            if refs.count(ref) >= RECURSIVE_REF_DEPTH:
+                return _CUT
+            return self._node(_target(self.root, ref), refs + (ref,))
+        new = {k: v for k, v in node.items() if k not in ("$defs", "definitions")}
+        if "properties" in node:
+            new["properties"] = {}
+            for name, sub in node["properties"].items():
+                sub = self._node(sub, refs)
+                if sub is _CUT and name in node.get("required", ()):
+                    return _CUT
+                if sub is not _CUT:
+                    new["properties"][name] = sub
+        for key in ("anyOf", "oneOf"):
+            if key in node:
+                new[key] = [s for s in (self._node(sub, refs) for sub in node[key]) if s is not _CUT]
+                if not new[key]:
+                    return _CUT
+        for key in ("allOf", "prefixItems"):
+            if key in node:
+                new[key] = [self._node(sub, refs) for sub in node[key]]
+                if _CUT in new[key]:
+                    return _CUT
+        for key, count in (("items", "Items"), ("additionalProperties", "Properties")):
+            if isinstance(node.get(key), dict):
+                new[key] = self._node(node[key], refs)
+                if new[key] is _CUT:
+                    if node.get("min" + count, 0) > 0:
+                        return _CUT
+                    del new[key]
+                    new["max" + count] = 0
+        return new
+
+
+_CUT = object()  # a recursion cut at its depth limit

@@ -34,6 +34,15 @@ SUPPORTED = {
     "recursive_optional": {"$defs": {"node": {"type": "object", "properties": {
         "v": {"type": "integer", "minimum": 0, "maximum": 9},
         "next": {"$ref": "#/$defs/node"}}, "required": ["v"]}}, "$ref": "#/$defs/node"},
+    # recursion whose every level is required, with an exit: unrolled, the last level exits
+    "recursive_required_null_exit": {"$defs": {"cell": {"type": "object", "properties": {
+        "n": {"type": "integer", "minimum": 0, "maximum": 9},
+        "rest": {"anyOf": [{"$ref": "#/$defs/cell"}, {"type": "null"}]}}, "required": ["n", "rest"],
+        "additionalProperties": False}}, "type": "object", "properties": {"head": {"$ref": "#/$defs/cell"}},
+        "required": ["head"]},
+    "recursive_root_array_exit": {"type": "object", "properties": {
+        "tag": {"enum": ["div", "p"]}, "kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}},
+        "required": ["tag", "kids"]},
     "format_date": {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}, "required": ["d"]},
     "format_datetime": {"type": "string", "format": "date-time"},
     "format_time_uuid": {"type": "array", "prefixItems": [{"type": "string", "format": "time"},

@@ -208,3 +208,23 @@ def test_unique_items_over_an_enum():
     for k in range(len(distinct) + 1):
         for subset in itertools.combinations(distinct, k):
             assert "[" + ",".join(subset) + "]" in accepted
+
+
+def test_recursion_is_unrolled_to_its_exit():
+    """A recursive reference required at every level is unrolled RECURSIVE_REF_DEPTH levels; the
+    last level takes the null exit (outlines-core alone would drop the required property)."""
+    import re
+
+    from radixgen.grammar.json_schema import RECURSIVE_REF_DEPTH
+    from tests.grammar.schemas import SUPPORTED
+
+    schema = SUPPORTED["recursive_required_null_exit"]
+    pattern = re.compile(schema_to_regex(json.dumps(schema)))
+
+    def chain(levels: int) -> str:
+        return '{"head":' + '{"n":1,"rest":' * levels + "null" + "}" * levels + "}"
+
+    for levels in range(1, RECURSIVE_REF_DEPTH + 1):
+        jsonschema.validate(json.loads(chain(levels)), schema)
+        assert pattern.fullmatch(chain(levels))
+    assert not pattern.fullmatch(chain(RECURSIVE_REF_DEPTH + 1))
