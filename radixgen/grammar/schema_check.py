@@ -23,6 +23,7 @@ import math
 from .matcher import GrammarError
 from .regex_leaves import (escape_literal, format_length_regex, format_regex, increasing_subsequence_regex,
                            integer_bound, number_range_regex, string_pattern_regex)
+from .schema_merge import normalize
 from .schema_rules import (ASSERTIONS, check_counts, check_keyword_types, disjoint, is_type, listed_name_rules,
                            tightest)
 
@@ -50,6 +51,7 @@ class SchemaRewriter:
         self.root = root
         self.nonce = nonce
         self.whitespace = whitespace  # the regex between JSON tokens, for placeholder containers
+        self._inlining: list[str] = []  # $refs schema_merge inlined into the nodes being rewritten
         self.placeholders: dict[str, str] = {}
         # drafts 3 to 7 ignore every keyword beside a $ref (2019-09 on apply them too)
         self.ref_alone = any(f"draft-0{n}/" in str(root.get("$schema", "")) for n in (3, 4, 6, 7))
@@ -62,6 +64,7 @@ class SchemaRewriter:
         if self.ref_alone and "$ref" in node:
             node = {k: v for k, v in node.items() if k in ("$ref", "$defs", "definitions")}
         check_keyword_types(node, path)
+        node, inlined = normalize(node, self._resolve_chain, self.ref_alone, tuple(self._inlining))
         present = [k for k in node if k in ASSERTIONS]
         branch = next((b for b in _BRANCHES if b in node), None)
         if branch is None:
@@ -70,7 +73,11 @@ class SchemaRewriter:
             return self._with_defs(node, copy.deepcopy(ANY_VALUE), path)
         check_counts(node, path)
         handler = getattr(self, "_" + branch.lstrip("$"))
-        return self._with_defs(node, handler(node, path), path)
+        self._inlining.extend(inlined)
+        try:
+            return self._with_defs(node, handler(node, path), path)
+        finally:
+            del self._inlining[len(self._inlining) - len(inlined):]
 
     def _with_defs(self, node: dict, new: dict, path: str) -> dict:
         """Keep (rewritten) $defs/definitions where they were, so $ref paths stay valid."""

@@ -117,17 +117,22 @@ def test_deeply_nested_schema_is_refused():
 def test_ref_siblings_follow_the_declared_draft(small_compiler, small_info):
     """Draft 7 ignores keywords beside a $ref, so such a schema compiles to its reference alone
     and its outputs validate under Draft7Validator; under 2020-12 (the default) the siblings
-    apply and one radixgen cannot add is refused."""
+    apply: merged into the reference's schema, or refused when they cannot be."""
     body = {"definitions": {"n": {"type": "integer", "minimum": 0, "maximum": 9}},
             "type": "object", "properties": {"a": {"$ref": "#/definitions/n", "maximum": 3, "description": "x"}},
             "required": ["a"]}
-    with pytest.raises(GrammarError, match="maximum"):
-        small_compiler.compile(Constraint("json_schema", body))
-    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", **body}
-    grammar = small_compiler.compile(Constraint("json_schema", draft7))
-    for seed in range(4):
-        _, text = random_walk(grammar, small_info, seed)
-        jsonschema.Draft7Validator(draft7).validate(json.loads(text))
+    seen = {}
+    for declared, validator in ((None, jsonschema.Draft202012Validator),
+                                ("http://json-schema.org/draft-07/schema#", jsonschema.Draft7Validator)):
+        schema = body if declared is None else {"$schema": declared, **body}
+        grammar = small_compiler.compile(Constraint("json_schema", schema))
+        seen[declared] = {json.loads(random_walk(grammar, small_info, seed)[1])["a"] for seed in range(12)}
+        for value in seen[declared]:
+            validator(schema).validate({"a": value})
+    assert max(seen[None]) <= 3 < max(seen["http://json-schema.org/draft-07/schema#"])
+    with pytest.raises(GrammarError, match="pattern"):
+        small_compiler.compile(Constraint("json_schema", {**body, "properties": {"a": {"$ref": "#/definitions/n",
+                                                                                       "pattern": "x", "type": "string"}}}))
 
 
 def test_top_level_bounded_string_compiles_fast(small_compiler, small_info):

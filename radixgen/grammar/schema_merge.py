@@ -1,0 +1,170 @@
+"""Schemas that combine keywords the rewriter takes one branch at a time, made into one branch.
+
+`normalize` runs on every schema node before `schema_check.SchemaRewriter` picks its branch:
+
+- keywords that only apply to other types than the node's `type` allows are dropped (validators
+  skip them: `minimum` beside `"type": "array"`);
+- `allOf` members, and a 2020-12 `$ref` with assertions beside it, are merged into one schema;
+- `anyOf` / `oneOf` with assertions beside them (`type`, `properties`, `required`) are distributed:
+  `{A, anyOf: [B, C]}` becomes `anyOf: [A and B, A and C]`.
+
+A merge is syntactic and exact (`required` unions, `properties` merge name by name, `type`s
+intersect, `min*` / `max*` tighten, equal values agree); two schemas it cannot merge exactly are
+left as they were, so the rewriter refuses them by name as before. One rule is a subset rather than
+exact: a member with `additionalProperties: false` forbids the other members' optional properties,
+which are then not generated.
+"""
+
+from __future__ import annotations
+
+from .schema_rules import ASSERTIONS
+
+_APPLIES_TO = {
+    **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+                    {"integer", "number"}),
+    **dict.fromkeys(("minLength", "maxLength", "pattern", "format"), {"string"}),
+    **dict.fromkeys(("items", "prefixItems", "additionalItems", "unevaluatedItems", "contains", "minContains",
+                     "maxContains", "minItems", "maxItems", "uniqueItems"), {"array"}),
+    **dict.fromkeys(("properties", "patternProperties", "additionalProperties", "unevaluatedProperties",
+                     "propertyNames", "required", "dependentRequired", "dependencies", "dependentSchemas",
+                     "minProperties", "maxProperties"), {"object"}),
+}
+_TYPES = {"string", "integer", "number", "boolean", "null", "array", "object"}
+_NOT_MERGED = ("$defs", "definitions", "$schema", "$id")
+
+
+def normalize(node: dict, resolve, ref_alone: bool, inlining: tuple = ()) -> tuple[dict, tuple]:
+    """`node` with the rewrites above applied (a new dict when anything changed), and the `$ref`s
+    it inlined. `resolve` follows a `$ref` chain; `ref_alone`: the draft ignores keywords beside a
+    `$ref`; `inlining`: references being inlined further up, not inlined again (a schema can
+    contain its own reference: that would never end)."""
+    node = _drop_inapplicable(node)
+    members = list(node["allOf"]) if isinstance(node.get("allOf"), list) else []
+    if "$ref" in node and not ref_alone and _asserts(node, ("$ref", "allOf")):
+        members.append({"$ref": node["$ref"]})
+    inlined = tuple(m["$ref"] for m in members if isinstance(m, dict) and isinstance(m.get("$ref"), str))
+    if members and (len(members) > 1 or _asserts(node, ("$ref", "allOf"))) and not set(inlined) & set(inlining):
+        merged = {k: v for k, v in node.items() if k not in ("$ref", "allOf")}
+        for member in members:
+            merged = merge(merged, resolve(member), resolve) if isinstance(merged, dict) else merged
+        if isinstance(merged, dict):
+            return {**merged, **_kept(node)}, inlined
+    for key in ("anyOf", "oneOf"):
+        if isinstance(node.get(key), list) and _asserts(node, (key,)) and ({"anyOf", "oneOf"} - {key}).isdisjoint(node):
+            inlined = tuple(o["$ref"] for o in node[key] if isinstance(o, dict) and isinstance(o.get("$ref"), str))
+            if set(inlined) & set(inlining):
+                return node, ()
+            base = {k: v for k, v in node.items() if k != key and k not in _NOT_MERGED}
+            options = [merge(base, resolve(option), resolve) for option in node[key]]
+            options = [o for o in options if o is not _EMPTY]
+            if options and None not in options:
+                return {key: options, **_kept(node)}, inlined
+    return node, ()
+
+
+def merge(a, b, resolve):
+    """The schema `a and b`, or None when it cannot be written as one schema exactly; _EMPTY when
+    nothing satisfies both (types that do not meet)."""
+    if a is True or b is True:
+        return b if a is True else a
+    if not (isinstance(a, dict) and isinstance(b, dict)) or {"anyOf", "oneOf", "allOf", "$ref"} & set(a) & set(b):
+        return None
+    out = dict(a)
+    for key, value in b.items():
+        if key in _NOT_MERGED or (key not in ASSERTIONS and key in out):
+            continue
+        if key not in out:
+            out[key] = value
+        elif key == "type":
+            both = _meet(_types(out[key]), _types(value))
+            if not both:
+                return _EMPTY
+            out[key] = both[0] if len(both) == 1 else both
+        elif key == "required":
+            out[key] = list(dict.fromkeys([*out[key], *value]))
+        elif key == "enum" and isinstance(value, list) and isinstance(out[key], list):
+            out[key] = [v for v in out[key] if any(_same(v, w) for w in value)]
+            if not out[key]:
+                return _EMPTY
+        elif key.startswith(("min", "max", "exclusiveM")) and _number(value) and _number(out[key]):
+            tighter = max if key.startswith(("min", "exclusiveMin")) else min
+            out[key] = tighter(out[key], value)
+        elif key not in ("properties", "additionalProperties") and not _same(out[key], value):
+            return None
+    return _merge_objects(a, b, out, resolve)
+
+
+def _merge_objects(a: dict, b: dict, out: dict, resolve):
+    """`properties` merged name by name; each side's additionalProperties applied to the names
+    only the other side lists."""
+    props_a, props_b = a.get("properties", {}), b.get("properties", {})
+    if not (isinstance(props_a, dict) and isinstance(props_b, dict)):
+        return None
+    if "properties" in a or "properties" in b:
+        props = dict(props_a)
+        for name, schema in props_b.items():
+            props[name] = schema if name not in props else merge(resolve(props[name]), resolve(schema), resolve)
+            if props[name] is None:
+                return None
+            if props[name] is _EMPTY:  # no value fits: the property can only be absent
+                if name in out.get("required", []):
+                    return _EMPTY
+                del props[name]
+        for side, others in ((a, set(props_b) - set(props_a)), (b, set(props_a) - set(props_b))):
+            extra = side.get("additionalProperties", True)
+            if not others or extra is True or extra == {}:
+                continue
+            if "patternProperties" in side or extra is not False or others & set(out.get("required", [])):
+                return None
+            for name in others:
+                del props[name]  # forbidden by this side, optional: never generated
+        out["properties"] = props
+    extras = [s["additionalProperties"] for s in (a, b) if s.get("additionalProperties", True) not in (True, {})]
+    if extras:
+        if any(x is not False and not _same(x, extras[0]) for x in extras):
+            return None
+        out["additionalProperties"] = False if False in extras else extras[0]
+    return out
+
+
+def _drop_inapplicable(node: dict) -> dict:
+    types = node.get("type")
+    types = _types(types) if isinstance(types, (str, list)) else None
+    if not types or not types <= _TYPES:
+        return node
+    drop = [k for k in node if k in _APPLIES_TO and not _APPLIES_TO[k] & types]
+    return {k: v for k, v in node.items() if k not in drop} if drop else node
+
+
+def _kept(node: dict) -> dict:
+    return {k: node[k] for k in _NOT_MERGED if k in node}
+
+
+def _meet(x: set, y: set) -> list:
+    """Types both allow (an integer is a number)."""
+    both = x & y
+    if {"integer", "number"} & x and {"integer", "number"} & y and "integer" in x | y:
+        both.add("integer")
+    return sorted(both)
+
+
+def _asserts(node: dict, besides: tuple) -> bool:
+    return any(k in ASSERTIONS and k not in besides for k in node)
+
+
+def _types(value) -> set:
+    return {value} if isinstance(value, str) else {t for t in value if isinstance(t, str)}
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _same(x, y) -> bool:
+    """JSON equality (1 == 1.0, true != 1)."""
+    if _number(x) and _number(y):
+        return x == y
+    return type(x) is type(y) and x == y
+
+
+_EMPTY = object()  # a merge nothing satisfies
