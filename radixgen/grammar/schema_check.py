@@ -25,7 +25,7 @@ from .regex_leaves import (escape_literal, format_length_regex, format_regex, in
                            integer_bound, number_range_regex, string_pattern_regex)
 from .schema_merge import normalize
 from .schema_rules import (ASSERTIONS, check_counts, check_keyword_types, disjoint, is_type, listed_name_rules,
-                           tightest)
+                           tightest, value_key)
 
 _BRANCHES = ("properties", "allOf", "anyOf", "oneOf", "prefixItems", "enum", "const", "$ref", "type")
 _BY_TYPE = {
@@ -54,17 +54,22 @@ class SchemaRewriter:
         self._inlining: list[str] = []  # $refs schema_merge inlined into the nodes being rewritten
         self.placeholders: dict[str, str] = {}
         # drafts 3 to 7 ignore every keyword beside a $ref (2019-09 on apply them too)
-        self.ref_alone = any(f"draft-0{n}/" in str(root.get("$schema", "")) for n in (3, 4, 6, 7))
+        self.draft_3_to_7 = any(f"draft-0{n}/" in str(root.get("$schema", "")) for n in (3, 4, 6, 7))
 
     def rewrite(self, node, path: str = "$"):
         if node is True:
             return copy.deepcopy(ANY_VALUE)
         if not isinstance(node, dict):
             raise GrammarError(f"schema at {path} must be an object or true, got {node!r}")
-        if self.ref_alone and "$ref" in node:
+        if self.draft_3_to_7 and "$ref" in node:
             node = {k: v for k, v in node.items() if k in ("$ref", "$defs", "definitions")}
+        if self.draft_3_to_7 and isinstance(node.get("items"), list):
+            # an items array there is 2020-12's prefixItems, and additionalItems its items
+            tuple_form = {"prefixItems": node["items"], **({"items": node["additionalItems"]}
+                                                           if "additionalItems" in node else {})}
+            node = {**{k: v for k, v in node.items() if k not in ("items", "additionalItems")}, **tuple_form}
         check_keyword_types(node, path)
-        node, inlined = normalize(node, self._resolve_chain, self.ref_alone, tuple(self._inlining))
+        node, inlined = normalize(node, self._resolve_chain, self.draft_3_to_7, tuple(self._inlining))
         present = [k for k in node if k in ASSERTIONS]
         branch = next((b for b in _BRANCHES if b in node), None)
         if branch is None:
@@ -151,16 +156,19 @@ class SchemaRewriter:
         values = node[key] if key == "enum" else [node[key]]
         if key == "enum" and (not isinstance(values, list) or not values):
             raise GrammarError(f"enum at {path} must be a non-empty array")
-        for v in values:
-            if isinstance(v, (dict, list)):
-                _refuse(key, path, "object and array values are not supported")
-            if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2 ** 53:
-                _refuse(key, path, f"{v} is beyond the integers outlines-core keeps exact")
         if "type" in node:
             types = node["type"] if isinstance(node["type"], list) else [node["type"]]
             values = [v for v in values if any(is_type(v, t) for t in types)]
             if not values:
                 _refuse(key, path, "no value matches the sibling type")
+        if any(isinstance(v, (dict, list)) for v in values):
+            # objects and arrays as their compact JSON text (equal values in other key orders or
+            # spacing are valid too, but never generated)
+            texts = [escape_literal(json.dumps(v, ensure_ascii=False, separators=(",", ":"))) for v in values]
+            return self._placeholder("(?:" + "|".join(texts) + ")", quoted=False)
+        for v in values:
+            if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2 ** 53:
+                _refuse(key, path, f"{v} is beyond the integers outlines-core keeps exact")
         return {"enum": values}
 
     def _const(self, node: dict, path: str) -> dict:
@@ -274,7 +282,7 @@ class SchemaRewriter:
         if values is None:
             _refuse("uniqueItems", path, "uniqueness is only enforced over items from a finite set "
                     "(enum, const, boolean), not over free strings, numbers or containers")
-        distinct = list({_equality_key(v): v for v in reversed(values)}.values())[::-1]
+        distinct = list({value_key(v): v for v in reversed(values)}.values())[::-1]
         least, most = node.get("minItems", 0), node.get("maxItems", len(distinct))
         if least > 1 or most < len(distinct):
             _refuse("uniqueItems", path, "with uniqueItems, only minItems 0 or 1 and no maxItems "
@@ -308,13 +316,6 @@ class SchemaRewriter:
                 return node
             node = self._resolve(node["$ref"], "$")
         return node
-
-
-def _equality_key(value):
-    """JSON Schema equality (what uniqueItems compares): 1 == 1.0, but true != 1."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return ("number", value)
-    return (type(value).__name__, value)
 
 
 def _need_type(node: dict, path: str, wanted: str) -> None:

@@ -17,7 +17,7 @@ which are then not generated.
 
 from __future__ import annotations
 
-from .schema_rules import ASSERTIONS
+from .schema_rules import ASSERTIONS, value_key
 
 _APPLIES_TO = {
     **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
@@ -161,10 +161,7 @@ def _number(value) -> bool:
 
 
 def _same(x, y) -> bool:
-    """JSON equality (1 == 1.0, true != 1)."""
-    if _number(x) and _number(y):
-        return x == y
-    return type(x) is type(y) and x == y
+    return value_key(x) == value_key(y)
 
 
 _EMPTY = object()  # a merge nothing satisfies

@@ -116,13 +116,13 @@ def _widen(kinds) -> set:
 def _values(node):
     """The only values a schema accepts (enum / const), None if it is not so restricted."""
     if isinstance(node, dict) and "enum" in node and isinstance(node["enum"], list):
-        return [_value_key(v) for v in node["enum"]]
+        return [value_key(v) for v in node["enum"]]
     if isinstance(node, dict) and "const" in node:
-        return [_value_key(node["const"])]
+        return [value_key(node["const"])]
     return None
 
 
-def _value_key(value) -> tuple:
+def value_key(value) -> tuple:
     """Equal under JSON Schema equality: 1 and 1.0 are the same value, true is not 1."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return ("number", float(value))

@@ -143,6 +143,9 @@ SUPPORTED = {
         {"properties": {"kind": {"const": "b"}}, "required": ["kind"]}]},
     "inapplicable_keywords": {"type": "array", "items": {"type": "integer", "maxLength": 3},
                               "minimum": 5, "maxItems": 2},
+    "enum_containers": {"type": "object", "properties": {
+        "preset": {"enum": [{"w": 1, "h": 2.5}, [1, "x", None], "plain", 3]},
+        "fixed": {"const": {"nested": {"ok": True}, "list": []}}}, "required": ["preset", "fixed"]},
     "date_max_length": {"type": "string", "format": "date", "minLength": 1, "maxLength": 10},
     "nested_arrays": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}, "maxItems": 2},
                       "maxItems": 2},
@@ -182,7 +185,7 @@ UNSUPPORTED = [
     ({"$defs": {"n": {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}}, "required": ["c"]}},
       "$ref": "#/$defs/n"}, "required"),
     ({"type": "array", "prefixItems": [{"type": "integer"}], "minItems": 2}, "minItems"),
-    ({"enum": [{"a": 1}]}, "enum"),
+    ({"type": "string", "enum": [{"a": 1}]}, "enum"),  # no value of the type
     ({"oneOf": [{"enum": [1, 2]}, {"enum": [2.0, 3]}]}, "oneOf"),
     # an untyped properties node accepts any string too; null is valid under both alternatives;
     # two formatted strings may match both (their rewrites are distinct placeholder consts)

@@ -233,3 +233,19 @@ def test_recursion_is_unrolled_to_its_exit():
         jsonschema.validate(json.loads(chain(levels)), schema)
         assert pattern.fullmatch(chain(levels))
     assert not pattern.fullmatch(chain(RECURSIVE_REF_DEPTH + 1))
+
+
+def test_draft7_tuple_items_are_prefix_items(small_compiler, small_info):
+    """Drafts 3-7 write tuples as an items array plus additionalItems; they mean 2020-12's
+    prefixItems and items, and outputs validate under Draft7Validator."""
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array",
+              "items": [{"type": "integer", "minimum": 0, "maximum": 5}, {"enum": ["a", "b"]}],
+              "additionalItems": False, "minItems": 2}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    for seed in range(WALKS):
+        _, text = random_walk(grammar, small_info, seed)
+        jsonschema.Draft7Validator(schema).validate(json.loads(text))
+        assert len(json.loads(text)) == 2
+    with pytest.raises(GrammarError, match="items"):  # 2020-12: refused by name
+        small_compiler.compile(Constraint("json_schema", {k: v for k, v in schema.items()
+                                                          if k not in ("$schema", "additionalItems")}))
