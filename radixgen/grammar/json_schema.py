@@ -23,7 +23,8 @@ WHITESPACE = {
     "compact": "",  # no whitespace at all: {"a":1,"b":[1,2]}
     "flexible": r"[ \t\n]{0,32}",  # bounded, so a model cannot emit whitespace forever
 }
-RECURSIVE_REF_DEPTH = 3  # outlines-core's default expansion depth for reference cycles
+RECURSIVE_REF_DEPTH = 3  # levels a reference cycle is unrolled (outlines-core's default too)
+OUTLINES_REF_DEPTH = 64  # the $ref nesting outlines-core is told to expand; deeper nesting is unrolled here
 ANY_VALUE_DEPTH = 1  # nesting allowed inside objects/arrays whose contents are unconstrained
 _NODE_BUDGET = 200_000
 MAX_NESTING = 64  # JSON containers in a schema (outlines-core parses the rewrite with a 128-level limit)
@@ -49,14 +50,14 @@ def schema_to_regex(schema_json: str, whitespace: str = "compact") -> str:
         rewritten = rewriter.rewrite(schema)
     except GrammarError:
         raise
-    except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
         # a malformed schema the checks above did not name: still the client's error
         raise GrammarError(f"invalid JSON Schema ({type(exc).__name__}: {exc})") from None
     _bound_any_depth(rewritten)
-    if _RefWalk(rewritten).cyclic():
+    if _RefWalk(rewritten).needs_unrolling():
         rewritten = _Unroll(rewritten).run()
     try:
-        regex = build_regex_from_schema(json.dumps(rewritten), whitespace_pattern(whitespace), 64)
+        regex = build_regex_from_schema(json.dumps(rewritten), whitespace_pattern(whitespace), OUTLINES_REF_DEPTH)
     except (ValueError, RuntimeError, TypeError) as exc:
         raise GrammarError(f"cannot compile json_schema: {exc}") from None
     for name, leaf in rewriter.placeholders.items():
@@ -100,14 +101,16 @@ class _RefWalk:
         self.root = root
         self.nodes = 0
 
-    def cyclic(self) -> bool:
-        """True when a `$ref` leads back to itself; raises GrammarError when the expansion of a
-        schema without cycles is too large (references shared many times over)."""
+    def needs_unrolling(self) -> bool:
+        """True when a `$ref` leads back to itself, or references nest as deep as outlines-core's
+        expansion limit (past which it drops the property); raises GrammarError when the
+        expansion of a schema without cycles is too large (references shared many times over)."""
+        self.deepest = 0
         try:
             self._walk(self.root, ())
         except _Cycle:
             return True
-        return False
+        return self.deepest >= OUTLINES_REF_DEPTH
 
     def _walk(self, node, refs: tuple) -> None:
         self.nodes += 1
@@ -119,6 +122,7 @@ class _RefWalk:
         elif isinstance(node, dict) and "$ref" in node:
             if node["$ref"] in refs:
                 raise _Cycle
+            self.deepest = max(self.deepest, len(refs) + 1)
             self._walk(_target(self.root, node["$ref"]), refs + (node["$ref"],))
         elif isinstance(node, dict):
             self._walk(list(node.get("properties", {}).values()), refs)

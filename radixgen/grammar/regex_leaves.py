@@ -136,6 +136,9 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
         body = body[:-1]
     out, unbounded, i = [], [], 0
     while i < len(body):
+        if body[i] == "+" and out and (out[-1] in ("*", "+", "?", "}") or out[-1].startswith("{")):
+            # after a quantifier (a literal brace is "\\}" here): Python 3.11's possessive form
+            raise refuse("possessive quantifiers are not supported")
         quantifier = _UNBOUNDED.match(body, i)
         if quantifier:  # the scan consumes escapes and classes whole: this is a real quantifier
             least = 1 if quantifier[0] == "+" else int(quantifier[1] or 0)
@@ -285,13 +288,17 @@ def _escape(body: str, i: int, refuse, in_class: bool) -> tuple[str, int]:
 def _char_class(body: str, i: int, refuse) -> tuple[str, int]:
     """[...] -> a Rust class minus the characters JSON strings must escape."""
     j, parts = i + 1, ["["]
-    if body.startswith("^", j):
+    negated = body.startswith("^", j)
+    if negated:
         parts.append("^")
         j += 1
     first = True
     while j < len(body) and (body[j] != "]" or first):
         c = body[j]
         if c == "\\":
+            if negated and body[j + 1:j + 2] in _SHORTHAND:
+                # narrowed to ASCII, it would widen the negation (\s misses U+00A0, so [^\s] gets it)
+                raise refuse("a shorthand class inside a negated class is not supported")
             piece, j = _escape(body, j, refuse, in_class=True)
             if body[j - 1] in _SHORTHAND and body.startswith("-", j) and not body.startswith("-]", j):
                 raise refuse("a range next to a shorthand class is ambiguous")

@@ -23,7 +23,7 @@ import math
 from .matcher import GrammarError
 from .regex_leaves import (escape_literal, format_length_regex, format_regex, increasing_subsequence_regex,
                            integer_bound, number_range_regex, string_pattern_regex)
-from .schema_merge import normalize
+from .schema_merge import normalize, resolve_merged
 from .schema_rules import (ASSERTIONS, check_counts, check_keyword_types, disjoint, is_type, listed_name_rules,
                            tightest, value_key)
 
@@ -69,7 +69,8 @@ class SchemaRewriter:
                                                            if "additionalItems" in node else {})}
             node = {**{k: v for k, v in node.items() if k not in ("items", "additionalItems")}, **tuple_form}
         check_keyword_types(node, path)
-        node, inlined = normalize(node, self._resolve_chain, self.draft_3_to_7, tuple(self._inlining))
+        node, inlined = normalize(node, self._resolved, self.draft_3_to_7, tuple(self._inlining))
+        check_keyword_types(node, path)  # again: merged members were not checked
         present = [k for k in node if k in ASSERTIONS]
         branch = next((b for b in _BRANCHES if b in node), None)
         if branch is None:
@@ -161,6 +162,12 @@ class SchemaRewriter:
             values = [v for v in values if any(is_type(v, t) for t in types)]
             if not values:
                 _refuse(key, path, "no value matches the sibling type")
+        for v in values:
+            try:
+                json.dumps(v, allow_nan=False)
+            except ValueError:
+                _refuse(key, path, f"{v!r} holds a number beyond floating point (e.g. 1e400), which "
+                        "has no exact JSON text to generate")
         if any(isinstance(v, (dict, list)) for v in values):
             # objects and arrays as their compact JSON text (equal values in other key orders or
             # spacing are valid too, but never generated)
@@ -275,9 +282,10 @@ class SchemaRewriter:
         """uniqueItems over items from a finite set of scalars (enum, const, boolean, null:
         pydantic's set[Literal[...]] or set[SomeEnum]): each value at most once, in the set's
         order, which is a regular language. Free strings and numbers stay refused."""
-        items = self._resolve_chain(node.get("items", True))
+        items = self._resolved(node.get("items", True))
         new = self.rewrite(items, f"{path}.items") if isinstance(items, dict) else None
-        values = {"boolean": [True, False], "null": [None]}.get(new.get("type")) if new else None
+        kind = new.get("type") if new else None
+        values = {"boolean": [True, False], "null": [None]}.get(kind) if isinstance(kind, str) else None
         values = new.get("enum", values) if new else None
         if values is None:
             _refuse("uniqueItems", path, "uniqueness is only enforced over items from a finite set "
@@ -309,6 +317,11 @@ class SchemaRewriter:
                 _refuse("$ref", path, f"{ref!r} does not resolve")
             node = node[part]
         return node
+
+    def _resolved(self, node):
+        """`node` with its `$ref` chain followed, keywords beside each `$ref` merged into the
+        target (2020-12; drafts 3-7 ignore them); None when they cannot be merged exactly."""
+        return resolve_merged(node, lambda ref: self._resolve(ref, "$"), self.draft_3_to_7)
 
     def _resolve_chain(self, node):
         for _ in range(32):

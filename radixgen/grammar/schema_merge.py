@@ -62,13 +62,31 @@ def normalize(node: dict, resolve, ref_alone: bool, inlining: tuple = ()) -> tup
     return node, ()
 
 
-def merge(a, b, resolve):
+def resolve_merged(node, target_of, ref_alone: bool, depth: int = 0):
+    """`node` with its `$ref` chain followed (`target_of(ref)` gives a reference's schema), the
+    keywords beside each `$ref` merged into its target unless `ref_alone`; None when a merge is
+    not exact or the chain is too long, _EMPTY when nothing is valid."""
+    if not (isinstance(node, dict) and "$ref" in node):
+        return node
+    if depth > _MAX_DEPTH:
+        return None
+    target = resolve_merged(target_of(node["$ref"]), target_of, ref_alone, depth + 1)
+    if ref_alone or not _asserts(node, ("$ref",)) or not isinstance(target, dict):
+        return target
+    siblings = {k: v for k, v in node.items() if k != "$ref" and k not in _NOT_MERGED}
+    return merge(siblings, target, lambda n: resolve_merged(n, target_of, ref_alone, depth + 1), depth + 1)
+
+
+def merge(a, b, resolve, depth: int = 0):
     """The schema `a and b`, or None when it cannot be written as one schema exactly; _EMPTY when
     nothing satisfies both (types that do not meet)."""
     if a is True or b is True:
         return b if a is True else a
     if not (isinstance(a, dict) and isinstance(b, dict)) or {"anyOf", "oneOf", "allOf", "$ref"} & set(a) & set(b):
         return None
+    if depth > _MAX_DEPTH or ("prefixItems" in a) != ("prefixItems" in b) and "items" in (b if "prefixItems" in a else a):
+        return None  # too deep (recursive properties), or an `items` that would move past a prefix
+    a, b = _const_as_enum(a, b), _const_as_enum(b, a)
     out = dict(a)
     for key, value in b.items():
         if key in _NOT_MERGED or (key not in ASSERTIONS and key in out):
@@ -81,6 +99,8 @@ def merge(a, b, resolve):
                 return _EMPTY
             out[key] = both[0] if len(both) == 1 else both
         elif key == "required":
+            if not (isinstance(out[key], list) and isinstance(value, list)):
+                return None
             out[key] = list(dict.fromkeys([*out[key], *value]))
         elif key == "enum" and isinstance(value, list) and isinstance(out[key], list):
             out[key] = [v for v in out[key] if any(_same(v, w) for w in value)]
@@ -91,10 +111,10 @@ def merge(a, b, resolve):
             out[key] = tighter(out[key], value)
         elif key not in ("properties", "additionalProperties") and not _same(out[key], value):
             return None
-    return _merge_objects(a, b, out, resolve)
+    return _merge_objects(a, b, out, resolve, depth)
 
 
-def _merge_objects(a: dict, b: dict, out: dict, resolve):
+def _merge_objects(a: dict, b: dict, out: dict, resolve, depth: int):
     """`properties` merged name by name; each side's additionalProperties applied to the names
     only the other side lists."""
     props_a, props_b = a.get("properties", {}), b.get("properties", {})
@@ -103,7 +123,8 @@ def _merge_objects(a: dict, b: dict, out: dict, resolve):
     if "properties" in a or "properties" in b:
         props = dict(props_a)
         for name, schema in props_b.items():
-            props[name] = schema if name not in props else merge(resolve(props[name]), resolve(schema), resolve)
+            props[name] = schema if name not in props else \
+                merge(resolve(props[name]), resolve(schema), resolve, depth + 1)
             if props[name] is None:
                 return None
             if props[name] is _EMPTY:  # no value fits: the property can only be absent
@@ -136,6 +157,13 @@ def _drop_inapplicable(node: dict) -> dict:
     return {k: v for k, v in node.items() if k not in drop} if drop else node
 
 
+def _const_as_enum(x: dict, other: dict) -> dict:
+    """`const` as a one-value `enum` when the other schema has an enum (they then intersect)."""
+    if "const" in x and "enum" in other and "enum" not in x:
+        return {**{k: v for k, v in x.items() if k != "const"}, "enum": [x["const"]]}
+    return x
+
+
 def _kept(node: dict) -> dict:
     return {k: node[k] for k in _NOT_MERGED if k in node}
 
@@ -165,3 +193,4 @@ def _same(x, y) -> bool:
 
 
 _EMPTY = object()  # a merge nothing satisfies
+_MAX_DEPTH = 32  # $ref chains and nested property merges followed at most

@@ -249,3 +249,69 @@ def test_draft7_tuple_items_are_prefix_items(small_compiler, small_info):
     with pytest.raises(GrammarError, match="items"):  # 2020-12: refused by name
         small_compiler.compile(Constraint("json_schema", {k: v for k, v in schema.items()
                                                           if k not in ("$schema", "additionalItems")}))
+
+
+# schemas a fuzzing review found accepting invalid text (2026-12-03), with that text
+_FOUND_UNSOUND = [
+    ({"$defs": {"B": {"type": "integer"}}, "allOf": [{"$ref": "#/$defs/B", "maximum": 5}, {"minimum": 0}]}, "100"),
+    ({"$defs": {"A": {"$ref": "#/$defs/B", "maximum": 5}, "B": {"type": "integer"}}, "$ref": "#/$defs/A",
+      "minimum": 0}, "100"),
+    ({"$defs": {"B": {"type": "integer"}}, "type": "integer",
+      "anyOf": [{"$ref": "#/$defs/B", "maximum": 5}, {"minimum": 100}]}, "50"),
+    ({"$defs": {"C": {"enum": ["red", "green", "blue"]}}, "type": "array", "uniqueItems": True,
+      "items": {"$ref": "#/$defs/C", "const": "red"}}, '["green"]'),
+    ({"type": "array", "prefixItems": [{"type": "integer"}], "allOf": [{"items": {"type": "string"}}]}, "[0]"),
+    ({"type": "array", "allOf": [{"items": {"const": 1}}, {"items": {"const": True}}]}, "[1]"),
+    ({"type": "string", "pattern": "^[^\\s]+$"}, '"\u00a0"'),
+    ({"type": "string", "pattern": "^[^\\d]+$"}, '"\u0663"'),
+    ({"type": "string", "pattern": "^a*+a$"}, '"a"'),
+    ({"type": "string", "pattern": "^x?+x$"}, '"x"'),
+    ({"$defs": {f"D{i}": {"type": "object", "properties": {"c": {"$ref": f"#/$defs/D{i + 1}"}}, "required": ["c"]}
+                for i in range(70)} | {"D70": {"type": "integer"}}, "$ref": "#/$defs/D0"},
+     '{"c":' * 69 + "{}" + "}" * 69),
+]
+
+
+@pytest.mark.parametrize("schema,text", _FOUND_UNSOUND, ids=range(len(_FOUND_UNSOUND)))
+def test_found_unsound_cases_are_closed(schema, text):
+    """Each schema is now either refused with a GrammarError or compiles to a grammar that rejects
+    the invalid text; whatever it accepts validates."""
+    from tests.grammar.conftest import toy_info
+
+    pieces = [b""] + [bytes([c]) for c in range(32, 127)] + [ch.encode() for ch in "\u00a0\u0663"]
+    info = toy_info(pieces)
+    assert not _valid(text, schema)
+    try:
+        grammar = GrammarCompiler(info).compile(Constraint("json_schema", schema))
+    except GrammarError:
+        return
+    matcher = grammar.matcher()
+    data = text.encode()
+    ids = []
+    while data:
+        piece = max((p for p in pieces[1:] if data.startswith(p)), key=len)
+        ids.append(pieces.index(piece))
+        data = data[len(piece):]
+    assert not (all(matcher.accept_token(t) for t in ids) and matcher.accept_token(0))
+
+
+def _valid(text: str, schema) -> bool:
+    try:
+        jsonschema.validate(json.loads(text), schema, cls=jsonschema.Draft202012Validator,
+                            format_checker=FORMAT_CHECKER)
+    except jsonschema.ValidationError:
+        return False
+    return True
+
+
+def test_merge_crashes_are_grammar_errors():
+    for schema in ({"$defs": {"A": {"type": "object", "properties": {"n": {"$ref": "#/$defs/A"}}}},
+                    "allOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/A"}]},
+                   {"type": "array", "items": {"type": ["boolean", "null"]}, "uniqueItems": True},
+                   {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+                    "allOf": [{"required": "b"}]},
+                   {"enum": [1e400]}, {"const": {"a": 1e400}}):
+        try:
+            schema_to_regex(json.dumps(schema))
+        except GrammarError as exc:
+            assert "TypeError" not in str(exc), exc
