@@ -39,6 +39,13 @@ def schema_to_regex(schema_json: str, whitespace: str = "compact") -> str:
     """The regex (Rust syntax) whose matches are exactly-valid JSON instances of the schema.
     Raises GrammarError for invalid or unsupported schemas."""
     try:
+        return _schema_to_regex(schema_json, whitespace)
+    except RecursionError:  # reference chains thousands deep: the walks recurse per level
+        raise GrammarError("json_schema nests its references too deeply") from None
+
+
+def _schema_to_regex(schema_json: str, whitespace: str) -> str:
+    try:
         schema = json.loads(schema_json)
     except json.JSONDecodeError as exc:
         raise GrammarError(f"json_schema is not valid JSON: {exc}") from None
@@ -50,7 +57,7 @@ def schema_to_regex(schema_json: str, whitespace: str = "compact") -> str:
         rewritten = rewriter.rewrite(schema)
     except GrammarError:
         raise
-    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
         # a malformed schema the checks above did not name: still the client's error
         raise GrammarError(f"invalid JSON Schema ({type(exc).__name__}: {exc})") from None
     _bound_any_depth(rewritten)

@@ -310,7 +310,9 @@ def test_merge_crashes_are_grammar_errors():
                    {"type": "array", "items": {"type": ["boolean", "null"]}, "uniqueItems": True},
                    {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
                     "allOf": [{"required": "b"}]},
-                   {"enum": [1e400]}, {"const": {"a": 1e400}}):
+                   {"enum": [1e400]}, {"const": {"a": 1e400}},
+                   {"$defs": {f"D{i}": {"$ref": f"#/$defs/D{i + 1}"} for i in range(3000)} | {"D3000": {}},
+                    "$ref": "#/$defs/D0"}):
         try:
             schema_to_regex(json.dumps(schema))
         except GrammarError as exc:
