@@ -7,7 +7,8 @@ validates. Unsupported input raises GrammarError.
 - `string_pattern_regex`: a JSON Schema `pattern` (ECMA/Python syntax, unanchored search) turned
   into a fullmatch regex over raw JSON string contents: no `"`, `\\` or control characters are
   ever generated (the raw text then equals the decoded string), `^`/`$` at the ends are dropped
-  (fullmatch implies the anchored search), shorthand classes are narrowed to ASCII (Python's and
+  (fullmatch implies the anchored search; so are those at the ends of top-level alternatives),
+  shorthand classes (`\\d \\w \\s \\D \\W \\S`) are narrowed to printable ASCII (Python's and
   Rust's Unicode tables differ), and constructs whose meaning differs between the two engines
   (lookaround, backreferences, inline flags, word boundaries, `\\p{..}`) are refused.
 - `format_regex`: exact regexes for the string formats radixgen supports.
@@ -23,7 +24,10 @@ from .matcher import GrammarError
 
 _JSON_UNSAFE = r'["\\\x00-\x1f]'  # chars a raw JSON string may not contain unescaped
 _ANY_SAFE = r'[^"\\\x00-\x1f]'
-_SHORTHAND = {"d": "0-9", "w": "0-9A-Za-z_", "s": " "}  # ASCII subsets of Python's classes
+# ASCII subsets of Python's shorthand classes (printable; without '"' and '\\', which JSON escapes)
+_SHORTHAND = {"d": "0-9", "w": "0-9A-Za-z_", "s": " ",
+              "D": r"\x20\x21\x23-\x2f\x3a-\x5b\x5d-\x7e", "S": r"\x21\x23-\x5b\x5d-\x7e",
+              "W": r"\x20\x21\x23-\x2f\x3a-\x40\x5b\x5d\x5e\x60\x7b-\x7e"}
 _CONTROL_ESCAPES = set("ntrfv0")
 _SAFE_PUNCT = set(".^$*+?()[]{}|-/,:;=<>!@#%&~`' _")
 
@@ -134,8 +138,13 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
         body = body[1:]
     if body.endswith("$") and not _escaped_at(body, len(body) - 1):
         body = body[:-1]
-    out, unbounded, i = [], [], 0
+    out, unbounded, i, depth = [], [], 0, 0
     while i < len(body):
+        at_edge = depth == 0 and (body[i] == "^" and out[-1:] == ["|"]
+                                  or body[i] == "$" and body[i + 1:i + 2] in ("", "|"))
+        if at_edge:  # an anchor at the ends of a top-level alternative: fullmatch implies it
+            i += 1
+            continue
         if body[i] == "+" and out and (out[-1] in ("*", "+", "?", "}") or out[-1].startswith("{")):
             # after a quantifier (a literal brace is "\\}" here): Python 3.11's possessive form
             raise refuse("possessive quantifiers are not supported")
@@ -147,6 +156,7 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
             i = quantifier.end()
             continue
         piece, i = _pattern_piece(body, i, refuse)
+        depth += piece.startswith("(") - (piece == ")")
         out.append(piece)
     if min_length or max_length is not None:
         _fit_length(body, out, unbounded, min_length, max_length, refuse)

@@ -146,6 +146,7 @@ SUPPORTED = {
     "enum_containers": {"type": "object", "properties": {
         "preset": {"enum": [{"w": 1, "h": 2.5}, [1, "x", None], "plain", 3]},
         "fixed": {"const": {"nested": {"ok": True}, "list": []}}}, "required": ["preset", "fixed"]},
+    "pattern_upper_shorthands": {"type": "string", "pattern": "^\\S+@\\S+\\.\\w{2,4}$|^\\D\\W\\d$", "maxLength": 12},
     "date_max_length": {"type": "string", "format": "date", "minLength": 1, "maxLength": 10},
     "nested_arrays": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}, "maxItems": 2},
                       "maxItems": 2},
@@ -174,6 +175,7 @@ UNSUPPORTED = [
       "anyOf": [{"properties": {"a": {"type": "string", "pattern": "y"}}}]}, "anyOf"),
     ({"type": "string", "pattern": "a(?=b)"}, "pattern"),
     ({"type": "string", "pattern": "\\bword"}, "pattern"),
+    ({"type": "string", "pattern": "^[^\\S]+$"}, "pattern"),  # ASCII-narrowed, it would widen
     ({"type": "string", "minLength": 5, "pattern": "^ab$"}, "pattern"),  # its strings are 2 long
     ({"type": "string", "maxLength": 9, "format": "date"}, "format"),  # dates are 10 long
     ({"type": "string", "pattern": "^[0-9-]+$", "format": "date"}, "format"),
