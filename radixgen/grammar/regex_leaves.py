@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 
 from .matcher import GrammarError
 
@@ -347,8 +348,12 @@ def number_range_regex(lo, hi, lo_excl: bool, hi_excl: bool, integer: bool) -> s
     return "(?:" + "|".join(parts) + ")"
 
 
-def _magnitude(a: int, b, a_excl: bool, b_excl: bool, integer: bool) -> str:
-    """Unsigned decimals m with a <(=) m <(=) b (b None: unbounded), a and b integers >= 0."""
+def _magnitude(a, b, a_excl: bool, b_excl: bool, integer: bool) -> str:
+    """Unsigned decimals m with a <(=) m <(=) b (b None: unbounded), a and b >= 0: integers,
+    or Decimals for numbers."""
+    if not integer and (a != int(a) or (b is not None and b != int(b))):
+        return _decimal_magnitude(Decimal(a), None if b is None else Decimal(b), a_excl, b_excl)
+    a, b = int(a), (None if b is None else int(b))
     frac = "" if integer else r"(?:\.[0-9]+)?"
     alts = []
     first_full = a + 1 if a_excl else a
@@ -360,6 +365,61 @@ def _magnitude(a: int, b, a_excl: bool, b_excl: bool, integer: bool) -> str:
     if not integer and b is not None and not b_excl and (b > a or not a_excl):
         alts.append(rf"{b}(?:\.0+)?")
     return "(?:" + "|".join(alts) + ")" if alts else ""
+
+
+def _decimal_magnitude(a: Decimal, b: Decimal | None, a_excl: bool, b_excl: bool) -> str:
+    """Unsigned decimal numbers m with a <(=) m <(=) b, bounds with fractions. Integer parts
+    strictly between the bounds' take any fraction; at a bound's integer part the fraction is
+    compared digit by digit. When both bounds share their integer part, only fractions with
+    exactly as many digits as the longer bound's are generated (a subset)."""
+    ia, ib = int(a), (None if b is None else int(b))
+    fa, fb = _fraction_digits(a), ("" if b is None else _fraction_digits(b))
+    if ib == ia:  # fractions of 1 .. w digits between the two, w the longer bound's digits
+        alts = [] if fa or a_excl else [str(ia)]
+        low, high = a - ia, b - ia
+        for width in range(1, max(len(fa), len(fb)) + 1):
+            scale = 10 ** width
+            lo, hi = math.ceil(low * scale), math.floor(high * scale)
+            lo, hi = lo + (a_excl and lo == low * scale), hi - (b_excl and hi == high * scale)
+            if lo <= hi:
+                alts.append(rf"{ia}\.{_same_width(str(lo).zfill(width), str(hi).zfill(width))}")
+        return "(?:" + "|".join(alts) + ")" if alts else ""
+    alts = []
+    if ib is None or ia + 1 <= ib - 1:
+        alts.append(_int_range(ia + 1, None if ib is None else ib - 1) + r"(?:\.[0-9]+)?")
+    if fa:  # at a's integer part: fractions above a's
+        alts.append(rf"{ia}\.{_fraction_at_least(fa, a_excl)}")
+    else:
+        alts.append(rf"{ia}\.[0-9]*[1-9][0-9]*" if a_excl else rf"{ia}(?:\.[0-9]+)?")
+    if ib is not None and fb:  # at b's integer part: ib itself, or fractions below b's
+        alts.append(rf"{ib}(?:\.{_fraction_at_most(fb, b_excl)})?")
+    elif ib is not None and not b_excl:  # b is an integer
+        alts.append(rf"{ib}(?:\.0+)?")
+    return "(?:" + "|".join(alts) + ")"
+
+
+def _fraction_digits(value: Decimal) -> str:
+    """The digits after the point of `value` (>= 0), without trailing zeros."""
+    text = format(value, "f")
+    return text.partition(".")[2].rstrip("0")
+
+
+def _fraction_at_least(d: str, strict: bool) -> str:
+    """Fraction digit strings F (non-empty) with 0.F >= 0.d (> when strict); d without trailing
+    zeros."""
+    alts = [d[:i] + f"[{int(c) + 1}-9][0-9]*" for i, c in enumerate(d) if c != "9"]
+    alts.append(d + ("[0-9]*[1-9][0-9]*" if strict else "[0-9]*"))
+    return "(?:" + "|".join(alts) + ")"
+
+
+def _fraction_at_most(d: str, strict: bool) -> str:
+    """Fraction digit strings F (non-empty) with 0.F <= 0.d (< when strict); d without trailing
+    zeros, so every proper prefix of d followed by zeros is below it."""
+    alts = [d[:i] + f"[0-{int(c) - 1}][0-9]*" for i, c in enumerate(d) if c != "0"]
+    alts += [d[:j] + "0*" for j in range(1, len(d))]
+    if not strict:
+        alts.append(d + "0*")
+    return "(?:" + "|".join(alts) + ")"
 
 
 def _int_range(lo: int, hi) -> str:
@@ -404,10 +464,8 @@ def _same_width(x: str, y: str) -> str:
 
 
 def integer_bound(value, path: str, keyword: str, integer: bool):
-    """Validate a numeric bound; numbers only support integer-valued bounds."""
+    """Validate a numeric bound: the value for integers (rounded later), its exact decimal
+    (`Decimal(repr(float))`, the number the JSON text wrote) for numbers."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise GrammarError(f"{keyword} at {path} must be a finite number")
-    if not integer and float(value) != int(value):
-        raise GrammarError(f"unsupported {keyword}={value} at {path}.{keyword}: "
-                           "number bounds must be integers")
-    return value
+    return value if integer else Decimal(repr(value))

@@ -147,6 +147,11 @@ SUPPORTED = {
         "preset": {"enum": [{"w": 1, "h": 2.5}, [1, "x", None], "plain", 3]},
         "fixed": {"const": {"nested": {"ok": True}, "list": []}}}, "required": ["preset", "fixed"]},
     "pattern_upper_shorthands": {"type": "string", "pattern": "^\\S+@\\S+\\.\\w{2,4}$|^\\D\\W\\d$", "maxLength": 12},
+    "decimal_bounds": {"type": "object", "properties": {
+        "p": {"type": "number", "minimum": 0.5, "exclusiveMaximum": 2.25},
+        "q": {"type": "number", "exclusiveMinimum": -0.75, "maximum": -0.5},
+        "r": {"type": "number", "minimum": -1.5, "maximum": 100.0},
+        "s": {"type": "number", "exclusiveMinimum": 0, "maximum": 0.05}}, "required": ["p", "q", "r", "s"]},
     "date_max_length": {"type": "string", "format": "date", "minLength": 1, "maxLength": 10},
     "nested_arrays": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}, "maxItems": 2},
                       "maxItems": 2},
@@ -167,7 +172,8 @@ UNSUPPORTED = [
     ({"type": "object", "patternProperties": {"^a": {"type": "integer"}}}, "patternProperties"),
     ({"type": "object", "propertyNames": {"maxLength": 3}}, "propertyNames"),
     ({"type": "string", "format": "uri-reference"}, "format"),
-    ({"type": "number", "minimum": 0.5}, "minimum"),
+    ({"type": "number", "multipleOf": 0.5}, "multipleOf"),
+    ({"type": "number", "minimum": 0.75, "exclusiveMaximum": 0.75}, "minimum"),  # no value left
     ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf"),
     ({"type": "object", "required": ["a"]}, "required"),
     ({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"]}, "required"),

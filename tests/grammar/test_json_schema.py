@@ -317,3 +317,33 @@ def test_merge_crashes_are_grammar_errors():
             schema_to_regex(json.dumps(schema))
         except GrammarError as exc:
             assert "TypeError" not in str(exc), exc
+
+
+def test_decimal_number_bounds_are_exact_where_generated():
+    """Number bounds with fractions: every number the regex matches lies within the bounds, and
+    in-range numbers with as many fraction digits as the bounds are matched (trailing zeros and
+    longer fractions are not always generated: a subset)."""
+    import random
+    import re
+    from decimal import Decimal
+
+    from radixgen.grammar.regex_leaves import number_range_regex
+
+    gen = random.Random(0)
+    for _ in range(300):
+        lo, hi = sorted(Decimal(gen.randint(-3000, 3000)) / 10 ** gen.randint(0, 3) for _ in range(2))
+        lo_excl, hi_excl = gen.random() < 0.5, gen.random() < 0.5
+        if lo == hi:
+            continue
+        pattern = re.compile(number_range_regex(lo, hi, lo_excl, hi_excl, False))
+        digits = max(-lo.as_tuple().exponent, -hi.as_tuple().exponent, 0)
+        for _ in range(100):
+            value = Decimal(gen.randint(-4000, 4000)) / 10 ** gen.randint(0, 3)
+            text = format(value, "f")
+            inside = (value > lo if lo_excl else value >= lo) and (value < hi if hi_excl else value <= hi)
+            matched = pattern.fullmatch(text) is not None
+            assert not matched or inside, (lo, hi, lo_excl, hi_excl, text)
+            canonical = text == format(value.normalize(), "f") and not text.startswith("-0")
+            if inside and canonical and -value.as_tuple().exponent <= digits and \
+                    not (int(lo) == int(hi) and text.split(".")[0] != str(int(lo))):
+                assert matched, (lo, hi, lo_excl, hi_excl, text)
