@@ -22,7 +22,8 @@ import math
 
 from .matcher import GrammarError
 from .regex_leaves import (escape_literal, format_length_regex, format_regex, increasing_subsequence_regex,
-                           integer_bound, number_range_regex, string_pattern_regex)
+                           string_pattern_regex)
+from .regex_numbers import integer_bound, number_range_regex
 from .schema_merge import normalize, resolve_merged
 from .schema_rules import (ASSERTIONS, check_counts, check_keyword_types, disjoint, is_type, listed_name_rules,
                            tightest, value_key)

@@ -91,7 +91,7 @@ def test_huge_integer_bounds_compile_small_and_exact():
     import re
     import time
 
-    from radixgen.grammar.regex_leaves import number_range_regex
+    from radixgen.grammar.regex_numbers import number_range_regex
 
     gen = __import__("random").Random(0)
     for lo, hi in ((-2 ** 31, 2 ** 31 - 1), (0, 2 ** 53 - 1), (5, 10 ** 22), (-10 ** 300, 10 ** 300), (-7, -3)):
@@ -327,7 +327,7 @@ def test_decimal_number_bounds_are_exact_where_generated():
     import re
     from decimal import Decimal
 
-    from radixgen.grammar.regex_leaves import number_range_regex
+    from radixgen.grammar.regex_numbers import number_range_regex
 
     gen = random.Random(0)
     for _ in range(300):
