@@ -2,10 +2,10 @@
 forms), exact: every number matched lies within the bounds. No exponents are generated, integers
 never get a fraction, and "-0" never appears.
 
-- `number_range_regex`: integers or numbers between integer bounds, or number bounds with
-  fractions (Decimals: the integer parts strictly between take any fraction, a bound's own
-  integer part compares fraction digits);
-- `integer_bound`: checks a bound's value and gives its exact Decimal for numbers.
+- `number_range_regex`: integers between integer bounds, or numbers between any finite bounds
+  (ints, floats or Decimals): integer texts, and texts with a bounded fraction whose float
+  compares with the bound as its decimal does;
+- `integer_bound`: checks a bound's value.
 """
 
 from __future__ import annotations
@@ -17,96 +17,108 @@ from .matcher import GrammarError
 
 
 def number_range_regex(lo, hi, lo_excl: bool, hi_excl: bool, integer: bool) -> str:
-    """Numbers (integer=True: integers) in the interval given by integer bounds lo/hi (None:
-    unbounded). No exponents; integers without fraction; never "-0"."""
+    """Integers (integer=True: integer bounds lo/hi) or numbers (Decimal bounds) in the interval
+    (None: unbounded). No exponents; never "-0".
+
+    A number is generated as an integer text, compared exactly (validators parse it as an
+    integer), or with 1..F fraction digits and at most 15 significant digits in all, F the most
+    the bounds need (at least 6). Validators compare the float such a text parses to with the
+    bound's float, and up to 15 significant digits that float is ordered as the decimal is: a
+    longer text just past an exclusive bound (0.99999999999999999999 for exclusiveMaximum 1)
+    would parse onto the bound."""
+    if integer:
+        return _signed(lo, hi, lo_excl, hi_excl, lambda a, b, a_excl, b_excl: _magnitude(a, b, a_excl, b_excl),
+                       "integer")
+    # integer texts compare exactly with the bound's exact value (a float's binary value); texts
+    # with a fraction parse to floats, ordered as their decimals are against the bound's shortest
+    # decimal (repr), which parses back to the bound
+    short = [v if v is None or isinstance(v, Decimal) else Decimal(repr(v)) for v in (lo, hi)]
+    digits = max([_DEFAULT_FRACTION] + [len(_fraction_digits(abs(v))) for v in short if v is not None])
+    if digits > _SIGNIFICANT:
+        raise GrammarError(f"number bounds {lo} / {hi} need more than {_SIGNIFICANT} fraction digits, "
+                           "beyond what a float keeps")
+    parts = []
+    int_lo = None if lo is None else (math.floor(Decimal(lo)) + 1 if lo_excl else math.ceil(Decimal(lo)))
+    int_hi = None if hi is None else (math.ceil(Decimal(hi)) - 1 if hi_excl else math.floor(Decimal(hi)))
+    if int_lo is None or int_hi is None or int_lo <= int_hi:
+        parts.append(number_range_regex(int_lo, int_hi, False, False, True))
+    fractions = _signed(short[0], short[1], lo_excl, hi_excl,
+                        lambda a, b, a_excl, b_excl: _fraction_magnitude(a, b, a_excl, b_excl, digits), None)
+    if fractions:
+        parts.append(fractions)
+    if not parts:
+        raise GrammarError("no number lies within the bounds")
+    return "(?:" + "|".join(parts) + ")"
+
+
+_SIGNIFICANT = 15  # decimal digits a double keeps in order (DBL_DIG)
+_DEFAULT_FRACTION = 6  # fraction digits numbers get when the bounds need fewer
+
+
+def _signed(lo, hi, lo_excl: bool, hi_excl: bool, magnitude, kind) -> str:
+    """Both signs of magnitude(a, b, a_excl, b_excl) (unsigned a <(=) m <(=) b) within lo..hi;
+    kind: what to call an empty result (None: return "")."""
     parts = []
     if hi is None or hi > 0 or (hi == 0 and not hi_excl):
         a, a_excl = (lo, lo_excl) if lo is not None and lo >= 0 else (0, False)
-        parts.append(_magnitude(a, hi, a_excl, hi_excl, integer))
+        parts.append(magnitude(a, hi, a_excl, hi_excl))
     if lo is None or lo < 0:
         a, a_excl = (-hi, hi_excl) if hi is not None and hi < 0 else (0, True)
-        b = None if lo is None else -lo
-        mag = _magnitude(a, b, a_excl, lo_excl, integer)
+        mag = magnitude(a, None if lo is None else -lo, a_excl, lo_excl)
         if mag:
             parts.append("-" + mag)
     parts = [p for p in parts if p]
     if not parts:
-        raise GrammarError(f"no {'integer' if integer else 'number'} lies within the bounds")
+        if kind is None:
+            return ""
+        raise GrammarError(f"no {kind} lies within the bounds")
     return "(?:" + "|".join(parts) + ")"
 
 
-def _magnitude(a, b, a_excl: bool, b_excl: bool, integer: bool) -> str:
-    """Unsigned decimals m with a <(=) m <(=) b (b None: unbounded), a and b >= 0: integers,
-    or Decimals for numbers."""
-    if not integer and (a != int(a) or (b is not None and b != int(b))):
-        return _decimal_magnitude(Decimal(a), None if b is None else Decimal(b), a_excl, b_excl)
-    a, b = int(a), (None if b is None else int(b))
-    frac = "" if integer else r"(?:\.[0-9]+)?"
+def _magnitude(a: int, b, a_excl: bool, b_excl: bool) -> str:
+    """Unsigned integers m with a <(=) m <(=) b (b None: unbounded), a and b integers >= 0."""
+    first, last = a + a_excl, None if b is None else b - b_excl
+    return _int_range(first, last) if last is None or first <= last else ""
+
+
+def _fraction_magnitude(a, b, a_excl: bool, b_excl: bool, digits: int) -> str:
+    """Unsigned numbers m with a fraction of 1..digits digits, a <(=) m <(=) b (b None:
+    unbounded), whose integer part leaves the whole at most _SIGNIFICANT significant digits.
+    Integer parts strictly between the bounds' take any such fraction; at a bound's integer part
+    the fractions of each width are a digit range (exact)."""
+    a = Decimal(a)
+    b = None if b is None else Decimal(b)
+    top = 10 ** (_SIGNIFICANT - digits) - 1  # the largest integer part a fraction may follow
+    ia, ib = int(a), (top if b is None else min(int(b), top))
+    if ia > ib:
+        return ""
     alts = []
-    first_full = a + 1 if a_excl else a
-    last_full = None if b is None else (b - 1 if (b_excl or not integer) else b)
-    if last_full is None or first_full <= last_full:
-        alts.append(_int_range(first_full, last_full) + frac)
-    if not integer and a_excl and (b is None or a < b):
-        alts.append(rf"{a}\.[0-9]*[1-9][0-9]*")
-    if not integer and b is not None and not b_excl and (b > a or not a_excl):
-        alts.append(rf"{b}(?:\.0+)?")
-    return "(?:" + "|".join(alts) + ")" if alts else ""
 
-
-def _decimal_magnitude(a: Decimal, b: Decimal | None, a_excl: bool, b_excl: bool) -> str:
-    """Unsigned decimal numbers m with a <(=) m <(=) b, bounds with fractions. Integer parts
-    strictly between the bounds' take any fraction; at a bound's integer part the fraction is
-    compared digit by digit. When both bounds share their integer part, only fractions with
-    exactly as many digits as the longer bound's are generated (a subset)."""
-    ia, ib = int(a), (None if b is None else int(b))
-    fa, fb = _fraction_digits(a), ("" if b is None else _fraction_digits(b))
-    if ib == ia:  # fractions of 1 .. w digits between the two, w the longer bound's digits
-        alts = [] if fa or a_excl else [str(ia)]
-        low, high = a - ia, b - ia
-        for width in range(1, max(len(fa), len(fb)) + 1):
+    def edge(whole: int, low: Decimal, high: Decimal, low_excl: bool, high_excl: bool) -> None:
+        for width in range(1, digits + 1):
             scale = 10 ** width
             lo, hi = math.ceil(low * scale), math.floor(high * scale)
-            lo, hi = lo + (a_excl and lo == low * scale), hi - (b_excl and hi == high * scale)
-            if lo <= hi:
-                alts.append(rf"{ia}\.{_same_width(str(lo).zfill(width), str(hi).zfill(width))}")
+            lo, hi = lo + (low_excl and lo == low * scale), hi - (high_excl and hi == high * scale)
+            if lo <= min(hi, scale - 1):
+                alts.append(rf"{whole}\.{_same_width(str(lo).zfill(width), str(min(hi, scale - 1)).zfill(width))}")
+
+    at_b = b is not None and ib == int(b)  # b's integer part can carry a fraction
+    if ia == ib:
+        edge(ia, a - ia, (b - ib) if at_b else Decimal(1), a_excl, b_excl if at_b else False)
         return "(?:" + "|".join(alts) + ")" if alts else ""
-    alts = []
-    if ib is None or ia + 1 <= ib - 1:
-        alts.append(_int_range(ia + 1, None if ib is None else ib - 1) + r"(?:\.[0-9]+)?")
-    if fa:  # at a's integer part: fractions above a's
-        alts.append(rf"{ia}\.{_fraction_at_least(fa, a_excl)}")
-    else:
-        alts.append(rf"{ia}\.[0-9]*[1-9][0-9]*" if a_excl else rf"{ia}(?:\.[0-9]+)?")
-    if ib is not None and fb:  # at b's integer part: ib itself, or fractions below b's
-        alts.append(rf"{ib}(?:\.{_fraction_at_most(fb, b_excl)})?")
-    elif ib is not None and not b_excl:  # b is an integer
-        alts.append(rf"{ib}(?:\.0+)?")
-    return "(?:" + "|".join(alts) + ")"
+    edge(ia, a - ia, Decimal(1), a_excl, False)
+    last_free = ib - 1 if at_b else ib
+    if ia + 1 <= last_free:
+        alts.append(_int_range(ia + 1, last_free) + rf"\.[0-9]{{1,{digits}}}")
+    if at_b:
+        edge(ib, Decimal(0), b - ib, False, b_excl)
+    return "(?:" + "|".join(alts) + ")" if alts else ""
 
 
 def _fraction_digits(value: Decimal) -> str:
     """The digits after the point of `value` (>= 0), without trailing zeros."""
-    text = format(value, "f")
+    text = format(Decimal(value), "f")
     return text.partition(".")[2].rstrip("0")
-
-
-def _fraction_at_least(d: str, strict: bool) -> str:
-    """Fraction digit strings F (non-empty) with 0.F >= 0.d (> when strict); d without trailing
-    zeros."""
-    alts = [d[:i] + f"[{int(c) + 1}-9][0-9]*" for i, c in enumerate(d) if c != "9"]
-    alts.append(d + ("[0-9]*[1-9][0-9]*" if strict else "[0-9]*"))
-    return "(?:" + "|".join(alts) + ")"
-
-
-def _fraction_at_most(d: str, strict: bool) -> str:
-    """Fraction digit strings F (non-empty) with 0.F <= 0.d (< when strict); d without trailing
-    zeros, so every proper prefix of d followed by zeros is below it."""
-    alts = [d[:i] + f"[0-{int(c) - 1}][0-9]*" for i, c in enumerate(d) if c != "0"]
-    alts += [d[:j] + "0*" for j in range(1, len(d))]
-    if not strict:
-        alts.append(d + "0*")
-    return "(?:" + "|".join(alts) + ")"
 
 
 def _int_range(lo: int, hi) -> str:
@@ -151,8 +163,7 @@ def _same_width(x: str, y: str) -> str:
 
 
 def integer_bound(value, path: str, keyword: str, integer: bool):
-    """Validate a numeric bound: the value for integers (rounded later), its exact decimal
-    (`Decimal(repr(float))`, the number the JSON text wrote) for numbers."""
+    """Validate a numeric bound (an int or a float, as JSON parsed it) and return it."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise GrammarError(f"{keyword} at {path} must be a finite number")
-    return value if integer else Decimal(repr(value))
+    return value

@@ -148,7 +148,7 @@ def tightest(bounds: dict, incl: str, excl: str, pick, integer: bool):
         value = (math.floor(value) + 1 if exclusive else math.ceil(value)) if up else \
             (math.ceil(value) - 1 if exclusive else math.floor(value))
         return int(value), False
-    return value, exclusive  # numbers: the exact Decimal
+    return value, exclusive  # numbers: as JSON parsed them
 
 
 def is_type(value, t: str) -> bool:
