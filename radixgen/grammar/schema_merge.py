@@ -45,8 +45,8 @@ def normalize(node: dict, resolve, ref_alone: bool, inlining: tuple = ()) -> tup
     inlined = tuple(m["$ref"] for m in members if isinstance(m, dict) and isinstance(m.get("$ref"), str))
     if members and (len(members) > 1 or _asserts(node, ("$ref", "allOf"))) and not set(inlined) & set(inlining):
         merged = {k: v for k, v in node.items() if k not in ("$ref", "allOf")}
-        for member in members:
-            merged = merge(merged, resolve(member), resolve) if isinstance(merged, dict) else merged
+        for member in _flat_members(members, resolve) or [None]:
+            merged = merge(merged, member, resolve) if isinstance(merged, dict) else merged
         if isinstance(merged, dict):
             return {**merged, **_kept(node)}, inlined
     for key in ("anyOf", "oneOf"):
@@ -75,6 +75,22 @@ def resolve_merged(node, target_of, ref_alone: bool, depth: int = 0):
         return target
     siblings = {k: v for k, v in node.items() if k != "$ref" and k not in _NOT_MERGED}
     return merge(siblings, target, lambda n: resolve_merged(n, target_of, ref_alone, depth + 1), depth + 1)
+
+
+def _flat_members(members: list, resolve, depth: int = 0) -> list | None:
+    """allOf members with their references resolved and nested allOfs flattened into the list
+    (a member's own keywords stay one member); None past _MAX_DEPTH levels."""
+    flat = []
+    for member in members:
+        member = resolve(member)
+        if isinstance(member, dict) and isinstance(member.get("allOf"), list):
+            inner = _flat_members(member["allOf"], resolve, depth + 1) if depth < _MAX_DEPTH else None
+            if inner is None:
+                return None
+            flat += [{k: v for k, v in member.items() if k != "allOf"}, *inner]
+        else:
+            flat.append(member)
+    return flat
 
 
 def merge(a, b, resolve, depth: int = 0):
