@@ -28,6 +28,7 @@ from .schema_merge import normalize, resolve_merged
 from .schema_rules import (ASSERTIONS, check_counts, check_keyword_types, disjoint, is_type, listed_name_rules,
                            tightest, value_key)
 
+MERGE_FOLLOW_BUDGET = 20_000
 _BRANCHES = ("properties", "allOf", "anyOf", "oneOf", "prefixItems", "enum", "const", "$ref", "type")
 _BY_TYPE = {
     "string": {"minLength", "maxLength", "pattern", "format"},
@@ -53,6 +54,7 @@ class SchemaRewriter:
         self.nonce = nonce
         self.whitespace = whitespace  # the regex between JSON tokens, for placeholder containers
         self._inlining: list[str] = []  # $refs schema_merge inlined into the nodes being rewritten
+        self._merge_follows = 0  # references schema_merge followed (see _merge_target)
         self.placeholders: dict[str, str] = {}
         # drafts 3 to 7 ignore every keyword beside a $ref (2019-09 on apply them too)
         self.draft_3_to_7 = any(f"draft-0{n}/" in str(root.get("$schema", "")) for n in (3, 4, 6, 7))
@@ -322,7 +324,17 @@ class SchemaRewriter:
     def _resolved(self, node):
         """`node` with its `$ref` chain followed, keywords beside each `$ref` merged into the
         target (2020-12; drafts 3-7 ignore them); None when they cannot be merged exactly."""
-        return resolve_merged(node, lambda ref: self._resolve(ref, "$"), self.draft_3_to_7)
+        return resolve_merged(node, self._merge_target, self.draft_3_to_7)
+
+    def _merge_target(self, ref: str):
+        """The schema at `ref`, for schema_merge, which follows references every time it merges
+        through them: a reference shared along each level of a chain (A = allOf [B, B], B = allOf
+        [C, C], ...) would take exponential work, so the follows are counted."""
+        self._merge_follows += 1
+        if self._merge_follows > MERGE_FOLLOW_BUDGET:
+            raise GrammarError("json_schema expands to too large a grammar (its merges follow "
+                               f"references more than {MERGE_FOLLOW_BUDGET} times)")
+        return self._resolve(ref, "$")
 
     def _resolve_chain(self, node):
         for _ in range(32):

@@ -309,6 +309,21 @@ def _valid(text: str, schema) -> bool:
     return True
 
 
+def test_shared_references_in_merges_are_bounded():
+    """allOf members (or merged properties) that share a reference at every level of a chain
+    would take merges 2^levels follows; past the budget the schema is a 400, at once."""
+    import time
+
+    for shape in ("allOf", "properties"):
+        defs = {f"A{i}": ({"allOf": [{"$ref": f"#/$defs/A{i + 1}"}] * 2} if shape == "allOf" else
+                          {"type": "object", "properties": {k: {"$ref": f"#/$defs/A{i + 1}"} for k in "ab"}})
+                for i in range(20)} | {"A20": {"type": "integer"}}
+        start = time.perf_counter()
+        with pytest.raises(GrammarError, match="too large"):
+            schema_to_regex(json.dumps({"$defs": defs, "allOf": [{"$ref": "#/$defs/A0"}] * 2}))
+        assert time.perf_counter() - start < 5
+
+
 def test_merge_crashes_are_grammar_errors():
     for schema in ({"$defs": {"A": {"type": "object", "properties": {"n": {"$ref": "#/$defs/A"}}}},
                     "allOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/A"}]},
