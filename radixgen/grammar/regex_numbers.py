@@ -27,8 +27,7 @@ def number_range_regex(lo, hi, lo_excl: bool, hi_excl: bool, integer: bool) -> s
     longer text just past an exclusive bound (0.99999999999999999999 for exclusiveMaximum 1)
     would parse onto the bound."""
     if integer:
-        return _signed(lo, hi, lo_excl, hi_excl, lambda a, b, a_excl, b_excl: _magnitude(a, b, a_excl, b_excl),
-                       "integer")
+        return _signed(lo, hi, lo_excl, hi_excl, _magnitude, "integer")
     # integer texts compare exactly with the bound's exact value (a float's binary value); texts
     # with a fraction parse to floats, ordered as their decimals are against the bound's shortest
     # decimal (repr), which parses back to the bound

@@ -72,8 +72,10 @@ class SchemaRewriter:
                                                            if "additionalItems" in node else {})}
             node = {**{k: v for k, v in node.items() if k not in ("items", "additionalItems")}, **tuple_form}
         check_keyword_types(node, path)
+        written = node
         node, inlined = normalize(node, self._resolved, self.draft_3_to_7, tuple(self._inlining))
-        check_keyword_types(node, path)  # again: merged members were not checked
+        if node is not written:
+            check_keyword_types(node, path)  # merged members were not checked
         present = [k for k in node if k in ASSERTIONS]
         branch = next((b for b in _BRANCHES if b in node), None)
         if branch is None:
@@ -174,8 +176,7 @@ class SchemaRewriter:
         if any(isinstance(v, (dict, list)) for v in values):
             # objects and arrays as their compact JSON text (equal values in other key orders or
             # spacing are valid too, but never generated)
-            texts = [escape_literal(json.dumps(v, ensure_ascii=False, separators=(",", ":"))) for v in values]
-            return self._placeholder("(?:" + "|".join(texts) + ")", quoted=False)
+            return self._placeholder("(?:" + "|".join(map(_json_literal, values)) + ")", quoted=False)
         for v in values:
             if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2 ** 53:
                 _refuse(key, path, f"{v} is beyond the integers outlines-core keeps exact")
@@ -299,8 +300,7 @@ class SchemaRewriter:
             _refuse("uniqueItems", path, "with uniqueItems, only minItems 0 or 1 and no maxItems "
                     "below the number of distinct values are supported")
         ws = self.whitespace
-        literals = [escape_literal(json.dumps(v, ensure_ascii=False)) for v in distinct]
-        body = increasing_subsequence_regex(literals, f"{ws},{ws}", nonempty=least == 1)
+        body = increasing_subsequence_regex([_json_literal(v) for v in distinct], f"{ws},{ws}", nonempty=least == 1)
         return self._placeholder(rf"\[{ws}{body}{ws}\]", quoted=False)
 
     # ------------------------------------------------------------ helpers
@@ -342,6 +342,11 @@ class SchemaRewriter:
                 return node
             node = self._resolve(node["$ref"], "$")
         return node
+
+
+def _json_literal(value) -> str:
+    """A regex matching exactly `value`'s compact JSON text."""
+    return escape_literal(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 def _need_type(node: dict, path: str, wanted: str) -> None:

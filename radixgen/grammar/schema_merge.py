@@ -17,7 +17,7 @@ which are then not generated.
 
 from __future__ import annotations
 
-from .schema_rules import ASSERTIONS, value_key
+from .schema_rules import ASSERTIONS, asserts, value_key
 
 _APPLIES_TO = {
     **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
@@ -40,17 +40,17 @@ def normalize(node: dict, resolve, ref_alone: bool, inlining: tuple = ()) -> tup
     contain its own reference: that would never end)."""
     node = _drop_inapplicable(node)
     members = list(node["allOf"]) if isinstance(node.get("allOf"), list) else []
-    if "$ref" in node and not ref_alone and _asserts(node, ("$ref", "allOf")):
+    if "$ref" in node and not ref_alone and asserts(node, ("$ref", "allOf")):
         members.append({"$ref": node["$ref"]})
     inlined = tuple(m["$ref"] for m in members if isinstance(m, dict) and isinstance(m.get("$ref"), str))
-    if members and (len(members) > 1 or _asserts(node, ("$ref", "allOf"))) and not set(inlined) & set(inlining):
+    if members and (len(members) > 1 or asserts(node, ("$ref", "allOf"))) and not set(inlined) & set(inlining):
         merged = {k: v for k, v in node.items() if k not in ("$ref", "allOf")}
         for member in _flat_members(members, resolve) or [None]:
             merged = merge(merged, member, resolve) if isinstance(merged, dict) else merged
         if isinstance(merged, dict):
             return {**merged, **_kept(node)}, inlined
     for key in ("anyOf", "oneOf"):
-        if isinstance(node.get(key), list) and _asserts(node, (key,)) and ({"anyOf", "oneOf"} - {key}).isdisjoint(node):
+        if isinstance(node.get(key), list) and asserts(node, (key,)) and ({"anyOf", "oneOf"} - {key}).isdisjoint(node):
             inlined = tuple(o["$ref"] for o in node[key] if isinstance(o, dict) and isinstance(o.get("$ref"), str))
             if set(inlined) & set(inlining):
                 return node, ()
@@ -71,7 +71,7 @@ def resolve_merged(node, target_of, ref_alone: bool, depth: int = 0):
     if depth > _MAX_DEPTH:
         return None
     target = resolve_merged(target_of(node["$ref"]), target_of, ref_alone, depth + 1)
-    if ref_alone or not _asserts(node, ("$ref",)) or not isinstance(target, dict):
+    if ref_alone or not asserts(node, ("$ref",)) or not isinstance(target, dict):
         return target
     siblings = {k: v for k, v in node.items() if k != "$ref" and k not in _NOT_MERGED}
     return merge(siblings, target, lambda n: resolve_merged(n, target_of, ref_alone, depth + 1), depth + 1)
@@ -190,10 +190,6 @@ def _meet(x: set, y: set) -> list:
     if {"integer", "number"} & x and {"integer", "number"} & y and "integer" in x | y:
         both.add("integer")
     return sorted(both)
-
-
-def _asserts(node: dict, besides: tuple) -> bool:
-    return any(k in ASSERTIONS and k not in besides for k in node)
 
 
 def _types(value) -> set:

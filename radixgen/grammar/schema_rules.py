@@ -201,8 +201,13 @@ def listed_name_rules(node: dict, props: dict, path: str) -> list:
     return required
 
 
+def asserts(node: dict, besides: tuple = ()) -> bool:
+    """Whether `node` has an assertion keyword other than those in `besides`."""
+    return any(k in ASSERTIONS and k not in besides for k in node)
+
+
 def _asserts_nothing(schema) -> bool:
-    return schema is True or (isinstance(schema, dict) and not schema.keys() & ASSERTIONS)
+    return schema is True or (isinstance(schema, dict) and not asserts(schema))
 
 
 def _searches(pattern, name: str, path: str, keyword: str) -> bool:
