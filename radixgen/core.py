@@ -68,7 +68,7 @@ class SamplingParams:
     @classmethod
     def from_dict(cls, params: dict[str, Any] | None) -> "SamplingParams":
         """Build from a JSON-like dict; unknown keys raise ValueError naming them. At most one
-        of the constraint keys (regex, json_schema, choices, lark, ebnf) may be given."""
+        of the constraint keys (CONSTRAINT_KINDS) may be given."""
         params = dict(params or {})
         kinds = [k for k in CONSTRAINT_KINDS if params.get(k) is not None]
         _check(len(kinds) <= 1, f"give at most one of {', '.join(CONSTRAINT_KINDS)}; got {', '.join(kinds)}")
@@ -89,7 +89,7 @@ class SamplingParams:
             raise ValueError(f"invalid sampling parameters: {exc}") from None
 
 
-CONSTRAINT_KINDS = ("json_schema", "regex", "choices", "lark", "ebnf")
+CONSTRAINT_KINDS = ("json_schema", "regex", "choices", "lark", "ebnf", "tool_calls")
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,9 @@ class Constraint:
     choices     a tuple of strings; the output is exactly one of them
     lark        a Lark grammar (start rule `start`), or the name of a shipped grammar ("sql")
     ebnf        a GBNF-style grammar (root rule `root`)
+    tool_calls  {"schema", "open", "close"} as a compact JSON string (OpenAI tool_choice "auto"):
+                free text that does not start with open's first character, or open, a JSON
+                instance of schema, close
     """
 
     kind: str
@@ -116,17 +119,29 @@ class Constraint:
                    "choices must be a non-empty list of non-empty strings")
             object.__setattr__(self, "spec", tuple(self.spec))
         elif self.kind == "json_schema":
-            spec = self.spec
-            if isinstance(spec, str):
-                try:
-                    spec = json.loads(spec)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"json_schema is not valid JSON: {exc}") from None
+            spec = _parsed_json(self.kind, self.spec)
             _check(isinstance(spec, (dict, bool)), "json_schema must be a JSON object")
+            object.__setattr__(self, "spec", json.dumps(spec, separators=(",", ":")))
+        elif self.kind == "tool_calls":
+            spec = _parsed_json(self.kind, self.spec)
+            _check(isinstance(spec, dict) and set(spec) == {"schema", "open", "close"}
+                   and isinstance(spec["schema"], (dict, bool)) and isinstance(spec["open"], str)
+                   and spec["open"] != "" and isinstance(spec["close"], str),
+                   'tool_calls must be {"schema": a JSON schema, "open": a non-empty string, "close": a string}')
             object.__setattr__(self, "spec", json.dumps(spec, separators=(",", ":")))
         else:
             _check(isinstance(self.spec, str) and self.spec.strip() != "",
                    f"{self.kind} must be a non-empty string")
+
+
+def _parsed_json(kind: str, spec: Any) -> Any:
+    """A constraint spec given as JSON text, parsed (other values are returned as they are)."""
+    if not isinstance(spec, str):
+        return spec
+    try:
+        return json.loads(spec)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{kind} is not valid JSON: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,13 @@
     matcher = grammar.matcher()
 
 kinds: json_schema and regex (outlines-core token index), choices (an alternation of the escaped
-strings), lark and ebnf (`radixgen.grammar.cfg.compile_cfg`, imported lazily). Results are cached
+strings), tool_calls (text, or a JSON Schema instance between two tags), lark and ebnf (`radixgen.grammar.cfg.compile_cfg`, imported lazily). Results are cached
 by (constraint, tokenizer, whitespace); errors are cached too, so a bad schema fails fast again.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections import OrderedDict
@@ -19,14 +20,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from radixgen.core import Constraint
 
-from .json_schema import WHITESPACE, schema_to_regex
+from .json_schema import WHITESPACE, schema_to_guarded_regex
 from .matcher import CompiledGrammar, GrammarError
 from .regex_leaves import escape_literal
 from .regex_matcher import RegexGrammar
 from .token_index import build_index
 from .tokenizer_info import TokenizerInfo
+from .unique_items import UniqueGuard
 
-__all__ = ["GrammarCompiler", "GrammarError", "choices_regex", "JSON_OBJECT"]
+__all__ = ["GrammarCompiler", "GrammarError", "choices_regex", "tool_calls_regex", "JSON_OBJECT"]
 
 # OpenAI response_format {"type": "json_object"}: any JSON object
 JSON_OBJECT = Constraint("json_schema", {"type": "object"})
@@ -91,7 +93,9 @@ class GrammarCompiler:
     def _validate_now(self, constraint: Constraint) -> None:
         kind = constraint.kind
         if kind == "json_schema":
-            schema_to_regex(constraint.spec, self.whitespace)
+            schema_to_guarded_regex(constraint.spec, self.whitespace)
+        elif kind == "tool_calls":
+            tool_calls_regex(constraint.spec)
         elif kind == "regex":
             _checked_regex(constraint.spec)
         elif kind in ("lark", "ebnf"):
@@ -148,15 +152,31 @@ class GrammarCompiler:
         kind, info = constraint.kind, self.tokenizer_info
         if kind in ("lark", "ebnf"):
             return _compile_cfg(constraint, info)
+        unique_paths, prefix = (), b""
         if kind == "json_schema":
-            regex = schema_to_regex(constraint.spec, self.whitespace)
+            regex, unique_paths = schema_to_guarded_regex(constraint.spec, self.whitespace)
+        elif kind == "tool_calls":
+            regex, unique_paths, prefix = tool_calls_regex(constraint.spec)
         elif kind == "regex":
             regex = _checked_regex(constraint.spec)
         elif kind == "choices":
             regex = choices_regex(constraint.spec)
         else:
             raise GrammarError(f"unknown constraint kind {kind!r}")
-        return RegexGrammar(build_index(regex, info), regex, kind)
+        guard = UniqueGuard(unique_paths, info, prefix) if unique_paths else None
+        return RegexGrammar(build_index(regex, info), regex, kind, guard)
+
+
+def tool_calls_regex(spec: str) -> tuple[str, tuple, bytes]:
+    """(regex, unique_paths, guard prefix) of a tool_calls constraint: free text that does not
+    start with the opening tag's first character, or the opening tag, a JSON instance of the
+    schema (compact) and the closing tag. The uniqueness guard starts after the opening tag."""
+    frame = json.loads(spec)
+    opener, closer = frame["open"], frame["close"]
+    regex, unique_paths = schema_to_guarded_regex(json.dumps(frame["schema"]))
+    text = f"[^{escape_literal(opener[0])}][\\s\\S]*"
+    return (f"(?:{text}|{escape_literal(opener)}(?:{regex}){escape_literal(closer)})", unique_paths,
+            opener.encode())
 
 
 def _checked_regex(pattern: str) -> str:
@@ -166,7 +186,7 @@ def _checked_regex(pattern: str) -> str:
         re.compile(pattern)
     except re.error as exc:
         raise GrammarError(f"invalid regex {pattern!r}: {exc}") from None
-    if re.search(r"\(\?[=!<]|\\[1-9bB<>]", pattern):
+    if re.search(r"(?<!\\)(?:\\\\)*(?:\(\?[=!<]|\\[1-9bB<>])", pattern):  # not after an escaped backslash
         raise GrammarError(f"regex {pattern!r}: lookaround, backreferences and word boundaries "
                            "are not supported")
     if pattern.startswith("^"):

@@ -37,14 +37,27 @@ def whitespace_pattern(whitespace: str) -> str:
 
 def schema_to_regex(schema_json: str, whitespace: str = "compact") -> str:
     """The regex (Rust syntax) whose matches are exactly-valid JSON instances of the schema.
-    Raises GrammarError for invalid or unsupported schemas."""
+    Raises GrammarError for invalid or unsupported schemas, and for those that need a
+    `UniqueGuard` beside the regex (see `schema_to_guarded_regex`)."""
+    regex, unique_paths = schema_to_guarded_regex(schema_json, whitespace)
+    if unique_paths:
+        raise GrammarError("unsupported JSON Schema keyword 'uniqueItems' over free strings here: "
+                           "it is enforced beside the regex, which only a json_schema constraint "
+                           "(response_format, a named or required tool choice) does")
+    return regex
+
+
+def schema_to_guarded_regex(schema_json: str, whitespace: str = "compact") -> tuple[str, tuple]:
+    """(regex, unique_paths): the schema's regex, and the instance paths (tuples of property
+    names, None for any key or index) of the arrays whose string items `UniqueGuard` must keep
+    unique; the regex's matches that the guard lets through are exactly-valid instances."""
     try:
         return _schema_to_regex(schema_json, whitespace)
     except RecursionError:  # reference chains thousands deep: the walks recurse per level
         raise GrammarError("json_schema nests its references too deeply") from None
 
 
-def _schema_to_regex(schema_json: str, whitespace: str) -> str:
+def _schema_to_regex(schema_json: str, whitespace: str) -> tuple[str, tuple]:
     try:
         schema = json.loads(schema_json)
     except json.JSONDecodeError as exc:
@@ -63,13 +76,14 @@ def _schema_to_regex(schema_json: str, whitespace: str) -> str:
     _bound_any_depth(rewritten)
     if _RefWalk(rewritten).needs_unrolling():
         rewritten = _Unroll(rewritten).run()
+    unique_paths = _ArraySites(rewritten, rewriter).unique_paths() if rewriter.unique_strings else ()
     try:
         regex = build_regex_from_schema(json.dumps(rewritten), whitespace_pattern(whitespace), OUTLINES_REF_DEPTH)
     except (ValueError, RuntimeError, TypeError) as exc:
         raise GrammarError(f"cannot compile json_schema: {exc}") from None
     for name, leaf in rewriter.placeholders.items():
         regex = regex.replace(name, f"(?:{leaf})")
-    return regex
+    return regex, unique_paths
 
 
 def _depth(node, level: int = 0) -> int:
@@ -139,6 +153,67 @@ class _RefWalk:
 
 class _Cycle(Exception):
     pass
+
+
+class _ArraySites:
+    """Where arrays can appear in a rewritten schema, as instance paths (property names, None
+    for any key or index; references followed, none cyclic by now). `UniqueGuard` tells arrays
+    apart only by path, so a guarded path must not be shared with another array whose items it
+    would then wrongly keep unique (a bounded string item could leave no way out)."""
+
+    def __init__(self, root, rewriter: SchemaRewriter) -> None:
+        self.root = root
+        self.rewriter = rewriter
+        self.guarded: list[tuple] = []
+        self.others: list[tuple] = []
+        self.nodes = 0
+
+    def unique_paths(self) -> tuple:
+        self._walk(self.root, ())
+        for guarded in self.guarded:
+            for other in self.others:
+                if len(guarded) == len(other) and all(a is None or b is None or a == b
+                                                      for a, b in zip(guarded, other)):
+                    shown = "$" + "".join("[*]" if p is None else f".{p}" for p in guarded)
+                    raise GrammarError("unsupported JSON Schema keyword 'uniqueItems' at "
+                                       f"{shown}: another array of the schema can appear at the "
+                                       "same place (uniqueness over free strings is only "
+                                       "enforced where no other array can be)")
+        return tuple(dict.fromkeys(self.guarded))
+
+    def _walk(self, node, path: tuple) -> None:
+        self.nodes += 1
+        if self.nodes > _NODE_BUDGET:
+            raise GrammarError("json_schema expands to too large a grammar")
+        if not isinstance(node, dict):
+            return
+        if "$ref" in node:
+            self._walk(_target(self.root, node["$ref"]), path)
+            return
+        name = f'"{node["const"]}"' if isinstance(node.get("const"), str) else None
+        if name in self.rewriter.unique_strings:
+            self.guarded.append(path)
+        for value in self.rewriter.literal_arrays.get(name, ()):
+            _literal_arrays(value, path, self.others)
+        if "items" in node or "prefixItems" in node:
+            self.others.append(path)
+        for key, sub in node.get("properties", {}).items():
+            self._walk(sub, path + (key,))
+        for sub in node.get("allOf", []) + node.get("anyOf", []) + node.get("oneOf", []):
+            self._walk(sub, path)
+        for sub in node.get("prefixItems", []) + [node.get("items"), node.get("additionalProperties")]:
+            self._walk(sub, path + (None,))
+
+
+def _literal_arrays(value, path: tuple, out: list) -> None:
+    """The paths of the arrays inside a JSON value (an enum/const literal) at `path`."""
+    if isinstance(value, list):
+        out.append(path)
+        for item in value:
+            _literal_arrays(item, path + (None,), out)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _literal_arrays(item, path + (key,), out)
 
 
 class _Unroll:

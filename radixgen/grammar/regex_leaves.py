@@ -129,11 +129,11 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
     def refuse(why: str) -> GrammarError:
         return GrammarError(f"unsupported {keyword} {name or pattern!r} at {path}.{keyword}: {why}")
 
+    body = _python_group_names(pattern)
     try:
-        re.compile(pattern)
+        re.compile(body)
     except re.error as exc:
         raise refuse(f"not a valid regular expression ({exc})") from None
-    body = pattern
     if body.startswith("^"):
         body = body[1:]
     if body.endswith("$") and not _escaped_at(body, len(body) - 1):
@@ -237,6 +237,32 @@ def _literal_brace(body: str, i: int) -> bool:
     return j < 0 or not _QUANTIFIER.fullmatch(body, j, i + 1)
 
 
+def _python_group_names(pattern: str) -> str:
+    """`pattern` with ECMA-262's named groups `(?<name>...)` in Python's `(?P<name>...)` form."""
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern.startswith(("[]", "[^]"), i):  # a leading "]" is a literal
+                out.append(pattern[i:i + (2 if pattern[i + 1] == "]" else 3)])
+                i += len(out[-1])
+                continue
+        elif pattern.startswith("(?<", i) and pattern[i + 3:i + 4] not in ("=", "!", ""):
+            out.append("(?P<")
+            i += 3
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def _escaped_at(text: str, pos: int) -> bool:
     backslashes = len(text[:pos]) - len(text[:pos].rstrip("\\"))
     return backslashes % 2 == 1
@@ -256,8 +282,8 @@ def _pattern_piece(body: str, i: int, refuse) -> tuple[str, int]:
     if c == "(" and body.startswith("(?", i):
         if body.startswith("(?:", i):
             return "(?:", i + 3
-        if body.startswith("(?P<", i):
-            return "(?P<", i + 4
+        if body.startswith("(?P<", i):  # a named group (names could clash in the whole regex)
+            return "(?:", body.index(">", i) + 1
         raise refuse("lookaround and inline flags are not supported")
     if c == "{" and body.startswith("{,", i):
         raise refuse("'{,n}' quantifiers are not supported")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from .bitmask import numpy_rows
 from .token_index import TokenIndex
+from .unique_items import GuardedMatcher, UniqueGuard
 
 _EOS_STATE = -1  # pushed when an EOS token is accepted: the matcher is then terminated
 MAX_JUMP_TOKENS = 256
@@ -21,13 +22,16 @@ MAX_JUMP_BYTES = 1024
 class RegexGrammar:
     """CompiledGrammar: an immutable token automaton plus the source it came from."""
 
-    def __init__(self, index: TokenIndex, source: str, kind: str) -> None:
+    def __init__(self, index: TokenIndex, source: str, kind: str, guard: "UniqueGuard | None" = None) -> None:
         self.index = index
         self.source = source  # the regex the automaton was built from
         self.kind = kind
+        self.guard = guard  # keeps the string items of some arrays unique (json_schema uniqueItems)
 
-    def matcher(self) -> "RegexMatcher":
+    def matcher(self) -> "RegexMatcher | GuardedMatcher":
         """A fresh matcher at the start state."""
+        if self.guard is not None:
+            return GuardedMatcher(RegexMatcher(self.index), self.guard)
         return RegexMatcher(self.index)
 
     def __repr__(self) -> str:

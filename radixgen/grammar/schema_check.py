@@ -27,6 +27,7 @@ from .regex_numbers import integer_bound, number_range_regex
 from .schema_merge import normalize, resolve_merged
 from .schema_rules import (ASSERTIONS, check_counts, check_keyword_types, disjoint, is_type, listed_name_rules,
                            tightest, value_key)
+from .unique_items import canonical_string_regex
 
 MERGE_FOLLOW_BUDGET = 20_000
 _BRANCHES = ("properties", "allOf", "anyOf", "oneOf", "prefixItems", "enum", "const", "$ref", "type")
@@ -56,6 +57,9 @@ class SchemaRewriter:
         self._inlining: list[str] = []  # $refs schema_merge inlined into the nodes being rewritten
         self._merge_follows = 0  # references schema_merge followed (see _merge_target)
         self.placeholders: dict[str, str] = {}
+        # placeholders that are arrays, for json_schema's check of where uniqueness is guarded:
+        self.unique_strings: set[str] = set()  # uniqueItems over free strings (UniqueGuard)
+        self.literal_arrays: dict[str, list] = {}  # enum/const values holding arrays, and finite sets
         # drafts 3 to 7 ignore every keyword beside a $ref (2019-09 on apply them too)
         self.draft_3_to_7 = any(f"draft-0{n}/" in str(root.get("$schema", "")) for n in (3, 4, 6, 7))
 
@@ -76,6 +80,7 @@ class SchemaRewriter:
         node, inlined = normalize(node, self._resolved, self.draft_3_to_7, tuple(self._inlining))
         if node is not written:
             check_keyword_types(node, path)  # merged members were not checked
+        node = _without_idle_keywords(node)
         present = [k for k in node if k in ASSERTIONS]
         branch = next((b for b in _BRANCHES if b in node), None)
         if branch is None:
@@ -106,6 +111,12 @@ class SchemaRewriter:
         props = node["properties"]
         if not isinstance(props, dict):
             raise GrammarError(f"properties at {path} must be an object")
+        extra = node.get("additionalProperties", True)
+        if extra is not False and isinstance(node.get("required"), list):
+            # a required name that properties does not list is an additional property: it is
+            # generated with additionalProperties' schema (name rules are checked on it too)
+            props = {**props, **{name: extra for name in node["required"]
+                                 if isinstance(name, str) and name not in props}}
         required = listed_name_rules(node, props, path)
         _need_type(node, path, "object")
         for name in props:
@@ -115,12 +126,20 @@ class SchemaRewriter:
         if missing:
             _refuse("required", path, f"{missing} are not listed in properties (only listed "
                     "properties are generated)")
-        if node.get("minProperties", 0) > len(set(required)):
-            _refuse("minProperties", path, "it exceeds the number of required properties")
+        optional = [name for name in props if name not in required]
+        least = node.get("minProperties", 0)
+        if least > len(set(required)) + (1 if optional else 0):
+            _refuse("minProperties", path, "only one property more than the required ones can be "
+                    "demanded (only listed properties are generated)")
         if node.get("maxProperties", math.inf) < len(props):
             _refuse("maxProperties", path, "it is below the number of listed properties")
         new_props = {k: self.rewrite(v, f"{path}.properties.{k}") for k, v in props.items()}
-        return {"type": "object", "properties": new_props, "required": list(required)}
+        if least <= len(set(required)):
+            return {"type": "object", "properties": new_props, "required": list(required)}
+        # one optional property must be there: one alternative per first present optional one
+        return {"anyOf": [{"type": "object", "required": [*required, first],
+                           "properties": {k: v for k, v in new_props.items() if k not in optional[:i]}}
+                          for i, first in enumerate(optional)]}
 
     def _allOf(self, node: dict, path: str) -> dict:
         _only(node, path, {"allOf"})
@@ -176,7 +195,9 @@ class SchemaRewriter:
         if any(isinstance(v, (dict, list)) for v in values):
             # objects and arrays as their compact JSON text (equal values in other key orders or
             # spacing are valid too, but never generated)
-            return self._placeholder("(?:" + "|".join(map(_json_literal, values)) + ")", quoted=False)
+            placeholder = self._placeholder("(?:" + "|".join(map(_json_literal, values)) + ")", quoted=False)
+            self.literal_arrays[f'"{placeholder["const"]}"'] = values
+            return placeholder
         for v in values:
             if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2 ** 53:
                 _refuse(key, path, f"{v} is beyond the integers outlines-core keeps exact")
@@ -289,11 +310,14 @@ class SchemaRewriter:
         items = self._resolved(node.get("items", True))
         new = self.rewrite(items, f"{path}.items") if isinstance(items, dict) else None
         kind = new.get("type") if new else None
+        if kind == "string" and set(new) <= {"type", "minLength"}:
+            return self._unique_strings(node, new.get("minLength", 0))
         values = {"boolean": [True, False], "null": [None]}.get(kind) if isinstance(kind, str) else None
         values = new.get("enum", values) if new else None
         if values is None:
             _refuse("uniqueItems", path, "uniqueness is only enforced over items from a finite set "
-                    "(enum, const, boolean), not over free strings, numbers or containers")
+                    "(enum, const, boolean) or over free strings (no maxLength, pattern or format), "
+                    "not over bounded strings, numbers or containers")
         distinct = list({value_key(v): v for v in reversed(values)}.values())[::-1]
         least, most = node.get("minItems", 0), node.get("maxItems", len(distinct))
         if least > 1 or most < len(distinct):
@@ -301,7 +325,25 @@ class SchemaRewriter:
                     "below the number of distinct values are supported")
         ws = self.whitespace
         body = increasing_subsequence_regex([_json_literal(v) for v in distinct], f"{ws},{ws}", nonempty=least == 1)
-        return self._placeholder(rf"\[{ws}{body}{ws}\]", quoted=False)
+        placeholder = self._placeholder(rf"\[{ws}{body}{ws}\]", quoted=False)
+        self.literal_arrays[f'"{placeholder["const"]}"'] = [distinct]
+        return placeholder
+
+    def _unique_strings(self, node: dict, min_length: int) -> dict:
+        """uniqueItems over free strings (pydantic's set[str]): the regex spells each item one
+        way (unique_items.canonical_string_regex) and counts them; `UniqueGuard` bans repeats."""
+        least, most = node.get("minItems", 0), node.get("maxItems")
+        ws = self.whitespace
+        item = canonical_string_regex(min_length)
+        if most == 0:
+            body = ""
+        else:
+            upper = "" if most is None else most - 1
+            body = f"{item}(?:{ws},{ws}{item}){{{max(least - 1, 0)},{upper}}}"
+            body = body if least > 0 else f"(?:{body})?"
+        placeholder = self._placeholder(rf"\[{ws}{body}{ws}\]", quoted=False)
+        self.unique_strings.add(f'"{placeholder["const"]}"')
+        return placeholder
 
     # ------------------------------------------------------------ helpers
 
@@ -342,6 +384,29 @@ class SchemaRewriter:
                 return node
             node = self._resolve(node["$ref"], "$")
         return node
+
+
+_MATCH_ALL = ("", ".*", "^.*", ".*$", "^.*$")
+
+
+def _without_idle_keywords(node: dict) -> dict:
+    """`node` without keywords that constrain nothing here, in outlines-core's terms:
+    `additionalItems` where `items` is not an array (it applies to nothing then), propertyNames
+    every string satisfies, and a sole match-all patternProperties entry on an object without
+    properties (every additional property follows its schema: it is additionalProperties)."""
+    drop = set()
+    if "additionalItems" in node and not isinstance(node.get("items"), list):
+        drop.add("additionalItems")
+    if node.get("propertyNames") in (True, {}, {"type": "string"}):
+        drop.add("propertyNames")
+    patterns = node.get("patternProperties")
+    if patterns == {}:
+        drop.add("patternProperties")
+    elif (isinstance(patterns, dict) and len(patterns) == 1 and next(iter(patterns)) in _MATCH_ALL
+          and "properties" not in node):
+        return {**{k: v for k, v in node.items() if k not in drop | {"patternProperties"}},
+                "additionalProperties": next(iter(patterns.values()))}
+    return {k: v for k, v in node.items() if k not in drop} if drop else node
 
 
 def _json_literal(value) -> str:

@@ -115,6 +115,28 @@ SUPPORTED = {
     "unique_booleans_or_single": {"type": "object", "properties": {
         "flags": {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True},
         "one": {"type": "array", "items": {"type": "string", "maxLength": 3}, "uniqueItems": True, "maxItems": 1}}},
+    # uniqueItems over free strings (pydantic set[str]): kept unique by unique_items.UniqueGuard
+    "unique_string_set": {"title": "Item", "type": "object", "properties": {
+        "name": {"title": "Name", "type": "string"},
+        "tags": {"title": "Tags", "type": "array", "items": {"type": "string"}, "uniqueItems": True,
+                 "minItems": 2}}, "required": ["name", "tags"]},
+    # minProperties one above the required count: some optional property is there (PATCH bodies)
+    "min_properties_optional": {"type": "object", "properties": {
+        "id": {"type": "integer"}, "name": {"type": "string", "maxLength": 5}, "done": {"type": "boolean"},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2}},
+        "required": ["id"], "minProperties": 2, "additionalProperties": False},
+    # keywords that constrain nothing here: additionalItems without an items array, propertyNames
+    # of type string, a match-all patternProperties (it is additionalProperties); and a required
+    # name properties does not list, generated with additionalProperties' schema
+    "idle_keywords": {"type": "object", "properties": {
+        "rules": {"type": "object", "propertyNames": {"type": "string"},
+                  "additionalProperties": {"type": "integer", "maximum": 2}},
+        "registries": {"type": "object", "additionalProperties": False,
+                       "patternProperties": {".*": {"type": "object", "properties": {"url": {"type": "string"}},
+                                                    "required": ["url"]}}},
+        "list": {"type": "array", "items": {"type": "boolean"}, "additionalItems": False}},
+        "additionalProperties": {"type": "string", "maxLength": 3},
+        "required": ["rules", "registries", "list", "upstream"]},
     # keywords about names beside properties, checked against the listed names (only those are
     # generated); dependentRequired makes the names it needs required
     "name_rules": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 4},
@@ -173,6 +195,8 @@ UNSUPPORTED = [
     ({"type": "object", "properties": {"Bad": {"type": "string"}},
       "propertyNames": {"pattern": "^[a-z]+$"}}, "propertyNames"),
     ({"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True, "minItems": 2}, "uniqueItems"),
+    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+      "minProperties": 2}, "minProperties"),  # two optional ones demanded
     ({"type": "integer", "multipleOf": 3}, "multipleOf"),
     ({"allOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}]}, "allOf"),
     ({"not": {"type": "string"}}, "not"),
@@ -184,7 +208,8 @@ UNSUPPORTED = [
     ({"type": "number", "minimum": 0.75, "exclusiveMaximum": 0.75}, "minimum"),  # no value left
     ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf"),
     ({"type": "object", "required": ["a"]}, "required"),
-    ({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"]}, "required"),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"],
+      "additionalProperties": False}, "required"),
     ({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}},
       "anyOf": [{"properties": {"a": {"type": "string", "pattern": "y"}}}]}, "anyOf"),
     ({"type": "string", "pattern": "a(?=b)"}, "pattern"),

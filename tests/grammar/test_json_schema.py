@@ -367,3 +367,22 @@ def test_decimal_number_bounds_are_exact_where_generated():
                 assert (parsed > lo if lo_excl else parsed >= lo) and (parsed < hi if hi_excl else parsed <= hi)
             if inside and not (text.startswith("-") and value == 0):
                 assert matched, (lo, hi, lo_excl, hi_excl, text)
+
+
+def test_ecma_named_groups_in_patterns(small_compiler, small_info):
+    """`(?<name>...)` (ECMA-262; semver schemas use it) is a group; Python spells it (?P<name>...),
+    which the validator here needs."""
+    pattern = "^(?<major>0|[1-9]\\d*)\\.(?<minor>0|[1-9]\\d*)(?:-(?<pre>[a-z]+))?$"
+    grammar = small_compiler.compile(Constraint("json_schema", {"type": "string", "pattern": pattern}))
+    python_schema = {"type": "string", "pattern": pattern.replace("(?<", "(?P<")}
+    for seed in range(WALKS):
+        _, text = random_walk(grammar, small_info, seed)
+        _validate(text, python_schema)
+    byte_ids = {data[0]: i for i, data in enumerate(small_info.token_bytes) if len(data) == 1}
+
+    def accepts(text: str) -> bool:
+        matcher = grammar.matcher()
+        return all(matcher.accept_token(byte_ids[c]) for c in text.encode()) and matcher.is_accepting()
+
+    assert accepts('"1.20-rc"') and accepts('"0.0"')
+    assert not accepts('"01.2"') and not accepts('"1.2-"')

@@ -90,14 +90,15 @@ def tool_constraint(mode: str | None, tools: dict[str, dict], parallel: bool) ->
         calls["items"] = calls["items"]["anyOf"][0]
     if mode == "required":
         return Constraint("json_schema", calls)
-    from radixgen.grammar.json_schema import schema_to_regex
+    from radixgen.grammar.compiler import tool_calls_regex
     from radixgen.grammar.matcher import GrammarError
 
+    spec = json.dumps({"schema": calls, "open": TOOL_OPEN, "close": TOOL_CLOSE}, separators=(",", ":"))
     try:
-        calls_regex = schema_to_regex(json.dumps(calls))
+        tool_calls_regex(spec)
     except GrammarError as exc:
         raise invalid(str(exc), "tools") from None
-    return Constraint("regex", f"(?:[^<][\\s\\S]*|{TOOL_OPEN}(?:{calls_regex}){TOOL_CLOSE})")
+    return Constraint("tool_calls", spec)
 
 
 def _call_schema(name: str, params: dict) -> dict:

@@ -134,3 +134,21 @@ def test_tool_choice_auto_answers_text_or_a_valid_call(embedded_server, model_na
         jsonschema.validate(json.loads(message.tool_calls[0].function.arguments), WEATHER["function"]["parameters"])
     else:
         assert message.content and not message.content.startswith("<")
+
+
+TAGS = {"type": "function", "function": {"name": "tag_photo", "parameters": {
+    "type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True,
+                                              "minItems": 4, "maxItems": 6}}, "required": ["tags"]}}}
+
+
+@pytest.mark.parametrize("tool_choice", ["required", "auto"])
+def test_tool_call_sets_of_strings_stay_unique(embedded_server, model_name_e2e, tool_choice):
+    """pydantic set[str] arguments: the model, asked to repeat a tag, still calls with distinct
+    tags (UniqueGuard), in both the json_schema (required) and the tool_calls (auto) grammar."""
+    resp = _client(embedded_server).chat.completions.create(
+        model=model_name_e2e, tools=[TAGS], tool_choice=tool_choice, temperature=0, max_tokens=120,
+        messages=[{"role": "user", "content": "Call tag_photo with the tags apple, apple, apple, apple."}])
+    message = resp.choices[0].message
+    assert message.tool_calls or tool_choice == "auto"
+    for call in message.tool_calls or []:
+        jsonschema.validate(json.loads(call.function.arguments), TAGS["function"]["parameters"])

@@ -1,0 +1,255 @@
+"""uniqueItems over free strings (pydantic's `set[str]`): a guard beside the regex automaton.
+
+No regular language says "no string twice", so the schema's regex only shapes such an array, and
+`UniqueGuard` enforces the rest:
+
+- The regex spells every item value one way (`canonical_string_regex`: the only escapes are \\" \\\\ \\b
+  \\f \\n \\r \\t; no \\/ and no \\u), so two items are equal exactly when their texts are.
+- The guard follows the output as JSON (`advance`, one immutable state per token, so rollback and
+  fork are list operations). An array whose instance path (object keys; `None` for any key or
+  index) is one of the schema's guarded paths remembers its items' texts.
+- `ban` clears, from the automaton's row, every token that would close an item equal to an earlier
+  one: inside an item, the tokens that spell an earlier item's remaining text and the closing
+  quote (a prefix search over the sorted vocabulary); anywhere, any allowed token with two or more
+  quotes (it can open and close a whole item) is run through `advance` (20 such tokens in
+  SmolLM2's vocabulary).
+
+Items are free strings (no maxLength, pattern or format), so after any prefix some other value
+is still possible: a ban never leaves a dead end. `schema_check` refuses the shapes where that
+would not hold.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import weakref
+
+import numpy as np
+
+from .bitmask import numpy_rows
+from .tokenizer_info import TokenizerInfo
+
+_CANONICAL_CHAR = r'(?:[^"\\\x00-\x1F\x7F-\x9F]|\\["\\bfnrt])'
+
+
+def canonical_string_regex(min_length: int = 0) -> str:
+    """A JSON string of at least `min_length` characters, each value spelt one way."""
+    return f'"{_CANONICAL_CHAR}{{{min_length},}}"' if min_length else f'"{_CANONICAL_CHAR}*"'
+
+_WS = frozenset(b" \t\n\r")
+_OBJECT, _ARRAY = 0, 1
+# container phases: expecting a key (object) or an item (array), after a key, after a value
+_EXPECT, _VALUE, _AFTER = 0, 1, 2
+_INACTIVE = "inactive"  # the text left the guarded JSON (after it, or a prefix mismatch)
+
+
+class UniqueGuard:
+    """Immutable: the guarded paths plus the vocabulary tables; shared by a grammar's matchers.
+
+    A state is `(prefix_done, stack, lexeme)` or _INACTIVE. `prefix` is literal text before the
+    JSON (the tool-call opener); text that does not start with it is never JSON, so the guard
+    goes inactive. stack frames: (_OBJECT, phase, key) or (_ARRAY, phase, seen | None), `seen`
+    being the frozenset of item texts of a guarded array. lexeme: None, ("k", text) a key,
+    ("g", text) a guarded item, ("v", b"") another string, or ("l", b"") a number or literal; a
+    trailing backslash of a string is kept in its text (escape pending)."""
+
+    def __init__(self, paths, info: TokenizerInfo, prefix: bytes = b"") -> None:
+        self.paths = frozenset(tuple(None if p is None else p.encode() for p in path) for path in paths)
+        self.info = info
+        self.prefix = prefix
+        self._sorted, self._quoted = _vocab_tables(info)
+
+    @property
+    def initial(self):
+        return (0, (), None)
+
+    def advance(self, state, data: bytes):
+        """The state after `data`, or None when `data` closes a guarded item equal to an earlier one."""
+        for c in data:
+            if state is _INACTIVE:
+                return state
+            state = self._step(state, c)
+            if state is None:
+                return None
+        return state
+
+    def ban(self, state, words: np.ndarray) -> None:
+        """Clear from `words` (one int32 bitmask row) the tokens that would close a repeated item."""
+        if state is _INACTIVE:
+            return
+        _, stack, lexeme = state
+        if lexeme is not None and lexeme[0] == "g":
+            text = lexeme[1]
+            for seen in stack[-1][2]:
+                if seen.startswith(text):
+                    _clear(words, self._with_prefix(seen[len(text):] + b'"'))
+        quoted = self._quoted
+        allowed = quoted[(words[quoted >> 5] >> (quoted & 31)) & 1 == 1]
+        token_bytes = self.info.token_bytes
+        _clear(words, [t for t in allowed.tolist() if self.advance(state, token_bytes[t]) is None])
+
+    def _with_prefix(self, data: bytes) -> list[int]:
+        keys, ids = self._sorted
+        out, i = [], bisect.bisect_left(keys, data)
+        while i < len(keys) and keys[i].startswith(data):
+            out.extend(ids[i])
+            i += 1
+        return out
+
+    # ------------------------------------------------------------ the JSON walk
+
+    def _step(self, state, c: int):
+        done, stack, lexeme = state
+        if done < len(self.prefix):
+            return (done + 1, stack, lexeme) if c == self.prefix[done] else _INACTIVE
+        if lexeme is not None:
+            kind, text = lexeme
+            if kind == "l":
+                if c not in b",]}" and c not in _WS:
+                    return state
+                state = _after_value(done, stack)
+                if state is _INACTIVE:
+                    return state
+                done, stack, lexeme = state
+            elif c != ord('"') or (text.endswith(b"\\") and not _escaped_backslash(text)):
+                if kind == "v":  # only an escape still pending is kept
+                    text = b"\\" if c == ord("\\") and text != b"\\" else b""
+                    return (done, stack, (kind, text))
+                return (done, stack, (kind, text + bytes((c,))))
+            elif kind == "k":
+                return (done, stack[:-1] + ((_OBJECT, _VALUE, text),), None)
+            elif kind == "g":
+                frame = stack[-1]
+                if text in frame[2]:
+                    return None
+                return (done, stack[:-1] + ((_ARRAY, _AFTER, frame[2] | {text}),), None)
+            else:
+                return _after_value(done, stack)
+        if c in _WS or c == ord(":"):
+            return state
+        top = stack[-1] if stack else None
+        if c == ord(","):
+            return (done, stack[:-1] + ((top[0], _EXPECT, top[2] if top[0] == _ARRAY else None),), None)
+        if c in b"}]":
+            return _after_value(done, stack[:-1])
+        if c == ord("{"):
+            return (done, stack + ((_OBJECT, _EXPECT, None),), None)
+        if c == ord("["):
+            path = tuple(f[2] if f[0] == _OBJECT else None for f in stack)
+            seen = frozenset() if self._guarded(path) else None
+            return (done, stack + ((_ARRAY, _EXPECT, seen),), None)
+        if c == ord('"'):
+            if top is not None and top[0] == _OBJECT and top[1] == _EXPECT:
+                return (done, stack, ("k", b""))
+            guarded = top is not None and top[0] == _ARRAY and top[2] is not None
+            return (done, stack, ("g" if guarded else "v", b""))
+        return (done, stack, ("l", b""))
+
+    def _guarded(self, path: tuple) -> bool:
+        return any(len(p) == len(path) and all(a is None or a == b for a, b in zip(p, path))
+                   for p in self.paths)
+
+
+def _after_value(done: int, stack: tuple):
+    """The state once a value inside `stack` ended (the whole JSON: inactive)."""
+    if not stack:
+        return _INACTIVE
+    kind, _, info = stack[-1]
+    return (done, stack[:-1] + ((kind, _AFTER, info),), None)
+
+
+def _escaped_backslash(text: bytes) -> bool:
+    """Whether `text`'s trailing backslash is itself escaped (an even run of backslashes)."""
+    run = len(text) - len(text.rstrip(b"\\"))
+    return run % 2 == 0
+
+
+def _clear(words: np.ndarray, ids) -> None:
+    if len(ids):
+        ids = np.asarray(ids, dtype=np.int64)
+        bits = np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32))
+        np.bitwise_and.at(words.view(np.uint32), ids >> 5, ~bits)
+
+
+_tables_lock = threading.Lock()
+_tables: "weakref.WeakKeyDictionary[TokenizerInfo, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _vocab_tables(info: TokenizerInfo):
+    """((sorted token texts, their ids), ids of tokens with two or more quotes), per tokenizer."""
+    with _tables_lock:
+        cached = _tables.get(info)
+        if cached is None:
+            by_bytes: dict[bytes, list[int]] = {}
+            for token_id, data in enumerate(info.token_bytes):
+                if data and token_id not in info.special_ids:
+                    by_bytes.setdefault(data, []).append(token_id)
+            keys = sorted(by_bytes)
+            quoted = np.asarray([t for t, data in enumerate(info.token_bytes)
+                                 if data.count(b'"') >= 2 and t not in info.special_ids], dtype=np.int64)
+            cached = _tables[info] = ((keys, [by_bytes[k] for k in keys]), quoted)
+        return cached
+
+
+class GuardedMatcher:
+    """A RegexMatcher plus a UniqueGuard: the Matcher protocol, one guard state per token."""
+
+    __slots__ = ("_inner", "_guard", "_scans")
+
+    def __init__(self, inner, guard: UniqueGuard, scans: list | None = None) -> None:
+        self._inner = inner
+        self._guard = guard
+        self._scans = scans if scans is not None else [guard.initial]
+
+    @property
+    def num_accepted(self) -> int:
+        return self._inner.num_accepted
+
+    def accept_token(self, token_id: int) -> bool:
+        if not self._inner.accept_token(token_id):
+            return False
+        data = self._guard.info.token_bytes[token_id] if token_id < len(self._guard.info.token_bytes) else b""
+        scan = self._guard.advance(self._scans[-1], data)
+        if scan is None:
+            self._inner.rollback(1)
+            return False
+        self._scans.append(scan)
+        return True
+
+    def fill_bitmask(self, bitmask, row: int) -> None:
+        self._inner.fill_bitmask(bitmask, row)
+        if not self._inner.is_terminated():
+            self._guard.ban(self._scans[-1], numpy_rows(bitmask)[row])
+
+    def rollback(self, num_tokens: int) -> None:
+        self._inner.rollback(num_tokens)
+        if num_tokens:
+            del self._scans[-num_tokens:]
+
+    def fork(self) -> "GuardedMatcher":
+        return GuardedMatcher(self._inner.fork(), self._guard, list(self._scans))
+
+    def is_terminated(self) -> bool:
+        return self._inner.is_terminated()
+
+    def is_accepting(self) -> bool:
+        return self._inner.is_accepting()
+
+    def reset(self) -> None:
+        self._inner.reset()
+        del self._scans[1:]
+
+    def jump_forward_token_ids(self) -> list[int]:
+        """The inner matcher's forced tokens, up to the first the guard would reject (never
+        expected: a forced token does not close a free string)."""
+        scan, out = self._scans[-1], []
+        for token_id in self._inner.jump_forward_token_ids():
+            scan = self._guard.advance(scan, self._guard.info.token_bytes[token_id])
+            if scan is None:
+                break
+            out.append(token_id)
+        return out
+
+    def jump_forward_string(self) -> str:
+        return self._inner.jump_forward_string()

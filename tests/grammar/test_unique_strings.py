@@ -1,0 +1,138 @@
+"""uniqueItems over free strings: the regex shapes the array, `UniqueGuard` bans repeated items.
+
+The toy-vocabulary test walks every token sequence up to a length and checks, at each prefix,
+that the bitmask allows exactly the tokens `accept_token` takes, that something is always
+allowed, and that the complete texts are exactly the regex's texts with distinct items."""
+
+import json
+import re
+
+import jsonschema
+import pytest
+
+from radixgen.core import Constraint
+from radixgen.grammar.bitmask import allocate_bitmask, unpack_row
+from radixgen.grammar.compiler import GrammarCompiler, tool_calls_regex
+from radixgen.grammar.json_schema import schema_to_guarded_regex, schema_to_regex
+from radixgen.grammar.matcher import GrammarError
+from tests.grammar.conftest import toy_info
+from tests.grammar.walks import random_walk
+
+SET_OF_STRINGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "maxItems": 3}
+# several quotes per token, escapes, a token spelling an item's end plus more
+PIECES = ['"', "a", "b", "\\", ",", "[", "]", '""', '","', '"a"', 'a"', 'a",', '"]', '\\"', "ab"]
+
+
+def _texts(grammar, info, max_tokens: int):
+    """Every token sequence the matcher accepts, up to max_tokens: yields (text, complete)
+    after checking each prefix's bitmask against accept_token."""
+    bitmask = allocate_bitmask(1, info.vocab_size)
+
+    def visit(matcher, ids):
+        matcher.fill_bitmask(bitmask, 0)
+        allowed = set(unpack_row(bitmask[0], info.vocab_size).tolist())
+        text = b"".join(info.token_bytes[i] for i in ids).decode()
+        assert allowed, f"dead end after {text!r}"
+        for token in range(info.vocab_size):
+            fork = matcher.fork()
+            assert fork.accept_token(token) == (token in allowed), (text, info.token_bytes[token])
+        if 0 in allowed:
+            yield text, True
+        if len(ids) < max_tokens:
+            for token in sorted(allowed - {0}):
+                fork = matcher.fork()
+                fork.accept_token(token)
+                yield from visit(fork, ids + [token])
+
+    yield from visit(grammar.matcher(), [])
+
+
+def test_toy_masks_match_acceptance_and_outputs_are_unique_sets():
+    info = toy_info([b""] + [p.encode() for p in PIECES])
+    grammar = GrammarCompiler(info).compile(Constraint("json_schema", SET_OF_STRINGS))
+    pattern = re.compile(grammar.source)
+    complete = {text for text, done in _texts(grammar, info, 6) if done}
+    for text in complete:
+        jsonschema.validate(json.loads(text), SET_OF_STRINGS)
+    assert '["a","b"]' in complete and '["","a"]' in complete and '["\\"","a"]' in complete
+    # the guard bans exactly the repeats: every regex text of the walk with distinct items is in
+    repeats = 0
+    for text, _ in _texts(GrammarCompiler(info).compile(Constraint("regex", grammar.source)), info, 6):
+        if pattern.fullmatch(text):
+            items = json.loads(text)
+            assert (text in complete) == (len(set(items)) == len(items)), text
+            repeats += len(set(items)) < len(items)
+    assert repeats > 0  # the regex alone lets repeats through
+
+
+def test_only_the_guarded_array_is_unique(small_compiler, small_info):
+    schema = {"type": "object", "properties": {
+        "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+        "words": {"type": "array", "items": {"type": "string"}},
+        "rows": {"type": "array", "items": {"type": "object", "properties": {
+            "tags": {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True,
+                     "minItems": 2}}, "required": ["tags"]}}},
+        "required": ["tags", "words", "rows"]}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    byte_ids = {data[0]: i for i, data in enumerate(small_info.token_bytes) if len(data) == 1}
+
+    def accepts(text: str) -> bool:
+        matcher = grammar.matcher()
+        return all(matcher.accept_token(byte_ids[c]) for c in text.encode())
+
+    each_row = '"rows":[{"tags":["a","aa"]},{"tags":["a","aa"]}]'
+    assert accepts('{"tags":["a","aa"],"words":["a","a"],' + each_row + "}")
+    assert not accepts('{"tags":["a","a"]')
+    assert not accepts('{"tags":[],"words":[],"rows":[{"tags":["aa","a","aa"]')
+    for seed in range(20):
+        _, text = random_walk(grammar, small_info, seed)
+        jsonschema.validate(json.loads(text), schema)
+
+
+def test_tool_calls_guard_starts_after_the_tag():
+    info = toy_info([b""] + [p.encode() for p in PIECES + ["<t>", "</t>", "x"]])
+    spec = json.dumps({"schema": SET_OF_STRINGS, "open": "<t>", "close": "</t>"})
+    grammar = GrammarCompiler(info).compile(Constraint("tool_calls", spec))
+    assert tool_calls_regex(spec)[2] == b"<t>"
+    tokens = {p: i + 1 for i, p in enumerate(PIECES + ["<t>", "</t>", "x"])}
+
+    def accepts(*pieces) -> bool:
+        matcher = grammar.matcher()
+        return all(matcher.accept_token(tokens[p]) for p in pieces) and matcher.accept_token(0)
+
+    assert accepts("x", '"a"', ",", '"a"')  # free text: not JSON, nothing to keep unique
+    assert accepts("<t>", "[", '"a"', ",", '""', "]", "</t>")
+    assert not accepts("<t>", "[", '"a"', ",", '"a"', "]", "</t>")
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "array", "items": {"type": "string", "maxLength": 3}, "uniqueItems": True},  # could run out
+    {"type": "array", "items": {"type": "string", "pattern": "^a+$"}, "uniqueItems": True},
+    {"type": "array", "items": {"type": "number"}, "uniqueItems": True},
+    # another array at the same place, whose items the guard would wrongly keep unique
+    {"anyOf": [{"type": "object", "properties": {"t": SET_OF_STRINGS}, "required": ["t"]},
+               {"type": "object", "properties": {"t": {"type": "array", "items": {"const": "a"}}},
+                "required": ["t"]}]},
+    {"anyOf": [{"type": "object", "properties": {"t": SET_OF_STRINGS}},
+               {"type": "object", "properties": {"t": {"const": ["a", "a"]}}}]},
+])
+def test_unguardable_unique_items_are_refused(schema):
+    with pytest.raises(GrammarError, match="uniqueItems"):
+        schema_to_guarded_regex(json.dumps(schema))
+
+
+def test_the_plain_regex_refuses_a_guarded_schema():
+    """schema_to_regex's callers embed the regex without the guard: they get a 400 instead."""
+    with pytest.raises(GrammarError, match="uniqueItems"):
+        schema_to_regex(json.dumps(SET_OF_STRINGS))
+    regex, paths = schema_to_guarded_regex(json.dumps({"type": "object", "properties": {"s": SET_OF_STRINGS}}))
+    assert paths == (("s",),)
+    assert re.fullmatch(regex, '{"s":["a","a"]}')  # the regex alone shapes; the guard keeps unique
+
+
+def test_items_are_spelt_one_way():
+    """Equal values must have equal texts, so the item regex has no \\/ and no \\u escapes."""
+    regex = re.compile(schema_to_guarded_regex(json.dumps(SET_OF_STRINGS))[0])
+    assert regex.fullmatch('["a/","a\\n"]')
+    for text in ['["a\\/"]', '["\\u0061"]']:
+        assert json.loads(text) and not regex.fullmatch(text)
