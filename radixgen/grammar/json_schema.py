@@ -17,7 +17,7 @@ import secrets
 from outlines_core.json_schema import build_regex_from_schema
 
 from .matcher import GrammarError
-from .schema_check import SchemaRewriter
+from .schema_check import KEYED, SchemaRewriter
 
 WHITESPACE = {
     "compact": "",  # no whitespace at all: {"a":1,"b":[1,2]}
@@ -77,6 +77,8 @@ def _schema_to_regex(schema_json: str, whitespace: str) -> tuple[str, tuple]:
     if _RefWalk(rewritten).needs_unrolling():
         rewritten = _Unroll(rewritten).run()
     unique_paths = _ArraySites(rewritten, rewriter).unique_paths() if rewriter.unique_strings else ()
+    if rewriter.keyed_objects:
+        rewritten = _KeyedObjects(rewritten, rewriter, whitespace_pattern(whitespace)).run()
     try:
         regex = build_regex_from_schema(json.dumps(rewritten), whitespace_pattern(whitespace), OUTLINES_REF_DEPTH)
     except (ValueError, RuntimeError, TypeError) as exc:
@@ -203,6 +205,68 @@ class _ArraySites:
             self._walk(sub, path)
         for sub in node.get("prefixItems", []) + [node.get("items"), node.get("additionalProperties")]:
             self._walk(sub, path + (None,))
+
+
+class _KeyedObjects:
+    """Replaces every keyed-object carrier (schema_check's `_keyed_object`) by its placeholder,
+    whose regex is written here: names from the carrier's name regex, values from the regex
+    outlines-core builds for its additionalProperties schema alone (references inlined, inner
+    carriers replaced, and the placeholders in it filled in)."""
+
+    def __init__(self, root, rewriter: SchemaRewriter, whitespace: str) -> None:
+        self.root = root
+        self.rewriter = rewriter
+        self.ws = whitespace
+        self.nodes = 0
+
+    def run(self):
+        return self._node(self.root)
+
+    def _node(self, node):
+        self._count()
+        if isinstance(node, list):
+            return [self._node(sub) for sub in node]
+        if not isinstance(node, dict):
+            return node
+        if KEYED not in node:
+            return {k: self._node(v) for k, v in node.items()}
+        name = f'"{node[KEYED]}"'
+        keys, nonempty = self.rewriter.keyed_objects[name]
+        ws = self.ws
+        if "additionalProperties" not in node:  # the recursion was cut there: the empty object
+            if nonempty:
+                raise GrammarError("recursive $ref without an exit: an object needing a property "
+                                   "recurses at every level")
+            self.rewriter.placeholders[name] = rf"\{{{ws}\}}"
+            return {"const": node[KEYED]}
+        values = self._node(self._inlined(node["additionalProperties"]))
+        _bound_any_depth(values)
+        try:
+            value = build_regex_from_schema(json.dumps(values), ws, OUTLINES_REF_DEPTH)
+        except (ValueError, RuntimeError, TypeError) as exc:
+            raise GrammarError(f"cannot compile json_schema: {exc}") from None
+        for placeholder, leaf in self.rewriter.placeholders.items():
+            value = value.replace(placeholder, f"(?:{leaf})")
+        pair = f"{keys}{ws}:{ws}(?:{value})"
+        body = f"{pair}(?:{ws},{ws}{pair})*"
+        self.rewriter.placeholders[name] = rf"\{{{ws}{body if nonempty else f'(?:{body})?'}{ws}\}}"
+        return {"const": node[KEYED]}
+
+    def _inlined(self, node):
+        """`node` with every (acyclic, by now) reference replaced by its target."""
+        self._count()
+        if isinstance(node, list):
+            return [self._inlined(sub) for sub in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            return self._inlined(_target(self.root, node["$ref"]))
+        return {k: self._inlined(v) for k, v in node.items() if k not in ("$defs", "definitions")}
+
+    def _count(self) -> None:
+        self.nodes += 1
+        if self.nodes > _NODE_BUDGET:
+            raise GrammarError("json_schema expands to too large a grammar")
 
 
 def _literal_arrays(value, path: tuple, out: list) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 
 from .matcher import GrammarError
 from .regex_leaves import (escape_literal, format_length_regex, format_regex, increasing_subsequence_regex,
@@ -37,7 +38,8 @@ _BY_TYPE = {
     "integer": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "format"},
     "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format"},
     "array": {"items", "minItems", "maxItems", "uniqueItems"},
-    "object": {"additionalProperties", "minProperties", "maxProperties", "required"},
+    "object": {"additionalProperties", "minProperties", "maxProperties", "required", "patternProperties",
+               "propertyNames"},
     "boolean": set(), "null": set(),
 }
 # any JSON value, with unconstrained containers kept shallow (outlines-core's own expansion of
@@ -60,6 +62,9 @@ class SchemaRewriter:
         # placeholders that are arrays, for json_schema's check of where uniqueness is guarded:
         self.unique_strings: set[str] = set()  # uniqueItems over free strings (UniqueGuard)
         self.literal_arrays: dict[str, list] = {}  # enum/const values holding arrays, and finite sets
+        # free-form objects whose names follow a regex: placeholder -> (name regex, nonempty);
+        # json_schema builds their regex once their values' regex is known (see KEYED)
+        self.keyed_objects: dict[str, tuple[str, bool]] = {}
         # drafts 3 to 7 ignore every keyword beside a $ref (2019-09 on apply them too)
         self.draft_3_to_7 = any(f"draft-0{n}/" in str(root.get("$schema", "")) for n in (3, 4, 6, 7))
 
@@ -287,6 +292,8 @@ class SchemaRewriter:
         return new
 
     def _type_object(self, node: dict, path: str) -> dict:
+        if "patternProperties" in node or "propertyNames" in node:
+            return self._keyed_object(node, path)
         if node.get("required"):
             _refuse("required", path, "it needs properties listing the required names")
         if node.get("minProperties", 0) > 1:
@@ -302,6 +309,71 @@ class SchemaRewriter:
         elif extra is not True:
             new["additionalProperties"] = self.rewrite(extra, f"{path}.additionalProperties")
         return new
+
+    def _keyed_object(self, node: dict, path: str) -> dict:
+        """A free-form object whose names follow `propertyNames` (pydantic's dict[Literal[...], X]
+        or dict[constr(pattern=...), X]) or one `patternProperties` pattern (its names match it;
+        other names are never generated). Returned as a carrier, {"type": "object",
+        "additionalProperties": <values>, KEYED: <placeholder>}, so references and recursion in
+        the values are handled as elsewhere; json_schema then writes the object's regex."""
+        patterns = node.get("patternProperties", {})
+        if "propertyNames" in node and patterns:
+            _refuse("patternProperties", path, "it is not supported together with propertyNames")
+        if not isinstance(patterns, dict) or len(patterns) > 1:
+            _refuse("patternProperties", path, "only one pattern is supported on an object without "
+                    "properties (several could apply to one name)")
+        if isinstance(node.get("type"), list) and len(node["type"]) > 1:
+            _refuse(next(k for k in ("propertyNames", "patternProperties") if k in node), path,
+                    "it is only supported with the single type object")
+        for key in ("required", "maxProperties"):
+            if node.get(key):
+                _refuse(key, path, "it is not supported on an object whose names follow a pattern")
+        if node.get("minProperties", 0) > 1:
+            _refuse("minProperties", path, "values above 1 need properties (keys could repeat)")
+        if patterns:
+            (pattern, values), = patterns.items()
+            names = self._name_schema({"pattern": pattern}, f"{path}.patternProperties")
+        else:
+            values = node.get("additionalProperties", True)
+            names = self._name_schema(node["propertyNames"], f"{path}.propertyNames")
+        if values is False:  # no name may be there: the empty object
+            if node.get("minProperties"):
+                _refuse("minProperties", path, "no property is allowed")
+            return {"type": "object", "maxProperties": 0}
+        values = self.rewrite(values, f"{path}.additionalProperties")
+        # after the values' placeholders, which its regex holds (json_schema replaces it first)
+        carrier = self._placeholder("", quoted=False)["const"]  # its regex: json_schema._KeyedObjects
+        self.keyed_objects[f'"{carrier}"'] = (self._string_regex(names), node.get("minProperties", 0) == 1)
+        return {"type": "object", "additionalProperties": values, KEYED: carrier}
+
+    def _name_schema(self, schema, path: str) -> dict:
+        """propertyNames' schema, rewritten as a string schema (names are strings)."""
+        if not isinstance(schema, dict) or schema.get("type", "string") != "string":
+            _refuse("propertyNames", path, "only a string schema is supported")
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str) and not re.search(r"(?<!\\)(?:\\\\)*\$$", pattern):
+            # a pattern matches names that contain a match: one open at its end takes any rest
+            # (a name is not one match repeated: {"x-": 1, "x-": 2} is no use)
+            try:
+                return self.rewrite({**schema, "type": "string", "pattern": f"{pattern}(?:.*)"}, path)
+            except GrammarError:
+                pass  # e.g. an alternative anchored at its end: the matches alone
+        names = self.rewrite({**schema, "type": "string"}, path)
+        if "enum" in names:
+            names["enum"] = [v for v in names["enum"] if isinstance(v, str)]
+            if not names["enum"]:
+                _refuse("propertyNames", path, "no value is a string")
+        return names
+
+    def _string_regex(self, rewritten: dict) -> str:
+        """The regex of a rewritten string schema (with its quotes)."""
+        if "enum" in rewritten:
+            return "(?:" + "|".join(_json_literal(v) for v in rewritten["enum"]) + ")"
+        if "const" in rewritten:
+            name = f'"{rewritten["const"]}"'
+            return self.placeholders.get(name, _json_literal(rewritten["const"]))
+        least, most = rewritten.get("minLength", 0), rewritten.get("maxLength", "")
+        return f'"{STRING_CHAR}{{{least},{most}}}"'
 
     def _unique_items(self, node: dict, path: str) -> dict:
         """uniqueItems over items from a finite set of scalars (enum, const, boolean, null:
@@ -387,6 +459,8 @@ class SchemaRewriter:
 
 
 _MATCH_ALL = ("", ".*", "^.*", ".*$", "^.*$")
+KEYED = "x-radixgen-keyed"  # marks the carrier of a keyed object (SchemaRewriter._keyed_object)
+STRING_CHAR = r'(?:[^"\\\x00-\x1F\x7F-\x9F]|\\["\\/bfnrt])'  # one character of a JSON string
 
 
 def _without_idle_keywords(node: dict) -> dict:

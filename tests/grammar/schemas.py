@@ -125,6 +125,22 @@ SUPPORTED = {
         "id": {"type": "integer"}, "name": {"type": "string", "maxLength": 5}, "done": {"type": "boolean"},
         "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2}},
         "required": ["id"], "minProperties": 2, "additionalProperties": False},
+    # free-form objects whose names follow propertyNames (pydantic dict[Literal[...], int],
+    # dict[constr(pattern=...), Model]) or one patternProperties pattern (OpenAPI's "^x-")
+    "dict_literal_keys": {"type": "object", "propertyNames": {"enum": ["red", "green", "blue"]},
+                          "additionalProperties": {"type": "integer", "minimum": 0}},
+    "dict_pattern_keys": {"$defs": {"P": {"type": "object", "properties": {"x": {"type": "integer", "maximum": 9}},
+                                          "required": ["x"]}},
+                          "type": "object", "properties": {"by_id": {
+                              "type": "object", "propertyNames": {"pattern": "^[a-z][a-z0-9]*$", "maxLength": 6},
+                              "additionalProperties": {"$ref": "#/$defs/P"}, "minProperties": 1}},
+                          "required": ["by_id"]},
+    "pattern_properties_only": {"type": "object", "patternProperties": {"^x-": {"type": "string", "format": "date"}},
+                                "additionalProperties": False},
+    "dict_tree": {"$defs": {"Node": {"type": "object", "propertyNames": {"pattern": "^[a-c]$"},
+                                     "additionalProperties": {"anyOf": [{"$ref": "#/$defs/Node"},
+                                                                        {"type": "integer"}]}}},
+                  "$ref": "#/$defs/Node"},
     # keywords that constrain nothing here: additionalItems without an items array, propertyNames
     # of type string, a match-all patternProperties (it is additionalProperties); and a required
     # name properties does not list, generated with additionalProperties' schema
@@ -201,8 +217,10 @@ UNSUPPORTED = [
     ({"allOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}]}, "allOf"),
     ({"not": {"type": "string"}}, "not"),
     ({"type": "integer", "if": {"minimum": 3}, "then": {"maximum": 5}}, "if"),
-    ({"type": "object", "patternProperties": {"^a": {"type": "integer"}}}, "patternProperties"),
-    ({"type": "object", "propertyNames": {"maxLength": 3}}, "propertyNames"),
+    ({"type": "object", "patternProperties": {"^a": {"type": "integer"}, "^b": {"type": "string"}}},
+     "patternProperties"),  # two patterns could apply to one name
+    ({"type": "object", "propertyNames": {"type": "integer"}}, "propertyNames"),
+    ({"type": ["object", "null"], "propertyNames": {"maxLength": 3}}, "propertyNames"),
     ({"type": "string", "format": "uri-reference"}, "format"),
     ({"type": "number", "multipleOf": 0.5}, "multipleOf"),
     ({"type": "number", "minimum": 0.75, "exclusiveMaximum": 0.75}, "minimum"),  # no value left

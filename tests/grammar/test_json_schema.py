@@ -386,3 +386,25 @@ def test_ecma_named_groups_in_patterns(small_compiler, small_info):
 
     assert accepts('"1.20-rc"') and accepts('"0.0"')
     assert not accepts('"01.2"') and not accepts('"1.2-"')
+
+
+def test_keyed_objects_follow_their_name_rules(small_compiler, small_info):
+    """propertyNames / one patternProperties pattern on a free-form object: names follow it (a
+    pattern open at its end takes any rest), values follow the value schema."""
+    from tests.grammar.schemas import SUPPORTED
+
+    byte_ids = {data[0]: i for i, data in enumerate(small_info.token_bytes) if len(data) == 1}
+
+    def accepts(name: str, text: str) -> bool:
+        matcher = small_compiler.compile(Constraint("json_schema", SUPPORTED[name])).matcher()
+        return all(matcher.accept_token(byte_ids[c]) for c in text.encode()) and matcher.is_accepting()
+
+    assert accepts("dict_literal_keys", '{"red":1,"blue":0}') and accepts("dict_literal_keys", "{}")
+    assert not accepts("dict_literal_keys", '{"purple":1}') and not accepts("dict_literal_keys", '{"red":-1}')
+    assert accepts("pattern_properties_only", '{"x-when":"2024-02-29"}')
+    assert not accepts("pattern_properties_only", '{"when":"2024-02-29"}')
+    assert not accepts("pattern_properties_only", '{"x-when":"2023-02-29"}')
+    assert accepts("dict_pattern_keys", '{"by_id":{"a1":{"x":9}}}')
+    assert not accepts("dict_pattern_keys", '{"by_id":{}}')  # minProperties 1
+    assert not accepts("dict_pattern_keys", '{"by_id":{"abcdefg":{"x":1}}}')  # maxLength 6
+    assert accepts("dict_tree", '{"a":{"b":{"c":1}}}') and not accepts("dict_tree", '{"d":1}')
