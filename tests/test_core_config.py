@@ -19,7 +19,8 @@ def test_sampling_params_from_dict_and_validation():
 def test_tool_calls_constraint_spec_is_checked():
     good = {"schema": {"type": "object"}, "open": "<t>", "close": "</t>"}
     p = SamplingParams.from_dict({"tool_calls": good})
-    assert p.constraint.kind == "tool_calls" and p.constraint.spec == '{"schema":{"type":"object"},"open":"<t>","close":"</t>"}'
+    assert p.constraint.kind == "tool_calls"
+    assert p.constraint.spec == '{"schema":{"type":"object"},"open":"<t>","close":"</t>"}'
     for bad in ("{", {"schema": {}}, {**good, "open": ""}, {**good, "extra": 1}, {**good, "schema": []}):
         with pytest.raises(ValueError, match="tool_calls"):
             SamplingParams.from_dict({"tool_calls": bad})

@@ -6,8 +6,9 @@
     matcher = grammar.matcher()
 
 kinds: json_schema and regex (outlines-core token index), choices (an alternation of the escaped
-strings), tool_calls (text, or a JSON Schema instance between two tags), lark and ebnf (`radixgen.grammar.cfg.compile_cfg`, imported lazily). Results are cached
-by (constraint, tokenizer, whitespace); errors are cached too, so a bad schema fails fast again.
+strings), tool_calls (text, or a JSON Schema instance between two tags), lark and ebnf
+(`radixgen.grammar.cfg.compile_cfg`, imported lazily). Results are cached by (constraint,
+tokenizer, whitespace); errors are cached too, so a bad schema fails fast again.
 """
 
 from __future__ import annotations

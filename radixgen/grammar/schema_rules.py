@@ -62,9 +62,12 @@ def _excludes(gen, acc, resolve) -> bool:
     gen_kinds, acc_kinds = _generated_kinds(gen), _kinds(acc)
     if gen_kinds is not None and acc_kinds is not None and not (_widen(gen_kinds) & _widen(acc_kinds)):
         return True
+    acc_values = _values(acc)  # acc accepts those values at most, whatever else it says
+    if (gen_kinds is not None and acc_values is not None
+            and not {_value_kind(v) for v in acc_values} & _widen(gen_kinds)):
+        return True
     values = None if isinstance(gen, dict) and "properties" in gen else _values(gen)
     if values is not None:
-        acc_values = _values(acc)
         if acc_values is not None and not set(values) & set(acc_values):
             return True
         if acc_kinds is not None and not {_value_kind(v) for v in values} & _widen(acc_kinds):

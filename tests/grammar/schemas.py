@@ -141,6 +141,10 @@ SUPPORTED = {
                                      "additionalProperties": {"anyOf": [{"$ref": "#/$defs/Node"},
                                                                         {"type": "integer"}]}}},
                   "$ref": "#/$defs/Node"},
+    # oneOf of an object and a const of another type (codecov's "comment": settings or false)
+    "one_of_object_or_false": {"type": "object", "properties": {"comment": {"oneOf": [
+        {"type": "object", "properties": {"layout": {"type": "string", "maxLength": 8}}}, {"const": False}]}},
+        "required": ["comment"]},
     # keywords that constrain nothing here: additionalItems without an items array, propertyNames
     # of type string, a match-all patternProperties (it is additionalProperties); and a required
     # name properties does not list, generated with additionalProperties' schema
