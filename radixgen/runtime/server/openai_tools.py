@@ -82,10 +82,11 @@ def tool_mode(body: ChatCompletionRequest, tools: dict[str, dict]) -> str | None
 def tool_constraint(mode: str | None, tools: dict[str, dict], parallel: bool) -> Constraint | None:
     if mode is None:
         return None
+    defs, arguments = _hoisted(tools)
     if mode not in ("auto", "required"):
-        return Constraint("json_schema", _call_schema(mode, tools[mode]))
-    calls = {"type": "array", "items": {"anyOf": [_call_schema(n, p) for n, p in tools.items()]},
-             "minItems": 1, **({} if parallel else {"maxItems": 1})}
+        return Constraint("json_schema", {**_draft(tools), **_call_schema(mode, arguments[mode]), "$defs": defs})
+    calls = {**_draft(tools), "type": "array", "items": {"anyOf": [_call_schema(n, a) for n, a in arguments.items()]},
+             "minItems": 1, **({} if parallel else {"maxItems": 1}), "$defs": defs}
     if len(tools) == 1:
         calls["items"] = calls["items"]["anyOf"][0]
     if mode == "required":
@@ -101,9 +102,63 @@ def tool_constraint(mode: str | None, tools: dict[str, dict], parallel: bool) ->
     return Constraint("tool_calls", spec)
 
 
-def _call_schema(name: str, params: dict) -> dict:
-    return {"type": "object", "properties": {"name": {"const": name}, "arguments": params},
+def _call_schema(name: str, arguments: dict) -> dict:
+    return {"type": "object", "properties": {"name": {"const": name}, "arguments": arguments},
             "required": ["name", "arguments"]}
+
+
+def _hoisted(tools: dict[str, dict]) -> tuple[dict, dict]:
+    """(root $defs, name -> arguments schema) for one schema over all tools. Each parameters
+    schema becomes the definition `tool<i>` and its own $defs / definitions (pydantic's nested
+    models) `tool<i>-<group>-<name>`, with its local references rewritten to match ("#" is the
+    parameters schema itself), so references resolve wherever the call schema puts them."""
+    defs, arguments = {}, {}
+    for i, (name, params) in enumerate(tools.items()):
+        key = f"tool{i}"
+        groups = {g: params[g] for g in ("$defs", "definitions") if isinstance(params.get(g), dict)}
+        defs[key] = _relocated({k: v for k, v in params.items() if k not in groups}, key, groups)
+        for group, members in groups.items():
+            for member, schema in members.items():
+                defs[f"{key}-{group}-{member}"] = _relocated(schema, key, groups)
+        arguments[name] = {"$ref": f"#/$defs/{key}"}
+    return defs, arguments
+
+
+def _draft(tools: dict[str, dict]) -> dict:
+    """{"$schema": ...} when every parameters schema declares the same draft (its rules, e.g.
+    draft 7's tuple items, then apply to the whole call schema), else {}."""
+    drafts = {params.get("$schema") for params in tools.values()}
+    return {"$schema": drafts.pop()} if len(drafts) == 1 and None not in drafts else {}
+
+
+def _relocated(node: Any, key: str, groups: dict) -> Any:
+    """A schema of tool `key` with its local references rewritten for `_hoisted`. Literal values
+    (enum, const, default, examples) are left as written."""
+    if isinstance(node, list):
+        return [_relocated(v, key, groups) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for name, value in node.items():
+        if name == "$ref" and isinstance(value, str) and value.startswith("#"):
+            out[name] = _moved_ref(value, key, groups)
+        elif name in ("enum", "const", "default", "examples"):
+            out[name] = value
+        elif name in _NAMED_SCHEMAS and isinstance(value, dict):  # names -> schemas (a name may be "enum")
+            out[name] = {n: _relocated(sub, key, groups) for n, sub in value.items()}
+        else:
+            out[name] = _relocated(value, key, groups)
+    return out
+
+
+def _moved_ref(ref: str, key: str, groups: dict) -> str:
+    parts = ref[1:].split("/")
+    if len(parts) >= 3 and parts[0] == "" and parts[1] in groups:
+        return "/".join(["#", "$defs", f"{key}-{parts[1]}-{parts[2]}", *parts[3:]])
+    return f"#/$defs/{key}{ref[1:]}"
+
+
+_NAMED_SCHEMAS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 
 
 def tools_system_prompt(body: ChatCompletionRequest) -> str:
