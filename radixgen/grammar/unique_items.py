@@ -47,47 +47,58 @@ _INACTIVE = "inactive"  # the text left the guarded JSON (after it, or a prefix 
 class UniqueGuard:
     """Immutable: the guarded paths plus the vocabulary tables; shared by a grammar's matchers.
 
-    A state is `(prefix_done, stack, lexeme)` or _INACTIVE. `prefix` is literal text before the
-    JSON (the tool-call opener); text that does not start with it is never JSON, so the guard
-    goes inactive. stack frames: (_OBJECT, phase, key) or (_ARRAY, phase, seen | None), `seen`
-    being the frozenset of item texts of a guarded array. lexeme: None, ("k", text) a key,
-    ("g", text) a guarded item, ("v", b"") another string, or ("l", b"") a number or literal; a
-    trailing backslash of a string is kept in its text (escape pending)."""
+    A state is `(prefix_done, stack, lexeme, arrays)` or _INACTIVE. `prefix` is literal text
+    before the JSON (the tool-call opener); text that does not start with it is never JSON, so the
+    guard goes inactive. stack frames: (_OBJECT, phase, key) or (_ARRAY, phase, instance | None),
+    `instance` numbering the guarded arrays in order (`arrays` counts them). lexeme: None,
+    ("k", text) a key, ("g", text) a guarded item, ("v", b"") another string, or ("l", b"") a
+    number or literal; a trailing backslash of a string is kept in its text (escape pending).
+    The item texts of each guarded array live outside the state, in `seen` (instance -> set),
+    kept by the matcher, so a state costs no copy of them."""
 
     def __init__(self, paths, info: TokenizerInfo, prefix: bytes = b"") -> None:
         self.paths = frozenset(tuple(None if p is None else p.encode() for p in path) for path in paths)
         self.info = info
         self.prefix = prefix
-        self._sorted, self._quoted = _vocab_tables(info)
+        self._sorted, self._closers, self._quoted = _vocab_tables(info)
 
     @property
     def initial(self):
-        return (0, (), None)
+        return (0, (), None, 0)
 
-    def advance(self, state, data: bytes):
-        """The state after `data`, or None when `data` closes a guarded item equal to an earlier one."""
+    def advance(self, state, data: bytes, seen):
+        """(state after `data`, the (instance, text) items it closed), or None when `data`
+        closes a guarded item equal to an earlier one (in `seen` or earlier in `data`)."""
+        closed: list = []
         for c in data:
             if state is _INACTIVE:
-                return state
-            state = self._step(state, c)
+                break
+            state = self._step(state, c, seen, closed)
             if state is None:
                 return None
-        return state
+        return state, closed
 
-    def ban(self, state, words: np.ndarray) -> None:
+    def ban(self, state, words: np.ndarray, seen) -> None:
         """Clear from `words` (one int32 bitmask row) the tokens that would close a repeated item."""
         if state is _INACTIVE:
             return
-        _, stack, lexeme = state
+        _, stack, lexeme, _ = state
+        quoted = self._quoted  # tokens with two or more quotes: run through advance
         if lexeme is not None and lexeme[0] == "g":
-            text = lexeme[1]
-            for seen in stack[-1][2]:
-                if seen.startswith(text):
-                    _clear(words, self._with_prefix(seen[len(text):] + b'"'))
-        quoted = self._quoted
+            text, items = lexeme[1], seen.get(stack[-1][2], ())
+            if text.endswith(b"\\") and not _escaped_backslash(text):
+                quoted = self._closers[1]  # an escape is pending: run every token with a quote
+            elif len(items) <= len(self._closers[0]):
+                for item in items:
+                    if item.startswith(text):
+                        _clear(words, self._with_prefix(item[len(text):] + b'"'))
+            else:  # more items than ways to close: look up what each closing token would close
+                for before, ids in self._closers[0]:
+                    if text + before in items:
+                        _clear(words, ids)
         allowed = quoted[(words[quoted >> 5] >> (quoted & 31)) & 1 == 1]
         token_bytes = self.info.token_bytes
-        _clear(words, [t for t in allowed.tolist() if self.advance(state, token_bytes[t]) is None])
+        _clear(words, [t for t in allowed.tolist() if self.advance(state, token_bytes[t], seen) is None])
 
     def _with_prefix(self, data: bytes) -> list[int]:
         keys, ids = self._sorted
@@ -99,64 +110,66 @@ class UniqueGuard:
 
     # ------------------------------------------------------------ the JSON walk
 
-    def _step(self, state, c: int):
-        done, stack, lexeme = state
+    def _step(self, state, c: int, seen, closed: list):
+        done, stack, lexeme, arrays = state
         if done < len(self.prefix):
-            return (done + 1, stack, lexeme) if c == self.prefix[done] else _INACTIVE
+            return (done + 1, stack, lexeme, arrays) if c == self.prefix[done] else _INACTIVE
         if lexeme is not None:
             kind, text = lexeme
             if kind == "l":
                 if c not in b",]}" and c not in _WS:
                     return state
-                state = _after_value(done, stack)
+                state = _after_value(done, stack, arrays)
                 if state is _INACTIVE:
                     return state
-                done, stack, lexeme = state
+                done, stack, lexeme, arrays = state
             elif c != ord('"') or (text.endswith(b"\\") and not _escaped_backslash(text)):
                 if kind == "v":  # only an escape still pending is kept
                     text = b"\\" if c == ord("\\") and text != b"\\" else b""
-                    return (done, stack, (kind, text))
-                return (done, stack, (kind, text + bytes((c,))))
+                    return (done, stack, (kind, text), arrays)
+                return (done, stack, (kind, text + bytes((c,))), arrays)
             elif kind == "k":
-                return (done, stack[:-1] + ((_OBJECT, _VALUE, text),), None)
+                return (done, stack[:-1] + ((_OBJECT, _VALUE, text),), None, arrays)
             elif kind == "g":
-                frame = stack[-1]
-                if text in frame[2]:
+                instance = stack[-1][2]
+                if text in seen.get(instance, ()) or (instance, text) in closed:
                     return None
-                return (done, stack[:-1] + ((_ARRAY, _AFTER, frame[2] | {text}),), None)
+                closed.append((instance, text))
+                return (done, stack[:-1] + ((_ARRAY, _AFTER, instance),), None, arrays)
             else:
-                return _after_value(done, stack)
+                return _after_value(done, stack, arrays)
         if c in _WS or c == ord(":"):
             return state
         top = stack[-1] if stack else None
         if c == ord(","):
-            return (done, stack[:-1] + ((top[0], _EXPECT, top[2] if top[0] == _ARRAY else None),), None)
+            return (done, stack[:-1] + ((top[0], _EXPECT, top[2] if top[0] == _ARRAY else None),), None, arrays)
         if c in b"}]":
-            return _after_value(done, stack[:-1])
+            return _after_value(done, stack[:-1], arrays)
         if c == ord("{"):
-            return (done, stack + ((_OBJECT, _EXPECT, None),), None)
+            return (done, stack + ((_OBJECT, _EXPECT, None),), None, arrays)
         if c == ord("["):
             path = tuple(f[2] if f[0] == _OBJECT else None for f in stack)
-            seen = frozenset() if self._guarded(path) else None
-            return (done, stack + ((_ARRAY, _EXPECT, seen),), None)
+            if self._guarded(path):
+                return (done, stack + ((_ARRAY, _EXPECT, arrays),), None, arrays + 1)
+            return (done, stack + ((_ARRAY, _EXPECT, None),), None, arrays)
         if c == ord('"'):
             if top is not None and top[0] == _OBJECT and top[1] == _EXPECT:
-                return (done, stack, ("k", b""))
+                return (done, stack, ("k", b""), arrays)
             guarded = top is not None and top[0] == _ARRAY and top[2] is not None
-            return (done, stack, ("g" if guarded else "v", b""))
-        return (done, stack, ("l", b""))
+            return (done, stack, ("g" if guarded else "v", b""), arrays)
+        return (done, stack, ("l", b""), arrays)
 
     def _guarded(self, path: tuple) -> bool:
         return any(len(p) == len(path) and all(a is None or a == b for a, b in zip(p, path))
                    for p in self.paths)
 
 
-def _after_value(done: int, stack: tuple):
+def _after_value(done: int, stack: tuple, arrays: int):
     """The state once a value inside `stack` ended (the whole JSON: inactive)."""
     if not stack:
         return _INACTIVE
     kind, _, info = stack[-1]
-    return (done, stack[:-1] + ((kind, _AFTER, info),), None)
+    return (done, stack[:-1] + ((kind, _AFTER, info),), None, arrays)
 
 
 def _escaped_backslash(text: bytes) -> bool:
@@ -177,7 +190,9 @@ _tables: "weakref.WeakKeyDictionary[TokenizerInfo, tuple]" = weakref.WeakKeyDict
 
 
 def _vocab_tables(info: TokenizerInfo):
-    """((sorted token texts, their ids), ids of tokens with two or more quotes), per tokenizer."""
+    """Per tokenizer: (sorted token texts, their ids); the tokens with an unescaped quote grouped
+    by the text before the first one, [(text, ids)], and the ids of all tokens with a quote; the
+    ids of tokens with two or more quotes."""
     with _tables_lock:
         cached = _tables.get(info)
         if cached is None:
@@ -186,21 +201,46 @@ def _vocab_tables(info: TokenizerInfo):
                 if data and token_id not in info.special_ids:
                     by_bytes.setdefault(data, []).append(token_id)
             keys = sorted(by_bytes)
-            quoted = np.asarray([t for t, data in enumerate(info.token_bytes)
-                                 if data.count(b'"') >= 2 and t not in info.special_ids], dtype=np.int64)
-            cached = _tables[info] = ((keys, [by_bytes[k] for k in keys]), quoted)
+            closers: dict[bytes, list[int]] = {}
+            for data, ids in by_bytes.items():
+                cut = _first_quote(data)
+                if cut is not None:
+                    closers.setdefault(data[:cut], []).extend(ids)
+            with_quote, quoted = (np.asarray([t for t, data in enumerate(info.token_bytes)
+                                              if data.count(b'"') >= least and t not in info.special_ids],
+                                             dtype=np.int64) for least in (1, 2))
+            cached = _tables[info] = ((keys, [by_bytes[k] for k in keys]),
+                                      (list(closers.items()), with_quote), quoted)
         return cached
 
 
+def _first_quote(data: bytes) -> int | None:
+    """Index of the first quote in `data` not escaped by a backslash before it in `data`."""
+    escaped = False
+    for i, c in enumerate(data):
+        if escaped:
+            escaped = False
+        elif c == ord("\\"):
+            escaped = True
+        elif c == ord('"'):
+            return i
+    return None
+
+
 class GuardedMatcher:
-    """A RegexMatcher plus a UniqueGuard: the Matcher protocol, one guard state per token."""
+    """A RegexMatcher plus a UniqueGuard: the Matcher protocol, one guard state per token, and
+    the items of the guarded arrays (instance -> set of texts) with, per token, the items it
+    added (undone by rollback)."""
 
-    __slots__ = ("_inner", "_guard", "_scans")
+    __slots__ = ("_inner", "_guard", "_scans", "_seen", "_added")
 
-    def __init__(self, inner, guard: UniqueGuard, scans: list | None = None) -> None:
+    def __init__(self, inner, guard: UniqueGuard, scans: list | None = None, seen: dict | None = None,
+                 added: list | None = None) -> None:
         self._inner = inner
         self._guard = guard
         self._scans = scans if scans is not None else [guard.initial]
+        self._seen: dict[int, set] = seen if seen is not None else {}
+        self._added: list = added if added is not None else []
 
     @property
     def num_accepted(self) -> int:
@@ -210,25 +250,32 @@ class GuardedMatcher:
         if not self._inner.accept_token(token_id):
             return False
         data = self._guard.info.token_bytes[token_id] if token_id < len(self._guard.info.token_bytes) else b""
-        scan = self._guard.advance(self._scans[-1], data)
-        if scan is None:
+        step = self._guard.advance(self._scans[-1], data, self._seen)
+        if step is None:
             self._inner.rollback(1)
             return False
+        scan, closed = step
+        for instance, text in closed:
+            self._seen.setdefault(instance, set()).add(text)
         self._scans.append(scan)
+        self._added.append(closed)
         return True
 
     def fill_bitmask(self, bitmask, row: int) -> None:
         self._inner.fill_bitmask(bitmask, row)
         if not self._inner.is_terminated():
-            self._guard.ban(self._scans[-1], numpy_rows(bitmask)[row])
+            self._guard.ban(self._scans[-1], numpy_rows(bitmask)[row], self._seen)
 
     def rollback(self, num_tokens: int) -> None:
         self._inner.rollback(num_tokens)
-        if num_tokens:
-            del self._scans[-num_tokens:]
+        for _ in range(num_tokens):
+            self._scans.pop()
+            for instance, text in self._added.pop():
+                self._seen[instance].discard(text)
 
     def fork(self) -> "GuardedMatcher":
-        return GuardedMatcher(self._inner.fork(), self._guard, list(self._scans))
+        return GuardedMatcher(self._inner.fork(), self._guard, list(self._scans),
+                              {k: set(v) for k, v in self._seen.items()}, list(self._added))
 
     def is_terminated(self) -> bool:
         return self._inner.is_terminated()
@@ -239,17 +286,40 @@ class GuardedMatcher:
     def reset(self) -> None:
         self._inner.reset()
         del self._scans[1:]
+        self._seen.clear()
+        self._added.clear()
 
     def jump_forward_token_ids(self) -> list[int]:
         """The inner matcher's forced tokens, up to the first the guard would reject (never
         expected: a forced token does not close a free string)."""
-        scan, out = self._scans[-1], []
+        scan, out, closed = self._scans[-1], [], set()
+        seen = _Overlay(self._seen, closed)
         for token_id in self._inner.jump_forward_token_ids():
-            scan = self._guard.advance(scan, self._guard.info.token_bytes[token_id])
-            if scan is None:
+            step = self._guard.advance(scan, self._guard.info.token_bytes[token_id], seen)
+            if step is None:
                 break
+            scan = step[0]
+            closed.update(step[1])
             out.append(token_id)
         return out
 
     def jump_forward_string(self) -> str:
         return self._inner.jump_forward_string()
+
+
+class _Overlay:
+    """`seen` plus (instance, text) items closed since, for a walk ahead that must not change it."""
+
+    def __init__(self, seen: dict, closed: set) -> None:
+        self.seen, self.closed = seen, closed
+
+    def get(self, instance, default=()):
+        return _Items(self.seen.get(instance, ()), instance, self.closed)
+
+
+class _Items:
+    def __init__(self, items, instance, closed) -> None:
+        self.items, self.instance, self.closed = items, instance, closed
+
+    def __contains__(self, text) -> bool:
+        return text in self.items or (self.instance, text) in self.closed

@@ -136,3 +136,26 @@ def test_items_are_spelt_one_way():
     assert regex.fullmatch('["a/","a\\n"]')
     for text in ['["a\\/"]', '["\\u0061"]']:
         assert json.loads(text) and not regex.fullmatch(text)
+
+
+def test_many_items_mask_matches_acceptance(smol_compiler, smol_info, smol_tokenizer):
+    """With more items than ways to close one (SmolLM2 has 40 texts before a first quote), the
+    ban looks each closing token up instead of each item; either way mask == acceptance for every
+    token with a quote, inside an item, after a pending escape and between items."""
+    grammar = smol_compiler.compile(Constraint("json_schema", {"type": "array", "items": {"type": "string"},
+                                                               "uniqueItems": True}))
+    items = [f"w{i}" for i in range(60)] + ["w1\\\\", "w1\\\"x"]
+    bitmask = allocate_bitmask(1, smol_info.vocab_size)
+    quoted = [t for t, data in enumerate(smol_info.token_bytes) if b'"' in data and t not in smol_info.special_ids]
+    for tail in ['"w1', '"w', '"w1\\', '"', ""]:
+        matcher = grammar.matcher()
+        text = "[" + ",".join(f'"{item}"' for item in items) + "," + tail
+        assert all(matcher.accept_token(t) for t in smol_tokenizer.encode(text, add_special_tokens=False))
+        matcher.fill_bitmask(bitmask, 0)
+        allowed = set(unpack_row(bitmask[0], smol_info.vocab_size).tolist())
+        banned = 0
+        for token in quoted:
+            accepted = matcher.fork().accept_token(token)
+            assert accepted == (token in allowed), (tail, smol_info.token_bytes[token])
+            banned += not accepted
+        assert banned > 0 or tail == ""
