@@ -37,7 +37,8 @@ def canonical_string_regex(min_length: int = 0) -> str:
     """A JSON string of at least `min_length` characters, each value spelt one way."""
     return f'"{_CANONICAL_CHAR}{{{min_length},}}"' if min_length else f'"{_CANONICAL_CHAR}*"'
 
-_WS = frozenset(b" \t\n\r")
+_LITERAL = frozenset(b"0123456789+-.eEtrufalsn")  # the bytes of numbers, true, false and null
+_STRUCTURE = frozenset(b'{}[],"') | _LITERAL
 _OBJECT, _ARRAY = 0, 1
 # container phases: expecting a key (object) or an item (array), after a key, after a value
 _EXPECT, _VALUE, _AFTER = 0, 1, 2
@@ -117,7 +118,7 @@ class UniqueGuard:
         if lexeme is not None:
             kind, text = lexeme
             if kind == "l":
-                if c not in b",]}" and c not in _WS:
+                if c in _LITERAL:
                     return state
                 state = _after_value(done, stack, arrays)
                 if state is _INACTIVE:
@@ -138,7 +139,7 @@ class UniqueGuard:
                 return (done, stack[:-1] + ((_ARRAY, _AFTER, instance),), None, arrays)
             else:
                 return _after_value(done, stack, arrays)
-        if c in _WS or c == ord(":"):
+        if c not in _STRUCTURE:  # whitespace (a custom whitespace regex may allow more than JSON's)
             return state
         top = stack[-1] if stack else None
         if c == ord(","):
@@ -157,7 +158,7 @@ class UniqueGuard:
                 return (done, stack, ("k", b""), arrays)
             guarded = top is not None and top[0] == _ARRAY and top[2] is not None
             return (done, stack, ("g" if guarded else "v", b""), arrays)
-        return (done, stack, ("l", b""), arrays)
+        return (done, stack, ("l", b""), arrays)  # a number, true, false or null
 
     def _guarded(self, path: tuple) -> bool:
         return any(len(p) == len(path) and all(a is None or a == b for a, b in zip(p, path))

@@ -159,3 +159,19 @@ def test_many_items_mask_matches_acceptance(smol_compiler, smol_info, smol_token
             assert accepted == (token in allowed), (tail, smol_info.token_bytes[token])
             banned += not accepted
         assert banned > 0 or tail == ""
+
+
+def test_custom_whitespace_does_not_hide_repeats():
+    """A whitespace regex may allow bytes JSON does not (\\f): the guard skips them as whitespace."""
+    pieces = PIECES + ["\f", "\f\""]
+    info = toy_info([b""] + [p.encode() for p in pieces])
+    grammar = GrammarCompiler(info, whitespace=r"[ \f]{0,2}").compile(Constraint("json_schema", SET_OF_STRINGS))
+    ids = {p: i + 1 for i, p in enumerate(pieces)}
+
+    def accepts(*parts) -> bool:
+        matcher = grammar.matcher()
+        return all(matcher.accept_token(ids[p]) for p in parts) and matcher.accept_token(0)
+
+    assert accepts("[", "\f", '"a"', ",", "\f", '""', "]")
+    assert not accepts("[", "\f", '"a"', ",", "\f\"", 'a"', "]")
+    assert not accepts("[", "\f", '"a"', "\f", ",", '"a"', "]")
