@@ -41,16 +41,17 @@ def schema_to_regex(schema_json: str, whitespace: str = "compact") -> str:
     `UniqueGuard` beside the regex (see `schema_to_guarded_regex`)."""
     regex, unique_paths = schema_to_guarded_regex(schema_json, whitespace)
     if unique_paths:
-        raise GrammarError("unsupported JSON Schema keyword 'uniqueItems' over free strings here: "
+        raise GrammarError("unsupported JSON Schema keyword 'uniqueItems' over free strings or integers here: "
                            "it is enforced beside the regex, which only a json_schema constraint "
                            "(response_format, a named or required tool choice) does")
     return regex
 
 
 def schema_to_guarded_regex(schema_json: str, whitespace: str = "compact") -> tuple[str, tuple]:
-    """(regex, unique_paths): the schema's regex, and the instance paths (tuples of property
-    names, None for any key or index) of the arrays whose string items `UniqueGuard` must keep
-    unique; the regex's matches that the guard lets through are exactly-valid instances."""
+    """(regex, unique_paths): the schema's regex, and (instance path, item kind) of the arrays
+    whose items `UniqueGuard` must keep unique (paths: tuples of property names, None for any key
+    or index; kinds "string" or "integer"); the regex's matches that the guard lets through are
+    exactly-valid instances."""
     try:
         return _schema_to_regex(schema_json, whitespace)
     except RecursionError:  # reference chains thousands deep: the walks recurse per level
@@ -76,7 +77,7 @@ def _schema_to_regex(schema_json: str, whitespace: str) -> tuple[str, tuple]:
     _bound_any_depth(rewritten)
     if _RefWalk(rewritten).needs_unrolling():
         rewritten = _Unroll(rewritten).run()
-    unique_paths = _ArraySites(rewritten, rewriter).unique_paths() if rewriter.unique_strings else ()
+    unique_paths = _ArraySites(rewritten, rewriter).unique_paths() if rewriter.unique_arrays else ()
     if rewriter.keyed_objects:
         rewritten = _KeyedObjects(rewritten, rewriter, whitespace_pattern(whitespace)).run()
     try:
@@ -166,21 +167,21 @@ class _ArraySites:
     def __init__(self, root, rewriter: SchemaRewriter) -> None:
         self.root = root
         self.rewriter = rewriter
-        self.guarded: list[tuple] = []
+        self.guarded: list[tuple] = []  # (path, item kind)
         self.others: list[tuple] = []
         self.nodes = 0
 
     def unique_paths(self) -> tuple:
         self._walk(self.root, ())
-        for guarded in self.guarded:
-            for other in self.others:
+        for guarded, kind in self.guarded:  # guarded arrays of another item kind count as others
+            for other in self.others + [p for p, k in self.guarded if k != kind]:
                 if len(guarded) == len(other) and all(a is None or b is None or a == b
                                                       for a, b in zip(guarded, other)):
                     shown = "$" + "".join("[*]" if p is None else f".{p}" for p in guarded)
                     raise GrammarError("unsupported JSON Schema keyword 'uniqueItems' at "
                                        f"{shown}: another array of the schema can appear at the "
-                                       "same place (uniqueness over free strings is only "
-                                       "enforced where no other array can be)")
+                                       "same place (uniqueness over free strings or integers is "
+                                       "only enforced where no other array can be)")
         return tuple(dict.fromkeys(self.guarded))
 
     def _walk(self, node, path: tuple) -> None:
@@ -193,8 +194,8 @@ class _ArraySites:
             self._walk(_target(self.root, node["$ref"]), path)
             return
         name = f'"{node["const"]}"' if isinstance(node.get("const"), str) else None
-        if name in self.rewriter.unique_strings:
-            self.guarded.append(path)
+        if name in self.rewriter.unique_arrays:
+            self.guarded.append((path, self.rewriter.unique_arrays[name]))
         for value in self.rewriter.literal_arrays.get(name, ()):
             _literal_arrays(value, path, self.others)
         if "items" in node or "prefixItems" in node:

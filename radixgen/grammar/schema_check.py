@@ -28,7 +28,7 @@ from .regex_numbers import integer_bound, number_range_regex
 from .schema_merge import normalize, resolve_merged
 from .schema_rules import (ASSERTIONS, check_counts, check_keyword_types, disjoint, is_type, listed_name_rules,
                            tightest, value_key)
-from .unique_items import canonical_string_regex
+from .unique_items import CANONICAL_INTEGER, canonical_string_regex
 
 MERGE_FOLLOW_BUDGET = 20_000
 _BRANCHES = ("properties", "allOf", "anyOf", "oneOf", "prefixItems", "enum", "const", "$ref", "type")
@@ -60,7 +60,7 @@ class SchemaRewriter:
         self._merge_follows = 0  # references schema_merge followed (see _merge_target)
         self.placeholders: dict[str, str] = {}
         # placeholders that are arrays, for json_schema's check of where uniqueness is guarded:
-        self.unique_strings: set[str] = set()  # uniqueItems over free strings (UniqueGuard)
+        self.unique_arrays: dict[str, str] = {}  # uniqueItems kept by UniqueGuard: -> item kind
         self.literal_arrays: dict[str, list] = {}  # enum/const values holding arrays, and finite sets
         # free-form objects whose names follow a regex: placeholder -> (name regex, nonempty);
         # json_schema builds their regex once their values' regex is known (see KEYED)
@@ -378,18 +378,21 @@ class SchemaRewriter:
     def _unique_items(self, node: dict, path: str) -> dict:
         """uniqueItems over items from a finite set of scalars (enum, const, boolean, null:
         pydantic's set[Literal[...]] or set[SomeEnum]): each value at most once, in the set's
-        order, which is a regular language. Free strings and numbers stay refused."""
+        order, which is a regular language. Free strings and integers go to `_unique_guarded`."""
         items = self._resolved(node.get("items", True))
         new = self.rewrite(items, f"{path}.items") if isinstance(items, dict) else None
         kind = new.get("type") if new else None
         if kind == "string" and set(new) <= {"type", "minLength"}:
-            return self._unique_strings(node, new.get("minLength", 0))
+            return self._unique_guarded(node, "string", canonical_string_regex(new.get("minLength", 0)))
+        if kind == "integer" and set(new) == {"type"}:
+            return self._unique_guarded(node, "integer", CANONICAL_INTEGER)
         values = {"boolean": [True, False], "null": [None]}.get(kind) if isinstance(kind, str) else None
         values = new.get("enum", values) if new else None
         if values is None:
             _refuse("uniqueItems", path, "uniqueness is only enforced over items from a finite set "
-                    "(enum, const, boolean) or over free strings (no maxLength, pattern or format), "
-                    "not over bounded strings, numbers or containers")
+                    "(enum, const, boolean), over free strings (no maxLength, pattern or format) or "
+                    "over unbounded integers, not over bounded strings or integers, numbers or "
+                    "containers")
         distinct = list({value_key(v): v for v in reversed(values)}.values())[::-1]
         least, most = node.get("minItems", 0), node.get("maxItems", len(distinct))
         if least > 1 or most < len(distinct):
@@ -401,12 +404,11 @@ class SchemaRewriter:
         self.literal_arrays[f'"{placeholder["const"]}"'] = [distinct]
         return placeholder
 
-    def _unique_strings(self, node: dict, min_length: int) -> dict:
-        """uniqueItems over free strings (pydantic's set[str]): the regex spells each item one
-        way (unique_items.canonical_string_regex) and counts them; `UniqueGuard` bans repeats."""
+    def _unique_guarded(self, node: dict, kind: str, item: str) -> dict:
+        """uniqueItems over free strings or unbounded integers (pydantic's set[str], set[int]):
+        the regex spells each item one way (`item`) and counts them; `UniqueGuard` bans repeats."""
         least, most = node.get("minItems", 0), node.get("maxItems")
         ws = self.whitespace
-        item = canonical_string_regex(min_length)
         if most == 0:
             body = ""
         else:
@@ -414,7 +416,7 @@ class SchemaRewriter:
             body = f"{item}(?:{ws},{ws}{item}){{{max(least - 1, 0)},{upper}}}"
             body = body if least > 0 else f"(?:{body})?"
         placeholder = self._placeholder(rf"\[{ws}{body}{ws}\]", quoted=False)
-        self.unique_strings.add(f'"{placeholder["const"]}"')
+        self.unique_arrays[f'"{placeholder["const"]}"'] = kind
         return placeholder
 
     # ------------------------------------------------------------ helpers

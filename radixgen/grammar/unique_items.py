@@ -1,10 +1,12 @@
-"""uniqueItems over free strings (pydantic's `set[str]`): a guard beside the regex automaton.
+"""uniqueItems over free strings and integers (pydantic's `set[str]`, `set[int]`): a guard beside
+the regex automaton.
 
 No regular language says "no string twice", so the schema's regex only shapes such an array, and
 `UniqueGuard` enforces the rest:
 
 - The regex spells every item value one way (`canonical_string_regex`: the only escapes are \\" \\\\ \\b
-  \\f \\n \\r \\t; no \\/ and no \\u), so two items are equal exactly when their texts are.
+  \\f \\n \\r \\t; no \\/ and no \\u; `CANONICAL_INTEGER`: no -0), so two items are equal exactly
+  when their texts are.
 - The guard follows the output as JSON (`advance`, one immutable state per token, so rollback and
   fork are list operations). An array whose instance path (object keys; `None` for any key or
   index) is one of the schema's guarded paths remembers its items' texts.
@@ -12,24 +14,28 @@ No regular language says "no string twice", so the schema's regex only shapes su
   one: inside an item, the tokens that spell an earlier item's remaining text and the closing
   quote (a prefix search over the sorted vocabulary); anywhere, any allowed token with two or more
   quotes (it can open and close a whole item) is run through `advance` (20 such tokens in
-  SmolLM2's vocabulary).
+  SmolLM2's vocabulary). In an array of integers, every allowed token with a digit is run through
+  `advance`, and while the item so far equals an earlier one, the tokens that would end it.
 
-Items are free strings (no maxLength, pattern or format), so after any prefix some other value
-is still possible: a ban never leaves a dead end. `schema_check` refuses the shapes where that
-would not hold.
+Items are free strings (no maxLength, pattern or format) or unbounded integers, so after any
+prefix some other value is still possible, with one exception banned up front: an integer item
+`0` cannot grow, so once 0 is an item no token may start another 0. A ban never leaves a dead end;
+`schema_check` refuses the shapes where that would not hold.
 """
 
 from __future__ import annotations
 
 import bisect
+import re
 import threading
 import weakref
 
 import numpy as np
 
-from .bitmask import numpy_rows
+from .bitmask import numpy_rows, pack_token_ids
 from .tokenizer_info import TokenizerInfo
 
+CANONICAL_INTEGER = "(?:0|-?[1-9][0-9]*)"
 _CANONICAL_CHAR = r'(?:[^"\\\x00-\x1F\x7F-\x9F]|\\["\\bfnrt])'
 
 
@@ -39,6 +45,7 @@ def canonical_string_regex(min_length: int = 0) -> str:
 
 _LITERAL = frozenset(b"0123456789+-.eEtrufalsn")  # the bytes of numbers, true, false and null
 _STRUCTURE = frozenset(b'{}[],"') | _LITERAL
+_DIGIT_RUN = re.compile(rb"[0-9]+")
 _OBJECT, _ARRAY = 0, 1
 # container phases: expecting a key (object) or an item (array), after a key, after a value
 _EXPECT, _VALUE, _AFTER = 0, 1, 2
@@ -50,18 +57,21 @@ class UniqueGuard:
 
     A state is `(prefix_done, stack, lexeme, arrays)` or _INACTIVE. `prefix` is literal text
     before the JSON (the tool-call opener); text that does not start with it is never JSON, so the
-    guard goes inactive. stack frames: (_OBJECT, phase, key) or (_ARRAY, phase, instance | None),
-    `instance` numbering the guarded arrays in order (`arrays` counts them). lexeme: None,
-    ("k", text) a key, ("g", text) a guarded item, ("v", b"") another string, or ("l", b"") a
-    number or literal; a trailing backslash of a string is kept in its text (escape pending).
+    guard goes inactive. stack frames: (_OBJECT, phase, key) or (_ARRAY, phase, (instance, kind)
+    | None), `instance` numbering the guarded arrays in order (`arrays` counts them) and `kind`
+    their items' ("string" or "integer"). lexeme: None, ("k", text) a key, ("g", text) a guarded
+    string item, ("v", b"") another string, ("n", text) a guarded integer item, or ("l", b"")
+    another number or literal; a trailing backslash of a string is kept in its text (escape
+    pending).
     The item texts of each guarded array live outside the state, in `seen` (instance -> set),
     kept by the matcher, so a state costs no copy of them."""
 
     def __init__(self, paths, info: TokenizerInfo, prefix: bytes = b"") -> None:
-        self.paths = frozenset(tuple(None if p is None else p.encode() for p in path) for path in paths)
+        """paths: (instance path, item kind) pairs, as json_schema.schema_to_guarded_regex gives."""
+        self.paths = {tuple(None if p is None else p.encode() for p in path): kind for path, kind in paths}
         self.info = info
         self.prefix = prefix
-        self._sorted, self._closers, self._quoted = _vocab_tables(info)
+        self._sorted, self._closers, self._quoted, self._digits, self._literal_first = _vocab_tables(info)
 
     @property
     def initial(self):
@@ -85,8 +95,12 @@ class UniqueGuard:
             return
         _, stack, lexeme, _ = state
         quoted = self._quoted  # tokens with two or more quotes: run through advance
+        top = stack[-1] if stack else None
+        if (lexeme is not None and lexeme[0] == "n") or (lexeme is None and top is not None
+                                                          and top[0] == _ARRAY and top[2] and top[2][1] == "integer"):
+            self._ban_integers(state, words, seen)
         if lexeme is not None and lexeme[0] == "g":
-            text, items = lexeme[1], seen.get(stack[-1][2], ())
+            text, items = lexeme[1], seen.get(top[2][0], ())
             if text.endswith(b"\\") and not _escaped_backslash(text):
                 quoted = self._closers[1]  # an escape is pending: run every token with a quote
             elif len(items) <= len(self._closers[0]):
@@ -100,6 +114,21 @@ class UniqueGuard:
         allowed = quoted[(words[quoted >> 5] >> (quoted & 31)) & 1 == 1]
         token_bytes = self.info.token_bytes
         _clear(words, [t for t in allowed.tolist() if self.advance(state, token_bytes[t], seen) is None])
+
+    def _ban_integers(self, state, words: np.ndarray, seen) -> None:
+        """In an array of integers: while the item so far repeats an earlier one, the tokens that
+        would end it; any allowed token with a digit that closes a repeat or makes a new item 0
+        when 0 is already one (it could not grow, nor end)."""
+        _, stack, lexeme, _ = state
+        instance = stack[-1][2][0]
+        if lexeme is not None and lexeme[1] in seen.get(instance, ()):
+            words &= self._literal_first
+        digits = self._digits
+        token_bytes = self.info.token_bytes
+        for t in digits[(words[digits >> 5] >> (digits & 31)) & 1 == 1].tolist():
+            step = self.advance(state, token_bytes[t], seen)
+            if step is None or _stuck_at_zero(step, seen):
+                _clear(words, [t])
 
     def _with_prefix(self, data: bytes) -> list[int]:
         keys, ids = self._sorted
@@ -117,9 +146,14 @@ class UniqueGuard:
             return (done + 1, stack, lexeme, arrays) if c == self.prefix[done] else _INACTIVE
         if lexeme is not None:
             kind, text = lexeme
-            if kind == "l":
+            if kind in "ln":
                 if c in _LITERAL:
-                    return state
+                    return state if kind == "l" else (done, stack, (kind, text + bytes((c,))), arrays)
+                if kind == "n":
+                    instance = stack[-1][2][0]
+                    if text in seen.get(instance, ()) or (instance, text) in closed:
+                        return None
+                    closed.append((instance, text))
                 state = _after_value(done, stack, arrays)
                 if state is _INACTIVE:
                     return state
@@ -132,11 +166,11 @@ class UniqueGuard:
             elif kind == "k":
                 return (done, stack[:-1] + ((_OBJECT, _VALUE, text),), None, arrays)
             elif kind == "g":
-                instance = stack[-1][2]
+                instance = stack[-1][2][0]
                 if text in seen.get(instance, ()) or (instance, text) in closed:
                     return None
                 closed.append((instance, text))
-                return (done, stack[:-1] + ((_ARRAY, _AFTER, instance),), None, arrays)
+                return (done, stack[:-1] + ((_ARRAY, _AFTER, stack[-1][2]),), None, arrays)
             else:
                 return _after_value(done, stack, arrays)
         if c not in _STRUCTURE:  # whitespace (a custom whitespace regex may allow more than JSON's)
@@ -150,19 +184,24 @@ class UniqueGuard:
             return (done, stack + ((_OBJECT, _EXPECT, None),), None, arrays)
         if c == ord("["):
             path = tuple(f[2] if f[0] == _OBJECT else None for f in stack)
-            if self._guarded(path):
-                return (done, stack + ((_ARRAY, _EXPECT, arrays),), None, arrays + 1)
+            kind = self._guarded(path)
+            if kind is not None:
+                return (done, stack + ((_ARRAY, _EXPECT, (arrays, kind)),), None, arrays + 1)
             return (done, stack + ((_ARRAY, _EXPECT, None),), None, arrays)
         if c == ord('"'):
             if top is not None and top[0] == _OBJECT and top[1] == _EXPECT:
                 return (done, stack, ("k", b""), arrays)
-            guarded = top is not None and top[0] == _ARRAY and top[2] is not None
+            guarded = top is not None and top[0] == _ARRAY and top[2] is not None and top[2][1] == "string"
             return (done, stack, ("g" if guarded else "v", b""), arrays)
+        if top is not None and top[0] == _ARRAY and top[2] is not None and top[2][1] == "integer" \
+                and c in b"-0123456789":
+            return (done, stack, ("n", bytes((c,))), arrays)
         return (done, stack, ("l", b""), arrays)  # a number, true, false or null
 
-    def _guarded(self, path: tuple) -> bool:
-        return any(len(p) == len(path) and all(a is None or a == b for a, b in zip(p, path))
-                   for p in self.paths)
+    def _guarded(self, path: tuple) -> str | None:
+        """The item kind of the guarded arrays at `path`, or None."""
+        return next((kind for p, kind in self.paths.items()
+                     if len(p) == len(path) and all(a is None or a == b for a, b in zip(p, path))), None)
 
 
 def _after_value(done: int, stack: tuple, arrays: int):
@@ -171,6 +210,16 @@ def _after_value(done: int, stack: tuple, arrays: int):
         return _INACTIVE
     kind, _, info = stack[-1]
     return (done, stack[:-1] + ((kind, _AFTER, info),), None, arrays)
+
+
+def _stuck_at_zero(step, seen) -> bool:
+    """Whether `step` (advance's result) ends inside a guarded integer item 0 while 0 is already
+    an item of that array: it could neither grow nor end."""
+    state, closed = step
+    if state is _INACTIVE or state[2] is None or state[2] != ("n", b"0"):
+        return False
+    instance = state[1][-1][2][0]
+    return b"0" in seen.get(instance, ()) or (instance, b"0") in closed
 
 
 def _escaped_backslash(text: bytes) -> bool:
@@ -193,7 +242,8 @@ _tables: "weakref.WeakKeyDictionary[TokenizerInfo, tuple]" = weakref.WeakKeyDict
 def _vocab_tables(info: TokenizerInfo):
     """Per tokenizer: (sorted token texts, their ids); the tokens with an unescaped quote grouped
     by the text before the first one, [(text, ids)], and the ids of all tokens with a quote; the
-    ids of tokens with two or more quotes."""
+    ids of tokens with two or more quotes or digit runs (they may close two items); the ids of
+    tokens with a digit; the bitmask row of tokens whose first byte continues a number."""
     with _tables_lock:
         cached = _tables.get(info)
         if cached is None:
@@ -208,10 +258,16 @@ def _vocab_tables(info: TokenizerInfo):
                 if cut is not None:
                     closers.setdefault(data[:cut], []).extend(ids)
             with_quote, quoted = (np.asarray([t for t, data in enumerate(info.token_bytes)
-                                              if data.count(b'"') >= least and t not in info.special_ids],
+                                              if t not in info.special_ids and (data.count(b'"') >= least
+                                              or (least == 2 and len(_DIGIT_RUN.findall(data)) >= 2))],
                                              dtype=np.int64) for least in (1, 2))
+            digits = np.asarray([t for t, data in enumerate(info.token_bytes)
+                                 if t not in info.special_ids and _DIGIT_RUN.search(data)], dtype=np.int64)
+            literal_first = pack_token_ids(np.asarray([t for t, data in enumerate(info.token_bytes)
+                                                       if data and data[0] in _LITERAL], dtype=np.int64),
+                                           info.vocab_size)
             cached = _tables[info] = ((keys, [by_bytes[k] for k in keys]),
-                                      (list(closers.items()), with_quote), quoted)
+                                      (list(closers.items()), with_quote), quoted, digits, literal_first)
         return cached
 
 
@@ -252,7 +308,7 @@ class GuardedMatcher:
             return False
         data = self._guard.info.token_bytes[token_id] if token_id < len(self._guard.info.token_bytes) else b""
         step = self._guard.advance(self._scans[-1], data, self._seen)
-        if step is None:
+        if step is None or _stuck_at_zero(step, self._seen):
             self._inner.rollback(1)
             return False
         scan, closed = step
@@ -297,7 +353,7 @@ class GuardedMatcher:
         seen = _Overlay(self._seen, closed)
         for token_id in self._inner.jump_forward_token_ids():
             step = self._guard.advance(scan, self._guard.info.token_bytes[token_id], seen)
-            if step is None:
+            if step is None or _stuck_at_zero(step, seen):
                 break
             scan = step[0]
             closed.update(step[1])

@@ -120,6 +120,9 @@ SUPPORTED = {
         "name": {"title": "Name", "type": "string"},
         "tags": {"title": "Tags", "type": "array", "items": {"type": "string"}, "uniqueItems": True,
                  "minItems": 2}}, "required": ["name", "tags"]},
+    "unique_integer_set": {"type": "object", "properties": {
+        "ids": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True, "minItems": 3, "maxItems": 6}},
+        "required": ["ids"]},
     # minProperties one above the required count: some optional property is there (PATCH bodies)
     "min_properties_optional": {"type": "object", "properties": {
         "id": {"type": "integer"}, "name": {"type": "string", "maxLength": 5}, "done": {"type": "boolean"},
@@ -209,7 +212,7 @@ SUPPORTED = {
 
 # schema -> the keyword the GrammarError must name
 UNSUPPORTED = [
-    ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems"),
+    ({"type": "array", "items": {"type": "integer", "maximum": 5}, "uniqueItems": True}, "uniqueItems"),
     ({"type": "object", "properties": {"x-a": {"type": "string"}},
       "patternProperties": {"^x-": {"type": "integer"}}}, "patternProperties"),
     ({"type": "object", "properties": {"Bad": {"type": "string"}},

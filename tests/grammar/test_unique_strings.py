@@ -47,14 +47,23 @@ def _texts(grammar, info, max_tokens: int):
     yield from visit(grammar.matcher(), [])
 
 
-def test_toy_masks_match_acceptance_and_outputs_are_unique_sets():
-    info = toy_info([b""] + [p.encode() for p in PIECES])
-    grammar = GrammarCompiler(info).compile(Constraint("json_schema", SET_OF_STRINGS))
+SET_OF_INTEGERS = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True, "maxItems": 3}
+# multi-digit tokens, tokens that end an item or hold two, a lone 0 (it cannot grow)
+INTEGER_PIECES = ["0", "1", "2", "10", "-", "-1", ",", "[", "]", "1,", "0,", ",0", "1,1", "0]", "2]"]
+
+
+@pytest.mark.parametrize("schema,pieces,expected", [
+    (SET_OF_STRINGS, PIECES, ['["a","b"]', '["","a"]', '["\\"","a"]']),
+    (SET_OF_INTEGERS, INTEGER_PIECES, ["[0,1,2]", "[10,-1]", "[1,0]", "[-10,10]"]),
+], ids=["strings", "integers"])
+def test_toy_masks_match_acceptance_and_outputs_are_unique_sets(schema, pieces, expected):
+    info = toy_info([b""] + [p.encode() for p in pieces])
+    grammar = GrammarCompiler(info).compile(Constraint("json_schema", schema))
     pattern = re.compile(grammar.source)
     complete = {text for text, done in _texts(grammar, info, 6) if done}
     for text in complete:
-        jsonschema.validate(json.loads(text), SET_OF_STRINGS)
-    assert '["a","b"]' in complete and '["","a"]' in complete and '["\\"","a"]' in complete
+        jsonschema.validate(json.loads(text), schema)
+    assert set(expected) <= complete
     # the guard bans exactly the repeats: every regex text of the walk with distinct items is in
     repeats = 0
     for text, _ in _texts(GrammarCompiler(info).compile(Constraint("regex", grammar.source)), info, 6):
@@ -109,6 +118,8 @@ def test_tool_calls_guard_starts_after_the_tag():
     {"type": "array", "items": {"type": "string", "maxLength": 3}, "uniqueItems": True},  # could run out
     {"type": "array", "items": {"type": "string", "pattern": "^a+$"}, "uniqueItems": True},
     {"type": "array", "items": {"type": "number"}, "uniqueItems": True},
+    {"type": "array", "items": {"type": "integer", "minimum": 0}, "uniqueItems": True},  # bounded
+    {"type": "object", "properties": {"t": {"anyOf": [SET_OF_STRINGS, SET_OF_INTEGERS]}}},
     # another array at the same place, whose items the guard would wrongly keep unique
     {"anyOf": [{"type": "object", "properties": {"t": SET_OF_STRINGS}, "required": ["t"]},
                {"type": "object", "properties": {"t": {"type": "array", "items": {"const": "a"}}},
@@ -126,7 +137,7 @@ def test_the_plain_regex_refuses_a_guarded_schema():
     with pytest.raises(GrammarError, match="uniqueItems"):
         schema_to_regex(json.dumps(SET_OF_STRINGS))
     regex, paths = schema_to_guarded_regex(json.dumps({"type": "object", "properties": {"s": SET_OF_STRINGS}}))
-    assert paths == (("s",),)
+    assert paths == ((("s",), "string"),)
     assert re.fullmatch(regex, '{"s":["a","a"]}')  # the regex alone shapes; the guard keeps unique
 
 
