@@ -94,10 +94,11 @@ class UniqueGuard:
         if state is _INACTIVE:
             return
         _, stack, lexeme, _ = state
-        quoted = self._quoted  # tokens with two or more quotes: run through advance
+        # tokens that may close an item besides the one being written: run through advance
+        quoted = self._quoted[1 if lexeme is not None and lexeme[0] in "gkv" else 0]
         top = stack[-1] if stack else None
-        if (lexeme is not None and lexeme[0] == "n") or (lexeme is None and top is not None
-                                                          and top[0] == _ARRAY and top[2] and top[2][1] == "integer"):
+        in_integers = top is not None and top[0] == _ARRAY and top[2] is not None and top[2][1] == "integer"
+        if in_integers and (lexeme is None or lexeme[0] == "n"):
             self._ban_integers(state, words, seen)
         if lexeme is not None and lexeme[0] == "g":
             text, items = lexeme[1], seen.get(top[2][0], ())
@@ -242,7 +243,8 @@ _tables: "weakref.WeakKeyDictionary[TokenizerInfo, tuple]" = weakref.WeakKeyDict
 def _vocab_tables(info: TokenizerInfo):
     """Per tokenizer: (sorted token texts, their ids); the tokens with an unescaped quote grouped
     by the text before the first one, [(text, ids)], and the ids of all tokens with a quote; the
-    ids of tokens with two or more quotes or digit runs (they may close two items); the ids of
+    ids of tokens with two or more quotes or digit runs (they may close two items), and with
+    three or more (from inside a string, the first quote only ends it); the ids of
     tokens with a digit; the bitmask row of tokens whose first byte continues a number."""
     with _tables_lock:
         cached = _tables.get(info)
@@ -257,17 +259,19 @@ def _vocab_tables(info: TokenizerInfo):
                 cut = _first_quote(data)
                 if cut is not None:
                     closers.setdefault(data[:cut], []).extend(ids)
-            with_quote, quoted = (np.asarray([t for t, data in enumerate(info.token_bytes)
-                                              if t not in info.special_ids and (data.count(b'"') >= least
-                                              or (least == 2 and len(_DIGIT_RUN.findall(data)) >= 2))],
-                                             dtype=np.int64) for least in (1, 2))
+            with_quote, quoted, quoted_thrice = (
+                np.asarray([t for t, data in enumerate(info.token_bytes)
+                            if t not in info.special_ids and (data.count(b'"') >= least
+                                                              or (least > 1 and len(_DIGIT_RUN.findall(data)) >= 2))],
+                           dtype=np.int64) for least in (1, 2, 3))
             digits = np.asarray([t for t, data in enumerate(info.token_bytes)
                                  if t not in info.special_ids and _DIGIT_RUN.search(data)], dtype=np.int64)
             literal_first = pack_token_ids(np.asarray([t for t, data in enumerate(info.token_bytes)
                                                        if data and data[0] in _LITERAL], dtype=np.int64),
                                            info.vocab_size)
             cached = _tables[info] = ((keys, [by_bytes[k] for k in keys]),
-                                      (list(closers.items()), with_quote), quoted, digits, literal_first)
+                                      (list(closers.items()), with_quote), (quoted, quoted_thrice),
+                                      digits, literal_first)
         return cached
 
 
