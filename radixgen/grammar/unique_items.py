@@ -114,7 +114,7 @@ class UniqueGuard:
                         _clear(words, ids)
         allowed = quoted[(words[quoted >> 5] >> (quoted & 31)) & 1 == 1]
         token_bytes = self.info.token_bytes
-        _clear(words, [t for t in allowed.tolist() if self.advance(state, token_bytes[t], seen) is None])
+        _clear(words, [t for t in allowed.tolist() if _repeats(self.advance(state, token_bytes[t], seen), seen)])
 
     def _ban_integers(self, state, words: np.ndarray, seen) -> None:
         """In an array of integers: while the item so far repeats an earlier one, the tokens that
@@ -127,8 +127,7 @@ class UniqueGuard:
         digits = self._digits
         token_bytes = self.info.token_bytes
         for t in digits[(words[digits >> 5] >> (digits & 31)) & 1 == 1].tolist():
-            step = self.advance(state, token_bytes[t], seen)
-            if step is None or _stuck_at_zero(step, seen):
+            if _repeats(self.advance(state, token_bytes[t], seen), seen):
                 _clear(words, [t])
 
     def _with_prefix(self, data: bytes) -> list[int]:
@@ -211,6 +210,11 @@ def _after_value(done: int, stack: tuple, arrays: int):
         return _INACTIVE
     kind, _, info = stack[-1]
     return (done, stack[:-1] + ((kind, _AFTER, info),), None, arrays)
+
+
+def _repeats(step, seen) -> bool:
+    """Whether advance's result `step` closed a repeated item (None) or is stuck at a second 0."""
+    return step is None or _stuck_at_zero(step, seen)
 
 
 def _stuck_at_zero(step, seen) -> bool:
@@ -312,7 +316,7 @@ class GuardedMatcher:
             return False
         data = self._guard.info.token_bytes[token_id] if token_id < len(self._guard.info.token_bytes) else b""
         step = self._guard.advance(self._scans[-1], data, self._seen)
-        if step is None or _stuck_at_zero(step, self._seen):
+        if _repeats(step, self._seen):
             self._inner.rollback(1)
             return False
         scan, closed = step
@@ -357,7 +361,7 @@ class GuardedMatcher:
         seen = _Overlay(self._seen, closed)
         for token_id in self._inner.jump_forward_token_ids():
             step = self._guard.advance(scan, self._guard.info.token_bytes[token_id], seen)
-            if step is None or _stuck_at_zero(step, seen):
+            if _repeats(step, seen):
                 break
             scan = step[0]
             closed.update(step[1])

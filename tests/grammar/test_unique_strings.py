@@ -48,8 +48,9 @@ def _texts(grammar, info, max_tokens: int):
 
 
 SET_OF_INTEGERS = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True, "maxItems": 3}
-# multi-digit tokens, tokens that end an item or hold two, a lone 0 (it cannot grow)
-INTEGER_PIECES = ["0", "1", "2", "10", "-", "-1", ",", "[", "]", "1,", "0,", ",0", "1,1", "0]", "2]"]
+# multi-digit tokens, tokens that end an item or hold two, a lone 0 (it cannot grow), a token
+# that opens the array and repeats 0 in it
+INTEGER_PIECES = ["0", "1", "2", "10", "-", "-1", ",", "[", "]", "1,", "0,", ",0", "1,1", "0]", "2]", "[0,0"]
 
 
 @pytest.mark.parametrize("schema,pieces,expected", [
