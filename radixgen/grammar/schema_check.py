@@ -343,11 +343,13 @@ class SchemaRewriter:
         values = self.rewrite(values, f"{path}.additionalProperties")
         # after the values' placeholders, which its regex holds (json_schema replaces it first)
         carrier = self._placeholder("", quoted=False)["const"]  # its regex: json_schema._KeyedObjects
-        self.keyed_objects[f'"{carrier}"'] = (self._string_regex(names), node.get("minProperties", 0) == 1)
+        self.keyed_objects[f'"{carrier}"'] = (self._string_regex(names, path), node.get("minProperties", 0) == 1)
         return {"type": "object", "additionalProperties": values, KEYED: carrier}
 
     def _name_schema(self, schema, path: str) -> dict:
         """propertyNames' schema, rewritten as a string schema (names are strings)."""
+        if isinstance(schema, dict) and "$ref" in schema:  # pydantic's dict[SomeEnum, X]
+            schema = self._resolved(schema)
         if not isinstance(schema, dict) or schema.get("type", "string") != "string":
             _refuse("propertyNames", path, "only a string schema is supported")
         pattern = schema.get("pattern")
@@ -363,15 +365,23 @@ class SchemaRewriter:
             names["enum"] = [v for v in names["enum"] if isinstance(v, str)]
             if not names["enum"]:
                 _refuse("propertyNames", path, "no value is a string")
+        self._string_regex(names, path)  # refuses what it cannot write
         return names
 
-    def _string_regex(self, rewritten: dict) -> str:
-        """The regex of a rewritten string schema (with its quotes)."""
+    def _string_regex(self, rewritten: dict, path: str) -> str:
+        """The regex of a rewritten string schema (with its quotes): an enum, a const (or the
+        placeholder of a pattern or format), length bounds, or anyOf over those."""
+        if len(rewritten) == 1 and next(iter(rewritten)) in ("anyOf", "oneOf"):  # (oneOf: disjoint)
+            branches = next(iter(rewritten.values()))
+            return "(?:" + "|".join(self._string_regex(b, path) for b in branches) + ")"
         if "enum" in rewritten:
             return "(?:" + "|".join(_json_literal(v) for v in rewritten["enum"]) + ")"
         if "const" in rewritten:
             name = f'"{rewritten["const"]}"'
             return self.placeholders.get(name, _json_literal(rewritten["const"]))
+        if rewritten.get("type") != "string" or set(rewritten) - {"type", "minLength", "maxLength"}:
+            _refuse("propertyNames", path, "only enum, const, pattern, format, minLength and maxLength "
+                    "(or anyOf/oneOf over such schemas) are supported for property names")
         least, most = rewritten.get("minLength", 0), rewritten.get("maxLength", "")
         return f'"{STRING_CHAR}{{{least},{most}}}"'
 
@@ -460,7 +470,8 @@ class SchemaRewriter:
         return node
 
 
-_MATCH_ALL = ("", ".*", "^.*", ".*$", "^.*$")
+# patterns every name matches (a search: "^.*$" fails on a name with a line break in it)
+_MATCH_ALL = ("", ".*", "^.*", ".*$")
 KEYED = "x-radixgen-keyed"  # marks the carrier of a keyed object (SchemaRewriter._keyed_object)
 STRING_CHAR = r'(?:[^"\\\x00-\x1F\x7F-\x9F]|\\["\\/bfnrt])'  # one character of a JSON string
 

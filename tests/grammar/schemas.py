@@ -140,6 +140,17 @@ SUPPORTED = {
                           "required": ["by_id"]},
     "pattern_properties_only": {"type": "object", "patternProperties": {"^x-": {"type": "string", "format": "date"}},
                                 "additionalProperties": False},
+    # pydantic's dict[SomeEnum, int] (draft-07 form, the enum behind a $ref) and names from
+    # several rules
+    "dict_enum_keys": {"$schema": "http://json-schema.org/draft-07/schema#",
+                       "definitions": {"Color": {"title": "Color", "enum": ["red", "blue"], "type": "string"}},
+                       "type": "object", "propertyNames": {"$ref": "#/definitions/Color"},
+                       "additionalProperties": {"type": "integer"}},
+    "dict_any_of_keys": {"type": "object", "additionalProperties": {"type": "boolean"}, "propertyNames": {
+        "anyOf": [{"enum": ["id"]}, {"type": "string", "pattern": "^x-[a-z]+$"}]}},
+    # "^.*$" holds for names without a line break only (it is not additionalProperties)
+    "pattern_properties_one_line": {"type": "object", "patternProperties": {"^.*$": {"type": "integer"}},
+                                    "additionalProperties": False},
     "dict_tree": {"$defs": {"Node": {"type": "object", "propertyNames": {"pattern": "^[a-c]$"},
                                      "additionalProperties": {"anyOf": [{"$ref": "#/$defs/Node"},
                                                                         {"type": "integer"}]}}},

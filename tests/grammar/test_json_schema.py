@@ -408,3 +408,8 @@ def test_keyed_objects_follow_their_name_rules(small_compiler, small_info):
     assert not accepts("dict_pattern_keys", '{"by_id":{}}')  # minProperties 1
     assert not accepts("dict_pattern_keys", '{"by_id":{"abcdefg":{"x":1}}}')  # maxLength 6
     assert accepts("dict_tree", '{"a":{"b":{"c":1}}}') and not accepts("dict_tree", '{"d":1}')
+    assert accepts("pattern_properties_one_line", '{"a b":1}')
+    assert not accepts("pattern_properties_one_line", '{"a\\nb":1}')
+    assert accepts("dict_enum_keys", '{"red":1,"blue":2}') and not accepts("dict_enum_keys", '{"green":1}')
+    assert accepts("dict_any_of_keys", '{"id":true,"x-ab":false}')
+    assert not accepts("dict_any_of_keys", '{"idx":true}') and not accepts("dict_any_of_keys", '{"x-1":true}')
