@@ -440,6 +440,8 @@ class SchemaRewriter:
         parts = ref.split("#")
         if len(parts) != 2 or (parts[0] and parts[0] != self.root.get("$id")):
             _refuse("$ref", path, f"{ref!r} is not a local reference")
+        if parts[1] and not parts[1].startswith("/"):
+            _refuse("$ref", path, f"{ref!r} names an anchor (only JSON pointers are supported)")
         node = self.root
         for part in (p for p in parts[1].split("/") if p):
             if not isinstance(node, dict) or part not in node:

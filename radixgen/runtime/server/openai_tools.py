@@ -19,6 +19,7 @@ import uuid
 from typing import Any
 
 from radixgen.core import Constraint
+from radixgen.grammar.schema_refs import map_refs
 from radixgen.runtime.server.errors import invalid
 from radixgen.runtime.server.protocol import ChatCompletionRequest
 
@@ -99,6 +100,9 @@ def tool_constraint(mode: str | None, tools: dict[str, dict], parallel: bool) ->
         tool_calls_regex(spec)
     except GrammarError as exc:
         raise invalid(str(exc), "tools") from None
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+        # a malformed parameters schema the grammar's checks did not name: still the client's
+        raise invalid(f"invalid tool parameters schema ({type(exc).__name__}: {exc})", "tools") from None
     return Constraint("tool_calls", spec)
 
 
@@ -132,33 +136,17 @@ def _draft(tools: dict[str, dict]) -> dict:
 
 
 def _relocated(node: Any, key: str, groups: dict) -> Any:
-    """A schema of tool `key` with its local references rewritten for `_hoisted`. Literal values
-    (enum, const, default, examples) are left as written."""
-    if isinstance(node, list):
-        return [_relocated(v, key, groups) for v in node]
-    if not isinstance(node, dict):
-        return node
-    out = {}
-    for name, value in node.items():
-        if name == "$ref" and isinstance(value, str) and value.startswith("#"):
-            out[name] = _moved_ref(value, key, groups)
-        elif name in ("enum", "const", "default", "examples"):
-            out[name] = value
-        elif name in _NAMED_SCHEMAS and isinstance(value, dict):  # names -> schemas (a name may be "enum")
-            out[name] = {n: _relocated(sub, key, groups) for n, sub in value.items()}
-        else:
-            out[name] = _relocated(value, key, groups)
-    return out
+    """A schema of tool `key` with its local references rewritten for `_hoisted`."""
+    return map_refs(node, lambda ref: _moved_ref(ref, key, groups))
 
 
 def _moved_ref(ref: str, key: str, groups: dict) -> str:
+    if ref != "#" and not ref.startswith("#/"):
+        return ref  # an anchor: the grammar refuses it by name
     parts = ref[1:].split("/")
     if len(parts) >= 3 and parts[0] == "" and parts[1] in groups:
         return "/".join(["#", "$defs", f"{key}-{parts[1]}-{parts[2]}", *parts[3:]])
     return f"#/$defs/{key}{ref[1:]}"
-
-
-_NAMED_SCHEMAS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 
 
 def tools_system_prompt(body: ChatCompletionRequest) -> str:
