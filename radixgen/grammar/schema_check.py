@@ -231,9 +231,12 @@ class SchemaRewriter:
                 and k not in ("minLength", "maxLength") and not (k == "format" and "string" not in types)]
         if leaf:
             _refuse(leaf[0], path, "it is only supported with a single type")
+        parts = [getattr(self, "_type_" + t)(node, path) for t in types]
+        if any("const" in part for part in parts):  # a placeholder (e.g. a unique array): per type
+            return {"anyOf": parts}
         new = {"type": list(types)}
-        for t in types:
-            new.update(getattr(self, "_type_" + t)(node, path))
+        for part in parts:
+            new.update(part)
         new["type"] = list(types)
         return new
 

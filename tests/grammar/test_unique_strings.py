@@ -187,3 +187,13 @@ def test_custom_whitespace_does_not_hide_repeats():
     assert accepts("[", "\f", '"a"', ",", "\f", '""', "]")
     assert not accepts("[", "\f", '"a"', ",", "\f\"", 'a"', "]")
     assert not accepts("[", "\f", '"a"', "\f", ",", '"a"', "]")
+
+
+@pytest.mark.parametrize("items", [{"type": "string"}, {"enum": ["a", "b"]}])
+def test_a_type_list_keeps_its_other_types(items):
+    """{"type": ["array", "null"], "uniqueItems": true}: the array is a placeholder, null stays."""
+    schema = {"type": "object", "properties": {"x": {"type": ["array", "null"], "items": items, "uniqueItems": True}},
+              "required": ["x"]}
+    regex = re.compile(schema_to_guarded_regex(json.dumps(schema))[0])
+    assert regex.fullmatch('{"x":null}') and regex.fullmatch('{"x":["a","b"]}')
+    assert not regex.fullmatch('{"x":"a"}')
