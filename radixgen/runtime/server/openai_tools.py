@@ -15,6 +15,7 @@ into a system message that explains the call format.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any
 
@@ -99,7 +100,10 @@ def tool_constraint(mode: str | None, tools: dict[str, dict], parallel: bool) ->
     try:
         tool_calls_regex(spec)
     except GrammarError as exc:
-        raise invalid(str(exc), "tools") from None
+        # "$.$defs.tool3.properties.x" -> "tools[3].function.parameters.properties.x"
+        message = re.sub(r"\$\.\$defs\.tool(\d+)(?:-(\$defs|definitions)-)?",
+                         lambda m: f"tools[{m[1]}].function.parameters" + (f".{m[2]}." if m[2] else ""), str(exc))
+        raise invalid(message, "tools") from None
     except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
         # a malformed parameters schema the grammar's checks did not name: still the client's
         raise invalid(f"invalid tool parameters schema ({type(exc).__name__}: {exc})", "tools") from None
