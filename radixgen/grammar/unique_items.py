@@ -14,8 +14,9 @@ No regular language says "no string twice", so the schema's regex only shapes su
   one: inside an item, the tokens that spell an earlier item's remaining text and the closing
   quote (a prefix search over the sorted vocabulary); anywhere, any allowed token with two or more
   quotes (it can open and close a whole item) is run through `advance` (20 such tokens in
-  SmolLM2's vocabulary). In an array of integers, every allowed token with a digit is run through
-  `advance`, and while the item so far equals an earlier one, the tokens that would end it.
+  SmolLM2's vocabulary). In an array of integers, every allowed token with a digit and another
+  byte is run through `advance` (a token of digits only can neither end nor close an item), and
+  while the item so far equals an earlier one, the tokens that would end it.
 
 Items are free strings (no maxLength, pattern or format) or unbounded integers, so after any
 prefix some other value is still possible, with one exception banned up front: an integer item
@@ -124,9 +125,11 @@ class UniqueGuard:
         instance = stack[-1][2][0]
         if lexeme is not None and lexeme[1] in seen.get(instance, ()):
             words &= self._literal_first
-        digits = self._digits
+        mixed, zero_first = self._digits
+        if lexeme is None and b"0" in seen.get(instance, ()):
+            _clear(words, zero_first)  # a new item 0 (all-digit tokens neither end nor close one)
         token_bytes = self.info.token_bytes
-        for t in digits[(words[digits >> 5] >> (digits & 31)) & 1 == 1].tolist():
+        for t in mixed[(words[mixed >> 5] >> (mixed & 31)) & 1 == 1].tolist():
             if _repeats(self.advance(state, token_bytes[t], seen), seen):
                 _clear(words, [t])
 
@@ -249,7 +252,8 @@ def _vocab_tables(info: TokenizerInfo):
     by the text before the first one, [(text, ids)], and the ids of all tokens with a quote; the
     ids of tokens with two or more quotes or digit runs (they may close two items), and with
     three or more (from inside a string, the first quote only ends it); the ids of
-    tokens with a digit; the bitmask row of tokens whose first byte continues a number."""
+    tokens with a digit and another byte, and of all-digit tokens starting with 0; the bitmask
+    row of tokens whose first byte continues a number."""
     with _tables_lock:
         cached = _tables.get(info)
         if cached is None:
@@ -268,8 +272,11 @@ def _vocab_tables(info: TokenizerInfo):
                             if t not in info.special_ids and (data.count(b'"') >= least
                                                               or (least > 1 and len(_DIGIT_RUN.findall(data)) >= 2))],
                            dtype=np.int64) for least in (1, 2, 3))
-            digits = np.asarray([t for t, data in enumerate(info.token_bytes)
-                                 if t not in info.special_ids and _DIGIT_RUN.search(data)], dtype=np.int64)
+            numeric = [(t, data) for t, data in enumerate(info.token_bytes)
+                       if t not in info.special_ids and _DIGIT_RUN.search(data)]
+            digits = (np.asarray([t for t, data in numeric if not data.isdigit()], dtype=np.int64),
+                      np.asarray([t for t, data in numeric if data.isdigit() and data[0] == ord("0")],
+                                 dtype=np.int64))
             literal_first = pack_token_ids(np.asarray([t for t, data in enumerate(info.token_bytes)
                                                        if data and data[0] in _LITERAL], dtype=np.int64),
                                            info.vocab_size)
