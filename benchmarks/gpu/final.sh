@@ -2,7 +2,7 @@
 # after the allocator and batched-sampling changes, and the agent sessions.
 #   run(command="bash benchmarks/gpu/final.sh", carry=[".whl", ".gpu_cache"])
 source benchmarks/gpu/h200_env.sh
-timeout 420 python3 -m pytest -q tests/runtime/test_gpu_engine.py tests/runtime/test_cuda_graph.py \
+timeout 420 python3 -m pytest -q tests/runtime/test_gpu_engine.py tests/runtime/test_gpu_constrained.py tests/runtime/test_cuda_graph.py \
     tests/kernels/test_runtime_attention_gpu.py > "$OUT/tests.log" 2>&1
 tail -3 "$OUT/tests.log"
 run() {  # name, then profile_gpu_step arguments

@@ -4,6 +4,7 @@ or `dummy` random weights built from config.json alone."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import torch
@@ -58,12 +59,17 @@ def _safetensors_files(folder: Path) -> list[Path]:
 
 def dummy_state_dict(arch: ModelArch, dtype: torch.dtype, device: torch.device,
                      seed: int = 0) -> dict[str, torch.Tensor]:
-    """Random weights with the real shapes (std 0.02, norms at 1), generated on `device`."""
-    gen = torch.Generator(device=device).manual_seed(seed)
+    """Random weights with the real shapes (uniform, std 0.02; norms at 1), built on `device`
+    from a counter-based hash in exact integer arithmetic, so every device gets the same weights
+    (a generator's randn differs between CPU and CUDA) and CUDA can be checked against the CPU."""
     h, i, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_size, arch.kv_size
+    offset = [0]
 
     def rand(*shape: int) -> torch.Tensor:
-        return (torch.randn(shape, generator=gen, device=device, dtype=torch.float32) * 0.02).to(dtype)
+        count = math.prod(shape)
+        values = _hashed_uniform(offset[0], count, seed, device)  # in [0, 1)
+        offset[0] += count
+        return ((values - 0.5) * (0.02 * math.sqrt(12.0))).view(shape).to(dtype)
 
     out = {"model.embed_tokens.weight": rand(arch.vocab_size, h),
            "model.norm.weight": torch.ones(h, dtype=dtype, device=device)}
@@ -82,4 +88,23 @@ def dummy_state_dict(arch: ModelArch, dtype: torch.dtype, device: torch.device,
         if arch.qkv_bias:
             for proj, size in (("q_proj", q), ("k_proj", kv), ("v_proj", kv)):
                 out[p + f"self_attn.{proj}.bias"] = rand(size)
+    return out
+
+
+_MASK31 = (1 << 31) - 1
+
+
+def _hashed_uniform(start: int, count: int, seed: int, device: torch.device) -> torch.Tensor:
+    """float32 values in [0, 1) hashed from the counters start .. start + count - 1 and the seed:
+    31-bit lanes (products stay below 2^62, exact in int64 everywhere), a few multiply-xorshift
+    rounds. Built in chunks so the int64 temporaries stay small."""
+    out = torch.empty(count, dtype=torch.float32, device=device)
+    chunk = 1 << (26 if device.type == "cuda" else 18)  # CPU: temporaries that stay in cache
+    for lo in range(0, count, chunk):
+        h = torch.arange(start + lo, start + min(count, lo + chunk), dtype=torch.int64, device=device)
+        h = ((h & _MASK31) ^ ((h >> 31) * 0x3C6EF372 + seed * 0x2545F491 + 0x1B873593)) & _MASK31
+        for mult in (0x5BD1E995, 0x27D4EB2F, 0x165667B1):
+            h.mul_(mult & _MASK31).bitwise_and_(_MASK31)
+            h.bitwise_xor_(h >> 15)
+        out[lo:lo + h.numel()] = h.to(torch.float32).mul_(1.0 / (1 << 31))
     return out
