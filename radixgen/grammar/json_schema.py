@@ -18,7 +18,7 @@ from outlines_core.json_schema import build_regex_from_schema
 
 from .matcher import GrammarError
 from .schema_check import KEYED, SchemaRewriter
-from .schema_refs import hoist_deep_refs
+from .schema_refs import MISSING, follow_pointer, hoist_deep_refs, pointer_parts
 
 WHITESPACE = {
     "compact": "",  # no whitespace at all: {"a":1,"b":[1,2]}
@@ -66,10 +66,10 @@ def _schema_to_regex(schema_json: str, whitespace: str) -> tuple[str, tuple]:
         raise GrammarError(f"json_schema is not valid JSON: {exc}") from None
     if _depth(schema) > MAX_NESTING:
         raise GrammarError(f"json_schema nests deeper than {MAX_NESTING} levels")
-    schema = hoist_deep_refs(schema)
-    rewriter = SchemaRewriter(schema if isinstance(schema, dict) else {}, secrets.token_hex(4),
-                              whitespace_pattern(whitespace))
     try:
+        schema = hoist_deep_refs(schema)
+        rewriter = SchemaRewriter(schema if isinstance(schema, dict) else {}, secrets.token_hex(4),
+                                  whitespace_pattern(whitespace))
         rewritten = rewriter.rewrite(schema)
     except GrammarError:
         raise
@@ -114,12 +114,14 @@ def _bound_any_depth(node) -> None:
 
 
 def _target(root, ref: str):
-    """The rewritten schema at `ref` (hoist_deep_refs left only the root and $defs members)."""
-    node = root
-    for part in (p for p in ref.split("#", 1)[-1].split("/") if p):
-        if not isinstance(node, dict) or part not in node:
-            raise GrammarError(f"$ref {ref!r} does not resolve in the rewritten schema")
-        node = node[part]
+    """The rewritten schema at `ref`: the root or a $defs / definitions member, the only places
+    hoist_deep_refs leaves references to (the rewriter keeps them where they were)."""
+    parts = pointer_parts(ref)
+    if parts is None or len(parts) not in (0, 2) or (parts and parts[0] not in ("$defs", "definitions")):
+        raise GrammarError(f"$ref {ref!r} is not supported here (only the root and $defs members)")
+    node = follow_pointer(root, parts)
+    if node is MISSING:
+        raise GrammarError(f"$ref {ref!r} does not resolve in the rewritten schema")
     return node
 
 

@@ -28,6 +28,7 @@ from .regex_numbers import integer_bound, number_range_regex
 from .schema_merge import normalize, resolve_merged
 from .schema_rules import (ASSERTIONS, check_counts, check_keyword_types, disjoint, is_type, listed_name_rules,
                            tightest, value_key)
+from .schema_refs import MISSING, follow_pointer, pointer_parts
 from .unique_items import CANONICAL_INTEGER, canonical_string_regex
 
 MERGE_FOLLOW_BUDGET = 20_000
@@ -443,13 +444,12 @@ class SchemaRewriter:
         parts = ref.split("#")
         if len(parts) != 2 or (parts[0] and parts[0] != self.root.get("$id")):
             _refuse("$ref", path, f"{ref!r} is not a local reference")
-        if parts[1] and not parts[1].startswith("/"):
+        pointer = pointer_parts("#" + parts[1])
+        if pointer is None:
             _refuse("$ref", path, f"{ref!r} names an anchor (only JSON pointers are supported)")
-        node = self.root
-        for part in (p for p in parts[1].split("/") if p):
-            if not isinstance(node, dict) or part not in node:
-                _refuse("$ref", path, f"{ref!r} does not resolve")
-            node = node[part]
+        node = follow_pointer(self.root, pointer)
+        if node is MISSING:
+            _refuse("$ref", path, f"{ref!r} does not resolve")
         return node
 
     def _resolved(self, node):

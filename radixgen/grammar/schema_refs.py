@@ -1,33 +1,40 @@
-"""Local `$ref`s of a JSON Schema: rewriting them (`map_refs`) and pointing every reference into
-the inside of a schema at a copy of its target in the root's $defs (`hoist_deep_refs`).
+"""Local `$ref`s of a JSON Schema: rewriting them (`map_refs`), resolving JSON pointers
+(`pointer_parts`, `follow_pointer`), and pointing every reference into the inside of a schema at
+a copy of its target in the root's $defs (`hoist_deep_refs`).
 
 The schema rewriter (schema_check) changes the shape of what it rewrites: a guarded array becomes
 a placeholder const, an object with minProperties an anyOf, a keyed object a carrier. A reference
-such as "#/properties/a/items" would then lead nowhere. References to the root and to members of
-$defs / definitions keep their meaning, because the rewriter keeps those places; every other
-target is copied into $defs first, so after hoisting only those two kinds remain."""
+such as "#/properties/a/items" would then lead nowhere, or somewhere else. References to the root
+and to members of $defs / definitions keep their meaning, because the rewriter keeps those
+places; every other target is copied into $defs first, so after hoisting only those two kinds
+remain (json_schema's walks refuse anything else)."""
 
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any, Callable
 from urllib.parse import unquote
+
+from .matcher import GrammarError
 
 # keywords whose value maps names to schemas (a name there may be "enum" or "$ref")
 NAMED_SCHEMAS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _LITERALS = ("enum", "const", "default", "examples")  # JSON values: a "$ref" in them is data
 _GROUPS = ("$defs", "definitions")
+MISSING = object()  # follow_pointer's answer for a pointer that leads nowhere
+_INDEX = re.compile(r"0|[1-9][0-9]{0,8}")  # an array index, spelt one way
 
 
 def map_refs(node: Any, moved: Callable[[str], str]) -> Any:
-    """A copy of the schema `node` with each local reference ("#...") replaced by moved(ref)."""
+    """A copy of the schema `node` with each reference replaced by moved(ref)."""
     if isinstance(node, list):
         return [map_refs(v, moved) for v in node]
     if not isinstance(node, dict):
         return node
     out = {}
     for name, value in node.items():
-        if name == "$ref" and isinstance(value, str) and value.startswith("#"):
+        if name == "$ref" and isinstance(value, str):
             out[name] = moved(value)
         elif name in _LITERALS:
             out[name] = copy.deepcopy(value)
@@ -41,18 +48,28 @@ def map_refs(node: Any, moved: Callable[[str], str]) -> Any:
 def hoist_deep_refs(root: Any) -> Any:
     """`root` with each reference to a place other than the root or a member of $defs /
     definitions (written without escapes) pointed at a copy of the target, added to root's $defs
-    as "radixgen-ref<n>". References that do not resolve are left for the rewriter to refuse."""
-    if not isinstance(root, dict) or not isinstance(root.get("$defs", {}), dict):
+    as "radixgen-ref<n>"; references qualified by the root's own $id lose the qualifier.
+    References that do not resolve are left for the rewriter to refuse. Raises GrammarError when
+    $defs is not an object, or a subschema below the root sets its own base ($id, draft-04 id)
+    for references inside it."""
+    if not isinstance(root, dict):
         return root
+    if not isinstance(root.get("$defs", {}), dict):
+        raise GrammarError("json_schema $defs must be an object")
+    _refuse_nested_bases(root, "$", at_root=True)
+    base = root.get("$id") if isinstance(root.get("$id"), str) else None
     names: dict[tuple, str] = {}
     pending: list[tuple[str, Any]] = []
 
     def moved(ref: str) -> str:
-        parts = _pointer(ref)
-        if parts is None or not parts or (len(parts) == 2 and parts[0] in _GROUPS and ref == f"#/{parts[0]}/{parts[1]}"):
+        if base and ref.startswith(base + "#"):
+            ref = ref[len(base):]
+        parts = pointer_parts(ref)
+        if parts is None or not parts or (len(parts) == 2 and parts[0] in _GROUPS
+                                          and ref == f"#/{parts[0]}/{parts[1]}"):
             return ref
-        target = _follow(root, parts)
-        if target is _MISSING:
+        target = follow_pointer(root, parts)
+        if target is MISSING:
             return ref
         if parts not in names:
             names[parts] = _fresh_name(root, set(names.values()))
@@ -69,9 +86,11 @@ def hoist_deep_refs(root: Any) -> Any:
     return out
 
 
-def _pointer(ref: str) -> tuple[str, ...] | None:
-    """The decoded JSON pointer of a fragment reference "#/a/b", () for "#"; None for others
-    (an anchor "#name")."""
+def pointer_parts(ref: str) -> tuple[str, ...] | None:
+    """The decoded JSON-pointer segments of a fragment reference "#/a/b" (empty segments kept:
+    "" is a valid key), () for "#"; None for anything else (an anchor "#name", another document)."""
+    if not ref.startswith("#"):
+        return None
     fragment = unquote(ref[1:])
     if not fragment:
         return ()
@@ -80,19 +99,46 @@ def _pointer(ref: str) -> tuple[str, ...] | None:
     return tuple(p.replace("~1", "/").replace("~0", "~") for p in fragment[1:].split("/"))
 
 
-_MISSING = object()
-
-
-def _follow(root: Any, parts: tuple[str, ...]) -> Any:
+def follow_pointer(root: Any, parts: tuple[str, ...]) -> Any:
+    """The value at `parts` inside root, or MISSING (array indexes: canonical ASCII decimals)."""
     node = root
     for part in parts:
         if isinstance(node, dict) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif isinstance(node, list) and _INDEX.fullmatch(part) and int(part) < len(node):
             node = node[int(part)]
         else:
-            return _MISSING
+            return MISSING
     return node
+
+
+def _refuse_nested_bases(node: Any, path: str, at_root: bool = False) -> None:
+    """GrammarError when a subschema below the root has an $id (or draft-04 id) and a reference
+    inside it: that reference would resolve against the subschema's base, not the root."""
+    if isinstance(node, list):
+        for i, value in enumerate(node):
+            _refuse_nested_bases(value, f"{path}[{i}]")
+        return
+    if not isinstance(node, dict):
+        return
+    if not at_root and any(isinstance(node.get(k), str) for k in ("$id", "id")) and _has_ref(node):
+        raise GrammarError(f"unsupported JSON Schema keyword '$id' at {path}: references inside a "
+                           "subschema with its own base URI are not supported (they would resolve "
+                           "against it, not the root)")
+    for name, value in node.items():
+        if name in _LITERALS:
+            continue
+        if name in NAMED_SCHEMAS and isinstance(value, dict):
+            for key, sub in value.items():
+                _refuse_nested_bases(sub, f"{path}.{name}.{key}")
+        else:
+            _refuse_nested_bases(value, f"{path}.{name}")
+
+
+def _has_ref(node: Any) -> bool:
+    found: list[str] = []
+    map_refs(node, lambda ref: found.append(ref) or ref)
+    return bool(found)
 
 
 def _fresh_name(root: dict, used: set) -> str:

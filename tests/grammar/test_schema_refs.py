@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 
 from radixgen.core import Constraint
+from radixgen.grammar.json_schema import schema_to_guarded_regex
 from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.schema_refs import hoist_deep_refs
 from radixgen.runtime.server.errors import APIError
@@ -86,3 +87,53 @@ def test_deep_references_in_tool_parameters(name, small_compiler, small_info):
         (call,) = json.loads(text)
         jsonschema.validate(call["arguments"], schema)
     tool_constraint("auto", {"f": schema}, parallel=True)  # the auto grammar compiles too
+
+
+_BOOLEAN_OR_INTEGER = {"type": "object", "patternProperties": {"^a": {"type": "boolean"}},
+                       "additionalProperties": {"type": "integer"}}
+
+
+def test_references_qualified_by_the_root_id_are_hoisted(small_compiler, small_info):
+    """"<$id>#/properties/m/additionalProperties" is the integer schema, not what the keyed
+    object's rewrite keeps at that place (the pattern's boolean values)."""
+    base = "http://x.test/s"
+    schema = {"$id": base, "type": "object", "required": ["k", "n"], "properties": {
+        "m": _BOOLEAN_OR_INTEGER, "n": {"$ref": base + "#/properties/m/additionalProperties"},
+        "k": {"type": "object", "propertyNames": {"enum": ["z"]}, "minProperties": 1,
+              "additionalProperties": {"$ref": base + "#/properties/m/additionalProperties"}},
+        "r": {"anyOf": [{"type": "null"}, {"$ref": "#"}]}}}
+    byte_ids = {data[0]: i for i, data in enumerate(small_info.token_bytes) if len(data) == 1}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+
+    def accepts(text: str) -> bool:
+        matcher = grammar.matcher()
+        return all(matcher.accept_token(byte_ids[c]) for c in text.encode()) and matcher.is_accepting()
+
+    assert accepts('{"n":2,"k":{"z":1}}')  # properties come in their declared order
+    assert not accepts('{"n":2,"k":{"z":true}}') and not accepts('{"n":true,"k":{"z":1}}')
+
+
+@pytest.mark.parametrize("schema,words", [
+    ({"$defs": [], "type": "object", "properties": {"n": {"$ref": "#/properties/m"}, "m": {"type": "integer"}}},
+     "must be an object"),
+    # a nested base: "#/$defs/B" inside it means its own $defs, not the root's
+    ({"type": "object", "properties": {"a": {"$id": "http://x.test/a", "$defs": {"B": {"type": "integer"}},
+                                             "$ref": "#/$defs/B"}}, "$defs": {"B": {"type": "string"}}}, "base URI"),
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object", "properties": {
+        "a": {"id": "http://x.test/a", "definitions": {"B": {"type": "integer"}}, "$ref": "#/definitions/B"}},
+      "definitions": {"B": {"type": "string"}}}, "base URI"),
+    # not canonical array indexes, empty segments: pointers to nowhere
+    ({"type": "object", "properties": {"a": {"anyOf": [{"type": "integer"}]}, "b": {"$ref": "#/properties/a/anyOf/²"}}},
+     "does not resolve"),
+    ({"type": "object", "properties": {"a": {"anyOf": [{"type": "integer"}]}, "b": {"$ref": "#/properties/a/anyOf/00"}}},
+     "does not resolve"),
+    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"$ref": "#/properties//a"}}}, "does not resolve"),
+])
+def test_references_that_cannot_keep_their_meaning_are_refused(schema, words):
+    with pytest.raises(GrammarError, match=words):
+        schema_to_guarded_regex(json.dumps(schema))
+
+
+def test_a_property_named_id_is_no_base(small_compiler):
+    schema = {"type": "object", "properties": {"id": {"type": "integer"}, "x": {"$ref": "#/properties/id"}}}
+    small_compiler.compile(Constraint("json_schema", schema))
