@@ -79,7 +79,8 @@ def _schema_to_regex(schema_json: str, whitespace: str) -> tuple[str, tuple]:
     _bound_any_depth(rewritten)
     if _RefWalk(rewritten).needs_unrolling():
         rewritten = _Unroll(rewritten).run()
-    unique_paths = _ArraySites(rewritten, rewriter).unique_paths() if rewriter.unique_arrays else ()
+    guarded = rewriter.unique_arrays or rewriter.length_strings
+    unique_paths = _GuardSites(rewritten, rewriter).guard_paths() if guarded else ()
     if rewriter.keyed_objects:
         rewritten = _KeyedObjects(rewritten, rewriter, whitespace_pattern(whitespace)).run()
     try:
@@ -165,31 +166,44 @@ class _Cycle(Exception):
     pass
 
 
-class _ArraySites:
-    """Where arrays can appear in a rewritten schema, as instance paths (property names, None
-    for any key or index; references followed, none cyclic by now). `UniqueGuard` tells arrays
-    apart only by path, so a guarded path must not be shared with another array whose items it
-    would then wrongly keep unique (a bounded string item could leave no way out)."""
+class _GuardSites:
+    """Where arrays and strings can appear in a rewritten schema, as instance paths (property
+    names, None for any key or index; references followed, none cyclic by now). `UniqueGuard`
+    tells places apart only by path:
+    - a unique array's path must not be shared with another array, whose items it would then
+      wrongly keep unique (a bounded string item could leave no way out): refused;
+    - a length-guarded string's path must not be shared with another string (of other bounds, a
+      pattern, a literal): there it keeps its counted regex instead (`rewriter.placeholders`)."""
 
     def __init__(self, root, rewriter: SchemaRewriter) -> None:
         self.root = root
         self.rewriter = rewriter
-        self.guarded: list[tuple] = []  # (path, item kind)
-        self.others: list[tuple] = []
+        self.guarded: list[tuple] = []  # (path, item kind) of unique arrays
+        self.others: list[tuple] = []  # paths of other arrays
+        self.lengths: list[tuple] = []  # (path, placeholder) of length-guarded strings
+        self.strings: list[tuple] = []  # paths of other strings
         self.nodes = 0
 
-    def unique_paths(self) -> tuple:
+    def guard_paths(self) -> tuple:
+        """(path, kind) for UniqueGuard: kind "string" / "integer" (a unique array's items) or
+        ("length", minLength, maxLength) (a string value)."""
         self._walk(self.root, ())
         for guarded, kind in self.guarded:  # guarded arrays of another item kind count as others
             for other in self.others + [p for p, k in self.guarded if k != kind]:
-                if len(guarded) == len(other) and all(a is None or b is None or a == b
-                                                      for a, b in zip(guarded, other)):
+                if _overlap(guarded, other):
                     shown = "$" + "".join("[*]" if p is None else f".{p}" for p in guarded)
                     raise GrammarError("unsupported JSON Schema keyword 'uniqueItems' at "
                                        f"{shown}: another array of the schema can appear at the "
                                        "same place (uniqueness over free strings or integers is "
                                        "only enforced where no other array can be)")
-        return tuple(dict.fromkeys(self.guarded))
+        bounds = {name: info[:2] for name, info in self.rewriter.length_strings.items()}
+        shared = {name for path, name in self.lengths
+                  if any(_overlap(path, other) for other in self.strings)
+                  or any(_overlap(path, p) and bounds[n] != bounds[name] for p, n in self.lengths)}
+        for name in shared:
+            self.rewriter.placeholders[name] = self.rewriter.length_strings[name][2]
+        lengths = [(path, ("length", *bounds[name])) for path, name in self.lengths if name not in shared]
+        return tuple(dict.fromkeys(self.guarded + lengths))
 
     def _walk(self, node, path: tuple) -> None:
         self.nodes += 1
@@ -203,8 +217,19 @@ class _ArraySites:
         name = f'"{node["const"]}"' if isinstance(node.get("const"), str) else None
         if name in self.rewriter.unique_arrays:
             self.guarded.append((path, self.rewriter.unique_arrays[name]))
+        elif name in self.rewriter.length_strings:
+            self.lengths.append((path, name))
+        elif name is not None and name not in self.rewriter.keyed_objects:  # any other placeholder
+            self.strings.append(path)
         for value in self.rewriter.literal_arrays.get(name, ()):
-            _literal_arrays(value, path, self.others)
+            _literal_leaves(value, path, self.others, self.strings)
+        if "const" in node and name is None:
+            _literal_leaves(node["const"], path, self.others, self.strings)
+        for value in node.get("enum", []):
+            _literal_leaves(value, path, self.others, self.strings)
+        types = node.get("type")
+        if "string" in (types if isinstance(types, list) else [types]):
+            self.strings.append(path)
         if "items" in node or "prefixItems" in node:
             self.others.append(path)
         for key, sub in node.get("properties", {}).items():
@@ -213,6 +238,11 @@ class _ArraySites:
             self._walk(sub, path)
         for sub in node.get("prefixItems", []) + [node.get("items"), node.get("additionalProperties")]:
             self._walk(sub, path + (None,))
+
+
+def _overlap(path: tuple, other: tuple) -> bool:
+    """Whether two instance paths (None: any key or index) can name the same place."""
+    return len(path) == len(other) and all(a is None or b is None or a == b for a, b in zip(path, other))
 
 
 class _KeyedObjects:
@@ -277,15 +307,17 @@ class _KeyedObjects:
             raise GrammarError("json_schema expands to too large a grammar")
 
 
-def _literal_arrays(value, path: tuple, out: list) -> None:
-    """The paths of the arrays inside a JSON value (an enum/const literal) at `path`."""
+def _literal_leaves(value, path: tuple, arrays: list, strings: list) -> None:
+    """The paths of the arrays and of the strings inside a JSON value (an enum/const literal)."""
     if isinstance(value, list):
-        out.append(path)
+        arrays.append(path)
         for item in value:
-            _literal_arrays(item, path + (None,), out)
+            _literal_leaves(item, path + (None,), arrays, strings)
     elif isinstance(value, dict):
         for key, item in value.items():
-            _literal_arrays(item, path + (key,), out)
+            _literal_leaves(item, path + (key,), arrays, strings)
+    elif isinstance(value, str):
+        strings.append(path)
 
 
 class _Unroll:

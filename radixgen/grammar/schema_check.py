@@ -66,6 +66,9 @@ class SchemaRewriter:
         # free-form objects whose names follow a regex: placeholder -> (name regex, nonempty);
         # json_schema builds their regex once their values' regex is known (see KEYED)
         self.keyed_objects: dict[str, tuple[str, bool]] = {}
+        # strings whose maxLength UniqueGuard keeps: placeholder -> (minLength, maxLength, the
+        # exact counted regex, for json_schema's fallback)
+        self.length_strings: dict[str, tuple[int, int, str]] = {}
         # drafts 3 to 7 ignore every keyword beside a $ref (2019-09 on apply them too)
         self.draft_3_to_7 = any(f"draft-0{n}/" in str(root.get("$schema", "")) for n in (3, 4, 6, 7))
 
@@ -254,6 +257,14 @@ class SchemaRewriter:
             fmt = format_length_regex(node["format"], path, *lengths)
         if fmt is not None:
             return self._placeholder(fmt, quoted=True)
+        if lengths[1] is not None and lengths[1] >= LENGTH_GUARD_MIN:
+            # a counted repeat costs the automaton a state per character: any string here, its
+            # length kept by the guard (json_schema falls back to the counted regex where another
+            # string can appear at the same place)
+            exact = f'"{STRING_CHAR}{{{lengths[0]},{lengths[1]}}}"'
+            placeholder = self._placeholder(f"{STRING_CHAR}*", quoted=True)
+            self.length_strings[f'"{placeholder["const"]}"'] = (lengths[0], lengths[1], exact)
+            return placeholder
         return {"type": "string", **{k: node[k] for k in ("minLength", "maxLength") if k in node}}
 
     def _type_integer(self, node: dict, path: str) -> dict:
@@ -382,6 +393,8 @@ class SchemaRewriter:
             return "(?:" + "|".join(_json_literal(v) for v in rewritten["enum"]) + ")"
         if "const" in rewritten:
             name = f'"{rewritten["const"]}"'
+            if name in self.length_strings:  # names are not guarded: the counted regex
+                return self.length_strings[name][2]
             return self.placeholders.get(name, _json_literal(rewritten["const"]))
         if rewritten.get("type") != "string" or set(rewritten) - {"type", "minLength", "maxLength"}:
             _refuse("propertyNames", path, "only enum, const, pattern, format, minLength and maxLength "
@@ -477,6 +490,7 @@ class SchemaRewriter:
 
 # patterns every name matches (a search: "^.*$" fails on a name with a line break in it)
 _MATCH_ALL = ("", ".*", "^.*", ".*$")
+LENGTH_GUARD_MIN = 16  # strings with a maxLength from here on are length-guarded (see _type_string)
 KEYED = "x-radixgen-keyed"  # marks the carrier of a keyed object (SchemaRewriter._keyed_object)
 STRING_CHAR = r'(?:[^"\\\x00-\x1F\x7F-\x9F]|\\["\\/bfnrt])'  # one character of a JSON string
 

@@ -69,10 +69,13 @@ class UniqueGuard:
 
     def __init__(self, paths, info: TokenizerInfo, prefix: bytes = b"") -> None:
         """paths: (instance path, item kind) pairs, as json_schema.schema_to_guarded_regex gives."""
-        self.paths = {tuple(None if p is None else p.encode() for p in path): kind for path, kind in paths}
+        encoded = [(tuple(None if p is None else p.encode() for p in path), kind) for path, kind in paths]
+        self.paths = {path: kind for path, kind in encoded if isinstance(kind, str)}
+        self.lengths = {path: kind[1:] for path, kind in encoded if not isinstance(kind, str)}
         self.info = info
         self.prefix = prefix
         self._sorted, self._closers, self._quoted, self._digits, self._literal_first = _vocab_tables(info)
+        self._length_rows = _length_tables(info) if self.lengths else None
 
     @property
     def initial(self):
@@ -96,7 +99,9 @@ class UniqueGuard:
             return
         _, stack, lexeme, _ = state
         # tokens that may close an item besides the one being written: run through advance
-        quoted = self._quoted[1 if lexeme is not None and lexeme[0] in "gkv" else 0]
+        quoted = self._quoted[1 if lexeme is not None and lexeme[0] in "gkv" and not self.lengths else 0]
+        if self.lengths:
+            quoted = self._ban_lengths(lexeme, words, quoted)
         top = stack[-1] if stack else None
         in_integers = top is not None and top[0] == _ARRAY and top[2] is not None and top[2][1] == "integer"
         if in_integers and (lexeme is None or lexeme[0] == "n"):
@@ -133,6 +138,24 @@ class UniqueGuard:
             if _repeats(self.advance(state, token_bytes[t], seen), seen):
                 _clear(words, [t])
 
+    def _ban_lengths(self, lexeme, words: np.ndarray, quoted: np.ndarray) -> np.ndarray:
+        """Inside a length-guarded string: clear the tokens that would pass its maxLength or end
+        it short of its minLength (one table row each); returns `quoted` plus, outside strings,
+        the tokens that open a string with LENGTH_GUARD_MIN or more characters after the quote
+        (only those can pass a guarded maxLength at once), to be run through advance."""
+        upto, short_closers, long_openers = self._length_rows
+        if lexeme is None or lexeme[0] in "ln":
+            return np.concatenate([quoted, long_openers])
+        if lexeme[0] == "s":
+            count, escaped, least, most = lexeme[1]
+            rows = upto[escaped]
+            if most - count < len(rows):
+                words &= rows[most - count]
+            if least > count:
+                rows = short_closers[escaped]
+                words &= ~rows[min(least - count, len(rows) - 1)]
+        return quoted
+
     def _with_prefix(self, data: bytes) -> list[int]:
         keys, ids = self._sorted
         out, i = [], bisect.bisect_left(keys, data)
@@ -149,6 +172,8 @@ class UniqueGuard:
             return (done + 1, stack, lexeme, arrays) if c == self.prefix[done] else _INACTIVE
         if lexeme is not None:
             kind, text = lexeme
+            if kind == "s":
+                return self._length_step(state, c)
             if kind in "ln":
                 if c in _LITERAL:
                     return state if kind == "l" else (done, stack, (kind, text + bytes((c,))), arrays)
@@ -194,12 +219,34 @@ class UniqueGuard:
         if c == ord('"'):
             if top is not None and top[0] == _OBJECT and top[1] == _EXPECT:
                 return (done, stack, ("k", b""), arrays)
-            guarded = top is not None and top[0] == _ARRAY and top[2] is not None and top[2][1] == "string"
-            return (done, stack, ("g" if guarded else "v", b""), arrays)
+            if top is not None and top[0] == _ARRAY and top[2] is not None and top[2][1] == "string":
+                return (done, stack, ("g", b""), arrays)
+            bounds = self._length_bounds(tuple(f[2] if f[0] == _OBJECT else None for f in stack)) \
+                if self.lengths else None
+            return (done, stack, ("v", b"") if bounds is None else ("s", (0, 0, *bounds)), arrays)
         if top is not None and top[0] == _ARRAY and top[2] is not None and top[2][1] == "integer" \
                 and c in b"-0123456789":
             return (done, stack, ("n", bytes((c,))), arrays)
         return (done, stack, ("l", b""), arrays)  # a number, true, false or null
+
+    def _length_step(self, state, c: int):
+        """One byte inside a length-guarded string: lexeme ("s", (characters so far, 1 after a
+        backslash, minLength, maxLength)); None past maxLength or closing short of minLength."""
+        done, stack, (_, (count, escaped, least, most)), arrays = state
+        if escaped:  # the escape's second byte: counted with the backslash
+            return (done, stack, ("s", (count, 0, least, most)), arrays)
+        if c == ord('"'):
+            return None if count < least else _after_value(done, stack, arrays)
+        if c == ord("\\") or c & 0xC0 != 0x80:  # a backslash or a character's first byte
+            count += 1
+            if count > most:
+                return None
+        return (done, stack, ("s", (count, int(c == ord("\\")), least, most)), arrays)
+
+    def _length_bounds(self, path: tuple):
+        """(minLength, maxLength) of the length-guarded strings at `path`, or None."""
+        return next((bounds for p, bounds in self.lengths.items()
+                     if len(p) == len(path) and all(a is None or a == b for a, b in zip(p, path))), None)
 
     def _guarded(self, path: tuple) -> str | None:
         """The item kind of the guarded arrays at `path`, or None."""
@@ -284,6 +331,51 @@ def _vocab_tables(info: TokenizerInfo):
                                       (list(closers.items()), with_quote), (quoted, quoted_thrice),
                                       digits, literal_first)
         return cached
+
+
+_length_cache: "weakref.WeakKeyDictionary[TokenizerInfo, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _length_tables(info: TokenizerInfo):
+    """Per tokenizer, for length-guarded strings: `upto[e][k]`, the bitmask row of tokens with at
+    most k string characters before their first closing quote (all of them without one), from a
+    start after a backslash (e = 1) or not; `short[e][k]`, the row of tokens with a closing quote
+    and fewer than k characters before it (the last entry: every token with one); the ids of the
+    tokens with one quote and LENGTH_GUARD_MIN or more characters after it."""
+    from .schema_check import LENGTH_GUARD_MIN
+
+    with _tables_lock:
+        cached = _length_cache.get(info)
+        if cached is None:
+            upto, short = [], []
+            for escaped in (0, 1):
+                counts = [_string_characters(data, escaped) for data in info.token_bytes]
+                lengths = np.asarray([n for n, _ in counts])
+                closing = np.asarray([q for _, q in counts])
+                top = int(lengths.max()) + 1
+                upto.append([pack_token_ids(np.flatnonzero(lengths <= k), info.vocab_size) for k in range(top)])
+                short.append([pack_token_ids(np.flatnonzero(closing & (lengths < k)), info.vocab_size)
+                              for k in range(top + 1)])
+            long_openers = np.asarray(
+                [t for t, data in enumerate(info.token_bytes) if t not in info.special_ids and data.count(b'"') == 1
+                 and _string_characters(data[data.index(b'"') + 1:], 0)[0] >= LENGTH_GUARD_MIN], dtype=np.int64)
+            cached = _length_cache[info] = (upto, short, long_openers)
+        return cached
+
+
+def _string_characters(data: bytes, escaped: int) -> tuple[int, bool]:
+    """(JSON string characters in `data` before its first closing quote, whether it has one),
+    reading from inside a string, after a backslash when `escaped`."""
+    count = 0
+    for c in data:
+        if escaped:
+            escaped = 0
+        elif c == ord('"'):
+            return count, True
+        else:
+            count += c == ord("\\") or c & 0xC0 != 0x80
+            escaped = c == ord("\\")
+    return count, False
 
 
 def _first_quote(data: bytes) -> int | None:

@@ -1,0 +1,82 @@
+"""Strings with a large maxLength: the regex takes any string there and `UniqueGuard` keeps the
+length (a counted repeat costs the token automaton a state per character: maxLength 1024 took
+20 s and 6.7 GB to compile). The toy test lowers the threshold so that short bounds are guarded,
+and checks that guard plus free string allow exactly the texts of the counted regex, with the
+bitmask equal to acceptance at every prefix."""
+
+import json
+import re
+
+import jsonschema
+import pytest
+
+from radixgen.core import Constraint
+from radixgen.grammar import schema_check
+from radixgen.grammar.bitmask import allocate_bitmask, unpack_row
+from radixgen.grammar.compiler import GrammarCompiler
+from radixgen.grammar.json_schema import schema_to_guarded_regex
+from tests.grammar.conftest import toy_info
+from tests.grammar.test_unique_strings import _texts
+from tests.grammar.walks import random_walk
+
+# the structure in a few tokens; quotes that close one string and open the next, escapes, a
+# two-byte character, tokens longer than a bound
+PIECES = ['{"t":"', '","u":[', "]}", '"', "a", "ab", "abc", "\\", "n", '\\"', ",", "]", '","', '"a', '"abc',
+          'a"', "\u00e9", 'a"]}', "{", "}", "t", "u", ":", "["]
+BOUNDED = {"type": "object", "properties": {"t": {"type": "string", "minLength": 1, "maxLength": 3},
+                                            "u": {"type": "array", "items": {"type": "string", "maxLength": 2},
+                                                  "maxItems": 2}},
+           "required": ["t", "u"]}
+
+
+def test_guarded_lengths_allow_exactly_the_counted_regex(monkeypatch):
+    info = toy_info([b""] + [p.encode() for p in PIECES])
+    exact = GrammarCompiler(info).compile(Constraint("json_schema", BOUNDED))  # threshold 16: counted
+    monkeypatch.setattr(schema_check, "LENGTH_GUARD_MIN", 2)
+    regex, paths = schema_to_guarded_regex(json.dumps(BOUNDED))
+    assert dict(paths) == {("t",): ("length", 1, 3), ("u", None): ("length", 0, 2)}
+    guarded = GrammarCompiler(info).compile(Constraint("json_schema", BOUNDED))
+    walked = {text for text, done in _texts(guarded, info, 6) if done}  # asserts mask == accept
+    assert walked == {text for text, done in _texts(exact, info, 6) if done}
+    assert any(len(json.loads(t)["t"]) == 3 for t in walked)
+    for text in walked:
+        jsonschema.validate(json.loads(text), BOUNDED)
+    assert re.fullmatch(regex, '{"t":"abcd","u":[]}')  # the regex alone takes any length
+
+
+def test_shared_places_keep_the_counted_regex():
+    """Where another string can be (another bound, a pattern, a literal), no guard: counted."""
+    long_text = {"type": "string", "maxLength": 40}
+    for other in ({"type": "string", "maxLength": 50}, {"type": "string", "pattern": "^x+$"}, {"const": "y"}):
+        schema = {"type": "object", "properties": {"a": {"anyOf": [long_text, other]}}}
+        regex, paths = schema_to_guarded_regex(json.dumps(schema))
+        assert paths == () and "{0,40}" in regex
+    schema = {"type": "object", "properties": {"a": long_text, "b": {"type": "integer"}}}
+    assert schema_to_guarded_regex(json.dumps(schema))[1] == ((("a",), ("length", 0, 40)),)
+    # property names are never guarded: a keyed object's names keep their counted regex
+    keyed = {"type": "object", "propertyNames": {"maxLength": 20}, "additionalProperties": {"type": "integer"}}
+    regex, paths = schema_to_guarded_regex(json.dumps(keyed))
+    assert paths == () and not re.fullmatch(regex, '{"' + "k" * 21 + '":1}')
+
+
+def test_large_max_length_compiles_fast_and_masks_match(smol_compiler, smol_info, smol_tokenizer):
+    schema = {"type": "object", "properties": {
+        "title": {"type": "string", "maxLength": 2048}, "body": {"type": "string", "minLength": 20, "maxLength": 4096},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 30}, "maxItems": 3}},
+        "required": ["title", "body", "tags"]}
+    grammar = smol_compiler.compile(Constraint("json_schema", schema))
+    bitmask = allocate_bitmask(1, smol_info.vocab_size)
+    for prefix in ['{"title":"' + "a" * 2040, '{"title":"' + "b" * 2047 + "\\", '{"title":"","body":"short',
+                   '{"title":"","body":"' + "c" * 4090, '{"title":"","body":"' + "d" * 20 + '","tags":["' + "é" * 25,
+                   '{"title":"","body":"' + "d" * 20 + '","tags":[']:
+        matcher = grammar.matcher()
+        assert all(matcher.accept_token(t) for t in smol_tokenizer.encode(prefix, add_special_tokens=False)), prefix
+        matcher.fill_bitmask(bitmask, 0)
+        allowed = set(unpack_row(bitmask[0], smol_info.vocab_size).tolist())
+        assert allowed
+        for token in range(smol_info.vocab_size):
+            if token not in smol_info.special_ids:
+                assert matcher.fork().accept_token(token) == (token in allowed), (prefix[-12:], token)
+    for seed in range(5):
+        _, text = random_walk(grammar, smol_info, seed, max_steps=3000)
+        jsonschema.validate(json.loads(text), schema)
