@@ -76,6 +76,12 @@ class UniqueGuard:
         self.prefix = prefix
         self._sorted, self._closers, self._quoted, self._digits, self._literal_first = _vocab_tables(info)
         self._length_rows = _length_tables(info) if self.lengths else None
+        if self.lengths:  # a token whose last quote opens a string with more characters than
+            # LENGTH_GUARD_MIN could pass a maxLength at once: run through advance too; tokens
+            # holding a whole string only matter for unique items or a minLength
+            long_openers = self._length_rows[2]
+            whole = self._quoted if self.paths or any(least for least, _ in self.lengths.values()) else ((), ())
+            self._length_quoted = tuple(np.union1d(q, long_openers).astype(np.int64) for q in whole)
 
     @property
     def initial(self):
@@ -98,10 +104,12 @@ class UniqueGuard:
         if state is _INACTIVE:
             return
         _, stack, lexeme, _ = state
-        # tokens that may close an item besides the one being written: run through advance
-        quoted = self._quoted[1 if lexeme is not None and lexeme[0] in "gkv" and not self.lengths else 0]
-        if self.lengths:
-            quoted = self._ban_lengths(lexeme, words, quoted)
+        # tokens that may close an item besides the one being written (or, with length guards,
+        # open a string with more characters than a maxLength): run through advance
+        in_string = lexeme is not None and lexeme[0] in "gkvs"
+        quoted = (self._length_quoted if self.lengths else self._quoted)[in_string]
+        if lexeme is not None and lexeme[0] == "s":
+            self._ban_lengths(lexeme[1], words)
         top = stack[-1] if stack else None
         in_integers = top is not None and top[0] == _ARRAY and top[2] is not None and top[2][1] == "integer"
         if in_integers and (lexeme is None or lexeme[0] == "n"):
@@ -118,9 +126,10 @@ class UniqueGuard:
                 for before, ids in self._closers[0]:
                     if text + before in items:
                         _clear(words, ids)
-        allowed = quoted[(words[quoted >> 5] >> (quoted & 31)) & 1 == 1]
-        token_bytes = self.info.token_bytes
-        _clear(words, [t for t in allowed.tolist() if _repeats(self.advance(state, token_bytes[t], seen), seen)])
+        if len(quoted):
+            allowed = quoted[(words[quoted >> 5] >> (quoted & 31)) & 1 == 1]
+            token_bytes = self.info.token_bytes
+            _clear(words, [t for t in allowed.tolist() if _repeats(self.advance(state, token_bytes[t], seen), seen)])
 
     def _ban_integers(self, state, words: np.ndarray, seen) -> None:
         """In an array of integers: while the item so far repeats an earlier one, the tokens that
@@ -138,23 +147,17 @@ class UniqueGuard:
             if _repeats(self.advance(state, token_bytes[t], seen), seen):
                 _clear(words, [t])
 
-    def _ban_lengths(self, lexeme, words: np.ndarray, quoted: np.ndarray) -> np.ndarray:
+    def _ban_lengths(self, string, words: np.ndarray) -> None:
         """Inside a length-guarded string: clear the tokens that would pass its maxLength or end
-        it short of its minLength (one table row each); returns `quoted` plus, outside strings,
-        the tokens that open a string with LENGTH_GUARD_MIN or more characters after the quote
-        (only those can pass a guarded maxLength at once), to be run through advance."""
-        upto, short_closers, long_openers = self._length_rows
-        if lexeme is None or lexeme[0] in "ln":
-            return np.concatenate([quoted, long_openers])
-        if lexeme[0] == "s":
-            count, escaped, least, most = lexeme[1]
-            rows = upto[escaped]
-            if most - count < len(rows):
-                words &= rows[most - count]
-            if least > count:
-                rows = short_closers[escaped]
-                words &= ~rows[min(least - count, len(rows) - 1)]
-        return quoted
+        it short of its minLength (one table row each)."""
+        count, escaped, least, most = string
+        upto, short_closers, _ = self._length_rows
+        rows = upto[escaped]
+        if most - count < len(rows):
+            words &= rows[most - count]
+        if least > count:
+            rows = short_closers[escaped]
+            words &= ~rows[min(least - count, len(rows) - 1)]
 
     def _with_prefix(self, data: bytes) -> list[int]:
         keys, ids = self._sorted
@@ -341,7 +344,7 @@ def _length_tables(info: TokenizerInfo):
     most k string characters before their first closing quote (all of them without one), from a
     start after a backslash (e = 1) or not; `short[e][k]`, the row of tokens with a closing quote
     and fewer than k characters before it (the last entry: every token with one); the ids of the
-    tokens with one quote and LENGTH_GUARD_MIN or more characters after it."""
+    tokens with LENGTH_GUARD_MIN or more characters after their last quote."""
     from .schema_check import LENGTH_GUARD_MIN
 
     with _tables_lock:
@@ -357,8 +360,8 @@ def _length_tables(info: TokenizerInfo):
                 short.append([pack_token_ids(np.flatnonzero(closing & (lengths < k)), info.vocab_size)
                               for k in range(top + 1)])
             long_openers = np.asarray(
-                [t for t, data in enumerate(info.token_bytes) if t not in info.special_ids and data.count(b'"') == 1
-                 and _string_characters(data[data.index(b'"') + 1:], 0)[0] >= LENGTH_GUARD_MIN], dtype=np.int64)
+                [t for t, data in enumerate(info.token_bytes) if t not in info.special_ids and b'"' in data
+                 and _string_characters(data[data.rindex(b'"') + 1:], 0)[0] >= LENGTH_GUARD_MIN], dtype=np.int64)
             cached = _length_cache[info] = (upto, short, long_openers)
         return cached
 
