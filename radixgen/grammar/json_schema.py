@@ -28,6 +28,7 @@ RECURSIVE_REF_DEPTH = 3  # levels a reference cycle is unrolled (outlines-core's
 OUTLINES_REF_DEPTH = 64  # the $ref nesting outlines-core is told to expand; deeper nesting is unrolled here
 ANY_VALUE_DEPTH = 1  # nesting allowed inside objects/arrays whose contents are unconstrained
 _NODE_BUDGET = 200_000
+REGEX_BUDGET = 16 << 20  # characters of regex (the token index of one takes several GB before this)
 MAX_NESTING = 64  # JSON containers in a schema (outlines-core parses the rewrite with a 128-level limit)
 
 
@@ -83,13 +84,69 @@ def _schema_to_regex(schema_json: str, whitespace: str) -> tuple[str, tuple]:
     unique_paths = _GuardSites(rewritten, rewriter).guard_paths() if guarded else ()
     if rewriter.keyed_objects:
         rewritten = _KeyedObjects(rewritten, rewriter, whitespace_pattern(whitespace)).run()
-    try:
-        regex = build_regex_from_schema(json.dumps(rewritten), whitespace_pattern(whitespace), OUTLINES_REF_DEPTH)
-    except (ValueError, RuntimeError, TypeError) as exc:
-        raise GrammarError(f"cannot compile json_schema: {exc}") from None
+    regex = _outlines_regex(rewritten, whitespace_pattern(whitespace))
     for name, leaf in rewriter.placeholders.items():
         regex = regex.replace(name, f"(?:{leaf})")
+    _check_regex_size(len(regex))
     return regex, unique_paths
+
+
+def _outlines_regex(schema: dict, whitespace: str) -> str:
+    """outlines-core's regex of a rewritten schema, refused first when its estimated size passes
+    REGEX_BUDGET: outlines-core copies a subschema into every place that uses it (an object
+    without required properties repeats each property's regex once per later property), and on
+    sizes of hundreds of megabytes its allocation fails by aborting the process."""
+    _check_regex_size(_RegexSize(schema).of(schema))
+    try:
+        return build_regex_from_schema(json.dumps(schema), whitespace, OUTLINES_REF_DEPTH)
+    except (ValueError, RuntimeError, TypeError) as exc:
+        raise GrammarError(f"cannot compile json_schema: {exc}") from None
+
+
+def _check_regex_size(size: int) -> None:
+    if size > REGEX_BUDGET:
+        raise GrammarError(f"json_schema expands to too large a grammar (a regex of about {size >> 20} MiB; "
+                           f"the limit is {REGEX_BUDGET >> 20} MiB: nested objects with many optional "
+                           "properties multiply, and each use of a reference copies its schema)")
+
+
+class _RegexSize:
+    """An upper estimate of the length of outlines-core's regex for a rewritten schema, following
+    its construction (outlines-core 0.2: json_schema/parsing.rs): references expanded at each use,
+    an object without required properties writes property j in n - j of its alternatives, an
+    array's item twice. Leaves count a fixed size: only the multiplication matters here."""
+
+    def __init__(self, root) -> None:
+        self.root = root
+        self.memo: dict[str, int] = {}
+
+    def of(self, node, depth: int = 0) -> int:
+        if depth > OUTLINES_REF_DEPTH or not isinstance(node, dict):
+            return 64
+        if "$ref" in node:
+            ref = node["$ref"]
+            if ref not in self.memo:
+                self.memo[ref] = 64  # a cycle (never expected by now) counts as a leaf
+                self.memo[ref] = self.of(_target(self.root, ref), depth + 1)
+            return self.memo[ref]
+        if "properties" in node:
+            sizes = [len(name) + 16 + self.of(value, depth) for name, value in node["properties"].items()]
+            if node.get("required"):
+                return 16 + sum(sizes)
+            return 16 + sum(size * (len(sizes) - j) for j, size in enumerate(sizes))
+        for key in ("allOf", "anyOf", "oneOf", "prefixItems"):
+            if key in node:
+                return 16 + sum(self.of(sub, depth) for sub in node[key])
+        if "enum" in node or "const" in node:
+            return 16 + len(json.dumps(node.get("enum", node.get("const"))))
+        items = 2 * self.of(node["items"], depth) if isinstance(node.get("items"), dict) else 0
+        values = 2 * self.of(node["additionalProperties"], depth) \
+            if isinstance(node.get("additionalProperties"), dict) else 0
+        types = node.get("type")
+        free = {"object", "array"} & set(types if isinstance(types, list) else [types])
+        if items or values or not free:
+            return 64 + items + values  # scalars, arrays and objects of given items / values
+        return 1600 * len(free)  # arrays and objects of any values
 
 
 def _depth(node, level: int = 0) -> int:
@@ -279,10 +336,7 @@ class _KeyedObjects:
             return {"const": node[KEYED]}
         values = self._node(self._inlined(node["additionalProperties"]))
         _bound_any_depth(values)
-        try:
-            value = build_regex_from_schema(json.dumps(values), ws, OUTLINES_REF_DEPTH)
-        except (ValueError, RuntimeError, TypeError) as exc:
-            raise GrammarError(f"cannot compile json_schema: {exc}") from None
+        value = _outlines_regex(values, ws)
         for placeholder, leaf in self.rewriter.placeholders.items():
             value = value.replace(placeholder, f"(?:{leaf})")
         pair = f"{keys}{ws}:{ws}(?:{value})"

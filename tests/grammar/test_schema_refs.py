@@ -137,3 +137,19 @@ def test_references_that_cannot_keep_their_meaning_are_refused(schema, words):
 def test_a_property_named_id_is_no_base(small_compiler):
     schema = {"type": "object", "properties": {"id": {"type": "integer"}, "x": {"$ref": "#/properties/id"}}}
     small_compiler.compile(Constraint("json_schema", schema))
+
+
+def test_schemas_whose_regex_would_explode_are_refused_before_building_it():
+    """outlines-core writes property j of an object without required properties into n - j
+    alternatives, so nested optional objects multiply; past REGEX_BUDGET the schema is refused
+    up front (at hundreds of MB outlines-core's allocation aborts the process)."""
+    import time
+
+    defs = {"L3": {"type": "integer"}}  # each level uses the next 14 times: a 32 MB regex before
+    for depth in (2, 1, 0):
+        defs[f"L{depth}"] = {"type": "object",
+                             "properties": {f"p{i}": {"$ref": f"#/$defs/L{depth + 1}"} for i in range(14)}}
+    started = time.perf_counter()
+    with pytest.raises(GrammarError, match="too large a grammar"):
+        schema_to_guarded_regex(json.dumps({"$defs": defs, "$ref": "#/$defs/L0"}))
+    assert time.perf_counter() - started < 1
