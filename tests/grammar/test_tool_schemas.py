@@ -73,12 +73,13 @@ def test_draft7_parameters_keep_their_draft(small_compiler, small_info):
 
 
 
-def test_auto_mode_errors_name_the_tool_parameters():
+def test_tool_mode_errors_name_the_tool_parameters():
     from radixgen.runtime.server.errors import APIError
 
     bad = {"$defs": {"A": {"type": "string", "pattern": "a(?=b)"}}, "type": "object",
            "properties": {"a": {"$ref": "#/$defs/A"}, "n": {"type": "integer", "multipleOf": 3}}}
-    with pytest.raises(APIError) as caught:
-        tool_constraint("auto", {"ok": {"type": "object"}, "bad": bad}, parallel=True)
-    assert caught.value.status == 400
-    assert "tools[1].function.parameters." in caught.value.message and "$defs.tool" not in caught.value.message
+    for mode in ("auto", "required", "bad"):
+        with pytest.raises(APIError) as caught:
+            tool_constraint(mode, {"ok": {"type": "object"}, "bad": bad}, parallel=True)
+        assert caught.value.status == 400
+        assert "tools[1].function.parameters." in caught.value.message and "$defs.tool" not in caught.value.message
