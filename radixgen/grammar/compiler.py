@@ -84,6 +84,9 @@ class GrammarCompiler:
                 self._validate_now(constraint)
             except GrammarError as exc:
                 error = str(exc)
+            except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+                # a malformed spec the checks did not name: still the client's error
+                error = f"invalid constraint ({type(exc).__name__}: {exc})"
             with self._lock:
                 self._checked[key] = error
                 while len(self._checked) > 4 * self.max_cached:

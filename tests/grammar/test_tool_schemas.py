@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 
 from radixgen.core import Constraint
-from radixgen.runtime.server.openai_tools import TOOL_OPEN, tool_constraint
+from radixgen.runtime.server.openai_tools import TOOL_OPEN, tool_constraint, tool_schema_error
 from tests.grammar.walks import random_walk
 
 ADDRESS = {"title": "Address", "type": "object", "properties": {"city": {"type": "string", "maxLength": 8}},
@@ -73,13 +73,13 @@ def test_draft7_parameters_keep_their_draft(small_compiler, small_info):
 
 
 
-def test_tool_mode_errors_name_the_tool_parameters():
-    from radixgen.runtime.server.errors import APIError
+def test_tool_mode_errors_name_the_tool_parameters(small_compiler):
+    from radixgen.grammar.matcher import GrammarError
 
     bad = {"$defs": {"A": {"type": "string", "pattern": "a(?=b)"}}, "type": "object",
            "properties": {"a": {"$ref": "#/$defs/A"}, "n": {"type": "integer", "multipleOf": 3}}}
     for mode in ("auto", "required", "bad"):
-        with pytest.raises(APIError) as caught:
-            tool_constraint(mode, {"ok": {"type": "object"}, "bad": bad}, parallel=True)
-        assert caught.value.status == 400
-        assert "tools[1].function.parameters." in caught.value.message and "$defs.tool" not in caught.value.message
+        with pytest.raises(GrammarError) as caught:
+            small_compiler.validate(tool_constraint(mode, {"ok": {"type": "object"}, "bad": bad}, parallel=True))
+        message = tool_schema_error(str(caught.value))
+        assert "tools[1].function.parameters." in message and "$defs.tool" not in message

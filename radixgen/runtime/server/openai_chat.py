@@ -15,7 +15,7 @@ from radixgen.runtime.server.http_common import (ServerState, client_gone, colle
 from radixgen.runtime.server.openai_common import check_common, finish_reason, n_params, sampling_dict, usage
 from radixgen.runtime.server.openai_tools import (checked_tools, parse_tool_calls, render_tool_history,
                                                   response_constraint, tool_constraint, tool_mode,
-                                                  tools_system_prompt)
+                                                  tool_schema_error, tools_system_prompt)
 from radixgen.runtime.server.protocol import ChatCompletionRequest, ChatMessage
 from radixgen.runtime.server.request_group import ReqState, RequestGroup
 
@@ -39,7 +39,7 @@ async def chat_completions(request: Request,
     if constraint is not None:
         fields[constraint.kind] = constraint.spec
     params = n_params(fields, body.n)
-    await st.tm.check_constraints(params, "tools" if mode else "response_format")
+    await st.tm.check_constraints(params, "tools" if mode else "response_format", tool_schema_error if mode else None)
     group = RequestGroup(st.tm, [(ids, p) for p in params])
     group.start()
     head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}

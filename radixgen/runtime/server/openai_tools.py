@@ -14,7 +14,6 @@ into a system message that explains the call format.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import uuid
@@ -84,43 +83,28 @@ def tool_mode(body: ChatCompletionRequest, tools: dict[str, dict]) -> str | None
 
 def tool_constraint(mode: str | None, tools: dict[str, dict], parallel: bool) -> Constraint | None:
     """The constraint of a tool mode: the named function's call, a list of calls ("required"),
-    or free text or calls ("auto"). Its schema is checked here, so a bad parameters schema is a
-    400 naming `tools[i].function.parameters` before the request is queued."""
+    or free text or calls ("auto"). The chat handler checks it like any constraint
+    (`TokenizerManager.check_constraints`), its errors worded by `tool_schema_error`."""
     if mode is None:
         return None
     defs, arguments = _hoisted(tools)
     if mode not in ("auto", "required"):
-        constraint = Constraint("json_schema", {**_draft(tools), **_call_schema(mode, arguments[mode]), "$defs": defs})
-    else:
-        calls = {**_draft(tools), "type": "array", "items": {"anyOf": [_call_schema(n, a) for n, a in arguments.items()]},
-                 "minItems": 1, **({} if parallel else {"maxItems": 1}), "$defs": defs}
-        if len(tools) == 1:
-            calls["items"] = calls["items"]["anyOf"][0]
-        constraint = Constraint("json_schema", calls) if mode == "required" else Constraint(
-            "tool_calls", json.dumps({"schema": calls, "open": TOOL_OPEN, "close": TOOL_CLOSE}, separators=(",", ":")))
-    _check_tool_schema(constraint)
-    return constraint
+        return Constraint("json_schema", {**_draft(tools), **_call_schema(mode, arguments[mode]), "$defs": defs})
+    calls = {**_draft(tools), "type": "array", "items": {"anyOf": [_call_schema(n, a) for n, a in arguments.items()]},
+             "minItems": 1, **({} if parallel else {"maxItems": 1}), "$defs": defs}
+    if len(tools) == 1:
+        calls["items"] = calls["items"]["anyOf"][0]
+    if mode == "required":
+        return Constraint("json_schema", calls)
+    return Constraint("tool_calls", json.dumps({"schema": calls, "open": TOOL_OPEN, "close": TOOL_CLOSE},
+                                               separators=(",", ":")))
 
 
-@functools.lru_cache(maxsize=256)  # agents send the same tools with every request
-def _check_tool_schema(constraint: Constraint) -> None:
-    from radixgen.grammar.compiler import tool_calls_regex
-    from radixgen.grammar.json_schema import schema_to_guarded_regex
-    from radixgen.grammar.matcher import GrammarError
-
-    try:
-        if constraint.kind == "tool_calls":
-            tool_calls_regex(constraint.spec)
-        else:
-            schema_to_guarded_regex(constraint.spec)
-    except GrammarError as exc:
-        # "$.$defs.tool3.properties.x" -> "tools[3].function.parameters.properties.x"
-        message = re.sub(r"\$\.\$defs\.tool(\d+)(?:-(\$defs|definitions)-)?",
-                         lambda m: f"tools[{m[1]}].function.parameters" + (f".{m[2]}." if m[2] else ""), str(exc))
-        raise invalid(message, "tools") from None
-    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
-        # a malformed parameters schema the grammar's checks did not name: still the client's
-        raise invalid(f"invalid tool parameters schema ({type(exc).__name__}: {exc})", "tools") from None
+def tool_schema_error(message: str) -> str:
+    """A grammar error about the call schema, with the hoisted places named as the request does:
+    "$.$defs.tool3.properties.x" -> "tools[3].function.parameters.properties.x"."""
+    return re.sub(r"\$\.\$defs\.tool(\d+)(?:-(\$defs|definitions)-)?",
+                  lambda m: f"tools[{m[1]}].function.parameters" + (f".{m[2]}." if m[2] else ""), message)
 
 
 def _call_schema(name: str, arguments: dict) -> dict:

@@ -182,10 +182,12 @@ class TokenizerManager:
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
-    async def check_constraints(self, params: list, param: str) -> None:
+    async def check_constraints(self, params: list, param: str,
+                                worded: Callable[[str], str] | None = None) -> None:
         """400 naming the problem unless every constraint in `params` (SamplingParams) would
         compile: the cheap checks (schema features, regex and grammar syntax) run here, off
-        the event loop; the vocabulary index is built by the scheduler process."""
+        the event loop; the vocabulary index is built by the scheduler process. `worded`
+        rewrites the message (tool calls name the request's places)."""
         constraints = {p.constraint for p in params if p.constraint is not None}
         if not constraints:
             return
@@ -200,7 +202,7 @@ class TokenizerManager:
             try:
                 await asyncio.to_thread(self._grammar_checker.validate, constraint)
             except GrammarError as exc:
-                raise invalid(str(exc), param, "invalid_constraint") from None
+                raise invalid(worded(str(exc)) if worded else str(exc), param, "invalid_constraint") from None
 
     def check_prompt(self, ids: list[int], max_new_tokens: int, param: str) -> None:
         """400 unless the prompt is non-empty, in the vocabulary, and fits the context."""
