@@ -214,8 +214,7 @@ class UniqueGuard:
         if c == ord("{"):
             return (done, stack + ((_OBJECT, _EXPECT, None),), None, arrays)
         if c == ord("["):
-            path = tuple(f[2] if f[0] == _OBJECT else None for f in stack)
-            kind = self._guarded(path)
+            kind = _at(self.paths, stack)  # the item kind of a unique array here
             if kind is not None:
                 return (done, stack + ((_ARRAY, _EXPECT, (arrays, kind)),), None, arrays + 1)
             return (done, stack + ((_ARRAY, _EXPECT, None),), None, arrays)
@@ -224,8 +223,7 @@ class UniqueGuard:
                 return (done, stack, ("k", b""), arrays)
             if top is not None and top[0] == _ARRAY and top[2] is not None and top[2][1] == "string":
                 return (done, stack, ("g", b""), arrays)
-            bounds = self._length_bounds(tuple(f[2] if f[0] == _OBJECT else None for f in stack)) \
-                if self.lengths else None
+            bounds = _at(self.lengths, stack)  # (minLength, maxLength) of a guarded string here
             return (done, stack, ("v", b"") if bounds is None else ("s", (0, 0, *bounds)), arrays)
         if top is not None and top[0] == _ARRAY and top[2] is not None and top[2][1] == "integer" \
                 and c in b"-0123456789":
@@ -246,15 +244,13 @@ class UniqueGuard:
                 return None
         return (done, stack, ("s", (count, int(c == ord("\\")), least, most)), arrays)
 
-    def _length_bounds(self, path: tuple):
-        """(minLength, maxLength) of the length-guarded strings at `path`, or None."""
-        return next((bounds for p, bounds in self.lengths.items()
-                     if len(p) == len(path) and all(a is None or a == b for a, b in zip(p, path))), None)
 
-    def _guarded(self, path: tuple) -> str | None:
-        """The item kind of the guarded arrays at `path`, or None."""
-        return next((kind for p, kind in self.paths.items()
-                     if len(p) == len(path) and all(a is None or a == b for a, b in zip(p, path))), None)
+def _at(table: dict, stack: tuple):
+    """The entry of `table` (guarded path -> value; None in a path: any key or index) for the
+    place `stack` is at, or None."""
+    path = tuple(f[2] if f[0] == _OBJECT else None for f in stack)
+    return next((value for p, value in table.items()
+                 if len(p) == len(path) and all(a is None or a == b for a, b in zip(p, path))), None)
 
 
 def _after_value(done: int, stack: tuple, arrays: int):
