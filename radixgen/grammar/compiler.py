@@ -25,12 +25,15 @@ from .json_schema import WHITESPACE, schema_to_guarded_regex
 from .matcher import CompiledGrammar, GrammarError
 from .regex_leaves import escape_literal
 from .regex_matcher import RegexGrammar
-from .token_index import build_index
+from .size_budget import INDEX_ENTRY_BUDGET, check_index_size
+from .regex_markers import exclude_chars
+from .token_index import build_index, outlines_vocabulary
 from .tokenizer_info import TokenizerInfo
 from .unique_items import UniqueGuard
 
 __all__ = ["GrammarCompiler", "GrammarError", "choices_regex", "tool_calls_regex", "JSON_OBJECT"]
 
+CACHE_ENTRY_BUDGET = 4 * INDEX_ENTRY_BUDGET  # cached grammars' token-index entries (~4 GB)
 # OpenAI response_format {"type": "json_object"}: any JSON object
 JSON_OBJECT = Constraint("json_schema", {"type": "object"})
 
@@ -51,6 +54,7 @@ class GrammarCompiler:
         self.whitespace = whitespace
         self.max_cached = max_cached
         self._cache: OrderedDict[tuple, Future] = OrderedDict()
+        self._entries: dict[tuple, int] = {}  # estimated token-index entries of cached grammars
         self._checked: OrderedDict[tuple, str | None] = OrderedDict()  # validate(): key -> error
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="grammar")
@@ -95,16 +99,11 @@ class GrammarCompiler:
             raise GrammarError(error)
 
     def _validate_now(self, constraint: Constraint) -> None:
-        kind = constraint.kind
-        if kind == "json_schema":
-            schema_to_guarded_regex(constraint.spec, self.whitespace)
-        elif kind == "tool_calls":
-            tool_calls_regex(constraint.spec)
-        elif kind == "regex":
-            _checked_regex(constraint.spec)
-        elif kind in ("lark", "ebnf"):
+        if constraint.kind in ("lark", "ebnf"):
             from radixgen.grammar.cfg import compile_cfg
             compile_cfg(constraint, self.tokenizer_info, precompute=False)
+        else:
+            check_index_size(self._regex(constraint)[0], self.tokenizer_info)
 
     def cached(self, constraint: Constraint) -> bool:
         """True when a finished compile of `constraint` is in the cache."""
@@ -115,6 +114,7 @@ class GrammarCompiler:
     def clear(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._entries.clear()
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -138,37 +138,58 @@ class GrammarCompiler:
             future.set_running_or_notify_cancel()
             self._cache[key] = future
             while len(self._cache) > self.max_cached:
-                self._cache.popitem(last=False)
+                self._entries.pop(self._cache.popitem(last=False)[0], None)
             return future, True
 
     def _run(self, future: Future, constraint: Constraint) -> None:
         try:
-            grammar = self._compile_now(constraint)
+            grammar, entries = self._compile_now(constraint)
             with self._lock:
                 self.num_compiled += 1
+                self._keep_within_budget(self._key(constraint), entries)
             future.set_result(grammar)
         except GrammarError as exc:
             future.set_exception(exc)
         except Exception as exc:  # an internal failure must still reach the waiting request
             future.set_exception(GrammarError(f"grammar compilation failed: {exc!r}"))
 
-    def _compile_now(self, constraint: Constraint) -> CompiledGrammar:
+    def _keep_within_budget(self, key: tuple, entries: int) -> None:
+        """Record a new grammar's index entries and drop the least recently used others that
+        hold some while the cache holds more than CACHE_ENTRY_BUDGET (a large schema's index
+        takes a GB)."""
+        self._entries[key] = entries
+        total = sum(self._entries.values())
+        for old in list(self._cache):
+            if total <= CACHE_ENTRY_BUDGET:
+                break
+            if old != key and self._cache[old].done() and self._entries.get(old, 0):
+                total -= self._entries.pop(old, 0)
+                del self._cache[old]
+
+    def _compile_now(self, constraint: Constraint) -> tuple[CompiledGrammar, int]:
+        """The grammar and its estimated token-index entries (0 for a CFG)."""
         kind, info = constraint.kind, self.tokenizer_info
         if kind in ("lark", "ebnf"):
-            return _compile_cfg(constraint, info)
-        unique_paths, prefix = (), b""
-        if kind == "json_schema":
-            regex, unique_paths = schema_to_guarded_regex(constraint.spec, self.whitespace)
-        elif kind == "tool_calls":
-            regex, unique_paths, prefix = tool_calls_regex(constraint.spec)
-        elif kind == "regex":
-            regex = _checked_regex(constraint.spec)
-        elif kind == "choices":
-            regex = choices_regex(constraint.spec)
-        else:
-            raise GrammarError(f"unknown constraint kind {kind!r}")
+            return _compile_cfg(constraint, info), 0
+        regex, unique_paths, prefix = self._regex(constraint)
+        entries = check_index_size(regex, info)
         guard = UniqueGuard(unique_paths, info, prefix) if unique_paths else None
-        return RegexGrammar(build_index(regex, info), regex, kind, guard)
+        return RegexGrammar(build_index(regex, info), regex, kind, guard), entries
+
+    def _regex(self, constraint: Constraint) -> tuple[str, tuple, bytes]:
+        """(regex, the paths UniqueGuard keeps, the text before the guarded JSON) of a
+        constraint compiled to a token index."""
+        kind = constraint.kind
+        if kind == "json_schema":
+            return (*schema_to_guarded_regex(constraint.spec, self.whitespace), b"")
+        if kind == "tool_calls":
+            return tool_calls_regex(constraint.spec)
+        if kind == "regex":
+            vocab = outlines_vocabulary(self.tokenizer_info)
+            return exclude_chars(_checked_regex(constraint.spec), vocab.start + vocab.sentinel), (), b""
+        if kind == "choices":
+            return choices_regex(constraint.spec), (), b""
+        raise GrammarError(f"unknown constraint kind {kind!r}")
 
 
 def tool_calls_regex(spec: str) -> tuple[str, tuple, bytes]:

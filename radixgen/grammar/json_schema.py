@@ -17,8 +17,9 @@ import secrets
 from outlines_core.json_schema import build_regex_from_schema
 
 from .matcher import GrammarError
-from .schema_check import KEYED, SchemaRewriter
+from .schema_check import COUNTED, KEYED, SchemaRewriter
 from .schema_refs import MISSING, follow_pointer, hoist_deep_refs, pointer_parts
+from .size_budget import SchemaRegexSize, check_regex_size
 
 WHITESPACE = {
     "compact": "",  # no whitespace at all: {"a":1,"b":[1,2]}
@@ -28,7 +29,6 @@ RECURSIVE_REF_DEPTH = 3  # levels a reference cycle is unrolled (outlines-core's
 OUTLINES_REF_DEPTH = 64  # the $ref nesting outlines-core is told to expand; deeper nesting is unrolled here
 ANY_VALUE_DEPTH = 1  # nesting allowed inside objects/arrays whose contents are unconstrained
 _NODE_BUDGET = 200_000
-REGEX_BUDGET = 16 << 20  # characters of regex (the token index of one takes several GB before this)
 MAX_NESTING = 64  # JSON containers in a schema (outlines-core parses the rewrite with a 128-level limit)
 
 
@@ -43,9 +43,9 @@ def schema_to_regex(schema_json: str, whitespace: str = "compact") -> str:
     `UniqueGuard` beside the regex (see `schema_to_guarded_regex`)."""
     regex, unique_paths = schema_to_guarded_regex(schema_json, whitespace)
     if unique_paths:
-        raise GrammarError("unsupported JSON Schema keyword 'uniqueItems' over free strings or integers here: "
-                           "it is enforced beside the regex, which only a json_schema constraint "
-                           "(response_format, a named or required tool choice) does")
+        raise GrammarError("this schema needs a guard beside its regex (uniqueItems over free strings or "
+                           "integers, a maxLength or minItems / maxItems of 16 or more), which only a "
+                           "compiled json_schema or tool_calls constraint has")
     return regex
 
 
@@ -80,14 +80,14 @@ def _schema_to_regex(schema_json: str, whitespace: str) -> tuple[str, tuple]:
     _bound_any_depth(rewritten)
     if _RefWalk(rewritten).needs_unrolling():
         rewritten = _Unroll(rewritten).run()
-    guarded = rewriter.unique_arrays or rewriter.length_strings
+    guarded = rewriter.unique_arrays or rewriter.length_strings or rewriter.counted_nodes
     unique_paths = _GuardSites(rewritten, rewriter).guard_paths() if guarded else ()
     if rewriter.keyed_objects:
         rewritten = _KeyedObjects(rewritten, rewriter, whitespace_pattern(whitespace)).run()
     regex = _outlines_regex(rewritten, whitespace_pattern(whitespace))
     for name, leaf in rewriter.placeholders.items():
         regex = regex.replace(name, f"(?:{leaf})")
-    _check_regex_size(len(regex))
+    check_regex_size(len(regex))
     return regex, unique_paths
 
 
@@ -96,57 +96,11 @@ def _outlines_regex(schema: dict, whitespace: str) -> str:
     REGEX_BUDGET: outlines-core copies a subschema into every place that uses it (an object
     without required properties repeats each property's regex once per later property), and on
     sizes of hundreds of megabytes its allocation fails by aborting the process."""
-    _check_regex_size(_RegexSize(schema).of(schema))
+    check_regex_size(SchemaRegexSize(schema, _target, OUTLINES_REF_DEPTH).of(schema))
     try:
         return build_regex_from_schema(json.dumps(schema), whitespace, OUTLINES_REF_DEPTH)
     except (ValueError, RuntimeError, TypeError) as exc:
         raise GrammarError(f"cannot compile json_schema: {exc}") from None
-
-
-def _check_regex_size(size: int) -> None:
-    if size > REGEX_BUDGET:
-        raise GrammarError(f"json_schema expands to too large a grammar (a regex of about {size >> 20} MiB; "
-                           f"the limit is {REGEX_BUDGET >> 20} MiB: nested objects with many optional "
-                           "properties multiply, and each use of a reference copies its schema)")
-
-
-class _RegexSize:
-    """An upper estimate of the length of outlines-core's regex for a rewritten schema, following
-    its construction (outlines-core 0.2: json_schema/parsing.rs): references expanded at each use,
-    an object without required properties writes property j in n - j of its alternatives, an
-    array's item twice. Leaves count a fixed size: only the multiplication matters here."""
-
-    def __init__(self, root) -> None:
-        self.root = root
-        self.memo: dict[str, int] = {}
-
-    def of(self, node, depth: int = 0) -> int:
-        if depth > OUTLINES_REF_DEPTH or not isinstance(node, dict):
-            return 64
-        if "$ref" in node:
-            ref = node["$ref"]
-            if ref not in self.memo:
-                self.memo[ref] = 64  # a cycle (never expected by now) counts as a leaf
-                self.memo[ref] = self.of(_target(self.root, ref), depth + 1)
-            return self.memo[ref]
-        if "properties" in node:
-            sizes = [len(name) + 16 + self.of(value, depth) for name, value in node["properties"].items()]
-            if node.get("required"):
-                return 16 + sum(sizes)
-            return 16 + sum(size * (len(sizes) - j) for j, size in enumerate(sizes))
-        for key in ("allOf", "anyOf", "oneOf", "prefixItems"):
-            if key in node:
-                return 16 + sum(self.of(sub, depth) for sub in node[key])
-        if "enum" in node or "const" in node:
-            return 16 + len(json.dumps(node.get("enum", node.get("const"))))
-        items = 2 * self.of(node["items"], depth) if isinstance(node.get("items"), dict) else 0
-        values = 2 * self.of(node["additionalProperties"], depth) \
-            if isinstance(node.get("additionalProperties"), dict) else 0
-        types = node.get("type")
-        free = {"object", "array"} & set(types if isinstance(types, list) else [types])
-        if items or values or not free:
-            return 64 + items + values  # scalars, arrays and objects of given items / values
-        return 1600 * len(free)  # arrays and objects of any values
 
 
 def _depth(node, level: int = 0) -> int:
@@ -230,37 +184,60 @@ class _GuardSites:
     - a unique array's path must not be shared with another array, whose items it would then
       wrongly keep unique (a bounded string item could leave no way out): refused;
     - a length-guarded string's path must not be shared with another string (of other bounds, a
-      pattern, a literal): there it keeps its counted regex instead (`rewriter.placeholders`)."""
+      pattern, a literal), nor a counted array's with an array of other counts: there they keep
+      their counted regex instead (`rewriter.placeholders`, the COUNTED node's own counts)."""
 
     def __init__(self, root, rewriter: SchemaRewriter) -> None:
         self.root = root
         self.rewriter = rewriter
         self.guarded: list[tuple] = []  # (path, item kind) of unique arrays
-        self.others: list[tuple] = []  # paths of other arrays
+        self.arrays: list[tuple] = []  # (path, counts the guard keeps or None, the counted node or placeholder)
         self.lengths: list[tuple] = []  # (path, placeholder) of length-guarded strings
         self.strings: list[tuple] = []  # paths of other strings
         self.nodes = 0
 
     def guard_paths(self) -> tuple:
-        """(path, kind) for UniqueGuard: kind "string" / "integer" (a unique array's items) or
-        ("length", minLength, maxLength) (a string value)."""
+        """(path, kind) for UniqueGuard: kind "string" / "integer" (a unique array's items),
+        ("length", minLength, maxLength) (a string value) or ("items", minItems, maxItems) (an
+        array's item count; 0 / None: not kept by the guard)."""
         self._walk(self.root, ())
         for guarded, kind in self.guarded:  # guarded arrays of another item kind count as others
-            for other in self.others + [p for p, k in self.guarded if k != kind]:
+            others = [p for p, _, where in self.arrays
+                      if not (isinstance(where, str) and where in self.rewriter.unique_arrays)]
+            for other in others + [p for p, k in self.guarded if k != kind]:
                 if _overlap(guarded, other):
                     shown = "$" + "".join("[*]" if p is None else f".{p}" for p in guarded)
                     raise GrammarError("unsupported JSON Schema keyword 'uniqueItems' at "
                                        f"{shown}: another array of the schema can appear at the "
                                        "same place (uniqueness over free strings or integers is "
                                        "only enforced where no other array can be)")
+        return tuple(dict.fromkeys(self.guarded + self._lengths() + self._counts()))
+
+    def _lengths(self) -> list:
         bounds = {name: info[:2] for name, info in self.rewriter.length_strings.items()}
         shared = {name for path, name in self.lengths
                   if any(_overlap(path, other) for other in self.strings)
                   or any(_overlap(path, p) and bounds[n] != bounds[name] for p, n in self.lengths)}
         for name in shared:
             self.rewriter.placeholders[name] = self.rewriter.length_strings[name][2]
-        lengths = [(path, ("length", *bounds[name])) for path, name in self.lengths if name not in shared]
-        return tuple(dict.fromkeys(self.guarded + lengths))
+        return [(path, ("length", *bounds[name])) for path, name in self.lengths if name not in shared]
+
+    def _counts(self) -> list:
+        counted = [(path, counts, where) for path, counts, where in self.arrays if counts is not None]
+        shared = {_identity(where) for path, counts, where in counted
+                  if any(_overlap(path, p) and c != counts for p, c, _ in self.arrays)}
+        kept = []
+        for path, counts, where in counted:
+            if _identity(where) in shared:  # back to the counted regex
+                if isinstance(where, dict):
+                    *_, least, most = where.pop(COUNTED, (None, None))
+                    if least is not None:
+                        where.update({"minItems": least, **({"maxItems": most} if most is not None else {})})
+                else:
+                    self.rewriter.placeholders[where] = self.rewriter.counted_arrays[where][2]
+            else:
+                kept.append((path, ("items", *counts)))
+        return kept
 
     def _walk(self, node, path: tuple) -> None:
         self.nodes += 1
@@ -274,27 +251,36 @@ class _GuardSites:
         name = f'"{node["const"]}"' if isinstance(node.get("const"), str) else None
         if name in self.rewriter.unique_arrays:
             self.guarded.append((path, self.rewriter.unique_arrays[name]))
+            counts = self.rewriter.counted_arrays.get(name)
+            self.arrays.append((path, None if counts is None else counts[:2], name))
         elif name in self.rewriter.length_strings:
             self.lengths.append((path, name))
         elif name is not None and name not in self.rewriter.keyed_objects:  # any other placeholder
             self.strings.append(path)
         for value in self.rewriter.literal_arrays.get(name, ()):
-            _literal_leaves(value, path, self.others, self.strings)
+            _literal_leaves(value, path, self.arrays, self.strings)
         if "const" in node and name is None:
-            _literal_leaves(node["const"], path, self.others, self.strings)
+            _literal_leaves(node["const"], path, self.arrays, self.strings)
         for value in node.get("enum", []):
-            _literal_leaves(value, path, self.others, self.strings)
+            _literal_leaves(value, path, self.arrays, self.strings)
         types = node.get("type")
-        if "string" in (types if isinstance(types, list) else [types]):
+        types = types if isinstance(types, list) else [types]
+        if "string" in types:
             self.strings.append(path)
-        if "items" in node or "prefixItems" in node:
-            self.others.append(path)
+        if "items" in node or "prefixItems" in node or "array" in types:
+            counts = node.get(COUNTED)
+            self.arrays.append((path, None if counts is None else tuple(counts[:2]), node))
         for key, sub in node.get("properties", {}).items():
             self._walk(sub, path + (key,))
         for sub in node.get("allOf", []) + node.get("anyOf", []) + node.get("oneOf", []):
             self._walk(sub, path)
         for sub in node.get("prefixItems", []) + [node.get("items"), node.get("additionalProperties")]:
             self._walk(sub, path + (None,))
+
+
+def _identity(where):
+    """A counted array's key: its placeholder's name, or its node's identity."""
+    return where if isinstance(where, str) else id(where)
 
 
 def _overlap(path: tuple, other: tuple) -> bool:
@@ -362,9 +348,10 @@ class _KeyedObjects:
 
 
 def _literal_leaves(value, path: tuple, arrays: list, strings: list) -> None:
-    """The paths of the arrays and of the strings inside a JSON value (an enum/const literal)."""
+    """The arrays (path, None, value) and the paths of the strings inside a JSON value (an
+    enum/const literal)."""
     if isinstance(value, list):
-        arrays.append(path)
+        arrays.append((path, None, value))
         for item in value:
             _literal_leaves(item, path + (None,), arrays, strings)
     elif isinstance(value, dict):

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from .bitmask import numpy_rows
 from .token_index import TokenIndex
-from .unique_items import GuardedMatcher, UniqueGuard
+from .guarded_matcher import GuardedMatcher
+from .unique_items import UniqueGuard
 
 _EOS_STATE = -1  # pushed when an EOS token is accepted: the matcher is then terminated
 MAX_JUMP_TOKENS = 256

@@ -21,6 +21,7 @@ import json
 import math
 import re
 
+from . import guard_tables
 from .matcher import GrammarError
 from .regex_leaves import (escape_literal, format_length_regex, format_regex, increasing_subsequence_regex,
                            string_pattern_regex)
@@ -69,6 +70,11 @@ class SchemaRewriter:
         # strings whose maxLength UniqueGuard keeps: placeholder -> (minLength, maxLength, the
         # exact counted regex, for json_schema's fallback)
         self.length_strings: dict[str, tuple[int, int, str]] = {}
+        # unique arrays whose item counts UniqueGuard keeps: placeholder -> (minItems or 0 when
+        # the regex keeps it, maxItems or None, the exact counted regex); other such arrays are
+        # marked in place (COUNTED)
+        self.counted_arrays: dict[str, tuple] = {}
+        self.counted_nodes = 0
         # drafts 3 to 7 ignore every keyword beside a $ref (2019-09 on apply them too)
         self.draft_3_to_7 = any(f"draft-0{n}/" in str(root.get("$schema", "")) for n in (3, 4, 6, 7))
 
@@ -257,7 +263,7 @@ class SchemaRewriter:
             fmt = format_length_regex(node["format"], path, *lengths)
         if fmt is not None:
             return self._placeholder(fmt, quoted=True)
-        if lengths[1] is not None and lengths[1] >= LENGTH_GUARD_MIN:
+        if lengths[1] is not None and lengths[1] >= guard_tables.LENGTH_GUARD_MIN:
             # a counted repeat costs the automaton a state per character: any string here, its
             # length kept by the guard (json_schema falls back to the counted regex where another
             # string can appear at the same place)
@@ -294,6 +300,8 @@ class SchemaRewriter:
         return {"type": "null"}
 
     def _type_array(self, node: dict, path: str) -> dict:
+        if node.get("minItems", 0) > node.get("maxItems", math.inf):
+            _refuse("minItems", path, "it exceeds maxItems: no array is valid")
         if node.get("uniqueItems") is True and node.get("maxItems", 2) > 1:
             return self._unique_items(node, path)
         new = {"type": "array", **{k: node[k] for k in ("minItems", "maxItems") if k in node}}
@@ -302,8 +310,18 @@ class SchemaRewriter:
                 _refuse("items", path, "the array (tuple) form is not supported; use prefixItems")
             if node["items"] is False:
                 new["maxItems"] = 0
-            else:
-                new["items"] = self.rewrite(node["items"], f"{path}.items")
+                return new
+            new["items"] = self.rewrite(node["items"], f"{path}.items")
+        guarded = _guarded_counts(node)
+        if guarded is not None:
+            # a counted repeat costs the automaton a copy of the item per count: the regex keeps
+            # at most a small minItems, the guard counts the items (json_schema restores the
+            # counts where another array can appear at the same place)
+            new.pop("maxItems", None)
+            if guarded[0]:
+                new["minItems"] = 1
+            new[COUNTED] = [*guarded, node.get("minItems", 0), node.get("maxItems")]
+            self.counted_nodes += 1
         return new
 
     def _type_object(self, node: dict, path: str) -> dict:
@@ -434,15 +452,22 @@ class SchemaRewriter:
     def _unique_guarded(self, node: dict, kind: str, item: str) -> dict:
         """uniqueItems over free strings or unbounded integers (pydantic's set[str], set[int]):
         the regex spells each item one way (`item`) and counts them; `UniqueGuard` bans repeats."""
-        least, most = node.get("minItems", 0), node.get("maxItems")
         ws = self.whitespace
-        if most == 0:
-            body = ""
-        else:
+
+        def regex(least: int, most) -> str:
+            if most == 0:
+                return rf"\[{ws}{ws}\]"
             upper = "" if most is None else most - 1
             body = f"{item}(?:{ws},{ws}{item}){{{max(least - 1, 0)},{upper}}}"
-            body = body if least > 0 else f"(?:{body})?"
-        placeholder = self._placeholder(rf"\[{ws}{body}{ws}\]", quoted=False)
+            return rf"\[{ws}{body if least > 0 else f'(?:{body})?'}{ws}\]"
+
+        least, most = node.get("minItems", 0), node.get("maxItems")
+        guarded = _guarded_counts(node)
+        if guarded is None:
+            placeholder = self._placeholder(regex(least, most), quoted=False)
+        else:  # as in _type_array: the guard counts the items
+            placeholder = self._placeholder(regex(min(least, 1) if guarded[0] else least, None), quoted=False)
+            self.counted_arrays[f'"{placeholder["const"]}"'] = (*guarded, regex(least, most))
         self.unique_arrays[f'"{placeholder["const"]}"'] = kind
         return placeholder
 
@@ -490,7 +515,10 @@ class SchemaRewriter:
 
 # patterns every name matches (a search: "^.*$" fails on a name with a line break in it)
 _MATCH_ALL = ("", ".*", "^.*", ".*$")
-LENGTH_GUARD_MIN = 16  # strings with a maxLength from here on are length-guarded (see _type_string)
+ITEMS_GUARD_MIN = 16  # arrays with a minItems or maxItems from here on are counted by the guard
+# marks an array whose counts the guard keeps: [guarded minItems (0: the regex keeps it), guarded
+# maxItems (None: none), minItems, maxItems as written]
+COUNTED = "x-radixgen-counted"
 KEYED = "x-radixgen-keyed"  # marks the carrier of a keyed object (SchemaRewriter._keyed_object)
 STRING_CHAR = r'(?:[^"\\\x00-\x1F\x7F-\x9F]|\\["\\/bfnrt])'  # one character of a JSON string
 
@@ -513,6 +541,16 @@ def _without_idle_keywords(node: dict) -> dict:
         return {**{k: v for k, v in node.items() if k not in drop | {"patternProperties"}},
                 "additionalProperties": next(iter(patterns.values()))}
     return {k: v for k, v in node.items() if k not in drop} if drop else node
+
+
+def _guarded_counts(node: dict):
+    """(minItems, maxItems) the guard keeps for an array (0 / None: not it), or None when the
+    regex keeps both (counts below ITEMS_GUARD_MIN)."""
+    least, most = node.get("minItems", 0), node.get("maxItems")
+    big_least, big_most = least >= ITEMS_GUARD_MIN, most is not None and most >= ITEMS_GUARD_MIN
+    if not (big_least or big_most):
+        return None
+    return (least if big_least else 0, most if big_most else None)
 
 
 def _json_literal(value) -> str:

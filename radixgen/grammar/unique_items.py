@@ -27,13 +27,10 @@ prefix some other value is still possible, with one exception banned up front: a
 from __future__ import annotations
 
 import bisect
-import re
-import threading
-import weakref
 
 import numpy as np
 
-from .bitmask import numpy_rows, pack_token_ids
+from .guard_tables import LITERAL, length_tables, tokens_with, vocab_tables
 from .tokenizer_info import TokenizerInfo
 
 CANONICAL_INTEGER = "(?:0|-?[1-9][0-9]*)"
@@ -44,9 +41,7 @@ def canonical_string_regex(min_length: int = 0) -> str:
     """A JSON string of at least `min_length` characters, each value spelt one way."""
     return f'"{_CANONICAL_CHAR}{{{min_length},}}"' if min_length else f'"{_CANONICAL_CHAR}*"'
 
-_LITERAL = frozenset(b"0123456789+-.eEtrufalsn")  # the bytes of numbers, true, false and null
-_STRUCTURE = frozenset(b'{}[],"') | _LITERAL
-_DIGIT_RUN = re.compile(rb"[0-9]+")
+_STRUCTURE = frozenset(b'{}[],"') | LITERAL
 _OBJECT, _ARRAY = 0, 1
 # container phases: expecting a key (object) or an item (array), after a key, after a value
 _EXPECT, _VALUE, _AFTER = 0, 1, 2
@@ -71,11 +66,12 @@ class UniqueGuard:
         """paths: (instance path, item kind) pairs, as json_schema.schema_to_guarded_regex gives."""
         encoded = [(tuple(None if p is None else p.encode() for p in path), kind) for path, kind in paths]
         self.paths = {path: kind for path, kind in encoded if isinstance(kind, str)}
-        self.lengths = {path: kind[1:] for path, kind in encoded if not isinstance(kind, str)}
+        self.lengths = {path: kind[1:] for path, kind in encoded if not isinstance(kind, str) and kind[0] == "length"}
+        self.counts = {path: kind[1:] for path, kind in encoded if not isinstance(kind, str) and kind[0] == "items"}
         self.info = info
         self.prefix = prefix
-        self._sorted, self._closers, self._quoted, self._digits, self._literal_first = _vocab_tables(info)
-        self._length_rows = _length_tables(info) if self.lengths else None
+        self._sorted, self._closers, self._quoted, self._digits, self._literal_first = vocab_tables(info)
+        self._length_rows = length_tables(info) if self.lengths else None
         if self.lengths:  # a token whose last quote opens a string with more characters than
             # LENGTH_GUARD_MIN could pass a maxLength at once: run through advance too; tokens
             # holding a whole string only matter for unique items or a minLength
@@ -126,10 +122,12 @@ class UniqueGuard:
                 for before, ids in self._closers[0]:
                     if text + before in items:
                         _clear(words, ids)
+        if self.counts:  # tokens that would reach a separator or end an array cannot count
+            quoted = self._count_candidates(stack, quoted)
         if len(quoted):
             allowed = quoted[(words[quoted >> 5] >> (quoted & 31)) & 1 == 1]
             token_bytes = self.info.token_bytes
-            _clear(words, [t for t in allowed.tolist() if _repeats(self.advance(state, token_bytes[t], seen), seen)])
+            _clear(words, [t for t in allowed.tolist() if repeats(self.advance(state, token_bytes[t], seen), seen)])
 
     def _ban_integers(self, state, words: np.ndarray, seen) -> None:
         """In an array of integers: while the item so far repeats an earlier one, the tokens that
@@ -144,7 +142,7 @@ class UniqueGuard:
             _clear(words, zero_first)  # a new item 0 (all-digit tokens neither end nor close one)
         token_bytes = self.info.token_bytes
         for t in mixed[(words[mixed >> 5] >> (mixed & 31)) & 1 == 1].tolist():
-            if _repeats(self.advance(state, token_bytes[t], seen), seen):
+            if repeats(self.advance(state, token_bytes[t], seen), seen):
                 _clear(words, [t])
 
     def _ban_lengths(self, string, words: np.ndarray) -> None:
@@ -158,6 +156,22 @@ class UniqueGuard:
         if least > count:
             rows = short_closers[escaped]
             words &= ~rows[min(least - count, len(rows) - 1)]
+
+    def _count_candidates(self, stack: tuple, quoted: np.ndarray) -> np.ndarray:
+        """`quoted` plus the tokens with a comma while an array of the stack has its maxItems
+        items (or is at its last), and those with a ']' while one has fewer than its minItems:
+        they are run through advance."""
+        full = short = False
+        for frame in stack:
+            if frame[0] == _ARRAY and frame[3] is not None:
+                commas, least, most = frame[3]
+                full = full or (most is not None and commas + 1 >= most)
+                short = short or _items(frame) < least
+        commas, closers = tokens_with(self.info, b","), tokens_with(self.info, b"]")
+        for wanted, ids in ((full, commas), (short, closers)):
+            if wanted:
+                quoted = np.union1d(quoted, ids).astype(np.int64)
+        return quoted
 
     def _with_prefix(self, data: bytes) -> list[int]:
         keys, ids = self._sorted
@@ -178,7 +192,7 @@ class UniqueGuard:
             if kind == "s":
                 return self._length_step(state, c)
             if kind in "ln":
-                if c in _LITERAL:
+                if c in LITERAL:
                     return state if kind == "l" else (done, stack, (kind, text + bytes((c,))), arrays)
                 if kind == "n":
                     instance = stack[-1][2][0]
@@ -201,23 +215,34 @@ class UniqueGuard:
                 if text in seen.get(instance, ()) or (instance, text) in closed:
                     return None
                 closed.append((instance, text))
-                return (done, stack[:-1] + ((_ARRAY, _AFTER, stack[-1][2]),), None, arrays)
+                return (done, stack[:-1] + (stack[-1][:1] + (_AFTER,) + stack[-1][2:],), None, arrays)
             else:
                 return _after_value(done, stack, arrays)
         if c not in _STRUCTURE:  # whitespace (a custom whitespace regex may allow more than JSON's)
             return state
         top = stack[-1] if stack else None
         if c == ord(","):
-            return (done, stack[:-1] + ((top[0], _EXPECT, top[2] if top[0] == _ARRAY else None),), None, arrays)
+            if top[0] == _OBJECT:
+                return (done, stack[:-1] + ((_OBJECT, _EXPECT, None),), None, arrays)
+            counted = top[3]
+            if counted is not None:  # (separators so far, minItems, maxItems)
+                if counted[2] is not None and counted[0] + 1 >= counted[2]:
+                    return None
+                counted = (counted[0] + 1, *counted[1:])
+            return (done, stack[:-1] + ((_ARRAY, _EXPECT, top[2], counted),), None, arrays)
         if c in b"}]":
+            if top is not None and top[0] == _ARRAY and top[3] is not None and _items(top) < top[3][1]:
+                return None
             return _after_value(done, stack[:-1], arrays)
         if c == ord("{"):
             return (done, stack + ((_OBJECT, _EXPECT, None),), None, arrays)
         if c == ord("["):
             kind = _at(self.paths, stack)  # the item kind of a unique array here
+            counts = _at(self.counts, stack)  # its (minItems, maxItems) kept here
+            counted = None if counts is None else (0, *counts)
             if kind is not None:
-                return (done, stack + ((_ARRAY, _EXPECT, (arrays, kind)),), None, arrays + 1)
-            return (done, stack + ((_ARRAY, _EXPECT, None),), None, arrays)
+                return (done, stack + ((_ARRAY, _EXPECT, (arrays, kind), counted),), None, arrays + 1)
+            return (done, stack + ((_ARRAY, _EXPECT, None, counted),), None, arrays)
         if c == ord('"'):
             if top is not None and top[0] == _OBJECT and top[1] == _EXPECT:
                 return (done, stack, ("k", b""), arrays)
@@ -257,11 +282,16 @@ def _after_value(done: int, stack: tuple, arrays: int):
     """The state once a value inside `stack` ended (the whole JSON: inactive)."""
     if not stack:
         return _INACTIVE
-    kind, _, info = stack[-1]
-    return (done, stack[:-1] + ((kind, _AFTER, info),), None, arrays)
+    return (done, stack[:-1] + (stack[-1][:1] + (_AFTER,) + stack[-1][2:],), None, arrays)
 
 
-def _repeats(step, seen) -> bool:
+def _items(frame: tuple) -> int:
+    """The items of a counted array frame so far (the one being written included)."""
+    commas = frame[3][0]
+    return 0 if frame[1] == _EXPECT and commas == 0 else commas + 1
+
+
+def repeats(step, seen) -> bool:
     """Whether advance's result `step` closed a repeated item (None) or is stuck at a second 0."""
     return step is None or _stuck_at_zero(step, seen)
 
@@ -287,202 +317,3 @@ def _clear(words: np.ndarray, ids) -> None:
         ids = np.asarray(ids, dtype=np.int64)
         bits = np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32))
         np.bitwise_and.at(words.view(np.uint32), ids >> 5, ~bits)
-
-
-_tables_lock = threading.Lock()
-_tables: "weakref.WeakKeyDictionary[TokenizerInfo, tuple]" = weakref.WeakKeyDictionary()
-
-
-def _vocab_tables(info: TokenizerInfo):
-    """Per tokenizer: (sorted token texts, their ids); the tokens with an unescaped quote grouped
-    by the text before the first one, [(text, ids)], and the ids of all tokens with a quote; the
-    ids of tokens with two or more quotes or digit runs (they may close two items), and with
-    three or more (from inside a string, the first quote only ends it); the ids of
-    tokens with a digit and another byte, and of all-digit tokens starting with 0; the bitmask
-    row of tokens whose first byte continues a number."""
-    with _tables_lock:
-        cached = _tables.get(info)
-        if cached is None:
-            by_bytes: dict[bytes, list[int]] = {}
-            for token_id, data in enumerate(info.token_bytes):
-                if data and token_id not in info.special_ids:
-                    by_bytes.setdefault(data, []).append(token_id)
-            keys = sorted(by_bytes)
-            closers: dict[bytes, list[int]] = {}
-            for data, ids in by_bytes.items():
-                cut = _first_quote(data)
-                if cut is not None:
-                    closers.setdefault(data[:cut], []).extend(ids)
-            with_quote, quoted, quoted_thrice = (
-                np.asarray([t for t, data in enumerate(info.token_bytes)
-                            if t not in info.special_ids and (data.count(b'"') >= least
-                                                              or (least > 1 and len(_DIGIT_RUN.findall(data)) >= 2))],
-                           dtype=np.int64) for least in (1, 2, 3))
-            numeric = [(t, data) for t, data in enumerate(info.token_bytes)
-                       if t not in info.special_ids and _DIGIT_RUN.search(data)]
-            digits = (np.asarray([t for t, data in numeric if not data.isdigit()], dtype=np.int64),
-                      np.asarray([t for t, data in numeric if data.isdigit() and data[0] == ord("0")],
-                                 dtype=np.int64))
-            literal_first = pack_token_ids(np.asarray([t for t, data in enumerate(info.token_bytes)
-                                                       if data and data[0] in _LITERAL], dtype=np.int64),
-                                           info.vocab_size)
-            cached = _tables[info] = ((keys, [by_bytes[k] for k in keys]),
-                                      (list(closers.items()), with_quote), (quoted, quoted_thrice),
-                                      digits, literal_first)
-        return cached
-
-
-_length_cache: "weakref.WeakKeyDictionary[TokenizerInfo, tuple]" = weakref.WeakKeyDictionary()
-
-
-def _length_tables(info: TokenizerInfo):
-    """Per tokenizer, for length-guarded strings: `upto[e][k]`, the bitmask row of tokens with at
-    most k string characters before their first closing quote (all of them without one), from a
-    start after a backslash (e = 1) or not; `short[e][k]`, the row of tokens with a closing quote
-    and fewer than k characters before it (the last entry: every token with one); the ids of the
-    tokens with LENGTH_GUARD_MIN or more characters after their last quote."""
-    from .schema_check import LENGTH_GUARD_MIN
-
-    with _tables_lock:
-        cached = _length_cache.get(info)
-        if cached is None:
-            upto, short = [], []
-            for escaped in (0, 1):
-                counts = [_string_characters(data, escaped) for data in info.token_bytes]
-                lengths = np.asarray([n for n, _ in counts])
-                closing = np.asarray([q for _, q in counts])
-                top = int(lengths.max()) + 1
-                upto.append([pack_token_ids(np.flatnonzero(lengths <= k), info.vocab_size) for k in range(top)])
-                short.append([pack_token_ids(np.flatnonzero(closing & (lengths < k)), info.vocab_size)
-                              for k in range(top + 1)])
-            long_openers = np.asarray(
-                [t for t, data in enumerate(info.token_bytes) if t not in info.special_ids and b'"' in data
-                 and _string_characters(data[data.rindex(b'"') + 1:], 0)[0] >= LENGTH_GUARD_MIN], dtype=np.int64)
-            cached = _length_cache[info] = (upto, short, long_openers)
-        return cached
-
-
-def _string_characters(data: bytes, escaped: int) -> tuple[int, bool]:
-    """(JSON string characters in `data` before its first closing quote, whether it has one),
-    reading from inside a string, after a backslash when `escaped`."""
-    count = 0
-    for c in data:
-        if escaped:
-            escaped = 0
-        elif c == ord('"'):
-            return count, True
-        else:
-            count += c == ord("\\") or c & 0xC0 != 0x80
-            escaped = c == ord("\\")
-    return count, False
-
-
-def _first_quote(data: bytes) -> int | None:
-    """Index of the first quote in `data` not escaped by a backslash before it in `data`."""
-    escaped = False
-    for i, c in enumerate(data):
-        if escaped:
-            escaped = False
-        elif c == ord("\\"):
-            escaped = True
-        elif c == ord('"'):
-            return i
-    return None
-
-
-class GuardedMatcher:
-    """A RegexMatcher plus a UniqueGuard: the Matcher protocol, one guard state per token, and
-    the items of the guarded arrays (instance -> set of texts) with, per token, the items it
-    added (undone by rollback)."""
-
-    __slots__ = ("_inner", "_guard", "_scans", "_seen", "_added")
-
-    def __init__(self, inner, guard: UniqueGuard, scans: list | None = None, seen: dict | None = None,
-                 added: list | None = None) -> None:
-        self._inner = inner
-        self._guard = guard
-        self._scans = scans if scans is not None else [guard.initial]
-        self._seen: dict[int, set] = seen if seen is not None else {}
-        self._added: list = added if added is not None else []
-
-    @property
-    def num_accepted(self) -> int:
-        return self._inner.num_accepted
-
-    def accept_token(self, token_id: int) -> bool:
-        if not self._inner.accept_token(token_id):
-            return False
-        data = self._guard.info.token_bytes[token_id] if token_id < len(self._guard.info.token_bytes) else b""
-        step = self._guard.advance(self._scans[-1], data, self._seen)
-        if _repeats(step, self._seen):
-            self._inner.rollback(1)
-            return False
-        scan, closed = step
-        for instance, text in closed:
-            self._seen.setdefault(instance, set()).add(text)
-        self._scans.append(scan)
-        self._added.append(closed)
-        return True
-
-    def fill_bitmask(self, bitmask, row: int) -> None:
-        self._inner.fill_bitmask(bitmask, row)
-        if not self._inner.is_terminated():
-            self._guard.ban(self._scans[-1], numpy_rows(bitmask)[row], self._seen)
-
-    def rollback(self, num_tokens: int) -> None:
-        self._inner.rollback(num_tokens)
-        for _ in range(num_tokens):
-            self._scans.pop()
-            for instance, text in self._added.pop():
-                self._seen[instance].discard(text)
-
-    def fork(self) -> "GuardedMatcher":
-        return GuardedMatcher(self._inner.fork(), self._guard, list(self._scans),
-                              {k: set(v) for k, v in self._seen.items()}, list(self._added))
-
-    def is_terminated(self) -> bool:
-        return self._inner.is_terminated()
-
-    def is_accepting(self) -> bool:
-        return self._inner.is_accepting()
-
-    def reset(self) -> None:
-        self._inner.reset()
-        del self._scans[1:]
-        self._seen.clear()
-        self._added.clear()
-
-    def jump_forward_token_ids(self) -> list[int]:
-        """The inner matcher's forced tokens, up to the first the guard would reject (never
-        expected: a forced token does not close a free string)."""
-        scan, out, closed = self._scans[-1], [], set()
-        seen = _Overlay(self._seen, closed)
-        for token_id in self._inner.jump_forward_token_ids():
-            step = self._guard.advance(scan, self._guard.info.token_bytes[token_id], seen)
-            if _repeats(step, seen):
-                break
-            scan = step[0]
-            closed.update(step[1])
-            out.append(token_id)
-        return out
-
-    def jump_forward_string(self) -> str:
-        return self._inner.jump_forward_string()
-
-
-class _Overlay:
-    """`seen` plus (instance, text) items closed since, for a walk ahead that must not change it."""
-
-    def __init__(self, seen: dict, closed: set) -> None:
-        self.seen, self.closed = seen, closed
-
-    def get(self, instance, default=()):
-        return _Items(self.seen.get(instance, ()), instance, self.closed)
-
-
-class _Items:
-    def __init__(self, items, instance, closed) -> None:
-        self.items, self.instance, self.closed = items, instance, closed
-
-    def __contains__(self, text) -> bool:
-        return text in self.items or (self.instance, text) in self.closed

@@ -11,13 +11,12 @@ import jsonschema
 import pytest
 
 from radixgen.core import Constraint
-from radixgen.grammar import schema_check
-from radixgen.grammar.bitmask import allocate_bitmask, unpack_row
+from radixgen.grammar import guard_tables
 from radixgen.grammar.compiler import GrammarCompiler
 from radixgen.grammar.json_schema import schema_to_guarded_regex
 from tests.grammar.conftest import toy_info
 from tests.grammar.test_unique_strings import _texts
-from tests.grammar.walks import random_walk
+from tests.grammar.walks import checked_mask_after, random_walk
 
 # the structure in a few tokens; quotes that close one string and open the next, escapes, a
 # two-byte character, tokens longer than a bound
@@ -32,7 +31,7 @@ BOUNDED = {"type": "object", "properties": {"t": {"type": "string", "minLength":
 def test_guarded_lengths_allow_exactly_the_counted_regex(monkeypatch):
     info = toy_info([b""] + [p.encode() for p in PIECES])
     exact = GrammarCompiler(info).compile(Constraint("json_schema", BOUNDED))  # threshold 16: counted
-    monkeypatch.setattr(schema_check, "LENGTH_GUARD_MIN", 2)
+    monkeypatch.setattr(guard_tables, "LENGTH_GUARD_MIN", 2)
     regex, paths = schema_to_guarded_regex(json.dumps(BOUNDED))
     assert dict(paths) == {("t",): ("length", 1, 3), ("u", None): ("length", 0, 2)}
     guarded = GrammarCompiler(info).compile(Constraint("json_schema", BOUNDED))
@@ -65,18 +64,10 @@ def test_large_max_length_compiles_fast_and_masks_match(smol_compiler, smol_info
         "tags": {"type": "array", "items": {"type": "string", "maxLength": 30}, "maxItems": 3}},
         "required": ["title", "body", "tags"]}
     grammar = smol_compiler.compile(Constraint("json_schema", schema))
-    bitmask = allocate_bitmask(1, smol_info.vocab_size)
     for prefix in ['{"title":"' + "a" * 2040, '{"title":"' + "b" * 2047 + "\\", '{"title":"","body":"short',
                    '{"title":"","body":"' + "c" * 4090, '{"title":"","body":"' + "d" * 20 + '","tags":["' + "é" * 25,
                    '{"title":"","body":"' + "d" * 20 + '","tags":[']:
-        matcher = grammar.matcher()
-        assert all(matcher.accept_token(t) for t in smol_tokenizer.encode(prefix, add_special_tokens=False)), prefix
-        matcher.fill_bitmask(bitmask, 0)
-        allowed = set(unpack_row(bitmask[0], smol_info.vocab_size).tolist())
-        assert allowed
-        for token in range(smol_info.vocab_size):
-            if token not in smol_info.special_ids:
-                assert matcher.fork().accept_token(token) == (token in allowed), (prefix[-12:], token)
+        assert checked_mask_after(grammar, smol_info, smol_tokenizer, prefix)
     for seed in range(5):
         _, text = random_walk(grammar, smol_info, seed, max_steps=3000)
         jsonschema.validate(json.loads(text), schema)

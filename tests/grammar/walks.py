@@ -38,3 +38,17 @@ def random_walk(grammar, info, seed: int, max_steps: int = 1000) -> tuple[list[i
 
 def info_text(info, ids) -> str:
     return b"".join(info.token_bytes[i] for i in ids).decode("utf-8", errors="replace")
+
+
+def checked_mask_after(grammar, info, tokenizer, prefix: str) -> set[int]:
+    """The tokens the grammar's mask allows after `prefix` (which it must accept), checked
+    against accept_token for every token of the vocabulary."""
+    matcher = grammar.matcher()
+    assert all(matcher.accept_token(t) for t in tokenizer.encode(prefix, add_special_tokens=False)), prefix
+    bitmask = allocate_bitmask(1, info.vocab_size)
+    matcher.fill_bitmask(bitmask, 0)
+    allowed = set(unpack_row(bitmask[0], info.vocab_size).tolist())
+    for token in range(info.vocab_size):
+        if token not in info.special_ids:
+            assert matcher.fork().accept_token(token) == (token in allowed), (prefix[-12:], token)
+    return allowed
