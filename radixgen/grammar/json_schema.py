@@ -198,8 +198,8 @@ class _GuardSites:
 
     def guard_paths(self) -> tuple:
         """(path, kind) for UniqueGuard: kind "string" / "integer" (a unique array's items),
-        ("length", minLength, maxLength) (a string value) or ("items", minItems, maxItems) (an
-        array's item count; 0 / None: not kept by the guard)."""
+        ("length", minLength, maxLength) (a string value) or ("items", maxItems) (an array's
+        item count)."""
         self._walk(self.root, ())
         for guarded, kind in self.guarded:  # guarded arrays of another item kind count as others
             others = [p for p, _, where in self.arrays
@@ -230,13 +230,12 @@ class _GuardSites:
         for path, counts, where in counted:
             if _identity(where) in shared:  # back to the counted regex
                 if isinstance(where, dict):
-                    *_, least, most = where.pop(COUNTED, (None, None))
-                    if least is not None:
-                        where.update({"minItems": least, **({"maxItems": most} if most is not None else {})})
+                    if COUNTED in where:
+                        where["maxItems"] = where.pop(COUNTED)
                 else:
-                    self.rewriter.placeholders[where] = self.rewriter.counted_arrays[where][2]
+                    self.rewriter.placeholders[where] = self.rewriter.counted_arrays[where][1]
             else:
-                kept.append((path, ("items", *counts)))
+                kept.append((path, ("items", counts)))
         return kept
 
     def _walk(self, node, path: tuple) -> None:
@@ -252,7 +251,7 @@ class _GuardSites:
         if name in self.rewriter.unique_arrays:
             self.guarded.append((path, self.rewriter.unique_arrays[name]))
             counts = self.rewriter.counted_arrays.get(name)
-            self.arrays.append((path, None if counts is None else counts[:2], name))
+            self.arrays.append((path, None if counts is None else counts[0], name))
         elif name in self.rewriter.length_strings:
             self.lengths.append((path, name))
         elif name is not None and name not in self.rewriter.keyed_objects:  # any other placeholder
@@ -268,8 +267,7 @@ class _GuardSites:
         if "string" in types:
             self.strings.append(path)
         if "items" in node or "prefixItems" in node or "array" in types:
-            counts = node.get(COUNTED)
-            self.arrays.append((path, None if counts is None else tuple(counts[:2]), node))
+            self.arrays.append((path, node.get(COUNTED), node))
         for key, sub in node.get("properties", {}).items():
             self._walk(sub, path + (key,))
         for sub in node.get("allOf", []) + node.get("anyOf", []) + node.get("oneOf", []):

@@ -11,13 +11,35 @@ them out of every class changes nothing the model can write, and a restarted mat
 
 from __future__ import annotations
 
+import re
+
 _WIDE_ESCAPES = frozenset("WSDpP")  # outside a class: sets that may hold private-use characters
 
 
 def exclude_chars(regex: str, chars: str) -> str:
-    """`regex` (Rust syntax) with `chars` taken out of every class, `.` and negated escape."""
+    """`regex` (Rust syntax) with `chars` taken out of every class, `.` and negated escape.
+    Left as it is where the rewrite could change its language: under a verbose flag (x: a
+    '[' may be in a comment) or, for `.`, under any flag group naming s (then `.` may or may
+    not match a line break), and when a class does not end (the regex's own error then)."""
+    if _flag_set(regex, "x"):
+        return regex
     excluded = "".join(f"\\x{{{ord(c):x}}}" for c in chars)
-    dot = f"[^{excluded}]" if "(?s" in regex else f"[^\\n{excluded}]"
+    dot = "." if _flag_set(regex, "s") else f"[^\\n{excluded}]"
+    try:
+        return _rewritten(regex, excluded, dot)
+    except ValueError:
+        return regex
+
+
+_FLAG_GROUP = re.compile(r"(?<!\\)(?:\\\\)*\(\?([a-zA-Z-]*)[:)]")  # an unescaped (?flags) or (?flags:
+
+
+def _flag_set(regex: str, flag: str) -> bool:
+    """Whether a flag group of `regex` names `flag` (on or off)."""
+    return any(flag in m.group(1) for m in _FLAG_GROUP.finditer(regex))
+
+
+def _rewritten(regex: str, excluded: str, dot: str) -> str:
     out, i, n = [], 0, len(regex)
     while i < n:
         c = regex[i]

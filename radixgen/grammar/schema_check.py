@@ -70,9 +70,8 @@ class SchemaRewriter:
         # strings whose maxLength UniqueGuard keeps: placeholder -> (minLength, maxLength, the
         # exact counted regex, for json_schema's fallback)
         self.length_strings: dict[str, tuple[int, int, str]] = {}
-        # unique arrays whose item counts UniqueGuard keeps: placeholder -> (minItems or 0 when
-        # the regex keeps it, maxItems or None, the exact counted regex); other such arrays are
-        # marked in place (COUNTED)
+        # unique arrays whose maxItems UniqueGuard keeps: placeholder -> (maxItems, the exact
+        # counted regex); other such arrays are marked in place (COUNTED)
         self.counted_arrays: dict[str, tuple] = {}
         self.counted_nodes = 0
         # drafts 3 to 7 ignore every keyword beside a $ref (2019-09 on apply them too)
@@ -312,15 +311,14 @@ class SchemaRewriter:
                 new["maxItems"] = 0
                 return new
             new["items"] = self.rewrite(node["items"], f"{path}.items")
-        guarded = _guarded_counts(node)
-        if guarded is not None:
-            # a counted repeat costs the automaton a copy of the item per count: the regex keeps
-            # at most a small minItems, the guard counts the items (json_schema restores the
-            # counts where another array can appear at the same place)
-            new.pop("maxItems", None)
-            if guarded[0]:
-                new["minItems"] = 1
-            new[COUNTED] = [*guarded, node.get("minItems", 0), node.get("maxItems")]
+        most = node.get("maxItems")
+        if most is not None and most >= ITEMS_GUARD_MIN:
+            # a counted repeat costs the automaton a copy of the item per count: the guard
+            # counts the items instead (json_schema restores maxItems where another array can
+            # appear at the same place). minItems stays in the regex: with whitespace allowed
+            # after an item only ']' follows it, so a guard could not refuse ']' there
+            del new["maxItems"]
+            new[COUNTED] = most
             self.counted_nodes += 1
         return new
 
@@ -462,12 +460,11 @@ class SchemaRewriter:
             return rf"\[{ws}{body if least > 0 else f'(?:{body})?'}{ws}\]"
 
         least, most = node.get("minItems", 0), node.get("maxItems")
-        guarded = _guarded_counts(node)
-        if guarded is None:
+        if most is None or most < ITEMS_GUARD_MIN:
             placeholder = self._placeholder(regex(least, most), quoted=False)
         else:  # as in _type_array: the guard counts the items
-            placeholder = self._placeholder(regex(min(least, 1) if guarded[0] else least, None), quoted=False)
-            self.counted_arrays[f'"{placeholder["const"]}"'] = (*guarded, regex(least, most))
+            placeholder = self._placeholder(regex(least, None), quoted=False)
+            self.counted_arrays[f'"{placeholder["const"]}"'] = (most, regex(least, most))
         self.unique_arrays[f'"{placeholder["const"]}"'] = kind
         return placeholder
 
@@ -515,10 +512,8 @@ class SchemaRewriter:
 
 # patterns every name matches (a search: "^.*$" fails on a name with a line break in it)
 _MATCH_ALL = ("", ".*", "^.*", ".*$")
-ITEMS_GUARD_MIN = 16  # arrays with a minItems or maxItems from here on are counted by the guard
-# marks an array whose counts the guard keeps: [guarded minItems (0: the regex keeps it), guarded
-# maxItems (None: none), minItems, maxItems as written]
-COUNTED = "x-radixgen-counted"
+ITEMS_GUARD_MIN = 16  # arrays with a maxItems from here on are counted by the guard
+COUNTED = "x-radixgen-counted"  # marks an array whose maxItems (the value) the guard keeps
 KEYED = "x-radixgen-keyed"  # marks the carrier of a keyed object (SchemaRewriter._keyed_object)
 STRING_CHAR = r'(?:[^"\\\x00-\x1F\x7F-\x9F]|\\["\\/bfnrt])'  # one character of a JSON string
 
@@ -541,16 +536,6 @@ def _without_idle_keywords(node: dict) -> dict:
         return {**{k: v for k, v in node.items() if k not in drop | {"patternProperties"}},
                 "additionalProperties": next(iter(patterns.values()))}
     return {k: v for k, v in node.items() if k not in drop} if drop else node
-
-
-def _guarded_counts(node: dict):
-    """(minItems, maxItems) the guard keeps for an array (0 / None: not it), or None when the
-    regex keeps both (counts below ITEMS_GUARD_MIN)."""
-    least, most = node.get("minItems", 0), node.get("maxItems")
-    big_least, big_most = least >= ITEMS_GUARD_MIN, most is not None and most >= ITEMS_GUARD_MIN
-    if not (big_least or big_most):
-        return None
-    return (least if big_least else 0, most if big_most else None)
 
 
 def _json_literal(value) -> str:

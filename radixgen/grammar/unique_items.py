@@ -54,8 +54,9 @@ class UniqueGuard:
     A state is `(prefix_done, stack, lexeme, arrays)` or _INACTIVE. `prefix` is literal text
     before the JSON (the tool-call opener); text that does not start with it is never JSON, so the
     guard goes inactive. stack frames: (_OBJECT, phase, key) or (_ARRAY, phase, (instance, kind)
-    | None), `instance` numbering the guarded arrays in order (`arrays` counts them) and `kind`
-    their items' ("string" or "integer"). lexeme: None, ("k", text) a key, ("g", text) a guarded
+    | None, (separators so far, maxItems) | None), `instance` numbering the guarded arrays in
+    order (`arrays` counts them), `kind` their items' ("string" or "integer"), the last part set
+    where the guard keeps the array's maxItems (a separator past it: None). lexeme: None, ("k", text) a key, ("g", text) a guarded
     string item, ("v", b"") another string, ("n", text) a guarded integer item, or ("l", b"")
     another number or literal; a trailing backslash of a string is kept in its text (escape
     pending).
@@ -67,7 +68,10 @@ class UniqueGuard:
         encoded = [(tuple(None if p is None else p.encode() for p in path), kind) for path, kind in paths]
         self.paths = {path: kind for path, kind in encoded if isinstance(kind, str)}
         self.lengths = {path: kind[1:] for path, kind in encoded if not isinstance(kind, str) and kind[0] == "length"}
-        self.counts = {path: kind[1:] for path, kind in encoded if not isinstance(kind, str) and kind[0] == "items"}
+        self.counts = {path: kind[1] for path, kind in encoded if not isinstance(kind, str) and kind[0] == "items"}
+        fewest = min(self.counts.values(), default=None)
+        self._long_openers = np.asarray([] if fewest is None else [
+            t for t in tokens_with(info, b"[").tolist() if info.token_bytes[t].count(b",") >= fewest], dtype=np.int64)
         self.info = info
         self.prefix = prefix
         self._sorted, self._closers, self._quoted, self._digits, self._literal_first = vocab_tables(info)
@@ -158,20 +162,12 @@ class UniqueGuard:
             words &= ~rows[min(least - count, len(rows) - 1)]
 
     def _count_candidates(self, stack: tuple, quoted: np.ndarray) -> np.ndarray:
-        """`quoted` plus the tokens with a comma while an array of the stack has its maxItems
-        items (or is at its last), and those with a ']' while one has fewer than its minItems:
-        they are run through advance."""
-        full = short = False
-        for frame in stack:
-            if frame[0] == _ARRAY and frame[3] is not None:
-                commas, least, most = frame[3]
-                full = full or (most is not None and commas + 1 >= most)
-                short = short or _items(frame) < least
-        commas, closers = tokens_with(self.info, b","), tokens_with(self.info, b"]")
-        for wanted, ids in ((full, commas), (short, closers)):
-            if wanted:
-                quoted = np.union1d(quoted, ids).astype(np.int64)
-        return quoted
+        """`quoted` plus the tokens with a comma while an array of the stack is at its last
+        item, and the tokens that could open a counted array and pass its maxItems at once (a
+        '[' and as many commas): they are run through advance."""
+        if any(frame[0] == _ARRAY and frame[3] is not None and frame[3][0] + 1 >= frame[3][1] for frame in stack):
+            quoted = np.union1d(quoted, tokens_with(self.info, b",")).astype(np.int64)
+        return np.union1d(quoted, self._long_openers).astype(np.int64) if len(self._long_openers) else quoted
 
     def _with_prefix(self, data: bytes) -> list[int]:
         keys, ids = self._sorted
@@ -225,21 +221,19 @@ class UniqueGuard:
             if top[0] == _OBJECT:
                 return (done, stack[:-1] + ((_OBJECT, _EXPECT, None),), None, arrays)
             counted = top[3]
-            if counted is not None:  # (separators so far, minItems, maxItems)
-                if counted[2] is not None and counted[0] + 1 >= counted[2]:
+            if counted is not None:  # (separators so far, maxItems)
+                if counted[0] + 1 >= counted[1]:
                     return None
-                counted = (counted[0] + 1, *counted[1:])
+                counted = (counted[0] + 1, counted[1])
             return (done, stack[:-1] + ((_ARRAY, _EXPECT, top[2], counted),), None, arrays)
         if c in b"}]":
-            if top is not None and top[0] == _ARRAY and top[3] is not None and _items(top) < top[3][1]:
-                return None
             return _after_value(done, stack[:-1], arrays)
         if c == ord("{"):
             return (done, stack + ((_OBJECT, _EXPECT, None),), None, arrays)
         if c == ord("["):
             kind = _at(self.paths, stack)  # the item kind of a unique array here
-            counts = _at(self.counts, stack)  # its (minItems, maxItems) kept here
-            counted = None if counts is None else (0, *counts)
+            most = _at(self.counts, stack)  # the maxItems kept here
+            counted = None if most is None else (0, most)
             if kind is not None:
                 return (done, stack + ((_ARRAY, _EXPECT, (arrays, kind), counted),), None, arrays + 1)
             return (done, stack + ((_ARRAY, _EXPECT, None, counted),), None, arrays)
@@ -283,12 +277,6 @@ def _after_value(done: int, stack: tuple, arrays: int):
     if not stack:
         return _INACTIVE
     return (done, stack[:-1] + (stack[-1][:1] + (_AFTER,) + stack[-1][2:],), None, arrays)
-
-
-def _items(frame: tuple) -> int:
-    """The items of a counted array frame so far (the one being written included)."""
-    commas = frame[3][0]
-    return 0 if frame[1] == _EXPECT and commas == 0 else commas + 1
 
 
 def repeats(step, seen) -> bool:

@@ -1,4 +1,4 @@
-"""Arrays with a large minItems or maxItems: the regex takes any number of items there and
+"""Arrays with a large maxItems: the regex takes any number of items there and
 `UniqueGuard` counts them (a counted repeat costs the token automaton a copy of the item per
 count: Discord's webhook schema, two `maxItems: 100` string arrays, made 1,566 states that each
 allow the whole vocabulary). The toy tests lower the threshold so that small counts are guarded
@@ -64,7 +64,7 @@ def test_shared_places_keep_the_counted_regex():
         assert paths == () and "{0,39}" in regex, other
     schema = {"type": "object", "properties": {"a": big, "b": {"type": "array", "items": {"type": "integer"}}}}
     regex, paths = schema_to_guarded_regex(json.dumps(schema))
-    assert paths == ((("a",), ("items", 0, 40)),) and "{0,39}" not in regex
+    assert paths == ((("a",), ("items", 40)),) and "{0,39}" not in regex
 
 
 def test_min_items_above_max_items_is_refused():
@@ -82,7 +82,7 @@ def test_large_counts_compile_fast_and_masks_match(smol_compiler, smol_info, smo
         "scores": {"type": "array", "items": {"type": "integer"}, "minItems": 20, "maxItems": 30}},
         "required": ["ids", "scores"]}
     regex, _ = schema_to_guarded_regex(json.dumps(schema))
-    assert not re.search(r"\{\d+,\d+\}", regex)  # no counted repeat left
+    assert not re.search(r"\{\d+,\d+\}", regex)  # no bounded repeat left (minItems 20 stays: {19,})
     grammar = smol_compiler.compile(Constraint("json_schema", schema))
     full = '{"ids":[' + ",".join(f'"id{i}"' for i in range(100))
     short = full + '],"scores":[' + ",".join("7" for _ in range(19))
@@ -95,4 +95,27 @@ def test_large_counts_compile_fast_and_masks_match(smol_compiler, smol_info, smo
             assert ids(banned)[0] not in allowed, (prefix[-12:], banned)
     for seed in range(5):
         _, text = random_walk(grammar, smol_info, seed, max_steps=3000)
+        jsonschema.validate(json.loads(text), schema)
+
+
+def test_a_token_opening_and_overfilling_an_array_is_masked(monkeypatch):
+    """A token holding '[' and enough commas opens a counted array and passes its maxItems at
+    once: the mask must refuse it as acceptance does."""
+    monkeypatch.setattr(schema_check, "ITEMS_GUARD_MIN", 2)
+    info = toy_info([b"", b'{"a":', b"[", b"]", b",", b"1", b"[1,1]", b"[1,1,1]", b"}", b"[1]"])
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}, "maxItems": 2}},
+              "required": ["a"]}
+    walked = {text for text, done in _texts(GrammarCompiler(info).compile(Constraint("json_schema", schema)), info, 4)
+              if done}
+    assert '{"a":[1,1]}' in walked and '{"a":[1]}' in walked and not any("1,1,1" in t for t in walked)
+
+
+def test_flexible_whitespace_never_dead_ends(smol_info):
+    """With whitespace allowed, only ']' may follow whitespace after an item: minItems stays in
+    the regex (a guard refusing ']' there would leave nothing)."""
+    schema = {"type": "object", "properties": {
+        "a": {"type": "array", "items": {"type": "integer"}, "minItems": 16, "maxItems": 40}}, "required": ["a"]}
+    grammar = GrammarCompiler(smol_info, "flexible").compile(Constraint("json_schema", schema))
+    for seed in range(6):
+        _, text = random_walk(grammar, smol_info, seed, max_steps=3000)  # asserts no dead end
         jsonschema.validate(json.loads(text), schema)

@@ -116,7 +116,7 @@ async def _serve(model_path: Path, tokenizer: Any, engine_cfg: EngineConfig,
                  server_cfg: ServerConfig, signals: _Signals) -> int:
     endpoints, ipc_dir = Endpoints.in_new_dir()
     model_name = server_cfg.served_model_name or model_path.name
-    tm = TokenizerManager(tokenizer, endpoints, ServerMetrics(model_name))
+    tm = TokenizerManager(tokenizer, endpoints, ServerMetrics(model_name), engine_cfg.scheduler.grammar_whitespace)
     children = Children(model_path, engine_cfg, endpoints, server_cfg.log_level)
     children.start()
     try:

@@ -42,8 +42,10 @@ class TokenizerManager:
     to its request's queue and every control answer to its waiting future; `metrics` sees
     every request's submission, text deltas and end."""
 
-    def __init__(self, tokenizer: Any, endpoints: Endpoints, metrics: ServerMetrics | None = None):
+    def __init__(self, tokenizer: Any, endpoints: Endpoints, metrics: ServerMetrics | None = None,
+                 grammar_whitespace: str = "compact"):
         self.tokenizer = tokenizer
+        self.grammar_whitespace = grammar_whitespace  # the scheduler's, so the 400-check sizes the same regex
         self.metrics = metrics or ServerMetrics("radixgen")
         self.ctx = zmq.asyncio.Context()
         self.to_scheduler = self.ctx.socket(zmq.PUSH)
@@ -195,7 +197,7 @@ class TokenizerManager:
             from radixgen.grammar.compiler import GrammarCompiler
             from radixgen.grammar.tokenizer_info import TokenizerInfo
 
-            self._grammar_checker = GrammarCompiler(TokenizerInfo.from_hf(self.tokenizer))
+            self._grammar_checker = GrammarCompiler(TokenizerInfo.from_hf(self.tokenizer), self.grammar_whitespace)
         from radixgen.grammar.matcher import GrammarError
 
         for constraint in constraints:
