@@ -25,8 +25,8 @@ from .json_schema import WHITESPACE, schema_to_guarded_regex
 from .matcher import CompiledGrammar, GrammarError
 from .regex_leaves import escape_literal
 from .regex_matcher import RegexGrammar
-from .size_budget import INDEX_ENTRY_BUDGET, check_index_size
 from .regex_markers import exclude_chars
+from .size_budget import INDEX_ENTRY_BUDGET, check_index_size
 from .token_index import build_index, outlines_vocabulary
 from .tokenizer_info import TokenizerInfo
 from .unique_items import UniqueGuard

@@ -201,9 +201,9 @@ class _GuardSites:
         ("length", minLength, maxLength) (a string value) or ("items", maxItems) (an array's
         item count)."""
         self._walk(self.root, ())
+        others = [p for p, _, where in self.arrays
+                  if not (isinstance(where, str) and where in self.rewriter.unique_arrays)]
         for guarded, kind in self.guarded:  # guarded arrays of another item kind count as others
-            others = [p for p, _, where in self.arrays
-                      if not (isinstance(where, str) and where in self.rewriter.unique_arrays)]
             for other in others + [p for p, k in self.guarded if k != kind]:
                 if _overlap(guarded, other):
                     shown = "$" + "".join("[*]" if p is None else f".{p}" for p in guarded)

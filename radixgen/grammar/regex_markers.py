@@ -44,7 +44,7 @@ def _rewritten(regex: str, excluded: str, dot: str) -> str:
     while i < n:
         c = regex[i]
         if c == "\\":
-            end = _escape_end(regex, i)
+            end = escape_end(regex, i)
             escape = regex[i:end]
             out.append(f"[{escape}&&[^{excluded}]]" if escape[1:2] in _WIDE_ESCAPES else escape)
             i = end
@@ -58,7 +58,7 @@ def _rewritten(regex: str, excluded: str, dot: str) -> str:
     return "".join(out)
 
 
-def _escape_end(regex: str, i: int) -> int:
+def escape_end(regex: str, i: int) -> int:
     """The end of the escape starting at `regex[i]` (a backslash)."""
     kind = regex[i + 1:i + 2]
     if kind in ("p", "P", "x", "u", "U") and regex.startswith("{", i + 2):
@@ -74,7 +74,7 @@ def _class_end(regex: str, i: int) -> int:
     while j < len(regex):
         c = regex[j]
         if c == "\\":
-            j = _escape_end(regex, j)
+            j = escape_end(regex, j)
             continue
         if c == "[":
             if depth and regex.startswith("[:", j) and ":]" in regex[j:]:  # [:alpha:]

@@ -24,6 +24,7 @@ import numpy as np
 from outlines_core import Index, Vocabulary
 
 from .matcher import GrammarError
+from .regex_markers import escape_end
 from .token_index import OutlinesVocab, outlines_vocabulary
 from .tokenizer_info import TokenizerInfo
 
@@ -190,12 +191,8 @@ class _WideCount:
         if c == "[":
             return self._class()
         if c == "\\":
-            kind = regex[self.i + 1] if self.i + 1 < len(regex) else ""
-            self.i += 2
-            if kind in "pP" and self.i < len(regex) and regex[self.i] == "{":
-                self.i = regex.index("}", self.i) + 1
-            elif kind == "x" and self.i < len(regex) and regex[self.i] == "{":
-                self.i = regex.index("}", self.i) + 1
+            kind = regex[self.i + 1:self.i + 2]
+            self.i = escape_end(regex, self.i)
             return int(kind in _WIDE_ESCAPES)
         self.i += 1
         return int(c == ".")

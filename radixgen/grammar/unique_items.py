@@ -56,8 +56,8 @@ class UniqueGuard:
     guard goes inactive. stack frames: (_OBJECT, phase, key) or (_ARRAY, phase, (instance, kind)
     | None, (separators so far, maxItems) | None), `instance` numbering the guarded arrays in
     order (`arrays` counts them), `kind` their items' ("string" or "integer"), the last part set
-    where the guard keeps the array's maxItems (a separator past it: None). lexeme: None, ("k", text) a key, ("g", text) a guarded
-    string item, ("v", b"") another string, ("n", text) a guarded integer item, or ("l", b"")
+    where the guard keeps the array's maxItems (a separator past it: None). lexeme: None,
+    ("k", text) a key, ("g", text) a guarded string item, ("v", b"") another string, ("n", text) a guarded integer item, or ("l", b"")
     another number or literal; a trailing backslash of a string is kept in its text (escape
     pending).
     The item texts of each guarded array live outside the state, in `seen` (instance -> set),
@@ -211,7 +211,7 @@ class UniqueGuard:
                 if text in seen.get(instance, ()) or (instance, text) in closed:
                     return None
                 closed.append((instance, text))
-                return (done, stack[:-1] + (stack[-1][:1] + (_AFTER,) + stack[-1][2:],), None, arrays)
+                return _after_value(done, stack, arrays)
             else:
                 return _after_value(done, stack, arrays)
         if c not in _STRUCTURE:  # whitespace (a custom whitespace regex may allow more than JSON's)
