@@ -27,12 +27,16 @@ from .regex_leaves import (escape_literal, format_length_regex, format_regex, in
                            string_pattern_regex)
 from .regex_numbers import integer_bound, number_range_regex
 from .schema_merge import normalize, resolve_merged
-from .schema_rules import (ASSERTIONS, check_counts, check_keyword_types, disjoint, is_type, listed_name_rules,
+from .schema_one_of import Readings, exclusive
+from .schema_rules import (ASSERTIONS, asserts, check_counts, check_keyword_types, is_type, listed_name_rules,
                            tightest, value_key)
 from .schema_refs import MISSING, follow_pointer, pointer_parts
 from .unique_items import CANONICAL_INTEGER, canonical_string_regex
 
 MERGE_FOLLOW_BUDGET = 20_000
+# schema nodes one rewrite visits at most: a draft 3-7 `$ref` with keywords beside it is rewritten
+# twice when the first reading cannot be enforced, which nested could take exponential work
+REWRITE_BUDGET = 100_000
 _BRANCHES = ("properties", "allOf", "anyOf", "oneOf", "prefixItems", "enum", "const", "$ref", "type")
 _BY_TYPE = {
     "string": {"minLength", "maxLength", "pattern", "format"},
@@ -48,6 +52,11 @@ _BY_TYPE = {
 # {} nests them 2 deep, which makes the automaton take seconds to build); `depth` is its keyword
 ANY_VALUE = {"anyOf": [{"type": "boolean"}, {"type": "null"}, {"type": "number"}, {"type": "string"},
                        {"type": "array", "depth": 1}, {"type": "object", "depth": 1}]}
+
+
+# what a SchemaRewriter records while it rewrites, undone when an attempt is abandoned
+_RECORDS = ("placeholders", "unique_arrays", "literal_arrays", "keyed_objects", "length_strings", "counted_arrays",
+            "counted_nodes")
 
 
 class SchemaRewriter:
@@ -74,6 +83,7 @@ class SchemaRewriter:
         # counted regex); other such arrays are marked in place (COUNTED)
         self.counted_arrays: dict[str, tuple] = {}
         self.counted_nodes = 0
+        self._rewrites = 0  # schema nodes rewritten, against REWRITE_BUDGET
         # drafts 3 to 7 ignore every keyword beside a $ref (2019-09 on apply them too)
         self.draft_3_to_7 = any(f"draft-0{n}/" in str(root.get("$schema", "")) for n in (3, 4, 6, 7))
 
@@ -82,16 +92,28 @@ class SchemaRewriter:
             return copy.deepcopy(ANY_VALUE)
         if not isinstance(node, dict):
             raise GrammarError(f"schema at {path} must be an object or true, got {node!r}")
-        if self.draft_3_to_7 and "$ref" in node:
-            node = {k: v for k, v in node.items() if k in ("$ref", "$defs", "definitions")}
+        self._rewrites += 1
+        if self._rewrites > REWRITE_BUDGET:
+            raise GrammarError(f"json_schema expands to too large a grammar (more than {REWRITE_BUDGET} "
+                               "schema nodes to rewrite)")
         if self.draft_3_to_7 and isinstance(node.get("items"), list):
             # an items array there is 2020-12's prefixItems, and additionalItems its items
             tuple_form = {"prefixItems": node["items"], **({"items": node["additionalItems"]}
                                                            if "additionalItems" in node else {})}
             node = {**{k: v for k, v in node.items() if k not in ("items", "additionalItems")}, **tuple_form}
+        if self.draft_3_to_7 and "$ref" in node and asserts(node, ("$ref",)):
+            # drafts 3-7 ignore the keywords beside a $ref; a validator that does not know the
+            # $schema URI (jsonschema reads https://json-schema.org/draft-07/schema as 2020-12)
+            # applies them. Output valid under both readings where they can be enforced:
+            alone = {k: v for k, v in node.items() if k in ("$ref", "$defs", "definitions")}
+            return self._first_enforceable(lambda: self._rewrite_node(node, path),
+                                           lambda: self._rewrite_node(alone, path))
+        return self._rewrite_node(node, path)
+
+    def _rewrite_node(self, node: dict, path: str) -> dict:
         check_keyword_types(node, path)
         written = node
-        node, inlined = normalize(node, self._resolved, self.draft_3_to_7, tuple(self._inlining))
+        node, inlined = normalize(node, self._resolved, tuple(self._inlining))
         if node is not written:
             check_keyword_types(node, path)  # merged members were not checked
         node = _without_idle_keywords(node)
@@ -108,6 +130,18 @@ class SchemaRewriter:
             return self._with_defs(node, handler(node, path), path)
         finally:
             del self._inlining[len(self._inlining) - len(inlined):]
+
+    def _first_enforceable(self, *attempts):
+        """The result of the first attempt that raises no GrammarError, with what the failed ones
+        recorded undone; the last attempt's error when all fail."""
+        for attempt in attempts[:-1]:
+            saved = {key: copy.copy(getattr(self, key)) for key in _RECORDS}
+            try:
+                return attempt()
+            except GrammarError:
+                for key, value in saved.items():
+                    setattr(self, key, value)
+        return attempts[-1]()
 
     def _with_defs(self, node: dict, new: dict, path: str) -> dict:
         """Keep (rewritten) $defs/definitions where they were, so $ref paths stay valid."""
@@ -161,21 +195,24 @@ class SchemaRewriter:
             _refuse("allOf", path, "only a single-schema allOf can be enforced exactly")
         return {"allOf": [self.rewrite(node["allOf"][0], f"{path}.allOf[0]")]}
 
-    def _anyOf(self, node: dict, path: str, key: str = "anyOf") -> dict:
-        _only(node, path, {key})
-        options = node[key]
-        if not isinstance(options, list) or not options:
-            raise GrammarError(f"{key} at {path} must be a non-empty array")
-        return {key: [self.rewrite(s, f"{path}.{key}[{i}]") for i, s in enumerate(options)]}
+    def _anyOf(self, node: dict, path: str) -> dict:
+        return {"anyOf": self._options(_options(node, path, "anyOf"), f"{path}.anyOf")}
 
     def _oneOf(self, node: dict, path: str) -> dict:
-        new = self._anyOf(node, path, "oneOf")
-        if not disjoint([self._resolve_chain(s) for s in node["oneOf"]], self._resolve_chain):
+        options = _options(node, path, "oneOf")
+        narrowed = exclusive(options, Readings(self._resolved, self._resolve_chain, self.draft_3_to_7))
+        if narrowed is None:
+            self._options(options, f"{path}.oneOf")  # an alternative's own error comes first
             _refuse("oneOf", path, "its alternatives may overlap (radixgen enforces oneOf only when "
-                    "they declare disjoint types, differ in enum/const values, or are objects with a "
-                    "required const property; an alternative without \"type\" accepts every type its "
-                    "keywords do not constrain, e.g. {\"properties\": ...} accepts any string)")
-        return new
+                    "they declare disjoint types, differ in enum/const values, or are objects that "
+                    "differ in a required property or in a const property's value; an alternative "
+                    "without \"type\" accepts every type its keywords do not constrain, e.g. "
+                    "{\"properties\": ...} accepts any string)")
+        return {"oneOf": self._options(options, f"{path}.oneOf", narrowed)}
+
+    def _options(self, options: list, path: str, narrowed: list | None = None) -> list:
+        return [self.rewrite(option if not narrowed or narrowed[i] is None else narrowed[i], f"{path}[{i}]")
+                for i, option in enumerate(options)]
 
     def _prefixItems(self, node: dict, path: str) -> dict:
         _only(node, path, {"prefixItems", "type", "items", "minItems", "maxItems", "uniqueItems",
@@ -422,7 +459,13 @@ class SchemaRewriter:
         """uniqueItems over items from a finite set of scalars (enum, const, boolean, null:
         pydantic's set[Literal[...]] or set[SomeEnum]): each value at most once, in the set's
         order, which is a regular language. Free strings and integers go to `_unique_guarded`."""
-        items = self._resolved(node.get("items", True))
+        items = node.get("items", True)
+        if self.draft_3_to_7 and isinstance(items, dict) and "$ref" in items:  # as in rewrite: both
+            return self._first_enforceable(lambda: self._unique_items_of(self._resolved(items), node, path),
+                                           lambda: self._unique_items_of(self._resolve_chain(items), node, path))
+        return self._unique_items_of(self._resolved(items), node, path)
+
+    def _unique_items_of(self, items, node: dict, path: str) -> dict:
         new = self.rewrite(items, f"{path}.items") if isinstance(items, dict) else None
         kind = new.get("type") if new else None
         if kind == "string" and set(new) <= {"type", "minLength"}:
@@ -547,6 +590,13 @@ def _need_type(node: dict, path: str, wanted: str) -> None:
     types = node.get("type", wanted)
     if wanted not in (types if isinstance(types, list) else [types]):
         _refuse("type", path, f"it conflicts with the {wanted} keywords beside it")
+
+
+def _options(node: dict, path: str, key: str) -> list:
+    _only(node, path, {key})
+    if not isinstance(node[key], list) or not node[key]:
+        raise GrammarError(f"{key} at {path} must be a non-empty array")
+    return node[key]
 
 
 def _only(node: dict, path: str, allowed: set) -> None:

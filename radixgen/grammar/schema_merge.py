@@ -33,14 +33,13 @@ _TYPES = {"string", "integer", "number", "boolean", "null", "array", "object"}
 _NOT_MERGED = ("$defs", "definitions", "$schema", "$id")
 
 
-def normalize(node: dict, resolve, ref_alone: bool, inlining: tuple = ()) -> tuple[dict, tuple]:
+def normalize(node: dict, resolve, inlining: tuple = ()) -> tuple[dict, tuple]:
     """`node` with the rewrites above applied (a new dict when anything changed), and the `$ref`s
-    it inlined. `resolve` follows a `$ref` chain; `ref_alone`: the draft ignores keywords beside a
-    `$ref`; `inlining`: references being inlined further up, not inlined again (a schema can
-    contain its own reference: that would never end)."""
+    it inlined. `resolve` follows a `$ref` chain; `inlining`: references being inlined further
+    up, not inlined again (a schema can contain its own reference: that would never end)."""
     node = _drop_inapplicable(node)
     members = list(node["allOf"]) if isinstance(node.get("allOf"), list) else []
-    if "$ref" in node and not ref_alone and asserts(node, ("$ref", "allOf")):
+    if "$ref" in node and asserts(node, ("$ref", "allOf")):
         members.append({"$ref": node["$ref"]})
     inlined = tuple(m["$ref"] for m in members if isinstance(m, dict) and isinstance(m.get("$ref"), str))
     if members and (len(members) > 1 or asserts(node, ("$ref", "allOf"))) and not set(inlined) & set(inlining):
@@ -62,19 +61,21 @@ def normalize(node: dict, resolve, ref_alone: bool, inlining: tuple = ()) -> tup
     return node, ()
 
 
-def resolve_merged(node, target_of, ref_alone: bool, depth: int = 0):
+def resolve_merged(node, target_of, siblings_optional: bool, depth: int = 0):
     """`node` with its `$ref` chain followed (`target_of(ref)` gives a reference's schema), the
-    keywords beside each `$ref` merged into its target unless `ref_alone`; None when a merge is
-    not exact or the chain is too long, _EMPTY when nothing is valid."""
+    keywords beside each `$ref` merged into its target; None when a merge is not exact or the
+    chain is too long, _EMPTY when nothing is valid. `siblings_optional` (drafts 3-7, which
+    ignore keywords beside a `$ref`): a merge that is not exact or empty gives the target alone."""
     if not (isinstance(node, dict) and "$ref" in node):
         return node
     if depth > _MAX_DEPTH:
         return None
-    target = resolve_merged(target_of(node["$ref"]), target_of, ref_alone, depth + 1)
-    if ref_alone or not asserts(node, ("$ref",)) or not isinstance(target, dict):
+    target = resolve_merged(target_of(node["$ref"]), target_of, siblings_optional, depth + 1)
+    if not asserts(node, ("$ref",)) or not isinstance(target, dict):
         return target
     siblings = {k: v for k, v in node.items() if k != "$ref" and k not in _NOT_MERGED}
-    return merge(siblings, target, lambda n: resolve_merged(n, target_of, ref_alone, depth + 1), depth + 1)
+    merged = merge(siblings, target, lambda n: resolve_merged(n, target_of, siblings_optional, depth + 1), depth + 1)
+    return target if siblings_optional and (merged is None or merged is _EMPTY) else merged
 
 
 def _flat_members(members: list, resolve, depth: int = 0) -> list | None:

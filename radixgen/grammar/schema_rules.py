@@ -1,5 +1,5 @@
-"""Small JSON Schema rules used by `schema_check`: oneOf disjointness, numeric bounds, types, and
-the keywords about property names beside `properties`."""
+"""Small JSON Schema rules used by `schema_check`: numeric bounds, types, and the keywords about
+property names beside `properties` (oneOf's exclusion is `schema_one_of`)."""
 
 from __future__ import annotations
 
@@ -47,94 +47,11 @@ def check_counts(node: dict, path: str) -> None:
                                f"{value!r} is not an integer >= 0")
 
 
-def disjoint(options: list, resolve) -> bool:
-    """True when no value generated from one oneOf alternative is valid under another, so every
-    output is valid under exactly one. `options` are the alternatives as written (refs resolved
-    by `resolve`). What an alternative generates is its rewrite, which only narrows it: an
-    untyped `properties` node generates objects only. What it accepts is the schema as written:
-    there an untyped node accepts every type its keywords do not constrain (`{"properties":
-    ...}` accepts any string), which is what oneOf counts."""
-    return all(_excludes(g, a, resolve) for i, g in enumerate(options) for j, a in enumerate(options) if i != j)
-
-
-def _excludes(gen, acc, resolve) -> bool:
-    """No value that `gen` generates is valid under `acc` (False when this cannot be shown)."""
-    gen_kinds, acc_kinds = _generated_kinds(gen), _kinds(acc)
-    if gen_kinds is not None and acc_kinds is not None and not (_widen(gen_kinds) & _widen(acc_kinds)):
-        return True
-    acc_values = _values(acc)  # acc accepts those values at most, whatever else it says
-    if (gen_kinds is not None and acc_values is not None
-            and not {_value_kind(v) for v in acc_values} & _widen(gen_kinds)):
-        return True
-    values = None if isinstance(gen, dict) and "properties" in gen else _values(gen)
-    if values is not None:
-        if acc_values is not None and not set(values) & set(acc_values):
-            return True
-        if acc_kinds is not None and not {_value_kind(v) for v in values} & _widen(acc_kinds):
-            return True
-    return _tag_excludes(gen, acc, resolve)
-
-
-def _tag_excludes(gen, acc, resolve) -> bool:
-    """gen generates objects that always carry a property whose enum / const values acc's schema
-    for that property does not allow (a discriminated union)."""
-    if not (isinstance(gen, dict) and "properties" in gen and isinstance(acc, dict)):
-        return False
-    acc_kinds = _kinds(acc)
-    if acc_kinds is not None and "object" not in acc_kinds:
-        return True  # gen generates objects only
-    acc_props = acc.get("properties") if isinstance(acc.get("properties"), dict) else {}
-    for key in gen.get("required", []):
-        if key in gen["properties"] and key in acc_props:
-            ours, theirs = _values(resolve(gen["properties"][key])), _values(resolve(acc_props[key]))
-            if ours is not None and theirs is not None and not set(ours) & set(theirs):
-                return True
-    return False
-
-
-def _kinds(node):
-    """The JSON types a schema as written accepts; None: any (keywords like `properties` or
-    `minLength` constrain one type and let every other type pass)."""
-    if node is False:
-        return []
-    if isinstance(node, dict) and "type" in node:
-        return node["type"] if isinstance(node["type"], list) else [node["type"]]
-    return None
-
-
-def _generated_kinds(node):
-    """The JSON types the rewrite of a schema generates (a subset of what it accepts)."""
-    if isinstance(node, dict) and "properties" in node:
-        return ["object"]
-    values = _values(node)
-    return _kinds(node) if values is None else sorted({_value_kind(v) for v in values})
-
-
-def _widen(kinds) -> set:
-    """Integers are numbers: either kind overlaps the other."""
-    kinds = set(kinds)
-    return kinds | ({"integer", "number"} if kinds & {"integer", "number"} else set())
-
-
-def _values(node):
-    """The only values a schema accepts (enum / const), None if it is not so restricted."""
-    if isinstance(node, dict) and "enum" in node and isinstance(node["enum"], list):
-        return [value_key(v) for v in node["enum"]]
-    if isinstance(node, dict) and "const" in node:
-        return [value_key(node["const"])]
-    return None
-
-
 def value_key(value) -> tuple:
     """Equal under JSON Schema equality: 1 and 1.0 are the same value, true is not 1."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return ("number", float(value))
     return (type(value).__name__, json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value)
-
-
-def _value_kind(key: tuple) -> str:
-    return {"number": "number", "str": "string", "bool": "boolean", "NoneType": "null",
-            "dict": "object", "list": "array"}[key[0]]
 
 
 def tightest(bounds: dict, incl: str, excl: str, pick, integer: bool):

@@ -1,6 +1,7 @@
 """JSON Schema constraints: every random valid walk validates; unsupported keywords are refused."""
 
 import json
+import time
 from datetime import datetime
 
 import jsonschema
@@ -8,7 +9,7 @@ import pytest
 
 from radixgen.core import Constraint
 from radixgen.grammar.compiler import JSON_OBJECT, GrammarCompiler
-from radixgen.grammar.json_schema import schema_to_regex
+from radixgen.grammar.json_schema import schema_to_guarded_regex, schema_to_regex
 from radixgen.grammar.matcher import GrammarError
 from tests.grammar.schemas import SUPPORTED, UNSUPPORTED
 from tests.grammar.walks import random_walk
@@ -89,7 +90,6 @@ def test_huge_integer_bounds_compile_small_and_exact():
     """Integer bounds give regexes that grow with the square of their digit count at most (they
     doubled with each digit: 2^53 never finished), and match exactly the integers in range."""
     import re
-    import time
 
     from radixgen.grammar.regex_numbers import number_range_regex
 
@@ -114,25 +114,70 @@ def test_deeply_nested_schema_is_refused():
         schema_to_regex(json.dumps(schema))
 
 
-def test_ref_siblings_follow_the_declared_draft(small_compiler, small_info):
-    """Draft 7 ignores keywords beside a $ref, so such a schema compiles to its reference alone
-    and its outputs validate under Draft7Validator; under 2020-12 (the default) the siblings
-    apply: merged into the reference's schema, or refused when they cannot be."""
+DRAFT7_URI = "http://json-schema.org/draft-07/schema#"
+
+
+def test_ref_siblings_hold_under_both_readings(small_compiler, small_info):
+    """Draft 7 ignores keywords beside a $ref; 2020-12 (which jsonschema applies to a $schema URI
+    it does not know, e.g. https://json-schema.org/draft-07/schema) applies them. Siblings that
+    merge exactly are applied under either declaration, so outputs validate both ways."""
     body = {"definitions": {"n": {"type": "integer", "minimum": 0, "maximum": 9}},
             "type": "object", "properties": {"a": {"$ref": "#/definitions/n", "maximum": 3, "description": "x"}},
             "required": ["a"]}
-    seen = {}
-    for declared, validator in ((None, jsonschema.Draft202012Validator),
-                                ("http://json-schema.org/draft-07/schema#", jsonschema.Draft7Validator)):
+    for declared in (None, DRAFT7_URI, "https://json-schema.org/draft-07/schema"):
         schema = body if declared is None else {"$schema": declared, **body}
         grammar = small_compiler.compile(Constraint("json_schema", schema))
-        seen[declared] = {json.loads(random_walk(grammar, small_info, seed)[1])["a"] for seed in range(12)}
-        for value in seen[declared]:
-            validator(schema).validate({"a": value})
-    assert max(seen[None]) <= 3 < max(seen["http://json-schema.org/draft-07/schema#"])
-    with pytest.raises(GrammarError, match="pattern"):
-        small_compiler.compile(Constraint("json_schema", {**body, "properties": {"a": {"$ref": "#/definitions/n",
-                                                                                       "pattern": "x", "type": "string"}}}))
+        values = {json.loads(random_walk(grammar, small_info, seed)[1])["a"] for seed in range(12)}
+        for validator in (jsonschema.Draft7Validator, jsonschema.Draft202012Validator):
+            for value in values:
+                validator(schema).validate({"a": value})
+        assert values and max(values) <= 3
+
+
+@pytest.mark.parametrize("sibling", [{"pattern": "a(?=b)"},  # cannot be enforced
+                                     {"type": "integer"},  # nothing meets both
+                                     {"not": {"const": "x"}}])  # not supported
+def test_ref_siblings_that_cannot_be_enforced_follow_the_declared_draft(sibling):
+    """Under draft 7 they are ignored, as if they were not there (and nothing the abandoned
+    attempt recorded, e.g. a guarded string, is left behind); under 2020-12 they are refused."""
+    defs = {"s": {"type": "string", "maxLength": 40}}
+    with_sibling = {"$schema": DRAFT7_URI, "definitions": defs, "type": "object",
+                    "properties": {"a": {"$ref": "#/definitions/s", "maxLength": 30, **sibling}}}
+    without = {**with_sibling, "properties": {"a": {"$ref": "#/definitions/s"}}}
+    assert schema_to_guarded_regex(json.dumps(with_sibling)) == schema_to_guarded_regex(json.dumps(without))
+    with pytest.raises(GrammarError):
+        schema_to_guarded_regex(json.dumps({k: v for k, v in with_sibling.items() if k != "$schema"}))
+
+
+def test_unique_items_behind_a_ref_with_siblings(small_compiler, small_info):
+    """uniqueItems resolves its items through the $ref: siblings merged when the merge can be
+    enforced (an enum narrowed), else (a pattern beside free strings) the draft's reading."""
+    defs = {"colour": {"enum": ["red", "green", "blue"]}, "text": {"type": "string"}}
+    narrowed = {"$schema": DRAFT7_URI, "definitions": defs, "type": "array", "uniqueItems": True,
+                "items": {"$ref": "#/definitions/colour", "enum": ["red", "blue"]}}
+    grammar = small_compiler.compile(Constraint("json_schema", narrowed))
+    outputs = [json.loads(random_walk(grammar, small_info, seed)[1]) for seed in range(12)]
+    assert {v for out in outputs for v in out} <= {"red", "blue"}
+    for out in outputs:
+        jsonschema.Draft202012Validator(narrowed).validate(out)
+    patterned = {**narrowed, "items": {"$ref": "#/definitions/text", "pattern": "^[0-9]+$"}}
+    free = {**narrowed, "items": {"$ref": "#/definitions/text"}}
+    assert schema_to_guarded_regex(json.dumps(patterned)) == schema_to_guarded_regex(json.dumps(free))
+    with pytest.raises(GrammarError, match="uniqueItems"):
+        schema_to_guarded_regex(json.dumps({k: v for k, v in patterned.items() if k != "$schema"}))
+
+
+def test_nested_ref_siblings_that_fail_are_bounded():
+    """Each draft-7 $ref with siblings is tried twice when the first reading fails: nested, and
+    failing at the bottom, that is refused within the rewrite budget, not exponential work."""
+    defs = {"d30": {"type": "object", "properties": {"x": {"not": {}}}}}
+    for i in range(30):
+        defs[f"d{i}"] = {"type": "object", "properties": {"x": {"$ref": f"#/definitions/d{i + 1}", "minProperties": 1},
+                                                          "y": {"$ref": f"#/definitions/d{i + 1}", "maxProperties": 2}}}
+    start = time.perf_counter()
+    with pytest.raises(GrammarError):
+        schema_to_guarded_regex(json.dumps({"$schema": DRAFT7_URI, "definitions": defs, "$ref": "#/definitions/d0"}))
+    assert time.perf_counter() - start < 10
 
 
 def test_top_level_bounded_string_compiles_fast(small_compiler, small_info):
@@ -140,7 +185,6 @@ def test_top_level_bounded_string_compiles_fast(small_compiler, small_info):
     recurs inside its bounded repeat; the automaton library's unanchored search state was
     exponential in the bound for it (maxLength 20: 100 s on the full vocabulary, 24: never).
     token_index's start character removes that; every walk still validates."""
-    import time
 
     schema = {"type": "string", "maxLength": 40}
     start = time.perf_counter()
@@ -312,7 +356,6 @@ def _valid(text: str, schema) -> bool:
 def test_shared_references_in_merges_are_bounded():
     """allOf members (or merged properties) that share a reference at every level of a chain
     would take merges 2^levels follows; past the budget the schema is a 400, at once."""
-    import time
 
     for shape in ("allOf", "properties"):
         defs = {f"A{i}": ({"allOf": [{"$ref": f"#/$defs/A{i + 1}"}] * 2} if shape == "allOf" else

@@ -1,0 +1,180 @@
+"""oneOf made exact: every generated value must be valid under exactly one alternative.
+
+outlines-core writes oneOf as a plain alternation, so `schema_check` enforces it only when no
+value generated from one alternative is valid under another. What an alternative generates is its
+rewrite, which only narrows it; what an alternative accepts is its schema as written, where an
+untyped node accepts every type its keywords do not constrain (`{"properties": ...}` accepts any
+string). An alternative is proved to exclude another by:
+
+- types or enum/const values that do not meet;
+- objects: the other alternative requires a name this one never generates (an object with
+  `properties` is generated with listed and required names only), forbids a name this one
+  requires (`additionalProperties: false`), or rejects the value of a name both hold (a tag);
+- and, failing those, by narrowing: an alternative that generates objects stops generating the
+  optional properties the overlapping alternatives require (`{"required": ["a"]}` /
+  `{"required": ["b"]}` over shared properties: the first never writes "b"). Its outputs are a
+  subset of what it accepted, so they stay valid.
+
+References: `Readings.merged(node)` is the schema a node is generated from, with the keywords
+beside each `$ref` merged (the most property names it can generate). Under drafts 3-7 a node may
+also be generated from its `$ref` chain alone (the rewrite's fallback), which is also how those
+drafts read it, so there types, values, required names and acceptance come from the chain alone
+(`Readings.loose`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from .schema_rules import is_type, value_key
+
+_MAX_DEPTH = 8  # nested properties followed when comparing tags
+_OPEN = frozenset(("allOf", "anyOf", "oneOf", "$ref", "not", "if", "then", "else", "dependentSchemas",
+                   "unevaluatedProperties"))  # keywords that may add generated names
+
+
+@dataclass(frozen=True)
+class Readings:
+    merged: Callable  # node -> the schema it is generated from (None: not one schema)
+    widest: Callable  # node -> its $ref chain followed, the keywords beside each dropped
+    fallback: bool  # drafts 3-7: a node may also be generated from `widest` (see schema_check)
+
+    def loose(self, node):
+        """The reading with the fewest assertions a node may be generated from or read by a
+        validator under: the merged one, or under drafts 3-7 the chain alone."""
+        return self.widest(node) if self.fallback else self.merged(node)
+
+
+def exclusive(options: list, readings: Readings) -> list | None:
+    """For each alternative, None (exclusive as written) or the narrowed schema to generate it
+    from; None when exclusion cannot be shown."""
+    narrowed: list = [None] * len(options)
+    pairs = _overlaps(options, narrowed, readings)
+    for i in sorted({i for i, _ in pairs}):
+        gen = readings.merged(options[i])
+        if not _closed(gen) or (readings.fallback and gen != readings.widest(options[i])):
+            return None  # it may be generated from another reading: not narrowed
+        others = set().union(*(_required(readings.loose(options[j])) for k, j in pairs if k == i))
+        drop = (others - _always(gen)) & set(gen["properties"])
+        if not drop:
+            return None
+        narrowed[i] = {**gen, "properties": {k: v for k, v in gen["properties"].items() if k not in drop}}
+    if pairs and _overlaps(options, narrowed, readings):
+        return None
+    return narrowed
+
+
+def _overlaps(options: list, narrowed: list, readings: Readings) -> list:
+    return [(i, j) for i, gen in enumerate(options) for j, acc in enumerate(options)
+            if i != j and not _excludes(gen if narrowed[i] is None else narrowed[i], acc, readings)]
+
+
+def _excludes(gen, acc, readings: Readings, depth: int = 0) -> bool:
+    """No value that `gen` (as written) generates is valid under `acc` (as written); False when
+    this cannot be shown."""
+    wide, acc = readings.loose(gen), readings.loose(acc)
+    gen_kinds, acc_kinds = _generated_kinds(wide), _kinds(acc)
+    if gen_kinds is not None and acc_kinds is not None and not (_widen(gen_kinds) & _widen(acc_kinds)):
+        return True
+    acc_values = _values(acc)  # acc accepts those values at most, whatever else it says
+    if (gen_kinds is not None and acc_values is not None
+            and not {_value_kind(v) for v in acc_values} & _widen(gen_kinds)):
+        return True
+    values = None if isinstance(wide, dict) and "properties" in wide else _values(wide)
+    if values is not None:
+        if acc_values is not None and not set(values) & set(acc_values):
+            return True
+        if acc_kinds is not None and not {_value_kind(v) for v in values} & _widen(acc_kinds):
+            return True
+    return gen_kinds == ["object"] and isinstance(acc, dict) and _object_excludes(gen, acc, readings, depth)
+
+
+def _object_excludes(gen, acc: dict, readings: Readings, depth: int) -> bool:
+    """gen generates objects only; acc (resolved) requires a name gen never generates, forbids
+    a name gen always has, or rejects the value gen gives a name both hold."""
+    wide, merged = readings.loose(gen), readings.merged(gen)
+    if _closed(wide) and _closed(merged):
+        names = set(wide["properties"]) | set(merged["properties"]) | _required(merged)
+        if _required(acc) - names:
+            return True
+    acc_props = acc.get("properties") if isinstance(acc.get("properties"), dict) else {}
+    patterns = acc.get("patternProperties") if isinstance(acc.get("patternProperties"), dict) else {}
+    held = _required(wide)
+    if acc.get("additionalProperties") is False and any(
+            name not in acc_props and not any(_may_search(p, name) for p in patterns) for name in held):
+        return True
+    gen_props = wide.get("properties") if isinstance(wide.get("properties"), dict) else {}
+    return depth < _MAX_DEPTH and any(_excludes(gen_props[name], acc_props[name], readings, depth + 1)
+                                      for name in held & set(gen_props) & set(acc_props))
+
+
+def _closed(node) -> bool:
+    """An object schema generated with its listed and required names only."""
+    return isinstance(node, dict) and isinstance(node.get("properties"), dict) and not _OPEN & set(node)
+
+
+def _required(node) -> set:
+    names = node.get("required") if isinstance(node, dict) else None
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+
+
+def _always(node: dict) -> set:
+    """Names a closed object is always generated with: required ones and those a listed name's
+    dependentRequired needs (see schema_rules.listed_name_rules)."""
+    names = _required(node)
+    for key in ("dependentRequired", "dependencies"):
+        for name, needed in (node.get(key) or {}).items():
+            if name in node["properties"] and isinstance(needed, list):
+                names |= {n for n in needed if isinstance(n, str)}
+    return names
+
+
+def _may_search(pattern, name: str) -> bool:
+    try:
+        return re.search(pattern, name) is not None
+    except (re.error, TypeError):
+        return True  # unknown: it may match
+
+
+def _kinds(node):
+    """The JSON types a schema as written accepts; None: any (keywords like `properties` or
+    `minLength` constrain one type and let every other type pass)."""
+    if node is False:
+        return []
+    if isinstance(node, dict) and "type" in node:
+        return node["type"] if isinstance(node["type"], list) else [node["type"]]
+    return None
+
+
+def _generated_kinds(node):
+    """The JSON types the rewrite of a schema generates (a subset of what it accepts)."""
+    if isinstance(node, dict) and "properties" in node:
+        return ["object"]
+    values = _values(node)
+    return _kinds(node) if values is None else sorted({_value_kind(v) for v in values})
+
+
+def _widen(kinds) -> set:
+    """Integers are numbers: either kind overlaps the other."""
+    kinds = set(kinds)
+    return kinds | ({"integer", "number"} if kinds & {"integer", "number"} else set())
+
+
+def _values(node):
+    """The only values a schema accepts (enum / const, of its `type` when it has one), None if it
+    is not so restricted."""
+    if not isinstance(node, dict) or not ("const" in node or isinstance(node.get("enum"), list)):
+        return None
+    values = [node["const"]] if "const" in node else node["enum"]
+    types = node.get("type")
+    types = [types] if isinstance(types, str) else types
+    if isinstance(types, list):
+        values = [v for v in values if any(is_type(v, t) for t in types if isinstance(t, str))]
+    return [value_key(v) for v in values]
+
+
+def _value_kind(key: tuple) -> str:
+    return {"number": "number", "str": "string", "bool": "boolean", "NoneType": "null",
+            "dict": "object", "list": "array"}[key[0]]

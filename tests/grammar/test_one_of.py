@@ -1,0 +1,90 @@
+"""oneOf: alternatives proved exclusive (or narrowed until they are) compile, and every random
+walk validates under exactly one; alternatives that may overlap are refused."""
+
+import json
+
+import jsonschema
+import pytest
+
+from radixgen.core import Constraint
+from radixgen.grammar.json_schema import schema_to_guarded_regex
+from radixgen.grammar.matcher import GrammarError
+from tests.grammar.walks import random_walk
+
+SHARED = {"src": {"type": "string", "maxLength": 4}, "handle": {"enum": ["a", "b"]}, "n": {"type": "integer"}}
+
+EXCLUSIVE = {
+    # "exactly one of": each alternative stops generating the name the other requires
+    "required_names": {"type": "object", "properties": SHARED,
+                       "oneOf": [{"required": ["src"]}, {"required": ["handle"]}]},
+    # closed objects with different required names (the second never generates "path")
+    "closed_objects": {"oneOf": [
+        {"type": "object", "properties": {"name": {"type": "string", "maxLength": 3}}, "required": ["name"],
+         "additionalProperties": False},
+        {"type": "object", "properties": {"path": {"type": "string", "maxLength": 3}, "name": {"const": "x"}},
+         "required": ["path"], "additionalProperties": False}]},
+    # a name one alternative always has is forbidden by the other
+    "forbidden_name": {"$defs": {"ref": {"type": "object", "properties": {"$ref": {"const": "#"}},
+                                         "required": ["$ref"], "additionalProperties": False}},
+                       "oneOf": [{"$ref": "#/$defs/ref"},
+                                 {"type": "object", "properties": {"$ref": {"type": "integer"}, "x": {"type": "boolean"}},
+                                  "required": ["x"]}]},
+    # a tag both require, of types that do not meet, nested one level
+    "nested_tag": {"oneOf": [
+        {"type": "object", "properties": {"meta": {"type": "object", "properties": {"v": {"type": "string"}},
+                                                   "required": ["v"]}}, "required": ["meta"]},
+        {"type": "object", "properties": {"meta": {"type": "object", "properties": {"v": {"type": "integer"}},
+                                                   "required": ["v"]}}, "required": ["meta"]}]},
+    # an enum beside oneOf is distributed: each alternative keeps only the values of its type
+    "typed_enum": {"enum": ["1", 1], "oneOf": [{"type": "string"}, {"type": "number"}]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXCLUSIVE))
+def test_exclusive_alternatives_validate_under_exactly_one(small_compiler, small_info, name):
+    schema = EXCLUSIVE[name]
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    validator = jsonschema.Draft202012Validator(schema)
+    chosen = set()
+    for seed in range(24):
+        value = json.loads(random_walk(grammar, small_info, seed)[1])
+        validator.validate(value)  # oneOf fails when two alternatives match
+        options = schema["oneOf"]
+        matches = [i for i, option in enumerate(options)
+                   if jsonschema.Draft202012Validator({**schema, "oneOf": [option]}).is_valid(value)]
+        assert len(matches) == 1, (value, matches)
+        chosen.add(matches[0])
+    assert chosen == set(range(len(schema["oneOf"]))), chosen  # narrowing keeps every alternative
+
+
+@pytest.mark.parametrize("schema", [
+    # nothing required: {} is valid under both
+    {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+               {"type": "object", "properties": {"b": {"type": "integer"}}, "additionalProperties": False}]},
+    # the first requires everything the second does: nothing to drop from it
+    {"type": "object", "properties": SHARED, "oneOf": [{"required": ["src", "handle"]}, {"required": ["handle"]}]},
+    # the names a reference's merged sibling adds are generated: "y" is not provably absent
+    {"$defs": {"A": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}},
+     "oneOf": [{"$ref": "#/$defs/A", "properties": {"y": {"type": "integer"}}, "required": ["y"]},
+               {"type": "object", "properties": {"y": {"type": "integer"}}, "required": ["y"]}]},
+])
+def test_alternatives_that_may_overlap_are_refused(schema):
+    with pytest.raises(GrammarError, match="oneOf"):
+        schema_to_guarded_regex(json.dumps(schema))
+
+
+def test_a_merged_reference_is_narrowed_with_its_sibling_names(small_compiler, small_info):
+    """2020-12: an alternative that is a $ref with properties beside it generates the merged
+    names; narrowing drops the one the other alternative requires, and keeps what it must."""
+    schema = {"$defs": {"A": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+              "oneOf": [{"$ref": "#/$defs/A", "properties": {"y": {"type": "boolean"}}, "required": ["x"]},
+                        {"type": "object", "properties": {"y": {"type": "boolean"}}, "required": ["y"]}]}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    for seed in range(16):
+        jsonschema.Draft202012Validator(schema).validate(json.loads(random_walk(grammar, small_info, seed)[1]))
+
+
+def test_an_alternatives_own_error_is_reported_first():
+    schema = {"oneOf": [{"type": "object", "properties": {"a": {"not": {}}}}, {"type": "object"}]}
+    with pytest.raises(GrammarError, match="'not'"):
+        schema_to_guarded_regex(json.dumps(schema))
