@@ -30,7 +30,7 @@ from .schema_merge import normalize, resolve_merged
 from .schema_one_of import Readings, exclusive
 from .schema_rules import (ASSERTIONS, asserts, check_counts, check_keyword_types, is_type, listed_name_rules,
                            tightest, value_key)
-from .schema_refs import MISSING, follow_pointer, pointer_parts
+from .schema_refs import MISSING, declares_draft_3_to_7, follow_pointer, pointer_parts
 from .unique_items import CANONICAL_INTEGER, canonical_string_regex
 
 MERGE_FOLLOW_BUDGET = 20_000
@@ -85,7 +85,7 @@ class SchemaRewriter:
         self.counted_nodes = 0
         self._rewrites = 0  # schema nodes rewritten, against REWRITE_BUDGET
         # drafts 3 to 7 ignore every keyword beside a $ref (2019-09 on apply them too)
-        self.draft_3_to_7 = any(f"draft-0{n}/" in str(root.get("$schema", "")) for n in (3, 4, 6, 7))
+        self.draft_3_to_7 = declares_draft_3_to_7(root)
 
     def rewrite(self, node, path: str = "$"):
         if node is True:

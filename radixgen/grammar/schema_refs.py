@@ -56,7 +56,7 @@ def hoist_deep_refs(root: Any) -> Any:
         return root
     if not isinstance(root.get("$defs", {}), dict):
         raise GrammarError("json_schema $defs must be an object")
-    _refuse_nested_bases(root, "$", at_root=True)
+    _refuse_nested_bases(root, "$", declares_draft_3_to_7(root), at_root=True)
     base = root.get("$id") if isinstance(root.get("$id"), str) else None
     names: dict[tuple, str] = {}
     pending: list[tuple[str, Any]] = []
@@ -112,16 +112,26 @@ def follow_pointer(root: Any, parts: tuple[str, ...]) -> Any:
     return node
 
 
-def _refuse_nested_bases(node: Any, path: str, at_root: bool = False) -> None:
+def declares_draft_3_to_7(root) -> bool:
+    """Whether `root` declares JSON Schema draft 3, 4, 6 or 7 in its `$schema`."""
+    return isinstance(root, dict) and any(f"draft-0{n}/" in str(root.get("$schema", "")) for n in (3, 4, 6, 7))
+
+
+def _refuse_nested_bases(node: Any, path: str, old_draft: bool, at_root: bool = False) -> None:
     """GrammarError when a subschema below the root has an $id (or draft-04 id) and a reference
-    inside it: that reference would resolve against the subschema's base, not the root."""
+    inside it: that reference would resolve against the subschema's base, not the root. Drafts
+    3-7 read an id that is only a fragment ("#/properties/x", "#name") as a name for the
+    subschema, not a base: references inside it resolve against the root."""
     if isinstance(node, list):
         for i, value in enumerate(node):
-            _refuse_nested_bases(value, f"{path}[{i}]")
+            _refuse_nested_bases(value, f"{path}[{i}]", old_draft)
         return
     if not isinstance(node, dict):
         return
-    if not at_root and any(isinstance(node.get(k), str) for k in ("$id", "id")) and _has_ref(node):
+    bases = [node[k] for k in ("$id", "id") if isinstance(node.get(k), str)]
+    if old_draft:
+        bases = [b for b in bases if not b.startswith("#")]
+    if not at_root and bases and _has_ref(node):
         raise GrammarError(f"unsupported JSON Schema keyword '$id' at {path}: references inside a "
                            "subschema with its own base URI are not supported (they would resolve "
                            "against it, not the root)")
@@ -130,9 +140,9 @@ def _refuse_nested_bases(node: Any, path: str, at_root: bool = False) -> None:
             continue
         if name in NAMED_SCHEMAS and isinstance(value, dict):
             for key, sub in value.items():
-                _refuse_nested_bases(sub, f"{path}.{name}.{key}")
+                _refuse_nested_bases(sub, f"{path}.{name}.{key}", old_draft)
         else:
-            _refuse_nested_bases(value, f"{path}.{name}")
+            _refuse_nested_bases(value, f"{path}.{name}", old_draft)
 
 
 def _has_ref(node: Any) -> bool:

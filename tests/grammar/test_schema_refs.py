@@ -4,6 +4,7 @@ $defs, they compile and outputs validate; anchors and dangling references are re
 in json_schema and in tool parameters alike (a 400, never a KeyError)."""
 
 import json
+import re
 
 import jsonschema
 import pytest
@@ -149,3 +150,17 @@ def test_schemas_whose_regex_would_explode_are_refused_before_building_it():
     with pytest.raises(GrammarError, match="too large a grammar"):
         schema_to_guarded_regex(json.dumps({"$defs": defs, "$ref": "#/$defs/L0"}))
     assert time.perf_counter() - started < 1
+
+
+def test_a_fragment_id_is_no_base_in_drafts_3_to_7():
+    """Drafts 3-7 read an id that is only a fragment as the subschema's name, so references
+    inside it resolve against the root (jsonschema agrees); from 2019-09 on every $id is a base."""
+    body = {"definitions": {"n": {"type": "integer", "minimum": 3, "maximum": 5}}, "type": "object",
+            "properties": {"a": {"$id": "#/properties/a", "type": "array", "items": {"$ref": "#/definitions/n"}}},
+            "required": ["a"]}
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", **body}
+    regex, _ = schema_to_guarded_regex(json.dumps(draft7))
+    assert re.fullmatch(regex, '{"a":[3,5]}') and not re.fullmatch(regex, '{"a":[6]}')
+    jsonschema.Draft7Validator(draft7).validate({"a": [3, 5]})
+    with pytest.raises(GrammarError, match="base URI"):
+        schema_to_guarded_regex(json.dumps(body))
