@@ -156,7 +156,7 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
             i = quantifier.end()
             continue
         piece, i = _pattern_piece(body, i, refuse)
-        depth += piece.startswith("(") - (piece == ")")
+        depth += (piece in ("(", "(?:")) - (piece == ")")
         out.append(piece)
     if min_length or max_length is not None:
         _fit_length(body, out, unbounded, min_length, max_length, refuse)
@@ -312,10 +312,14 @@ def _escape(body: str, i: int, refuse, in_class: bool) -> tuple[str, int]:
         if code < 0x20 or chr(code) in '"\\':
             raise refuse("it matches characters that JSON strings must escape")
         return f"\\x{{{code:x}}}", i + 2 + width
+    if c == "\\" and not in_class:
+        return r"\\\\", i + 2  # a backslash, which JSON text writes as \\
     if c in _CONTROL_ESCAPES and not in_class:
         raise refuse("it matches control characters that JSON strings must escape")
-    if c in _CONTROL_ESCAPES:
-        return "", i + 2  # removed from a class: the class is narrowed, never widened
+    if c in _CONTROL_ESCAPES or c == "\\":
+        # removed from a class (see _char_class: JSON-unsafe characters are taken out of every
+        # class afterwards, so a negated class does not gain it back)
+        return "", i + 2
     if c in _SAFE_PUNCT:
         return (c if c in "/,:;=<>!@#%`' _" else "\\" + c), i + 2
     raise refuse(f"escape \\{c} is not supported")
@@ -328,7 +332,7 @@ def _char_class(body: str, i: int, refuse) -> tuple[str, int]:
     if negated:
         parts.append("^")
         j += 1
-    first = True
+    first, backslash = True, False  # backslash: listed in a class that is not negated
     while j < len(body) and (body[j] != "]" or first):
         c = body[j]
         if c == "\\":
@@ -338,6 +342,9 @@ def _char_class(body: str, i: int, refuse) -> tuple[str, int]:
             piece, j = _escape(body, j, refuse, in_class=True)
             if body[j - 1] in _SHORTHAND and body.startswith("-", j) and not body.startswith("-]", j):
                 raise refuse("a range next to a shorthand class is ambiguous")
+            if not piece and (parts[-1] == "-" or body.startswith("-", j) and not body.startswith("-]", j)):
+                raise refuse("a range from or to a character JSON strings must escape is not supported")
+            backslash |= body[j - 2:j] == "\\\\" and not negated
             parts.append(piece)
         elif c == "[" or body.startswith(("&&", "--", "~~", "||"), j):
             raise refuse("nested classes and class set operations are not supported")
@@ -347,5 +354,12 @@ def _char_class(body: str, i: int, refuse) -> tuple[str, int]:
         first = False
     if j >= len(body):
         raise refuse("unterminated character class")
+    escaped = r"|\\\\" if backslash else ""  # a backslash is written as JSON's escape \\
+    if "".join(parts) in ("[", "[^"):  # only characters JSON strings must escape were listed
+        if negated:
+            return _ANY_SAFE, j + 1
+        if backslash:
+            return r"\\\\", j + 1
+        raise refuse("it matches only characters that JSON strings must escape")
     inner = "".join(parts) + "]"
-    return f"[{inner}--{_JSON_UNSAFE}]", j + 1
+    return f"(?:[{inner}--{_JSON_UNSAFE}]{escaped})" if escaped else f"[{inner}--{_JSON_UNSAFE}]", j + 1

@@ -26,7 +26,7 @@ from .matcher import GrammarError
 from .regex_leaves import (escape_literal, format_length_regex, format_regex, increasing_subsequence_regex,
                            string_pattern_regex)
 from .regex_numbers import integer_bound, number_range_regex
-from .schema_merge import normalize, resolve_merged
+from .schema_merge import implied_type, normalize, resolve_merged, typed_keywords
 from .schema_one_of import Readings, exclusive
 from .schema_rules import (ASSERTIONS, asserts, check_counts, check_keyword_types, is_type, listed_name_rules,
                            tightest, value_key)
@@ -119,9 +119,12 @@ class SchemaRewriter:
         node = _without_idle_keywords(node)
         present = [k for k in node if k in ASSERTIONS]
         branch = next((b for b in _BRANCHES if b in node), None)
+        if branch is None and present and implied_type(node):
+            node, branch = {**node, "type": implied_type(node)}, "type"  # its keywords' one type
         if branch is None:
             if present:
-                _refuse(present[0], path, "it needs a type, properties, enum, const or $ref beside it")
+                several = " (its keywords constrain values of several types)" if typed_keywords(node) else ""
+                _refuse(present[0], path, f"it needs a type, properties, enum, const or $ref beside it{several}")
             return self._with_defs(node, copy.deepcopy(ANY_VALUE), path)
         check_counts(node, path)
         handler = getattr(self, "_" + branch.lstrip("$"))

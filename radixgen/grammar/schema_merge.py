@@ -61,6 +61,21 @@ def normalize(node: dict, resolve, inlining: tuple = ()) -> tuple[dict, tuple]:
     return node, ()
 
 
+def implied_type(node: dict) -> str | None:
+    """The one type the keywords of an untyped node constrain (`additionalProperties` alone:
+    object; `pattern`: string; `minimum`: number), None when they constrain several or none.
+    Values of other types pass those keywords, so generating that type only is a valid subset."""
+    kinds = set().union(*(_APPLIES_TO[k] for k in typed_keywords(node)))
+    if kinds == {"integer", "number"}:
+        return "number"
+    return next(iter(kinds)) if len(kinds) == 1 else None
+
+
+def typed_keywords(node: dict) -> list:
+    """The keywords of `node` that apply to values of some types only."""
+    return [k for k in node if k in _APPLIES_TO]
+
+
 def resolve_merged(node, target_of, siblings_optional: bool, depth: int = 0):
     """`node` with its `$ref` chain followed (`target_of(ref)` gives a reference's schema), the
     keywords beside each `$ref` merged into its target; None when a merge is not exact or the

@@ -431,6 +431,39 @@ def test_ecma_named_groups_in_patterns(small_compiler, small_info):
     assert not accepts('"01.2"') and not accepts('"1.2-"')
 
 
+@pytest.mark.parametrize("pattern,inside,outside", [
+    ("^[^\\n]+$", ['"a]-^["', '"x y"'], ['""']),  # no line break: any other character
+    ("^[^/\\\\]+$", ['"ab"'], ['"a/b"', '"a\\\\b"']),  # no slash or backslash
+    ("^a\\\\b$", ['"a\\\\b"'], ['"ab"', '"a\\\\\\\\b"']),  # a backslash, escaped in JSON
+    ("^[a\\\\]+$", ['"a\\\\a"', '"\\\\"'], ['"b"']),  # a backslash in a class
+    ("^x[\\\\]$", ['"x\\\\"'], ['"x"']),
+])
+def test_patterns_with_characters_json_must_escape(small_compiler, small_info, pattern, inside, outside):
+    """A class that lists characters JSON strings must escape (control escapes, a backslash)
+    drops them, without widening; a backslash outside a class is written as JSON's escape."""
+    grammar = small_compiler.compile(Constraint("json_schema", {"type": "string", "pattern": pattern}))
+    byte_ids = {data[0]: i for i, data in enumerate(small_info.token_bytes) if len(data) == 1}
+
+    def accepts(text: str) -> bool:
+        matcher = grammar.matcher()
+        return all(matcher.accept_token(byte_ids[c]) for c in text.encode()) and matcher.is_accepting()
+
+    validator = jsonschema.Draft202012Validator({"type": "string", "pattern": pattern})
+    for text in inside:
+        assert accepts(text) and validator.is_valid(json.loads(text)), text
+    for text in outside:
+        assert not accepts(text), text
+    for seed in range(WALKS):
+        assert validator.is_valid(json.loads(random_walk(grammar, small_info, seed)[1]))
+
+
+@pytest.mark.parametrize("pattern,words", [("^[\\n]$", "only characters"), ("^[\\t-\\r]$", "a range"),
+                                           ("^[\\\\-a]$", "a range")])
+def test_classes_of_characters_json_must_escape_are_refused(pattern, words):
+    with pytest.raises(GrammarError, match=words):
+        schema_to_regex(json.dumps({"type": "string", "pattern": pattern}))
+
+
 def test_keyed_objects_follow_their_name_rules(small_compiler, small_info):
     """propertyNames / one patternProperties pattern on a free-form object: names follow it (a
     pattern open at its end takes any rest), values follow the value schema."""
