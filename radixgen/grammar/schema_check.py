@@ -28,8 +28,8 @@ from .regex_leaves import (escape_literal, format_length_regex, format_regex, in
 from .regex_numbers import integer_bound, number_range_regex
 from .schema_merge import implied_type, normalize, resolve_merged, typed_keywords
 from .schema_one_of import Readings, exclusive
-from .schema_rules import (ASSERTIONS, asserts, check_counts, check_keyword_types, is_type, listed_name_rules,
-                           tightest, value_key)
+from .schema_rules import (ASSERTIONS, asserts, check_counts, check_keyword_types, forbidden_names_dropped, is_type,
+                           listed_name_rules, tightest, value_key)
 from .schema_refs import MISSING, declares_draft_3_to_7, follow_pointer, pointer_parts
 from .unique_items import CANONICAL_INTEGER, canonical_string_regex
 
@@ -116,7 +116,7 @@ class SchemaRewriter:
         node, inlined = normalize(node, self._resolved, tuple(self._inlining))
         if node is not written:
             check_keyword_types(node, path)  # merged members were not checked
-        node = _without_idle_keywords(node)
+        node = forbidden_names_dropped(_without_idle_keywords(node), path)
         present = [k for k in node if k in ASSERTIONS]
         branch = next((b for b in _BRANCHES if b in node), None)
         if branch is None and present and implied_type(node):

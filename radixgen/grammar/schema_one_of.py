@@ -28,10 +28,10 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from .schema_rules import is_type, value_key
+from .schema_rules import always_generated, is_type, value_key
 
 _MAX_DEPTH = 8  # nested properties followed when comparing tags
-_OPEN = frozenset(("allOf", "anyOf", "oneOf", "$ref", "not", "if", "then", "else", "dependentSchemas",
+_OPEN = frozenset(("allOf", "anyOf", "oneOf", "$ref", "if", "then", "else", "dependentSchemas",
                    "unevaluatedProperties"))  # keywords that may add generated names
 
 
@@ -57,7 +57,7 @@ def exclusive(options: list, readings: Readings) -> list | None:
         if not _closed(gen) or (readings.fallback and gen != readings.widest(options[i])):
             return None  # it may be generated from another reading: not narrowed
         others = set().union(*(_required(readings.loose(options[j])) for k, j in pairs if k == i))
-        drop = (others - _always(gen)) & set(gen["properties"])
+        drop = (others - always_generated(gen)) & set(gen["properties"])
         if not drop:
             return None
         narrowed[i] = {**gen, "properties": {k: v for k, v in gen["properties"].items() if k not in drop}}
@@ -102,6 +102,9 @@ def _object_excludes(gen, acc: dict, readings: Readings, depth: int) -> bool:
     acc_props = acc.get("properties") if isinstance(acc.get("properties"), dict) else {}
     patterns = acc.get("patternProperties") if isinstance(acc.get("patternProperties"), dict) else {}
     held = _required(wide)
+    negated = acc.get("not")
+    if isinstance(negated, dict) and set(negated) == {"required"} and _required(negated) <= held:
+        return True  # acc forbids a combination of names gen always has
     if acc.get("additionalProperties") is False and any(
             name not in acc_props and not any(_may_search(p, name) for p in patterns) for name in held):
         return True
@@ -118,17 +121,6 @@ def _closed(node) -> bool:
 def _required(node) -> set:
     names = node.get("required") if isinstance(node, dict) else None
     return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
-
-
-def _always(node: dict) -> set:
-    """Names a closed object is always generated with: required ones and those a listed name's
-    dependentRequired needs (see schema_rules.listed_name_rules)."""
-    names = _required(node)
-    for key in ("dependentRequired", "dependencies"):
-        for name, needed in (node.get(key) or {}).items():
-            if name in node["properties"] and isinstance(needed, list):
-                names |= {n for n in needed if isinstance(n, str)}
-    return names
 
 
 def _may_search(pattern, name: str) -> bool:

@@ -126,6 +126,41 @@ def asserts(node: dict, besides: tuple = ()) -> bool:
     return any(k in ASSERTIONS and k not in besides for k in node)
 
 
+def always_generated(node: dict) -> set:
+    """Names an object with `properties` is always generated with: the required ones and those a
+    listed name's dependentRequired needs (see listed_name_rules)."""
+    names = {n for n in node.get("required", []) if isinstance(n, str)} if isinstance(node.get("required"), list) else set()
+    for key in ("dependentRequired", "dependencies"):
+        for name, needed in (node.get(key) or {}).items():
+            if name in node.get("properties", {}) and isinstance(needed, list):
+                names |= {n for n in needed if isinstance(n, str)}
+    return names
+
+
+def forbidden_names_dropped(node: dict, path: str) -> dict:
+    """`node` without its `not`, when that only forbids combinations of names: `not: {required:
+    [a, b]}` (a and b not both present; other keywords beside `required` only make the negated
+    schema harder to meet), or `not: {anyOf: [...]}` of such. One name of each combination that
+    is not always generated leaves `properties` (only listed names are generated), so it is never
+    present and the negated schema never holds. Other `not`s are left for the rewriter to refuse."""
+    inner = node.get("not")
+    options = inner.get("anyOf") if isinstance(inner, dict) and set(inner) == {"anyOf"} else [inner]
+    combos = [o.get("required") for o in options if isinstance(o, dict)] if isinstance(options, list) else []
+    if not (combos and len(combos) == len(options) and isinstance(node.get("properties"), dict)
+            and all(isinstance(c, list) and c and all(isinstance(n, str) for n in c) for c in combos)):
+        return node
+    keep, drop = always_generated(node), set()
+    for names in combos:
+        if not set(names) & drop:
+            free = [n for n in names if n not in keep]
+            if not free:
+                raise GrammarError(f"unsupported JSON Schema keyword 'not' at {path}: it forbids {names}, "
+                                   "which are always generated here (nothing would be valid)")
+            drop.add(free[0])
+    props = {k: v for k, v in node["properties"].items() if k not in drop}
+    return {**{k: v for k, v in node.items() if k != "not"}, "properties": props}
+
+
 def _asserts_nothing(schema) -> bool:
     return schema is True or (isinstance(schema, dict) and not asserts(schema))
 

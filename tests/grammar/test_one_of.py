@@ -88,3 +88,37 @@ def test_an_alternatives_own_error_is_reported_first():
     schema = {"oneOf": [{"type": "object", "properties": {"a": {"not": {}}}}, {"type": "object"}]}
     with pytest.raises(GrammarError, match="'not'"):
         schema_to_guarded_regex(json.dumps(schema))
+
+
+PROPS = {"a": {"type": "integer"}, "b": {"type": "boolean"}, "c": {"enum": ["x", "y"]}}
+
+
+@pytest.mark.parametrize("schema,absent", [
+    ({"type": "object", "properties": PROPS, "required": ["a"], "not": {"required": ["a", "b"]}}, {"b"}),
+    ({"type": "object", "properties": PROPS, "not": {"anyOf": [{"required": ["a"]}, {"required": ["c"]}]}}, {"a", "c"}),
+    # the negated schema's other keywords only make it harder to meet
+    ({"type": "object", "properties": PROPS, "not": {"properties": {"b": {"const": True}}, "required": ["b"]}}, {"b"}),
+    # mutually exclusive names, as oneOf alternatives (ansible's import_playbook spelling)
+    ({"type": "object", "properties": PROPS, "oneOf": [{"required": ["a"], "not": {"required": ["b"]}},
+                                                       {"required": ["b"], "not": {"required": ["a"]}}]}, set()),
+])
+def test_not_forbidding_names(small_compiler, small_info, schema, absent):
+    """`not: {required: [...]}` forbids a combination of names: one of them is never generated."""
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    validator = jsonschema.Draft202012Validator(schema)
+    seen = set()
+    for seed in range(24):
+        value = json.loads(random_walk(grammar, small_info, seed)[1])
+        validator.validate(value)
+        seen |= set(value)
+    assert not seen & absent and seen | absent == set(PROPS), seen
+
+
+@pytest.mark.parametrize("schema,words", [
+    ({"type": "object", "properties": PROPS, "required": ["a"], "not": {"required": ["a"]}}, "always generated"),
+    ({"type": "object", "properties": PROPS, "not": {"type": "object"}}, "'not'"),
+    ({"type": "string", "not": {"const": "x"}}, "'not'"),
+])
+def test_other_nots_are_refused(schema, words):
+    with pytest.raises(GrammarError, match=words):
+        schema_to_guarded_regex(json.dumps(schema))
