@@ -30,7 +30,7 @@ from .schema_merge import implied_type, normalize, resolve_merged, typed_keyword
 from .schema_one_of import Readings, exclusive
 from .schema_rules import (ASSERTIONS, asserts, check_counts, check_keyword_types, forbidden_names_dropped, is_type,
                            listed_name_rules, tightest, value_key)
-from .schema_refs import MISSING, declares_draft_3_to_7, follow_pointer, pointer_parts
+from .schema_refs import MISSING, declared_draft, follow_pointer, names_draft_unambiguously, pointer_parts
 from .unique_items import CANONICAL_INTEGER, canonical_string_regex
 
 MERGE_FOLLOW_BUDGET = 20_000
@@ -84,8 +84,15 @@ class SchemaRewriter:
         self.counted_arrays: dict[str, tuple] = {}
         self.counted_nodes = 0
         self._rewrites = 0  # schema nodes rewritten, against REWRITE_BUDGET
-        # drafts 3 to 7 ignore every keyword beside a $ref (2019-09 on apply them too)
-        self.draft_3_to_7 = declares_draft_3_to_7(root)
+        draft = declared_draft(root)
+        if draft == 3:
+            raise GrammarError("JSON Schema draft 3 is not supported (its extends, disallow, divisibleBy "
+                               "and boolean required would be ignored)")
+        self.draft_3_to_7 = draft is not None  # an items array is a tuple; keywords beside a $ref
+        # are ignored by the draft, applied by validators reading the $schema as 2020-12: where
+        # they cannot be enforced, the draft's reading is taken only when its URI is unambiguous
+        self.ref_fallback = self.draft_3_to_7 and names_draft_unambiguously(root)
+        self.const_ignored = draft == 4  # draft 4 validators do not know `const`
 
     def rewrite(self, node, path: str = "$"):
         if node is True:
@@ -101,7 +108,7 @@ class SchemaRewriter:
             tuple_form = {"prefixItems": node["items"], **({"items": node["additionalItems"]}
                                                            if "additionalItems" in node else {})}
             node = {**{k: v for k, v in node.items() if k not in ("items", "additionalItems")}, **tuple_form}
-        if self.draft_3_to_7 and "$ref" in node and asserts(node, ("$ref",)):
+        if self.ref_fallback and "$ref" in node and asserts(node, ("$ref",)):
             # drafts 3-7 ignore the keywords beside a $ref; a validator that does not know the
             # $schema URI (jsonschema reads https://json-schema.org/draft-07/schema as 2020-12)
             # applies them. Output valid under both readings where they can be enforced:
@@ -113,7 +120,7 @@ class SchemaRewriter:
     def _rewrite_node(self, node: dict, path: str) -> dict:
         check_keyword_types(node, path)
         written = node
-        node, inlined = normalize(node, self._resolved, tuple(self._inlining))
+        node, inlined = normalize(node, self._resolved, tuple(self._inlining), self._one_of_option)
         if node is not written:
             check_keyword_types(node, path)  # merged members were not checked
         node = forbidden_names_dropped(_without_idle_keywords(node), path)
@@ -203,7 +210,8 @@ class SchemaRewriter:
 
     def _oneOf(self, node: dict, path: str) -> dict:
         options = _options(node, path, "oneOf")
-        narrowed = exclusive(options, Readings(self._resolved, self._resolve_chain, self.draft_3_to_7))
+        narrowed = exclusive(options, Readings(self._resolved, self._resolve_chain, self.draft_3_to_7,
+                                               self.const_ignored))
         if narrowed is None:
             self._options(options, f"{path}.oneOf")  # an alternative's own error comes first
             _refuse("oneOf", path, "its alternatives may overlap (radixgen enforces oneOf only when "
@@ -463,7 +471,7 @@ class SchemaRewriter:
         pydantic's set[Literal[...]] or set[SomeEnum]): each value at most once, in the set's
         order, which is a regular language. Free strings and integers go to `_unique_guarded`."""
         items = node.get("items", True)
-        if self.draft_3_to_7 and isinstance(items, dict) and "$ref" in items:  # as in rewrite: both
+        if self.ref_fallback and isinstance(items, dict) and "$ref" in items:  # as in rewrite: both
             return self._first_enforceable(lambda: self._unique_items_of(self._resolved(items), node, path),
                                            lambda: self._unique_items_of(self._resolve_chain(items), node, path))
         return self._unique_items_of(self._resolved(items), node, path)
@@ -536,7 +544,7 @@ class SchemaRewriter:
     def _resolved(self, node):
         """`node` with its `$ref` chain followed, keywords beside each `$ref` merged into the
         target (2020-12; drafts 3-7 ignore them); None when they cannot be merged exactly."""
-        return resolve_merged(node, self._merge_target, self.draft_3_to_7)
+        return resolve_merged(node, self._merge_target, self.ref_fallback)
 
     def _merge_target(self, ref: str):
         """The schema at `ref`, for schema_merge, which follows references every time it merges
@@ -547,6 +555,16 @@ class SchemaRewriter:
             raise GrammarError("json_schema expands to too large a grammar (its merges follow "
                                f"references more than {MERGE_FOLLOW_BUDGET} times)")
         return self._resolve(ref, "$")
+
+    def _one_of_option(self, option):
+        """A oneOf option as distributing keywords beside the oneOf merges it (schema_merge).
+        Drafts 3-7 read it as its $ref chain alone, so it is generated from that (oneOf's
+        exclusion then holds under that reading); under an ambiguous draft URI an option whose
+        chain has keywords beside a $ref is not distributed (None)."""
+        if not self.draft_3_to_7:
+            return self._resolved(option)
+        alone = self._resolve_chain(option)
+        return alone if self.ref_fallback or self._resolved(option) == alone else None
 
     def _resolve_chain(self, node):
         for _ in range(32):

@@ -33,10 +33,11 @@ _TYPES = {"string", "integer", "number", "boolean", "null", "array", "object"}
 _NOT_MERGED = ("$defs", "definitions", "$schema", "$id")
 
 
-def normalize(node: dict, resolve, inlining: tuple = ()) -> tuple[dict, tuple]:
+def normalize(node: dict, resolve, inlining: tuple = (), one_of_option=None) -> tuple[dict, tuple]:
     """`node` with the rewrites above applied (a new dict when anything changed), and the `$ref`s
     it inlined. `resolve` follows a `$ref` chain; `inlining`: references being inlined further
-    up, not inlined again (a schema can contain its own reference: that would never end)."""
+    up, not inlined again (a schema can contain its own reference: that would never end);
+    `one_of_option` resolves a oneOf option to distribute into (default `resolve`; None: not)."""
     node = _drop_inapplicable(node)
     members = list(node["allOf"]) if isinstance(node.get("allOf"), list) else []
     if "$ref" in node and asserts(node, ("$ref", "allOf")):
@@ -54,7 +55,8 @@ def normalize(node: dict, resolve, inlining: tuple = ()) -> tuple[dict, tuple]:
             if set(inlined) & set(inlining):
                 return node, ()
             base = {k: v for k, v in node.items() if k != key and k not in _NOT_MERGED}
-            options = [merge(base, resolve(option), resolve) for option in node[key]]
+            option_of = one_of_option if key == "oneOf" and one_of_option else resolve
+            options = [merge(base, option_of(option), resolve) for option in node[key]]
             options = [o for o in options if o is not _EMPTY]
             if options and None not in options:
                 return {key: options, **_kept(node)}, inlined
@@ -161,7 +163,8 @@ def _merge_objects(a: dict, b: dict, out: dict, resolve, depth: int):
                 return None
             if props[name] is _EMPTY:  # no value fits: the property can only be absent
                 if name in out.get("required", []):
-                    return _EMPTY
+                    # nothing valid, unless the merged schema lets other types than objects pass
+                    return _EMPTY if _types(out.get("type", [])) == {"object"} else None
                 del props[name]
         for side, others in ((a, set(props_b) - set(props_a)), (b, set(props_a) - set(props_b))):
             extra = side.get("additionalProperties", True)

@@ -40,6 +40,7 @@ class Readings:
     merged: Callable  # node -> the schema it is generated from (None: not one schema)
     widest: Callable  # node -> its $ref chain followed, the keywords beside each dropped
     fallback: bool  # drafts 3-7: a node may also be generated from `widest` (see schema_check)
+    const_ignored: bool = False  # draft 4: validators do not know `const` (it narrows output only)
 
     def loose(self, node):
         """The reading with the fewest assertions a node may be generated from or read by a
@@ -78,12 +79,12 @@ def _excludes(gen, acc, readings: Readings, depth: int = 0) -> bool:
     gen_kinds, acc_kinds = _generated_kinds(wide), _kinds(acc)
     if gen_kinds is not None and acc_kinds is not None and not (_widen(gen_kinds) & _widen(acc_kinds)):
         return True
-    acc_values = _values(acc)  # acc accepts those values at most, whatever else it says
+    acc_values = _values(acc, readings.const_ignored)  # acc accepts those values at most
     if (gen_kinds is not None and acc_values is not None
             and not {_value_kind(v) for v in acc_values} & _widen(gen_kinds)):
         return True
     values = None if isinstance(wide, dict) and "properties" in wide else _values(wide)
-    if values is not None:
+    if values is not None:  # (what gen generates: a const narrows output under every draft)
         if acc_values is not None and not set(values) & set(acc_values):
             return True
         if acc_kinds is not None and not {_value_kind(v) for v in values} & _widen(acc_kinds):
@@ -95,7 +96,9 @@ def _object_excludes(gen, acc: dict, readings: Readings, depth: int) -> bool:
     """gen generates objects only; acc (resolved) requires a name gen never generates, forbids
     a name gen always has, or rejects the value gen gives a name both hold."""
     wide, merged = readings.loose(gen), readings.merged(gen)
-    if _closed(wide) and _closed(merged):
+    # the names it may generate: under drafts 3-7 a $ref chain may be generated from any mix of
+    # merged and dropped siblings, so only a chain without any counts
+    if _closed(wide) and _closed(merged) and (not readings.fallback or merged == readings.widest(gen)):
         names = set(wide["properties"]) | set(merged["properties"]) | _required(merged)
         if _required(acc) - names:
             return True
@@ -115,7 +118,8 @@ def _object_excludes(gen, acc: dict, readings: Readings, depth: int) -> bool:
 
 def _closed(node) -> bool:
     """An object schema generated with its listed and required names only."""
-    return isinstance(node, dict) and isinstance(node.get("properties"), dict) and not _OPEN & set(node)
+    return (isinstance(node, dict) and isinstance(node.get("properties"), dict) and not _OPEN & set(node)
+            and _generated_kinds(node) == ["object"])
 
 
 def _required(node) -> set:
@@ -141,11 +145,19 @@ def _kinds(node):
 
 
 def _generated_kinds(node):
-    """The JSON types the rewrite of a schema generates (a subset of what it accepts)."""
-    if isinstance(node, dict) and "properties" in node:
-        return ["object"]
+    """The JSON types the rewrite of a schema generates (a subset of what it accepts); None:
+    not known. `properties` alone generates objects; beside a `type` without object it is
+    dropped, and beside a combination the combination decides."""
     values = _values(node)
-    return _kinds(node) if values is None else sorted({_value_kind(v) for v in values})
+    if values is not None:
+        return sorted({_value_kind(v) for v in values})
+    kinds = _kinds(node)
+    if isinstance(node, dict) and "properties" in node:
+        if {"anyOf", "oneOf", "allOf", "$ref"} & set(node):
+            return None
+        if kinds is None or "object" in kinds:
+            return ["object"]
+    return kinds
 
 
 def _widen(kinds) -> set:
@@ -154,12 +166,13 @@ def _widen(kinds) -> set:
     return kinds | ({"integer", "number"} if kinds & {"integer", "number"} else set())
 
 
-def _values(node):
+def _values(node, const_ignored: bool = False):
     """The only values a schema accepts (enum / const, of its `type` when it has one), None if it
     is not so restricted."""
-    if not isinstance(node, dict) or not ("const" in node or isinstance(node.get("enum"), list)):
+    has_const = "const" in node and not const_ignored if isinstance(node, dict) else False
+    if not isinstance(node, dict) or not (has_const or isinstance(node.get("enum"), list)):
         return None
-    values = [node["const"]] if "const" in node else node["enum"]
+    values = [node["const"]] if has_const else node["enum"]
     types = node.get("type")
     types = [types] if isinstance(types, str) else types
     if isinstance(types, list):

@@ -112,9 +112,23 @@ def follow_pointer(root: Any, parts: tuple[str, ...]) -> Any:
     return node
 
 
+def declared_draft(root) -> int | None:
+    """The JSON Schema draft 3, 4, 6 or 7 `root` declares in its `$schema`, else None."""
+    uri = str(root.get("$schema", "")) if isinstance(root, dict) else ""
+    return next((n for n in (3, 4, 6, 7) if f"draft-0{n}/" in uri), None)
+
+
 def declares_draft_3_to_7(root) -> bool:
-    """Whether `root` declares JSON Schema draft 3, 4, 6 or 7 in its `$schema`."""
-    return isinstance(root, dict) and any(f"draft-0{n}/" in str(root.get("$schema", "")) for n in (3, 4, 6, 7))
+    return declared_draft(root) is not None
+
+
+def names_draft_unambiguously(root) -> bool:
+    """Whether `root`'s `$schema` is a draft 3-7 URI every validator knows (jsonschema reads any
+    other, e.g. https://json-schema.org/draft-07/schema, as 2020-12)."""
+    return isinstance(root, dict) and _DRAFT_URI.fullmatch(str(root.get("$schema", ""))) is not None
+
+
+_DRAFT_URI = re.compile(r"http://json-schema\.org/draft-0[3467]/schema#?")
 
 
 def _refuse_nested_bases(node: Any, path: str, old_draft: bool, at_root: bool = False) -> None:

@@ -48,10 +48,30 @@ def check_counts(node: dict, path: str) -> None:
 
 
 def value_key(value) -> tuple:
-    """Equal under JSON Schema equality: 1 and 1.0 are the same value, true is not 1."""
+    """Equal under JSON Schema equality: 1 and 1.0 are the same value (inside arrays and objects
+    too), true is not 1."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return ("number", float(value))
-    return (type(value).__name__, json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value)
+        return ("number", _number_key(value))
+    if isinstance(value, (dict, list)):
+        return (type(value).__name__, json.dumps(_numbers_as_floats(value), sort_keys=True))
+    return (type(value).__name__, value)
+
+
+def _number_key(value):
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond floats: itself
+        return value
+
+
+def _numbers_as_floats(value):
+    if isinstance(value, dict):
+        return {k: _numbers_as_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers_as_floats(v) for v in value]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _number_key(value)
+    return value
 
 
 def tightest(bounds: dict, incl: str, excl: str, pick, integer: bool):

@@ -2,6 +2,7 @@
 walk validates under exactly one; alternatives that may overlap are refused."""
 
 import json
+import re
 
 import jsonschema
 import pytest
@@ -122,3 +123,56 @@ def test_not_forbidding_names(small_compiler, small_info, schema, absent):
 def test_other_nots_are_refused(schema, words):
     with pytest.raises(GrammarError, match=words):
         schema_to_guarded_regex(json.dumps(schema))
+
+
+D7 = "http://json-schema.org/draft-07/schema#"
+
+
+@pytest.mark.parametrize("schema,text", [
+    # `properties` beside a type without object is dropped: that alternative generates strings
+    ({"properties": {"a": {"type": "integer"}}, "oneOf": [{"required": ["a"]}, {"type": "string"}]}, '"s"'),
+    ({"oneOf": [{"type": "string", "properties": {"t": {"const": 1}}, "required": ["t"]},
+                {"properties": {"t": {"const": 2}}, "required": ["t"]}]}, '"foo"'),
+    # draft 7 reads a oneOf option as its $ref alone, whatever is distributed into it
+    ({"$schema": D7, "definitions": {"A": {"type": "object", "properties": {"x": {"type": "integer"},
+                                                                           "y": {"type": "integer"}}}},
+      "type": "object", "oneOf": [{"$ref": "#/definitions/A", "additionalProperties": False},
+                                  {"type": "object", "properties": {"z": {"type": "integer"}}, "required": ["z"]}]},
+     '{"z":1}'),
+    # a chain whose middle sibling adds a name the merged reading lost
+    ({"$schema": D7, "definitions": {
+        "C": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+        "B": {"$ref": "#/definitions/C", "properties": {"x": {"type": "string"}}}},
+      "oneOf": [{"$ref": "#/definitions/B", "properties": {"x": {"type": "integer"}}, "minProperties": 3},
+                {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}]}, '{"x":"s","a":1}'),
+    # an untyped property whose merge has no object left still takes every other type
+    ({"$defs": {"X": {"type": "object", "properties": {"p": {"properties": {"a": {"type": "string"}},
+                                                           "required": ["a"]}}, "additionalProperties": False}},
+      "oneOf": [{"$ref": "#/$defs/X", "properties": {"p": {"properties": {"a": {"type": "integer"}}}}},
+                {"type": "object", "properties": {"p": {"type": "integer"}}, "required": ["p"]}]}, '{"p":5}'),
+    ({"properties": {"a": {"type": "string"}}, "oneOf": [{"type": "string"},
+                                                          {"properties": {"a": {"type": "integer"}}, "required": ["a"]}]},
+     '"x"'),
+    # 1 and 1.0 are equal inside containers too
+    ({"oneOf": [{"const": {"a": 1}}, {"const": {"a": 1.0}}]}, '{"a":1}'),
+    # draft 4 validators do not know const: both alternatives accept everything
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "oneOf": [{"const": 1}, {"const": 2}]}, "1"),
+    # jsonschema reads this URI as 2020-12: the sibling pattern applies, and cannot be enforced
+    ({"$schema": "https://json-schema.org/draft-07/schema", "definitions": {"s": {"type": "string", "maxLength": 3}},
+      "$ref": "#/definitions/s", "pattern": "a(?=b)"}, '"zz"'),
+])
+def test_no_text_valid_under_none_or_several_is_accepted(schema, text):
+    """Found in review: each schema is refused, or its regex rejects the text jsonschema rejects."""
+    validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    assert not validator(schema).is_valid(json.loads(text))
+    try:
+        regex, guards = schema_to_guarded_regex(json.dumps(schema))
+    except GrammarError:
+        return
+    assert not guards and re.fullmatch(regex, text) is None
+
+
+def test_draft_3_is_refused():
+    with pytest.raises(GrammarError, match="draft 3"):
+        schema_to_guarded_regex(json.dumps({"$schema": "http://json-schema.org/draft-03/schema#", "type": "integer",
+                                            "extends": {"minimum": 5}}))
