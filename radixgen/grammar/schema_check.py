@@ -34,6 +34,9 @@ from .schema_refs import MISSING, declared_draft, follow_pointer, names_draft_un
 from .unique_items import CANONICAL_INTEGER, canonical_string_regex
 
 MERGE_FOLLOW_BUDGET = 20_000
+# uniqueItems over a finite set: distinct values x their characters at most (the automaton of
+# its increasing-subsequence regex builds in ~2 s per 100,000; 865 values took over 25 minutes)
+UNIQUE_SET_BUDGET = 300_000
 # schema nodes one rewrite visits at most: a draft 3-7 `$ref` with keywords beside it is rewritten
 # twice when the first reading cannot be enforced, which nested could take exponential work
 REWRITE_BUDGET = 100_000
@@ -495,8 +498,13 @@ class SchemaRewriter:
         if least > 1 or most < len(distinct):
             _refuse("uniqueItems", path, "with uniqueItems, only minItems 0 or 1 and no maxItems "
                     "below the number of distinct values are supported")
+        literals = [_json_literal(v) for v in distinct]
+        if len(literals) * sum(map(len, literals)) > UNIQUE_SET_BUDGET:
+            _refuse("uniqueItems", path, f"a set of {len(literals)} distinct values is too large to enforce "
+                    f"(values x their characters must stay within {UNIQUE_SET_BUDGET:,}: its automaton "
+                    "takes seconds to build per 100,000)")
         ws = self.whitespace
-        body = increasing_subsequence_regex([_json_literal(v) for v in distinct], f"{ws},{ws}", nonempty=least == 1)
+        body = increasing_subsequence_regex(literals, f"{ws},{ws}", nonempty=least == 1)
         placeholder = self._placeholder(rf"\[{ws}{body}{ws}\]", quoted=False)
         self.literal_arrays[f'"{placeholder["const"]}"'] = [distinct]
         return placeholder

@@ -1,6 +1,9 @@
 """Budgets checked before outlines-core builds a token index: a regex whose index would be too
 large is refused (a 400 at the HTTP check) instead of taking minutes and gigabytes."""
 
+import json
+import time
+
 import pytest
 
 from radixgen.core import Constraint
@@ -81,3 +84,19 @@ def test_cache_keeps_within_its_entry_budget(smol_info, monkeypatch):
         compiler.compile(constraint)
     assert compiler.cached(second) and compiler.cached(small)
     assert not compiler.cached(first)  # 2 + 2 wide states > 3: the older one went
+
+
+def test_a_large_unique_set_is_refused_quickly():
+    """uniqueItems over 865 values (GitHub's starter-workflow categories) built an automaton for
+    over 25 minutes: it is refused by its size instead."""
+    from radixgen.grammar.json_schema import schema_to_guarded_regex
+    from radixgen.grammar.schema_check import UNIQUE_SET_BUDGET
+
+    values = [f"language {i:03d}" for i in range(865)]  # 14 characters with their quotes
+    schema = {"type": "array", "uniqueItems": True, "items": {"enum": values}}
+    start = time.perf_counter()
+    with pytest.raises(GrammarError, match="too large to enforce"):
+        schema_to_guarded_regex(json.dumps(schema))
+    assert time.perf_counter() - start < 2
+    fits = int((UNIQUE_SET_BUDGET / 14) ** 0.5)
+    schema_to_guarded_regex(json.dumps({**schema, "items": {"enum": values[:fits]}}))
