@@ -26,6 +26,7 @@ from .matcher import GrammarError
 from .regex_leaves import (escape_literal, format_length_regex, format_regex, increasing_subsequence_regex,
                            string_pattern_regex)
 from .regex_numbers import integer_bound, number_range_regex
+from .schema_conditionals import expand_conditionals
 from .schema_merge import implied_type, normalize, resolve_merged, typed_keywords
 from .schema_one_of import Readings, exclusive
 from .schema_rules import (ASSERTIONS, asserts, check_counts, check_keyword_types, forbidden_names_dropped, is_type,
@@ -122,6 +123,7 @@ class SchemaRewriter:
 
     def _rewrite_node(self, node: dict, path: str) -> dict:
         check_keyword_types(node, path)
+        node = expand_conditionals(node, self._resolved)
         written = node
         node, inlined = normalize(node, self._resolved, tuple(self._inlining), self._one_of_option)
         if node is not written:

@@ -224,4 +224,5 @@ def _same(x, y) -> bool:
 
 
 _EMPTY = object()  # a merge nothing satisfies
+EMPTY = _EMPTY
 _MAX_DEPTH = 32  # $ref chains and nested property merges followed at most
