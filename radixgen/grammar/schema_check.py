@@ -32,7 +32,7 @@ from .schema_one_of import Readings, exclusive
 from .schema_rules import (ASSERTIONS, asserts, check_counts, check_keyword_types, forbidden_names_dropped, is_type,
                            listed_name_rules, tightest, value_key)
 from .schema_refs import MISSING, declared_draft, follow_pointer, names_draft_unambiguously, pointer_parts
-from .unique_items import CANONICAL_INTEGER, canonical_string_regex
+from .unique_items import CANONICAL_INTEGER, canonical_string_regex, grows_wherever_it_closes
 
 MERGE_FOLLOW_BUDGET = 20_000
 # uniqueItems over a finite set: distinct values x their characters at most (the automaton of
@@ -488,6 +488,9 @@ class SchemaRewriter:
             return self._unique_guarded(node, "string", canonical_string_regex(new.get("minLength", 0)))
         if kind == "integer" and set(new) == {"type"}:
             return self._unique_guarded(node, "integer", CANONICAL_INTEGER)
+        item = self._pattern_string(items, new)
+        if item is not None and grows_wherever_it_closes(item):  # a pattern or format, spelt one way
+            return self._unique_guarded(node, "string", item)
         values = {"boolean": [True, False], "null": [None]}.get(kind) if isinstance(kind, str) else None
         values = new.get("enum", values) if new else None
         if values is None:
@@ -510,6 +513,16 @@ class SchemaRewriter:
         placeholder = self._placeholder(rf"\[{ws}{body}{ws}\]", quoted=False)
         self.literal_arrays[f'"{placeholder["const"]}"'] = [distinct]
         return placeholder
+
+    def _pattern_string(self, items, new: dict) -> str | None:
+        """The item regex (quotes included) of a string item the rewrite made a placeholder for
+        (a pattern or format: each value spelt one way), else None."""
+        key = f'"{new.get("const")}"' if isinstance(new, dict) and set(new) == {"const"} else None
+        if not (isinstance(items, dict) and items.get("type") == "string" and key in self.placeholders) \
+                or key in self.length_strings:
+            return None
+        regex = self.placeholders[key]
+        return regex if regex.startswith('"') else None
 
     def _unique_guarded(self, node: dict, kind: str, item: str) -> dict:
         """uniqueItems over free strings or unbounded integers (pydantic's set[str], set[int]):

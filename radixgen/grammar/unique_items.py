@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 
 import numpy as np
+from outlines_core import Index, Vocabulary
 
 from .guard_tables import LITERAL, length_tables, tokens_with, vocab_tables
 from .tokenizer_info import TokenizerInfo
@@ -41,6 +42,24 @@ def canonical_string_regex(min_length: int = 0) -> str:
     """A JSON string of at least `min_length` characters, each value spelt one way."""
     return f'"{_CANONICAL_CHAR}{{{min_length},}}"' if min_length else f'"{_CANONICAL_CHAR}*"'
 
+def grows_wherever_it_closes(item_regex: str) -> bool:
+    """Whether a string item regex (quotes included) can take another character wherever it can
+    close: then banning an earlier item's closing quote never leaves a dead end, and the items
+    are infinitely many (patterns like `^[a-z0-9-]+$`; not `^[a-z]{2}$` or a date)."""
+    index = Index(item_regex, _BYTES)
+    finals = set(index.get_final_states())
+    moves = {state: {b: nxt for b, nxt in out.items() if b < 256} for state, out in index.get_transitions().items()}
+    live, grew = set(finals), True
+    while grew:
+        before = len(live)
+        live |= {state for state, out in moves.items() if live & set(out.values())}
+        grew = len(live) > before
+    quote = ord('"')
+    return all(any(b != quote and nxt in live for b, nxt in out.items())
+               for out in moves.values() if out.get(quote) in finals)
+
+
+_BYTES = Vocabulary(256, {bytes([b]): [b] for b in range(256)})
 _STRUCTURE = frozenset(b'{}[],"') | LITERAL
 _OBJECT, _ARRAY = 0, 1
 # container phases: expecting a key (object) or an item (array), after a key, after a value

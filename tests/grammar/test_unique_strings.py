@@ -53,22 +53,28 @@ SET_OF_INTEGERS = {"type": "array", "items": {"type": "integer"}, "uniqueItems":
 INTEGER_PIECES = ["0", "1", "2", "10", "-", "-1", ",", "[", "]", "1,", "0,", ",0", "1,1", "0]", "2]", "[0,0"]
 
 
+# strings of a pattern that can grow wherever it can close (each value spelt one way)
+SET_OF_PATTERNED = {"type": "array", "items": {"type": "string", "pattern": "^[ab]+$"}, "uniqueItems": True,
+                    "maxItems": 3}
+PATTERN_PIECES = ['"', "a", "b", ",", "[", "]", '"a"', 'a"', "ab", '","', 'b",', '"]']
+
+
 @pytest.mark.parametrize("schema,pieces,expected", [
     (SET_OF_STRINGS, PIECES, ['["a","b"]', '["","a"]', '["\\"","a"]']),
     (SET_OF_INTEGERS, INTEGER_PIECES, ["[0,1,2]", "[10,-1]", "[1,0]", "[-10,10]"]),
-], ids=["strings", "integers"])
+    (SET_OF_PATTERNED, PATTERN_PIECES, ['["a","b"]', '["ab","a"]', '["b","a"]']),
+], ids=["strings", "integers", "patterned"])
 def test_toy_masks_match_acceptance_and_outputs_are_unique_sets(schema, pieces, expected):
     info = toy_info([b""] + [p.encode() for p in pieces])
     grammar = GrammarCompiler(info).compile(Constraint("json_schema", schema))
-    pattern = re.compile(grammar.source)
     complete = {text for text, done in _texts(grammar, info, 6) if done}
     for text in complete:
         jsonschema.validate(json.loads(text), schema)
     assert set(expected) <= complete
     # the guard bans exactly the repeats: every regex text of the walk with distinct items is in
     repeats = 0
-    for text, _ in _texts(GrammarCompiler(info).compile(Constraint("regex", grammar.source)), info, 6):
-        if pattern.fullmatch(text):
+    for text, done in _texts(GrammarCompiler(info).compile(Constraint("regex", grammar.source)), info, 6):
+        if done:
             items = json.loads(text)
             assert (text in complete) == (len(set(items)) == len(items)), text
             repeats += len(set(items)) < len(items)
@@ -117,7 +123,10 @@ def test_tool_calls_guard_starts_after_the_tag():
 
 @pytest.mark.parametrize("schema", [
     {"type": "array", "items": {"type": "string", "maxLength": 3}, "uniqueItems": True},  # could run out
-    {"type": "array", "items": {"type": "string", "pattern": "^a+$"}, "uniqueItems": True},
+    # a pattern or format whose strings cannot always grow: banning a repeat could dead-end
+    {"type": "array", "items": {"type": "string", "pattern": "^a+b?$"}, "uniqueItems": True},
+    {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 3}, "uniqueItems": True},
+    {"type": "array", "items": {"type": "string", "format": "date"}, "uniqueItems": True},
     {"type": "array", "items": {"type": "number"}, "uniqueItems": True},
     {"type": "array", "items": {"type": "integer", "minimum": 0}, "uniqueItems": True},  # bounded
     {"type": "object", "properties": {"t": {"anyOf": [SET_OF_STRINGS, SET_OF_INTEGERS]}}},
