@@ -17,7 +17,8 @@ import secrets
 from outlines_core.json_schema import build_regex_from_schema
 
 from .matcher import GrammarError
-from .schema_check import COUNTED, KEYED, SchemaRewriter
+from .schema_check import COUNTED, SchemaRewriter
+from .schema_collections import KEYED
 from .schema_refs import MISSING, follow_pointer, hoist_deep_refs, pointer_parts
 from .size_budget import SchemaRegexSize, check_regex_size
 

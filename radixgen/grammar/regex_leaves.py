@@ -18,6 +18,7 @@ Numbers between bounds are in `regex_numbers`.
 
 from __future__ import annotations
 
+import json
 import re
 
 from .matcher import GrammarError
@@ -105,6 +106,11 @@ def format_regex(fmt: str, path: str) -> str | None:
 def escape_literal(text: str) -> str:
     """`text` as a regex matching itself (Rust accepts escaping every char escaped here)."""
     return "".join("\\" + ch if ch in ".^$*+?()[]{}|\\-&~#" else ch for ch in text)
+
+
+def json_literal(value) -> str:
+    """A regex matching exactly `value`'s compact JSON text."""
+    return escape_literal(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 def increasing_subsequence_regex(items: list[str], separator: str, nonempty: bool) -> str:

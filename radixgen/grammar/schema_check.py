@@ -19,25 +19,20 @@ from __future__ import annotations
 import copy
 import json
 import math
-import re
 
 from . import guard_tables
 from .matcher import GrammarError
-from .regex_leaves import (escape_literal, format_length_regex, format_regex, increasing_subsequence_regex,
-                           string_pattern_regex)
+from .regex_leaves import format_length_regex, format_regex, json_literal, string_pattern_regex
 from .regex_numbers import integer_bound, number_range_regex
+from .schema_collections import ITEMS_GUARD_MIN, STRING_CHAR, CollectionRewrites
 from .schema_conditionals import expand_conditionals
 from .schema_merge import implied_type, normalize, resolve_merged, typed_keywords
 from .schema_one_of import Readings, exclusive
 from .schema_rules import (ASSERTIONS, asserts, check_counts, check_keyword_types, forbidden_names_dropped, is_type,
-                           listed_name_rules, tightest, value_key)
+                           listed_name_rules, refuse, tightest)
 from .schema_refs import MISSING, declared_draft, follow_pointer, names_draft_unambiguously, pointer_parts
-from .unique_items import CANONICAL_INTEGER, canonical_string_regex, grows_wherever_it_closes
 
 MERGE_FOLLOW_BUDGET = 20_000
-# uniqueItems over a finite set: distinct values x their characters at most (the automaton of
-# its increasing-subsequence regex builds in ~2 s per 100,000; 865 values took over 25 minutes)
-UNIQUE_SET_BUDGET = 300_000
 # schema nodes one rewrite visits at most: a draft 3-7 `$ref` with keywords beside it is rewritten
 # twice when the first reading cannot be enforced, which nested could take exponential work
 REWRITE_BUDGET = 100_000
@@ -63,7 +58,7 @@ _RECORDS = ("placeholders", "unique_arrays", "literal_arrays", "keyed_objects", 
             "counted_nodes")
 
 
-class SchemaRewriter:
+class SchemaRewriter(CollectionRewrites):
     """One use: `rewrite(schema)` returns the schema for outlines-core; `placeholders` maps each
     placeholder const it introduced to the exact regex that replaces it."""
 
@@ -136,7 +131,7 @@ class SchemaRewriter:
         if branch is None:
             if present:
                 several = " (its keywords constrain values of several types)" if typed_keywords(node) else ""
-                _refuse(present[0], path, f"it needs a type, properties, enum, const or $ref beside it{several}")
+                refuse(present[0], path, f"it needs a type, properties, enum, const or $ref beside it{several}")
             return self._with_defs(node, copy.deepcopy(ANY_VALUE), path)
         check_counts(node, path)
         handler = getattr(self, "_" + branch.lstrip("$"))
@@ -184,18 +179,18 @@ class SchemaRewriter:
         _need_type(node, path, "object")
         for name in props:
             if any(c in name for c in '"\\') or any(ord(c) < 0x20 for c in name):
-                _refuse("properties", path, f"property name {name!r} needs JSON escaping")
+                refuse("properties", path, f"property name {name!r} needs JSON escaping")
         missing = [r for r in required if r not in props]
         if missing:
-            _refuse("required", path, f"{missing} are not listed in properties (only listed "
+            refuse("required", path, f"{missing} are not listed in properties (only listed "
                     "properties are generated)")
         optional = [name for name in props if name not in required]
         least = node.get("minProperties", 0)
         if least > len(set(required)) + (1 if optional else 0):
-            _refuse("minProperties", path, "only one property more than the required ones can be "
+            refuse("minProperties", path, "only one property more than the required ones can be "
                     "demanded (only listed properties are generated)")
         if node.get("maxProperties", math.inf) < len(props):
-            _refuse("maxProperties", path, "it is below the number of listed properties")
+            refuse("maxProperties", path, "it is below the number of listed properties")
         new_props = {k: self.rewrite(v, f"{path}.properties.{k}") for k, v in props.items()}
         if least <= len(set(required)):
             return {"type": "object", "properties": new_props, "required": list(required)}
@@ -207,7 +202,7 @@ class SchemaRewriter:
     def _allOf(self, node: dict, path: str) -> dict:
         _only(node, path, {"allOf"})
         if not isinstance(node["allOf"], list) or len(node["allOf"]) != 1:
-            _refuse("allOf", path, "only a single-schema allOf can be enforced exactly")
+            refuse("allOf", path, "only a single-schema allOf can be enforced exactly")
         return {"allOf": [self.rewrite(node["allOf"][0], f"{path}.allOf[0]")]}
 
     def _anyOf(self, node: dict, path: str) -> dict:
@@ -219,7 +214,7 @@ class SchemaRewriter:
                                                self.const_ignored))
         if narrowed is None:
             self._options(options, f"{path}.oneOf")  # an alternative's own error comes first
-            _refuse("oneOf", path, "its alternatives may overlap (radixgen enforces oneOf only when "
+            refuse("oneOf", path, "its alternatives may overlap (radixgen enforces oneOf only when "
                     "they declare disjoint types, differ in enum/const values, or are objects that "
                     "differ in a required property or in a const property's value; an alternative "
                     "without \"type\" accepts every type its keywords do not constrain, e.g. "
@@ -236,11 +231,11 @@ class SchemaRewriter:
         items = node["prefixItems"]
         _need_type(node, path, "array")
         if node.get("minItems", 0) > len(items):
-            _refuse("minItems", path, "it exceeds the number of prefixItems (exactly those are generated)")
+            refuse("minItems", path, "it exceeds the number of prefixItems (exactly those are generated)")
         if node.get("maxItems", math.inf) < len(items):
-            _refuse("maxItems", path, "it is below the number of prefixItems")
+            refuse("maxItems", path, "it is below the number of prefixItems")
         if node.get("uniqueItems") is True:
-            _refuse("uniqueItems", path, "uniqueness cannot be enforced by a regular language")
+            refuse("uniqueItems", path, "uniqueness cannot be enforced by a regular language")
         return {"prefixItems": [self.rewrite(s, f"{path}.prefixItems[{i}]") for i, s in enumerate(items)]}
 
     def _enum(self, node: dict, path: str, key: str = "enum") -> dict:
@@ -252,22 +247,22 @@ class SchemaRewriter:
             types = node["type"] if isinstance(node["type"], list) else [node["type"]]
             values = [v for v in values if any(is_type(v, t) for t in types)]
             if not values:
-                _refuse(key, path, "no value matches the sibling type")
+                refuse(key, path, "no value matches the sibling type")
         for v in values:
             try:
                 json.dumps(v, allow_nan=False)
             except ValueError:
-                _refuse(key, path, f"{v!r} holds a number beyond floating point (e.g. 1e400), which "
+                refuse(key, path, f"{v!r} holds a number beyond floating point (e.g. 1e400), which "
                         "has no exact JSON text to generate")
         if any(isinstance(v, (dict, list)) for v in values):
             # objects and arrays as their compact JSON text (equal values in other key orders or
             # spacing are valid too, but never generated)
-            placeholder = self._placeholder("(?:" + "|".join(map(_json_literal, values)) + ")", quoted=False)
+            placeholder = self._placeholder("(?:" + "|".join(map(json_literal, values)) + ")", quoted=False)
             self.literal_arrays[f'"{placeholder["const"]}"'] = values
             return placeholder
         for v in values:
             if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2 ** 53:
-                _refuse(key, path, f"{v} is beyond the integers outlines-core keeps exact")
+                refuse(key, path, f"{v} is beyond the integers outlines-core keeps exact")
         return {"enum": values}
 
     def _const(self, node: dict, path: str) -> dict:
@@ -277,7 +272,7 @@ class SchemaRewriter:
         _only(node, path, {"$ref"})
         ref = node["$ref"]
         if not isinstance(ref, str) or "~" in ref or "%" in ref:
-            _refuse("$ref", path, "only plain local references (#/...) are supported")
+            refuse("$ref", path, "only plain local references (#/...) are supported")
         self._resolve(ref, path)
         return {"$ref": ref}
 
@@ -285,14 +280,14 @@ class SchemaRewriter:
         types = node["type"] if isinstance(node["type"], list) else [node["type"]]
         unknown = [t for t in types if t not in _BY_TYPE]
         if unknown or not types:
-            _refuse("type", path, f"unknown type(s) {unknown}")
+            refuse("type", path, f"unknown type(s) {unknown}")
         _only(node, path, {"type"}.union(*(_BY_TYPE[t] for t in types)))
         if len(types) == 1:
             return getattr(self, "_type_" + types[0])(node, path)
         leaf = [k for k in node if k in _BY_TYPE["string"] | _BY_TYPE["number"] | _BY_TYPE["integer"]
                 and k not in ("minLength", "maxLength") and not (k == "format" and "string" not in types)]
         if leaf:
-            _refuse(leaf[0], path, "it is only supported with a single type")
+            refuse(leaf[0], path, "it is only supported with a single type")
         parts = [getattr(self, "_type_" + t)(node, path) for t in types]
         if any("const" in part for part in parts):  # a placeholder (e.g. a unique array): per type
             return {"anyOf": parts}
@@ -307,7 +302,7 @@ class SchemaRewriter:
     def _type_string(self, node: dict, path: str) -> dict:
         fmt = format_regex(node["format"], path) if "format" in node else None  # None: an annotation
         if "pattern" in node and fmt is not None:
-            _refuse("format", path, "it cannot be combined with pattern")
+            refuse("format", path, "it cannot be combined with pattern")
         lengths = node.get("minLength", 0), node.get("maxLength")
         if "pattern" in node:
             return self._placeholder(string_pattern_regex(node["pattern"], path, *lengths), quoted=True)
@@ -327,7 +322,7 @@ class SchemaRewriter:
 
     def _type_integer(self, node: dict, path: str) -> dict:
         if node.get("multipleOf", 1) != 1:
-            _refuse("multipleOf", path, "only multipleOf 1 is supported")
+            refuse("multipleOf", path, "only multipleOf 1 is supported")
         return self._numeric(node, path, integer=True)
 
     def _type_number(self, node: dict, path: str) -> dict:
@@ -342,7 +337,7 @@ class SchemaRewriter:
         lo, lo_excl = tightest(b, "minimum", "exclusiveMinimum", max, integer)
         hi, hi_excl = tightest(b, "maximum", "exclusiveMaximum", min, integer)
         if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_excl or hi_excl))):
-            _refuse("minimum", path, "the bounds leave no value")
+            refuse("minimum", path, "the bounds leave no value")
         return self._placeholder(number_range_regex(lo, hi, lo_excl, hi_excl, integer), quoted=False)
 
     def _type_boolean(self, node: dict, path: str) -> dict:
@@ -353,13 +348,13 @@ class SchemaRewriter:
 
     def _type_array(self, node: dict, path: str) -> dict:
         if node.get("minItems", 0) > node.get("maxItems", math.inf):
-            _refuse("minItems", path, "it exceeds maxItems: no array is valid")
+            refuse("minItems", path, "it exceeds maxItems: no array is valid")
         if node.get("uniqueItems") is True and node.get("maxItems", 2) > 1:
             return self._unique_items(node, path)
         new = {"type": "array", **{k: node[k] for k in ("minItems", "maxItems") if k in node}}
         if "items" in node:
             if not isinstance(node["items"], (dict, bool)):
-                _refuse("items", path, "the array (tuple) form is not supported; use prefixItems")
+                refuse("items", path, "the array (tuple) form is not supported; use prefixItems")
             if node["items"] is False:
                 new["maxItems"] = 0
                 return new
@@ -379,173 +374,20 @@ class SchemaRewriter:
         if "patternProperties" in node or "propertyNames" in node:
             return self._keyed_object(node, path)
         if node.get("required"):
-            _refuse("required", path, "it needs properties listing the required names")
+            refuse("required", path, "it needs properties listing the required names")
         if node.get("minProperties", 0) > 1:
-            _refuse("minProperties", path, "values above 1 need properties (keys could repeat)")
+            refuse("minProperties", path, "values above 1 need properties (keys could repeat)")
         if node.get("maxProperties", 0) > 0:
-            _refuse("maxProperties", path, "outlines-core only enforces 0 without properties")
+            refuse("maxProperties", path, "outlines-core only enforces 0 without properties")
         new = {"type": "object", **{k: node[k] for k in ("minProperties", "maxProperties") if k in node}}
         extra = node.get("additionalProperties", True)
         if extra is False:
             new["maxProperties"] = 0
             if node.get("minProperties", 0) > 0:
-                _refuse("minProperties", path, "no property is allowed")
+                refuse("minProperties", path, "no property is allowed")
         elif extra is not True:
             new["additionalProperties"] = self.rewrite(extra, f"{path}.additionalProperties")
         return new
-
-    def _keyed_object(self, node: dict, path: str) -> dict:
-        """A free-form object whose names follow `propertyNames` (pydantic's dict[Literal[...], X]
-        or dict[constr(pattern=...), X]) or one `patternProperties` pattern (its names match it;
-        other names are never generated). Returned as a carrier, {"type": "object",
-        "additionalProperties": <values>, KEYED: <placeholder>}, so references and recursion in
-        the values are handled as elsewhere; json_schema then writes the object's regex."""
-        patterns = node.get("patternProperties", {})
-        if "propertyNames" in node and patterns:
-            _refuse("patternProperties", path, "it is not supported together with propertyNames")
-        if not isinstance(patterns, dict) or len(patterns) > 1:
-            _refuse("patternProperties", path, "only one pattern is supported on an object without "
-                    "properties (several could apply to one name)")
-        if isinstance(node.get("type"), list) and len(node["type"]) > 1:
-            _refuse(next(k for k in ("propertyNames", "patternProperties") if k in node), path,
-                    "it is only supported with the single type object")
-        for key in ("required", "maxProperties"):
-            if node.get(key):
-                _refuse(key, path, "it is not supported on an object whose names follow a pattern")
-        if node.get("minProperties", 0) > 1:
-            _refuse("minProperties", path, "values above 1 need properties (keys could repeat)")
-        if patterns:
-            (pattern, values), = patterns.items()
-            names = self._name_schema({"pattern": pattern}, f"{path}.patternProperties")
-        else:
-            values = node.get("additionalProperties", True)
-            names = self._name_schema(node["propertyNames"], f"{path}.propertyNames")
-        if values is False:  # no name may be there: the empty object
-            if node.get("minProperties"):
-                _refuse("minProperties", path, "no property is allowed")
-            return {"type": "object", "maxProperties": 0}
-        values = self.rewrite(values, f"{path}.additionalProperties")
-        # after the values' placeholders, which its regex holds (json_schema replaces it first)
-        carrier = self._placeholder("", quoted=False)["const"]  # its regex: json_schema._KeyedObjects
-        self.keyed_objects[f'"{carrier}"'] = (self._string_regex(names, path), node.get("minProperties", 0) == 1)
-        return {"type": "object", "additionalProperties": values, KEYED: carrier}
-
-    def _name_schema(self, schema, path: str) -> dict:
-        """propertyNames' schema, rewritten as a string schema (names are strings)."""
-        if isinstance(schema, dict) and "$ref" in schema:  # pydantic's dict[SomeEnum, X]
-            schema = self._resolved(schema)
-        if not isinstance(schema, dict) or schema.get("type", "string") != "string":
-            _refuse("propertyNames", path, "only a string schema is supported")
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str) and not re.search(r"(?<!\\)(?:\\\\)*\$$", pattern):
-            # a pattern matches names that contain a match: one open at its end takes any rest
-            # (a name is not one match repeated: {"x-": 1, "x-": 2} is no use)
-            try:
-                return self.rewrite({**schema, "type": "string", "pattern": f"{pattern}(?:.*)"}, path)
-            except GrammarError:
-                pass  # e.g. an alternative anchored at its end: the matches alone
-        names = self.rewrite({**schema, "type": "string"}, path)
-        if "enum" in names:
-            names["enum"] = [v for v in names["enum"] if isinstance(v, str)]
-            if not names["enum"]:
-                _refuse("propertyNames", path, "no value is a string")
-        self._string_regex(names, path)  # refuses what it cannot write
-        return names
-
-    def _string_regex(self, rewritten: dict, path: str) -> str:
-        """The regex of a rewritten string schema (with its quotes): an enum, a const (or the
-        placeholder of a pattern or format), length bounds, or anyOf over those."""
-        if len(rewritten) == 1 and next(iter(rewritten)) in ("anyOf", "oneOf"):  # (oneOf: disjoint)
-            branches = next(iter(rewritten.values()))
-            return "(?:" + "|".join(self._string_regex(b, path) for b in branches) + ")"
-        if "enum" in rewritten:
-            return "(?:" + "|".join(_json_literal(v) for v in rewritten["enum"]) + ")"
-        if "const" in rewritten:
-            name = f'"{rewritten["const"]}"'
-            if name in self.length_strings:  # names are not guarded: the counted regex
-                return self.length_strings[name][2]
-            return self.placeholders.get(name, _json_literal(rewritten["const"]))
-        if rewritten.get("type") != "string" or set(rewritten) - {"type", "minLength", "maxLength"}:
-            _refuse("propertyNames", path, "only enum, const, pattern, format, minLength and maxLength "
-                    "(or anyOf/oneOf over such schemas) are supported for property names")
-        least, most = rewritten.get("minLength", 0), rewritten.get("maxLength", "")
-        return f'"{STRING_CHAR}{{{least},{most}}}"'
-
-    def _unique_items(self, node: dict, path: str) -> dict:
-        """uniqueItems over items from a finite set of scalars (enum, const, boolean, null:
-        pydantic's set[Literal[...]] or set[SomeEnum]): each value at most once, in the set's
-        order, which is a regular language. Free strings and integers go to `_unique_guarded`."""
-        items = node.get("items", True)
-        if self.ref_fallback and isinstance(items, dict) and "$ref" in items:  # as in rewrite: both
-            return self._first_enforceable(lambda: self._unique_items_of(self._resolved(items), node, path),
-                                           lambda: self._unique_items_of(self._resolve_chain(items), node, path))
-        return self._unique_items_of(self._resolved(items), node, path)
-
-    def _unique_items_of(self, items, node: dict, path: str) -> dict:
-        new = self.rewrite(items, f"{path}.items") if isinstance(items, dict) else None
-        kind = new.get("type") if new else None
-        if kind == "string" and set(new) <= {"type", "minLength"}:
-            return self._unique_guarded(node, "string", canonical_string_regex(new.get("minLength", 0)))
-        if kind == "integer" and set(new) == {"type"}:
-            return self._unique_guarded(node, "integer", CANONICAL_INTEGER)
-        item = self._pattern_string(items, new)
-        if item is not None and grows_wherever_it_closes(item):  # a pattern or format, spelt one way
-            return self._unique_guarded(node, "string", item)
-        values = {"boolean": [True, False], "null": [None]}.get(kind) if isinstance(kind, str) else None
-        values = new.get("enum", values) if new else None
-        if values is None:
-            _refuse("uniqueItems", path, "uniqueness is only enforced over items from a finite set "
-                    "(enum, const, boolean), over free strings (no maxLength, pattern or format) or "
-                    "over unbounded integers, not over bounded strings or integers, numbers or "
-                    "containers")
-        distinct = list({value_key(v): v for v in reversed(values)}.values())[::-1]
-        least, most = node.get("minItems", 0), node.get("maxItems", len(distinct))
-        if least > 1 or most < len(distinct):
-            _refuse("uniqueItems", path, "with uniqueItems, only minItems 0 or 1 and no maxItems "
-                    "below the number of distinct values are supported")
-        literals = [_json_literal(v) for v in distinct]
-        if len(literals) * sum(map(len, literals)) > UNIQUE_SET_BUDGET:
-            _refuse("uniqueItems", path, f"a set of {len(literals)} distinct values is too large to enforce "
-                    f"(values x their characters must stay within {UNIQUE_SET_BUDGET:,}: its automaton "
-                    "takes seconds to build per 100,000)")
-        ws = self.whitespace
-        body = increasing_subsequence_regex(literals, f"{ws},{ws}", nonempty=least == 1)
-        placeholder = self._placeholder(rf"\[{ws}{body}{ws}\]", quoted=False)
-        self.literal_arrays[f'"{placeholder["const"]}"'] = [distinct]
-        return placeholder
-
-    def _pattern_string(self, items, new: dict) -> str | None:
-        """The item regex (quotes included) of a string item the rewrite made a placeholder for
-        (a pattern or format: each value spelt one way), else None."""
-        key = f'"{new.get("const")}"' if isinstance(new, dict) and set(new) == {"const"} else None
-        if not (isinstance(items, dict) and items.get("type") == "string" and key in self.placeholders) \
-                or key in self.length_strings:
-            return None
-        regex = self.placeholders[key]
-        return regex if regex.startswith('"') else None
-
-    def _unique_guarded(self, node: dict, kind: str, item: str) -> dict:
-        """uniqueItems over free strings or unbounded integers (pydantic's set[str], set[int]):
-        the regex spells each item one way (`item`) and counts them; `UniqueGuard` bans repeats."""
-        ws = self.whitespace
-
-        def regex(least: int, most) -> str:
-            if most == 0:
-                return rf"\[{ws}{ws}\]"
-            upper = "" if most is None else most - 1
-            body = f"{item}(?:{ws},{ws}{item}){{{max(least - 1, 0)},{upper}}}"
-            return rf"\[{ws}{body if least > 0 else f'(?:{body})?'}{ws}\]"
-
-        least, most = node.get("minItems", 0), node.get("maxItems")
-        if most is None or most < ITEMS_GUARD_MIN:
-            placeholder = self._placeholder(regex(least, most), quoted=False)
-        else:  # as in _type_array: the guard counts the items
-            placeholder = self._placeholder(regex(least, None), quoted=False)
-            self.counted_arrays[f'"{placeholder["const"]}"'] = (most, regex(least, most))
-        self.unique_arrays[f'"{placeholder["const"]}"'] = kind
-        return placeholder
-
-    # ------------------------------------------------------------ helpers
 
     def _placeholder(self, regex: str, quoted: bool) -> dict:
         name = f"RGPH{self.nonce}x{len(self.placeholders)}"
@@ -555,13 +397,13 @@ class SchemaRewriter:
     def _resolve(self, ref: str, path: str):
         parts = ref.split("#")
         if len(parts) != 2 or (parts[0] and parts[0] != self.root.get("$id")):
-            _refuse("$ref", path, f"{ref!r} is not a local reference")
+            refuse("$ref", path, f"{ref!r} is not a local reference")
         pointer = pointer_parts("#" + parts[1])
         if pointer is None:
-            _refuse("$ref", path, f"{ref!r} names an anchor (only JSON pointers are supported)")
+            refuse("$ref", path, f"{ref!r} names an anchor (only JSON pointers are supported)")
         node = follow_pointer(self.root, pointer)
         if node is MISSING:
-            _refuse("$ref", path, f"{ref!r} does not resolve")
+            refuse("$ref", path, f"{ref!r} does not resolve")
         return node
 
     def _resolved(self, node):
@@ -599,10 +441,7 @@ class SchemaRewriter:
 
 # patterns every name matches (a search: "^.*$" fails on a name with a line break in it)
 _MATCH_ALL = ("", ".*", "^.*", ".*$")
-ITEMS_GUARD_MIN = 16  # arrays with a maxItems from here on are counted by the guard
 COUNTED = "x-radixgen-counted"  # marks an array whose maxItems (the value) the guard keeps
-KEYED = "x-radixgen-keyed"  # marks the carrier of a keyed object (SchemaRewriter._keyed_object)
-STRING_CHAR = r'(?:[^"\\\x00-\x1F\x7F-\x9F]|\\["\\/bfnrt])'  # one character of a JSON string
 
 
 def _without_idle_keywords(node: dict) -> dict:
@@ -625,15 +464,10 @@ def _without_idle_keywords(node: dict) -> dict:
     return {k: v for k, v in node.items() if k not in drop} if drop else node
 
 
-def _json_literal(value) -> str:
-    """A regex matching exactly `value`'s compact JSON text."""
-    return escape_literal(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
-
-
 def _need_type(node: dict, path: str, wanted: str) -> None:
     types = node.get("type", wanted)
     if wanted not in (types if isinstance(types, list) else [types]):
-        _refuse("type", path, f"it conflicts with the {wanted} keywords beside it")
+        refuse("type", path, f"it conflicts with the {wanted} keywords beside it")
 
 
 def _options(node: dict, path: str, key: str) -> list:
@@ -646,8 +480,5 @@ def _options(node: dict, path: str, key: str) -> list:
 def _only(node: dict, path: str, allowed: set) -> None:
     for key in node:
         if key in ASSERTIONS and key not in allowed:
-            _refuse(key, path, "outlines-core would ignore it here")
+            refuse(key, path, "outlines-core would ignore it here")
 
-
-def _refuse(keyword: str, path: str, why: str):
-    raise GrammarError(f"unsupported JSON Schema keyword {keyword!r} at {path}: {why}")

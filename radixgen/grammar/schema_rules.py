@@ -146,6 +146,10 @@ def asserts(node: dict, besides: tuple = ()) -> bool:
     return any(k in ASSERTIONS and k not in besides for k in node)
 
 
+def refuse(keyword: str, path: str, why: str):
+    raise GrammarError(f"unsupported JSON Schema keyword {keyword!r} at {path}: {why}")
+
+
 def always_generated(node: dict) -> set:
     """Names an object with `properties` is always generated with: the required ones and those a
     listed name's dependentRequired needs (see listed_name_rules)."""

@@ -90,7 +90,7 @@ def test_a_large_unique_set_is_refused_quickly():
     """uniqueItems over 865 values (GitHub's starter-workflow categories) built an automaton for
     over 25 minutes: it is refused by its size instead."""
     from radixgen.grammar.json_schema import schema_to_guarded_regex
-    from radixgen.grammar.schema_check import UNIQUE_SET_BUDGET
+    from radixgen.grammar.schema_collections import UNIQUE_SET_BUDGET
 
     values = [f"language {i:03d}" for i in range(865)]  # 14 characters with their quotes
     schema = {"type": "array", "uniqueItems": True, "items": {"enum": values}}

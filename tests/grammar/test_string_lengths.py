@@ -8,7 +8,6 @@ import json
 import re
 
 import jsonschema
-import pytest
 
 from radixgen.core import Constraint
 from radixgen.grammar import guard_tables
