@@ -176,6 +176,10 @@ class SchemaRewriter(CollectionRewrites):
             props = {**props, **{name: extra for name in node["required"]
                                  if isinstance(name, str) and name not in props}}
         required = listed_name_rules(node, props, path)
+        banned = [name for name, schema in props.items() if schema is False]  # no value: never there
+        if set(banned) & set(required):
+            refuse("required", path, f"{sorted(set(banned) & set(required))} can have no value (false)")
+        props = {name: schema for name, schema in props.items() if schema is not False}
         _need_type(node, path, "object")
         for name in props:
             if any(c in name for c in '"\\') or any(ord(c) < 0x20 for c in name):

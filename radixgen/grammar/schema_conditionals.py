@@ -17,17 +17,18 @@ with one outcome per conditional:
   generated, which is a valid subset.
 
 Outcomes that cannot hold together (the property fixed to two different values) merge to nothing
-and are dropped. A conditional of another shape, or a merge that is not exact, leaves the node as
-it was, for the rewriter to refuse by name.
+and are dropped; so are outcomes whose merge is not exact (a subset again). A conditional of
+another shape, or no outcome left, leaves the node as it was, for the rewriter to refuse by name.
 """
 
 from __future__ import annotations
 
-from .schema_merge import EMPTY, merge
+from .schema_merge import merge
 from .schema_rules import asserts, is_type, value_key
 
 MAX_ALTERNATIVES = 32
 _CONDITIONAL = frozenset(("if", "then", "else"))
+_ANNOTATIONS = frozenset(("$comment", "description", "title"))
 
 
 def expand_conditionals(node: dict, resolve) -> dict:
@@ -37,18 +38,21 @@ def expand_conditionals(node: dict, resolve) -> dict:
         tests.append({k: node[k] for k in _CONDITIONAL if k in node})
     if not tests or node.get("type", "object") not in ("object", ["object"]):
         return node  # (a test on properties holds for every value that is not an object)
+    tags = [_tag(test.get("if"), resolve) for test in tests]
+    if None in tags:
+        return node
+    known: dict = {}  # every value the tests name, per property
+    for name, values, *_ in tags:
+        known.setdefault(name, []).extend(values)
     rest = [m for m in members if not _is_conditional(m)]
     base = {k: v for k, v in node.items() if k not in _CONDITIONAL and k != "allOf"}
     if rest:
         base["allOf"] = rest
     alternatives = [base]
-    for test in tests:
-        tag = _tag(test.get("if"), resolve)
-        if tag is None:
-            return node
-        alternatives = _outcomes(alternatives, tag, resolve(test.get("then", True)), resolve(test.get("else", True)),
-                                 resolve)
-        if alternatives is None or not alternatives or len(alternatives) > MAX_ALTERNATIVES:
+    for test, tag in zip(tests, tags):
+        branches = resolve(test.get("then", True)), resolve(test.get("else", True))
+        alternatives = _outcomes(alternatives, tag, branches, known[tag[0]], resolve)
+        if not alternatives or len(alternatives) > MAX_ALTERNATIVES:
             return node
     return {"anyOf": alternatives, **{k: node[k] for k in ("$defs", "definitions") if k in node}}
 
@@ -58,9 +62,9 @@ def _is_conditional(member) -> bool:
 
 
 def _tag(test, resolve):
-    """(property, the values that pass, whether the test requires the property) for a test
-    `{"properties": {p: C}}` (optionally `"type": "object"`, `"required": [p]`) whose C accepts
-    a finite set of values only; None for any other test."""
+    """(property, values, negated, required) for a test `{"properties": {p: C}}` (optionally
+    `"type": "object"`, `"required": [p]`) where C accepts a finite set of values only, or all
+    values but those (`{"not": {"enum": [...]}}`, negated); None for any other test."""
     test = resolve(test)
     if not isinstance(test, dict) or asserts(test, ("properties", "required", "type")):
         return None
@@ -70,31 +74,39 @@ def _tag(test, resolve):
     name = next(iter(props))
     if test.get("required", []) not in ([], [name]):
         return None
-    values = finite_values(props[name], resolve)
-    return None if values is None else (name, values, bool(test.get("required")))
+    check = resolve(props[name])
+    negated = isinstance(check, dict) and set(check) - _ANNOTATIONS == {"not"}
+    values = finite_values(check["not"] if negated else check, resolve)
+    return None if values is None else (name, values, negated, bool(test.get("required")))
 
 
-def _outcomes(alternatives: list, tag: tuple, then, otherwise, resolve) -> list | None:
-    name, passing, required = tag
+def _outcomes(alternatives: list, tag: tuple, branches: tuple, known: list, resolve) -> list:
+    """Each alternative merged with each outcome of one test: the test holds (with `then`), or
+    it fails (with `else`). The tested property's other values are its own when they are a finite
+    set, else the values the other tests name (a subset: every output still validates)."""
+    name, values, negated, required = tag
+    tested = {value_key(v) for v in values}
+    absent = {"properties": {name: False}}  # the property never generated
     out = []
     for alt in alternatives:
-        holds = {"properties": {name: {"enum": passing}}, **({"required": [name]} if required else {})}
-        outcomes = [(holds, then)]
         own = alt.get("properties", {}).get(name) if isinstance(alt.get("properties"), dict) else None
-        others = finite_values(own, resolve) if own is not None else None
-        passing_keys = {value_key(v) for v in passing}
-        failing = [v for v in others or [] if value_key(v) not in passing_keys]
-        if failing:
-            outcomes.append(({"properties": {name: {"enum": failing}}, "required": [name]}, otherwise))
-        for extra, branch in outcomes:
+        universe = finite_values(own, resolve) if own is not None else None
+        others = [v for v in (known if universe is None else universe) if value_key(v) not in tested]
+        inside = {"properties": {name: {"enum": values}}, "required": [name]}
+        outside = [{"properties": {name: {"enum": others}}, "required": [name]}] if others else []
+        matched = [inside if required else {"properties": {name: {"enum": values}}}]  # (or p absent)
+        if negated:  # C is `not` the values: inside them it fails
+            holds, fails = outside + ([] if required else [absent]), [inside] + ([absent] if required else [])
+        else:
+            holds, fails = matched, outside + ([absent] if required else [])
+        for extras, branch in ((holds, branches[0]), (fails, branches[1])):
             if branch is False:
                 continue  # nothing valid in that outcome
-            merged = merge(alt, extra, resolve)
-            merged = merge(merged, branch, resolve) if isinstance(merged, dict) else merged
-            if merged is None:
-                return None
-            if merged is not EMPTY:
-                out.append(merged)
+            for extra in extras:
+                merged = merge(alt, extra, resolve)
+                merged = merge(merged, branch, resolve) if isinstance(merged, dict) else merged
+                if isinstance(merged, dict) and merged not in out:
+                    out.append(merged)  # (an outcome that does not merge exactly is not generated)
     return out
 
 

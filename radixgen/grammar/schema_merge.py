@@ -116,6 +116,8 @@ def merge(a, b, resolve, depth: int = 0):
     nothing satisfies both (types that do not meet)."""
     if a is True or b is True:
         return b if a is True else a
+    if a is False or b is False:
+        return _EMPTY
     if not (isinstance(a, dict) and isinstance(b, dict)) or {"anyOf", "oneOf", "allOf", "$ref"} & set(a) & set(b):
         return None
     if depth > _MAX_DEPTH or ("prefixItems" in a) != ("prefixItems" in b) and "items" in (b if "prefixItems" in a else a):

@@ -64,3 +64,33 @@ def test_a_conditional_beside_other_types_is_refused():
               "if": {"properties": {"kind": {"const": "a"}}}, "then": {"minLength": 3}}
     with pytest.raises(GrammarError, match="'if'"):
         schema_to_guarded_regex(json.dumps(schema))
+
+
+NEGATED = {"type": "object", "properties": {**PROPS, "kind": {"type": "string"}}, "required": ["kind"],
+           "allOf": [{"if": {"properties": {"kind": {"not": {"const": "a"}}}}, "then": {"properties": {"x": False}}},
+                     {"if": {"properties": {"kind": {"const": "b"}}, "required": ["kind"]},
+                      "then": {"required": ["y"]}, "else": {"properties": {"y": False}}}]}
+
+
+def test_negated_tags_and_free_tags_take_the_values_the_tests_name(small_compiler, small_info):
+    """A free-string tag's other values are the ones the other tests name ("a" and "b" here); a
+    negated test (`not: {const}`) holds outside its values; `false` forbids a property."""
+    grammar = small_compiler.compile(Constraint("json_schema", NEGATED))
+    validator = jsonschema.Draft202012Validator(NEGATED)
+    kinds = set()
+    for seed in range(30):
+        value = json.loads(random_walk(grammar, small_info, seed)[1])
+        validator.validate(value)
+        kinds.add(value["kind"])
+        assert ("x" not in value or value["kind"] == "a") and (("y" in value) == (value["kind"] == "b"))
+    assert kinds == {"a", "b"}
+
+
+def test_a_false_property_is_never_generated(small_compiler, small_info):
+    schema = {"type": "object", "properties": {**PROPS, "additionalProperties": False}}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    for seed in range(12):
+        value = json.loads(random_walk(grammar, small_info, seed)[1])
+        jsonschema.Draft202012Validator(schema).validate(value)
+    with pytest.raises(GrammarError, match="no value"):
+        schema_to_guarded_regex(json.dumps({**schema, "required": ["additionalProperties"]}))
