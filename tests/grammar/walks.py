@@ -1,5 +1,6 @@
 """Seeded random walks through a grammar: sample only allowed tokens until EOS."""
 
+import json
 import random
 
 import numpy as np
@@ -34,6 +35,18 @@ def random_walk(grammar, info, seed: int, max_steps: int = 1000) -> tuple[list[i
             return ids, info_text(info, ids)
         ids.append(token)
     raise AssertionError(f"no EOS within {max_steps} steps: {info_text(info, ids)[:200]!r}")
+
+
+def valid_walks(grammar, info, schema: dict, walks: int) -> list:
+    """The parsed outputs of `walks` seeded random walks, each validated against `schema` under
+    the validator its `$schema` names (2020-12 otherwise)."""
+    import jsonschema
+
+    validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+    values = [json.loads(random_walk(grammar, info, seed)[1]) for seed in range(walks)]
+    for value in values:
+        validator.validate(value)
+    return values
 
 
 def info_text(info, ids) -> str:
