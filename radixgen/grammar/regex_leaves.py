@@ -319,7 +319,7 @@ def _escape(body: str, i: int, refuse, in_class: bool) -> tuple[str, int]:
             raise refuse("it matches characters that JSON strings must escape")
         return f"\\x{{{code:x}}}", i + 2 + width
     if c == "\\" and not in_class:
-        return r"\\\\", i + 2  # a backslash, which JSON text writes as \\
+        return r"(?:\\\\)", i + 2  # a backslash, which JSON text writes as \\ (one atom)
     if c in _CONTROL_ESCAPES and not in_class:
         raise refuse("it matches control characters that JSON strings must escape")
     if c in _CONTROL_ESCAPES or c == "\\":
@@ -354,8 +354,9 @@ def _char_class(body: str, i: int, refuse) -> tuple[str, int]:
             parts.append(piece)
         elif c == "[" or body.startswith(("&&", "--", "~~", "||"), j):
             raise refuse("nested classes and class set operations are not supported")
-        else:
-            parts.append("\\]" if c == "]" else ("\\-" if c == "-" and first else c))
+        else:  # (^ & ~ escaped: next to a removed member they would turn into syntax)
+            parts.append("\\]" if c == "]" else ("\\-" if c == "-" and first else
+                                                  ("\\" + c if c in "^&~" else c)))
             j += 1
         first = False
     if j >= len(body):
@@ -365,7 +366,7 @@ def _char_class(body: str, i: int, refuse) -> tuple[str, int]:
         if negated:
             return _ANY_SAFE, j + 1
         if backslash:
-            return r"\\\\", j + 1
+            return r"(?:\\\\)", j + 1
         raise refuse("it matches only characters that JSON strings must escape")
     inner = "".join(parts) + "]"
     return f"(?:[{inner}--{_JSON_UNSAFE}]{escaped})" if escaped else f"[{inner}--{_JSON_UNSAFE}]", j + 1

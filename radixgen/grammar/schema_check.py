@@ -118,9 +118,9 @@ class SchemaRewriter(CollectionRewrites):
 
     def _rewrite_node(self, node: dict, path: str) -> dict:
         check_keyword_types(node, path)
-        node = expand_conditionals(node, self._resolved)
+        node = expand_conditionals(node, self._resolved, self._as_validators_read)
         written = node
-        node, inlined = normalize(node, self._resolved, tuple(self._inlining), self._one_of_option)
+        node, inlined = normalize(node, self._resolved, tuple(self._inlining), self._as_validators_read)
         if node is not written:
             check_keyword_types(node, path)  # merged members were not checked
         node = forbidden_names_dropped(_without_idle_keywords(node), path)
@@ -425,15 +425,15 @@ class SchemaRewriter(CollectionRewrites):
                                f"references more than {MERGE_FOLLOW_BUDGET} times)")
         return self._resolve(ref, "$")
 
-    def _one_of_option(self, option):
-        """A oneOf option as distributing keywords beside the oneOf merges it (schema_merge).
-        Drafts 3-7 read it as its $ref chain alone, so it is generated from that (oneOf's
-        exclusion then holds under that reading); under an ambiguous draft URI an option whose
-        chain has keywords beside a $ref is not distributed (None)."""
+    def _as_validators_read(self, node):
+        """`node` resolved as validators read it, for what must hold under every reading (a
+        oneOf option distributed into, schema_merge; an `if` test, schema_conditionals): drafts
+        3-7 read a $ref chain alone; under an ambiguous draft URI a chain with keywords beside a
+        $ref is read both ways, so None (cannot tell)."""
         if not self.draft_3_to_7:
-            return self._resolved(option)
-        alone = self._resolve_chain(option)
-        return alone if self.ref_fallback or self._resolved(option) == alone else None
+            return self._resolved(node)
+        alone = self._resolve_chain(node)
+        return alone if self.ref_fallback or self._resolved(node) == alone else None
 
     def _resolve_chain(self, node):
         for _ in range(32):

@@ -31,14 +31,17 @@ _CONDITIONAL = frozenset(("if", "then", "else"))
 _ANNOTATIONS = frozenset(("$comment", "description", "title"))
 
 
-def expand_conditionals(node: dict, resolve) -> dict:
+def expand_conditionals(node: dict, resolve, read_test=None) -> dict:
+    """`node` with its conditionals as `anyOf` alternatives (see the module docstring), or as it
+    was. `resolve` follows a `$ref` chain as the node is generated; `read_test` as validators
+    read a test (drafts 3-7 ignore keywords beside a `$ref`; None: cannot tell), default `resolve`."""
     members = node.get("allOf") if isinstance(node.get("allOf"), list) else []
     tests = [m for m in members if _is_conditional(m)]
     if "if" in node:
         tests.append({k: node[k] for k in _CONDITIONAL if k in node})
     if not tests or node.get("type", "object") not in ("object", ["object"]):
         return node  # (a test on properties holds for every value that is not an object)
-    tags = [_tag(test.get("if"), resolve) for test in tests]
+    tags = [_tag(test.get("if"), read_test or resolve) for test in tests]
     if None in tags:
         return node
     known: dict = {}  # every value the tests name, per property
@@ -86,15 +89,16 @@ def _outcomes(alternatives: list, tag: tuple, branches: tuple, known: list, reso
     set, else the values the other tests name (a subset: every output still validates)."""
     name, values, negated, required = tag
     tested = {value_key(v) for v in values}
-    absent = {"properties": {name: False}}  # the property never generated
+    absent = {"type": "object", "properties": {name: False}}  # the property never generated
     out = []
     for alt in alternatives:
         own = alt.get("properties", {}).get(name) if isinstance(alt.get("properties"), dict) else None
         universe = finite_values(own, resolve) if own is not None else None
         others = [v for v in (known if universe is None else universe) if value_key(v) not in tested]
-        inside = {"properties": {name: {"enum": values}}, "required": [name]}
-        outside = [{"properties": {name: {"enum": others}}, "required": [name]}] if others else []
-        matched = [inside if required else {"properties": {name: {"enum": values}}}]  # (or p absent)
+        # (objects only: a test on properties holds for any other value, and `then` may not fit it)
+        inside = {"type": "object", "properties": {name: {"enum": values}}, "required": [name]}
+        outside = [{**inside, "properties": {name: {"enum": others}}}] if others else []
+        matched = [inside if required else {"type": "object", "properties": {name: {"enum": values}}}]
         if negated:  # C is `not` the values: inside them it fails
             holds, fails = outside + ([] if required else [absent]), [inside] + ([absent] if required else [])
         else:
@@ -119,15 +123,21 @@ def finite_values(schema, resolve) -> list | None:
     types = schema.get("type")
     types = [types] if isinstance(types, str) else types
     if "const" in schema or "enum" in schema:
-        values = [schema["const"]] if "const" in schema else schema["enum"]
-        if not isinstance(values, list) or {"anyOf", "oneOf"} & set(schema):
+        if {"anyOf", "oneOf"} & set(schema) or not isinstance(schema.get("enum", []), list):
             return None
+        values = [schema["const"]] if "const" in schema else schema["enum"]
+        if "const" in schema and "enum" in schema:  # both apply
+            values = [v for v in values if value_key(v) in {value_key(e) for e in schema["enum"]}]
     elif len([k for k in ("anyOf", "oneOf") if k in schema]) == 1:
         options = schema.get("anyOf", schema.get("oneOf"))
         parts = [finite_values(o, resolve) for o in options] if isinstance(options, list) else [None]
         if None in parts:
             return None
-        values = [v for part in parts for v in part]
+        counts: dict = {}
+        for v in (v for part in parts for v in {value_key(x): x for x in part}.values()):
+            counts.setdefault(value_key(v), [v, 0])[1] += 1
+        # anyOf: a value of any option; oneOf: of exactly one
+        values = [v for v, n in counts.values() if "anyOf" in schema or n == 1]
     elif types and set(types) <= {"boolean", "null"}:
         values = [v for t, vs in (("boolean", [True, False]), ("null", [None])) if t in types for v in vs]
     else:

@@ -139,7 +139,8 @@ def merge(a, b, resolve, depth: int = 0):
                 return None
             out[key] = list(dict.fromkeys([*out[key], *value]))
         elif key == "enum" and isinstance(value, list) and isinstance(out[key], list):
-            out[key] = [v for v in out[key] if any(_same(v, w) for w in value)]
+            theirs = {value_key(w) for w in value}
+            out[key] = [v for v in out[key] if value_key(v) in theirs]
             if not out[key]:
                 return _EMPTY
         elif key.startswith(("min", "max", "exclusiveM")) and _number(value) and _number(out[key]):
@@ -163,11 +164,8 @@ def _merge_objects(a: dict, b: dict, out: dict, resolve, depth: int):
                 merge(resolve(props[name]), resolve(schema), resolve, depth + 1)
             if props[name] is None:
                 return None
-            if props[name] is _EMPTY:  # no value fits: the property can only be absent
-                if name in out.get("required", []):
-                    # nothing valid, unless the merged schema lets other types than objects pass
-                    return _EMPTY if _types(out.get("type", [])) == {"object"} else None
-                del props[name]
+            if props[name] is _EMPTY:  # no value fits: the property can only be absent (false,
+                props[name] = False  # which a later merge keeps; deleting it would free the name)
         for side, others in ((a, set(props_b) - set(props_a)), (b, set(props_a) - set(props_b))):
             extra = side.get("additionalProperties", True)
             if not others or extra is True or extra == {}:
@@ -175,7 +173,10 @@ def _merge_objects(a: dict, b: dict, out: dict, resolve, depth: int):
             if "patternProperties" in side or extra is not False or others & set(out.get("required", [])):
                 return None
             for name in others:
-                del props[name]  # forbidden by this side, optional: never generated
+                props[name] = False  # forbidden by this side, optional: never generated
+        if any(props.get(name) is False for name in out.get("required", [])):
+            # a required name with no value: nothing valid, unless other types than objects pass
+            return _EMPTY if _types(out.get("type", [])) == {"object"} else None
         out["properties"] = props
     extras = [s["additionalProperties"] for s in (a, b) if s.get("additionalProperties", True) not in (True, {})]
     if extras:

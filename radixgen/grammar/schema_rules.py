@@ -169,7 +169,9 @@ def forbidden_names_dropped(node: dict, path: str) -> dict:
     present and the negated schema never holds. Other `not`s are left for the rewriter to refuse."""
     inner = node.get("not")
     options = inner.get("anyOf") if isinstance(inner, dict) and set(inner) == {"anyOf"} else [inner]
-    combos = [o.get("required") for o in options if isinstance(o, dict)] if isinstance(options, list) else []
+    combos = [o.get("required") for o in options if isinstance(o, dict) and "$ref" not in o] \
+        if isinstance(options, list) and not (isinstance(inner, dict) and "$ref" in inner) else []
+    # (a $ref in the negated schema: drafts 3-7 would ignore the `required` beside it)
     if not (combos and len(combos) == len(options) and isinstance(node.get("properties"), dict)
             and all(isinstance(c, list) and c and all(isinstance(n, str) for n in c) for c in combos)):
         return node

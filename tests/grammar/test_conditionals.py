@@ -3,12 +3,13 @@ and each outcome the tag allows is generated."""
 
 import json
 
+import jsonschema
 import pytest
 
 from radixgen.core import Constraint
 from radixgen.grammar.json_schema import schema_to_guarded_regex
 from radixgen.grammar.matcher import GrammarError
-from tests.grammar.walks import valid_walks
+from tests.grammar.walks import accepts_text, valid_walks
 
 PROPS = {"kind": {"enum": ["a", "b", "c"]}, "x": {"type": "integer"}, "y": {"type": "boolean"}}
 
@@ -81,3 +82,41 @@ def test_a_false_property_is_never_generated(small_compiler, small_info):
     assert not any("additionalProperties" in value for value in values)
     with pytest.raises(GrammarError, match="no value"):
         schema_to_guarded_regex(json.dumps({**schema, "required": ["additionalProperties"]}))
+
+
+D7 = "http://json-schema.org/draft-07/schema#"
+TAGGED = {"type": "object", "properties": {"kind": {"enum": ["a", "b"]}, "x": {}}, "required": ["kind", "x"],
+          "then": {"properties": {"x": {"type": "integer"}}}, "else": {"properties": {"x": {"type": "string"}}}}
+
+
+@pytest.mark.parametrize("schema,text", [
+    # a property a merge emptied stays forbidden (false) in later merges
+    ({"type": "object", "properties": {"k": {"enum": ["a"]}},
+      "allOf": [{"properties": {"k": {"enum": ["b"]}}}, {"required": ["k"]}]}, '{"k":true}'),
+    ({"type": "object", "properties": {"kind": {"enum": ["a", "b"]}}, "if": {"properties": {"kind": {"const": None}}},
+      "then": {"required": ["kind"]}}, '{"kind":5}'),
+    ({"type": "object", "properties": {"kind": {"type": "integer"}},
+      "if": {"properties": {"kind": {"not": {"const": "a"}}}, "required": ["kind"]},
+      "then": {"properties": {"kind": {"const": "b"}}}, "else": {"properties": {"kind": {"const": "b"}}}}, '{"kind":"b"}'),
+    # a test's values: const and enum both apply; oneOf passes values of exactly one option
+    ({**TAGGED, "if": {"properties": {"kind": {"const": "a", "enum": ["b"]}}}}, '{"kind":"a","x":1}'),
+    ({**TAGGED, "if": {"properties": {"kind": {"oneOf": [{"const": "a"}, {"enum": ["a", "b"]}]}}}}, '{"kind":"a","x":1}'),
+    # a test that needs an object fails for a string: else (false) applies
+    ({"if": {"type": "object", "properties": {"k": {"const": 1}}}, "then": {"type": "string"}, "else": False}, '"a"'),
+    # an object-only reading of an alternative whose then makes strings
+    ({"oneOf": [{"properties": {"k": {"enum": [1, 2]}}, "required": ["k"], "if": {"properties": {"k": {"const": 1}}},
+                 "then": {"type": "string"}}, {"properties": {"z": {}}, "additionalProperties": False}]}, '"a"'),
+    # draft 7 reads a test or a negated schema with a $ref as the $ref alone
+    ({"$schema": D7, "definitions": {"T": {"properties": {"kind": {"enum": ["a", "b"]}}}}, **TAGGED,
+      "if": {"$ref": "#/definitions/T", "properties": {"kind": {"const": "a"}}}}, '{"kind":"b","x":"s"}'),
+    ({"$schema": D7, "definitions": {"any": {}}, "type": "object", "properties": {"a": {}, "b": {}},
+      "not": {"$ref": "#/definitions/any", "required": ["a"]}}, '{"b":1}'),
+])
+def test_found_in_review_nothing_invalid_is_accepted(small_compiler, small_info, schema, text):
+    validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+    assert not validator.is_valid(json.loads(text))
+    try:
+        grammar = small_compiler.compile(Constraint("json_schema", schema))
+    except GrammarError:
+        return
+    assert not accepts_text(grammar, small_info, text)

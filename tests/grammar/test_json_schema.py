@@ -437,6 +437,13 @@ def test_ecma_named_groups_in_patterns(small_compiler, small_info):
     ("^a\\\\b$", ['"a\\\\b"'], ['"ab"', '"a\\\\\\\\b"']),  # a backslash, escaped in JSON
     ("^[a\\\\]+$", ['"a\\\\a"', '"\\\\"'], ['"b"']),  # a backslash in a class
     ("^x[\\\\]$", ['"x\\\\"'], ['"x"']),
+    # an escaped backslash is one atom under a quantifier
+    ("^\\\\+$", ['"\\\\\\\\"'], ['"\\\\\\"']),
+    ("^a\\\\{2}$", ['"a\\\\\\\\"'], ['"a\\\\"']),
+    ("^[\\\\]?x$", ['"x"', '"\\\\x"'], []),
+    # a literal ^ next to a removed member stays a literal
+    ("^[\\\\^a]+$", ['"a^"'], ['"b"']),
+    ("^[\\n^a]+$", ['"a^"'], ['"b"']),
 ])
 def test_patterns_with_characters_json_must_escape(small_compiler, small_info, pattern, inside, outside):
     """A class that lists characters JSON strings must escape (control escapes, a backslash)

@@ -49,6 +49,13 @@ def valid_walks(grammar, info, schema: dict, walks: int) -> list:
     return values
 
 
+def accepts_text(grammar, info, text: str) -> bool:
+    """Whether the grammar accepts `text` as a whole, fed one byte token at a time."""
+    byte_ids = {data[0]: i for i, data in enumerate(info.token_bytes) if len(data) == 1}
+    matcher = grammar.matcher()
+    return all(matcher.accept_token(byte_ids[c]) for c in text.encode()) and matcher.is_accepting()
+
+
 def info_text(info, ids) -> str:
     return b"".join(info.token_bytes[i] for i in ids).decode("utf-8", errors="replace")
 
