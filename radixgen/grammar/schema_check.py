@@ -28,8 +28,8 @@ from .schema_collections import ITEMS_GUARD_MIN, STRING_CHAR, CollectionRewrites
 from .schema_conditionals import expand_conditionals
 from .schema_merge import implied_type, normalize, resolve_merged, typed_keywords
 from .schema_one_of import Readings, exclusive
-from .schema_rules import (ASSERTIONS, asserts, check_counts, check_keyword_types, forbidden_names_dropped, is_type,
-                           listed_name_rules, refuse, tightest)
+from .schema_rules import (ASSERTIONS, NothingValid, asserts, check_counts, check_keyword_types,
+                           forbidden_names_dropped, is_type, listed_name_rules, refuse, tightest)
 from .schema_refs import MISSING, declared_draft, follow_pointer, names_draft_unambiguously, pointer_parts
 
 MERGE_FOLLOW_BUDGET = 20_000
@@ -145,13 +145,19 @@ class SchemaRewriter(CollectionRewrites):
         """The result of the first attempt that raises no GrammarError, with what the failed ones
         recorded undone; the last attempt's error when all fail."""
         for attempt in attempts[:-1]:
-            saved = {key: copy.copy(getattr(self, key)) for key in _RECORDS}
+            saved = self._snapshot()
             try:
                 return attempt()
             except GrammarError:
-                for key, value in saved.items():
-                    setattr(self, key, value)
+                self._restore(saved)
         return attempts[-1]()
+
+    def _snapshot(self) -> dict:
+        return {key: copy.copy(getattr(self, key)) for key in _RECORDS}
+
+    def _restore(self, saved: dict) -> None:
+        for key, value in saved.items():
+            setattr(self, key, value)
 
     def _with_defs(self, node: dict, new: dict, path: str) -> dict:
         """Keep (rewritten) $defs/definitions where they were, so $ref paths stay valid."""
@@ -178,7 +184,8 @@ class SchemaRewriter(CollectionRewrites):
         required = listed_name_rules(node, props, path)
         banned = [name for name, schema in props.items() if schema is False]  # no value: never there
         if set(banned) & set(required):
-            refuse("required", path, f"{sorted(set(banned) & set(required))} can have no value (false)")
+            refuse("required", path, f"{sorted(set(banned) & set(required))} can have no value (false)",
+                   NothingValid)
         props = {name: schema for name, schema in props.items() if schema is not False}
         _need_type(node, path, "object")
         for name in props:
@@ -226,8 +233,19 @@ class SchemaRewriter(CollectionRewrites):
         return {"oneOf": self._options(options, f"{path}.oneOf", narrowed)}
 
     def _options(self, options: list, path: str, narrowed: list | None = None) -> list:
-        return [self.rewrite(option if not narrowed or narrowed[i] is None else narrowed[i], f"{path}[{i}]")
-                for i, option in enumerate(options)]
+        """The alternatives rewritten; one no value satisfies is left out (not all of them)."""
+        out, empty = [], None
+        for i, option in enumerate(options):
+            chosen = option if not narrowed or narrowed[i] is None else narrowed[i]
+            saved = self._snapshot()
+            try:
+                out.append(self.rewrite(chosen, f"{path}[{i}]"))
+            except NothingValid as exc:
+                self._restore(saved)
+                empty = exc
+        if not out:
+            raise empty
+        return out
 
     def _prefixItems(self, node: dict, path: str) -> dict:
         _only(node, path, {"prefixItems", "type", "items", "minItems", "maxItems", "uniqueItems",

@@ -7,7 +7,8 @@ values and applies `then` when it matches, `else` when it does not:
      "allOf": [{"if": {"properties": {"kind": {"const": "a"}}}, "then": {"required": ["x"]}}, ...]}
 
 `expand_conditionals` turns a node with such conditionals (its own `if`, or `allOf` members that
-are only a conditional) into `anyOf` alternatives, each the node merged (schema_merge.merge, exact)
+are only a conditional; also `dependentSchemas`, whose test is a name's presence) into `anyOf`
+alternatives, each the node merged (schema_merge.merge, exact)
 with one outcome per conditional:
 
 - the test holds: the property takes one of the tested values (or, when the test does not
@@ -39,25 +40,47 @@ def expand_conditionals(node: dict, resolve, read_test=None) -> dict:
     tests = [m for m in members if _is_conditional(m)]
     if "if" in node:
         tests.append({k: node[k] for k in _CONDITIONAL if k in node})
-    if not tests or node.get("type", "object") not in ("object", ["object"]):
+    depends = _dependent_schemas(node)
+    if not (tests or depends) or node.get("type", "object") not in ("object", ["object"]):
         return node  # (a test on properties holds for every value that is not an object)
     tags = [_tag(test.get("if"), read_test or resolve) for test in tests]
-    if None in tags:
+    if None in tags or depends is None:
         return node
     known: dict = {}  # every value the tests name, per property
     for name, values, *_ in tags:
         known.setdefault(name, []).extend(values)
     rest = [m for m in members if not _is_conditional(m)]
-    base = {k: v for k, v in node.items() if k not in _CONDITIONAL and k != "allOf"}
+    base = {k: v for k, v in node.items() if k not in _CONDITIONAL | {"allOf", "dependentSchemas"}}
     if rest:
         base["allOf"] = rest
+    if isinstance(node.get("dependencies"), dict):  # the name lists stay (dependentRequired)
+        base["dependencies"] = {k: v for k, v in node["dependencies"].items() if isinstance(v, list)}
     alternatives = [base]
     for test, tag in zip(tests, tags):
         branches = resolve(test.get("then", True)), resolve(test.get("else", True))
         alternatives = _outcomes(alternatives, tag, branches, known[tag[0]], resolve)
         if not alternatives or len(alternatives) > MAX_ALTERNATIVES:
             return node
+    for name, schema in depends:  # present with the schema, or absent
+        present = merge({"type": "object", "required": [name]}, resolve(schema), resolve)
+        absent = {"type": "object", "properties": {name: False}}
+        alternatives = [merged for alt in alternatives for extra in (present, absent) if isinstance(extra, dict)
+                        for merged in [merge(alt, extra, resolve)] if isinstance(merged, dict)]
+        if not alternatives or len(alternatives) > MAX_ALTERNATIVES:
+            return node
     return {"anyOf": alternatives, **{k: node[k] for k in ("$defs", "definitions") if k in node}}
+
+
+def _dependent_schemas(node: dict) -> list | None:
+    """(name, schema) for each `dependentSchemas` entry and `dependencies` entry with a schema
+    (drafts 4-7): the schema applies when the name is present. None when malformed."""
+    pairs = []
+    for key in ("dependentSchemas", "dependencies"):
+        entries = node.get(key, {})
+        if not isinstance(entries, dict):
+            return None
+        pairs += [(name, schema) for name, schema in entries.items() if isinstance(schema, (dict, bool))]
+    return pairs
 
 
 def _is_conditional(member) -> bool:

@@ -146,8 +146,12 @@ def asserts(node: dict, besides: tuple = ()) -> bool:
     return any(k in ASSERTIONS and k not in besides for k in node)
 
 
-def refuse(keyword: str, path: str, why: str):
-    raise GrammarError(f"unsupported JSON Schema keyword {keyword!r} at {path}: {why}")
+class NothingValid(GrammarError):
+    """A schema no value satisfies: refused alone, dropped as one alternative of several."""
+
+
+def refuse(keyword: str, path: str, why: str, error=GrammarError):
+    raise error(f"unsupported JSON Schema keyword {keyword!r} at {path}: {why}")
 
 
 def always_generated(node: dict) -> set:
@@ -180,7 +184,7 @@ def forbidden_names_dropped(node: dict, path: str) -> dict:
         if not set(names) & drop:
             free = [n for n in names if n not in keep]
             if not free:
-                raise GrammarError(f"unsupported JSON Schema keyword 'not' at {path}: it forbids {names}, "
+                raise NothingValid(f"unsupported JSON Schema keyword 'not' at {path}: it forbids {names}, "
                                    "which are always generated here (nothing would be valid)")
             drop.add(free[0])
     props = {k: v for k, v in node["properties"].items() if k not in drop}

@@ -120,3 +120,24 @@ def test_found_in_review_nothing_invalid_is_accepted(small_compiler, small_info,
     except GrammarError:
         return
     assert not accepts_text(grammar, small_info, text)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": PROPS, "dependentSchemas": {"x": {"required": ["y"]}}},
+    {"$schema": D7, "type": "object", "properties": PROPS,
+     "dependencies": {"x": {"properties": {"y": {"const": True}}, "required": ["y"]}, "kind": ["y"]}},
+])
+def test_dependent_schemas(small_compiler, small_info, schema):
+    """A name's schema applies when it is present: generated present with it, or absent."""
+    values = valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 30)
+    assert any("x" in value for value in values) and any("x" not in value for value in values)
+    assert all("y" in value for value in values if "x" in value)
+
+
+def test_an_alternative_nothing_satisfies_is_left_out(small_compiler, small_info):
+    empty = {"type": "object", "properties": {"a": {}}, "required": ["a"], "not": {"required": ["a"]}}
+    schema = {"anyOf": [empty, {"type": "string", "maxLength": 3}]}
+    values = valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 8)
+    assert all(isinstance(value, str) for value in values)
+    with pytest.raises(GrammarError, match="always generated"):
+        schema_to_guarded_regex(json.dumps(empty))
