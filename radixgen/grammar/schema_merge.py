@@ -43,24 +43,25 @@ def normalize(node: dict, resolve, inlining: tuple = (), one_of_option=None) -> 
     if "$ref" in node and asserts(node, ("$ref", "allOf")):
         members.append({"$ref": node["$ref"]})
     inlined = tuple(m["$ref"] for m in members if isinstance(m, dict) and isinstance(m.get("$ref"), str))
+    merged_refs: tuple = ()
     if members and (len(members) > 1 or asserts(node, ("$ref", "allOf"))) and not set(inlined) & set(inlining):
         merged = {k: v for k, v in node.items() if k not in ("$ref", "allOf")}
         for member in _flat_members(members, resolve) or [None]:
             merged = merge(merged, member, resolve) if isinstance(merged, dict) else merged
-        if isinstance(merged, dict):
-            return {**merged, **_kept(node)}, inlined
+        if isinstance(merged, dict):  # (then an anyOf/oneOf a member brought is distributed)
+            node, merged_refs = {**merged, **_kept(node)}, inlined
     for key in ("anyOf", "oneOf"):
         if isinstance(node.get(key), list) and asserts(node, (key,)) and ({"anyOf", "oneOf"} - {key}).isdisjoint(node):
             inlined = tuple(o["$ref"] for o in node[key] if isinstance(o, dict) and isinstance(o.get("$ref"), str))
             if set(inlined) & set(inlining):
-                return node, ()
+                return node, merged_refs
             base = {k: v for k, v in node.items() if k != key and k not in _NOT_MERGED}
             option_of = one_of_option if key == "oneOf" and one_of_option else resolve
             options = [merge(base, option_of(option), resolve) for option in node[key]]
             options = [o for o in options if o is not _EMPTY]
             if options and None not in options:
-                return {key: options, **_kept(node)}, inlined
-    return node, ()
+                return {key: options, **_kept(node)}, merged_refs + inlined
+    return node, merged_refs
 
 
 def implied_type(node: dict) -> str | None:
