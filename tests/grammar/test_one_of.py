@@ -169,3 +169,13 @@ def test_draft_3_is_refused():
     with pytest.raises(GrammarError, match="draft 3"):
         schema_to_guarded_regex(json.dumps({"$schema": "http://json-schema.org/draft-03/schema#", "type": "integer",
                                             "extends": {"minimum": 5}}))
+
+
+def test_an_any_of_brought_by_an_all_of_member_is_distributed(small_compiler, small_info):
+    """tsconfig's shape: allOf of references, one of them an anyOf of objects."""
+    schema = {"$defs": {"base": {"type": "object", "properties": {"n": {"type": "integer"}, "f": {"type": "boolean"},
+                                                                   "g": {"type": "boolean"}}},
+                        "either": {"anyOf": [{"required": ["f"]}, {"required": ["g"]}]}},
+              "allOf": [{"$ref": "#/$defs/base"}, {"$ref": "#/$defs/either"}]}
+    values = valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 16)
+    assert all("f" in value or "g" in value for value in values)
