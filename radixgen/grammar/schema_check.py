@@ -395,8 +395,8 @@ class SchemaRewriter(CollectionRewrites):
     def _type_object(self, node: dict, path: str) -> dict:
         if "patternProperties" in node or "propertyNames" in node:
             return self._keyed_object(node, path)
-        if node.get("required"):
-            refuse("required", path, "it needs properties listing the required names")
+        if node.get("required"):  # the required names, generated with additionalProperties' schema
+            return self._properties({**node, "properties": {}}, path)
         if node.get("minProperties", 0) > 1:
             refuse("minProperties", path, "values above 1 need properties (keys could repeat)")
         if node.get("maxProperties", 0) > 0:

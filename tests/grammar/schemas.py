@@ -44,6 +44,8 @@ SUPPORTED = {
         "tag": {"enum": ["div", "p"]}, "kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}},
         "required": ["tag", "kids"]},
     "format_date": {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}, "required": ["d"]},
+    # required names without properties: generated with additionalProperties' schema
+    "required_without_properties": {"type": "object", "required": ["a"], "additionalProperties": {"type": "integer"}},
     "format_datetime": {"type": "string", "format": "date-time"},
     "format_time_uuid": {"type": "array", "prefixItems": [{"type": "string", "format": "time"},
                                                           {"type": "string", "format": "uuid"}]},
@@ -243,7 +245,6 @@ UNSUPPORTED = [
     ({"type": "number", "multipleOf": 0.5}, "multipleOf"),
     ({"type": "number", "minimum": 0.75, "exclusiveMaximum": 0.75}, "minimum"),  # no value left
     ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf"),
-    ({"type": "object", "required": ["a"]}, "required"),
     ({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"],
       "additionalProperties": False}, "required"),
     ({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}},
