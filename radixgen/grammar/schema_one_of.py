@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from .schema_rules import always_generated, is_type, value_key
+from .schema_rules import always_generated, asserts, is_type, value_key
 
 _MAX_DEPTH = 8  # nested properties followed when comparing tags
 _OPEN = frozenset(("allOf", "anyOf", "oneOf", "$ref", "if", "then", "else", "dependentSchemas",
@@ -76,7 +76,8 @@ def _excludes(gen, acc, readings: Readings, depth: int = 0) -> bool:
     """No value that `gen` (as written) generates is valid under `acc` (as written); False when
     this cannot be shown."""
     wide, acc = readings.loose(gen), readings.loose(acc)
-    gen_kinds, acc_kinds = _generated_kinds(wide), _kinds(acc)
+    gen_kinds = _generated_kinds(wide) or _option_kinds(wide, readings, _generated_kinds)
+    acc_kinds = _kinds(acc) or _option_kinds(acc, readings, _kinds)
     if gen_kinds is not None and acc_kinds is not None and not (_widen(gen_kinds) & _widen(acc_kinds)):
         return True
     acc_values = _values(acc, readings.const_ignored)  # acc accepts those values at most
@@ -89,6 +90,10 @@ def _excludes(gen, acc, readings: Readings, depth: int = 0) -> bool:
             return True
         if acc_kinds is not None and not {_value_kind(v) for v in values} & _widen(acc_kinds):
             return True
+        if acc_kinds == ["string"] and _misses_pattern(values, acc):
+            return True
+    if acc_values is not None and gen_kinds == ["string"] and _misses_pattern(acc_values, wide):
+        return True  # gen's strings all match its pattern, which none of acc's values does
     return gen_kinds == ["object"] and isinstance(acc, dict) and _object_excludes(gen, acc, readings, depth)
 
 
@@ -114,6 +119,30 @@ def _object_excludes(gen, acc: dict, readings: Readings, depth: int) -> bool:
     gen_props = wide.get("properties") if isinstance(wide.get("properties"), dict) else {}
     return depth < _MAX_DEPTH and any(_excludes(gen_props[name], acc_props[name], readings, depth + 1)
                                       for name in held & set(gen_props) & set(acc_props))
+
+
+def _misses_pattern(values: list, node) -> bool:
+    """Whether no string among `values` (value keys) matches `node`'s pattern, as validators
+    search it (Python's re, as jsonschema does); False when there is no pattern."""
+    pattern = node.get("pattern") if isinstance(node, dict) else None
+    return isinstance(pattern, str) and not any(v[0] == "str" and _may_search(pattern, v[1]) for v in values)
+
+
+def _option_kinds(node, readings: Readings, kinds_of, depth: int = 0):
+    """The types of a node that is only an anyOf or a oneOf: its options' together (None when
+    one is not known)."""
+    if not isinstance(node, dict) or depth > _MAX_DEPTH or len({"anyOf", "oneOf"} & set(node)) != 1 \
+            or asserts(node, ("anyOf", "oneOf")):
+        return None
+    options = node.get("anyOf", node.get("oneOf"))
+    kinds: set = set()
+    for option in options if isinstance(options, list) else [None]:
+        option = readings.loose(option)
+        known = kinds_of(option) or _option_kinds(option, readings, kinds_of, depth + 1)
+        if known is None:
+            return None
+        kinds |= set(known)
+    return sorted(kinds)
 
 
 def _closed(node) -> bool:

@@ -38,6 +38,11 @@ EXCLUSIVE = {
                                                    "required": ["v"]}}, "required": ["meta"]}]},
     # an enum beside oneOf is distributed: each alternative keeps only the values of its type
     "typed_enum": {"enum": ["1", 1], "oneOf": [{"type": "string"}, {"type": "number"}]},
+    # named values none of which the pattern matches (validators search it with Python's re)
+    "values_or_pattern": {"oneOf": [{"enum": ["red", "blue"]}, {"type": "string", "pattern": "^#[0-9a-f]{3}$"}]},
+    # an alternative that is itself an anyOf: the types of its options
+    "nested_kinds": {"oneOf": [{"anyOf": [{"type": "string", "maxLength": 3}, {"type": "null"}]},
+                               {"type": "boolean"}]},
 }
 
 
