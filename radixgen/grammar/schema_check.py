@@ -29,7 +29,7 @@ from .schema_conditionals import expand_conditionals
 from .schema_merge import implied_type, normalize, resolve_merged, typed_keywords
 from .schema_one_of import Readings, exclusive
 from .schema_rules import (ASSERTIONS, NothingValid, asserts, check_counts, check_keyword_types,
-                           forbidden_names_dropped, is_type, listed_name_rules, refuse, tightest)
+                           forbidden_names_dropped, is_type, listed_name_rules, only_objects, refuse, tightest)
 from .schema_refs import MISSING, declared_draft, follow_pointer, names_draft_unambiguously, pointer_parts
 
 MERGE_FOLLOW_BUDGET = 20_000
@@ -185,7 +185,7 @@ class SchemaRewriter(CollectionRewrites):
         banned = [name for name, schema in props.items() if schema is False]  # no value: never there
         if set(banned) & set(required):
             refuse("required", path, f"{sorted(set(banned) & set(required))} can have no value (false)",
-                   NothingValid)
+                   NothingValid if only_objects(node) else GrammarError)  # (other types pass required)
         props = {name: schema for name, schema in props.items() if schema is not False}
         _need_type(node, path, "object")
         for name in props:

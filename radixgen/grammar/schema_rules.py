@@ -154,6 +154,11 @@ def refuse(keyword: str, path: str, why: str, error=GrammarError):
     raise error(f"unsupported JSON Schema keyword {keyword!r} at {path}: {why}")
 
 
+def only_objects(node: dict) -> bool:
+    """Whether `node`'s type admits objects only."""
+    return node.get("type") in ("object", ["object"])
+
+
 def always_generated(node: dict) -> set:
     """Names an object with `properties` is always generated with: the required ones and those a
     listed name's dependentRequired needs (see listed_name_rules)."""
@@ -184,8 +189,11 @@ def forbidden_names_dropped(node: dict, path: str) -> dict:
         if not set(names) & drop:
             free = [n for n in names if n not in keep]
             if not free:
-                raise NothingValid(f"unsupported JSON Schema keyword 'not' at {path}: it forbids {names}, "
-                                   "which are always generated here (nothing would be valid)")
+                # nothing valid only when they are all required of an object (a dependency's
+                # names are generated, not required; other types pass `required`)
+                empty = set(names) <= set(node.get("required", [])) and only_objects(node)
+                refuse("not", path, f"it forbids {names}, which are always generated here"
+                       + (" (nothing would be valid)" if empty else ""), NothingValid if empty else GrammarError)
             drop.add(free[0])
     props = {k: v for k, v in node["properties"].items() if k not in drop}
     return {**{k: v for k, v in node.items() if k != "not"}, "properties": props}

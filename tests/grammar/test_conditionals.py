@@ -141,3 +141,15 @@ def test_an_alternative_nothing_satisfies_is_left_out(small_compiler, small_info
     assert all(isinstance(value, str) for value in values)
     with pytest.raises(GrammarError, match="always generated"):
         schema_to_guarded_regex(json.dumps(empty))
+
+
+@pytest.mark.parametrize("alternative", [
+    # b is generated for the dependency, not required: {} is valid, so this is no empty alternative
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "dependentRequired": {"a": ["b"]},
+     "not": {"required": ["b"]}},
+    # untyped: every value that is not an object satisfies it
+    {"properties": {"a": False}, "required": ["a"]},
+])
+def test_an_alternative_with_values_is_not_left_out_as_empty(alternative):
+    with pytest.raises(GrammarError):
+        schema_to_guarded_regex(json.dumps({"anyOf": [alternative, {"type": "string"}]}))
