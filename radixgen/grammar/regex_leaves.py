@@ -25,6 +25,7 @@ from .matcher import GrammarError
 
 _JSON_UNSAFE = r'["\\\x00-\x1f]'  # chars a raw JSON string may not contain unescaped
 _ANY_SAFE = r'[^"\\\x00-\x1f]'
+_JSON_BACKSLASH = r"(?:\\\\)"  # a backslash in a string's value, as JSON text writes it: \\ (one atom)
 # ASCII subsets of Python's shorthand classes (printable; without '"' and '\\', which JSON escapes)
 _SHORTHAND = {"d": "0-9", "w": "0-9A-Za-z_", "s": " ",
               "D": r"\x20\x21\x23-\x2f\x3a-\x5b\x5d-\x7e", "S": r"\x21\x23-\x5b\x5d-\x7e",
@@ -319,7 +320,7 @@ def _escape(body: str, i: int, refuse, in_class: bool) -> tuple[str, int]:
             raise refuse("it matches characters that JSON strings must escape")
         return f"\\x{{{code:x}}}", i + 2 + width
     if c == "\\" and not in_class:
-        return r"(?:\\\\)", i + 2  # a backslash, which JSON text writes as \\ (one atom)
+        return _JSON_BACKSLASH, i + 2
     if c in _CONTROL_ESCAPES and not in_class:
         raise refuse("it matches control characters that JSON strings must escape")
     if c in _CONTROL_ESCAPES or c == "\\":
@@ -361,12 +362,13 @@ def _char_class(body: str, i: int, refuse) -> tuple[str, int]:
         first = False
     if j >= len(body):
         raise refuse("unterminated character class")
-    escaped = r"|\\\\" if backslash else ""  # a backslash is written as JSON's escape \\
     if "".join(parts) in ("[", "[^"):  # only characters JSON strings must escape were listed
         if negated:
             return _ANY_SAFE, j + 1
         if backslash:
-            return r"(?:\\\\)", j + 1
+            return _JSON_BACKSLASH, j + 1
         raise refuse("it matches only characters that JSON strings must escape")
     inner = "".join(parts) + "]"
-    return f"(?:[{inner}--{_JSON_UNSAFE}]{escaped})" if escaped else f"[{inner}--{_JSON_UNSAFE}]", j + 1
+    if backslash:
+        return f"(?:[{inner}--{_JSON_UNSAFE}]|{_JSON_BACKSLASH})", j + 1
+    return f"[{inner}--{_JSON_UNSAFE}]", j + 1

@@ -217,10 +217,10 @@ class SchemaRewriter(CollectionRewrites):
         return {"allOf": [self.rewrite(node["allOf"][0], f"{path}.allOf[0]")]}
 
     def _anyOf(self, node: dict, path: str) -> dict:
-        return {"anyOf": self._options(_options(node, path, "anyOf"), f"{path}.anyOf")}
+        return {"anyOf": self._options(_alternatives_of(node, path, "anyOf"), f"{path}.anyOf")}
 
     def _oneOf(self, node: dict, path: str) -> dict:
-        options = _options(node, path, "oneOf")
+        options = _alternatives_of(node, path, "oneOf")
         narrowed = exclusive(options, Readings(self._resolved, self._resolve_chain, self.draft_3_to_7,
                                                self.const_ignored))
         if narrowed is None:
@@ -430,7 +430,8 @@ class SchemaRewriter(CollectionRewrites):
 
     def _resolved(self, node):
         """`node` with its `$ref` chain followed, keywords beside each `$ref` merged into the
-        target (2020-12; drafts 3-7 ignore them); None when they cannot be merged exactly."""
+        target; None when they cannot be merged exactly (under an unambiguous draft 3-7 URI, the
+        target alone then: that draft ignores them)."""
         return resolve_merged(node, self._merge_target, self.ref_fallback)
 
     def _merge_target(self, ref: str):
@@ -492,7 +493,8 @@ def _need_type(node: dict, path: str, wanted: str) -> None:
         refuse("type", path, f"it conflicts with the {wanted} keywords beside it")
 
 
-def _options(node: dict, path: str, key: str) -> list:
+def _alternatives_of(node: dict, path: str, key: str) -> list:
+    """`node[key]` (anyOf / oneOf), checked: a non-empty list, nothing else asserted beside it."""
     _only(node, path, {key})
     if not isinstance(node[key], list) or not node[key]:
         raise GrammarError(f"{key} at {path} must be a non-empty array")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 
-from .matcher import GrammarError
 from .regex_leaves import increasing_subsequence_regex, json_literal
 from .schema_rules import refuse, value_key
 from .unique_items import CANONICAL_INTEGER, canonical_string_regex, grows_wherever_it_closes
@@ -67,11 +66,14 @@ class CollectionRewrites:
         pattern = schema.get("pattern")
         if isinstance(pattern, str) and not re.search(r"(?<!\\)(?:\\\\)*\$$", pattern):
             # a pattern matches names that contain a match: one open at its end takes any rest
-            # (a name is not one match repeated: {"x-": 1, "x-": 2} is no use)
-            try:
-                return self.rewrite({**schema, "type": "string", "pattern": f"{pattern}(?:.*)"}, path)
-            except GrammarError:
-                pass  # e.g. an alternative anchored at its end: the matches alone
+            # (a name is not one match repeated: {"x-": 1, "x-": 2} is no use); where that cannot
+            # be written (an alternative anchored at its end), the matches alone
+            return self._first_enforceable(
+                lambda: self.rewrite({**schema, "type": "string", "pattern": f"{pattern}(?:.*)"}, path),
+                lambda: self._name_strings(schema, path))
+        return self._name_strings(schema, path)
+
+    def _name_strings(self, schema: dict, path: str) -> dict:
         names = self.rewrite({**schema, "type": "string"}, path)
         if "enum" in names:
             names["enum"] = [v for v in names["enum"] if isinstance(v, str)]

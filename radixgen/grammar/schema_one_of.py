@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from .schema_rules import always_generated, asserts, is_type, value_key
+from .schema_rules import always_generated, asserts, is_type, required_names, value_key
 
 _MAX_DEPTH = 8  # nested properties followed when comparing tags
 _OPEN = frozenset(("allOf", "anyOf", "oneOf", "$ref", "if", "then", "else", "dependentSchemas",
@@ -57,7 +57,7 @@ def exclusive(options: list, readings: Readings) -> list | None:
         gen = readings.merged(options[i])
         if not _closed(gen) or (readings.fallback and gen != readings.widest(options[i])):
             return None  # it may be generated from another reading: not narrowed
-        others = set().union(*(_required(readings.loose(options[j])) for k, j in pairs if k == i))
+        others = set().union(*(required_names(readings.loose(options[j])) for k, j in pairs if k == i))
         drop = (others - always_generated(gen)) & set(gen["properties"])
         if not drop:
             return None
@@ -104,14 +104,14 @@ def _object_excludes(gen, acc: dict, readings: Readings, depth: int) -> bool:
     # the names it may generate: under drafts 3-7 a $ref chain may be generated from any mix of
     # merged and dropped siblings, so only a chain without any counts
     if _closed(wide) and _closed(merged) and (not readings.fallback or merged == readings.widest(gen)):
-        names = set(wide["properties"]) | set(merged["properties"]) | _required(merged)
-        if _required(acc) - names:
+        names = set(wide["properties"]) | set(merged["properties"]) | required_names(merged)
+        if required_names(acc) - names:
             return True
     acc_props = acc.get("properties") if isinstance(acc.get("properties"), dict) else {}
     patterns = acc.get("patternProperties") if isinstance(acc.get("patternProperties"), dict) else {}
-    held = _required(wide)
+    held = required_names(wide)
     negated = acc.get("not")
-    if isinstance(negated, dict) and set(negated) == {"required"} and _required(negated) <= held:
+    if isinstance(negated, dict) and set(negated) == {"required"} and required_names(negated) <= held:
         return True  # acc forbids a combination of names gen always has
     if acc.get("additionalProperties") is False and any(
             name not in acc_props and not any(_may_search(p, name) for p in patterns) for name in held):
@@ -149,11 +149,6 @@ def _closed(node) -> bool:
     """An object schema generated with its listed and required names only."""
     return (isinstance(node, dict) and isinstance(node.get("properties"), dict) and not _OPEN & set(node)
             and _generated_kinds(node) == ["object"])
-
-
-def _required(node) -> set:
-    names = node.get("required") if isinstance(node, dict) else None
-    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
 
 
 def _may_search(pattern, name: str) -> bool:

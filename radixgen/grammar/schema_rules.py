@@ -159,10 +159,16 @@ def only_objects(node: dict) -> bool:
     return node.get("type") in ("object", ["object"])
 
 
+def required_names(node) -> set:
+    """The names `node`'s `required` lists (none when it is not a list)."""
+    names = node.get("required") if isinstance(node, dict) else None
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+
+
 def always_generated(node: dict) -> set:
     """Names an object with `properties` is always generated with: the required ones and those a
     listed name's dependentRequired needs (see listed_name_rules)."""
-    names = {n for n in node.get("required", []) if isinstance(n, str)} if isinstance(node.get("required"), list) else set()
+    names = required_names(node)
     for key in ("dependentRequired", "dependencies"):
         for name, needed in (node.get(key) or {}).items():
             if name in node.get("properties", {}) and isinstance(needed, list):
@@ -191,7 +197,7 @@ def forbidden_names_dropped(node: dict, path: str) -> dict:
             if not free:
                 # nothing valid only when they are all required of an object (a dependency's
                 # names are generated, not required; other types pass `required`)
-                empty = set(names) <= set(node.get("required", [])) and only_objects(node)
+                empty = set(names) <= required_names(node) and only_objects(node)
                 refuse("not", path, f"it forbids {names}, which are always generated here"
                        + (" (nothing would be valid)" if empty else ""), NothingValid if empty else GrammarError)
             drop.add(free[0])
