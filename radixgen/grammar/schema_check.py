@@ -237,6 +237,9 @@ class SchemaRewriter(CollectionRewrites):
         out, empty = [], None
         for i, option in enumerate(options):
             chosen = option if not narrowed or narrowed[i] is None else narrowed[i]
+            if chosen is False:  # narrowed to nothing (schema_one_of)
+                empty = NothingValid(f"the alternative at {path}[{i}] has no value valid under it alone")
+                continue
             saved = self._snapshot()
             try:
                 out.append(self.rewrite(chosen, f"{path}[{i}]"))
@@ -306,12 +309,12 @@ class SchemaRewriter(CollectionRewrites):
         _only(node, path, {"type"}.union(*(_BY_TYPE[t] for t in types)))
         if len(types) == 1:
             return getattr(self, "_type_" + types[0])(node, path)
-        leaf = [k for k in node if k in _BY_TYPE["string"] | _BY_TYPE["number"] | _BY_TYPE["integer"]
-                and k not in ("minLength", "maxLength") and not (k == "format" and "string" not in types)]
-        if leaf:
-            refuse(leaf[0], path, "it is only supported with a single type")
         parts = [getattr(self, "_type_" + t)(node, path) for t in types]
-        if any("const" in part for part in parts):  # a placeholder (e.g. a unique array): per type
+        leaf = [k for k in node if k in _BY_TYPE["string"] | _BY_TYPE["number"] | _BY_TYPE["integer"]
+                and k not in ("minLength", "maxLength")]
+        if leaf or any("const" in part for part in parts):
+            # one alternative per type, each with the keywords that constrain it (a keyword lets
+            # every other type pass): {"type": ["string", "null"], "format": "date-time"}
             return {"anyOf": parts}
         new = {"type": list(types)}
         for part in parts:

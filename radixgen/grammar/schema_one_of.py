@@ -51,9 +51,13 @@ class Readings:
 def exclusive(options: list, readings: Readings) -> list | None:
     """For each alternative, None (exclusive as written) or the narrowed schema to generate it
     from; None when exclusion cannot be shown."""
-    narrowed: list = [None] * len(options)
+    narrowed = _without_shared_types(options, readings)
+    if narrowed is None:
+        return None
     pairs = _overlaps(options, narrowed, readings)
     for i in sorted({i for i, _ in pairs}):
+        if narrowed[i] is not None:
+            return None  # (one narrowing per alternative)
         gen = readings.merged(options[i])
         if not _closed(gen) or (readings.fallback and gen != readings.widest(options[i])):
             return None  # it may be generated from another reading: not narrowed
@@ -67,9 +71,46 @@ def exclusive(options: list, readings: Readings) -> list | None:
     return narrowed
 
 
+def _without_shared_types(options: list, readings: Readings) -> list | None:
+    """Alternatives narrowed by the types two of them accept whole (only `type` asserted, e.g.
+    Kubernetes' {"type": ["string", "null"]} / {"type": ["number", "null"]}): every value of such a
+    type is valid under both, so under none, and no alternative generates it (one left with no type
+    is False). None where an alternative might still generate such a value."""
+    def types(node):
+        kinds = _kinds(node)
+        return None if kinds is None else [kinds] if isinstance(kinds, str) else kinds
+
+    whole: dict = {}
+    for option in options:
+        readings_of = [readings.merged(option), readings.loose(option)]
+        if all(isinstance(r, dict) and not asserts(r, ("type",)) and types(r) for r in readings_of):
+            for kind in set(types(readings_of[0])) & set(types(readings_of[1])):
+                whole[kind] = whole.get(kind, 0) + 1
+    shared = {kind for kind, n in whole.items() if n >= 2}
+    if "number" in shared:
+        shared.add("integer")  # integers are numbers
+    narrowed: list = [None] * len(options)
+    if not shared:
+        return narrowed
+    for i, option in enumerate(options):
+        gen = readings.merged(option)
+        kinds = _generated_kinds(gen) if isinstance(gen, dict) else None
+        if kinds is not None and not set(_widen(kinds)) & shared:
+            continue
+        listed = types(gen) if isinstance(gen, dict) else None
+        if listed is None or (readings.fallback and gen != readings.widest(option)):
+            return None  # it may generate such a value some other way
+        if "integer" in shared and "number" in listed and "number" not in shared:
+            return None  # its integers are shared, its other numbers are not: not written as a type
+        kept = [kind for kind in listed if kind not in shared]
+        narrowed[i] = {**gen, "type": kept} if kept else False
+    return narrowed
+
+
 def _overlaps(options: list, narrowed: list, readings: Readings) -> list:
     return [(i, j) for i, gen in enumerate(options) for j, acc in enumerate(options)
-            if i != j and not _excludes(gen if narrowed[i] is None else narrowed[i], acc, readings)]
+            if i != j and narrowed[i] is not False
+            and not _excludes(gen if narrowed[i] is None else narrowed[i], acc, readings)]
 
 
 def _excludes(gen, acc, readings: Readings, depth: int = 0) -> bool:

@@ -496,3 +496,17 @@ def test_keyed_objects_follow_their_name_rules(small_compiler, small_info):
     assert accepts("dict_enum_keys", '{"red":1,"blue":2}') and not accepts("dict_enum_keys", '{"green":1}')
     assert accepts("dict_any_of_keys", '{"id":true,"x-ab":false}')
     assert not accepts("dict_any_of_keys", '{"idx":true}') and not accepts("dict_any_of_keys", '{"x-1":true}')
+
+
+def test_type_lists_with_keywords_of_one_type(small_compiler, small_info):
+    # each keyword constrains its own type and lets the others pass (Kubernetes' Time is
+    # {"type": ["string", "null"], "format": "date-time"})
+    schema = {"type": ["string", "null", "integer"], "format": "date", "minimum": 5, "maximum": 9}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    kinds = set()
+    for seed in range(30):
+        value = json.loads(random_walk(grammar, small_info, seed)[1])
+        validator.validate(value)
+        kinds.add(type(value))
+    assert kinds == {str, type(None), int}, kinds

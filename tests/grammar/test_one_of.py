@@ -43,6 +43,8 @@ EXCLUSIVE = {
     # an alternative that is itself an anyOf: the types of its options
     "nested_kinds": {"oneOf": [{"anyOf": [{"type": "string", "maxLength": 3}, {"type": "null"}]},
                                {"type": "boolean"}]},
+    # Kubernetes' IntOrString: null is valid under both alternatives, so under none
+    "shared_type": {"oneOf": [{"type": ["string", "null"]}, {"type": ["integer", "null"]}]},
 }
 
 
@@ -184,3 +186,28 @@ def test_an_any_of_brought_by_an_all_of_member_is_distributed(small_compiler, sm
               "allOf": [{"$ref": "#/$defs/base"}, {"$ref": "#/$defs/either"}]}
     values = valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 16)
     assert all("f" in value or "g" in value for value in values)
+
+
+def test_a_type_two_alternatives_accept_whole_is_never_generated(small_compiler, small_info):
+    # null is valid under the first two, so under no alternative: the first is left with nothing,
+    # the third (which constrains only its strings) stops generating null
+    schema = {"oneOf": [{"type": "null"}, {"type": ["null", "boolean"]}, {"type": ["string", "null"], "maxLength": 3}]}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    validator = jsonschema.Draft202012Validator(schema)
+    kinds = set()
+    for seed in range(24):
+        value = json.loads(random_walk(grammar, small_info, seed)[1])
+        validator.validate(value)
+        kinds.add(type(value))
+    assert kinds == {bool, str}, kinds
+
+
+@pytest.mark.parametrize("schema", [
+    # integers are shared, the first's other numbers are not: not expressible as a type
+    {"oneOf": [{"type": ["number", "null"]}, {"type": ["integer", "null"]}]},
+    # the second constrains null through its enum: it does not accept null whole, so the first's null overlaps
+    {"oneOf": [{"type": ["string", "null"]}, {"type": ["integer", "null"], "enum": [1, None]}]},
+])
+def test_types_shared_with_constraints_are_refused(schema):
+    with pytest.raises(GrammarError, match="oneOf"):
+        schema_to_guarded_regex(json.dumps(schema))
