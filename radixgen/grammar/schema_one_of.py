@@ -61,11 +61,18 @@ def exclusive(options: list, readings: Readings) -> list | None:
         gen = readings.merged(options[i])
         if not _closed(gen) or (readings.fallback and gen != readings.widest(options[i])):
             return None  # it may be generated from another reading: not narrowed
-        others = set().union(*(required_names(readings.loose(options[j])) for k, j in pairs if k == i))
+        overlapping = [readings.loose(options[j]) for k, j in pairs if k == i]
+        others = set().union(*(required_names(acc) for acc in overlapping))
         drop = (others - always_generated(gen)) & set(gen["properties"])
-        if not drop:
+        if drop:
+            narrowed[i] = {**gen, "properties": {k: v for k, v in gen["properties"].items() if k not in drop}}
+            continue
+        own = _own_names(gen, overlapping)
+        if not own:
             return None
-        narrowed[i] = {**gen, "properties": {k: v for k, v in gen["properties"].items() if k not in drop}}
+        # nothing required sets them apart (each accepts {}): each generated object holds one of
+        # its names that the overlapping alternatives forbid
+        narrowed[i] = {"anyOf": [{**gen, "required": [*required_names(gen), name]} for name in own]}
     if pairs and _overlaps(options, narrowed, readings):
         return None
     return narrowed
@@ -107,6 +114,16 @@ def _without_shared_types(options: list, readings: Readings) -> list | None:
     return narrowed
 
 
+def _own_names(gen: dict, overlapping: list) -> list:
+    """The names `gen` may generate that every overlapping alternative forbids
+    (`additionalProperties: false`, the name not listed), in gen's order."""
+    if not all(isinstance(acc, dict) and acc.get("additionalProperties") is False and not acc.get("patternProperties")
+               and isinstance(acc.get("properties", {}), dict) for acc in overlapping):
+        return []
+    allowed = set().union(*(acc.get("properties", {}) for acc in overlapping))
+    return [name for name, schema in gen["properties"].items() if name not in allowed and schema is not False]
+
+
 def _overlaps(options: list, narrowed: list, readings: Readings) -> list:
     return [(i, j) for i, gen in enumerate(options) for j, acc in enumerate(options)
             if i != j and narrowed[i] is not False
@@ -116,6 +133,8 @@ def _overlaps(options: list, narrowed: list, readings: Readings) -> list:
 def _excludes(gen, acc, readings: Readings, depth: int = 0) -> bool:
     """No value that `gen` (as written) generates is valid under `acc` (as written); False when
     this cannot be shown."""
+    if isinstance(gen, dict) and set(gen) == {"anyOf"} and isinstance(gen["anyOf"], list):  # (a narrowing)
+        return all(_excludes(branch, acc, readings, depth) for branch in gen["anyOf"])
     wide, acc = readings.loose(gen), readings.loose(acc)
     gen_kinds = _generated_kinds(wide) or _option_kinds(wide, readings, _generated_kinds)
     acc_kinds = _kinds(acc) or _option_kinds(acc, readings, _kinds)

@@ -43,6 +43,11 @@ EXCLUSIVE = {
     # an alternative that is itself an anyOf: the types of its options
     "nested_kinds": {"oneOf": [{"anyOf": [{"type": "string", "maxLength": 3}, {"type": "null"}]},
                                {"type": "boolean"}]},
+    # closed objects that require nothing ({} is valid under both): each generates one of its
+    # names the other forbids
+    "closed_without_required": {"oneOf": [
+        {"type": "object", "properties": {"a": {"type": "integer"}, "c": {"type": "boolean"}}, "additionalProperties": False},
+        {"type": "object", "properties": {"b": {"type": "integer"}, "c": {"type": "boolean"}}, "additionalProperties": False}]},
     # Kubernetes' IntOrString: null is valid under both alternatives, so under none
     "shared_type": {"oneOf": [{"type": ["string", "null"]}, {"type": ["integer", "null"]}]},
 }
@@ -66,9 +71,13 @@ def test_exclusive_alternatives_validate_under_exactly_one(small_compiler, small
 
 
 @pytest.mark.parametrize("schema", [
-    # nothing required: {} is valid under both
+    # nothing required, and every name of the first is allowed by the second: {"a": 1} is valid under both
     {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
-               {"type": "object", "properties": {"b": {"type": "integer"}}, "additionalProperties": False}]},
+               {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "additionalProperties": False}]},
+    # the second is open: it accepts the first's names
+    {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+               {"type": "object", "properties": {"b": {"type": "integer"}}}]},
     # the first requires everything the second does: nothing to drop from it
     {"type": "object", "properties": SHARED, "oneOf": [{"required": ["src", "handle"]}, {"required": ["handle"]}]},
     # the names a reference's merged sibling adds are generated: "y" is not provably absent
