@@ -26,13 +26,13 @@ from .regex_leaves import format_length_regex, format_regex, json_literal, strin
 from .regex_numbers import integer_bound, number_range_regex
 from .schema_collections import ITEMS_GUARD_MIN, STRING_CHAR, CollectionRewrites
 from .schema_conditionals import expand_conditionals
-from .schema_merge import implied_type, normalize, resolve_merged, typed_keywords
+from .schema_merge import implied_type, normalize, typed_keywords
 from .schema_one_of import Readings, exclusive
 from .schema_rules import (ASSERTIONS, NothingValid, asserts, check_counts, check_keyword_types,
                            forbidden_names_dropped, is_type, listed_name_rules, only_objects, refuse, tightest)
-from .schema_refs import MISSING, declared_draft, follow_pointer, names_draft_unambiguously, pointer_parts
+from .schema_ref_reading import ReferenceReading
+from .schema_refs import declared_draft, names_draft_unambiguously
 
-MERGE_FOLLOW_BUDGET = 20_000
 # schema nodes one rewrite visits at most: a draft 3-7 `$ref` with keywords beside it is rewritten
 # twice when the first reading cannot be enforced, which nested could take exponential work
 REWRITE_BUDGET = 100_000
@@ -58,7 +58,7 @@ _RECORDS = ("placeholders", "unique_arrays", "literal_arrays", "keyed_objects", 
             "counted_nodes")
 
 
-class SchemaRewriter(CollectionRewrites):
+class SchemaRewriter(CollectionRewrites, ReferenceReading):
     """One use: `rewrite(schema)` returns the schema for outlines-core; `placeholders` maps each
     placeholder const it introduced to the exact regex that replaces it."""
 
@@ -418,51 +418,6 @@ class SchemaRewriter(CollectionRewrites):
         name = f"RGPH{self.nonce}x{len(self.placeholders)}"
         self.placeholders[f'"{name}"'] = f'"{regex}"' if quoted else regex
         return {"const": name}
-
-    def _resolve(self, ref: str, path: str):
-        parts = ref.split("#")
-        if len(parts) != 2 or (parts[0] and parts[0] != self.root.get("$id")):
-            refuse("$ref", path, f"{ref!r} is not a local reference")
-        pointer = pointer_parts("#" + parts[1])
-        if pointer is None:
-            refuse("$ref", path, f"{ref!r} names an anchor (only JSON pointers are supported)")
-        node = follow_pointer(self.root, pointer)
-        if node is MISSING:
-            refuse("$ref", path, f"{ref!r} does not resolve")
-        return node
-
-    def _resolved(self, node):
-        """`node` with its `$ref` chain followed, keywords beside each `$ref` merged into the
-        target; None when they cannot be merged exactly (under an unambiguous draft 3-7 URI, the
-        target alone then: that draft ignores them)."""
-        return resolve_merged(node, self._merge_target, self.ref_fallback)
-
-    def _merge_target(self, ref: str):
-        """The schema at `ref`, for schema_merge, which follows references every time it merges
-        through them: a reference shared along each level of a chain (A = allOf [B, B], B = allOf
-        [C, C], ...) would take exponential work, so the follows are counted."""
-        self._merge_follows += 1
-        if self._merge_follows > MERGE_FOLLOW_BUDGET:
-            raise GrammarError("json_schema expands to too large a grammar (its merges follow "
-                               f"references more than {MERGE_FOLLOW_BUDGET} times)")
-        return self._resolve(ref, "$")
-
-    def _as_validators_read(self, node):
-        """`node` resolved as validators read it, for what must hold under every reading (a
-        oneOf option distributed into, schema_merge; an `if` test, schema_conditionals): drafts
-        3-7 read a $ref chain alone; under an ambiguous draft URI a chain with keywords beside a
-        $ref is read both ways, so None (cannot tell)."""
-        if not self.draft_3_to_7:
-            return self._resolved(node)
-        alone = self._resolve_chain(node)
-        return alone if self.ref_fallback or self._resolved(node) == alone else None
-
-    def _resolve_chain(self, node):
-        for _ in range(32):
-            if not (isinstance(node, dict) and "$ref" in node):
-                return node
-            node = self._resolve(node["$ref"], "$")
-        return node
 
 
 # patterns every name matches (a search: "^.*$" fails on a name with a line break in it)
