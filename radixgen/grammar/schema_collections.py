@@ -10,7 +10,7 @@ import re
 
 from .regex_leaves import increasing_subsequence_regex, json_literal
 from .schema_rules import refuse, value_key
-from .unique_items import CANONICAL_INTEGER, canonical_string_regex, grows_wherever_it_closes
+from .unique_items import CANONICAL_INTEGER, canonical_string_regex, grows_wherever_it_closes, integer_grows
 
 ITEMS_GUARD_MIN = 16  # arrays with a maxItems from here on are counted by the guard
 KEYED = "x-radixgen-keyed"  # marks the carrier of a keyed object (CollectionRewrites._keyed_object)
@@ -118,16 +118,19 @@ class CollectionRewrites:
             return self._unique_guarded(node, "string", canonical_string_regex(new.get("minLength", 0)))
         if kind == "integer" and set(new) == {"type"}:
             return self._unique_guarded(node, "integer", CANONICAL_INTEGER)
-        item = self._pattern_string(items, new)
-        if item is not None and grows_wherever_it_closes(item):  # a pattern or format, spelt one way
-            return self._unique_guarded(node, "string", item)
+        item = self._placeholder_item(items, new, "string")
+        if item is not None and item.startswith('"') and grows_wherever_it_closes(item):
+            return self._unique_guarded(node, "string", item)  # a pattern or format, spelt one way
+        item = self._placeholder_item(items, new, "integer")
+        if item is not None and integer_grows(item):  # integers from a bound >= 0 up
+            return self._unique_guarded(node, "integer", item)
         values = {"boolean": [True, False], "null": [None]}.get(kind) if isinstance(kind, str) else None
         values = new.get("enum", values) if new else None
         if values is None:
             refuse("uniqueItems", path, "uniqueness is only enforced over items from a finite set "
-                    "(enum, const, boolean), over free strings (no maxLength, pattern or format) or "
-                    "over unbounded integers, not over bounded strings or integers, numbers or "
-                    "containers")
+                    "(enum, const, boolean), over free strings, over patterns and formats that can "
+                    "always grow, or over integers with no upper bound (from 0 or more up), not over "
+                    "strings with a maxLength, other integers, numbers or containers")
         distinct = list({value_key(v): v for v in reversed(values)}.values())[::-1]
         least, most = node.get("minItems", 0), node.get("maxItems", len(distinct))
         if least > 1 or most < len(distinct):
@@ -144,15 +147,14 @@ class CollectionRewrites:
         self.literal_arrays[f'"{placeholder["const"]}"'] = [distinct]
         return placeholder
 
-    def _pattern_string(self, items, new: dict) -> str | None:
-        """The item regex (quotes included) of a string item the rewrite made a placeholder for
-        (a pattern or format: each value spelt one way), else None."""
+    def _placeholder_item(self, items, new: dict, kind: str) -> str | None:
+        """The item regex of an item of type `kind` the rewrite made a placeholder for (a string
+        pattern or format, with its quotes; numeric bounds), else None."""
         key = f'"{new.get("const")}"' if isinstance(new, dict) and set(new) == {"const"} else None
-        if not (isinstance(items, dict) and items.get("type") == "string" and key in self.placeholders) \
+        if not (isinstance(items, dict) and items.get("type") == kind and key in self.placeholders) \
                 or key in self.length_strings:
             return None
-        regex = self.placeholders[key]
-        return regex if regex.startswith('"') else None
+        return self.placeholders[key]
 
     def _unique_guarded(self, node: dict, kind: str, item: str) -> dict:
         """uniqueItems over free strings or unbounded integers (pydantic's set[str], set[int]):

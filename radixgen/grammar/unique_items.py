@@ -18,9 +18,11 @@ No regular language says "no string twice", so the schema's regex only shapes su
   byte is run through `advance` (a token of digits only can neither end nor close an item), and
   while the item so far equals an earlier one, the tokens that would end it.
 
-Items are free strings (no maxLength, pattern or format) or unbounded integers, so after any
-prefix some other value is still possible, with one exception banned up front: an integer item
-`0` cannot grow, so once 0 is an item no token may start another 0. A ban never leaves a dead end;
+Items are free strings, strings of a pattern or format that can always grow
+(`grows_wherever_it_closes`), or integers with no upper bound and either no lower bound or
+one at 0 or above (`integer_grows`), so after any prefix some other value is still possible, with one exception
+banned up front: an integer item `0` cannot grow, so once 0 is an item no token may start
+another 0. A ban never leaves a dead end;
 `schema_check` refuses the shapes where that would not hold.
 """
 
@@ -46,7 +48,37 @@ def grows_wherever_it_closes(item_regex: str) -> bool:
     """Whether a string item regex (quotes included) can take another character wherever it can
     close: then banning an earlier item's closing quote never leaves a dead end, and the items
     are infinitely many (patterns like `^[a-z0-9-]+$`; not `^[a-z]{2}$` or a date)."""
-    index = Index(item_regex, _BYTES)
+    _, finals, moves, live = _byte_automaton(item_regex)
+    quote = ord('"')
+    return all(any(b != quote and nxt in live for b, nxt in out.items())
+               for out in moves.values() if out.get(quote) in finals)
+
+
+def integer_grows(item_regex: str) -> bool:
+    """Whether an integer item regex spells each value one way (digits after an optional minus,
+    no leading zero, no -0) and can take another digit wherever it can end, but after a lone 0
+    (UniqueGuard bans a second 0 up front): then a ban never leaves a dead end. Integers from a
+    bound >= 0 up (`minimum: 1`, pydantic's PositiveInt); not `minimum: -5`, whose -5 cannot grow."""
+    # followed by a comma, as in the array (alone, leftmost-first alternation would stop the
+    # automaton at the first alternative's end: "[1-9]|[1-9][0-9]+" would take one digit)
+    start, _, moves, live = _byte_automaton(f"(?:{item_regex}),")
+    comma, digits = ord(","), set(b"0123456789")
+    finals = {state for state, out in moves.items() if comma in out}
+    if any(set(out) - digits - {ord("-"), comma} for out in moves.values()):
+        return False
+    after_minus = moves.get(start, {}).get(ord("-"))
+    zero = moves.get(start, {}).get(ord("0"))
+    if (zero is not None and set(moves.get(zero, {})) - {comma}) or ord("0") in moves.get(after_minus, {}):
+        return False  # a leading zero, or -0
+    if sum(nxt == zero for out in moves.values() for nxt in out.values()) > 1:
+        zero = None  # another item ends where 0 does (e.g. -5 with `minimum: -5`): it must grow too
+    return all(any(b in digits and nxt in live for b, nxt in moves.get(state, {}).items())
+               for state in finals if state != zero)
+
+
+def _byte_automaton(regex: str) -> tuple:
+    """(start, final states, byte moves per state, states from which a final one is reachable)."""
+    index = Index(regex, _BYTES)
     finals = set(index.get_final_states())
     moves = {state: {b: nxt for b, nxt in out.items() if b < 256} for state, out in index.get_transitions().items()}
     live, grew = set(finals), True
@@ -54,9 +86,7 @@ def grows_wherever_it_closes(item_regex: str) -> bool:
         before = len(live)
         live |= {state for state, out in moves.items() if live & set(out.values())}
         grew = len(live) > before
-    quote = ord('"')
-    return all(any(b != quote and nxt in live for b, nxt in out.items())
-               for out in moves.values() if out.get(quote) in finals)
+    return index.get_initial_state(), finals, moves, live
 
 
 _BYTES = Vocabulary(256, {bytes([b]): [b] for b in range(256)})

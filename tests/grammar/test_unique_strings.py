@@ -52,6 +52,9 @@ SET_OF_INTEGERS = {"type": "array", "items": {"type": "integer"}, "uniqueItems":
 # that opens the array and repeats 0 in it
 INTEGER_PIECES = ["0", "1", "2", "10", "-", "-1", ",", "[", "]", "1,", "0,", ",0", "1,1", "0]", "2]", "[0,0"]
 
+# integers from a lower bound up (pydantic's set[PositiveInt]): every item can take another digit
+SET_OF_POSITIVE = {"type": "array", "items": {"type": "integer", "minimum": 1}, "uniqueItems": True, "maxItems": 3}
+
 
 # strings of a pattern that can grow wherever it can close (each value spelt one way)
 SET_OF_PATTERNED = {"type": "array", "items": {"type": "string", "pattern": "^[ab]+$"}, "uniqueItems": True,
@@ -63,7 +66,8 @@ PATTERN_PIECES = ['"', "a", "b", ",", "[", "]", '"a"', 'a"', "ab", '","', 'b",',
     (SET_OF_STRINGS, PIECES, ['["a","b"]', '["","a"]', '["\\"","a"]']),
     (SET_OF_INTEGERS, INTEGER_PIECES, ["[0,1,2]", "[10,-1]", "[1,0]", "[-10,10]"]),
     (SET_OF_PATTERNED, PATTERN_PIECES, ['["a","b"]', '["ab","a"]', '["b","a"]']),
-], ids=["strings", "integers", "patterned"])
+    (SET_OF_POSITIVE, INTEGER_PIECES, ["[1,2]", "[10,1]", "[1,10]", "[2]"]),
+], ids=["strings", "integers", "patterned", "positive"])
 def test_toy_masks_match_acceptance_and_outputs_are_unique_sets(schema, pieces, expected):
     info = toy_info([b""] + [p.encode() for p in pieces])
     grammar = GrammarCompiler(info).compile(Constraint("json_schema", schema))
@@ -128,7 +132,8 @@ def test_tool_calls_guard_starts_after_the_tag():
     {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 3}, "uniqueItems": True},
     {"type": "array", "items": {"type": "string", "format": "date"}, "uniqueItems": True},
     {"type": "array", "items": {"type": "number"}, "uniqueItems": True},
-    {"type": "array", "items": {"type": "integer", "minimum": 0}, "uniqueItems": True},  # bounded
+    {"type": "array", "items": {"type": "integer", "maximum": 5}, "uniqueItems": True},  # bounded
+    {"type": "array", "items": {"type": "integer", "minimum": -5}, "uniqueItems": True},  # -5 cannot grow
     {"type": "object", "properties": {"t": {"anyOf": [SET_OF_STRINGS, SET_OF_INTEGERS]}}},
     # another array at the same place, whose items the guard would wrongly keep unique
     {"anyOf": [{"type": "object", "properties": {"t": SET_OF_STRINGS}, "required": ["t"]},
