@@ -46,7 +46,10 @@ def normalize(node: dict, resolve, inlining: tuple = (), one_of_option=None) -> 
     merged_refs: tuple = ()
     if members and (len(members) > 1 or asserts(node, ("$ref", "allOf"))) and not set(inlined) & set(inlining):
         merged = {k: v for k, v in node.items() if k not in ("$ref", "allOf")}
-        for member in _flat_members(members, resolve) or [None]:
+        flat = _flat_members(members, resolve) or [None]
+        if any(_scoped_unevaluated(m) for m in flat):
+            flat = [None]  # (a member's unevaluated* sees only its own annotations: not merged)
+        for member in flat:
             merged = merge(merged, member, resolve) if isinstance(merged, dict) else merged
         if isinstance(merged, dict):  # (then an anyOf/oneOf a member brought is distributed)
             node, merged_refs = {**merged, **_kept(node)}, inlined
@@ -121,6 +124,8 @@ def merge(a, b, resolve, depth: int = 0):
         return _EMPTY
     if not (isinstance(a, dict) and isinstance(b, dict)) or {"anyOf", "oneOf", "allOf", "$ref"} & set(a) & set(b):
         return None
+    if _scoped_unevaluated(b) and asserts(a):
+        return None  # b (the member, option, target or branch merged in) sees no annotation of a
     if depth > _MAX_DEPTH or ("prefixItems" in a) != ("prefixItems" in b) and "items" in (b if "prefixItems" in a else a):
         return None  # too deep (recursive properties), or an `items` that would move past a prefix
     a, b = _const_as_enum(a, b), _const_as_enum(b, a)
@@ -161,6 +166,8 @@ def _merge_objects(a: dict, b: dict, out: dict, resolve, depth: int):
     if "properties" in a or "properties" in b:
         props = dict(props_a)
         for name, schema in props_b.items():
+            if name in props and _scoped_unevaluated(resolve(props[name])):
+                return None  # (the two are cousins: see _scoped_unevaluated)
             props[name] = schema if name not in props else \
                 merge(resolve(props[name]), resolve(schema), resolve, depth + 1)
             if props[name] is None:
@@ -185,6 +192,16 @@ def _merge_objects(a: dict, b: dict, out: dict, resolve, depth: int):
             return None
         out["additionalProperties"] = False if False in extras else extras[0]
     return out
+
+
+def _scoped_unevaluated(node) -> bool:
+    """Whether `node` has an unevaluatedItems / unevaluatedProperties that asserts something. It
+    sees the annotations of its own schema object and what that applies in place, never those of
+    a cousin: merged with an allOf sibling, the parent's keywords or a `$ref`'s siblings, it would
+    wrongly see theirs ({"allOf": [{"prefixItems": [true]}, {"unevaluatedItems": false}]} allows
+    no item at all)."""
+    return isinstance(node, dict) and any(node.get(k, True) not in (True, {}) for k in
+                                          ("unevaluatedItems", "unevaluatedProperties"))
 
 
 def _drop_inapplicable(node: dict) -> dict:

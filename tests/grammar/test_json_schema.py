@@ -318,6 +318,11 @@ _FOUND_UNSOUND = [
     ({"$defs": {f"D{i}": {"type": "object", "properties": {"c": {"$ref": f"#/$defs/D{i + 1}"}}, "required": ["c"]}
                 for i in range(70)} | {"D70": {"type": "integer"}}, "$ref": "#/$defs/D0"},
      '{"c":' * 69 + "{}" + "}" * 69),
+    # found by the JSON-Schema-Test-Suite (2026-12-04): unevaluatedItems sees no cousin's prefixItems
+    ({"allOf": [{"prefixItems": [True]}, {"unevaluatedItems": False}]}, "[1]"),
+    ({"allOf": [{"unevaluatedItems": False}, {"prefixItems": [True]}]}, "[1]"),
+    ({"$defs": {"A": {"type": "array", "unevaluatedItems": False}}, "$ref": "#/$defs/A",
+      "prefixItems": [True]}, "[1]"),
 ]
 
 
@@ -510,3 +515,15 @@ def test_type_lists_with_keywords_of_one_type(small_compiler, small_info):
         validator.validate(value)
         kinds.add(type(value))
     assert kinds == {str, type(None), int}, kinds
+
+
+def test_unevaluated_items_sees_adjacent_and_in_place_annotations(small_compiler, small_info):
+    # the parent's unevaluatedItems sees its allOf members' and its $ref target's prefixItems
+    for schema in ({"type": "array", "unevaluatedItems": False, "allOf": [{"prefixItems": [{"type": "integer"}]}]},
+                   {"$defs": {"A": {"type": "array", "prefixItems": [{"type": "integer"}]}}, "$ref": "#/$defs/A",
+                    "unevaluatedItems": False}):
+        grammar = small_compiler.compile(Constraint("json_schema", schema))
+        for seed in range(5):
+            value = json.loads(random_walk(grammar, small_info, seed)[1])
+            jsonschema.Draft202012Validator(schema).validate(value)
+            assert len(value) == 1 and isinstance(value[0], int)
