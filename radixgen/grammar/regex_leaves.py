@@ -53,7 +53,8 @@ FORMATS = {
     "date-time": rf"{_DATE}T{_TIME}",
     "uuid": r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
     # unbounded repetitions: bounded ones multiply automaton states (and compile time)
-    "email": r"[a-z0-9._+-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+",
+    # a dot-atom local part (no dot at either end or twice), host labels with no "-" at either end
+    "email": r"[a-z0-9_+-]+(?:\.[a-z0-9_+-]+)*@[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+",
     "ipv4": rf"(?:{_OCTET}\.){{3}}{_OCTET}",
     "uri": r"https?://[a-z0-9-]+(?:\.[a-z0-9-]+)*(?:/[A-Za-z0-9._~-]*)*",
     # RFC 3339 appendix A (what JSON Schema means): weeks alone, a year then optional month then

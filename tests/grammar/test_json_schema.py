@@ -527,3 +527,15 @@ def test_unevaluated_items_sees_adjacent_and_in_place_annotations(small_compiler
             value = json.loads(random_walk(grammar, small_info, seed)[1])
             jsonschema.Draft202012Validator(schema).validate(value)
             assert len(value) == 1 and isinstance(value[0], int)
+
+
+@pytest.mark.parametrize("text,valid", [
+    ("a.b+c@x-y.example.com", True), ("_a@b.co", True),
+    # from the JSON-Schema-Test-Suite's email format tests, and a host label that starts with "-"
+    (".a@b.co", False), ("a.@b.co", False), ("a..b@b.co", False), ("a@-b.co", False), ("a@b-.co", False),
+])
+def test_email_format_generates_dot_atoms_and_host_labels(text, valid):
+    import re
+
+    regex = schema_to_regex(json.dumps({"type": "string", "format": "email"}))
+    assert bool(re.fullmatch(regex, json.dumps(text))) is valid
