@@ -309,6 +309,8 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
         _only(node, path, {"type"}.union(*(_BY_TYPE[t] for t in types)))
         if len(types) == 1:
             return getattr(self, "_type_" + types[0])(node, path)
+        if node.get("multipleOf", 1) != 1 or ("multipleOf" in node and "number" in types):
+            refuse("multipleOf", path, "only multipleOf 1 on integers is supported")
         parts = [getattr(self, "_type_" + t)(node, path) for t in types]
         leaf = [k for k in node if k in _BY_TYPE["string"] | _BY_TYPE["number"] | _BY_TYPE["integer"]
                 and k not in ("minLength", "maxLength")]
@@ -356,6 +358,8 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
     def _numeric(self, node: dict, path: str, integer: bool) -> dict:
         name = "integer" if integer else "number"
         keys = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
+        if self.const_ignored:  # draft 4: exclusiveMinimum/Maximum are flags on minimum/maximum
+            node = _draft4_bounds(node, path)
         b = {k: integer_bound(node[k], path, k, integer) for k in keys if k in node}
         if not b:
             return {"type": name}
@@ -443,6 +447,20 @@ def _without_idle_keywords(node: dict) -> dict:
         return {**{k: v for k, v in node.items() if k not in drop | {"patternProperties"}},
                 "additionalProperties": next(iter(patterns.values()))}
     return {k: v for k, v in node.items() if k not in drop} if drop else node
+
+
+def _draft4_bounds(node: dict, path: str) -> dict:
+    """`node`'s bounds as draft 4 reads them: a true exclusiveMinimum/Maximum makes the
+    minimum/maximum beside it exclusive, and alone it means nothing. A number there is refused: the
+    draft's metaschema forbids it, and its validators read it as a flag ({"maximum": 2,
+    "exclusiveMaximum": 3} excludes 2), where 2019+ reads a bound."""
+    new = {k: v for k, v in node.items() if k not in ("exclusiveMinimum", "exclusiveMaximum")}
+    for bound, flag in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+        if flag in node and not isinstance(node[flag], bool):
+            refuse(flag, path, "draft 4 takes a boolean here (a flag on the bound beside it)")
+        if node.get(flag) and bound in node:
+            new[flag] = new.pop(bound)
+    return new
 
 
 def _need_type(node: dict, path: str, wanted: str) -> None:

@@ -323,6 +323,13 @@ _FOUND_UNSOUND = [
     ({"allOf": [{"unevaluatedItems": False}, {"prefixItems": [True]}]}, "[1]"),
     ({"$defs": {"A": {"type": "array", "unevaluatedItems": False}}, "$ref": "#/$defs/A",
       "prefixItems": [True]}, "[1]"),
+    # found by the session-16 review: multipleOf beside integer and number; draft 4's numeric
+    # exclusiveMaximum/Minimum, which its validators read as a flag on maximum/minimum
+    ({"type": ["integer", "number"], "multipleOf": 1}, "1.5"),
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "maximum": 2,
+      "exclusiveMaximum": 3}, "2"),
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "type": ["integer", "null"], "minimum": 2,
+      "exclusiveMinimum": 1}, "2"),
 ]
 
 
@@ -350,12 +357,9 @@ def test_found_unsound_cases_are_closed(schema, text):
 
 
 def _valid(text: str, schema) -> bool:
-    try:
-        jsonschema.validate(json.loads(text), schema, cls=jsonschema.Draft202012Validator,
-                            format_checker=FORMAT_CHECKER)
-    except jsonschema.ValidationError:
-        return False
-    return True
+    """Valid under the validator the schema's `$schema` names (2020-12 without one)."""
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=FORMAT_CHECKER).is_valid(json.loads(text))  # (no metaschema check)
 
 
 def test_shared_references_in_merges_are_bounded():
@@ -539,3 +543,18 @@ def test_email_format_generates_dot_atoms_and_host_labels(text, valid):
 
     regex = schema_to_regex(json.dumps({"type": "string", "format": "email"}))
     assert bool(re.fullmatch(regex, json.dumps(text))) is valid
+
+
+def test_draft4_exclusive_flags(small_compiler, small_info):
+    # draft 4: a true exclusiveMaximum makes the maximum beside it exclusive; false changes nothing
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+              "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 3, "exclusiveMaximum": True},
+                             "b": {"type": "integer", "minimum": 7, "maximum": 8, "exclusiveMinimum": False}},
+              "required": ["a", "b"]}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    seen = set()
+    for seed in range(30):
+        value = json.loads(random_walk(grammar, small_info, seed)[1])
+        jsonschema.Draft4Validator(schema).validate(value)
+        seen.add((value["a"], value["b"]))
+    assert {a for a, _ in seen} <= {0, 1, 2} and {b for _, b in seen} == {7, 8}, seen
