@@ -26,7 +26,7 @@ from .regex_leaves import format_length_regex, format_regex, json_literal, strin
 from .regex_numbers import integer_bound, number_range_regex
 from .schema_collections import ITEMS_GUARD_MIN, STRING_CHAR, CollectionRewrites
 from .schema_conditionals import expand_conditionals
-from .schema_merge import implied_type, normalize, typed_keywords
+from .schema_merge import EMPTY, implied_type, normalize, typed_keywords
 from .schema_one_of import Readings, exclusive
 from .schema_rules import (ASSERTIONS, NothingValid, asserts, check_counts, check_keyword_types,
                            forbidden_names_dropped, is_type, listed_name_rules, only_objects, refuse, tightest)
@@ -121,6 +121,10 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
         node = expand_conditionals(node, self._resolved, self._as_validators_read)
         written = node
         node, inlined = normalize(node, self._resolved, tuple(self._inlining), self._as_validators_read)
+        if node is EMPTY:
+            key = "anyOf" if "anyOf" in written else "oneOf"
+            refuse(key, path, "no alternative meets the keywords beside it (e.g. their types do not meet): "
+                   "no value is valid", NothingValid)
         if node is not written:
             check_keyword_types(node, path)  # merged members were not checked
         node = forbidden_names_dropped(_without_idle_keywords(node), path)

@@ -34,8 +34,8 @@ _NOT_MERGED = ("$defs", "definitions", "$schema", "$id")
 
 
 def normalize(node: dict, resolve, inlining: tuple = (), one_of_option=None) -> tuple[dict, tuple]:
-    """`node` with the rewrites above applied (a new dict when anything changed), and the `$ref`s
-    it inlined. `resolve` follows a `$ref` chain; `inlining`: references being inlined further
+    """`node` with the rewrites above applied (a new dict when anything changed; EMPTY when no
+    anyOf/oneOf alternative meets the keywords beside it), and the `$ref`s it inlined. `resolve` follows a `$ref` chain; `inlining`: references being inlined further
     up, not inlined again (a schema can contain its own reference: that would never end);
     `one_of_option` resolves a oneOf option to distribute into (default `resolve`; None: not)."""
     node = _drop_inapplicable(node)
@@ -61,6 +61,8 @@ def normalize(node: dict, resolve, inlining: tuple = (), one_of_option=None) -> 
             base = {k: v for k, v in node.items() if k != key and k not in _NOT_MERGED}
             option_of = one_of_option if key == "oneOf" and one_of_option else resolve
             options = [merge(base, option_of(option), resolve) for option in node[key]]
+            if options and all(o is _EMPTY for o in options):
+                return _EMPTY, merged_refs  # no alternative meets the keywords beside it
             options = [o for o in options if o is not _EMPTY]
             if options and None not in options:
                 return {key: options, **_kept(node)}, merged_refs + inlined

@@ -220,3 +220,11 @@ def test_a_type_two_alternatives_accept_whole_is_never_generated(small_compiler,
 def test_types_shared_with_constraints_are_refused(schema):
     with pytest.raises(GrammarError, match="oneOf"):
         schema_to_guarded_regex(json.dumps(schema))
+
+
+def test_alternatives_none_of_which_meets_the_siblings_are_refused_as_empty():
+    # Kubernetes' quantity-resource.json: a string-or-number oneOf beside "type": "object"
+    from radixgen.grammar.schema_rules import NothingValid
+
+    with pytest.raises(NothingValid, match="no alternative meets"):
+        schema_to_guarded_regex(json.dumps({"oneOf": [{"type": "string"}, {"type": "number"}], "type": "object"}))
