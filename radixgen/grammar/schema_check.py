@@ -199,14 +199,22 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
         if missing:
             refuse("required", path, f"{missing} are not listed in properties (only listed "
                     "properties are generated)")
-        optional = [name for name in props if name not in required]
+        if node.get("maxProperties", math.inf) < len(props):
+            refuse("maxProperties", path, "it is below the number of listed properties")
+        new_props = {}
+        for name, schema in props.items():
+            saved = self._snapshot()
+            try:
+                new_props[name] = self.rewrite(schema, f"{path}.properties.{name}")
+            except NothingValid:
+                if name in required:
+                    raise
+                self._restore(saved)  # no value is valid there: never generated, as a false schema
+        optional = [name for name in new_props if name not in required]
         least = node.get("minProperties", 0)
         if least > len(set(required)) + (1 if optional else 0):
             refuse("minProperties", path, "only one property more than the required ones can be "
                     "demanded (only listed properties are generated)")
-        if node.get("maxProperties", math.inf) < len(props):
-            refuse("maxProperties", path, "it is below the number of listed properties")
-        new_props = {k: self.rewrite(v, f"{path}.properties.{k}") for k, v in props.items()}
         if least <= len(set(required)):
             return {"type": "object", "properties": new_props, "required": list(required)}
         # one optional property must be there: one alternative per first present optional one

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .matcher import GrammarError
 from .schema_merge import resolve_merged
-from .schema_refs import MISSING, follow_pointer, pointer_parts
+from .schema_refs import MISSING, follow_pointer, pointer_parts, root_base
 from .schema_rules import refuse
 
 MERGE_FOLLOW_BUDGET = 20_000
@@ -16,7 +16,7 @@ MERGE_FOLLOW_BUDGET = 20_000
 class ReferenceReading:
     def _resolve(self, ref: str, path: str):
         parts = ref.split("#")
-        if len(parts) != 2 or (parts[0] and parts[0] != self.root.get("$id")):
+        if len(parts) != 2 or (parts[0] and parts[0] != root_base(self.root)):
             refuse("$ref", path, f"{ref!r} is not a local reference")
         pointer = pointer_parts("#" + parts[1])
         if pointer is None:

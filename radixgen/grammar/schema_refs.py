@@ -56,8 +56,8 @@ def hoist_deep_refs(root: Any) -> Any:
         return root
     if not isinstance(root.get("$defs", {}), dict):
         raise GrammarError("json_schema $defs must be an object")
-    _refuse_nested_bases(root, "$", declares_draft_3_to_7(root), at_root=True)
-    base = root.get("$id") if isinstance(root.get("$id"), str) else None
+    _refuse_nested_bases(root, "$", declares_draft_3_to_7(root), base_keywords(root), at_root=True)
+    base = root_base(root)
     names: dict[tuple, str] = {}
     pending: list[tuple[str, Any]] = []
 
@@ -131,18 +131,34 @@ def names_draft_unambiguously(root) -> bool:
 _DRAFT_URI = re.compile(r"http://json-schema\.org/draft-0[3467]/schema#?")
 
 
-def _refuse_nested_bases(node: Any, path: str, old_draft: bool, at_root: bool = False) -> None:
+def base_keywords(root) -> tuple:
+    """The keywords that set a base URI as validators read `root`: drafts 3-4 `id`, drafts 6-7
+    `$id` (each ignores the other) under a URI every validator knows; both where the URI is read
+    differently by different validators (or as 2020-12, which knows only `$id`)."""
+    if names_draft_unambiguously(root):
+        return ("id",) if declared_draft(root) in (3, 4) else ("$id",)
+    return ("$id", "id")
+
+
+def root_base(root) -> str | None:
+    """The root's own base URI (its `$id`, or a draft 3-4 `id`), which may qualify references."""
+    key = base_keywords(root)[0] if isinstance(root, dict) else "$id"
+    return root.get(key) if isinstance(root, dict) and isinstance(root.get(key), str) else None
+
+
+def _refuse_nested_bases(node: Any, path: str, old_draft: bool, keywords: tuple, at_root: bool = False) -> None:
     """GrammarError when a subschema below the root has an $id (or draft-04 id) and a reference
     inside it: that reference would resolve against the subschema's base, not the root. Drafts
     3-7 read an id that is only a fragment ("#/properties/x", "#name") as a name for the
-    subschema, not a base: references inside it resolve against the root."""
+    subschema, not a base: references inside it resolve against the root. Only `keywords` set
+    bases (a draft-04 schema's `$id` is an unknown keyword there)."""
     if isinstance(node, list):
         for i, value in enumerate(node):
-            _refuse_nested_bases(value, f"{path}[{i}]", old_draft)
+            _refuse_nested_bases(value, f"{path}[{i}]", old_draft, keywords)
         return
     if not isinstance(node, dict):
         return
-    bases = [node[k] for k in ("$id", "id") if isinstance(node.get(k), str)]
+    bases = [node[k] for k in keywords if isinstance(node.get(k), str)]
     if old_draft:
         bases = [b for b in bases if not b.startswith("#")]
     if not at_root and bases and _has_ref(node):
@@ -154,9 +170,9 @@ def _refuse_nested_bases(node: Any, path: str, old_draft: bool, at_root: bool = 
             continue
         if name in NAMED_SCHEMAS and isinstance(value, dict):
             for key, sub in value.items():
-                _refuse_nested_bases(sub, f"{path}.{name}.{key}", old_draft)
+                _refuse_nested_bases(sub, f"{path}.{name}.{key}", old_draft, keywords)
         else:
-            _refuse_nested_bases(value, f"{path}.{name}", old_draft)
+            _refuse_nested_bases(value, f"{path}.{name}", old_draft, keywords)
 
 
 def _has_ref(node: Any) -> bool:

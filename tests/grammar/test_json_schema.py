@@ -558,3 +558,16 @@ def test_draft4_exclusive_flags(small_compiler, small_info):
         jsonschema.Draft4Validator(schema).validate(value)
         seen.add((value["a"], value["b"]))
     assert {a for a, _ in seen} <= {0, 1, 2} and {b for _, b in seen} == {7, 8}, seen
+
+
+def test_an_optional_property_with_no_valid_value_is_never_generated(small_compiler, small_info):
+    # "a" is an integer that must also be a string: no value, so a valid object never has it
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "anyOf": [{"type": "string"}]},
+                                               "b": {"type": "boolean"}}, "required": ["b"]}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    for seed in range(5):
+        value = json.loads(random_walk(grammar, small_info, seed)[1])
+        jsonschema.Draft202012Validator(schema).validate(value)
+        assert set(value) == {"b"}
+    with pytest.raises(GrammarError, match="no value is valid"):  # required: nothing is valid
+        schema_to_regex(json.dumps({**schema, "required": ["a", "b"]}))
