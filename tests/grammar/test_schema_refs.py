@@ -164,3 +164,20 @@ def test_a_fragment_id_is_no_base_in_drafts_3_to_7():
     jsonschema.Draft7Validator(draft7).validate({"a": [3, 5]})
     with pytest.raises(GrammarError, match="base URI"):
         schema_to_guarded_regex(json.dumps(body))
+
+
+def test_only_the_drafts_own_id_keyword_sets_a_base():
+    """Under a URI every validator knows, drafts 3-4 take `id` as a base and 6-7 `$id`; the other
+    spelling is an unknown keyword (SchemaStore's cryproj schemas: draft-04 with nested `$id`s)."""
+    def schema(draft: str, key: str) -> dict:
+        return {"$schema": f"http://json-schema.org/draft-0{draft}/schema#",
+                "definitions": {"n": {"type": "integer", "minimum": 3, "maximum": 5}}, "type": "object",
+                "properties": {"a": {key: "/properties/a", "type": "array", "items": {"$ref": "#/definitions/n"}}},
+                "required": ["a"]}
+    for draft, key, validator in (("4", "$id", jsonschema.Draft4Validator), ("7", "id", jsonschema.Draft7Validator)):
+        regex, _ = schema_to_guarded_regex(json.dumps(schema(draft, key)))
+        assert re.fullmatch(regex, '{"a":[3,5]}') and not re.fullmatch(regex, '{"a":[6]}')
+        validator(schema(draft, key)).validate({"a": [3, 5]})
+    for draft, key in (("4", "id"), ("7", "$id")):  # the draft's own keyword: a base
+        with pytest.raises(GrammarError, match="base URI"):
+            schema_to_guarded_regex(json.dumps(schema(draft, key)))
