@@ -416,6 +416,8 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
             return self._keyed_object(node, path)
         if node.get("required"):  # the required names, generated with additionalProperties' schema
             return self._properties({**node, "properties": {}}, path)
+        if node.get("minProperties", 0) > node.get("maxProperties", math.inf):
+            refuse("minProperties", path, "it exceeds maxProperties: no object is valid", NothingValid)
         if node.get("minProperties", 0) > 1:
             refuse("minProperties", path, "values above 1 need properties (keys could repeat)")
         if node.get("maxProperties", 0) > 0:

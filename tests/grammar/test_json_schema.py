@@ -330,6 +330,13 @@ _FOUND_UNSOUND = [
       "exclusiveMaximum": 3}, "2"),
     ({"$schema": "http://json-schema.org/draft-04/schema#", "type": ["integer", "null"], "minimum": 2,
       "exclusiveMinimum": 1}, "2"),
+    # minProperties above maxProperties on an object without properties (the session-16 fuzzer,
+    # through a merge of a $ref's target with its draft-07 siblings)
+    ({"type": "object", "minProperties": 1, "maxProperties": 0}, "{}"),
+    ({"$schema": "http://json-schema.org/draft-07/schema#",
+      "definitions": {"D0": {"type": "object", "properties": {"a": {"type": "object", "minProperties": 1}}}},
+      "oneOf": [{"$ref": "#/definitions/D0", "properties": {"a": {"type": "object", "maxProperties": 0}}},
+                {"enum": [1.0, True]}]}, '{"a":{}}'),
 ]
 
 
