@@ -91,7 +91,7 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
         # are ignored by the draft, applied by validators reading the $schema as 2020-12: where
         # they cannot be enforced, the draft's reading is taken only when its URI is unambiguous
         self.ref_fallback = self.draft_3_to_7 and names_draft_unambiguously(root)
-        self.const_ignored = draft == 4  # draft 4 validators do not know `const`
+        self.draft_4 = draft == 4  # validators do not know `const`; exclusiveM* are flags
 
     def rewrite(self, node, path: str = "$"):
         if node is True:
@@ -156,6 +156,15 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
                 self._restore(saved)
         return attempts[-1]()
 
+    def _unless_empty(self, schema, path: str):
+        """The rewrite of `schema`, or the NothingValid it raised with what it recorded undone."""
+        saved = self._snapshot()
+        try:
+            return self.rewrite(schema, path)
+        except NothingValid as exc:
+            self._restore(saved)
+            return exc
+
     def _snapshot(self) -> dict:
         return {key: copy.copy(getattr(self, key)) for key in _RECORDS}
 
@@ -203,13 +212,11 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
             refuse("maxProperties", path, "it is below the number of listed properties")
         new_props = {}
         for name, schema in props.items():
-            saved = self._snapshot()
-            try:
-                new_props[name] = self.rewrite(schema, f"{path}.properties.{name}")
-            except NothingValid:
-                if name in required:
-                    raise
-                self._restore(saved)  # no value is valid there: never generated, as a false schema
+            new = self._unless_empty(schema, f"{path}.properties.{name}")
+            if isinstance(new, NothingValid) and name in required:
+                raise new
+            if not isinstance(new, NothingValid):  # (no value is valid there: never generated)
+                new_props[name] = new
         optional = [name for name in new_props if name not in required]
         least = node.get("minProperties", 0)
         if least > len(set(required)) + (1 if optional else 0):
@@ -234,7 +241,7 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
     def _oneOf(self, node: dict, path: str) -> dict:
         options = _alternatives_of(node, path, "oneOf")
         narrowed = exclusive(options, Readings(self._resolved, self._resolve_chain, self.draft_3_to_7,
-                                               self.const_ignored))
+                                               self.draft_4))
         if narrowed is None:
             self._options(options, f"{path}.oneOf")  # an alternative's own error comes first
             refuse("oneOf", path, "its alternatives may overlap (radixgen enforces oneOf only when "
@@ -252,12 +259,11 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
             if chosen is False:  # narrowed to nothing (schema_one_of)
                 empty = NothingValid(f"the alternative at {path}[{i}] has no value valid under it alone")
                 continue
-            saved = self._snapshot()
-            try:
-                out.append(self.rewrite(chosen, f"{path}[{i}]"))
-            except NothingValid as exc:
-                self._restore(saved)
-                empty = exc
+            new = self._unless_empty(chosen, f"{path}[{i}]")
+            if isinstance(new, NothingValid):
+                empty = new
+            else:
+                out.append(new)
         if not out:
             raise empty
         return out
@@ -321,7 +327,7 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
         _only(node, path, {"type"}.union(*(_BY_TYPE[t] for t in types)))
         if len(types) == 1:
             return getattr(self, "_type_" + types[0])(node, path)
-        if node.get("multipleOf", 1) != 1 or ("multipleOf" in node and "number" in types):
+        if "multipleOf" in node and "number" in types:  # (_type_integer refuses other values)
             refuse("multipleOf", path, "only multipleOf 1 on integers is supported")
         parts = [getattr(self, "_type_" + t)(node, path) for t in types]
         leaf = [k for k in node if k in _BY_TYPE["string"] | _BY_TYPE["number"] | _BY_TYPE["integer"]
@@ -370,7 +376,7 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
     def _numeric(self, node: dict, path: str, integer: bool) -> dict:
         name = "integer" if integer else "number"
         keys = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
-        if self.const_ignored:  # draft 4: exclusiveMinimum/Maximum are flags on minimum/maximum
+        if self.draft_4:  # exclusiveMinimum/Maximum are flags on minimum/maximum
             node = _draft4_bounds(node, path)
         b = {k: integer_bound(node[k], path, k, integer) for k in keys if k in node}
         if not b:

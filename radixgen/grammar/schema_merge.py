@@ -35,7 +35,8 @@ _NOT_MERGED = ("$defs", "definitions", "$schema", "$id")
 
 def normalize(node: dict, resolve, inlining: tuple = (), one_of_option=None) -> tuple[dict, tuple]:
     """`node` with the rewrites above applied (a new dict when anything changed; EMPTY when no
-    anyOf/oneOf alternative meets the keywords beside it), and the `$ref`s it inlined. `resolve` follows a `$ref` chain; `inlining`: references being inlined further
+    anyOf/oneOf alternative meets the keywords beside it), and the `$ref`s it inlined. `resolve`
+    follows a `$ref` chain; `inlining`: references being inlined further
     up, not inlined again (a schema can contain its own reference: that would never end);
     `one_of_option` resolves a oneOf option to distribute into (default `resolve`; None: not)."""
     node = _drop_inapplicable(node)

@@ -83,15 +83,11 @@ def _without_shared_types(options: list, readings: Readings) -> list | None:
     Kubernetes' {"type": ["string", "null"]} / {"type": ["number", "null"]}): every value of such a
     type is valid under both, so under none, and no alternative generates it (one left with no type
     is False). None where an alternative might still generate such a value."""
-    def types(node):
-        kinds = _kinds(node)
-        return None if kinds is None else [kinds] if isinstance(kinds, str) else kinds
-
     whole: dict = {}
     for option in options:
         readings_of = [readings.merged(option), readings.loose(option)]
-        if all(isinstance(r, dict) and not asserts(r, ("type",)) and types(r) for r in readings_of):
-            for kind in set(types(readings_of[0])) & set(types(readings_of[1])):
+        if all(isinstance(r, dict) and not asserts(r, ("type",)) and _kinds(r) for r in readings_of):
+            for kind in set(_kinds(readings_of[0])) & set(_kinds(readings_of[1])):
                 whole[kind] = whole.get(kind, 0) + 1
     shared = {kind for kind, n in whole.items() if n >= 2}
     if "number" in shared:
@@ -104,7 +100,7 @@ def _without_shared_types(options: list, readings: Readings) -> list | None:
         kinds = _generated_kinds(gen) if isinstance(gen, dict) else None
         if kinds is not None and not set(_widen(kinds)) & shared:
             continue
-        listed = types(gen) if isinstance(gen, dict) else None
+        listed = _kinds(gen) if isinstance(gen, dict) else None
         if listed is None or (readings.fallback and gen != readings.widest(option)):
             return None  # it may generate such a value some other way
         if "integer" in shared and "number" in listed and "number" not in shared:

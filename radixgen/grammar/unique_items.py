@@ -19,11 +19,11 @@ No regular language says "no string twice", so the schema's regex only shapes su
   while the item so far equals an earlier one, the tokens that would end it.
 
 Items are free strings, strings of a pattern or format that can always grow
-(`grows_wherever_it_closes`), or integers with no upper bound and either no lower bound or
-one at 0 or above (`integer_grows`), so after any prefix some other value is still possible, with one exception
-banned up front: an integer item `0` cannot grow, so once 0 is an item no token may start
-another 0. A ban never leaves a dead end;
-`schema_check` refuses the shapes where that would not hold.
+(`grows_wherever_it_closes`), or integers with no upper bound and either no lower bound or one
+at 0 or above (`integer_grows`), so after any prefix some other value is still possible, with
+one exception banned up front: an integer item `0` cannot grow, so once 0 is an item no token
+may start another 0. A ban never leaves a dead end; `schema_check` refuses the shapes where that
+would not hold.
 """
 
 from __future__ import annotations
