@@ -105,6 +105,23 @@ def _string_characters(data: bytes, escaped: int) -> tuple[int, bool]:
     return count, False
 
 
+_after_quote_cache: "weakref.WeakKeyDictionary[TokenizerInfo, dict]" = weakref.WeakKeyDictionary()
+
+
+def after_last_quote(info: TokenizerInfo) -> dict[bytes, list[int]]:
+    """Per tokenizer: the text after a token's last quote -> the ids of the tokens with a quote
+    and that text after their last one (the tokens that can open a string and end inside it
+    with that text)."""
+    with _tables_lock:
+        cached = _after_quote_cache.get(info)
+        if cached is None:
+            cached = _after_quote_cache[info] = {}
+            for token_id, data in enumerate(info.token_bytes):
+                if b'"' in data and token_id not in info.special_ids:
+                    cached.setdefault(data[data.rindex(b'"') + 1:], []).append(token_id)
+        return cached
+
+
 def first_quote(data: bytes) -> int | None:
     """Index of the first quote in `data` not escaped by a backslash before it in `data`."""
     escaped = False

@@ -18,7 +18,7 @@ from outlines_core.json_schema import build_regex_from_schema
 
 from .matcher import GrammarError
 from .schema_check import COUNTED, SchemaRewriter
-from .schema_collections import KEYED
+from .schema_collections import KEYED, UNIQUE_KEY
 from .schema_refs import MISSING, follow_pointer, hoist_deep_refs, pointer_parts
 from .size_budget import SchemaRegexSize, check_regex_size
 
@@ -81,7 +81,7 @@ def _schema_to_regex(schema_json: str, whitespace: str) -> tuple[str, tuple]:
     _bound_any_depth(rewritten)
     if _RefWalk(rewritten).needs_unrolling():
         rewritten = _Unroll(rewritten).run()
-    guarded = rewriter.unique_arrays or rewriter.length_strings or rewriter.counted_nodes
+    guarded = rewriter.unique_arrays or rewriter.length_strings or rewriter.counted_nodes or rewriter.unique_key_nodes
     unique_paths = _GuardSites(rewritten, rewriter).guard_paths() if guarded else ()
     if rewriter.keyed_objects:
         rewritten = _KeyedObjects(rewritten, rewriter, whitespace_pattern(whitespace)).run()
@@ -199,11 +199,13 @@ class _GuardSites:
 
     def guard_paths(self) -> tuple:
         """(path, kind) for UniqueGuard: kind "string" / "integer" (a unique array's items),
+        ("key", name, "string" / "integer") (a unique array of objects, their property `name`),
         ("length", minLength, maxLength) (a string value) or ("items", maxItems) (an array's
         item count)."""
         self._walk(self.root, ())
         others = [p for p, _, where in self.arrays
-                  if not (isinstance(where, str) and where in self.rewriter.unique_arrays)]
+                  if not (isinstance(where, str) and where in self.rewriter.unique_arrays
+                          or isinstance(where, dict) and UNIQUE_KEY in where)]
         for guarded, kind in self.guarded:  # guarded arrays of another item kind count as others
             for other in others + [p for p, k in self.guarded if k != kind]:
                 if _overlap(guarded, other):
@@ -253,6 +255,9 @@ class _GuardSites:
             self.guarded.append((path, self.rewriter.unique_arrays[name]))
             counts = self.rewriter.counted_arrays.get(name)
             self.arrays.append((path, None if counts is None else counts[0], name))
+        elif UNIQUE_KEY in node:  # an array of objects kept unique by one property
+            key, kind = node[UNIQUE_KEY]
+            self.guarded.append((path, ("key", key, kind)))
         elif name in self.rewriter.length_strings:
             self.lengths.append((path, name))
         elif name is not None and name not in self.rewriter.keyed_objects:  # any other placeholder

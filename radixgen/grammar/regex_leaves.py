@@ -47,6 +47,10 @@ _H16 = "[0-9a-f]{1,4}"
 _IPV6_TAILS = [f"(?:{_H16}:){{3}}{_H16}:{_H16}", f"(?:{_H16}:){{2}}{_H16}:{_H16}", f"{_H16}:{_H16}:{_H16}",
                f"{_H16}:{_H16}", _H16, ""]
 _LABEL = "[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?"  # <= 48 characters, no "-" at either end
+_SEGMENT = "[A-Za-z0-9._~-]"  # one unreserved character of a path segment (RFC 3986)
+_URI = rf"https?://[a-z0-9-]+(?:\.[a-z0-9-]+)*(?:/{_SEGMENT}*)*"
+_REGEX_SIMPLE = r"(?:[A-Za-z0-9 _-]|\.|\[\^?[A-Za-z0-9_]+\])[*+?]?"
+_REGEX_BRANCH = rf"(?:{_REGEX_SIMPLE}|\((?:{_REGEX_SIMPLE})+(?:\|(?:{_REGEX_SIMPLE})+)*\)[*+?]?)+"
 FORMATS = {
     "date": _DATE,
     "time": _TIME,
@@ -56,7 +60,7 @@ FORMATS = {
     # a dot-atom local part (no dot at either end or twice), host labels with no "-" at either end
     "email": r"[a-z0-9_+-]+(?:\.[a-z0-9_+-]+)*@[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+",
     "ipv4": rf"(?:{_OCTET}\.){{3}}{_OCTET}",
-    "uri": r"https?://[a-z0-9-]+(?:\.[a-z0-9-]+)*(?:/[A-Za-z0-9._~-]*)*",
+    "uri": _URI,
     # RFC 3339 appendix A (what JSON Schema means): weeks alone, a year then optional month then
     # optional day, no fractions; 6 digits per number keeps the automaton small
     "duration": rf"P(?:{_DUR_DATE}(?:{_DUR_TIME})?|{_DUR_TIME}|{_DIGITS}W)",
@@ -67,7 +71,26 @@ FORMATS = {
                                 for k, tail in enumerate(_IPV6_TAILS, start=1)]) + ")",
     # RFC 1123 labels in lower case: up to 5 labels of up to 48 characters (<= 244 < 253)
     "hostname": rf"{_LABEL}(?:\.{_LABEL}){{0,4}}",
+    # RFC 3986: a uri as above, or a relative path of unreserved characters (no ":", so its first
+    # segment is never read as a scheme; no leading "//", which would start an authority)
+    "uri-reference": rf"(?:{_URI}|/?{_SEGMENT}+(?:/{_SEGMENT}*)*)",
+    # RFC 6570: a uri whose path segments may be simple expressions ({name})
+    "uri-template": rf"https?://[a-z0-9-]+(?:\.[a-z0-9-]+)*(?:/(?:{_SEGMENT}*|\{{[A-Za-z_][A-Za-z0-9_]*\}}))*",
+    # RFC 6901: "/"-separated tokens, "~" only as ~0 or ~1
+    "json-pointer": r"(?:/(?:[A-Za-z0-9._-]|~[01])*)*",
+    # one digit (jsonschema's checker refuses a digit after a 0, as in 10) and "#" or a token at
+    # least (it refuses a bare number, which RFC draft-handrews allows)
+    "relative-json-pointer": r"[0-9](?:#|(?:/(?:[A-Za-z0-9._-]|~[01])*)+)",
+    # a regular expression that both ECMA-262 and Python's re compile: literal characters, ".",
+    # classes of letters and digits, one quantifier per atom, alternation and one level of groups,
+    # anchors at the ends; no backslash, so its JSON text is the value
+    "regex": rf"\^?{_REGEX_BRANCH}(?:\|{_REGEX_BRANCH})*\$?",
+    # draft 3's CSS 2.1 color: a hex code or one of its 17 names
+    "color": "(?:#[0-9a-f]{6}|#[0-9a-f]{3}|aqua|black|blue|fuchsia|gray|green|lime|maroon|navy|olive|orange|"
+             "purple|red|silver|teal|white|yellow)",
 }
+FORMATS["iri"] = FORMATS["uri"]  # ASCII URIs are IRIs
+FORMATS["iri-reference"] = FORMATS["uri-reference"]
 
 
 # Formats with minLength/maxLength: the format's regex narrowed by `_fit_length`, from a flat form
@@ -75,7 +98,11 @@ FORMATS = {
 # of their bounds), and at most FORMAT_MAX_LENGTH long: outlines-core's compile time grows with
 # the bound (pydantic's HttpUrl says maxLength 2083: 18 s for that flat uri, 2 s at 512, 1 s at
 # 256), and no URL a model writes into a tool call needs more. Both are subsets, so exact.
-_FLAT_FORMS = {"uri": r"https?://[a-z0-9][A-Za-z0-9._~/-]*"}  # unreserved characters and "/" only
+_FLAT_FORMS = {"uri": r"https?://[a-z0-9][A-Za-z0-9._~/-]*",  # unreserved characters and "/" only
+               "uri-reference": r"(?:https?://[a-z0-9][A-Za-z0-9._~/-]*|/?[A-Za-z0-9._~-][A-Za-z0-9._~/-]*)"}
+_FLAT_FORMS["iri"], _FLAT_FORMS["iri-reference"] = _FLAT_FORMS["uri"], _FLAT_FORMS["uri-reference"]
+_FLAT_FORMS["relative-json-pointer"] = r"0/[A-Za-z0-9._/-]*"  # this element's own members
+_FLAT_FORMS["regex"] = r"[A-Za-z0-9 _.-]+"  # literal characters and "."
 FORMAT_MAX_LENGTH = 256
 
 

@@ -55,7 +55,7 @@ ANY_VALUE = {"anyOf": [{"type": "boolean"}, {"type": "null"}, {"type": "number"}
 
 # what a SchemaRewriter records while it rewrites, undone when an attempt is abandoned
 _RECORDS = ("placeholders", "unique_arrays", "literal_arrays", "keyed_objects", "length_strings", "counted_arrays",
-            "counted_nodes")
+            "counted_nodes", "unique_key_nodes")
 
 
 class SchemaRewriter(CollectionRewrites, ReferenceReading):
@@ -70,7 +70,8 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
         self._merge_follows = 0  # references schema_merge followed (see _merge_target)
         self.placeholders: dict[str, str] = {}
         # placeholders that are arrays, for json_schema's check of where uniqueness is guarded:
-        self.unique_arrays: dict[str, str] = {}  # uniqueItems kept by UniqueGuard: -> item kind
+        # uniqueItems kept by UniqueGuard: -> item kind ("string", "integer", ("bounded", maxLength))
+        self.unique_arrays: dict[str, str | tuple] = {}
         self.literal_arrays: dict[str, list] = {}  # enum/const values holding arrays, and finite sets
         # free-form objects whose names follow a regex: placeholder -> (name regex, nonempty);
         # json_schema builds their regex once their values' regex is known (see KEYED)
@@ -82,6 +83,7 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
         # counted regex); other such arrays are marked in place (COUNTED)
         self.counted_arrays: dict[str, tuple] = {}
         self.counted_nodes = 0
+        self.unique_key_nodes = 0  # arrays of objects kept unique by one property (UNIQUE_KEY)
         self._rewrites = 0  # schema nodes rewritten, against REWRITE_BUDGET
         draft = declared_draft(root)
         if draft == 3:
@@ -406,12 +408,15 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
                 new["maxItems"] = 0
                 return new
             new["items"] = self.rewrite(node["items"], f"{path}.items")
-        most = node.get("maxItems")
+        return self._counted(new)
+
+    def _counted(self, new: dict) -> dict:
+        """Array `new` with a maxItems of ITEMS_GUARD_MIN or more left to the guard: a counted
+        repeat costs the automaton a copy of the item per count (json_schema restores maxItems
+        where another array can appear at the same place). minItems stays in the regex: with
+        whitespace allowed after an item only ']' follows it, so a guard could not refuse ']'."""
+        most = new.get("maxItems")
         if most is not None and most >= ITEMS_GUARD_MIN:
-            # a counted repeat costs the automaton a copy of the item per count: the guard
-            # counts the items instead (json_schema restores maxItems where another array can
-            # appear at the same place). minItems stays in the regex: with whitespace allowed
-            # after an item only ']' follows it, so a guard could not refuse ']' there
             del new["maxItems"]
             new[COUNTED] = most
             self.counted_nodes += 1

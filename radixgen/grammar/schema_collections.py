@@ -10,7 +10,8 @@ import re
 
 from .regex_leaves import increasing_subsequence_regex, json_literal
 from .schema_rules import refuse, value_key
-from .unique_items import CANONICAL_INTEGER, canonical_string_regex, grows_wherever_it_closes, integer_grows
+from .unique_values import (BOUNDED_ITEM_MAX, CANONICAL_INTEGER, bounded_string_regex, canonical_string_regex,
+                           grows_wherever_it_closes, integer_grows, item_counts)
 
 ITEMS_GUARD_MIN = 16  # arrays with a maxItems from here on are counted by the guard
 KEYED = "x-radixgen-keyed"  # marks the carrier of a keyed object (CollectionRewrites._keyed_object)
@@ -18,6 +19,12 @@ STRING_CHAR = r'(?:[^"\\\x00-\x1F\x7F-\x9F]|\\["\\/bfnrt])'  # one character of 
 # uniqueItems over a finite set: distinct values x their characters at most (the automaton of
 # its increasing-subsequence regex builds in ~2 s per 100,000; 865 values took over 25 minutes)
 UNIQUE_SET_BUDGET = 300_000
+# unique bounded strings: fewer distinct values than this cap the array's maxItems (more items
+# than this never fit a context window)
+BOUNDED_VALUES_CAP = 10 ** 7
+# marks an array of objects the guard keeps unique by one property: [its name, its item kind]
+UNIQUE_KEY = "x-radixgen-unique-key"
+_PLAIN_NAME = re.compile(r'[A-Za-z0-9_$@.:/ -]+')  # property names JSON writes one way
 
 
 class CollectionRewrites:
@@ -114,30 +121,37 @@ class CollectionRewrites:
     def _unique_items_of(self, items, node: dict, path: str) -> dict:
         new = self.rewrite(items, f"{path}.items") if isinstance(items, dict) else None
         kind = new.get("type") if new else None
-        if kind == "string" and set(new) <= {"type", "minLength"}:
-            return self._unique_guarded(node, "string", canonical_string_regex(new.get("minLength", 0)))
+        strings = self._string_item(items, new, node, path)
+        if strings is not None:
+            return self._unique_guarded(*strings)
         if kind == "integer" and set(new) == {"type"}:
             return self._unique_guarded(node, "integer", CANONICAL_INTEGER)
-        item = self._placeholder_item(items, new, "string")
-        if item is not None and item.startswith('"') and grows_wherever_it_closes(item):
-            return self._unique_guarded(node, "string", item)  # a pattern or format, spelt one way
         item = self._placeholder_item(items, new, "integer")
         if item is not None and integer_grows(item):  # integers from a bound >= 0 up
             return self._unique_guarded(node, "integer", item)
+        if kind == "object" and isinstance(items, dict):
+            keyed = self._unique_by_key(items, new, node, path)
+            if keyed is not None:
+                return keyed
         values = {"boolean": [True, False], "null": [None]}.get(kind) if isinstance(kind, str) else None
         values = new.get("enum", values) if new else None
         if values is None:
             refuse("uniqueItems", path, "uniqueness is only enforced over items from a finite set "
-                    "(enum, const, boolean), over free strings, over patterns and formats that can "
-                    "always grow, or over integers with no upper bound (from 0 or more up), not over "
-                    "strings with a maxLength, other integers, numbers or containers")
+                    "(enum, const, boolean), over strings (free, with a maxLength, a pattern or a "
+                    "format), over integers with no upper bound (from 0 or more up), or over objects "
+                    "with a required string property; not over other integers, numbers, arrays or "
+                    "other objects")
         distinct = list({value_key(v): v for v in reversed(values)}.values())[::-1]
         least, most = node.get("minItems", 0), node.get("maxItems", len(distinct))
+        literals = [json_literal(v) for v in distinct]
+        too_large = len(literals) * sum(map(len, literals)) > UNIQUE_SET_BUDGET
+        if (least > 1 or most < len(distinct) or too_large) and all(isinstance(v, str) for v in distinct):
+            # strings from a set: the guard keeps them unique (and counts what is left)
+            return self._unique_guarded(*self._counted_items(f"(?:{'|'.join(literals)})", node, path))
         if least > 1 or most < len(distinct):
             refuse("uniqueItems", path, "with uniqueItems, only minItems 0 or 1 and no maxItems "
-                    "below the number of distinct values are supported")
-        literals = [json_literal(v) for v in distinct]
-        if len(literals) * sum(map(len, literals)) > UNIQUE_SET_BUDGET:
+                    "below the number of distinct values are supported (or a set of strings only)")
+        if too_large:
             refuse("uniqueItems", path, f"a set of {len(literals)} distinct values is too large to enforce "
                     f"(values x their characters must stay within {UNIQUE_SET_BUDGET:,}: its automaton "
                     "takes seconds to build per 100,000)")
@@ -146,6 +160,86 @@ class CollectionRewrites:
         placeholder = self._placeholder(rf"\[{ws}{body}{ws}\]", quoted=False)
         self.literal_arrays[f'"{placeholder["const"]}"'] = [distinct]
         return placeholder
+
+    def _unique_by_key(self, items: dict, new: dict, node: dict, path: str) -> dict | None:
+        """uniqueItems over objects (OpenAPI's `tags`, lists of named things): objects whose values
+        of one required property differ are distinct, so the guard keeps the first required
+        string property it can keep unique (a free string, a pattern or format that can always
+        grow, or a string with a maxLength, as for string items above) unique across the
+        array's objects: a subset
+        (objects that share that value but differ elsewhere are never generated). None when no
+        required property qualifies. (Integer properties are not used: a token that closes
+        the name and ends the value, `":5,`, would need the guard's look-ahead from inside
+        a name.)"""
+        if set(new) - {"type", "properties", "required", "additionalProperties"}:
+            return None
+        originals = items.get("properties", {})
+        for key in new.get("required", ()):
+            if key not in new.get("properties", {}) or not _PLAIN_NAME.fullmatch(key):
+                continue  # the guard compares the name's JSON text: one spelling
+            original = self._resolved(originals.get(key))
+            if not (isinstance(original, dict) and original.get("type") == "string"):
+                continue
+            strings = self._string_item(original, self.rewrite(original, f"{path}.items.properties.{key}"),
+                                        node, path)
+            if strings is not None:
+                node, kind, item = strings
+                obj = {**new, "properties": {**new["properties"], key: self._placeholder(item, quoted=False)}}
+                array = {"type": "array", "items": obj, UNIQUE_KEY: [key, kind],
+                         **{k: node[k] for k in ("minItems", "maxItems") if k in node}}
+                self.unique_key_nodes += 1
+                return self._counted(array)
+        return None
+
+    def _string_item(self, items, new, node: dict, path: str) -> tuple | None:
+        """(array node, item kind, item regex) of unique string items the guard can keep, else
+        None. Each value is spelt one way, so two items are equal exactly when their texts are:
+        - free strings (pydantic's set[str]) and patterns or formats that can take another
+          character wherever they can close: kind "string", any prefix can still become a new value;
+        - strings with a maxLength (generated in printable ASCII, a subset), and patterns or
+          formats that can run out of values: kind ("bounded", item regex), the guard counts
+          what each prefix can still become (`ItemCounts`)."""
+        if not isinstance(new, dict):
+            return None
+        if new.get("type") == "string" and set(new) <= {"type", "minLength"}:
+            return node, "string", canonical_string_regex(new.get("minLength", 0))
+        bounds = self._string_bounds(new)
+        if bounds is not None:
+            least, most = bounds[0], min(bounds[1], BOUNDED_ITEM_MAX)
+            if most < least:
+                refuse("uniqueItems", path, f"items of at most {BOUNDED_ITEM_MAX} characters are generated "
+                        "and minLength is above that")
+            return self._counted_items(bounded_string_regex(least, most), node, path)
+        item = self._placeholder_item(items, new, "string")
+        if item is None or not item.startswith('"'):
+            return None
+        if grows_wherever_it_closes(item):
+            return node, "string", item
+        return self._counted_items(item, node, path)
+
+    @staticmethod
+    def _counted_items(item: str, node: dict, path: str) -> tuple:
+        """(array node, ("bounded", item), item) for unique strings of item regex `item`: the
+        array's maxItems capped at how many values there are, when they are few enough to run
+        out of (fewer than BOUNDED_VALUES_CAP: more items never fit a context window)."""
+        total = item_counts(item).total
+        if total is not None:
+            if node.get("minItems", 0) > total:
+                refuse("uniqueItems", path, f"minItems asks for more than the {total} distinct values "
+                        "generated")
+            if total < BOUNDED_VALUES_CAP and node.get("maxItems", total + 1) > total:
+                node = {**node, "maxItems": total}  # so an array never runs out of new values
+        return node, ("bounded", item), item
+
+    def _string_bounds(self, new: dict | None) -> tuple[int, int] | None:
+        """(minLength, maxLength) of a rewritten string schema with a maxLength and nothing else
+        (a counted regex, or a length-guarded placeholder), else None."""
+        if not isinstance(new, dict):
+            return None
+        if new.get("type") == "string" and "maxLength" in new and set(new) <= {"type", "minLength", "maxLength"}:
+            return new.get("minLength", 0), new["maxLength"]
+        key = f'"{new.get("const")}"' if set(new) == {"const"} else None
+        return self.length_strings[key][:2] if key in self.length_strings else None
 
     def _placeholder_item(self, items, new: dict, kind: str) -> str | None:
         """The item regex of an item of type `kind` the rewrite made a placeholder for (a string
@@ -156,7 +250,7 @@ class CollectionRewrites:
             return None
         return self.placeholders[key]
 
-    def _unique_guarded(self, node: dict, kind: str, item: str) -> dict:
+    def _unique_guarded(self, node: dict, kind, item: str) -> dict:
         """uniqueItems over free strings or unbounded integers (pydantic's set[str], set[int]):
         the regex spells each item one way (`item`) and counts them; `UniqueGuard` bans repeats."""
         ws = self.whitespace

@@ -1,5 +1,5 @@
-"""uniqueItems over free strings and integers (pydantic's `set[str]`, `set[int]`): a guard beside
-the regex automaton.
+"""uniqueItems over strings and integers (pydantic's `set[str]`, `set[int]`) and over objects by
+one of their properties: a guard beside the regex automaton.
 
 No regular language says "no string twice", so the schema's regex only shapes such an array, and
 `UniqueGuard` enforces the rest:
@@ -22,8 +22,22 @@ Items are free strings, strings of a pattern or format that can always grow
 (`grows_wherever_it_closes`), or integers with no upper bound and either no lower bound or one
 at 0 or above (`integer_grows`), so after any prefix some other value is still possible, with
 one exception banned up front: an integer item `0` cannot grow, so once 0 is an item no token
-may start another 0. A ban never leaves a dead end; `schema_check` refuses the shapes where that
-would not hold.
+may start another 0.
+
+Strings that can run out of values (a maxLength, generated as printable ASCII; a pattern such
+as `^[a-z]{2}$`; a format such as date; a set of strings) are "bounded" items: `ItemCounts`
+counts, per state of the item's byte automaton, how many item texts it can still complete, and
+a prefix is exhausted when that many earlier items start with it (an item at maxLength equal to
+an earlier one; with enough items, shorter prefixes). `ban` also clears the tokens that would
+end inside an item at an exhausted prefix (exact spellings of the rest of one, and the tokens
+after whose last quote one follows, run through `advance`), and the array's maxItems is capped
+at the number of values (schema_collections), so a new item is always possible.
+
+Arrays of objects are kept unique by one required string property of the objects (a subset):
+the guarded path's kind is ("key", name, item kind), and the property's value in each object
+of the array is kept unique like an item.
+
+A ban never leaves a dead end; `schema_check` refuses the shapes where that would not hold.
 """
 
 from __future__ import annotations
@@ -31,65 +45,11 @@ from __future__ import annotations
 import bisect
 
 import numpy as np
-from outlines_core import Index, Vocabulary
 
-from .guard_tables import LITERAL, length_tables, tokens_with, vocab_tables
+from .guard_tables import LITERAL, after_last_quote, length_tables, tokens_with, vocab_tables
 from .tokenizer_info import TokenizerInfo
+from .unique_values import exhausted_prefixes, item_counts
 
-CANONICAL_INTEGER = "(?:0|-?[1-9][0-9]*)"
-_CANONICAL_CHAR = r'(?:[^"\\\x00-\x1F\x7F-\x9F]|\\["\\bfnrt])'
-
-
-def canonical_string_regex(min_length: int = 0) -> str:
-    """A JSON string of at least `min_length` characters, each value spelt one way."""
-    return f'"{_CANONICAL_CHAR}{{{min_length},}}"' if min_length else f'"{_CANONICAL_CHAR}*"'
-
-def grows_wherever_it_closes(item_regex: str) -> bool:
-    """Whether a string item regex (quotes included) can take another character wherever it can
-    close: then banning an earlier item's closing quote never leaves a dead end, and the items
-    are infinitely many (patterns like `^[a-z0-9-]+$`; not `^[a-z]{2}$` or a date)."""
-    _, finals, moves, live = _byte_automaton(item_regex)
-    quote = ord('"')
-    return all(any(b != quote and nxt in live for b, nxt in out.items())
-               for out in moves.values() if out.get(quote) in finals)
-
-
-def integer_grows(item_regex: str) -> bool:
-    """Whether an integer item regex spells each value one way (digits after an optional minus,
-    no leading zero, no -0) and can take another digit wherever it can end, but after a lone 0
-    (UniqueGuard bans a second 0 up front): then a ban never leaves a dead end. Integers from a
-    bound >= 0 up (`minimum: 1`, pydantic's PositiveInt); not `minimum: -5`, whose -5 cannot grow."""
-    # followed by a comma, as in the array (alone, leftmost-first alternation would stop the
-    # automaton at the first alternative's end: "[1-9]|[1-9][0-9]+" would take one digit)
-    start, _, moves, live = _byte_automaton(f"(?:{item_regex}),")
-    comma, digits = ord(","), set(b"0123456789")
-    finals = {state for state, out in moves.items() if comma in out}
-    if any(set(out) - digits - {ord("-"), comma} for out in moves.values()):
-        return False
-    after_minus = moves.get(start, {}).get(ord("-"))
-    zero = moves.get(start, {}).get(ord("0"))
-    if (zero is not None and set(moves.get(zero, {})) - {comma}) or ord("0") in moves.get(after_minus, {}):
-        return False  # a leading zero, or -0
-    if sum(nxt == zero for out in moves.values() for nxt in out.values()) > 1:
-        zero = None  # another item ends where 0 does (e.g. -5 with `minimum: -5`): it must grow too
-    return all(any(b in digits and nxt in live for b, nxt in moves.get(state, {}).items())
-               for state in finals if state != zero)
-
-
-def _byte_automaton(regex: str) -> tuple:
-    """(start, final states, byte moves per state, states from which a final one is reachable)."""
-    index = Index(regex, _BYTES)
-    finals = set(index.get_final_states())
-    moves = {state: {b: nxt for b, nxt in out.items() if b < 256} for state, out in index.get_transitions().items()}
-    live, grew = set(finals), True
-    while grew:
-        before = len(live)
-        live |= {state for state, out in moves.items() if live & set(out.values())}
-        grew = len(live) > before
-    return index.get_initial_state(), finals, moves, live
-
-
-_BYTES = Vocabulary(256, {bytes([b]): [b] for b in range(256)})
 _STRUCTURE = frozenset(b'{}[],"') | LITERAL
 _OBJECT, _ARRAY = 0, 1
 # container phases: expecting a key (object) or an item (array), after a key, after a value
@@ -116,6 +76,8 @@ class UniqueGuard:
         """paths: (instance path, item kind) pairs, as json_schema.schema_to_guarded_regex gives."""
         encoded = [(tuple(None if p is None else p.encode() for p in path), kind) for path, kind in paths]
         self.paths = {path: kind for path, kind in encoded if isinstance(kind, str)}
+        self.paths.update({path: ("key", kind[1].encode(), _item_kind(kind[2])) if kind[0] == "key" else _item_kind(kind)
+                           for path, kind in encoded if not isinstance(kind, str) and kind[0] in ("key", "bounded")})
         self.lengths = {path: kind[1:] for path, kind in encoded if not isinstance(kind, str) and kind[0] == "length"}
         self.counts = {path: kind[1] for path, kind in encoded if not isinstance(kind, str) and kind[0] == "items"}
         fewest = min(self.counts.values(), default=None)
@@ -125,6 +87,7 @@ class UniqueGuard:
         self.prefix = prefix
         self._sorted, self._closers, self._quoted, self._digits, self._literal_first = vocab_tables(info)
         self._length_rows = length_tables(info) if self.lengths else None
+        self._after_quote = after_last_quote(info) if any(_bounded(kind) for kind in self.paths.values()) else None
         if self.lengths:  # a token whose last quote opens a string with more characters than
             # LENGTH_GUARD_MIN could pass a maxLength at once: run through advance too; tokens
             # holding a whole string only matter for unique items or a minLength
@@ -159,12 +122,13 @@ class UniqueGuard:
         quoted = (self._length_quoted if self.lengths else self._quoted)[in_string]
         if lexeme is not None and lexeme[0] == "s":
             self._ban_lengths(lexeme[1], words)
-        top = stack[-1] if stack else None
-        in_integers = top is not None and top[0] == _ARRAY and top[2] is not None and top[2][1] == "integer"
-        if in_integers and (lexeme is None or lexeme[0] == "n"):
+        guarded = _guarded_item(stack)
+        if guarded is not None and guarded[1] == "integer" and (lexeme is None or lexeme[0] == "n"):
             self._ban_integers(state, words, seen)
+        if guarded is not None and not isinstance(guarded[1], str):  # ("bounded", ItemCounts)
+            quoted = np.union1d(quoted, np.union1d(self._quoted[0], self._full_repeat_openers(guarded, lexeme, words, seen)))
         if lexeme is not None and lexeme[0] == "g":
-            text, items = lexeme[1], seen.get(top[2][0], ())
+            text, items = lexeme[1], seen.get(guarded[0], ())
             if text.endswith(b"\\") and not _escaped_backslash(text):
                 quoted = self._closers[1]  # an escape is pending: run every token with a quote
             elif len(items) <= len(self._closers[0]):
@@ -182,12 +146,26 @@ class UniqueGuard:
             token_bytes = self.info.token_bytes
             _clear(words, [t for t in allowed.tolist() if repeats(self.advance(state, token_bytes[t], seen), seen)])
 
+    def _full_repeat_openers(self, guarded, lexeme, words: np.ndarray, seen) -> np.ndarray:
+        """Strings with a maxLength: clear the tokens that end the item being written at an
+        exhausted prefix (every value it could still become is an earlier item: at maxLength,
+        one equal to an earlier item); return the tokens that could open an item and end inside
+        it at one (advance decides)."""
+        instance, kind = guarded
+        prefixes = exhausted_prefixes(seen.get(instance, ()), kind[1])
+        if lexeme is not None and lexeme[0] == "g":
+            text = lexeme[1]
+            for prefix in prefixes:
+                if len(prefix) > len(text) and prefix.startswith(text):
+                    _clear(words, self._exact(prefix[len(text):]))
+        return np.asarray([t for prefix in prefixes for t in self._after_quote.get(prefix, ())], dtype=np.int64)
+
     def _ban_integers(self, state, words: np.ndarray, seen) -> None:
         """In an array of integers: while the item so far repeats an earlier one, the tokens that
         would end it; any allowed token with a digit that closes a repeat or makes a new item 0
         when 0 is already one (it could not grow, nor end)."""
         _, stack, lexeme, _ = state
-        instance = stack[-1][2][0]
+        instance = _guarded_item(stack)[0]
         if lexeme is not None and lexeme[1] in seen.get(instance, ()):
             words &= self._literal_first
         mixed, zero_first = self._digits
@@ -218,6 +196,11 @@ class UniqueGuard:
             quoted = np.union1d(quoted, tokens_with(self.info, b",")).astype(np.int64)
         return np.union1d(quoted, self._long_openers).astype(np.int64) if len(self._long_openers) else quoted
 
+    def _exact(self, data: bytes) -> list[int]:
+        keys, ids = self._sorted
+        i = bisect.bisect_left(keys, data)
+        return ids[i] if i < len(keys) and keys[i] == data else []
+
     def _with_prefix(self, data: bytes) -> list[int]:
         keys, ids = self._sorted
         out, i = [], bisect.bisect_left(keys, data)
@@ -240,7 +223,7 @@ class UniqueGuard:
                 if c in LITERAL:
                     return state if kind == "l" else (done, stack, (kind, text + bytes((c,))), arrays)
                 if kind == "n":
-                    instance = stack[-1][2][0]
+                    instance = _guarded_item(stack)[0]
                     if text in seen.get(instance, ()) or (instance, text) in closed:
                         return None
                     closed.append((instance, text))
@@ -256,7 +239,7 @@ class UniqueGuard:
             elif kind == "k":
                 return (done, stack[:-1] + ((_OBJECT, _VALUE, text),), None, arrays)
             elif kind == "g":
-                instance = stack[-1][2][0]
+                instance = _guarded_item(stack)[0]
                 if text in seen.get(instance, ()) or (instance, text) in closed:
                     return None
                 closed.append((instance, text))
@@ -289,12 +272,11 @@ class UniqueGuard:
         if c == ord('"'):
             if top is not None and top[0] == _OBJECT and top[1] == _EXPECT:
                 return (done, stack, ("k", b""), arrays)
-            if top is not None and top[0] == _ARRAY and top[2] is not None and top[2][1] == "string":
+            if _guarded_item(stack, "string"):
                 return (done, stack, ("g", b""), arrays)
             bounds = _at(self.lengths, stack)  # (minLength, maxLength) of a guarded string here
             return (done, stack, ("v", b"") if bounds is None else ("s", (0, 0, *bounds)), arrays)
-        if top is not None and top[0] == _ARRAY and top[2] is not None and top[2][1] == "integer" \
-                and c in b"-0123456789":
+        if c in b"-0123456789" and _guarded_item(stack, "integer"):
             return (done, stack, ("n", bytes((c,))), arrays)
         return (done, stack, ("l", b""), arrays)  # a number, true, false or null
 
@@ -313,6 +295,43 @@ class UniqueGuard:
         return (done, stack, ("s", (count, int(c == ord("\\")), least, most)), arrays)
 
 
+def _guarded_item(stack: tuple, kind: str | None = None):
+    """(instance, item kind) of the guarded value a value starting at `stack`'s place is (of item
+    kind `kind` when given), else None: an item of a unique array of strings or integers, or the
+    keeping property's value in an object item of an array kept unique by key."""
+    if not stack:
+        return None
+    top = stack[-1]
+    guarded = None
+    if top[0] == _ARRAY:
+        guarded = top[2] if top[2] is not None and not _keeps_by_key(top[2][1]) else None
+    elif top[1] == _VALUE and len(stack) > 1 and stack[-2][0] == _ARRAY and stack[-2][2] is not None:
+        instance, keeping = stack[-2][2]
+        if _keeps_by_key(keeping) and keeping[1] == top[2]:  # ("key", name, item kind)
+            guarded = (instance, keeping[2])
+    return guarded if guarded is None or kind is None or _lexical(guarded[1]) == kind else None
+
+
+def _keeps_by_key(kind) -> bool:
+    return isinstance(kind, tuple) and kind[0] == "key"
+
+
+def _bounded(kind) -> bool:
+    """Whether a guarded path's kind holds strings with a maxLength (items or objects' keys)."""
+    return isinstance(kind, tuple) and (kind[0] == "bounded" or kind[0] == "key" and _bounded(kind[2]))
+
+
+def _item_kind(kind):
+    """A kind as json_schema gives it ("string", "integer", ("bounded", item regex)), for the
+    guard: a bounded kind carries its item's ItemCounts."""
+    return kind if isinstance(kind, str) else ("bounded", item_counts(kind[1]))
+
+
+def _lexical(kind) -> str:
+    """"string" or "integer": how an item of `kind` is written ("bounded": a string)."""
+    return kind if isinstance(kind, str) else "string"
+
+
 def _at(table: dict, stack: tuple):
     """The entry of `table` (guarded path -> value; None in a path: any key or index) for the
     place `stack` is at, or None."""
@@ -329,8 +348,22 @@ def _after_value(done: int, stack: tuple, arrays: int):
 
 
 def repeats(step, seen) -> bool:
-    """Whether advance's result `step` closed a repeated item (None) or is stuck at a second 0."""
-    return step is None or _stuck_at_zero(step, seen)
+    """Whether advance's result `step` closed a repeated item (None) or is stuck: at a second 0,
+    or inside a string item at its maxLength equal to an earlier one."""
+    return step is None or _stuck_at_zero(step, seen) or _stuck_at_max_length(step, seen)
+
+
+def _stuck_at_max_length(step, seen) -> bool:
+    """Whether `step` (advance's result) ends inside a string item with a maxLength at an
+    exhausted prefix."""
+    state, closed = step
+    if state is _INACTIVE or state[2] is None or state[2][0] != "g":
+        return False
+    instance, kind = _guarded_item(state[1])
+    if isinstance(kind, str):
+        return False
+    items = set(seen.get(instance, ())) | {text for i, text in closed if i == instance}
+    return state[2][1] in exhausted_prefixes(items, kind[1])
 
 
 def _stuck_at_zero(step, seen) -> bool:
@@ -339,7 +372,7 @@ def _stuck_at_zero(step, seen) -> bool:
     state, closed = step
     if state is _INACTIVE or state[2] is None or state[2] != ("n", b"0"):
         return False
-    instance = state[1][-1][2][0]
+    instance = _guarded_item(state[1])[0]
     return b"0" in seen.get(instance, ()) or (instance, b"0") in closed
 
 

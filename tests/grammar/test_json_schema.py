@@ -151,8 +151,9 @@ def test_ref_siblings_that_cannot_be_enforced_follow_the_declared_draft(sibling)
 
 def test_unique_items_behind_a_ref_with_siblings(small_compiler, small_info):
     """uniqueItems resolves its items through the $ref: siblings merged when the merge can be
-    enforced (an enum narrowed), else (a pattern of finitely many strings) the draft's reading."""
-    defs = {"colour": {"enum": ["red", "green", "blue"]}, "text": {"type": "string"}}
+    enforced (an enum narrowed, a pattern of finitely many strings), else (integers with an upper
+    bound) the draft's reading."""
+    defs = {"colour": {"enum": ["red", "green", "blue"]}, "text": {"type": "string"}, "count": {"type": "integer"}}
     narrowed = {"$schema": DRAFT7_URI, "definitions": defs, "type": "array", "uniqueItems": True,
                 "items": {"$ref": "#/definitions/colour", "enum": ["red", "blue"]}}
     grammar = small_compiler.compile(Constraint("json_schema", narrowed))
@@ -160,11 +161,15 @@ def test_unique_items_behind_a_ref_with_siblings(small_compiler, small_info):
     assert {v for out in outputs for v in out} <= {"red", "blue"}
     for out in outputs:
         jsonschema.Draft202012Validator(narrowed).validate(out)
-    patterned = {**narrowed, "items": {"$ref": "#/definitions/text", "pattern": "^[0-9]{2}$"}}  # runs out
-    free = {**narrowed, "items": {"$ref": "#/definitions/text"}}
-    assert schema_to_guarded_regex(json.dumps(patterned)) == schema_to_guarded_regex(json.dumps(free))
+    patterned = {**narrowed, "items": {"$ref": "#/definitions/text", "pattern": "^[0-9]{2}$"}}  # 100 values
+    grammar = small_compiler.compile(Constraint("json_schema", patterned))
+    for seed in range(4):
+        jsonschema.Draft202012Validator(patterned).validate(json.loads(random_walk(grammar, small_info, seed)[1]))
+    bounded = {**narrowed, "items": {"$ref": "#/definitions/count", "maximum": 5}}  # could run out
+    free = {**narrowed, "items": {"$ref": "#/definitions/count"}}
+    assert schema_to_guarded_regex(json.dumps(bounded)) == schema_to_guarded_regex(json.dumps(free))
     with pytest.raises(GrammarError, match="uniqueItems"):
-        schema_to_guarded_regex(json.dumps({k: v for k, v in patterned.items() if k != "$schema"}))
+        schema_to_guarded_regex(json.dumps({k: v for k, v in bounded.items() if k != "$schema"}))
 
 
 def test_nested_ref_siblings_that_fail_are_bounded():
@@ -550,6 +555,25 @@ def test_email_format_generates_dot_atoms_and_host_labels(text, valid):
 
     regex = schema_to_regex(json.dumps({"type": "string", "format": "email"}))
     assert bool(re.fullmatch(regex, json.dumps(text))) is valid
+
+
+@pytest.mark.parametrize("fmt,invalid", [("uri-reference", "a b"), ("iri", "a b"), ("iri-reference", "a b"),
+                                         ("uri-template", "a}b{"), ("json-pointer", "a"),
+                                         ("relative-json-pointer", "/a"), ("regex", "("), ("color", "#12")])
+@pytest.mark.parametrize("lengths", [{}, {"minLength": 3, "maxLength": 12}])
+def test_formats_generate_valid_values(fmt, invalid, lengths, small_compiler, small_info):
+    # each format's regex is a subset of what the format allows: jsonschema's checker (rfc3986 /
+    # rfc3987 / uri-template / jsonpointer / re.compile) accepts every walk
+    schema = {"type": "array", "items": {"type": "string", "format": fmt, **lengths}, "minItems": 3, "maxItems": 3}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    # color is checked under draft 3 only (radixgen generates CSS 2.1 colors anyway)
+    format_checker = jsonschema.Draft3Validator.FORMAT_CHECKER if fmt == "color" else FORMAT_CHECKER
+    checker = jsonschema.Draft202012Validator(schema, format_checker=format_checker)
+    assert not format_checker.conforms(invalid, fmt)  # the checker really checks
+    for seed in range(8):
+        value = json.loads(random_walk(grammar, small_info, seed)[1])
+        checker.validate(value)
+        assert all(format_checker.conforms(v, fmt) for v in value)
 
 
 def test_draft4_exclusive_flags(small_compiler, small_info):

@@ -86,20 +86,23 @@ def test_cache_keeps_within_its_entry_budget(smol_info, monkeypatch):
     assert not compiler.cached(first)  # 2 + 2 wide states > 3: the older one went
 
 
-def test_a_large_unique_set_is_refused_quickly():
+def test_a_large_unique_set_is_guarded_or_refused_quickly():
     """uniqueItems over 865 values (GitHub's starter-workflow categories) built an automaton for
-    over 25 minutes: it is refused by its size instead."""
+    over 25 minutes: strings go to the guard instead (the set is the item regex), a set with
+    other values is refused by its size."""
     from radixgen.grammar.json_schema import schema_to_guarded_regex
     from radixgen.grammar.schema_collections import UNIQUE_SET_BUDGET
 
     values = [f"language {i:03d}" for i in range(865)]  # 14 characters with their quotes
     schema = {"type": "array", "uniqueItems": True, "items": {"enum": values}}
     start = time.perf_counter()
+    _, paths = schema_to_guarded_regex(json.dumps(schema))
+    assert [kind[0] for _, kind in paths] == ["bounded", "items"]  # kept unique, at most 865 items
     with pytest.raises(GrammarError, match="too large to enforce"):
-        schema_to_guarded_regex(json.dumps(schema))
+        schema_to_guarded_regex(json.dumps({**schema, "items": {"enum": values + [1]}}))
     assert time.perf_counter() - start < 2
     fits = int((UNIQUE_SET_BUDGET / 14) ** 0.5)
-    schema_to_guarded_regex(json.dumps({**schema, "items": {"enum": values[:fits]}}))
+    assert schema_to_guarded_regex(json.dumps({**schema, "items": {"enum": values[:fits]}}))[1] == ()
 
 
 def test_large_enums_merge_in_linear_time():

@@ -16,7 +16,8 @@ from radixgen.grammar.compiler import GrammarCompiler, tool_calls_regex
 from radixgen.grammar.json_schema import schema_to_guarded_regex, schema_to_regex
 from radixgen.grammar.matcher import GrammarError
 from tests.grammar.conftest import toy_info
-from tests.grammar.walks import random_walk
+from radixgen.grammar.unique_values import bounded_string_regex, exhausted_prefixes, item_counts
+from tests.grammar.walks import accepts_prefix, random_walk
 
 SET_OF_STRINGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "maxItems": 3}
 # several quotes per token, escapes, a token spelling an item's end plus more
@@ -62,12 +63,35 @@ SET_OF_PATTERNED = {"type": "array", "items": {"type": "string", "pattern": "^[a
 PATTERN_PIECES = ['"', "a", "b", ",", "[", "]", '"a"', 'a"', "ab", '","', 'b",', '"]']
 
 
+# objects kept unique by a required string property (the only one here, so objects differ
+# exactly when it does); tokens that close the name and open or close its value, and whole items
+SET_OF_NAMED = {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "string"}},
+                                           "required": ["n"], "additionalProperties": False},
+                "uniqueItems": True, "maxItems": 3}
+NAMED_PIECES = ['{"n":"', "a", "b", '"}', ",", "[", "]", '{"n', '":"', '":"a"}', '{"n":"a"}', 'a"}', 'b"}', '"},{"n":"']
+
+
+# strings with a maxLength: an item at maxLength equal to an earlier one could neither close nor
+# grow, so no token may end one there ('a","a' closes "a" and reaches it again)
+SET_OF_SHORT = {"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True, "maxItems": 3}
+SHORT_PIECES = ['"', "a", "b", ",", "[", "]", '""', '","', '"a"', 'a"', '"a', ',"a', 'a","a', "ab"]
+
+
+# a pattern with four values (a, b, ab, bb): the guard counts what each prefix can still become
+# and the array takes at most four items
+SET_OF_CODES = {"type": "array", "items": {"type": "string", "pattern": "^[ab]b?$"}, "uniqueItems": True}
+CODE_PIECES = ['"', "a", "b", ",", "[", "]", '"a"', 'b"', '"a', '","', "ab", '"b"', 'b","a']
+
+
 @pytest.mark.parametrize("schema,pieces,expected", [
     (SET_OF_STRINGS, PIECES, ['["a","b"]', '["","a"]', '["\\"","a"]']),
     (SET_OF_INTEGERS, INTEGER_PIECES, ["[0,1,2]", "[10,-1]", "[1,0]", "[-10,10]"]),
     (SET_OF_PATTERNED, PATTERN_PIECES, ['["a","b"]', '["ab","a"]', '["b","a"]']),
     (SET_OF_POSITIVE, INTEGER_PIECES, ["[1,2]", "[10,1]", "[1,10]", "[2]"]),
-], ids=["strings", "integers", "patterned", "positive"])
+    (SET_OF_NAMED, NAMED_PIECES, ['[{"n":"a"},{"n":"b"}]', '[{"n":""},{"n":"a"}]', '[{"n":"b"},{"n":"a"}]']),
+    (SET_OF_SHORT, SHORT_PIECES, ['["a","b"]', '["","a"]', '["a",""]']),
+    (SET_OF_CODES, CODE_PIECES, ['["a","b"]', '["ab","a"]', '["b","a"]', '["ab","b"]']),
+], ids=["strings", "integers", "patterned", "positive", "named objects", "bounded strings", "finite pattern"])
 def test_toy_masks_match_acceptance_and_outputs_are_unique_sets(schema, pieces, expected):
     info = toy_info([b""] + [p.encode() for p in pieces])
     grammar = GrammarCompiler(info).compile(Constraint("json_schema", schema))
@@ -79,7 +103,7 @@ def test_toy_masks_match_acceptance_and_outputs_are_unique_sets(schema, pieces, 
     repeats = 0
     for text, done in _texts(GrammarCompiler(info).compile(Constraint("regex", grammar.source)), info, 6):
         if done:
-            items = json.loads(text)
+            items = [json.dumps(item) for item in json.loads(text)]
             assert (text in complete) == (len(set(items)) == len(items)), text
             repeats += len(set(items)) < len(items)
     assert repeats > 0  # the regex alone lets repeats through
@@ -94,17 +118,75 @@ def test_only_the_guarded_array_is_unique(small_compiler, small_info):
                      "minItems": 2}}, "required": ["tags"]}}},
         "required": ["tags", "words", "rows"]}
     grammar = small_compiler.compile(Constraint("json_schema", schema))
-    byte_ids = {data[0]: i for i, data in enumerate(small_info.token_bytes) if len(data) == 1}
-
     def accepts(text: str) -> bool:
-        matcher = grammar.matcher()
-        return all(matcher.accept_token(byte_ids[c]) for c in text.encode())
+        return accepts_prefix(grammar, small_info, text)
 
     each_row = '"rows":[{"tags":["a","aa"]},{"tags":["a","aa"]}]'
     assert accepts('{"tags":["a","aa"],"words":["a","a"],' + each_row + "}")
     assert not accepts('{"tags":["a","a"]')
     assert not accepts('{"tags":[],"words":[],"rows":[{"tags":["aa","a","aa"]')
     for seed in range(20):
+        _, text = random_walk(grammar, small_info, seed)
+        jsonschema.validate(json.loads(text), schema)
+
+
+def test_objects_kept_unique_by_a_required_name(small_compiler, small_info):
+    # OpenAPI's tags: the name (the second property, after an optional one) is kept unique
+    tag = {"type": "object", "properties": {"description": {"type": "string"}, "name": {"type": "string"},
+                                            "docs": {"type": "object", "properties": {"url": {"type": "string"}}}},
+           "required": ["name"]}
+    schema = {"type": "object", "properties": {"tags": {"type": "array", "items": {"$ref": "#/$defs/tag"},
+                                                        "uniqueItems": True, "minItems": 2}},
+              "required": ["tags"], "$defs": {"tag": tag}}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    def accepts(text: str) -> bool:
+        return accepts_prefix(grammar, small_info, text)
+
+    assert accepts('{"tags":[{"name":"a","docs":{"url":"a"}},{"description":"a","name":"b"}]}')
+    assert not accepts('{"tags":[{"name":"a"},{"description":"b","name":"a"}')
+    for seed in range(10):
+        _, text = random_walk(grammar, small_info, seed)
+        jsonschema.validate(json.loads(text), schema)
+
+
+def test_bounded_strings_exhaust_their_prefixes():
+    # the guard's count of what an item can still become (93 printable characters, here)
+    chars = {bytes([c]) for c in range(0x20, 0x7F)} - {b'"', b"\\"}
+    one = item_counts(bounded_string_regex(0, 1))
+    assert one.total == 94 and one.completions(b"") == 94 and one.completions(b"a") == 1
+    assert exhausted_prefixes({b"a", b"b"}, one) == {b"a", b"b"}  # at maxLength
+    assert exhausted_prefixes(chars, one) == chars  # "" itself is still free
+    assert exhausted_prefixes(chars | {b""}, one) == chars | {b""}
+    exactly_two = item_counts(bounded_string_regex(2, 2))  # "a" is not a value: 93 completions
+    assert b"a" not in exhausted_prefixes({b"a" + c for c in chars} - {b"ab"}, exactly_two)
+    assert b"a" in exhausted_prefixes({b"a" + c for c in chars}, exactly_two)
+    assert b"a" not in exhausted_prefixes({b"a" + c for c in chars}, item_counts(bounded_string_regex(1, 2)))
+    assert exhausted_prefixes({b"a" * 40}, item_counts(bounded_string_regex(1, 40))) == {b"a" * 40}
+    # a pattern that can grow but not everywhere: "ab" cannot ("a", "aa", ... always can)
+    grows = item_counts('"a+b?"')
+    assert grows.total is None and grows.completions(b"ab") == 1
+    assert exhausted_prefixes({b"ab", b"aab", b"a"}, grows) == {b"ab", b"aab"}
+    # a set of strings
+    colors = item_counts('(?:"red"|"green"|"grey")')
+    assert colors.total == 3 and colors.completions(b"gr") == 2
+    assert exhausted_prefixes({b"green", b"grey"}, colors) == {b"g", b"gr", b"gre", b"gree", b"green", b"grey"}
+
+
+def test_bounded_strings_on_the_real_vocabulary(small_compiler, small_info):
+    schema = {"type": "object", "properties": {
+        "tags": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 2}, "uniqueItems": True},
+        "people": {"type": "array", "items": {"type": "object", "properties": {
+            "login": {"type": "string", "maxLength": 20}}, "required": ["login"]}, "uniqueItems": True}},
+        "required": ["tags", "people"]}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    def accepts(text: str) -> bool:
+        return accepts_prefix(grammar, small_info, text)
+
+    assert accepts('{"tags":["ab","a"],"people":[{"login":"x"},{"login":"xy"}]}')
+    assert not accepts('{"tags":["ab","ab')  # at maxLength: it could neither close nor grow
+    assert accepts('{"tags":["ab","a')
+    assert not accepts('{"tags":["\\n"')  # printable ASCII only: one spelling, one byte per character
+    for seed in range(10):
         _, text = random_walk(grammar, small_info, seed)
         jsonschema.validate(json.loads(text), schema)
 
@@ -126,11 +208,10 @@ def test_tool_calls_guard_starts_after_the_tag():
 
 
 @pytest.mark.parametrize("schema", [
-    {"type": "array", "items": {"type": "string", "maxLength": 3}, "uniqueItems": True},  # could run out
-    # a pattern or format whose strings cannot always grow: banning a repeat could dead-end
-    {"type": "array", "items": {"type": "string", "pattern": "^a+b?$"}, "uniqueItems": True},
-    {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 3}, "uniqueItems": True},
-    {"type": "array", "items": {"type": "string", "format": "date"}, "uniqueItems": True},
+    # more items than values
+    {"type": "array", "items": {"type": "string", "maxLength": 0}, "uniqueItems": True, "minItems": 2},
+    {"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True, "minItems": 95},
+    {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True, "minItems": 3},
     {"type": "array", "items": {"type": "number"}, "uniqueItems": True},
     {"type": "array", "items": {"type": "integer", "maximum": 5}, "uniqueItems": True},  # bounded
     {"type": "array", "items": {"type": "integer", "minimum": -5}, "uniqueItems": True},  # -5 cannot grow
@@ -141,6 +222,12 @@ def test_tool_calls_guard_starts_after_the_tag():
                 "required": ["t"]}]},
     {"anyOf": [{"type": "object", "properties": {"t": SET_OF_STRINGS}},
                {"type": "object", "properties": {"t": {"const": ["a", "a"]}}}]},
+    # objects: no required string property that can always grow
+    {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "string"}}}, "uniqueItems": True},
+    {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+     "uniqueItems": True},
+    {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"],
+                                "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}, "uniqueItems": True},
 ])
 def test_unguardable_unique_items_are_refused(schema):
     with pytest.raises(GrammarError, match="uniqueItems"):

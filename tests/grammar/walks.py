@@ -51,9 +51,15 @@ def valid_walks(grammar, info, schema: dict, walks: int) -> list:
 
 def accepts_text(grammar, info, text: str) -> bool:
     """Whether the grammar accepts `text` as a whole, fed one byte token at a time."""
-    byte_ids = {data[0]: i for i, data in enumerate(info.token_bytes) if len(data) == 1}
     matcher = grammar.matcher()
-    return all(matcher.accept_token(byte_ids[c]) for c in text.encode()) and matcher.is_accepting()
+    return accepts_prefix(grammar, info, text, matcher) and matcher.is_accepting()
+
+
+def accepts_prefix(grammar, info, text: str, matcher=None) -> bool:
+    """Whether the grammar accepts `text` as a prefix, fed one byte token at a time."""
+    byte_ids = {data[0]: i for i, data in enumerate(info.token_bytes) if len(data) == 1}
+    matcher = grammar.matcher() if matcher is None else matcher
+    return all(matcher.accept_token(byte_ids[c]) for c in text.encode())
 
 
 def info_text(info, ids) -> str:
