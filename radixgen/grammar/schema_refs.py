@@ -141,9 +141,11 @@ def base_keywords(root) -> tuple:
 
 
 def root_base(root) -> str | None:
-    """The root's own base URI (its `$id`, or a draft 3-4 `id`), which may qualify references."""
+    """The root's own base URI (its `$id`, or a draft 3-4 `id`, without an empty fragment),
+    which may qualify references."""
     key = base_keywords(root)[0] if isinstance(root, dict) else "$id"
-    return root.get(key) if isinstance(root, dict) and isinstance(root.get(key), str) else None
+    base = root.get(key) if isinstance(root, dict) and isinstance(root.get(key), str) else None
+    return base[:-1] if base is not None and base.endswith("#") else base
 
 
 def _refuse_nested_bases(node: Any, path: str, old_draft: bool, keywords: tuple, at_root: bool = False) -> None:
@@ -151,7 +153,8 @@ def _refuse_nested_bases(node: Any, path: str, old_draft: bool, keywords: tuple,
     inside it: that reference would resolve against the subschema's base, not the root. Drafts
     3-7 read an id that is only a fragment ("#/properties/x", "#name") as a name for the
     subschema, not a base: references inside it resolve against the root. Only `keywords` set
-    bases (a draft-04 schema's `$id` is an unknown keyword there)."""
+    bases (a draft-04 schema's `$id` is an unknown keyword there). Absolute references do not
+    depend on the base (those into the root's own URI resolve; any other is refused later)."""
     if isinstance(node, list):
         for i, value in enumerate(node):
             _refuse_nested_bases(value, f"{path}[{i}]", old_draft, keywords)
@@ -161,10 +164,10 @@ def _refuse_nested_bases(node: Any, path: str, old_draft: bool, keywords: tuple,
     bases = [node[k] for k in keywords if isinstance(node.get(k), str)]
     if old_draft:
         bases = [b for b in bases if not b.startswith("#")]
-    if not at_root and bases and _has_ref(node):
-        raise GrammarError(f"unsupported JSON Schema keyword '$id' at {path}: references inside a "
-                           "subschema with its own base URI are not supported (they would resolve "
-                           "against it, not the root)")
+    if not at_root and bases and _has_relative_ref(node):
+        raise GrammarError(f"unsupported JSON Schema keyword '$id' at {path}: relative references "
+                           "inside a subschema with its own base URI are not supported (they would "
+                           "resolve against it, not the root)")
     for name, value in node.items():
         if name in _LITERALS:
             continue
@@ -175,10 +178,15 @@ def _refuse_nested_bases(node: Any, path: str, old_draft: bool, keywords: tuple,
             _refuse_nested_bases(value, f"{path}.{name}", old_draft, keywords)
 
 
-def _has_ref(node: Any) -> bool:
+def _has_relative_ref(node: Any) -> bool:
+    """Whether a reference inside `node` is relative (no scheme: "#/...", "other.json#x"): an
+    absolute one ("https://host/schema.json#/...") means the same under any base."""
     found: list[str] = []
     map_refs(node, lambda ref: found.append(ref) or ref)
-    return bool(found)
+    return any(not _SCHEME.match(ref) for ref in found)
+
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 def _fresh_name(root: dict, used: set) -> str:

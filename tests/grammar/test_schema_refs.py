@@ -14,7 +14,7 @@ from radixgen.grammar.json_schema import schema_to_guarded_regex
 from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.schema_refs import hoist_deep_refs
 from radixgen.runtime.server.openai_tools import tool_constraint
-from tests.grammar.walks import random_walk
+from tests.grammar.walks import accepts_text, random_walk
 
 INTEGER_MAP = {"type": "object", "propertyNames": {"enum": ["x", "y"]}, "additionalProperties": {"type": "integer"}}
 DEEP = {
@@ -108,6 +108,26 @@ def test_references_qualified_by_the_root_id_are_hoisted(small_compiler, small_i
 
     assert accepts('{"n":2,"k":{"z":1}}')  # properties come in their declared order
     assert not accepts('{"n":2,"k":{"z":true}}') and not accepts('{"n":true,"k":{"z":1}}')
+
+
+def test_absolute_references_inside_nested_bases(small_compiler, small_info):
+    """A reference with a scheme means the same under any base: one into the root's own URI
+    resolves from inside a subschema with its own $id (Backstage's catalog-info bundles its
+    kinds so); a root $id with an empty fragment ("...json#") names the same document."""
+    base = "https://x.test/catalog.json"
+    for root_id in (base, base + "#"):
+        schema = {"$schema": "http://json-schema.org/draft-07/schema", "$id": root_id, "type": "object",
+                  "properties": {"api": {"$id": "Api", "type": "object", "required": ["e"],
+                                         "properties": {"e": {"$ref": base + "#/definitions/entity"}}}},
+                  "required": ["api"], "definitions": {"entity": {"type": "integer", "minimum": 3}}}
+        grammar = small_compiler.compile(Constraint("json_schema", schema))
+        assert accepts_text(grammar, small_info, '{"api":{"e":3}}')
+        assert not accepts_text(grammar, small_info, '{"api":{"e":2}}')
+        for seed in range(3):
+            jsonschema.Draft7Validator(schema).validate(json.loads(random_walk(grammar, small_info, seed)[1]))
+    relative = json.loads(json.dumps(schema).replace(base + "#/definitions/entity", "#/definitions/entity"))
+    with pytest.raises(GrammarError, match="base URI"):  # it would resolve inside "Api"
+        small_compiler.compile(Constraint("json_schema", relative))
 
 
 @pytest.mark.parametrize("schema,words", [
