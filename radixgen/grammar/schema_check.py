@@ -26,10 +26,12 @@ from .regex_leaves import format_length_regex, format_regex, json_literal, strin
 from .regex_numbers import integer_bound, number_range_regex
 from .schema_collections import ITEMS_GUARD_MIN, STRING_CHAR, CollectionRewrites
 from .schema_conditionals import expand_conditionals
-from .schema_merge import EMPTY, implied_type, normalize, typed_keywords
+from .schema_merge import EMPTY, implied_type, normalize, split_by_type, typed_keywords
+from .schema_objects import ObjectRewrites
 from .schema_one_of import Readings, exclusive
-from .schema_rules import (ASSERTIONS, NothingValid, asserts, check_counts, check_keyword_types,
-                           forbidden_names_dropped, is_type, listed_name_rules, only_objects, refuse, tightest)
+from .schema_rules import (ASSERTIONS, VALUE_KEYWORDS, NothingValid, asserts, check_counts, check_keyword_types,
+                           forbidden_names_dropped, is_type, need_type, only_asserting, refuse, tightest,
+                           value_meets)
 from .schema_ref_reading import ReferenceReading
 from .schema_refs import declared_draft, names_draft_unambiguously
 
@@ -58,7 +60,7 @@ _RECORDS = ("placeholders", "unique_arrays", "literal_arrays", "keyed_objects", 
             "counted_nodes", "unique_key_nodes")
 
 
-class SchemaRewriter(CollectionRewrites, ReferenceReading):
+class SchemaRewriter(ObjectRewrites, CollectionRewrites, ReferenceReading):
     """One use: `rewrite(schema)` returns the schema for outlines-core; `placeholders` maps each
     placeholder const it introduced to the exact regex that replaces it."""
 
@@ -130,6 +132,7 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
         if node is not written:
             check_keyword_types(node, path)  # merged members were not checked
         node = forbidden_names_dropped(_without_idle_keywords(node), path)
+        node = split_by_type(node) or node
         present = [k for k in node if k in ASSERTIONS]
         branch = next((b for b in _BRANCHES if b in node), None)
         if branch is None and present and implied_type(node):
@@ -183,56 +186,8 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
 
     # ------------------------------------------------------------ branches (outlines' order)
 
-    def _properties(self, node: dict, path: str) -> dict:
-        _only(node, path, {"properties", "required", "type", "additionalProperties", "minProperties",
-                           "maxProperties", "patternProperties", "propertyNames", "dependentRequired",
-                           "dependencies"})
-        props = node["properties"]
-        if not isinstance(props, dict):
-            raise GrammarError(f"properties at {path} must be an object")
-        extra = node.get("additionalProperties", True)
-        if extra is not False and isinstance(node.get("required"), list):
-            # a required name that properties does not list is an additional property: it is
-            # generated with additionalProperties' schema (name rules are checked on it too)
-            props = {**props, **{name: extra for name in node["required"]
-                                 if isinstance(name, str) and name not in props}}
-        required = listed_name_rules(node, props, path)
-        banned = [name for name, schema in props.items() if schema is False]  # no value: never there
-        if set(banned) & set(required):
-            refuse("required", path, f"{sorted(set(banned) & set(required))} can have no value (false)",
-                   NothingValid if only_objects(node) else GrammarError)  # (other types pass required)
-        props = {name: schema for name, schema in props.items() if schema is not False}
-        _need_type(node, path, "object")
-        for name in props:
-            if any(c in name for c in '"\\') or any(ord(c) < 0x20 for c in name):
-                refuse("properties", path, f"property name {name!r} needs JSON escaping")
-        missing = [r for r in required if r not in props]
-        if missing:
-            refuse("required", path, f"{missing} are not listed in properties (only listed "
-                    "properties are generated)")
-        if node.get("maxProperties", math.inf) < len(props):
-            refuse("maxProperties", path, "it is below the number of listed properties")
-        new_props = {}
-        for name, schema in props.items():
-            new = self._unless_empty(schema, f"{path}.properties.{name}")
-            if isinstance(new, NothingValid) and name in required:
-                raise new
-            if not isinstance(new, NothingValid):  # (no value is valid there: never generated)
-                new_props[name] = new
-        optional = [name for name in new_props if name not in required]
-        least = node.get("minProperties", 0)
-        if least > len(set(required)) + (1 if optional else 0):
-            refuse("minProperties", path, "only one property more than the required ones can be "
-                    "demanded (only listed properties are generated)")
-        if least <= len(set(required)):
-            return {"type": "object", "properties": new_props, "required": list(required)}
-        # one optional property must be there: one alternative per first present optional one
-        return {"anyOf": [{"type": "object", "required": [*required, first],
-                           "properties": {k: v for k, v in new_props.items() if k not in optional[:i]}}
-                          for i, first in enumerate(optional)]}
-
     def _allOf(self, node: dict, path: str) -> dict:
-        _only(node, path, {"allOf"})
+        only_asserting(node, path, {"allOf"})
         if not isinstance(node["allOf"], list) or len(node["allOf"]) != 1:
             refuse("allOf", path, "only a single-schema allOf can be enforced exactly")
         return {"allOf": [self.rewrite(node["allOf"][0], f"{path}.allOf[0]")]}
@@ -271,10 +226,10 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
         return out
 
     def _prefixItems(self, node: dict, path: str) -> dict:
-        _only(node, path, {"prefixItems", "type", "items", "minItems", "maxItems", "uniqueItems",
-                           "additionalItems", "unevaluatedItems"})
+        only_asserting(node, path, {"prefixItems", "type", "items", "minItems", "maxItems", "uniqueItems",
+                                    "additionalItems", "unevaluatedItems"})
         items = node["prefixItems"]
-        _need_type(node, path, "array")
+        need_type(node, path, "array")
         if node.get("minItems", 0) > len(items):
             refuse("minItems", path, "it exceeds the number of prefixItems (exactly those are generated)")
         if node.get("maxItems", math.inf) < len(items):
@@ -284,7 +239,7 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
         return {"prefixItems": [self.rewrite(s, f"{path}.prefixItems[{i}]") for i, s in enumerate(items)]}
 
     def _enum(self, node: dict, path: str, key: str = "enum") -> dict:
-        _only(node, path, {key, "type"})
+        only_asserting(node, path, VALUE_KEYWORDS)
         values = node[key] if key == "enum" else [node[key]]
         if key == "enum" and (not isinstance(values, list) or not values):
             raise GrammarError(f"enum at {path} must be a non-empty array")
@@ -293,6 +248,10 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
             values = [v for v in values if any(is_type(v, t) for t in types)]
             if not values:
                 refuse(key, path, "no value matches the sibling type")
+        if set(node) & VALUE_KEYWORDS - {key, "type"}:  # the values that meet them
+            values = [v for v in values if value_meets(v, node, key, self.draft_4, path, format_regex)]
+            if not values:
+                refuse(key, path, "no value meets the keywords beside it")
         for v in values:
             try:
                 json.dumps(v, allow_nan=False)
@@ -314,7 +273,7 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
         return self._enum(node, path, "const")
 
     def _ref(self, node: dict, path: str) -> dict:
-        _only(node, path, {"$ref"})
+        only_asserting(node, path, {"$ref"})
         ref = node["$ref"]
         if not isinstance(ref, str) or "~" in ref or "%" in ref:
             refuse("$ref", path, "only plain local references (#/...) are supported")
@@ -326,7 +285,7 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
         unknown = [t for t in types if t not in _BY_TYPE]
         if unknown or not types:
             refuse("type", path, f"unknown type(s) {unknown}")
-        _only(node, path, {"type"}.union(*(_BY_TYPE[t] for t in types)))
+        only_asserting(node, path, {"type"}.union(*(_BY_TYPE[t] for t in types)))
         if len(types) == 1:
             return getattr(self, "_type_" + types[0])(node, path)
         if "multipleOf" in node and "number" in types:  # (_type_integer refuses other values)
@@ -422,27 +381,6 @@ class SchemaRewriter(CollectionRewrites, ReferenceReading):
             self.counted_nodes += 1
         return new
 
-    def _type_object(self, node: dict, path: str) -> dict:
-        if "patternProperties" in node or "propertyNames" in node:
-            return self._keyed_object(node, path)
-        if node.get("required"):  # the required names, generated with additionalProperties' schema
-            return self._properties({**node, "properties": {}}, path)
-        if node.get("minProperties", 0) > node.get("maxProperties", math.inf):
-            refuse("minProperties", path, "it exceeds maxProperties: no object is valid", NothingValid)
-        if node.get("minProperties", 0) > 1:
-            refuse("minProperties", path, "values above 1 need properties (keys could repeat)")
-        if node.get("maxProperties", 0) > 0:
-            refuse("maxProperties", path, "outlines-core only enforces 0 without properties")
-        new = {"type": "object", **{k: node[k] for k in ("minProperties", "maxProperties") if k in node}}
-        extra = node.get("additionalProperties", True)
-        if extra is False:
-            new["maxProperties"] = 0
-            if node.get("minProperties", 0) > 0:
-                refuse("minProperties", path, "no property is allowed")
-        elif extra is not True:
-            new["additionalProperties"] = self.rewrite(extra, f"{path}.additionalProperties")
-        return new
-
     def _placeholder(self, regex: str, quoted: bool) -> dict:
         name = f"RGPH{self.nonce}x{len(self.placeholders)}"
         self.placeholders[f'"{name}"'] = f'"{regex}"' if quoted else regex
@@ -488,22 +426,9 @@ def _draft4_bounds(node: dict, path: str) -> dict:
     return new
 
 
-def _need_type(node: dict, path: str, wanted: str) -> None:
-    types = node.get("type", wanted)
-    if wanted not in (types if isinstance(types, list) else [types]):
-        refuse("type", path, f"it conflicts with the {wanted} keywords beside it")
-
-
 def _alternatives_of(node: dict, path: str, key: str) -> list:
     """`node[key]` (anyOf / oneOf), checked: a non-empty list, nothing else asserted beside it."""
-    _only(node, path, {key})
+    only_asserting(node, path, {key})
     if not isinstance(node[key], list) or not node[key]:
         raise GrammarError(f"{key} at {path} must be a non-empty array")
     return node[key]
-
-
-def _only(node: dict, path: str, allowed: set) -> None:
-    for key in node:
-        if key in ASSERTIONS and key not in allowed:
-            refuse(key, path, "outlines-core would ignore it here")
-

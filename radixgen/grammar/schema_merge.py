@@ -80,6 +80,24 @@ def implied_type(node: dict) -> str | None:
     return next(iter(kinds)) if len(kinds) == 1 else None
 
 
+def split_by_type(node: dict) -> dict | None:
+    """A node whose type list has keywords for a container type and for another type
+    ({"type": ["string", "object"], "minLength": 1, "properties": {...}}) as one anyOf
+    alternative per type with that type's keywords (a keyword lets values of other types pass,
+    so this is exact); None for any other node, or when a keyword applies to every type."""
+    types = node.get("type")
+    if not (isinstance(types, list) and len(types) > 1 and set(types) <= _TYPES):
+        return None
+    if any(k in ASSERTIONS and k != "type" and k not in _APPLIES_TO for k in node):
+        return None  # enum, allOf, not, ...: they apply to every alternative
+    kinds = {"number" if kind == "integer" else kind
+             for kind in set().union(*(_APPLIES_TO[k] for k in typed_keywords(node))) & set(types)}
+    if len(kinds) < 2 or not kinds & {"object", "array"}:
+        return None
+    parts = [{"type": t, **{k: node[k] for k in typed_keywords(node) if t in _APPLIES_TO[k]}} for t in types]
+    return {**{k: v for k, v in node.items() if k not in ASSERTIONS}, "anyOf": parts}
+
+
 def typed_keywords(node: dict) -> list:
     """The keywords of `node` that apply to values of some types only."""
     return [k for k in node if k in _APPLIES_TO]

@@ -205,6 +205,59 @@ def forbidden_names_dropped(node: dict, path: str) -> dict:
     return {**{k: v for k, v in node.items() if k != "not"}, "properties": props}
 
 
+# keywords `value_meets` checks beside an enum or const (each value is kept or dropped)
+VALUE_KEYWORDS = frozenset("""type enum const minLength maxLength pattern format minimum maximum
+exclusiveMinimum exclusiveMaximum multipleOf""".split())
+
+
+def value_meets(value, node: dict, key: str, draft_4: bool, path: str, format_regex) -> bool:
+    """Whether enum/const value `value` meets the other VALUE_KEYWORDS of `node` (`key`: the
+    keyword it comes from) as validators read them: string keywords apply to strings, numeric
+    ones to numbers. A format keeps only values radixgen's own regex for it matches (each one
+    valid, so a subset); `format_regex(fmt, path)` gives it, or None for an annotation."""
+    for other in ("enum", "const"):
+        if other != key and other in node:
+            allowed = node["enum"] if other == "enum" else [node["const"]]
+            if not isinstance(allowed, list) or value_key(value) not in {value_key(v) for v in allowed}:
+                return False
+    if "type" in node:
+        types = node["type"] if isinstance(node["type"], list) else [node["type"]]
+        if not any(is_type(value, t) for t in types):
+            return False
+    if isinstance(value, str):
+        if not node.get("minLength", 0) <= len(value) <= node.get("maxLength", len(value)):
+            return False
+        if "pattern" in node and not _searches(node["pattern"], value, path, "pattern"):
+            return False
+        fmt = format_regex(node["format"], path) if "format" in node else None
+        return fmt is None or re.fullmatch(fmt, value) is not None
+    if is_type(value, "number"):
+        return _number_meets(value, node, draft_4, path)
+    return True
+
+
+def _number_meets(value, node: dict, draft_4: bool, path: str) -> bool:
+    lows, highs = [], []
+    for name, flag, keep in (("minimum", "exclusiveMinimum", lows), ("maximum", "exclusiveMaximum", highs)):
+        if name in node:
+            exclusive = node.get(flag)
+            if exclusive is not None and draft_4 != isinstance(exclusive, bool):
+                refuse(flag, path, "it is a flag under draft 4 only, and a number otherwise")
+            keep.append((node[name], exclusive is True))
+    for name, keep in (("exclusiveMinimum", lows), ("exclusiveMaximum", highs)):
+        if not draft_4 and name in node:
+            keep.append((node[name], True))
+    if any(value < b or (excl and value == b) for b, excl in lows) \
+            or any(value > b or (excl and value == b) for b, excl in highs):
+        return False
+    step = node.get("multipleOf")
+    if step is None:
+        return True
+    if not (isinstance(step, int) and isinstance(value, int)):
+        refuse("multipleOf", path, "beside an enum or const, only integer steps over integers are checked")
+    return step > 0 and value % step == 0
+
+
 def _asserts_nothing(schema) -> bool:
     return schema is True or (isinstance(schema, dict) and not asserts(schema))
 
@@ -229,3 +282,17 @@ def _name_allowed(schema, name: str, path: str, refuse) -> bool:
     return (("pattern" not in schema or _searches(schema["pattern"], name, path, "propertyNames"))
             and schema.get("minLength", 0) <= len(name) <= schema.get("maxLength", len(name))
             and name in schema.get("enum", [name]) and name == schema.get("const", name))
+
+
+def need_type(node: dict, path: str, wanted: str) -> None:
+    """A GrammarError when `node` has a type that is not `wanted`, the type its keywords need."""
+    types = node.get("type", wanted)
+    if wanted not in (types if isinstance(types, list) else [types]):
+        refuse("type", path, f"it conflicts with the {wanted} keywords beside it")
+
+
+def only_asserting(node: dict, path: str, allowed: set) -> None:
+    """A GrammarError naming the first assertion of `node` outside `allowed`."""
+    for key in node:
+        if key in ASSERTIONS and key not in allowed:
+            refuse(key, path, "outlines-core would ignore it here")

@@ -75,9 +75,10 @@ class UniqueGuard:
     def __init__(self, paths, info: TokenizerInfo, prefix: bytes = b"") -> None:
         """paths: (instance path, item kind) pairs, as json_schema.schema_to_guarded_regex gives."""
         encoded = [(tuple(None if p is None else p.encode() for p in path), kind) for path, kind in paths]
-        self.paths = {path: kind for path, kind in encoded if isinstance(kind, str)}
-        self.paths.update({path: ("key", kind[1].encode(), _item_kind(kind[2])) if kind[0] == "key" else _item_kind(kind)
-                           for path, kind in encoded if not isinstance(kind, str) and kind[0] in ("key", "bounded")})
+        # item kinds of unique arrays: "string", "integer", ("bounded", ItemCounts), or
+        # ("key", name, item kind) for objects kept unique by one property
+        self.paths = {path: _item_kind(kind) for path, kind in encoded
+                      if isinstance(kind, str) or kind[0] in ("key", "bounded")}
         self.lengths = {path: kind[1:] for path, kind in encoded if not isinstance(kind, str) and kind[0] == "length"}
         self.counts = {path: kind[1] for path, kind in encoded if not isinstance(kind, str) and kind[0] == "items"}
         fewest = min(self.counts.values(), default=None)
@@ -126,7 +127,8 @@ class UniqueGuard:
         if guarded is not None and guarded[1] == "integer" and (lexeme is None or lexeme[0] == "n"):
             self._ban_integers(state, words, seen)
         if guarded is not None and not isinstance(guarded[1], str):  # ("bounded", ItemCounts)
-            quoted = np.union1d(quoted, np.union1d(self._quoted[0], self._full_repeat_openers(guarded, lexeme, words, seen)))
+            openers = self._full_repeat_openers(guarded, lexeme, words, seen)
+            quoted = np.union1d(quoted, np.union1d(self._quoted[0], openers))
         if lexeme is not None and lexeme[0] == "g":
             text, items = lexeme[1], seen.get(guarded[0], ())
             if text.endswith(b"\\") and not _escaped_backslash(text):
@@ -322,9 +324,13 @@ def _bounded(kind) -> bool:
 
 
 def _item_kind(kind):
-    """A kind as json_schema gives it ("string", "integer", ("bounded", item regex)), for the
-    guard: a bounded kind carries its item's ItemCounts."""
-    return kind if isinstance(kind, str) else ("bounded", item_counts(kind[1]))
+    """A kind as json_schema gives it ("string", "integer", ("bounded", item regex), ("key",
+    name, kind)), for the guard: a bounded kind carries its item's ItemCounts, a name is bytes."""
+    if isinstance(kind, str):
+        return kind
+    if kind[0] == "key":
+        return ("key", kind[1].encode(), _item_kind(kind[2]))
+    return ("bounded", item_counts(kind[1]))
 
 
 def _lexical(kind) -> str:

@@ -12,7 +12,7 @@ from radixgen.grammar.compiler import JSON_OBJECT, GrammarCompiler
 from radixgen.grammar.json_schema import schema_to_guarded_regex, schema_to_regex
 from radixgen.grammar.matcher import GrammarError
 from tests.grammar.schemas import SUPPORTED, UNSUPPORTED
-from tests.grammar.walks import random_walk
+from tests.grammar.walks import accepts_text, random_walk, valid_walks
 
 FORMAT_CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
 WALKS = 5
@@ -574,6 +574,55 @@ def test_formats_generate_valid_values(fmt, invalid, lengths, small_compiler, sm
         value = json.loads(random_walk(grammar, small_info, seed)[1])
         checker.validate(value)
         assert all(format_checker.conforms(v, fmt) for v in value)
+
+
+@pytest.mark.parametrize("schema,kept", [
+    ({"type": "string", "minLength": 1, "enum": ["", "http", "tls"]}, ["http", "tls"]),
+    ({"type": "string", "enum": ["gzip", "otel-2", "proxy_ip"], "pattern": "^[0-9a-zA-Z_]+$"}, ["gzip", "proxy_ip"]),
+    ({"const": "create-issue", "minLength": 1, "maxLength": 20}, ["create-issue"]),
+    ({"enum": [1, 2.5, 3, "x", True], "minimum": 2, "exclusiveMaximum": 3}, [2.5, "x", True]),
+    ({"enum": ["2024-02-29", "2023-02-29", 7], "format": "date"}, ["2024-02-29", 7]),
+    ({"enum": [4, 6, 9], "multipleOf": 3, "const": 6}, [6]),
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "enum": [1, 2, 3], "maximum": 3,
+      "exclusiveMaximum": True}, [1, 2]),
+])
+def test_enum_values_must_meet_the_keywords_beside_them(schema, kept, small_compiler, small_info):
+    # string keywords apply to strings, numeric ones to numbers; each value kept validates
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    validator = jsonschema.validators.validator_for(schema)(schema, format_checker=FORMAT_CHECKER)
+    for value in kept:
+        assert accepts_text(grammar, small_info, json.dumps(value)), value
+        validator.validate(value)
+    dropped = [v for v in schema.get("enum", [schema.get("const")]) if json.dumps(v) not in map(json.dumps, kept)]
+    for value in dropped:
+        assert not accepts_text(grammar, small_info, json.dumps(value)), value
+        assert not validator.is_valid(value), value
+
+
+def test_type_lists_with_container_keywords_split_by_type(small_compiler, small_info):
+    # (after Backstage's API definition) a non-empty string, or an object with a name or two
+    schema = {"type": "object", "required": ["d", "n"], "properties": {
+        "d": {"type": ["string", "object"], "minLength": 1, "minProperties": 1,
+              "properties": {"$text": {"type": "string"}, "$json": {"type": "string"}}},
+        "n": {"type": ["integer", "array", "null"], "minimum": 3, "items": {"type": "boolean"}, "maxItems": 1}}}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    validator = jsonschema.Draft202012Validator(schema)
+    for text in ['{"d":"a","n":3}', '{"d":{"$json":"x"},"n":[true]}', '{"d":{"$text":""},"n":null}']:
+        assert accepts_text(grammar, small_info, text) and validator.is_valid(json.loads(text)), text
+    for text in ['{"d":"","n":3}', '{"d":{},"n":3}', '{"d":"a","n":2}', '{"d":"a","n":[true,false]}']:
+        assert not accepts_text(grammar, small_info, text) and not validator.is_valid(json.loads(text)), text
+    for seed in range(6):
+        validator.validate(json.loads(random_walk(grammar, small_info, seed)[1]))
+
+
+@pytest.mark.parametrize("bounds,sizes", [({"minProperties": 1, "maxProperties": 1}, {1}),
+                                          ({"maxProperties": 2, "required": ["a"]}, {1, 2}),
+                                          ({"maxProperties": 0}, {0})])
+def test_max_properties_below_the_listed_ones(bounds, sizes, small_compiler, small_info):
+    schema = {"type": "object", "properties": {n: {"type": "integer"} for n in "abc"}, **bounds}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    assert {len(value) for value in valid_walks(grammar, small_info, schema, 12)} <= sizes
+    assert not accepts_text(grammar, small_info, '{"a":1,"b":2,"c":3}')
 
 
 def test_draft4_exclusive_flags(small_compiler, small_info):

@@ -1,0 +1,102 @@
+"""The object rewrites of `schema_check.SchemaRewriter`: listed properties (required ones, one
+optional one demanded by minProperties, sets of them under a maxProperties) and objects without
+listed properties. A mixin: the methods use the rewriter's `rewrite`, `_unless_empty` and
+`_keyed_object` (schema_collections)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from .matcher import GrammarError
+from .schema_rules import NothingValid, listed_name_rules, need_type, only_asserting, only_objects, refuse
+
+_PROPERTY_SETS = 64  # alternatives for an object with a maxProperties below its listed properties
+
+
+class ObjectRewrites:
+    def _properties(self, node: dict, path: str) -> dict:
+        only_asserting(node, path, {"properties", "required", "type", "additionalProperties", "minProperties",
+                                    "maxProperties", "patternProperties", "propertyNames", "dependentRequired",
+                                    "dependencies"})
+        props = node["properties"]
+        if not isinstance(props, dict):
+            raise GrammarError(f"properties at {path} must be an object")
+        extra = node.get("additionalProperties", True)
+        if extra is not False and isinstance(node.get("required"), list):
+            # a required name that properties does not list is an additional property: it is
+            # generated with additionalProperties' schema (name rules are checked on it too)
+            props = {**props, **{name: extra for name in node["required"]
+                                 if isinstance(name, str) and name not in props}}
+        required = listed_name_rules(node, props, path)
+        banned = [name for name, schema in props.items() if schema is False]  # no value: never there
+        if set(banned) & set(required):
+            refuse("required", path, f"{sorted(set(banned) & set(required))} can have no value (false)",
+                   NothingValid if only_objects(node) else GrammarError)  # (other types pass required)
+        props = {name: schema for name, schema in props.items() if schema is not False}
+        need_type(node, path, "object")
+        for name in props:
+            if any(c in name for c in '"\\') or any(ord(c) < 0x20 for c in name):
+                refuse("properties", path, f"property name {name!r} needs JSON escaping")
+        missing = [r for r in required if r not in props]
+        if missing:
+            refuse("required", path, f"{missing} are not listed in properties (only listed "
+                    "properties are generated)")
+        new_props = {}
+        for name, schema in props.items():
+            new = self._unless_empty(schema, f"{path}.properties.{name}")
+            if isinstance(new, NothingValid) and name in required:
+                raise new
+            if not isinstance(new, NothingValid):  # (no value is valid there: never generated)
+                new_props[name] = new
+        optional = [name for name in new_props if name not in required]
+        least = node.get("minProperties", 0)
+        if node.get("maxProperties", math.inf) < len(new_props):
+            return self._few_properties(node, path, new_props, list(dict.fromkeys(required)), optional)
+        if least > len(set(required)) + (1 if optional else 0):
+            refuse("minProperties", path, "only one property more than the required ones can be "
+                    "demanded (only listed properties are generated)")
+        if least <= len(set(required)):
+            return {"type": "object", "properties": new_props, "required": list(required)}
+        # one optional property must be there: one alternative per first present optional one
+        return {"anyOf": [{"type": "object", "required": [*required, first],
+                           "properties": {k: v for k, v in new_props.items() if k not in optional[:i]}}
+                          for i, first in enumerate(optional)]}
+
+    def _few_properties(self, node: dict, path: str, props: dict, required: list, optional: list) -> dict:
+        """An object with a maxProperties below its listed properties (and maybe a
+        minProperties): one alternative per set of optional properties whose size fits, each
+        with exactly those (only listed properties are generated)."""
+        least, most = node.get("minProperties", 0), node["maxProperties"]
+        sizes = range(max(least - len(required), 0), min(most - len(required), len(optional)) + 1)
+        if not sizes:
+            refuse("maxProperties", path, "no number of listed properties fits it and the required ones",
+                   NothingValid if only_objects(node) else GrammarError)
+        if sum(math.comb(len(optional), k) for k in sizes) > _PROPERTY_SETS:
+            refuse("maxProperties", path, f"more than {_PROPERTY_SETS} sets of the listed properties fit "
+                    "between minProperties and maxProperties")
+        alternatives = [{"type": "object", "required": [*required, *chosen],
+                         "properties": {k: v for k, v in props.items() if k in required or k in chosen}}
+                        for k in sizes for chosen in itertools.combinations(optional, k)]
+        return alternatives[0] if len(alternatives) == 1 else {"anyOf": alternatives}
+
+    def _type_object(self, node: dict, path: str) -> dict:
+        if "patternProperties" in node or "propertyNames" in node:
+            return self._keyed_object(node, path)
+        if node.get("required"):  # the required names, generated with additionalProperties' schema
+            return self._properties({**node, "properties": {}}, path)
+        if node.get("minProperties", 0) > node.get("maxProperties", math.inf):
+            refuse("minProperties", path, "it exceeds maxProperties: no object is valid", NothingValid)
+        if node.get("minProperties", 0) > 1:
+            refuse("minProperties", path, "values above 1 need properties (keys could repeat)")
+        if node.get("maxProperties", 0) > 0:
+            refuse("maxProperties", path, "outlines-core only enforces 0 without properties")
+        new = {"type": "object", **{k: node[k] for k in ("minProperties", "maxProperties") if k in node}}
+        extra = node.get("additionalProperties", True)
+        if extra is False:
+            new["maxProperties"] = 0
+            if node.get("minProperties", 0) > 0:
+                refuse("minProperties", path, "no property is allowed")
+        elif extra is not True:
+            new["additionalProperties"] = self.rewrite(extra, f"{path}.additionalProperties")
+        return new
