@@ -48,7 +48,7 @@ import numpy as np
 
 from .guard_tables import LITERAL, after_last_quote, length_tables, tokens_with, vocab_tables
 from .tokenizer_info import TokenizerInfo
-from .unique_values import exhausted_prefixes, item_counts
+from .unique_values import exhausted_prefixes, is_exhausted, item_counts
 
 _STRUCTURE = frozenset(b'{}[],"') | LITERAL
 _OBJECT, _ARRAY = 0, 1
@@ -88,7 +88,13 @@ class UniqueGuard:
         self.prefix = prefix
         self._sorted, self._closers, self._quoted, self._digits, self._literal_first = vocab_tables(info)
         self._length_rows = length_tables(info) if self.lengths else None
-        self._after_quote = after_last_quote(info) if any(_bounded(kind) for kind in self.paths.values()) else None
+        bounded = any(_bounded(kind) for kind in self.paths.values())
+        self._exhausted: dict = {}  # (items, kind) -> exhausted_prefixes, shared by the matchers
+        self._after_quote = after_last_quote(info) if bounded else None
+        # tokens that can close one item and open the next: what the next one reaches can
+        # depend on the item just closed
+        self._two_quotes = np.asarray([t for t in self._closers[1].tolist() if info.token_bytes[t].count(b'"') >= 2]
+                                      if bounded else [], dtype=np.int64)
         if self.lengths:  # a token whose last quote opens a string with more characters than
             # LENGTH_GUARD_MIN could pass a maxLength at once: run through advance too; tokens
             # holding a whole string only matter for unique items or a minLength
@@ -128,7 +134,7 @@ class UniqueGuard:
             self._ban_integers(state, words, seen)
         if guarded is not None and not isinstance(guarded[1], str):  # ("bounded", ItemCounts)
             openers = self._full_repeat_openers(guarded, lexeme, words, seen)
-            quoted = np.union1d(quoted, np.union1d(self._quoted[0], openers))
+            quoted = np.union1d(quoted, np.union1d(self._two_quotes, openers))
         if lexeme is not None and lexeme[0] == "g":
             text, items = lexeme[1], seen.get(guarded[0], ())
             if text.endswith(b"\\") and not _escaped_backslash(text):
@@ -154,7 +160,12 @@ class UniqueGuard:
         one equal to an earlier item); return the tokens that could open an item and end inside
         it at one (advance decides)."""
         instance, kind = guarded
-        prefixes = exhausted_prefixes(seen.get(instance, ()), kind[1])
+        items = frozenset(seen.get(instance, ()))
+        prefixes = self._exhausted.get((items, kind))
+        if prefixes is None:  # items change only when one closes: masks in between reuse it
+            if len(self._exhausted) >= 64:
+                self._exhausted.clear()
+            prefixes = self._exhausted[items, kind] = exhausted_prefixes(items, kind[1])
         if lexeme is not None and lexeme[0] == "g":
             text = lexeme[1]
             for prefix in prefixes:
@@ -369,7 +380,7 @@ def _stuck_at_max_length(step, seen) -> bool:
     if isinstance(kind, str):
         return False
     items = set(seen.get(instance, ())) | {text for i, text in closed if i == instance}
-    return state[2][1] in exhausted_prefixes(items, kind[1])
+    return is_exhausted(state[2][1], items, kind[1])
 
 
 def _stuck_at_zero(step, seen) -> bool:

@@ -90,12 +90,17 @@ class ItemCounts:
 
     def completions(self, text: bytes) -> int | None:
         """How many item texts start with `text` (the bytes after the opening quote)."""
-        state = self.opened
+        return self.along(text)[-1]
+
+    def along(self, text: bytes) -> list:
+        """`completions` of each prefix of `text`, from the empty one to `text` itself."""
+        state, out = self.opened, [self.counts.get(self.opened, 0)]
         for c in text:
             state = self.moves.get(state, {}).get(c)
             if state is None:
-                return 0
-        return self.counts.get(state, 0)
+                return out + [0] * (len(text) + 1 - len(out))
+            out.append(self.counts.get(state, 0))
+        return out
 
 
 @functools.lru_cache(maxsize=256)
@@ -130,11 +135,18 @@ def exhausted_prefixes(items, counts: ItemCounts) -> set:
     equal to an earlier item; with enough items, shorter prefixes all of whose extensions are
     taken). A prefix's completions are at least its extension's, so each item's prefixes are
     counted from the longest while they have no more completions than there are items."""
-    seen: dict[bytes, int] = {}
+    seen: dict[bytes, list] = {}  # prefix -> [its completions, items that start with it]
     for item in items:
+        along = counts.along(item)
         for length in range(len(item), -1, -1):
-            left = counts.completions(item[:length])
+            left = along[length]
             if left is None or left > len(items):
                 break
-            seen[item[:length]] = seen.get(item[:length], 0) + 1
-    return {prefix for prefix, n in seen.items() if n >= counts.completions(prefix)}
+            seen.setdefault(item[:length], [left, 0])[1] += 1
+    return {prefix for prefix, (left, n) in seen.items() if n >= left}
+
+
+def is_exhausted(text: bytes, items, counts: ItemCounts) -> bool:
+    """Whether prefix `text` is one of `exhausted_prefixes(items, counts)`."""
+    left = counts.completions(text)
+    return left is not None and left <= len(items) and sum(item.startswith(text) for item in items) >= left
