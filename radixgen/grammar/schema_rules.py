@@ -227,8 +227,9 @@ def value_meets(value, node: dict, key: str, draft_4: bool, path: str, format_re
     if isinstance(value, str):
         if not node.get("minLength", 0) <= len(value) <= node.get("maxLength", len(value)):
             return False
-        if "pattern" in node and not _searches(node["pattern"], value, path, "pattern"):
-            return False
+        if "pattern" in node and not (_searches(node["pattern"], value, path, "pattern")
+                                      and re.search(node["pattern"], value, re.ASCII)):
+            return False  # (ECMA-262's \d and \w are ASCII, Python's Unicode: kept if both match)
         fmt = format_regex(node["format"], path) if "format" in node else None
         return fmt is None or re.fullmatch(fmt, value) is not None
     if is_type(value, "number"):

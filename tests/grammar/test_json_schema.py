@@ -599,6 +599,12 @@ def test_enum_values_must_meet_the_keywords_beside_them(schema, kept, small_comp
         assert not validator.is_valid(value), value
 
 
+def test_enum_patterns_must_match_as_ecma_reads_them_too():
+    # Python's \d matches Arabic-Indic digits, ECMA-262's only 0-9: kept only if both match
+    regex = schema_to_regex(json.dumps({"enum": ["12", "\u0661\u0662", "ab"], "pattern": "^\\d+$"}))
+    assert regex == '("12")'
+
+
 def test_type_lists_with_container_keywords_split_by_type(small_compiler, small_info):
     # (after Backstage's API definition) a non-empty string, or an object with a name or two
     schema = {"type": "object", "required": ["d", "n"], "properties": {
