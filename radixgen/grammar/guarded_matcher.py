@@ -69,8 +69,8 @@ class GuardedMatcher:
         self._added.clear()
 
     def jump_forward_token_ids(self) -> list[int]:
-        """The inner matcher's forced tokens, up to the first the guard would reject (never
-        expected: a forced token does not close a free string)."""
+        """The inner matcher's forced tokens, up to the first the guard would reject (one that
+        would close a repeated item, or leave a bounded one where no new value is left)."""
         scan, out, closed = self._scans[-1], [], set()
         seen = _Overlay(self._seen, closed)
         for token_id in self._inner.jump_forward_token_ids():
@@ -97,8 +97,16 @@ class _Overlay:
 
 
 class _Items:
+    """An instance's items in `seen` plus those closed since: a read-only set."""
+
     def __init__(self, items, instance, closed) -> None:
         self.items, self.instance, self.closed = items, instance, closed
 
     def __contains__(self, text) -> bool:
         return text in self.items or (self.instance, text) in self.closed
+
+    def __iter__(self):
+        return iter(set(self.items) | {text for i, text in self.closed if i == self.instance})
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from .matcher import GrammarError
 from .regex_leaves import increasing_subsequence_regex, json_literal
 from .schema_rules import refuse, value_key
 from .unique_values import (BOUNDED_ITEM_MAX, CANONICAL_INTEGER, bounded_string_regex, canonical_string_regex,
@@ -24,7 +25,9 @@ UNIQUE_SET_BUDGET = 300_000
 BOUNDED_VALUES_CAP = 10 ** 7
 # marks an array of objects the guard keeps unique by one property: [its name, its item kind]
 UNIQUE_KEY = "x-radixgen-unique-key"
-_PLAIN_NAME = re.compile(r'[A-Za-z0-9_$@.:/ -]+')  # property names JSON writes one way
+# property names the guard compares as text: outlines-core writes them unescaped (a "/" could be
+# written "\/" in JSON, but the regex never generates that)
+_PLAIN_NAME = re.compile(r'[A-Za-z0-9_$@.:/ -]+')
 
 
 class CollectionRewrites:
@@ -130,7 +133,7 @@ class CollectionRewrites:
         if item is not None and integer_grows(item):  # integers from a bound >= 0 up
             return self._unique_guarded(node, "integer", item)
         if kind == "object" and isinstance(items, dict):
-            keyed = self._unique_by_key(items, new, node, path)
+            keyed = self._unique_by_key(new, node, path)
             if keyed is not None:
                 return keyed
         values = {"boolean": [True, False], "null": [None]}.get(kind) if isinstance(kind, str) else None
@@ -161,27 +164,27 @@ class CollectionRewrites:
         self.literal_arrays[f'"{placeholder["const"]}"'] = [distinct]
         return placeholder
 
-    def _unique_by_key(self, items: dict, new: dict, node: dict, path: str) -> dict | None:
+    def _unique_by_key(self, new: dict, node: dict, path: str) -> dict | None:
         """uniqueItems over objects (OpenAPI's `tags`, lists of named things): objects whose values
         of one required property differ are distinct, so the guard keeps the first required
-        string property it can keep unique (a free string, a pattern or format that can always
-        grow, or a string with a maxLength, as for string items above) unique across the
-        array's objects: a subset
-        (objects that share that value but differ elsewhere are never generated). None when no
-        required property qualifies. (Integer properties are not used: a token that closes
-        the name and ends the value, `":5,`, would need the guard's look-ahead from inside
-        a name.)"""
+        string property it can keep unique (its rewritten schema, as merged: a free string, a
+        pattern, format or maxLength, as for string items above) unique across the array's
+        objects: a subset (objects that share that value but differ elsewhere are never
+        generated). None when no required property qualifies. (Integer properties are not used:
+        a token that closes the name and ends the value, `":5,`, would need the guard's
+        look-ahead from inside a name.)"""
         if set(new) - {"type", "properties", "required", "additionalProperties"}:
             return None
-        originals = items.get("properties", {})
         for key in new.get("required", ()):
             if key not in new.get("properties", {}) or not _PLAIN_NAME.fullmatch(key):
                 continue  # the guard compares the name's JSON text: one spelling
-            original = self._resolved(originals.get(key))
-            if not (isinstance(original, dict) and original.get("type") == "string"):
+            sub = new["properties"][key]  # as merged (an allOf beside it may narrow it)
+            if not (isinstance(sub, dict) and (sub.get("type") == "string" or self._string_placeholder(sub))):
                 continue
-            strings = self._string_item(original, self.rewrite(original, f"{path}.items.properties.{key}"),
-                                        node, path)
+            try:
+                strings = self._string_item({"type": "string"}, sub, node, path)
+            except GrammarError:  # (too many items for its values, ...): the next name may do
+                continue
             if strings is not None:
                 node, kind, item = strings
                 obj = {**new, "properties": {**new["properties"], key: self._placeholder(item, quoted=False)}}
@@ -231,6 +234,11 @@ class CollectionRewrites:
                 node = {**node, "maxItems": total}  # so an array never runs out of new values
         return node, ("bounded", item), item
 
+    def _string_placeholder(self, new: dict) -> bool:
+        """Whether rewritten schema `new` is a placeholder for a string (a pattern, a format)."""
+        key = f'"{new.get("const")}"' if set(new) == {"const"} else None
+        return key in self.placeholders and self.placeholders[key].startswith('"')
+
     def _string_bounds(self, new: dict | None) -> tuple[int, int] | None:
         """(minLength, maxLength) of a rewritten string schema with a maxLength and nothing else
         (a counted regex, or a length-guarded placeholder), else None."""
@@ -251,8 +259,9 @@ class CollectionRewrites:
         return self.placeholders[key]
 
     def _unique_guarded(self, node: dict, kind, item: str) -> dict:
-        """uniqueItems over free strings or unbounded integers (pydantic's set[str], set[int]):
-        the regex spells each item one way (`item`) and counts them; `UniqueGuard` bans repeats."""
+        """uniqueItems kept by `UniqueGuard` (strings, bounded strings, integers, objects by a
+        property): the regex spells each item one way (`item`) and counts them; the guard bans
+        repeats."""
         ws = self.whitespace
 
         def regex(least: int, most) -> str:

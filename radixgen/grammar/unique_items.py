@@ -58,17 +58,19 @@ _INACTIVE = "inactive"  # the text left the guarded JSON (after it, or a prefix 
 
 
 class UniqueGuard:
-    """Immutable: the guarded paths plus the vocabulary tables; shared by a grammar's matchers.
+    """The guarded paths plus the vocabulary tables (and a memo of exhausted prefixes); shared by
+    a grammar's matchers.
 
     A state is `(prefix_done, stack, lexeme, arrays)` or _INACTIVE. `prefix` is literal text
     before the JSON (the tool-call opener); text that does not start with it is never JSON, so the
     guard goes inactive. stack frames: (_OBJECT, phase, key) or (_ARRAY, phase, (instance, kind)
     | None, (separators so far, maxItems) | None), `instance` numbering the guarded arrays in
-    order (`arrays` counts them), `kind` their items' ("string" or "integer"), the last part set
-    where the guard keeps the array's maxItems (a separator past it: None). lexeme: None,
-    ("k", text) a key, ("g", text) a guarded string item, ("v", b"") another string, ("n", text) a guarded integer item, or ("l", b"")
-    another number or literal; a trailing backslash of a string is kept in its text (escape
-    pending).
+    order (`arrays` counts them), `kind` their items' ("string", "integer", ("bounded",
+    ItemCounts), or ("key", name, one of those) for objects kept unique by a property), the last
+    part set where the guard keeps the array's maxItems (a separator past it: None). lexeme:
+    None, ("k", text) a key, ("g", text) a guarded string item (or key value), ("v", b"") another
+    string, ("n", text) a guarded integer item, or ("l", b"") another number or literal; a
+    trailing backslash of a string is kept in its text (escape pending).
     The item texts of each guarded array live outside the state, in `seen` (instance -> set),
     kept by the matcher, so a state costs no copy of them."""
 
@@ -132,8 +134,11 @@ class UniqueGuard:
         guarded = _guarded_item(stack)
         if guarded is not None and guarded[1] == "integer" and (lexeme is None or lexeme[0] == "n"):
             self._ban_integers(state, words, seen)
-        if guarded is not None and not isinstance(guarded[1], str):  # ("bounded", ItemCounts)
-            openers = self._full_repeat_openers(guarded, lexeme, words, seen)
+        bounded = guarded if guarded is not None and not isinstance(guarded[1], str) else None
+        if bounded is None and lexeme is not None and lexeme[0] == "k":
+            bounded = _keyed_bounded(stack)  # a name being written: `":"a` could reach a value
+        if bounded is not None:  # ("bounded", ItemCounts) items
+            openers = self._full_repeat_openers(bounded, lexeme, words, seen)
             quoted = np.union1d(quoted, np.union1d(self._two_quotes, openers))
         if lexeme is not None and lexeme[0] == "g":
             text, items = lexeme[1], seen.get(guarded[0], ())
@@ -155,7 +160,7 @@ class UniqueGuard:
             _clear(words, [t for t in allowed.tolist() if repeats(self.advance(state, token_bytes[t], seen), seen)])
 
     def _full_repeat_openers(self, guarded, lexeme, words: np.ndarray, seen) -> np.ndarray:
-        """Strings with a maxLength: clear the tokens that end the item being written at an
+        """Bounded items (a maxLength, a finite pattern, format or set): clear the tokens that end the item being written at an
         exhausted prefix (every value it could still become is an earlier item: at maxLength,
         one equal to an earlier item); return the tokens that could open an item and end inside
         it at one (advance decides)."""
@@ -323,6 +328,15 @@ def _guarded_item(stack: tuple, kind: str | None = None):
         if _keeps_by_key(keeping) and keeping[1] == top[2]:  # ("key", name, item kind)
             guarded = (instance, keeping[2])
     return guarded if guarded is None or kind is None or _lexical(guarded[1]) == kind else None
+
+
+def _keyed_bounded(stack: tuple):
+    """(instance, item kind) when the top of `stack` is an object item of an array kept unique
+    by a property of bounded values, else None."""
+    if len(stack) < 2 or stack[-1][0] != _OBJECT or stack[-2][0] != _ARRAY or stack[-2][2] is None:
+        return None
+    instance, keeping = stack[-2][2]
+    return (instance, keeping[2]) if _keeps_by_key(keeping) and not isinstance(keeping[2], str) else None
 
 
 def _keeps_by_key(kind) -> bool:

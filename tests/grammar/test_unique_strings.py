@@ -17,7 +17,7 @@ from radixgen.grammar.json_schema import schema_to_guarded_regex, schema_to_rege
 from radixgen.grammar.matcher import GrammarError
 from tests.grammar.conftest import toy_info
 from radixgen.grammar.unique_values import bounded_string_regex, exhausted_prefixes, item_counts
-from tests.grammar.walks import accepts_prefix, random_walk
+from tests.grammar.walks import accepts_prefix, accepts_text, random_walk
 
 SET_OF_STRINGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "maxItems": 3}
 # several quotes per token, escapes, a token spelling an item's end plus more
@@ -83,6 +83,14 @@ SET_OF_CODES = {"type": "array", "items": {"type": "string", "pattern": "^[ab]b?
 CODE_PIECES = ['"', "a", "b", ",", "[", "]", '"a"', 'b"', '"a', '","', "ab", '"b"', 'b","a']
 
 
+# objects kept unique by a bounded name: a token that closes the name and opens the value
+# ('":"a') can reach an exhausted value from inside the name
+SET_OF_SHORT_NAMED = {"type": "array", "uniqueItems": True, "items": {
+    "type": "object", "properties": {"n": {"type": "string", "maxLength": 1}}, "required": ["n"],
+    "additionalProperties": False}}
+SHORT_NAMED_PIECES = ['{"n":"a"}', '{"n', '":"a', '":"', "a", '"}', ",", "[", "]", "{", '"', "n", ":", "}"]
+
+
 @pytest.mark.parametrize("schema,pieces,expected", [
     (SET_OF_STRINGS, PIECES, ['["a","b"]', '["","a"]', '["\\"","a"]']),
     (SET_OF_INTEGERS, INTEGER_PIECES, ["[0,1,2]", "[10,-1]", "[1,0]", "[-10,10]"]),
@@ -91,7 +99,9 @@ CODE_PIECES = ['"', "a", "b", ",", "[", "]", '"a"', 'b"', '"a', '","', "ab", '"b
     (SET_OF_NAMED, NAMED_PIECES, ['[{"n":"a"},{"n":"b"}]', '[{"n":""},{"n":"a"}]', '[{"n":"b"},{"n":"a"}]']),
     (SET_OF_SHORT, SHORT_PIECES, ['["a","b"]', '["","a"]', '["a",""]']),
     (SET_OF_CODES, CODE_PIECES, ['["a","b"]', '["ab","a"]', '["b","a"]', '["ab","b"]']),
-], ids=["strings", "integers", "patterned", "positive", "named objects", "bounded strings", "finite pattern"])
+    (SET_OF_SHORT_NAMED, SHORT_NAMED_PIECES, ['[{"n":"a"}]', '[{"n":""}]']),
+], ids=["strings", "integers", "patterned", "positive", "named objects", "bounded strings", "finite pattern",
+        "short names"])
 def test_toy_masks_match_acceptance_and_outputs_are_unique_sets(schema, pieces, expected):
     info = toy_info([b""] + [p.encode() for p in pieces])
     grammar = GrammarCompiler(info).compile(Constraint("json_schema", schema))
@@ -170,6 +180,28 @@ def test_bounded_strings_exhaust_their_prefixes():
     colors = item_counts('(?:"red"|"green"|"grey")')
     assert colors.total == 3 and colors.completions(b"gr") == 2
     assert exhausted_prefixes({b"green", b"grey"}, colors) == {b"g", b"gr", b"gre", b"gree", b"green", b"grey"}
+
+
+def test_a_keyed_name_keeps_what_an_allof_adds(small_compiler, small_info):
+    # the name's schema as merged (the pattern from the allOf), not as listed in properties
+    schema = {"type": "array", "uniqueItems": True, "items": {
+        "type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"],
+        "allOf": [{"properties": {"n": {"pattern": "^a+$"}}}]}}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    assert not accepts_text(grammar, small_info, '[{"n":"b"}]')
+    assert not accepts_text(grammar, small_info, '[{"n":"a"},{"n":"a"}]')
+    assert accepts_text(grammar, small_info, '[{"n":"a"},{"n":"aa"}]')
+    for seed in range(8):
+        jsonschema.validate(json.loads(random_walk(grammar, small_info, seed)[1]), schema)
+
+
+def test_jump_forward_through_bounded_items(small_compiler, small_info):
+    # the forced '"' after '[' is checked against the bounded items (it used to raise TypeError)
+    schema = {"type": "array", "uniqueItems": True, "minItems": 2, "items": {"enum": ["xyz1", "xyz2", "xyz3"]}}
+    matcher = small_compiler.compile(Constraint("json_schema", schema)).matcher()
+    tokens = {data: i for i, data in enumerate(small_info.token_bytes)}
+    assert matcher.accept_token(tokens[b"["])
+    assert [small_info.token_bytes[t] for t in matcher.jump_forward_token_ids()][:1] == [b'"']
 
 
 def test_bounded_strings_on_the_real_vocabulary(small_compiler, small_info):
