@@ -101,6 +101,7 @@ FORMATS["iri-reference"] = FORMATS["uri-reference"]
 _FLAT_FORMS = {"uri": r"https?://[a-z0-9][A-Za-z0-9._~/-]*",  # unreserved characters and "/" only
                "uri-reference": r"(?:https?://[a-z0-9][A-Za-z0-9._~/-]*|/?[A-Za-z0-9._~-][A-Za-z0-9._~/-]*)"}
 _FLAT_FORMS["iri"], _FLAT_FORMS["iri-reference"] = _FLAT_FORMS["uri"], _FLAT_FORMS["uri-reference"]
+_RELATIVE_FORMS = dict.fromkeys(("uri-reference", "iri-reference"), r"/?[A-Za-z0-9._~-][A-Za-z0-9._~/-]*")
 _FLAT_FORMS["relative-json-pointer"] = r"0/[A-Za-z0-9._/-]*"  # this element's own members
 _FLAT_FORMS["regex"] = r"[A-Za-z0-9 _.-]+"  # literal characters and "."
 FORMAT_MAX_LENGTH = 256
@@ -110,8 +111,13 @@ def format_length_regex(fmt: str, path: str, min_length: int, max_length: int | 
     """The regex of supported format `fmt` for strings of min_length..max_length characters."""
     most = max(min_length, FORMAT_MAX_LENGTH)
     most = most if max_length is None else min(max_length, most)
-    return string_pattern_regex(_FLAT_FORMS.get(fmt, FORMATS[fmt]), path, min_length, most,
-                                keyword="format", name=fmt)
+    try:
+        return string_pattern_regex(_FLAT_FORMS.get(fmt, FORMATS[fmt]), path, min_length, most,
+                                    keyword="format", name=fmt)
+    except GrammarError:  # both branches get one repeat count: too short for "https://..."
+        if fmt not in _RELATIVE_FORMS:
+            raise
+        return string_pattern_regex(_RELATIVE_FORMS[fmt], path, min_length, most, keyword="format", name=fmt)
 
 
 # formats that JSON Schema validators check (jsonschema's FormatChecker, every draft): one of

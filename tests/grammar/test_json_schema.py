@@ -631,6 +631,16 @@ def test_max_properties_below_the_listed_ones(bounds, sizes, small_compiler, sma
     assert not accepts_text(grammar, small_info, '{"a":1,"b":2,"c":3}')
 
 
+def test_a_short_uri_reference_is_a_relative_path(small_compiler, small_info):
+    # too short for "https://...": the relative-path branch alone
+    schema = {"type": "array", "items": {"type": "string", "format": "uri-reference", "maxLength": 5},
+              "minItems": 2, "maxItems": 2}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    checker = jsonschema.Draft202012Validator(schema, format_checker=FORMAT_CHECKER)
+    for seed in range(6):
+        checker.validate(json.loads(random_walk(grammar, small_info, seed)[1]))
+
+
 def test_draft4_exclusive_flags(small_compiler, small_info):
     # draft 4: a true exclusiveMaximum makes the maximum beside it exclusive; false changes nothing
     schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
