@@ -24,7 +24,8 @@ import re
 from .matcher import GrammarError
 
 _JSON_UNSAFE = r'["\\\x00-\x1f]'  # chars a raw JSON string may not contain unescaped
-_ANY_SAFE = r'[^"\\\x00-\x1f]'
+# "." (ECMA-262's leaves out the line terminators \u2028 and \u2029, Python's does not: neither)
+_ANY_SAFE = r'[^"\\\x00-\x1f\u2028\u2029]'
 _JSON_BACKSLASH = r"(?:\\\\)"  # a backslash in a string's value, as JSON text writes it: \\ (one atom)
 # ASCII subsets of Python's shorthand classes (printable; without '"' and '\\', which JSON escapes)
 _SHORTHAND = {"d": "0-9", "w": "0-9A-Za-z_", "s": " ",

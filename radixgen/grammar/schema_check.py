@@ -29,9 +29,9 @@ from .schema_conditionals import expand_conditionals
 from .schema_merge import EMPTY, implied_type, normalize, split_by_type, typed_keywords
 from .schema_objects import ObjectRewrites
 from .schema_one_of import Readings, exclusive
-from .schema_rules import (ASSERTIONS, VALUE_KEYWORDS, NothingValid, asserts, check_counts, check_keyword_types,
-                           forbidden_names_dropped, is_type, need_type, only_asserting, refuse, tightest,
-                           value_meets)
+from .schema_rules import (ASSERTIONS, NothingValid, asserts, check_counts, check_keyword_types,
+                           forbidden_names_dropped, is_type, need_type, only_asserting, refuse, tightest)
+from .schema_values import VALUE_KEYWORDS, value_meets
 from .schema_ref_reading import ReferenceReading
 from .schema_refs import declared_draft, names_draft_unambiguously
 
@@ -95,7 +95,10 @@ class SchemaRewriter(ObjectRewrites, CollectionRewrites, ReferenceReading):
         # are ignored by the draft, applied by validators reading the $schema as 2020-12: where
         # they cannot be enforced, the draft's reading is taken only when its URI is unambiguous
         self.ref_fallback = self.draft_3_to_7 and names_draft_unambiguously(root)
-        self.draft_4 = draft == 4  # validators do not know `const`; exclusiveM* are flags
+        self.const_unknown = draft == 4  # draft 4 validators do not know `const`
+        # exclusiveM* are flags: only under a URI every validator reads as draft 4 (jsonschema
+        # reads "https://json-schema.org/draft-04/schema#" as 2020-12); elsewhere a flag is refused
+        self.draft_4 = draft == 4 and self.ref_fallback
 
     def rewrite(self, node, path: str = "$"):
         if node is True:
@@ -198,7 +201,7 @@ class SchemaRewriter(ObjectRewrites, CollectionRewrites, ReferenceReading):
     def _oneOf(self, node: dict, path: str) -> dict:
         options = _alternatives_of(node, path, "oneOf")
         narrowed = exclusive(options, Readings(self._resolved, self._resolve_chain, self.draft_3_to_7,
-                                               self.draft_4))
+                                               self.const_unknown))
         if narrowed is None:
             self._options(options, f"{path}.oneOf")  # an alternative's own error comes first
             refuse("oneOf", path, "its alternatives may overlap (radixgen enforces oneOf only when "
@@ -245,11 +248,13 @@ class SchemaRewriter(ObjectRewrites, CollectionRewrites, ReferenceReading):
             raise GrammarError(f"enum at {path} must be a non-empty array")
         if "type" in node:
             types = node["type"] if isinstance(node["type"], list) else [node["type"]]
-            values = [v for v in values if any(is_type(v, t) for t in types)]
+            # (draft 4 validators take no float as an integer, not even 1.0)
+            values = [v for v in values if any(is_type(v, t) and not (self.const_unknown and t == "integer"
+                                                                       and isinstance(v, float)) for t in types)]
             if not values:
                 refuse(key, path, "no value matches the sibling type")
         if set(node) & VALUE_KEYWORDS - {key, "type"}:  # the values that meet them
-            values = [v for v in values if value_meets(v, node, key, self.draft_4, path, format_regex)]
+            values = [v for v in values if value_meets(v, node, key, self.draft_4, path)]
             if not values:
                 refuse(key, path, "no value meets the keywords beside it")
         for v in values:

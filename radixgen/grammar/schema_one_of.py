@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from .schema_merge import split_by_type
 from .schema_rules import always_generated, asserts, is_type, required_names, value_key
 
 _MAX_DEPTH = 8  # nested properties followed when comparing tags
@@ -181,7 +182,7 @@ def _misses_pattern(values: list, node) -> bool:
     """Whether no string among `values` (value keys) matches `node`'s pattern, as validators
     search it (Python's re, as jsonschema does); False when there is no pattern."""
     pattern = node.get("pattern") if isinstance(node, dict) else None
-    return isinstance(pattern, str) and not any(v[0] == "str" and _may_search(pattern, v[1]) for v in values)
+    return isinstance(pattern, str) and not any(v[0] == "string" and _may_search(pattern, v[1]) for v in values)
 
 
 def _option_kinds(node, readings: Readings, kinds_of, depth: int = 0):
@@ -232,6 +233,8 @@ def _generated_kinds(node):
     if values is not None:
         return sorted({_value_kind(v) for v in values})
     kinds = _kinds(node)
+    if isinstance(node, dict) and split_by_type(node) is not None:
+        return kinds  # one alternative per type: every type of the list is generated
     if isinstance(node, dict) and "properties" in node:
         if {"anyOf", "oneOf", "allOf", "$ref"} & set(node):
             return None
@@ -261,5 +264,4 @@ def _values(node, const_ignored: bool = False):
 
 
 def _value_kind(key: tuple) -> str:
-    return {"number": "number", "str": "string", "bool": "boolean", "NoneType": "null",
-            "dict": "object", "list": "array"}[key[0]]
+    return key[0]  # (value_key's first part is the JSON type's name)

@@ -3,7 +3,6 @@ property names beside `properties` (oneOf's exclusion is `schema_one_of`)."""
 
 from __future__ import annotations
 
-import json
 import math
 import re
 
@@ -47,31 +46,19 @@ def check_counts(node: dict, path: str) -> None:
                                f"{value!r} is not an integer >= 0")
 
 
-def value_key(value) -> tuple:
-    """Equal under JSON Schema equality: 1 and 1.0 are the same value (inside arrays and objects
-    too), true is not 1."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return ("number", _number_key(value))
-    if isinstance(value, (dict, list)):
-        return (type(value).__name__, json.dumps(_numbers_as_floats(value), sort_keys=True))
-    return (type(value).__name__, value)
-
-
-def _number_key(value):
-    try:
-        return float(value)
-    except OverflowError:  # an integer beyond floats: itself
-        return value
-
-
-def _numbers_as_floats(value):
-    if isinstance(value, dict):
-        return {k: _numbers_as_floats(v) for k, v in value.items()}
+def value_key(value):
+    """(JSON type name, ...): equal under JSON Schema equality: 1 and 1.0 are the same value
+    (inside arrays and objects too), true is not 1. Numbers compare exactly (Python's int/float equality and hash are
+    exact: 2**53 + 1 is not 2.0**53)."""
+    if isinstance(value, bool):
+        return ("boolean", value)
+    if isinstance(value, (int, float)):
+        return ("number", value)
     if isinstance(value, list):
-        return [_numbers_as_floats(v) for v in value]
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return _number_key(value)
-    return value
+        return ("array", tuple(value_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((k, value_key(v)) for k, v in value.items()))
+    return ("string" if isinstance(value, str) else "null", value)
 
 
 def tightest(bounds: dict, incl: str, excl: str, pick, integer: bool):
@@ -117,7 +104,7 @@ def listed_name_rules(node: dict, props: dict, path: str) -> list:
         raise GrammarError(f"invalid JSON Schema: 'patternProperties' at {path} must be an object")
     for pattern, schema in patterns.items():
         for name in props:
-            if _searches(pattern, name, path, "patternProperties") and not _asserts_nothing(schema):
+            if searches(pattern, name, path, "patternProperties") and not _asserts_nothing(schema):
                 refuse("patternProperties", f"{pattern!r} also applies to property {name!r} "
                        "(radixgen does not combine the two schemas)")
     if "propertyNames" in node:
@@ -205,67 +192,13 @@ def forbidden_names_dropped(node: dict, path: str) -> dict:
     return {**{k: v for k, v in node.items() if k != "not"}, "properties": props}
 
 
-# keywords `value_meets` checks beside an enum or const (each value is kept or dropped)
-VALUE_KEYWORDS = frozenset("""type enum const minLength maxLength pattern format minimum maximum
-exclusiveMinimum exclusiveMaximum multipleOf""".split())
-
-
-def value_meets(value, node: dict, key: str, draft_4: bool, path: str, format_regex) -> bool:
-    """Whether enum/const value `value` meets the other VALUE_KEYWORDS of `node` (`key`: the
-    keyword it comes from) as validators read them: string keywords apply to strings, numeric
-    ones to numbers. A format keeps only values radixgen's own regex for it matches (each one
-    valid, so a subset); `format_regex(fmt, path)` gives it, or None for an annotation."""
-    for other in ("enum", "const"):
-        if other != key and other in node:
-            allowed = node["enum"] if other == "enum" else [node["const"]]
-            if not isinstance(allowed, list) or value_key(value) not in {value_key(v) for v in allowed}:
-                return False
-    if "type" in node:
-        types = node["type"] if isinstance(node["type"], list) else [node["type"]]
-        if not any(is_type(value, t) for t in types):
-            return False
-    if isinstance(value, str):
-        if not node.get("minLength", 0) <= len(value) <= node.get("maxLength", len(value)):
-            return False
-        if "pattern" in node and not (_searches(node["pattern"], value, path, "pattern")
-                                      and re.search(node["pattern"], value, re.ASCII)):
-            return False  # (ECMA-262's \d and \w are ASCII, Python's Unicode: kept if both match)
-        fmt = format_regex(node["format"], path) if "format" in node else None
-        return fmt is None or re.fullmatch(fmt, value) is not None
-    if is_type(value, "number"):
-        return _number_meets(value, node, draft_4, path)
-    return True
-
-
-def _number_meets(value, node: dict, draft_4: bool, path: str) -> bool:
-    lows, highs = [], []
-    for name, flag, keep in (("minimum", "exclusiveMinimum", lows), ("maximum", "exclusiveMaximum", highs)):
-        if name in node:
-            exclusive = node.get(flag)
-            if exclusive is not None and draft_4 != isinstance(exclusive, bool):
-                refuse(flag, path, "it is a flag under draft 4 only, and a number otherwise")
-            keep.append((node[name], exclusive is True))
-    for name, keep in (("exclusiveMinimum", lows), ("exclusiveMaximum", highs)):
-        if not draft_4 and name in node:
-            keep.append((node[name], True))
-    if any(value < b or (excl and value == b) for b, excl in lows) \
-            or any(value > b or (excl and value == b) for b, excl in highs):
-        return False
-    step = node.get("multipleOf")
-    if step is None:
-        return True
-    if not (isinstance(step, int) and isinstance(value, int)):
-        refuse("multipleOf", path, "beside an enum or const, only integer steps over integers are checked")
-    return step > 0 and value % step == 0
-
-
 def _asserts_nothing(schema) -> bool:
     return schema is True or (isinstance(schema, dict) and not asserts(schema))
 
 
-def _searches(pattern, name: str, path: str, keyword: str) -> bool:
+def searches(pattern, name: str, path: str, keyword: str, flags: int = 0) -> bool:
     try:
-        return re.search(pattern, name) is not None
+        return re.search(pattern, name, flags) is not None
     except (re.error, TypeError):
         raise GrammarError(f"invalid JSON Schema: {keyword} pattern {pattern!r} at {path} is not a "
                            "valid regular expression") from None
@@ -280,7 +213,7 @@ def _name_allowed(schema, name: str, path: str, refuse) -> bool:
     checked = {"type", "pattern", "minLength", "maxLength", "enum", "const"}
     if not (schema.keys() & ASSERTIONS) <= checked or schema.get("type", "string") != "string":
         refuse("propertyNames", "only pattern, minLength, maxLength, enum and const are checked")
-    return (("pattern" not in schema or _searches(schema["pattern"], name, path, "propertyNames"))
+    return (("pattern" not in schema or searches(schema["pattern"], name, path, "propertyNames"))
             and schema.get("minLength", 0) <= len(name) <= schema.get("maxLength", len(name))
             and name in schema.get("enum", [name]) and name == schema.get("const", name))
 

@@ -108,6 +108,22 @@ def item_counts(item_regex: str) -> ItemCounts:
     return ItemCounts(item_regex)
 
 
+def fullmatches(regex: str, data: bytes) -> bool:
+    """Whether the Rust-syntax `regex` (outlines-core's engine) matches all of `data`."""
+    start, finals, moves, _ = _cached_automaton(regex)
+    state = start
+    for c in data:
+        state = moves.get(state, {}).get(c)
+        if state is None:
+            return False
+    return state in finals
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_automaton(regex: str) -> tuple:
+    return _byte_automaton(regex)
+
+
 def _path_counts(finals: set, moves: dict, live: set) -> dict:
     """Per live state, the number of byte paths from it to a final state, None where a cycle
     makes them infinitely many (successors counted before their states: Kahn's order)."""

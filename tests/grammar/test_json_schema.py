@@ -1,6 +1,7 @@
 """JSON Schema constraints: every random valid walk validates; unsupported keywords are refused."""
 
 import json
+import re
 import time
 from datetime import datetime
 
@@ -89,8 +90,6 @@ def test_property_order_follows_the_schema(small_compiler, small_info):
 def test_huge_integer_bounds_compile_small_and_exact():
     """Integer bounds give regexes that grow with the square of their digit count at most (they
     doubled with each digit: 2^53 never finished), and match exactly the integers in range."""
-    import re
-
     from radixgen.grammar.regex_numbers import number_range_regex
 
     gen = __import__("random").Random(0)
@@ -211,8 +210,6 @@ def test_pattern_lengths_are_enforced(pattern, min_length, max_length, exact):
     """Every string a pattern with minLength/maxLength accepts matches the pattern and has a
     length in range; for one repeat of a single character, every such string is accepted."""
     import itertools
-    import re
-
     from tests.grammar.conftest import toy_info
 
     alphabet = "abc_-"
@@ -267,8 +264,6 @@ def test_unique_items_over_an_enum():
 def test_recursion_is_unrolled_to_its_exit():
     """A recursive reference required at every level is unrolled RECURSIVE_REF_DEPTH levels; the
     last level takes the null exit (outlines-core alone would drop the required property)."""
-    import re
-
     from radixgen.grammar.json_schema import RECURSIVE_REF_DEPTH
     from tests.grammar.schemas import SUPPORTED
 
@@ -408,7 +403,6 @@ def test_decimal_number_bounds_are_exact_where_generated():
     a decimal, and as the float a validator parses), and in-range numbers with up to 6 fraction
     digits are all matched."""
     import random
-    import re
     from decimal import Decimal
 
     from radixgen.grammar.regex_numbers import number_range_regex
@@ -551,8 +545,6 @@ def test_unevaluated_items_sees_adjacent_and_in_place_annotations(small_compiler
     (".a@b.co", False), ("a.@b.co", False), ("a..b@b.co", False), ("a@-b.co", False), ("a@b-.co", False),
 ])
 def test_email_format_generates_dot_atoms_and_host_labels(text, valid):
-    import re
-
     regex = schema_to_regex(json.dumps({"type": "string", "format": "email"}))
     assert bool(re.fullmatch(regex, json.dumps(text))) is valid
 
@@ -603,6 +595,42 @@ def test_enum_patterns_must_match_as_ecma_reads_them_too():
     # Python's \d matches Arabic-Indic digits, ECMA-262's only 0-9: kept only if both match
     regex = schema_to_regex(json.dumps({"enum": ["12", "\u0661\u0662", "ab"], "pattern": "^\\d+$"}))
     assert regex == '("12")'
+
+
+@pytest.mark.parametrize("schema,regex", [
+    # numbers compare exactly: 2**53 + 1 is not 2.0**53, inside arrays too
+    ({"enum": [9007199254740992.0], "const": 9007199254740993}, None),
+    ({"enum": [[9007199254740993]], "const": [9007199254740992]}, None),
+    # a draft-04 URI jsonschema does not know reads as 2020-12, where a flag is no bound
+    ({"$schema": "https://json-schema.org/draft-04/schema#", "enum": [3, 10], "maximum": 5,
+      "exclusiveMaximum": True}, None),
+    # draft 4 takes no float as an integer
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "enum": [1.0, 2], "type": "integer"}, "(2)"),
+    # ECMA-262: $ does not match before a final newline, "." no line terminator, \d is ASCII
+    ({"enum": ["a\n", "a"], "pattern": "^a$"}, '("a")'),
+    ({"enum": ["\u2028", "b"], "pattern": "^.$"}, '("b")'),
+    ({"enum": ["xa", "ya", "b"], "pattern": "a"}, '("xa"|"ya")'),  # unanchored: anywhere
+])
+def test_enum_values_as_every_validator_reads_them(schema, regex):
+    if regex is None:
+        with pytest.raises(GrammarError):
+            schema_to_regex(json.dumps(schema))
+    else:
+        assert schema_to_regex(json.dumps(schema)) == regex
+
+
+def test_a_dot_generates_no_line_terminator():
+    regex = schema_to_regex(json.dumps({"type": "string", "pattern": "^.$"}))
+    assert re.fullmatch(regex, '"a"') and not re.fullmatch(regex, '"\u2028"') and not re.fullmatch(regex, '"\u2029"')
+
+
+def test_one_of_sees_every_type_of_a_split_type_list():
+    # the first alternative generates strings too, which the second accepts: not exclusive
+    schema = {"oneOf": [{"type": ["string", "object"], "minLength": 1, "properties": {"a": {"type": "integer"}},
+                         "additionalProperties": False},
+                        {"properties": {"b": {"type": "integer"}}, "required": ["b"]}]}
+    with pytest.raises(GrammarError, match="oneOf"):
+        schema_to_regex(json.dumps(schema))
 
 
 def test_type_lists_with_container_keywords_split_by_type(small_compiler, small_info):

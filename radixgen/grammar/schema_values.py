@@ -1,0 +1,82 @@
+"""Which enum/const values meet the keywords beside them (`SchemaRewriter._enum`): string
+keywords apply to strings, numeric ones to numbers, each read so that a kept value is valid
+for every validator: a `pattern` must match in Python's Unicode and ASCII modes and under
+radixgen's own ECMA-262 translation of it (what it generates), a `format` must match radixgen's
+own regex for it (each such value is valid)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+from .regex_leaves import format_regex, string_pattern_regex
+from .schema_rules import refuse, searches, value_key
+from .unique_values import fullmatches
+
+# one character of a JSON string as json.dumps writes it
+_JSON_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+VALUE_KEYWORDS = frozenset("""type enum const minLength maxLength pattern format minimum maximum
+exclusiveMinimum exclusiveMaximum multipleOf""".split())
+
+
+def value_meets(value, node: dict, key: str, draft_4: bool, path: str) -> bool:
+    """Whether enum/const value `value` (already of the node's `type`) meets the other
+    VALUE_KEYWORDS of `node` (`key`: the keyword it comes from). `draft_4`: exclusiveMinimum /
+    exclusiveMaximum are flags (under a URI every validator reads as draft 4)."""
+    for other in ("enum", "const"):
+        if other != key and other in node:
+            allowed = node["enum"] if other == "enum" else [node["const"]]
+            if not isinstance(allowed, list) or value_key(value) not in {value_key(v) for v in allowed}:
+                return False
+    if isinstance(value, str):
+        if not node.get("minLength", 0) <= len(value) <= node.get("maxLength", len(value)):
+            return False
+        if "pattern" in node and not _pattern_matches(node["pattern"], value, path):
+            return False
+        fmt = format_regex(node["format"], path) if "format" in node else None
+        return fmt is None or fullmatches(f'"{fmt}"', json.dumps(value, ensure_ascii=False).encode())
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _number_meets(value, node, draft_4, path)
+    return True
+
+
+def _pattern_matches(pattern, value: str, path: str) -> bool:
+    """`pattern` finds `value` in Python's Unicode and ASCII modes (ECMA-262's \\d and \\w are
+    ASCII), and `value`'s JSON text is one radixgen's ECMA-262 translation of the pattern
+    generates (anywhere in the value when the pattern has no anchor; else the whole value: a
+    subset), so line terminators, astral characters and Python-only escapes do not slip through."""
+    translated = string_pattern_regex(pattern, path)  # (refuses lookaround and inline flags first)
+    if not (searches(pattern, value, path, "pattern") and searches(pattern, value, path, "pattern", re.ASCII)):
+        return False
+    if "^" not in pattern and "$" not in pattern:  # no anchor anywhere: found anywhere in the value
+        translated = f"{_JSON_CHAR}*(?:{translated}){_JSON_CHAR}*"
+    return fullmatches(f'"{translated}"', json.dumps(value, ensure_ascii=False).encode())
+
+
+def _number_meets(value, node: dict, draft_4: bool, path: str) -> bool:
+    lows, highs = [], []
+    for name, flag, keep in (("minimum", "exclusiveMinimum", lows), ("maximum", "exclusiveMaximum", highs)):
+        if name in node:
+            exclusive = node.get(flag)
+            if exclusive is not None and draft_4 != isinstance(exclusive, bool):
+                refuse(flag, path, "it is a flag under draft 4 only, and a number otherwise")
+            keep.append((_bound(node[name], name, path), exclusive is True))
+    for name, keep in (("exclusiveMinimum", lows), ("exclusiveMaximum", highs)):
+        if not draft_4 and name in node:
+            keep.append((_bound(node[name], name, path), True))
+    if any(value < b or (excl and value == b) for b, excl in lows) \
+            or any(value > b or (excl and value == b) for b, excl in highs):
+        return False
+    step = node.get("multipleOf")
+    if step is None:
+        return True
+    if isinstance(step, bool) or not (isinstance(step, int) and isinstance(value, int)):
+        refuse("multipleOf", path, "beside an enum or const, only integer steps over integers are checked")
+    return step > 0 and value % step == 0
+
+
+def _bound(bound, name: str, path: str):
+    if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not math.isfinite(bound):
+        refuse(name, path, "it must be a finite number")
+    return bound
