@@ -145,6 +145,8 @@ def root_base(root) -> str | None:
     which may qualify references."""
     key = base_keywords(root)[0] if isinstance(root, dict) else "$id"
     base = root.get(key) if isinstance(root, dict) and isinstance(root.get(key), str) else None
+    if base is not None and "#" in base.rstrip("#"):
+        return None  # a non-empty fragment: no base validators resolve references against
     return base[:-1] if base is not None and base.endswith("#") else base
 
 

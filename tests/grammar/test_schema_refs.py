@@ -125,6 +125,9 @@ def test_absolute_references_inside_nested_bases(small_compiler, small_info):
         assert not accepts_text(grammar, small_info, '{"api":{"e":2}}')
         for seed in range(3):
             jsonschema.Draft7Validator(schema).validate(json.loads(random_walk(grammar, small_info, seed)[1]))
+    # a root $id with a non-empty fragment is no base validators resolve against
+    with pytest.raises(GrammarError, match="not a local reference"):
+        small_compiler.compile(Constraint("json_schema", {**schema, "$id": base + "#top"}))
     relative = json.loads(json.dumps(schema).replace(base + "#/definitions/entity", "#/definitions/entity"))
     with pytest.raises(GrammarError, match="base URI"):  # it would resolve inside "Api"
         small_compiler.compile(Constraint("json_schema", relative))
