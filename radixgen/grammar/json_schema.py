@@ -199,7 +199,8 @@ class _GuardSites:
 
     def guard_paths(self) -> tuple:
         """(path, kind) for UniqueGuard: kind "string" / "integer" (a unique array's items),
-        ("key", name, "string" / "integer") (a unique array of objects, their property `name`),
+        ("bounded", item regex) (a unique array of strings that can run out of values), ("key",
+        name, one of those string kinds) (a unique array of objects, by their property `name`),
         ("length", minLength, maxLength) (a string value) or ("items", maxItems) (an array's
         item count)."""
         self._walk(self.root, ())

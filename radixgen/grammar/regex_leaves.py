@@ -49,7 +49,8 @@ _IPV6_TAILS = [f"(?:{_H16}:){{3}}{_H16}:{_H16}", f"(?:{_H16}:){{2}}{_H16}:{_H16}
                f"{_H16}:{_H16}", _H16, ""]
 _LABEL = "[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?"  # <= 48 characters, no "-" at either end
 _SEGMENT = "[A-Za-z0-9._~-]"  # one unreserved character of a path segment (RFC 3986)
-_URI = rf"https?://[a-z0-9-]+(?:\.[a-z0-9-]+)*(?:/{_SEGMENT}*)*"
+_HOST = r"https?://[a-z0-9-]+(?:\.[a-z0-9-]+)*"  # a scheme and a lower-case host name
+_URI = rf"{_HOST}(?:/{_SEGMENT}*)*"
 _REGEX_SIMPLE = r"(?:[A-Za-z0-9 _-]|\.|\[\^?[A-Za-z0-9_]+\])[*+?]?"
 _REGEX_BRANCH = rf"(?:{_REGEX_SIMPLE}|\((?:{_REGEX_SIMPLE})+(?:\|(?:{_REGEX_SIMPLE})+)*\)[*+?]?)+"
 FORMATS = {
@@ -76,7 +77,7 @@ FORMATS = {
     # segment is never read as a scheme; no leading "//", which would start an authority)
     "uri-reference": rf"(?:{_URI}|/?{_SEGMENT}+(?:/{_SEGMENT}*)*)",
     # RFC 6570: a uri whose path segments may be simple expressions ({name})
-    "uri-template": rf"https?://[a-z0-9-]+(?:\.[a-z0-9-]+)*(?:/(?:{_SEGMENT}*|\{{[A-Za-z_][A-Za-z0-9_]*\}}))*",
+    "uri-template": rf"{_HOST}(?:/(?:{_SEGMENT}*|\{{[A-Za-z_][A-Za-z0-9_]*\}}))*",
     # RFC 6901: "/"-separated tokens, "~" only as ~0 or ~1
     "json-pointer": r"(?:/(?:[A-Za-z0-9._-]|~[01])*)*",
     # one digit (jsonschema's checker refuses a digit after a 0, as in 10) and "#" or a token at
@@ -99,10 +100,11 @@ FORMATS["iri-reference"] = FORMATS["uri-reference"]
 # of their bounds), and at most FORMAT_MAX_LENGTH long: outlines-core's compile time grows with
 # the bound (pydantic's HttpUrl says maxLength 2083: 18 s for that flat uri, 2 s at 512, 1 s at
 # 256), and no URL a model writes into a tool call needs more. Both are subsets, so exact.
-_FLAT_FORMS = {"uri": r"https?://[a-z0-9][A-Za-z0-9._~/-]*",  # unreserved characters and "/" only
-               "uri-reference": r"(?:https?://[a-z0-9][A-Za-z0-9._~/-]*|/?[A-Za-z0-9._~-][A-Za-z0-9._~/-]*)"}
-_FLAT_FORMS["iri"], _FLAT_FORMS["iri-reference"] = _FLAT_FORMS["uri"], _FLAT_FORMS["uri-reference"]
-_RELATIVE_FORMS = dict.fromkeys(("uri-reference", "iri-reference"), r"/?[A-Za-z0-9._~-][A-Za-z0-9._~/-]*")
+_FLAT_URI = r"https?://[a-z0-9][A-Za-z0-9._~/-]*"  # unreserved characters and "/" only
+_FLAT_RELATIVE = r"/?[A-Za-z0-9._~-][A-Za-z0-9._~/-]*"
+_FLAT_FORMS = {"uri": _FLAT_URI, "iri": _FLAT_URI, "uri-reference": f"(?:{_FLAT_URI}|{_FLAT_RELATIVE})",
+               "iri-reference": f"(?:{_FLAT_URI}|{_FLAT_RELATIVE})"}
+_RELATIVE_FORMS = dict.fromkeys(("uri-reference", "iri-reference"), _FLAT_RELATIVE)
 _FLAT_FORMS["relative-json-pointer"] = r"0/[A-Za-z0-9._/-]*"  # this element's own members
 _FLAT_FORMS["regex"] = r"[A-Za-z0-9 _.-]+"  # literal characters and "."
 FORMAT_MAX_LENGTH = 256

@@ -31,7 +31,7 @@ from .schema_objects import ObjectRewrites
 from .schema_one_of import Readings, exclusive
 from .schema_rules import (ASSERTIONS, NothingValid, asserts, check_counts, check_keyword_types,
                            forbidden_names_dropped, is_type, need_type, only_asserting, refuse, tightest)
-from .schema_values import VALUE_KEYWORDS, value_meets
+from .schema_values import VALUE_KEYWORDS, values_meeting
 from .schema_ref_reading import ReferenceReading
 from .schema_refs import declared_draft, names_draft_unambiguously
 
@@ -72,7 +72,7 @@ class SchemaRewriter(ObjectRewrites, CollectionRewrites, ReferenceReading):
         self._merge_follows = 0  # references schema_merge followed (see _merge_target)
         self.placeholders: dict[str, str] = {}
         # placeholders that are arrays, for json_schema's check of where uniqueness is guarded:
-        # uniqueItems kept by UniqueGuard: -> item kind ("string", "integer", ("bounded", maxLength))
+        # uniqueItems kept by UniqueGuard: -> item kind ("string", "integer", ("bounded", item regex))
         self.unique_arrays: dict[str, str | tuple] = {}
         self.literal_arrays: dict[str, list] = {}  # enum/const values holding arrays, and finite sets
         # free-form objects whose names follow a regex: placeholder -> (name regex, nonempty);
@@ -254,7 +254,7 @@ class SchemaRewriter(ObjectRewrites, CollectionRewrites, ReferenceReading):
             if not values:
                 refuse(key, path, "no value matches the sibling type")
         if set(node) & VALUE_KEYWORDS - {key, "type"}:  # the values that meet them
-            values = [v for v in values if value_meets(v, node, key, self.draft_4, path)]
+            values = values_meeting(values, node, key, self.draft_4, path)
             if not values:
                 refuse(key, path, "no value meets the keywords beside it")
         for v in values:

@@ -236,7 +236,7 @@ class CollectionRewrites:
 
     def _string_placeholder(self, new: dict) -> bool:
         """Whether rewritten schema `new` is a placeholder for a string (a pattern, a format)."""
-        key = f'"{new.get("const")}"' if set(new) == {"const"} else None
+        key = _placeholder_key(new)
         return key in self.placeholders and self.placeholders[key].startswith('"')
 
     def _string_bounds(self, new: dict | None) -> tuple[int, int] | None:
@@ -246,13 +246,13 @@ class CollectionRewrites:
             return None
         if new.get("type") == "string" and "maxLength" in new and set(new) <= {"type", "minLength", "maxLength"}:
             return new.get("minLength", 0), new["maxLength"]
-        key = f'"{new.get("const")}"' if set(new) == {"const"} else None
+        key = _placeholder_key(new)
         return self.length_strings[key][:2] if key in self.length_strings else None
 
     def _placeholder_item(self, items, new: dict, kind: str) -> str | None:
         """The item regex of an item of type `kind` the rewrite made a placeholder for (a string
         pattern or format, with its quotes; numeric bounds), else None."""
-        key = f'"{new.get("const")}"' if isinstance(new, dict) and set(new) == {"const"} else None
+        key = _placeholder_key(new)
         if not (isinstance(items, dict) and items.get("type") == kind and key in self.placeholders) \
                 or key in self.length_strings:
             return None
@@ -281,3 +281,8 @@ class CollectionRewrites:
         return placeholder
 
     # ------------------------------------------------------------ helpers
+
+
+def _placeholder_key(new) -> str | None:
+    """The `placeholders` key of rewritten schema `new` when it is a placeholder const, else None."""
+    return f'"{new["const"]}"' if isinstance(new, dict) and set(new) == {"const"} else None

@@ -20,15 +20,21 @@ VALUE_KEYWORDS = frozenset("""type enum const minLength maxLength pattern format
 exclusiveMinimum exclusiveMaximum multipleOf""".split())
 
 
-def value_meets(value, node: dict, key: str, draft_4: bool, path: str) -> bool:
-    """Whether enum/const value `value` (already of the node's `type`) meets the other
-    VALUE_KEYWORDS of `node` (`key`: the keyword it comes from). `draft_4`: exclusiveMinimum /
-    exclusiveMaximum are flags (under a URI every validator reads as draft 4)."""
-    for other in ("enum", "const"):
-        if other != key and other in node:
-            allowed = node["enum"] if other == "enum" else [node["const"]]
-            if not isinstance(allowed, list) or value_key(value) not in {value_key(v) for v in allowed}:
-                return False
+def values_meeting(values: list, node: dict, key: str, draft_4: bool, path: str) -> list:
+    """The enum/const `values` (already of the node's `type`) that meet the other VALUE_KEYWORDS
+    of `node` (`key`: the keyword they come from). `draft_4`: exclusiveMinimum / exclusiveMaximum
+    are flags (under a URI every validator reads as draft 4)."""
+    others = [node["enum"] if other == "enum" else [node["const"]]
+              for other in ("enum", "const") if other != key and other in node]
+    if any(not isinstance(allowed, list) for allowed in others):
+        return []
+    allowed = [{value_key(v) for v in listed} for listed in others]
+    return [v for v in values if all(value_key(v) in keys for keys in allowed)
+            and _value_meets(v, node, draft_4, path)]
+
+
+def _value_meets(value, node: dict, draft_4: bool, path: str) -> bool:
+    """Whether `value` meets the string or numeric keywords of `node`."""
     if isinstance(value, str):
         if not node.get("minLength", 0) <= len(value) <= node.get("maxLength", len(value)):
             return False

@@ -138,7 +138,7 @@ class UniqueGuard:
         if bounded is None and lexeme is not None and lexeme[0] == "k":
             bounded = _keyed_bounded(stack)  # a name being written: `":"a` could reach a value
         if bounded is not None:  # ("bounded", ItemCounts) items
-            openers = self._full_repeat_openers(bounded, lexeme, words, seen)
+            openers = self._ban_exhausted_prefixes(bounded, lexeme, words, seen)
             quoted = np.union1d(quoted, np.union1d(self._two_quotes, openers))
         if lexeme is not None and lexeme[0] == "g":
             text, items = lexeme[1], seen.get(guarded[0], ())
@@ -159,11 +159,11 @@ class UniqueGuard:
             token_bytes = self.info.token_bytes
             _clear(words, [t for t in allowed.tolist() if repeats(self.advance(state, token_bytes[t], seen), seen)])
 
-    def _full_repeat_openers(self, guarded, lexeme, words: np.ndarray, seen) -> np.ndarray:
-        """Bounded items (a maxLength, a finite pattern, format or set): clear the tokens that end the item being written at an
-        exhausted prefix (every value it could still become is an earlier item: at maxLength,
-        one equal to an earlier item); return the tokens that could open an item and end inside
-        it at one (advance decides)."""
+    def _ban_exhausted_prefixes(self, guarded, lexeme, words: np.ndarray, seen) -> np.ndarray:
+        """Bounded items (a maxLength, a finite pattern, format or set): clear the tokens that end
+        the item being written at an exhausted prefix (every value it could still become is an
+        earlier item: at maxLength, one equal to an earlier item); return the tokens that could
+        open an item and end inside it at one (advance decides)."""
         instance, kind = guarded
         items = frozenset(seen.get(instance, ()))
         prefixes = self._exhausted.get((items, kind))
@@ -323,20 +323,27 @@ def _guarded_item(stack: tuple, kind: str | None = None):
     guarded = None
     if top[0] == _ARRAY:
         guarded = top[2] if top[2] is not None and not _keeps_by_key(top[2][1]) else None
-    elif top[1] == _VALUE and len(stack) > 1 and stack[-2][0] == _ARRAY and stack[-2][2] is not None:
-        instance, keeping = stack[-2][2]
-        if _keeps_by_key(keeping) and keeping[1] == top[2]:  # ("key", name, item kind)
-            guarded = (instance, keeping[2])
+    elif top[1] == _VALUE:
+        keyed = _keyed_array(stack)
+        if keyed is not None and keyed[1] == top[2]:
+            guarded = (keyed[0], keyed[2])
     return guarded if guarded is None or kind is None or _lexical(guarded[1]) == kind else None
+
+
+def _keyed_array(stack: tuple):
+    """(instance, name, item kind) when the top of `stack` is an object item of an array kept
+    unique by its property `name`, else None."""
+    if len(stack) < 2 or stack[-1][0] != _OBJECT or stack[-2][0] != _ARRAY or stack[-2][2] is None:
+        return None
+    instance, keeping = stack[-2][2]
+    return (instance, keeping[1], keeping[2]) if _keeps_by_key(keeping) else None
 
 
 def _keyed_bounded(stack: tuple):
     """(instance, item kind) when the top of `stack` is an object item of an array kept unique
     by a property of bounded values, else None."""
-    if len(stack) < 2 or stack[-1][0] != _OBJECT or stack[-2][0] != _ARRAY or stack[-2][2] is None:
-        return None
-    instance, keeping = stack[-2][2]
-    return (instance, keeping[2]) if _keeps_by_key(keeping) and not isinstance(keeping[2], str) else None
+    keyed = _keyed_array(stack)
+    return (keyed[0], keyed[2]) if keyed is not None and not isinstance(keyed[2], str) else None
 
 
 def _keeps_by_key(kind) -> bool:
@@ -344,7 +351,8 @@ def _keeps_by_key(kind) -> bool:
 
 
 def _bounded(kind) -> bool:
-    """Whether a guarded path's kind holds strings with a maxLength (items or objects' keys)."""
+    """Whether a guarded path's kind holds strings that can run out of values (items or the
+    values of objects' keeping property)."""
     return isinstance(kind, tuple) and (kind[0] == "bounded" or kind[0] == "key" and _bounded(kind[2]))
 
 
@@ -380,13 +388,14 @@ def _after_value(done: int, stack: tuple, arrays: int):
 
 def repeats(step, seen) -> bool:
     """Whether advance's result `step` closed a repeated item (None) or is stuck: at a second 0,
-    or inside a string item at its maxLength equal to an earlier one."""
-    return step is None or _stuck_at_zero(step, seen) or _stuck_at_max_length(step, seen)
+    or inside a bounded string item at an exhausted prefix (at maxLength, equal to an earlier
+    one)."""
+    return step is None or _stuck_at_zero(step, seen) or _stuck_at_exhausted_prefix(step, seen)
 
 
-def _stuck_at_max_length(step, seen) -> bool:
-    """Whether `step` (advance's result) ends inside a string item with a maxLength at an
-    exhausted prefix."""
+def _stuck_at_exhausted_prefix(step, seen) -> bool:
+    """Whether `step` (advance's result) ends inside a bounded string item at an exhausted
+    prefix."""
     state, closed = step
     if state is _INACTIVE or state[2] is None or state[2][0] != "g":
         return False

@@ -59,8 +59,10 @@ def integer_grows(item_regex: str) -> bool:
                for state in finals if state != zero)
 
 
+@functools.lru_cache(maxsize=256)
 def _byte_automaton(regex: str) -> tuple:
-    """(start, final states, byte moves per state, states from which a final one is reachable)."""
+    """(start, final states, byte moves per state, states from which a final one is reachable);
+    cached (read only): a pattern item is checked by grows_wherever_it_closes, then counted."""
     index = Index(regex, _BYTES)
     finals = set(index.get_final_states())
     moves = {state: {b: nxt for b, nxt in out.items() if b < 256} for state, out in index.get_transitions().items()}
@@ -82,7 +84,6 @@ class ItemCounts:
 
     def __init__(self, item_regex: str) -> None:
         start, finals, moves, live = _byte_automaton(item_regex)
-        self.regex = item_regex
         self.moves = moves
         self.opened = moves[start][ord('"')]  # after the opening quote
         self.counts = _path_counts(finals, moves, live)
@@ -110,18 +111,13 @@ def item_counts(item_regex: str) -> ItemCounts:
 
 def fullmatches(regex: str, data: bytes) -> bool:
     """Whether the Rust-syntax `regex` (outlines-core's engine) matches all of `data`."""
-    start, finals, moves, _ = _cached_automaton(regex)
+    start, finals, moves, _ = _byte_automaton(regex)
     state = start
     for c in data:
         state = moves.get(state, {}).get(c)
         if state is None:
             return False
     return state in finals
-
-
-@functools.lru_cache(maxsize=256)
-def _cached_automaton(regex: str) -> tuple:
-    return _byte_automaton(regex)
 
 
 def _path_counts(finals: set, moves: dict, live: set) -> dict:
