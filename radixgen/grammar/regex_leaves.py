@@ -22,6 +22,7 @@ import json
 import re
 
 from .matcher import GrammarError
+from .regex_lengths import fit_length
 
 _JSON_UNSAFE = r'["\\\x00-\x1f]'  # chars a raw JSON string may not contain unescaped
 # "." (ECMA-262's leaves out the line terminators \u2028 and \u2029, Python's does not: neither)
@@ -95,7 +96,7 @@ FORMATS["iri"] = FORMATS["uri"]  # ASCII URIs are IRIs
 FORMATS["iri-reference"] = FORMATS["uri-reference"]
 
 
-# Formats with minLength/maxLength: the format's regex narrowed by `_fit_length`, from a flat form
+# Formats with minLength/maxLength: the format's regex narrowed by `fit_length`, from a flat form
 # where the structured one nests repeats (the automaton of nested bounded repeats is the product
 # of their bounds), and at most FORMAT_MAX_LENGTH long: outlines-core's compile time grows with
 # the bound (pydantic's HttpUrl says maxLength 2083: 18 s for that flat uri, 2 s at 512, 1 s at
@@ -167,7 +168,7 @@ def increasing_subsequence_regex(items: list[str], separator: str, nonempty: boo
 def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_length: int | None = None,
                          keyword: str = "pattern", name: str | None = None) -> str:
     """Translate a JSON Schema `pattern` into a safe fullmatch regex over raw string contents,
-    whose strings are `min_length`..`max_length` characters long (see `_fit_length`). A format's
+    whose strings are `min_length`..`max_length` characters long (see `regex_lengths.fit_length`). A format's
     regex goes through here too when the format has length bounds (keyword "format", name: the
     format's name, for error messages)."""
     def refuse(why: str) -> GrammarError:
@@ -203,74 +204,12 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
         depth += (piece in ("(", "(?:")) - (piece == ")")
         out.append(piece)
     if min_length or max_length is not None:
-        _fit_length(body, out, unbounded, min_length, max_length, refuse)
+        fit_length(body, out, unbounded, min_length, max_length, refuse)
     return "(?:" + "".join(out) + ")"
 
 
 _QUANTIFIER = re.compile(r"\{[0-9]+(,[0-9]*)?\}")
 _UNBOUNDED = re.compile(r"[*+]|\{([0-9]+),\}")
-_UNBOUNDED_WIDTH = int(re._constants.MAXREPEAT)
-
-
-def _width(body: str) -> tuple[int, int | None]:
-    """Fewest and most characters a fullmatch of `body` spans (None: no most)."""
-    lo, hi = re._parser.parse(body).getwidth()
-    return lo, (None if hi >= _UNBOUNDED_WIDTH else hi)
-
-
-def _fit_length(body: str, out: list, unbounded: list, min_length: int, max_length: int | None, refuse) -> None:
-    """Make every string of the translated pattern `out` (in place) min_length..max_length long.
-
-    Widths are counted on the pattern itself (each translated piece matches one character where
-    the pattern's does, or nothing), so they bound the translation's strings too. A pattern whose
-    widths already fit is left alone; otherwise every unbounded repeat (`*`, `+`, `{n,}`) gets the
-    same least count a and most count b: the smallest a and then the largest b for which the
-    pattern's widths fit. The result is exact for the common shape, one repeat of a fixed-width
-    piece among fixed-width pieces (`^[a-z0-9_]+$` with maxLength 32 is `[a-z0-9_]{1,32}`), and a
-    subset of the strings allowed otherwise, so every output validates; a pattern that cannot
-    fit at all is refused."""
-    def fits(width: tuple[int, int | None]) -> bool:
-        lo, hi = width
-        return lo >= min_length and (max_length is None or (hi is not None and hi <= max_length))
-
-    def bounded(least: int, most: int | None) -> list[str]:
-        return [f"{{{max(n, least)},{'' if most is None else max(n, least, most)}}}" for *_, n in unbounded]
-
-    def width(least: int, most: int | None) -> tuple[int, int | None]:
-        text, end = [], 0
-        for (_, start, stop, _), count in zip(unbounded, bounded(least, most)):
-            text += [body[end:start], count]
-            end = stop
-        return _width("".join(text) + body[end:])
-
-    span = _width(body)
-    if fits(span):
-        return
-    if not unbounded:
-        raise refuse(f"its strings are {span[0]}..{span[1]} characters long, outside "
-                     f"minLength {min_length} / maxLength {max_length}")
-    least = _smallest(lambda a: width(a, None)[0] >= min_length, 0, max(min_length, 1))
-    most = None
-    if least is not None and max_length is not None:
-        most = _smallest(lambda b: width(least, b + 1)[1] > max_length, least, max_length)
-        most = max_length if most is None else most  # repeats of empty strings never grow
-    if least is None or not fits(width(least, most)):
-        raise refuse(f"no repeat count gives strings of length {min_length}..{max_length}")
-    for (index, *_), count in zip(unbounded, bounded(least, most)):
-        out[index] = count
-
-
-def _smallest(ok, lo: int, hi: int) -> int | None:
-    """The smallest n in lo..hi with ok(n) (ok is monotone), or None."""
-    if not ok(hi):
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
 
 
 def _literal_brace(body: str, i: int) -> bool:

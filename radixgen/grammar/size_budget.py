@@ -10,7 +10,8 @@ or an aborted process.
   token to its next state; a state inside a free string allows nearly the whole vocabulary.
   Measured on SmolLM2's 49k vocabulary: about 10 bytes and 0.33 us per entry (a SchemaStore
   schema of 81 million entries: 27 s, 0.9 GB), and a counted repeat `"[^"]{0,99}"` makes 99
-  such states.
+  such states. The automaton is built in a helper process (`automaton_probe`) first: a short
+  regex can have exponentially many states, and outlines-core aborts when it runs out of memory.
 """
 
 from __future__ import annotations
@@ -21,16 +22,15 @@ import threading
 import weakref
 
 import numpy as np
-from outlines_core import Index, Vocabulary
 
+from .automaton_probe import default_probe
 from .matcher import GrammarError
 from .regex_markers import escape_end
-from .token_index import OutlinesVocab, outlines_vocabulary
+from .token_index import outlines_vocabulary
 from .tokenizer_info import TokenizerInfo
 
 REGEX_BUDGET = 16 << 20  # characters of regex (the token index of one takes several GB before this)
 INDEX_ENTRY_BUDGET = 100_000_000  # (state, token) entries of a token index: ~1 GB, ~35 s to build
-SCREEN_MARGIN = 8  # regexes whose counted wide atoms x vocabulary stay below budget / 8 are not measured
 WIDE_CLASS = 26  # a character class with at least this many characters counts as wide ([a-z] does)
 _WIDE_ESCAPES = frozenset("wWSDP")  # \w, \W, \S, \D, \P{..}: most characters
 _CODEPOINTS = 0x110000
@@ -47,18 +47,13 @@ def check_regex_size(size: int) -> None:
 
 def check_index_size(regex: str, info: TokenizerInfo) -> int:
     """Refuse a regex whose token index would hold more than INDEX_ENTRY_BUDGET (state, token)
-    entries; else return the estimate (an upper one when only screened). `wide_states` screens: it counts the copies of wide atoms in the regex text. The
-    automaton merges most copies (alternatives spelling the same property share its states) but
-    can also split them (a top-level anyOf of two objects: 1,252 counted, 1,566 built), so only a
-    regex far below the budget passes unmeasured. Others are measured: the automaton is built
-    over single bytes (`index_entries`: a fraction of the real index's cost), each state weighed
-    by the tokens that start with a byte it allows."""
-    wide = wide_states(regex)
-    if wide * info.vocab_size * SCREEN_MARGIN <= INDEX_ENTRY_BUDGET:
-        return wide * info.vocab_size
+    entries; else return the estimate. The automaton is built over single bytes by the automaton
+    probe (`index_entries`: a fraction of the real index's cost, in a helper process that
+    refuses an automaton that explodes), each state weighed by the tokens that start with a byte
+    it allows. Every regex is measured: a short one can have exponentially many states."""
     # the copies counted repeats make are states of their own (the automaton cannot merge the
     # k-th and the j-th character of a repeat): too many of them is refused without measuring
-    copies = wide - wide_states(regex, repeats=False)
+    copies = wide_states(regex) - wide_states(regex, repeats=False)
     entries = copies * info.vocab_size
     if entries <= INDEX_ENTRY_BUDGET:
         entries = index_entries(regex, info)
@@ -74,32 +69,16 @@ def check_index_size(regex: str, info: TokenizerInfo) -> int:
 
 def index_entries(regex: str, info: TokenizerInfo) -> int:
     """Estimated (state, token) entries of the token index of `regex`: the automaton over
-    single-byte tokens, each state's allowed bytes weighed by how many of `info`'s tokens start
-    with them."""
+    single-byte tokens (built by the automaton probe, which refuses one that explodes), each
+    state's allowed bytes weighed by how many of `info`'s tokens start with them."""
     vocab = outlines_vocabulary(info)
-    try:
-        index = Index(f"{vocab.start}(?:{regex}){vocab.sentinel}", _byte_vocabulary(info, vocab))
-    except (ValueError, RuntimeError) as exc:
-        raise GrammarError(f"cannot compile regex: {exc}") from None
-    weights = _first_byte_counts(info)
-    return sum(int(weights[[b for b in moves if b < 256]].sum()) for moves in index.get_transitions().values())
+    return default_probe().weighted_moves(f"{vocab.start}(?:{regex}){vocab.sentinel}",
+                                          (vocab.sentinel.encode(), vocab.start.encode()),
+                                          _first_byte_counts(info).tolist())
 
 
 _probe_lock = threading.Lock()
-_byte_vocabularies: "weakref.WeakKeyDictionary[TokenizerInfo, Vocabulary]" = weakref.WeakKeyDictionary()
 _first_counts: "weakref.WeakKeyDictionary[TokenizerInfo, np.ndarray]" = weakref.WeakKeyDictionary()
-
-
-def _byte_vocabulary(info: TokenizerInfo, vocab: OutlinesVocab) -> Vocabulary:
-    """A vocabulary of the 256 single bytes (ids 0-255) plus the start and end characters of
-    `info`'s outlines vocabulary `vocab`."""
-    with _probe_lock:
-        if info not in _byte_vocabularies:
-            tokens = {bytes([b]): [b] for b in range(256)}
-            tokens[vocab.sentinel.encode()] = [256]
-            tokens[vocab.start.encode()] = [257]
-            _byte_vocabularies[info] = Vocabulary(258, tokens)
-        return _byte_vocabularies[info]
 
 
 def _first_byte_counts(info: TokenizerInfo) -> np.ndarray:

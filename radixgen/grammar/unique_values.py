@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 
-from outlines_core import Index, Vocabulary
+from .automaton_probe import default_probe
 
 CANONICAL_INTEGER = "(?:0|-?[1-9][0-9]*)"
 _CANONICAL_CHAR = r'(?:[^"\\\x00-\x1F\x7F-\x9F]|\\["\\bfnrt])'
@@ -63,18 +63,13 @@ def integer_grows(item_regex: str) -> bool:
 def _byte_automaton(regex: str) -> tuple:
     """(start, final states, byte moves per state, states from which a final one is reachable);
     cached (read only): a pattern item is checked by grows_wherever_it_closes, then counted."""
-    index = Index(regex, _BYTES)
-    finals = set(index.get_final_states())
-    moves = {state: {b: nxt for b, nxt in out.items() if b < 256} for state, out in index.get_transitions().items()}
+    start, finals, moves = default_probe().automaton(regex)
     live, grew = set(finals), True
     while grew:
         before = len(live)
         live |= {state for state, out in moves.items() if live & set(out.values())}
         grew = len(live) > before
-    return index.get_initial_state(), finals, moves, live
-
-
-_BYTES = Vocabulary(256, {bytes([b]): [b] for b in range(256)})
+    return start, finals, moves, live
 
 
 class ItemCounts:

@@ -1,0 +1,134 @@
+"""minLength / maxLength on a translated pattern: repeat counts chosen so that every string the
+regex allows has an allowed length (`fit_length`, used by `regex_leaves.string_pattern_regex`)."""
+
+from __future__ import annotations
+
+import re
+from re import _constants
+
+_UNBOUNDED_WIDTH = int(_constants.MAXREPEAT)
+REPEAT_MAX = 256  # most count of a repeat under a maxLength (a subset: the automaton has a state
+# per count, and CloudFormation's `^[\s\S]*$` with maxLength 10,000,000 would need ten million)
+_REPEATS = (_constants.MAX_REPEAT, _constants.MIN_REPEAT)
+_ONE_CHAR = (_constants.LITERAL, _constants.NOT_LITERAL, _constants.IN, _constants.ANY, _constants.CATEGORY)
+_SAMPLE = [chr(c) for c in range(0x20, 0x7F)] + list("\t\n\u00a0\u00e9\u00df\u0416\u4e2d\u2028\U0001F600")
+
+
+def fit_length(body: str, out: list, unbounded: list, min_length: int, max_length: int | None, refuse) -> None:
+    """Make every string of the translated pattern `out` (in place) min_length..max_length long.
+    `unbounded` lists the pattern's unbounded repeats (`*`, `+`, `{n,}`) as (index in `out`,
+    start and end in `body`, least count).
+
+    Widths are counted on the pattern itself (each translated piece matches one character where
+    the pattern's does, or nothing), so they bound the translation's strings too. A pattern whose
+    widths already fit is left alone; otherwise every unbounded repeat gets the same least count
+    a and most count b: the smallest a and then the largest b for which the pattern's widths fit.
+    The result is exact for the common shape, one repeat of a fixed-width piece among fixed-width
+    pieces (`^[a-z0-9_]+$` with maxLength 32 is `[a-z0-9_]{1,32}`), and a subset of the strings
+    allowed otherwise, so every output validates; a pattern that cannot fit at all is refused.
+
+    Equal counts can make an automaton with exponentially many states where repeats overlap
+    (`^.*[a-z0-9]+.*$` with maxLength 128 is `.{0,42}[a-z0-9]{1,42}.{0,42}`: after a run of
+    letters the last repeat may have begun at any subset of the positions). So with several
+    repeats and a maxLength, equal counts are kept only where each repeat's end is determined
+    (`_ends_are_determined`: `^[a-z]+-[a-z]+$`); elsewhere only the last repeat varies and the
+    others keep their least count (`[a-z0-9].{0,127}`, again a subset). No repeat is counted
+    past REPEAT_MAX (unless its least count is larger)."""
+    def fits(width: tuple[int, int | None]) -> bool:
+        lo, hi = width
+        return lo >= min_length and (max_length is None or (hi is not None and hi <= max_length))
+
+    span = _width(body)
+    if fits(span):
+        return
+    if not unbounded:
+        raise refuse(f"its strings are {span[0]}..{span[1]} characters long, outside "
+                     f"minLength {min_length} / maxLength {max_length}")
+    counts = _counts_that_fit(body, unbounded, min_length, max_length, list(range(len(unbounded))))
+    if counts is None or not fits(_width_with(body, unbounded, counts)):
+        raise refuse(f"no repeat count gives strings of length {min_length}..{max_length}")
+    if len(unbounded) > 1 and max_length is not None and not _ends_are_determined(body, len(unbounded)):
+        last = _counts_that_fit(body, unbounded, min_length, max_length, [len(unbounded) - 1])
+        if last is not None and fits(_width_with(body, unbounded, last)):
+            counts = last
+    for (index, *_), count in zip(unbounded, counts):
+        out[index] = _count_text(*count)
+
+
+def _counts_that_fit(body: str, unbounded: list, min_length: int, max_length: int | None,
+                     varied: list) -> list | None:
+    """(least, most) per repeat: the `varied` ones share the smallest least count a and then the
+    largest most count b for which the widths fit, the others keep their own least count."""
+    def counts(least: int, most: int | None) -> list:
+        return [(max(n, least), None if most is None else max(n, least, most)) if i in varied else (n, n)
+                for i, (*_, n) in enumerate(unbounded)]
+
+    def width(least: int, most: int | None) -> tuple[int, int | None]:
+        return _width_with(body, unbounded, counts(least, most))
+
+    least = _smallest(lambda a: width(a, None)[0] >= min_length, 0, max(min_length, 1))
+    if least is None:
+        return None
+    most = None
+    if max_length is not None:
+        most = _smallest(lambda b: width(least, b + 1)[1] > max_length, least, max_length)
+        most = max_length if most is None else most  # repeats of empty strings never grow
+        most = min(most, max(least, REPEAT_MAX))
+    return counts(least, most)
+
+
+def _ends_are_determined(body: str, num_unbounded: int) -> bool:
+    """Whether every unbounded repeat of `body` but the last is a top-level repeat of one
+    character class followed by one character it never matches (`[a-z]+-`): then each repeat's
+    end is where the input says, and equal counts make an automaton linear in them. Classes are
+    compared on a sample alphabet (printable ASCII and a few others) with Python's semantics, which
+    are wider than the translation's, so a false "disjoint" cannot come from the sample's ASCII
+    part; a pattern judged wrongly is still refused by the automaton probe, never built."""
+    parsed = re._parser.parse(body)
+    items = parsed.data
+    tops = [i for i, (op, av) in enumerate(items) if op in _REPEATS and av[1] == _UNBOUNDED_WIDTH]
+    if len(tops) != num_unbounded:  # a repeat inside a group
+        return False
+
+    def chars(item) -> set:
+        one = re._compiler.compile(re._parser.SubPattern(parsed.state, [item]))
+        return {c for c in _SAMPLE if one.fullmatch(c)}
+
+    for i in tops[:-1]:
+        repeated = items[i][1][2].data
+        if len(repeated) != 1 or repeated[0][0] not in _ONE_CHAR or i + 1 >= len(items) \
+                or items[i + 1][0] not in _ONE_CHAR or chars(repeated[0]) & chars(items[i + 1]):
+            return False
+    return True
+
+
+def _count_text(least: int, most: int | None) -> str:
+    return f"{{{least},{'' if most is None else most}}}"
+
+
+def _width_with(body: str, unbounded: list, counts: list) -> tuple[int, int | None]:
+    """`_width` of `body` with its unbounded repeats given these (least, most) counts."""
+    text, end = [], 0
+    for (_, start, stop, _), count in zip(unbounded, counts):
+        text += [body[end:start], _count_text(*count)]
+        end = stop
+    return _width("".join(text) + body[end:])
+
+
+def _width(body: str) -> tuple[int, int | None]:
+    """Fewest and most characters a fullmatch of `body` spans (None: no most)."""
+    lo, hi = re._parser.parse(body).getwidth()
+    return lo, (None if hi >= _UNBOUNDED_WIDTH else hi)
+
+
+def _smallest(ok, lo: int, hi: int) -> int | None:
+    """The smallest n in lo..hi with ok(n) (ok is monotone), or None."""
+    if not ok(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
