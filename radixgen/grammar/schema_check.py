@@ -32,6 +32,7 @@ from .schema_one_of import Readings, exclusive
 from .schema_rules import (ASSERTIONS, NothingValid, asserts, check_counts, check_keyword_types,
                            forbidden_names_dropped, is_type, need_type, only_asserting, refuse, tightest)
 from .schema_values import VALUE_KEYWORDS, values_meeting
+from .unique_values import length_guard_start
 from .schema_ref_reading import ReferenceReading
 from .schema_refs import declared_draft, names_draft_unambiguously
 
@@ -315,21 +316,32 @@ class SchemaRewriter(ObjectRewrites, CollectionRewrites, ReferenceReading):
         if "pattern" in node and fmt is not None:
             refuse("format", path, "it cannot be combined with pattern")
         lengths = node.get("minLength", 0), node.get("maxLength")
+        guarded = lengths[1] is not None and lengths[1] >= guard_tables.LENGTH_GUARD_MIN
         if "pattern" in node:
-            return self._placeholder(string_pattern_regex(node["pattern"], path, *lengths), quoted=True)
+            exact = string_pattern_regex(node["pattern"], path, *lengths)
+            free = string_pattern_regex(node["pattern"], path) if guarded else exact
+            # the pattern's own regex with the guard keeping the length (exact, and one state per
+            # piece), where no state past its first few characters needs more characters to close
+            first = length_guard_start(f'"{free}"', guard_tables.LENGTH_GUARD_MIN) if free != exact else None
+            if first is not None and first <= lengths[1]:
+                return self._length_guarded(free, lengths, f'"{exact}"')
+            return self._placeholder(exact, quoted=True)
         if fmt is not None and lengths != (0, None):
             fmt = format_length_regex(node["format"], path, *lengths)
         if fmt is not None:
             return self._placeholder(fmt, quoted=True)
-        if lengths[1] is not None and lengths[1] >= guard_tables.LENGTH_GUARD_MIN:
-            # a counted repeat costs the automaton a state per character: any string here, its
-            # length kept by the guard (json_schema falls back to the counted regex where another
-            # string can appear at the same place)
-            exact = f'"{STRING_CHAR}{{{lengths[0]},{lengths[1]}}}"'
-            placeholder = self._placeholder(f"{STRING_CHAR}*", quoted=True)
-            self.length_strings[f'"{placeholder["const"]}"'] = (lengths[0], lengths[1], exact)
-            return placeholder
+        if guarded:
+            return self._length_guarded(f"{STRING_CHAR}*", lengths, f'"{STRING_CHAR}{{{lengths[0]},{lengths[1]}}}"')
         return {"type": "string", **{k: node[k] for k in ("minLength", "maxLength") if k in node}}
+
+    def _length_guarded(self, free: str, lengths: tuple, exact: str) -> dict:
+        """A placeholder for strings of regex `free` (any length) whose length the guard keeps:
+        a counted repeat costs the automaton a state per character. json_schema falls back to
+        the counted regex `exact` (with its quotes) where another string can appear at the same
+        place, schema_collections where the strings are unique items."""
+        placeholder = self._placeholder(free, quoted=True)
+        self.length_strings[f'"{placeholder["const"]}"'] = (lengths[0], lengths[1], exact)
+        return placeholder
 
     def _type_integer(self, node: dict, path: str) -> dict:
         if node.get("multipleOf", 1) != 1:

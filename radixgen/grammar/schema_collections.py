@@ -206,6 +206,11 @@ class CollectionRewrites:
             return None
         if new.get("type") == "string" and set(new) <= {"type", "minLength"}:
             return node, "string", canonical_string_regex(new.get("minLength", 0))
+        key = _placeholder_key(new)
+        if key in self.length_strings and self.placeholders[key] != f'"{STRING_CHAR}*"':
+            # a pattern under a length guard: back to its counted regex everywhere, which the
+            # guard counts as the item (the guard keeps no length inside a unique item)
+            self.placeholders[key] = self.length_strings.pop(key)[2]
         bounds = self._string_bounds(new)
         if bounds is not None:
             least, most = bounds[0], min(bounds[1], BOUNDED_ITEM_MAX)
@@ -247,7 +252,9 @@ class CollectionRewrites:
         if new.get("type") == "string" and "maxLength" in new and set(new) <= {"type", "minLength", "maxLength"}:
             return new.get("minLength", 0), new["maxLength"]
         key = _placeholder_key(new)
-        return self.length_strings[key][:2] if key in self.length_strings else None
+        if key in self.length_strings and self.placeholders[key] == f'"{STRING_CHAR}*"':
+            return self.length_strings[key][:2]
+        return None
 
     def _placeholder_item(self, items, new: dict, kind: str) -> str | None:
         """The item regex of an item of type `kind` the rewrite made a placeholder for (a string

@@ -59,6 +59,53 @@ def integer_grows(item_regex: str) -> bool:
                for state in finals if state != zero)
 
 
+def length_guard_start(item_regex: str, limit: int) -> int | None:
+    """For a string item regex (quotes included) that takes strings of any length: the fewest
+    characters F <= `limit` past which every state of its automaton can both close the string
+    and take another character, else None. Then the guard's length bounds beside the unbounded
+    regex never dead-end for a maxLength >= F: at maxLength the string can close, short of
+    minLength it can grow (`^[a-z0-9_]+$`: F = 1; not `^(ab)+$`, whose "a" cannot close)."""
+    start, finals, moves, live = _byte_automaton(item_regex)
+    quote = ord('"')
+
+    def closes_and_grows(state) -> bool:
+        out = moves.get(state, {})
+        return out.get(quote) in finals and any(b != quote and nxt in live for b, nxt in out.items())
+
+    level = _char_steps(moves, live, {start}, opening=True)
+    for first in range(limit + 1):
+        region, todo = set(level), list(level)
+        while todo:
+            for nxt in _char_steps(moves, live, {todo.pop()}):
+                if nxt not in region:
+                    region.add(nxt)
+                    todo.append(nxt)
+        if not region:
+            return None
+        if all(closes_and_grows(state) for state in region):
+            return first
+        level = _char_steps(moves, live, level)
+    return None
+
+
+def _char_steps(moves: dict, live: set, states: set, opening: bool = False) -> set:
+    """The live states one character of string content after `states` (at character
+    boundaries), or, with `opening`, one opening quote after. A JSON escape is one character,
+    as the guard counts it."""
+    out = set()
+    for state in states:
+        for b, nxt in moves.get(state, {}).items():
+            if (b == ord('"')) != opening or nxt not in live:
+                continue
+            tail = 0 if b < 0x80 and b != 0x5C else 1 if b < 0xE0 else 2 if b < 0xF0 else 3
+            frontier = {nxt}
+            for _ in range(tail):
+                frontier = {n for s in frontier for c, n in moves.get(s, {}).items()
+                            if n in live and (b == 0x5C or 0x80 <= c < 0xC0)}
+            out |= frontier
+    return out
+
+
 @functools.lru_cache(maxsize=256)
 def _byte_automaton(regex: str) -> tuple:
     """(start, final states, byte moves per state, states from which a final one is reachable);

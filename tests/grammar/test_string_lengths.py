@@ -70,3 +70,56 @@ def test_large_max_length_compiles_fast_and_masks_match(smol_compiler, smol_info
     for seed in range(5):
         _, text = random_walk(grammar, smol_info, seed, max_steps=3000)
         jsonschema.validate(json.loads(text), schema)
+
+
+PATTERNED = {"type": "object", "properties": {"t": {"type": "string", "pattern": "^(?:ab|c)[abc]*$",
+                                                    "minLength": 2, "maxLength": 3}}, "required": ["t"]}
+
+
+def test_guarded_pattern_lengths_allow_exactly_the_schemas_strings(monkeypatch):
+    """A pattern whose automaton can close (and grow) in every state past its first characters
+    keeps its own unbounded regex, the guard keeping the length: exactly the strings the schema
+    allows (the counted regex, `(?:ab|c)[abc]{1,1}`, is a subset: no "ab"), with the mask equal
+    to acceptance at every prefix."""
+    import itertools
+
+    info = toy_info([b""] + [p.encode() for p in ['{"t":"', '"}', '"', "a", "ab", "abc", "b", "c", "ca", 'c"}',
+                                                   "{", "}", "t", ":"]])
+    counted = GrammarCompiler(info).compile(Constraint("json_schema", PATTERNED))
+    monkeypatch.setattr(guard_tables, "LENGTH_GUARD_MIN", 2)
+    regex, paths = schema_to_guarded_regex(json.dumps(PATTERNED))
+    assert dict(paths) == {("t",): ("length", 2, 3)} and "]]*)" in regex and "{" not in regex[2:]  # unbounded
+    guarded = GrammarCompiler(info).compile(Constraint("json_schema", PATTERNED))
+    walked = {text for text, done in _texts(guarded, info, 6) if done}  # asserts mask == accept
+    allowed = {"".join(chars) for n in (2, 3) for chars in itertools.product("abc", repeat=n)
+               if re.fullmatch("(?:ab|c)[abc]*", "".join(chars))}
+    assert {json.loads(t)["t"] for t in walked} == allowed
+    assert walked > {text for text, done in _texts(counted, info, 6) if done}
+
+
+def test_patterns_that_cannot_close_everywhere_keep_the_counted_regex():
+    """A guard beside `^(ab)+$` could reach maxLength after an "a" that cannot close: counted.
+    Unique items of a pattern keep their counted regex too (the guard counts the item)."""
+    for pattern in ("^(ab)+$", "^.*[a-z0-9]+.*$"):
+        schema = {"type": "string", "pattern": pattern, "maxLength": 40}
+        assert schema_to_guarded_regex(json.dumps(schema))[1] == ()
+    item = {"type": "string", "pattern": "^[a-z0-9_]+$", "maxLength": 40}
+    assert schema_to_guarded_regex(json.dumps(item))[1] == (((), ("length", 0, 40)),)
+    regex, paths = schema_to_guarded_regex(json.dumps({"type": "array", "items": item, "uniqueItems": True}))
+    assert [kind[0] for _, kind in paths] == ["bounded"] and "{1,40}" in regex
+
+
+def test_huge_pattern_max_length_compiles_small_and_validates(smol_compiler, smol_info):
+    """CloudFormation's Tag value: `^[\\s\\S]*$` with maxLength 10,000,000, exact under the guard."""
+    tag = {"type": "string", "pattern": "^[\\s\\S]*$", "minLength": 1, "maxLength": 10_000_000}
+    key = {"type": "string", "pattern": "^[a-zA-Z0-9_.:/=+@-]+$", "minLength": 1, "maxLength": 128}
+    schema = {"type": "object", "properties": {"Key": key, "Value": tag}, "required": ["Key", "Value"],
+              "additionalProperties": False}
+    from radixgen.grammar.size_budget import check_index_size
+    regex, paths = schema_to_guarded_regex(json.dumps(schema))
+    assert sorted(kind for _, kind in paths) == [("length", 1, 128), ("length", 1, 10_000_000)]
+    assert check_index_size(regex, smol_info) < 20 * smol_info.vocab_size  # no state per character
+    grammar = smol_compiler.compile(Constraint("json_schema", schema))
+    for seed in range(4):
+        _, text = random_walk(grammar, smol_info, seed, max_steps=3000)
+        jsonschema.validate(json.loads(text), schema)
