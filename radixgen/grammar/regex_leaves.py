@@ -277,7 +277,7 @@ def _pattern_piece(body: str, i: int, refuse) -> tuple[str, int]:
     return c, i + 1
 
 
-def _escape(body: str, i: int, refuse, in_class: bool) -> tuple[str, int]:
+def _escape(body: str, i: int, refuse, in_class: bool, negated: bool = False) -> tuple[str, int]:
     if i + 1 >= len(body):
         raise refuse("trailing backslash")
     c = body[i + 1]
@@ -292,8 +292,10 @@ def _escape(body: str, i: int, refuse, in_class: bool) -> tuple[str, int]:
         code = int(digits, 16)
         if 0xD800 <= code <= 0xDFFF:
             raise refuse("a surrogate code point matches no character")
-        if code < 0x20 or chr(code) in '"\\':
+        if (code < 0x20 or chr(code) in '"\\') and not negated:
             raise refuse("it matches characters that JSON strings must escape")
+        # (in a negated class it stays, so `[^\u0000-\u001F]` works: _char_class takes the
+        # characters JSON strings must escape out of every class afterwards)
         return f"\\x{{{code:x}}}", i + 2 + width
     if c == "\\" and not in_class:
         return _JSON_BACKSLASH, i + 2
@@ -322,7 +324,7 @@ def _char_class(body: str, i: int, refuse) -> tuple[str, int]:
             if negated and body[j + 1:j + 2] in _SHORTHAND:
                 # narrowed to ASCII, it would widen the negation (\s misses U+00A0, so [^\s] gets it)
                 raise refuse("a shorthand class inside a negated class is not supported")
-            piece, j = _escape(body, j, refuse, in_class=True)
+            piece, j = _escape(body, j, refuse, in_class=True, negated=negated)
             if body[j - 1] in _SHORTHAND and body.startswith("-", j) and not body.startswith("-]", j):
                 raise refuse("a range next to a shorthand class is ambiguous")
             if not piece and (parts[-1] == "-" or body.startswith("-", j) and not body.startswith("-]", j)):

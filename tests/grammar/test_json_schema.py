@@ -459,6 +459,9 @@ def test_ecma_named_groups_in_patterns(small_compiler, small_info):
     # a literal ^ next to a removed member stays a literal
     ("^[\\\\^a]+$", ['"a^"'], ['"b"']),
     ("^[\\n^a]+$", ['"a^"'], ['"b"']),
+    # a negated class may list them as \u escapes and ranges (CloudFormation's descriptions)
+    ("^[^\\u0000-\\u001F\\u007F]+$", ['"a b"', '"\u00e9"'], ['"\\n"', '"\x7f"', '"\\""']),
+    ("^[^\\u0022\\u005c]*$", ['"ab"', '""'], ['"\\""', '"\\\\"']),
 ])
 def test_patterns_with_characters_json_must_escape(small_compiler, small_info, pattern, inside, outside):
     """A class that lists characters JSON strings must escape (control escapes, a backslash)
@@ -480,7 +483,7 @@ def test_patterns_with_characters_json_must_escape(small_compiler, small_info, p
 
 
 @pytest.mark.parametrize("pattern,words", [("^[\\n]$", "only characters"), ("^[\\t-\\r]$", "a range"),
-                                           ("^[\\\\-a]$", "a range")])
+                                           ("^[\\\\-a]$", "a range"), ("^[\\u0000-\\u001F]$", "must escape")])
 def test_classes_of_characters_json_must_escape_are_refused(pattern, words):
     with pytest.raises(GrammarError, match=words):
         schema_to_regex(json.dumps({"type": "string", "pattern": pattern}))
