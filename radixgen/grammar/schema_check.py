@@ -24,7 +24,7 @@ from . import guard_tables
 from .matcher import GrammarError
 from .regex_leaves import format_length_regex, format_regex, json_literal, string_pattern_regex
 from .regex_numbers import integer_bound, number_range_regex
-from .schema_collections import ITEMS_GUARD_MIN, STRING_CHAR, CollectionRewrites
+from .schema_collections import FREE_STRING, ITEMS_GUARD_MIN, STRING_CHAR, CollectionRewrites
 from .schema_conditionals import expand_conditionals
 from .schema_merge import EMPTY, implied_type, normalize, split_by_type, typed_keywords
 from .schema_objects import ObjectRewrites
@@ -331,7 +331,7 @@ class SchemaRewriter(ObjectRewrites, CollectionRewrites, ReferenceReading):
         if fmt is not None:
             return self._placeholder(fmt, quoted=True)
         if guarded:
-            return self._length_guarded(f"{STRING_CHAR}*", lengths, f'"{STRING_CHAR}{{{lengths[0]},{lengths[1]}}}"')
+            return self._length_guarded(FREE_STRING, lengths, f'"{STRING_CHAR}{{{lengths[0]},{lengths[1]}}}"')
         return {"type": "string", **{k: node[k] for k in ("minLength", "maxLength") if k in node}}
 
     def _length_guarded(self, free: str, lengths: tuple, exact: str) -> dict:

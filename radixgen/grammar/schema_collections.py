@@ -17,6 +17,7 @@ from .unique_values import (BOUNDED_ITEM_MAX, CANONICAL_INTEGER, bounded_string_
 ITEMS_GUARD_MIN = 16  # arrays with a maxItems from here on are counted by the guard
 KEYED = "x-radixgen-keyed"  # marks the carrier of a keyed object (CollectionRewrites._keyed_object)
 STRING_CHAR = r'(?:[^"\\\x00-\x1F\x7F-\x9F]|\\["\\/bfnrt])'  # one character of a JSON string
+FREE_STRING = f"{STRING_CHAR}*"  # the regex of a length-guarded string without a pattern
 # uniqueItems over a finite set: distinct values x their characters at most (the automaton of
 # its increasing-subsequence regex builds in ~2 s per 100,000; 865 values took over 25 minutes)
 UNIQUE_SET_BUDGET = 300_000
@@ -207,7 +208,7 @@ class CollectionRewrites:
         if new.get("type") == "string" and set(new) <= {"type", "minLength"}:
             return node, "string", canonical_string_regex(new.get("minLength", 0))
         key = _placeholder_key(new)
-        if key in self.length_strings and self.placeholders[key] != f'"{STRING_CHAR}*"':
+        if self._guarded_pattern(key):
             # a pattern under a length guard: back to its counted regex everywhere, which the
             # guard counts as the item (the guard keeps no length inside a unique item)
             self.placeholders[key] = self.length_strings.pop(key)[2]
@@ -252,9 +253,12 @@ class CollectionRewrites:
         if new.get("type") == "string" and "maxLength" in new and set(new) <= {"type", "minLength", "maxLength"}:
             return new.get("minLength", 0), new["maxLength"]
         key = _placeholder_key(new)
-        if key in self.length_strings and self.placeholders[key] == f'"{STRING_CHAR}*"':
-            return self.length_strings[key][:2]
-        return None
+        plain = key in self.length_strings and not self._guarded_pattern(key)
+        return self.length_strings[key][:2] if plain else None
+
+    def _guarded_pattern(self, key: str | None) -> bool:
+        """Whether placeholder `key` is a pattern whose length the guard keeps (not a free string)."""
+        return key in self.length_strings and self.placeholders[key] != f'"{FREE_STRING}"'
 
     def _placeholder_item(self, items, new: dict, kind: str) -> str | None:
         """The item regex of an item of type `kind` the rewrite made a placeholder for (a string

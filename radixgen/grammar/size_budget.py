@@ -77,13 +77,13 @@ def index_entries(regex: str, info: TokenizerInfo) -> int:
                                           _first_byte_counts(info).tolist())
 
 
-_probe_lock = threading.Lock()
+_counts_lock = threading.Lock()
 _first_counts: "weakref.WeakKeyDictionary[TokenizerInfo, np.ndarray]" = weakref.WeakKeyDictionary()
 
 
 def _first_byte_counts(info: TokenizerInfo) -> np.ndarray:
     """How many of `info`'s tokens start with each byte."""
-    with _probe_lock:
+    with _counts_lock:
         if info not in _first_counts:
             counts = np.zeros(256, dtype=np.int64)
             for data in info.token_bytes:
