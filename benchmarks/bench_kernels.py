@@ -111,8 +111,9 @@ def kv_row_bytes(fmt: str, hkv: int, d: int) -> int:  # K + V bytes per token, a
     return 2 * hkv * {"bf16": 2 * d, "fp8": d, "nvfp4": d // 2 + d // 16}[fmt]
 
 
-def bench_decode(s, dev, timer, rows, sweep: bool, order: str = "random"):
-    """Our decode for each pool format (checked against the reference), then mixed and flashinfer."""
+def bench_decode(s, dev, timer, rows, sweep: set, order: str = "random"):
+    """Our decode for each pool format (checked against the reference), then mixed and flashinfer;
+    first a sweep of the kernel configs of the formats in `sweep`."""
     from radixgen.kernels import decode_attention as da
 
     gen = torch.Generator(dev).manual_seed(0)
@@ -126,12 +127,20 @@ def bench_decode(s, dev, timer, rows, sweep: bool, order: str = "random"):
     for fmt, kv in pools.items():
         # the reference loops in Python: check the first two requests
         want[fmt] = da.decode_attention_ref(qs[0][:2], kv, indptr[:3], indices, sm, out_dtype=torch.float32)[0]
-        if sweep and dev == "cuda" and fmt in SWEEP_FORMATS:
+        if fmt in sweep and dev == "cuda" and not cuda_nvfp4(da, qs[0], kv):
             sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer, want[fmt])
+        if fmt in sweep and dev == "cuda" and cuda_nvfp4(da, qs[0], kv):
+            sweep_cuda_nvfp4(da, kv, qs, indptr, indices, sm, timer, want[fmt])
         o, _ = da.decode_attention(qs[0], kv, indptr, indices, sm, out_dtype=torch.float32)
         t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm), qs)
         nbytes = b * n * (kv_row_bytes(fmt, s["hkv"], d) + 4) + 2 * b * hq * d * 2
         rows.append(dict(op=f"decode {fmt}", ms=t * 1e3, bytes=nbytes, err=rel_err(o[:2], want[fmt])))
+        if fmt == "nvfp4" and cuda_nvfp4(da, qs[0], kv):  # the Triton kernel it replaces, same inputs
+            da.USE_CUDA_NVFP4 = False
+            o, _ = da.decode_attention(qs[0], kv, indptr, indices, sm, out_dtype=torch.float32)
+            t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm), qs)
+            da.USE_CUDA_NVFP4 = True
+            rows.append(dict(op="decode nvfp4 (Triton kernel)", ms=t * 1e3, bytes=nbytes, err=rel_err(o[:2], want[fmt])))
     bench_mixed(s, da, pools, qs, indices, sm, timer, rows)
     bench_flashinfer_decode(s, dev, pools, qs, indptr, indices, sm, want, timer, rows)
     for r in rows[n_rows:]:
@@ -190,7 +199,6 @@ def mixed_reference(pools, q, ind2, half, sm):
     return torch.cat(outs)
 
 
-SWEEP_FORMATS = ("fp8", "nvfp4")
 SWEEP_SPLITS = (2, 3, 4, 5, 8)
 
 
@@ -247,6 +255,43 @@ def sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer, want):
     for splits in SWEEP_SPLITS:
         t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm, num_splits=splits), qs)
         print(f"  sweep {fmt} splits {splits}: {t * 1e3:.3f} ms", flush=True)
+
+
+def cuda_nvfp4(da, q, kv) -> bool:
+    """True when decode_attention runs the CUDA NVFP4 kernel (nvfp4_decode_cuda.py) for this pool."""
+    from radixgen.kernels import nvfp4_decode_cuda as cu
+
+    return da.USE_CUDA_NVFP4 and cu.supports(q, kv) and cu.available(q.device)
+
+
+def sweep_cuda_nvfp4(da, kv, qs, indptr, indices, sm, timer, want):
+    """Time the CUDA NVFP4 kernel per (warps per CTA, occupancy hint), keep the fastest, then time
+    forced split counts for it."""
+    from radixgen.kernels import nvfp4_decode_cuda as cu
+
+    best = None
+    for warps, min_warps in ((1, 8), (1, 10), (1, 12), (1, 6), (2, 8), (4, 8), (4, 12)):
+        cu.CONFIG.update(warps=warps, min_warps=min_warps)
+        try:
+            o, _ = da.decode_attention(qs[0][:2], kv, indptr[:3], indices, sm, out_dtype=torch.float32)
+            err = rel_err(o, want)
+            t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm), qs)
+        except Exception as exc:
+            print(f"  sweep cuda nvfp4 {warps} warps, min {min_warps}: failed ({type(exc).__name__}: {exc})")
+            continue
+        call = da._kernel_call(qs[0], kv, indptr, indices, sm, torch.bfloat16)
+        k = call.compiled(torch.float32)
+        print(f"  sweep cuda nvfp4 {warps} warps, min {min_warps}: {t * 1e3:.3f} ms (rel err {err:.1e}; regs "
+              f"{k.num_regs}; resident {call.resident()}; splits {da._num_splits(call, indices.numel())})", flush=True)
+        if err < 1e-2 and (best is None or t < best[0]):
+            best = (t, warps, min_warps)
+    if best is None:
+        raise RuntimeError("no CUDA NVFP4 decode config ran")
+    cu.CONFIG.update(warps=best[1], min_warps=best[2])
+    print(f"  sweep cuda nvfp4: best {best[1]} warps, min {best[2]}")
+    for splits in (1, 2, 3, 4, 6, 8):
+        t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm, num_splits=splits), qs)
+        print(f"  sweep cuda nvfp4 splits {splits}: {t * 1e3:.3f} ms", flush=True)
 
 
 def gather_bandwidth(dev, timer) -> None:
@@ -351,7 +396,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="tiny shapes (runs on the CPU under TRITON_INTERPRET=1)")
     ap.add_argument("--iters", type=int, default=50)
-    ap.add_argument("--sweep", action="store_true", help="time decode tile configs and keep the best")
+    ap.add_argument("--sweep", nargs="?", const="fp8,nvfp4", default="",
+                    help="time decode kernel configs of these formats (default fp8,nvfp4) and keep the best")
     ap.add_argument("--eager", action="store_true", help="time plain calls, not CUDA-graph replays")
     ap.add_argument("--json", type=Path, help="write the rows as JSON here")
     ap.add_argument("--order", choices=("random", "contiguous", "both"), default="random",
@@ -369,7 +415,7 @@ def main() -> None:
     if args.gather and dev == "cuda":
         gather_bandwidth(dev, timer)
     for order in (("random", "contiguous") if args.order == "both" else (args.order,)):
-        bench_decode(shapes, dev, timer, rows, args.sweep and order != "contiguous", order)
+        bench_decode(shapes, dev, timer, rows, set(args.sweep.split(",")) if order != "contiguous" else set(), order)
     if not args.decode_only:
         bench_extend(shapes, dev, timer, rows)
         bench_store(shapes, dev, timer, rows)

@@ -33,6 +33,7 @@ from .decode_rows import decode_rows_kernel
 from .decode_tile import decode_tile_kernel
 from .kv_layout import (FMT_FP8, FMT_NVFP4, KVBuffers, attend_ref, check_index, compute_dtype, kernel_flags,
                         output_buffers, written_out)
+from . import nvfp4_decode_cuda
 
 LOG2E = 1.4426950408889634
 # format -> (BLOCK_N, num_warps, num_stages, KV heads per program, prefetch the next tile's bits into
@@ -48,6 +49,8 @@ DECODE_CONFIGS = {0: (128, 4, 2, 1, False, None), 1: (128, 4, 3, 1, False, None)
 DECODE_VARIANT = {"split_eo": True, "rows": False, "fp8_eo": True}
 ROWS_CONFIGS = {0: (8, 4, 2), 1: (16, 4, 2), 2: (16, 4, 2)}  # the rows kernel: (tokens per tile, warps, stages)
 MIN_SPLIT_TOKENS = 256  # a split gets at least this many tokens on average
+# NVFP4 pools go to the CUDA kernel (nvfp4_decode_cuda.py) where it runs, else to the Triton one
+USE_CUDA_NVFP4 = True
 
 
 @triton.jit
@@ -235,7 +238,7 @@ def decode_attention_pools(q: torch.Tensor, parts: list[tuple[KVBuffers, torch.T
     o, lse = output_buffers(out, (b, hq, d), out_dtype, q.device)  # [B, Hq, D], [B, Hq]
     if b == 0:
         return o, lse
-    calls = [_KernelCall(q, kv, ptr, ind, sm_scale) for kv, ptr, ind in parts]
+    calls = [_kernel_call(q, kv, ptr, ind, sm_scale, out_dtype) for kv, ptr, ind in parts]
     splits = [num_splits or _num_splits(call, ind.numel()) for call, (_, _, ind) in zip(calls, parts)]
     total = sum(splits)
     mid_o, mid_lse = (o, lse) if total == 1 else output_buffers(None, (b, hq, total, d), torch.float32, q.device)
@@ -246,6 +249,20 @@ def decode_attention_pools(q: torch.Tensor, parts: list[tuple[KVBuffers, torch.T
     if total > 1:
         _reduce_splits_kernel[(b * hq,)](mid_o, mid_lse, o, lse, total, D=d, num_warps=1)
     return o, lse
+
+
+def _kernel_call(q, kv: KVBuffers, kv_indptr, kv_indices, sm_scale: float, out_dtype: torch.dtype):
+    """The launch for one pool: the CUDA NVFP4 kernel where it is available and built for the
+    shape (compiled here, so a failed compile falls back before anything is launched), else Triton."""
+    if (USE_CUDA_NVFP4 and nvfp4_decode_cuda.supports(q, kv) and nvfp4_decode_cuda.available(q.device)):
+        call = nvfp4_decode_cuda.DecodeCall(q, kv, kv_indptr, kv_indices, sm_scale * LOG2E)
+        try:
+            for dtype in {torch.float32, out_dtype}:
+                call.compiled(dtype)
+            return call
+        except Exception:  # logged once by nvfp4_decode_cuda; the Triton kernel takes over
+            pass
+    return _KernelCall(q, kv, kv_indptr, kv_indices, sm_scale)
 
 
 def _heads_per_program(kv: KVBuffers) -> int:

@@ -1,0 +1,200 @@
+"""The NVFP4 decode kernel in CUDA C++ (csrc/nvfp4_decode.cu), compiled at first use by NVRTC.
+
+decode_attention.py dispatches NVFP4 pools here when `available` and `supports` say so, and to
+the Triton kernel (decode_tile.py) otherwise: this kernel is the same contract (one program per
+(KV head, request, split) writing partial (o, lse) at split_base + split of split_stride), with the
+dequantize cut from about six instructions per value to about two (the source's header says how).
+It needs an NVIDIA GPU of compute capability 8.9 or newer (cvt e4m3x2, movmatrix) and the NVRTC
+library of the CUDA runtime torch was built with; nothing is downloaded, and without either the
+Triton kernel runs. RADIXGEN_CUDA_KERNELS=0 turns it off.
+
+The kernel is launched through the CUDA driver API (ctypes): no torch extension build, no host
+compiler. Compiled kernels are kept per (device, head dim, group, KV heads, dtypes).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import logging
+import os
+from pathlib import Path
+
+import torch
+
+from ._common import interpreting
+from .kv_layout import FMT_NVFP4, KVBuffers
+
+log = logging.getLogger(__name__)
+
+_SOURCE = Path(__file__).parent / "csrc" / "nvfp4_decode.cu"
+HEAD_DIMS = (64, 128, 256)
+MAX_GROUP = 8  # query heads per KV head: the S^T MMA's n8 columns
+# warps per CTA (each its own program) and the occupancy hint handed to __launch_bounds__,
+# module-level so a benchmark can sweep them
+CONFIG = {"warps": 1, "min_warps": 10}
+_OUT_KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+_state: dict = {}  # "error": why the kernel is unavailable; "kernels": compiled kernels by key
+
+
+def available(device: torch.device) -> bool:
+    """True when the kernel can run on `device`: CUDA, sm_89+, NVRTC present, not turned off."""
+    if device.type != "cuda" or interpreting() or os.environ.get("RADIXGEN_CUDA_KERNELS", "1") == "0":
+        return False
+    if torch.cuda.get_device_capability(device) < (8, 9):
+        return False
+    if "nvrtc" not in _state:
+        _state["nvrtc"] = _load_nvrtc()
+    return _state["nvrtc"] is not None and "error" not in _state
+
+
+def supports(q: torch.Tensor, kv: KVBuffers) -> bool:
+    """The shapes and dtypes this kernel is built for (the Triton kernel takes the rest)."""
+    return (kv.fmt == FMT_NVFP4 and kv.head_dim in HEAD_DIMS and q.dtype in (torch.float16, torch.bfloat16)
+            and q.shape[1] % kv.num_kv_heads == 0 and q.shape[1] // kv.num_kv_heads <= MAX_GROUP)
+
+
+class DecodeCall:
+    """One launch of the kernel for a pool, less its split count (as decode_attention's _KernelCall)."""
+
+    def __init__(self, q: torch.Tensor, kv: KVBuffers, kv_indptr: torch.Tensor, kv_indices: torch.Tensor,
+                 scale_log2: float):
+        self.q, self.kv, self.indptr, self.indices = q, kv, kv_indptr, kv_indices
+        self.batch, self.device, self.scale_log2 = q.shape[0], q.device, scale_log2
+        self.head_groups = kv.num_kv_heads
+
+    def compiled(self, out_dtype: torch.dtype) -> "_Kernel":
+        q, kv = self.q, self.kv
+        defines = dict(HEAD_DIM=kv.head_dim, GROUP=q.shape[1] // kv.num_kv_heads, HKV=kv.num_kv_heads,
+                       Q_BF16=int(q.dtype == torch.bfloat16), OUT_KIND=_OUT_KINDS[out_dtype],
+                       INDPTR64=int(self.indptr.dtype == torch.int64),
+                       INDICES64=int(self.indices.dtype == torch.int64),
+                       WARPS=CONFIG["warps"], MIN_WARPS=max(CONFIG["min_warps"], CONFIG["warps"]))
+        return kernel(self.device, defines)
+
+    def launch(self, mid_o: torch.Tensor, mid_lse: torch.Tensor, splits: int, split_base: int, stride: int) -> None:
+        """Write (o, lse) per (request, head, split) into mid_o [B, Hq, stride, D] / mid_lse [B, Hq,
+        stride] at split_base + split (stride 1: the final o [B, Hq, D], lse [B, Hq])."""
+        kv = self.kv
+        programs = kv.num_kv_heads * self.batch * splits
+        k = self.compiled(mid_o.dtype)
+        warps = k.defines["WARPS"]
+        args = [(ctypes.c_void_p, t.data_ptr()) for t in
+                (self.q, kv.k, kv.v, kv.k_bscale, kv.v_bscale, kv.k_scale, kv.v_scale, self.indptr,
+                 self.indices, mid_o, mid_lse)]
+        args += [(ctypes.c_float, self.scale_log2), (ctypes.c_int, self.batch), (ctypes.c_int, split_base),
+                 (ctypes.c_int, splits), (ctypes.c_int, stride)]
+        k.launch((programs + warps - 1) // warps, 32 * warps, args, torch.cuda.current_stream(self.device))
+
+    def resident(self) -> int:
+        """Programs resident at once on the device, from the compiled kernel's registers."""
+        k = self.compiled(torch.float32)
+        props = torch.cuda.get_device_properties(self.device)
+        warps = k.defines["WARPS"]
+        regs_per_warp = -(-k.num_regs * 32 // 256) * 256
+        per_sm = min(props.regs_per_multiprocessor // (regs_per_warp * warps), 32,
+                     props.max_threads_per_multi_processor // (32 * warps))
+        return max(1, per_sm) * warps * props.multi_processor_count
+
+
+# ---------------------------------------------------------------- NVRTC and the driver API
+
+
+class _Kernel:
+    def __init__(self, func: ctypes.c_void_p, module: ctypes.c_void_p, defines: dict, num_regs: int):
+        self.func, self.module, self.defines, self.num_regs = func, module, defines, num_regs
+
+    def launch(self, blocks: int, threads: int, args: list, stream: torch.cuda.Stream) -> None:
+        values = [ctype(value) for ctype, value in args]
+        params = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
+        _check(_cuda().cuLaunchKernel(self.func, blocks, 1, 1, threads, 1, 1, 0,
+                                      ctypes.c_void_p(stream.cuda_stream), params, None), "cuLaunchKernel")
+
+
+def kernel(device: torch.device, defines: dict) -> _Kernel:
+    """The compiled kernel for these constants on `device` (compiled and loaded once)."""
+    kernels = _state.setdefault("kernels", {})
+    key = (device.index, tuple(sorted(defines.items())))
+    if key not in kernels:
+        try:
+            kernels[key] = _build(device, defines)
+        except Exception as exc:  # a failed compile or load: the Triton kernel from now on
+            _state["error"] = f"{type(exc).__name__}: {exc}"
+            log.warning("NVFP4 CUDA decode kernel unavailable, using the Triton kernel (%s)", _state["error"])
+            raise
+    return kernels[key]
+
+
+def _build(device: torch.device, defines: dict) -> _Kernel:
+    major, minor = torch.cuda.get_device_capability(device)
+    options = [f"--gpu-architecture=sm_{major}{minor}", "-std=c++17", "--fmad=true"]
+    options += [f"-D{name}={value}" for name, value in defines.items()]
+    cubin = _compile(_SOURCE.read_text(), options)
+    with torch.cuda.device(device):
+        torch.cuda.current_stream(device).synchronize()  # the primary context is current
+        cuda = _cuda()
+        module, func, regs = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int()
+        _check(cuda.cuModuleLoadData(ctypes.byref(module), cubin), "cuModuleLoadData")
+        _check(cuda.cuModuleGetFunction(ctypes.byref(func), module, b"nvfp4_decode"), "cuModuleGetFunction")
+        _check(cuda.cuFuncGetAttribute(ctypes.byref(regs), 4, func), "cuFuncGetAttribute")  # NUM_REGS
+    return _Kernel(func, module, dict(defines), regs.value)
+
+
+def _compile(source: str, options: list[str]) -> bytes:
+    nvrtc = _state.get("nvrtc") or _load_nvrtc()
+    if nvrtc is None:
+        raise RuntimeError("no NVRTC library")
+    prog = ctypes.c_void_p()
+    _check_nvrtc(nvrtc, nvrtc.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"nvfp4_decode.cu",
+                                                 0, None, None))
+    try:
+        opts = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
+        if nvrtc.nvrtcCompileProgram(prog, len(options), opts) != 0:
+            size = ctypes.c_size_t()
+            nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+            text = ctypes.create_string_buffer(size.value)
+            nvrtc.nvrtcGetProgramLog(prog, text)
+            raise RuntimeError(f"NVRTC compile failed:\n{text.value.decode(errors='replace')}")
+        size = ctypes.c_size_t()
+        _check_nvrtc(nvrtc, nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(size)))
+        binary = ctypes.create_string_buffer(size.value)
+        _check_nvrtc(nvrtc, nvrtc.nvrtcGetCUBIN(prog, binary))
+        return binary.raw
+    finally:
+        nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+def _load_nvrtc():
+    """The NVRTC library of torch's CUDA version: by soname, else from the nvidia wheels."""
+    if torch.version.cuda is None:
+        return None
+    major = torch.version.cuda.split(".")[0]
+    names = [f"libnvrtc.so.{major}", "libnvrtc.so"]
+    for site in {str(Path(torch.__file__).parent.parent)}:
+        names += sorted(glob.glob(f"{site}/nvidia/**/libnvrtc.so*", recursive=True))
+    for name in names:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    _state["error"] = "no NVRTC library found"
+    return None
+
+
+def _cuda():
+    if "cuda" not in _state:
+        _state["cuda"] = ctypes.CDLL("libcuda.so.1")
+    return _state["cuda"]
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        name = ctypes.c_char_p()
+        _cuda().cuGetErrorName(result, ctypes.byref(name))
+        raise RuntimeError(f"{what} failed: {name.value.decode() if name.value else result}")
+
+
+def _check_nvrtc(nvrtc, result: int) -> None:
+    if result != 0:
+        nvrtc.nvrtcGetErrorString.restype = ctypes.c_char_p
+        raise RuntimeError(f"NVRTC error: {nvrtc.nvrtcGetErrorString(result).decode()}")
