@@ -10,7 +10,8 @@ validates. Unsupported input raises GrammarError.
   (fullmatch implies the anchored search; so are those at the ends of top-level alternatives),
   shorthand classes (`\\d \\w \\s \\D \\W \\S`) are narrowed to printable ASCII (Python's and
   Rust's Unicode tables differ), and constructs whose meaning differs between the two engines
-  (lookaround, backreferences, inline flags, word boundaries, `\\p{..}`) are refused.
+  (lookaround, backreferences, inline flags, word boundaries, `\\p{..}`) are refused, but for
+  negative lookaheads of literal prefixes before one repeated class (`regex_lookahead`).
 - `format_regex`: exact regexes for the string formats radixgen supports.
 
 Numbers between bounds are in `regex_numbers`.
@@ -23,6 +24,7 @@ import re
 
 from .matcher import GrammarError
 from .regex_lengths import fit_length
+from .regex_lookahead import leading_excluded_prefixes, without_prefixes
 
 _JSON_UNSAFE = r'["\\\x00-\x1f]'  # chars a raw JSON string may not contain unescaped
 # "." (ECMA-262's leaves out the line terminators \u2028 and \u2029, Python's does not: neither)
@@ -166,11 +168,14 @@ def increasing_subsequence_regex(items: list[str], separator: str, nonempty: boo
 
 
 def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_length: int | None = None,
-                         keyword: str = "pattern", name: str | None = None) -> str:
+                         keyword: str = "pattern", name: str | None = None, open_from: int | None = None) -> str:
     """Translate a JSON Schema `pattern` into a safe fullmatch regex over raw string contents,
     whose strings are `min_length`..`max_length` characters long (see `regex_lengths.fit_length`). A format's
     regex goes through here too when the format has length bounds (keyword "format", name: the
-    format's name, for error messages)."""
+    format's name, for error messages). With `open_from` (default: max_length + 1), a repeat `{a,b}`
+    with b >= open_from becomes `{a,}`: for strings of at most open_from characters the same
+    strings (no repeat counts past the string's length), which fit_length then bounds, or a
+    string length guard does, in one automaton state per piece."""
     def refuse(why: str) -> GrammarError:
         return GrammarError(f"unsupported {keyword} {name or pattern!r} at {path}.{keyword}: {why}")
 
@@ -181,8 +186,14 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
         raise refuse(f"not a valid regular expression ({exc})") from None
     if body.startswith("^"):
         body = body[1:]
-    if body.endswith("$") and not _escaped_at(body, len(body) - 1):
+    end_anchored = body.endswith("$") and not _escaped_at(body, len(body) - 1)
+    if end_anchored:
         body = body[:-1]
+    excluded, body = leading_excluded_prefixes(body)
+    if open_from is None and max_length is not None:  # a repeat past maxLength counts as open: fit_length
+        open_from = max_length + 1                    # bounds it (`[a-z]{2,64}` under maxLength 33)
+    if excluded and not body and not end_anchored:  # `^(?!aws:.*)`: a search, so any continuation
+        body = ".*"
     out, unbounded, i, depth = [], [], 0, 0
     while i < len(body):
         at_edge = depth == 0 and (body[i] == "^" and out[-1:] == ["|"]
@@ -194,6 +205,13 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
             # after a quantifier (a literal brace is "\\}" here): Python 3.11's possessive form
             raise refuse("possessive quantifiers are not supported")
         quantifier = _UNBOUNDED.match(body, i)
+        counted = _QUANTIFIER.match(body, i) if open_from is not None and quantifier is None else None
+        if counted and counted[1] and counted[1][1:] and int(counted[1][1:]) >= open_from:
+            quantifier = _UNBOUNDED.fullmatch(body[i:counted.start(1)] + ",}")  # {a,b} as {a,}
+            unbounded.append((len(out), counted.start(), counted.end(), int(quantifier[1])))
+            out.append(quantifier[0])
+            i = counted.end()
+            continue
         if quantifier:  # the scan consumes escapes and classes whole: this is a real quantifier
             least = 1 if quantifier[0] == "+" else int(quantifier[1] or 0)
             unbounded.append((len(out), quantifier.start(), quantifier.end(), least))
@@ -205,6 +223,8 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
         out.append(piece)
     if min_length or max_length is not None:
         fit_length(body, out, unbounded, min_length, max_length, refuse)
+    if excluded:
+        return without_prefixes(body, out, excluded, refuse)
     return "(?:" + "".join(out) + ")"
 
 

@@ -319,7 +319,7 @@ class SchemaRewriter(ObjectRewrites, CollectionRewrites, ReferenceReading):
         guarded = lengths[1] is not None and lengths[1] >= guard_tables.LENGTH_GUARD_MIN
         if "pattern" in node:
             exact = string_pattern_regex(node["pattern"], path, *lengths)
-            free = string_pattern_regex(node["pattern"], path) if guarded else exact
+            free = string_pattern_regex(node["pattern"], path, open_from=lengths[1]) if guarded else exact
             # the pattern's own regex with the guard keeping the length (exact, and one state per
             # piece), where no state past its first few characters needs more characters to close
             first = length_guard_start(f'"{free}"', guard_tables.LENGTH_GUARD_MIN) if free != exact else None

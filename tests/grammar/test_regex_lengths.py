@@ -42,3 +42,19 @@ def test_bounded_patterns_compile_and_validate(pattern, max_length, smol_compile
         _, text = random_walk(grammar, smol_info, seed)
         jsonschema.validate(json.loads(text), schema)
         assert all(re.search(pattern, item) for item in json.loads(text))
+
+
+@pytest.mark.parametrize("pattern,max_length,samples", [
+    ("^[a-z]{2,64}$", 33, {"ab": True, "a" * 33: True, "a" * 34: False, "a": False}),
+    ("^[a-z]{2,64}-[0-9]{3}$", 20, {"ab-123": True, "a" * 16 + "-123": True, "a" * 17 + "-123": False}),
+    ("^[a-z]{2,10}$", 33, {"a" * 10: True, "a" * 11: False}),  # a repeat within maxLength keeps its bound
+])
+def test_a_repeat_past_max_length_is_bounded_by_it(pattern, max_length, samples):
+    # `[a-z]{2,64}` under maxLength 33 was refused ("its strings are 2..64 characters long");
+    # no string of <= 33 characters repeats past 33, so the repeat counts as open and is fitted
+    from radixgen.grammar.unique_values import fullmatches
+
+    regex = string_pattern_regex(pattern, "x", 1, max_length)
+    for text, want in samples.items():
+        assert fullmatches(regex, text.encode()) == want, text
+

@@ -1,0 +1,69 @@
+"""Leading negative lookaheads of literal prefixes (AWS's `^(?!aws:)[a-zA-Z0-9 _.:/=+@-]{1,128}$`),
+rewritten without lookaround: exactly the strings the pattern allows, end to end valid, and the
+other lookarounds still refused."""
+
+import itertools
+import json
+import re
+
+import jsonschema
+import pytest
+
+from radixgen.core import Constraint
+from radixgen.grammar.matcher import GrammarError
+from radixgen.grammar.regex_leaves import string_pattern_regex
+from radixgen.grammar.unique_values import fullmatches
+from tests.grammar.walks import random_walk
+
+
+@pytest.mark.parametrize("pattern,min_length,max_length", [
+    ("^(?!ab)(?!ca)[a-c]{0,4}$", 0, 4),     # two literals, may end before either
+    ("^(?!ab)[a-c]+$", 0, None),             # unbounded
+    ("^(?!a)(?!bb)[abc]*$", 0, None),       # a one-character literal
+    ("^(?!abc)(?!abd)[a-d]{2,4}$", 2, 4),    # literals sharing a prefix, a least length past it
+    ("^(?!ab.*)[a-c]{1,3}$", 1, 3),         # `.*` after the literal says the same
+    ("(?!b)[abc]{1,3}", 1, 3),               # unanchored: the fullmatch is a subset
+    ("^(?!ab)[a-c]+$", 2, 3),                # minLength / maxLength on top
+])
+def test_exactly_the_strings_without_the_prefixes(pattern, min_length, max_length):
+    regex = string_pattern_regex(pattern, "x", min_length, max_length)
+    assert "(?!" not in regex
+    for n in range(6):
+        for chars in itertools.product("abcd", repeat=n):
+            text = "".join(chars)
+            fits = min_length <= n <= (5 if max_length is None else max_length)
+            want = fits and re.fullmatch(pattern.lstrip("^").rstrip("$"), text) is not None
+            assert fullmatches(regex, text.encode()) == want, (pattern, text)
+
+
+def test_an_open_ended_lookahead_allows_any_continuation():
+    regex = string_pattern_regex("^(?!aws:.*)", "x", 0, 8)
+    for text, want in (("", True), ("aws", True), ("awsx:y", True), ("aws:", False), ("aws:tag", False),
+                       ("Aws:tag", True)):
+        assert fullmatches(regex, text.encode()) == want, text
+
+
+def test_a_literal_with_characters_json_escapes_takes_no_raw_edge():
+    regex = string_pattern_regex('^(?!a\\"b)[^x]*$', "x")  # after "a", the '"' edge is not taken raw
+    assert fullmatches(regex, b"ab") and fullmatches(regex, b"a") and not fullmatches(regex, b'a"')
+
+
+@pytest.mark.parametrize("pattern", ["^(?=aws:)[a-z:]+$", "^(?!\\s*$).+$", "^[a-z](?!.*--)[a-z-]*$",
+                                     "^(?!aws:)[a-z]+[0-9]$"])
+def test_other_lookarounds_are_refused(pattern):
+    with pytest.raises(GrammarError, match="lookahead|lookaround"):
+        string_pattern_regex(pattern, "x", 0, 16)
+
+
+def test_aws_tag_keys_end_to_end(smol_compiler, smol_info):
+    tag = {"type": "object", "additionalProperties": False, "required": ["Key", "Value"],
+           "properties": {"Key": {"type": "string", "minLength": 1, "maxLength": 128,
+                                  "pattern": "^(?!aws:)(?!memorydb:)[a-zA-Z0-9 _\\.\\/=+:\\-@]{1,128}$"},
+                          "Value": {"type": "string", "maxLength": 256}}}
+    schema = {"type": "array", "items": tag, "minItems": 1, "maxItems": 3}
+    grammar = smol_compiler.compile(Constraint("json_schema", json.dumps(schema)))
+    for seed in range(4):
+        _, text = random_walk(grammar, smol_info, seed)
+        value = json.loads(text)
+        jsonschema.validate(value, schema)
+        assert not any(tag["Key"].startswith(("aws:", "memorydb:")) for tag in value)
