@@ -10,8 +10,9 @@ validates. Unsupported input raises GrammarError.
   (fullmatch implies the anchored search; so are those at the ends of top-level alternatives),
   shorthand classes (`\\d \\w \\s \\D \\W \\S`) are narrowed to printable ASCII (Python's and
   Rust's Unicode tables differ), and constructs whose meaning differs between the two engines
-  (lookaround, backreferences, inline flags, word boundaries, `\\p{..}`) are refused, but for
-  negative lookaheads of literal prefixes before one repeated class (`regex_lookahead`).
+  (lookaround, backreferences, inline flags, word boundaries) are refused, but for negative
+  lookaheads of literal prefixes before one repeated class (`regex_lookahead`); Unicode
+  properties (`\\p{L}`) are narrowed to ASCII like the shorthands (`regex_properties`).
 - `format_regex`: exact regexes for the string formats radixgen supports.
 
 Numbers between bounds are in `regex_numbers`.
@@ -25,6 +26,7 @@ import re
 from .matcher import GrammarError
 from .regex_lengths import fit_length
 from .regex_lookahead import leading_excluded_prefixes, without_prefixes
+from .regex_properties import PROPERTY, class_text, property_members, python_view, without_single_negations
 
 _JSON_UNSAFE = r'["\\\x00-\x1f]'  # chars a raw JSON string may not contain unescaped
 # "." (ECMA-262's leaves out the line terminators \u2028 and \u2029, Python's does not: neither)
@@ -179,9 +181,9 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
     def refuse(why: str) -> GrammarError:
         return GrammarError(f"unsupported {keyword} {name or pattern!r} at {path}.{keyword}: {why}")
 
-    body = _python_group_names(pattern)
+    body = without_single_negations(_python_group_names(pattern))
     try:
-        re.compile(body)
+        re.compile(python_view(body))
     except re.error as exc:
         raise refuse(f"not a valid regular expression ({exc})") from None
     if body.startswith("^"):
@@ -304,6 +306,16 @@ def _escape(body: str, i: int, refuse, in_class: bool, negated: bool = False) ->
     if c in _SHORTHAND:
         inner = _SHORTHAND[c]
         return (inner if in_class else f"[{inner}]"), i + 2
+    if c in "pP":  # a Unicode property, narrowed to ASCII (regex_properties)
+        m = PROPERTY.match(body, i)
+        members = property_members(m[1], m[2] or m[3]) if m else None
+        if members is None:
+            raise refuse(f"unsupported property escape {body[i:i + 12]!r} (general categories only)")
+        if negated:
+            raise refuse("a Unicode property inside a negated class is not supported")
+        if not members and not in_class:  # (in a class it adds nothing; an empty class is refused there)
+            raise refuse(f"{m[0]} has no printable ASCII character (properties are narrowed to ASCII)")
+        return (class_text(members) if in_class else f"[{class_text(members)}]"), m.end()
     if c in "xu":
         width = 2 if c == "x" else 4
         digits = body[i + 2:i + 2 + width]
@@ -345,7 +357,8 @@ def _char_class(body: str, i: int, refuse) -> tuple[str, int]:
                 # narrowed to ASCII, it would widen the negation (\s misses U+00A0, so [^\s] gets it)
                 raise refuse("a shorthand class inside a negated class is not supported")
             piece, j = _escape(body, j, refuse, in_class=True, negated=negated)
-            if body[j - 1] in _SHORTHAND and body.startswith("-", j) and not body.startswith("-]", j):
+            shorthand = body[j - 1] in _SHORTHAND or PROPERTY.match(body, j - len(body[:j].rsplit("\\", 1)[-1]) - 1)
+            if shorthand and body.startswith("-", j) and not body.startswith("-]", j):
                 raise refuse("a range next to a shorthand class is ambiguous")
             if not piece and (parts[-1] == "-" or body.startswith("-", j) and not body.startswith("-]", j)):
                 raise refuse("a range from or to a character JSON strings must escape is not supported")

@@ -4,6 +4,8 @@ regex allows has an allowed length (`fit_length`, used by `regex_leaves.string_p
 from __future__ import annotations
 
 import re
+
+from .regex_properties import python_view
 from re import _constants
 
 _UNBOUNDED_WIDTH = int(_constants.MAXREPEAT)
@@ -84,7 +86,7 @@ def _ends_are_determined(body: str, num_unbounded: int) -> bool:
     compared on a sample alphabet (printable ASCII and a few others) with Python's semantics, which
     are wider than the translation's, so a false "disjoint" cannot come from the sample's ASCII
     part; a pattern judged wrongly is still refused by the automaton probe, never built."""
-    parsed = re._parser.parse(body)
+    parsed = re._parser.parse(python_view(body))
     items = parsed.data
     tops = [i for i, (op, av) in enumerate(items) if op in _REPEATS and av[1] == _UNBOUNDED_WIDTH]
     if len(tops) != num_unbounded:  # a repeat inside a group
@@ -117,7 +119,7 @@ def _width_with(body: str, unbounded: list, counts: list) -> tuple[int, int | No
 
 def _width(body: str) -> tuple[int, int | None]:
     """Fewest and most characters a fullmatch of `body` spans (None: no most)."""
-    lo, hi = re._parser.parse(body).getwidth()
+    lo, hi = re._parser.parse(python_view(body)).getwidth()
     return lo, (None if hi >= _UNBOUNDED_WIDTH else hi)
 
 

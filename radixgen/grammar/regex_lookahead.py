@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from .regex_properties import python_view
+
 _LOOKAHEAD_LITERAL = re.compile(r"\(\?!((?:[A-Za-z0-9 _:/@#%&=,;'<>~`-]|\\[^A-Za-z0-9])+)(\.\*)?\)")
 _REPEAT = re.compile(r"\*|\+|\{([0-9]+)(?:,([0-9]*))?\}")
 _TRAILING_REPEAT = re.compile(r"(?:[*+]|\{[0-9]+(?:,[0-9]*)?\})$")
@@ -42,7 +44,7 @@ def without_prefixes(body: str, out: list, excluded: list[str], refuse) -> str:
     atom = out[0]
     least = {"*": 0, "+": 1}.get(quantifier, int(m[1] or 0))
     most = None if quantifier in ("*", "+") or m[2] == "" else int(m[2] if m[2] is not None else m[1])
-    allowed = re.compile(source)  # the class as the pattern wrote it: which literal characters it takes
+    allowed = re.compile(python_view(source))  # the class as the pattern wrote it: which literal characters it takes
 
     def rest(count: int) -> str:  # any tail of the class, after `count` characters
         lo = max(least - count, 0)

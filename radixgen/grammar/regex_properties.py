@@ -1,0 +1,87 @@
+"""Unicode property escapes in JSON Schema patterns (`\\p{L}`, `\\P{C}`), narrowed to ASCII.
+
+ECMA-262 patterns (AWS writes tag values as `^([\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*)$`) may name a Unicode
+general category. Python's `re` has no such escapes and Rust's tables follow another Unicode
+version, so, like the shorthand classes, a property becomes the printable ASCII characters of that
+category (minus `"` and `\\`, which JSON strings escape): a subset of what it names in every
+Unicode version, so every output validates. Inside a negated class a subset would widen the
+negation, so there it is refused.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+PROPERTY = re.compile(r"\\([pP])(?:\{([^}]*)\}|([A-Za-z]))")
+_CATEGORIES = {"L", "Lu", "Ll", "Lt", "Lm", "Lo", "LC", "L&", "M", "Mn", "Mc", "Me", "N", "Nd", "Nl", "No",
+               "P", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "S", "Sm", "Sc", "Sk", "So",
+               "Z", "Zs", "Zl", "Zp", "C", "Cc", "Cf", "Cs", "Co", "Cn"}
+_ASCII = [chr(c) for c in range(0x20, 0x7F) if chr(c) not in '"\\']
+
+
+def property_members(kind: str, name: str) -> list[str] | None:
+    """The JSON-safe printable ASCII characters of `\\p{name}` (kind "p") or `\\P{name}` (kind
+    "P"), in order; None where `name` is no general category."""
+    if name not in _CATEGORIES:
+        return None
+    cased = ("Lu", "Ll", "Lt")
+
+    def named(ch: str) -> bool:
+        cat = unicodedata.category(ch)
+        return cat in cased if name in ("LC", "L&") else cat.startswith(name)
+
+    return [ch for ch in _ASCII if named(ch) == (kind == "p")]
+
+
+def class_text(members: list[str]) -> str:
+    """Members (ASCII, in order) as the inside of a Rust or Python class: hex escapes, runs of
+    consecutive characters as ranges."""
+    runs: list[list[int]] = []
+    for code in map(ord, members):
+        if runs and runs[-1][1] == code - 1:
+            runs[-1][1] = code
+        else:
+            runs.append([code, code])
+    return "".join(f"\\x{a:02x}" if a == b else f"\\x{a:02x}-\\x{b:02x}" for a, b in runs)
+
+
+# `[^\p{X}]` is `\P{X}` (and the other way round): the one negated class with a property in it
+# that keeps its exact meaning once narrowed
+SINGLE_NEGATED = re.compile(r"(?<!\\)\[\^\\([pP])(\{[A-Za-z&]+\}|[A-Za-z])\]")
+
+
+def without_single_negations(pattern: str) -> str:
+    return SINGLE_NEGATED.sub(lambda m: "\\" + ("P" if m[1] == "p" else "p") + m[2], pattern)
+
+
+def python_view(pattern: str) -> str:
+    """`pattern` with each property escape as its ASCII members (a class outside classes; an
+    unknown property as `\\d`), for Python's parser: the same widths and, on ASCII, the same
+    characters as the translation."""
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        m = PROPERTY.match(pattern, i) if c == "\\" else None
+        if m:
+            members = property_members(m[1], m[2] or m[3])
+            inner = class_text(members) if members else "\\d"
+            out.append(inner if in_class else f"[{inner}]")
+            i = m.end()
+            continue
+        if c == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern.startswith(("[]", "[^]"), i):  # a leading "]" is a literal
+                n = 2 if pattern[i + 1] == "]" else 3
+                out.append(pattern[i:i + n])
+                i += n
+                continue
+        out.append(c)
+        i += 1
+    return "".join(out)
