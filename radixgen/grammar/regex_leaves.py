@@ -26,7 +26,8 @@ import re
 from .matcher import GrammarError
 from .regex_lengths import fit_length
 from .regex_lookahead import leading_excluded_prefixes, without_prefixes
-from .regex_properties import PROPERTY, class_text, property_members, python_view, without_single_negations
+from .regex_properties import (PROPERTY, class_text, pattern_tokens, property_members, python_view,
+                               without_single_negations)
 
 _JSON_UNSAFE = r'["\\\x00-\x1f]'  # chars a raw JSON string may not contain unescaped
 # "." (ECMA-262's leaves out the line terminators \u2028 and \u2029, Python's does not: neither)
@@ -244,27 +245,15 @@ def _literal_brace(body: str, i: int) -> bool:
 
 def _python_group_names(pattern: str) -> str:
     """`pattern` with ECMA-262's named groups `(?<name>...)` in Python's `(?P<name>...)` form."""
-    out, i, in_class = [], 0, False
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            out.append(pattern[i:i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            if pattern.startswith(("[]", "[^]"), i):  # a leading "]" is a literal
-                out.append(pattern[i:i + (2 if pattern[i + 1] == "]" else 3)])
-                i += len(out[-1])
-                continue
-        elif pattern.startswith("(?<", i) and pattern[i + 3:i + 4] not in ("=", "!", ""):
+    out, skip = [], 0
+    for i, text, in_class in pattern_tokens(pattern):
+        if skip:
+            skip -= 1
+        elif not in_class and pattern.startswith("(?<", i) and pattern[i + 3:i + 4] not in ("=", "!", ""):
             out.append("(?P<")
-            i += 3
-            continue
-        out.append(c)
-        i += 1
+            skip = 2
+        else:
+            out.append(text)
     return "".join(out)
 
 

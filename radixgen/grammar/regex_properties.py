@@ -55,33 +55,35 @@ def without_single_negations(pattern: str) -> str:
     return SINGLE_NEGATED.sub(lambda m: "\\" + ("P" if m[1] == "p" else "p") + m[2], pattern)
 
 
+def pattern_tokens(pattern: str):
+    """(index, text, inside a class) of each token of a pattern: an escape (a property escape
+    whole), a class opening with its leading literal "]" (`[]` or `[^]`), or one character."""
+    i, in_class = 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            m = PROPERTY.match(pattern, i)
+            n = m.end() - i if m else 2
+        elif not in_class and c == "[":
+            n = 2 if pattern.startswith("[]", i) else 3 if pattern.startswith("[^]", i) else 1
+        else:
+            n = 1
+        yield i, pattern[i:i + n], in_class
+        if c != "\\":
+            in_class = c != "]" if in_class else c == "["
+        i += n
+
+
 def python_view(pattern: str) -> str:
     """`pattern` with each property escape as its ASCII members (a class outside classes; an
     unknown property as `\\d`), for Python's parser: the same widths and, on ASCII, the same
     characters as the translation."""
-    out, i, in_class = [], 0, False
-    while i < len(pattern):
-        c = pattern[i]
-        m = PROPERTY.match(pattern, i) if c == "\\" else None
+    out = []
+    for _, text, in_class in pattern_tokens(pattern):
+        m = PROPERTY.fullmatch(text)
         if m:
             members = property_members(m[1], m[2] or m[3])
             inner = class_text(members) if members else "\\d"
-            out.append(inner if in_class else f"[{inner}]")
-            i = m.end()
-            continue
-        if c == "\\":
-            out.append(pattern[i:i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            if pattern.startswith(("[]", "[^]"), i):  # a leading "]" is a literal
-                n = 2 if pattern[i + 1] == "]" else 3
-                out.append(pattern[i:i + n])
-                i += n
-                continue
-        out.append(c)
-        i += 1
+            text = inner if in_class else f"[{inner}]"
+        out.append(text)
     return "".join(out)
