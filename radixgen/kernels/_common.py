@@ -21,6 +21,16 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def ctas_per_sm(n_regs: int, shared: int, warps: int, props) -> int:
+    """CTAs of a kernel (n_regs per thread, `shared` bytes, `warps` warps each) that fit on one SM
+    of a device with properties `props` (torch.cuda.get_device_properties)."""
+    regs_per_warp = triton.cdiv(max(n_regs, 1) * 32, 256) * 256  # registers are allocated per warp in 256s
+    by_regs = getattr(props, "regs_per_multiprocessor", 65536) // regs_per_warp // warps
+    by_smem = getattr(props, "shared_memory_per_multiprocessor", 233472) // (shared + 1024)  # 1 KiB reserved each
+    by_threads = getattr(props, "max_threads_per_multi_processor", 2048) // (32 * warps)
+    return max(1, min(by_regs, by_smem, by_threads, 32))
+
+
 def check_float_input(x: torch.Tensor, name: str = "x") -> None:
     """Raise ValueError unless `x` is a finite fp32/fp16/bf16 tensor."""
     if not isinstance(x, torch.Tensor):

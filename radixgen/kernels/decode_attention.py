@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, check_kernel_tensor, interpreting, store_rne
+from ._common import FLOAT_DTYPES, check_kernel_tensor, ctas_per_sm, interpreting, store_rne
 from .decode_rows import decode_rows_kernel
 from .decode_tile import decode_tile_kernel
 from .kv_layout import (FMT_FP8, FMT_NVFP4, KVBuffers, attend_ref, check_index, compute_dtype, kernel_flags,
@@ -137,15 +137,6 @@ def _num_splits(call: "_KernelCall", nnz: int) -> int:
 _RESIDENT: dict = {}  # kernel configuration -> programs resident on the device at once
 
 
-def _per_sm(n_regs: int, shared: int, warps: int, props) -> int:
-    """Programs of a kernel (n_regs per thread, `shared` bytes, `warps` warps) that fit on one SM."""
-    regs_per_warp = triton.cdiv(max(n_regs, 1) * 32, 256) * 256  # registers are allocated per warp in 256s
-    by_regs = getattr(props, "regs_per_multiprocessor", 65536) // regs_per_warp // warps
-    by_smem = getattr(props, "shared_memory_per_multiprocessor", 233472) // (shared + 1024)  # 1 KiB reserved each
-    by_threads = getattr(props, "max_threads_per_multi_processor", 2048) // (32 * warps)
-    return max(1, min(by_regs, by_smem, by_threads, 32))
-
-
 class _KernelCall:
     """One decode kernel launch of the selected variant for a pool, less its split count."""
 
@@ -196,7 +187,7 @@ class _KernelCall:
                 kernel = self.fn.warmup(*self.inputs, part, part, self.scale_log2, 0, 1, 1, grid=self.grid(1),
                                         **self.kwargs)
                 kernel._init_handles()
-                per_sm = _per_sm(kernel.n_regs, kernel.metadata.shared, self.kwargs["num_warps"], props)
+                per_sm = ctas_per_sm(kernel.n_regs, kernel.metadata.shared, self.kwargs["num_warps"], props)
             except Exception:  # a Triton without these attributes: the old rule of thumb
                 per_sm = 16
             _RESIDENT[key] = per_sm * props.multi_processor_count
@@ -234,7 +225,7 @@ def decode_attention_pools(q: torch.Tensor, parts: list[tuple[KVBuffers, torch.T
         for t, name in ((ptr, "kv_indptr"), (ind, "kv_indices")):
             check_kernel_tensor(t, name)
     check_kernel_tensor(q, "q")
-    (b, hq, d), hkv = q.shape, parts[0][0].num_kv_heads
+    b, hq, d = q.shape
     o, lse = output_buffers(out, (b, hq, d), out_dtype, q.device)  # [B, Hq, D], [B, Hq]
     if b == 0:
         return o, lse

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from ._common import interpreting
+from ._common import ctas_per_sm, interpreting
 from .kv_layout import FMT_NVFP4, KVBuffers
 
 log = logging.getLogger(__name__)
@@ -90,11 +90,8 @@ class DecodeCall:
         """Programs resident at once on the device, from the compiled kernel's registers."""
         k = self.compiled(torch.float32)
         props = torch.cuda.get_device_properties(self.device)
-        warps = k.defines["WARPS"]
-        regs_per_warp = -(-k.num_regs * 32 // 256) * 256
-        per_sm = min(props.regs_per_multiprocessor // (regs_per_warp * warps), 32,
-                     props.max_threads_per_multi_processor // (32 * warps))
-        return max(1, per_sm) * warps * props.multi_processor_count
+        warps = k.defines["WARPS"]  # each its own program
+        return ctas_per_sm(k.num_regs, 0, warps, props) * warps * props.multi_processor_count
 
 
 # ---------------------------------------------------------------- NVRTC and the driver API

@@ -9,6 +9,7 @@ import torch
 
 from radixgen import kernels
 from radixgen.kernels import decode_attention as da
+from radixgen.kernels._common import ctas_per_sm
 from radixgen.kernels.kv_layout import KVBuffers
 from tests.kernels.conftest import KERNEL_DEVICE
 from tests.kernels.kv_pools import FORMATS, csr, dequant64, make_pool, oracle, poisoned, pool_of, rel_err, to_device
@@ -156,11 +157,11 @@ def test_resident_programs_per_sm_from_kernel_resources():
     threads each cap the programs per SM; the H200 figures of the decode kernels."""
     props = SimpleNamespace(regs_per_multiprocessor=65536, shared_memory_per_multiprocessor=233472,
                             max_threads_per_multi_processor=2048)
-    assert da._per_sm(250, 13568, 1, props) == 8  # nvfp4, one warp: 256 registers -> 8 warps
-    assert da._per_sm(168, 73728, 4, props) == 3  # fp8: registers allow 3, shared memory 3
-    assert da._per_sm(168, 120000, 4, props) == 1  # shared memory binds
-    assert da._per_sm(16, 0, 1, props) == 32  # at most 32 programs per SM
-    assert da._per_sm(32, 0, 8, props) == 8  # threads: 2048 / 256
+    assert ctas_per_sm(250, 13568, 1, props) == 8  # nvfp4, one warp: 256 registers -> 8 warps
+    assert ctas_per_sm(168, 73728, 4, props) == 3  # fp8: registers allow 3, shared memory 3
+    assert ctas_per_sm(168, 120000, 4, props) == 1  # shared memory binds
+    assert ctas_per_sm(16, 0, 1, props) == 32  # at most 32 programs per SM
+    assert ctas_per_sm(32, 0, 8, props) == 8  # threads: 2048 / 256
 
 
 @pytest.mark.parametrize(("pairs", "resident", "keys_per_request", "want"), [
