@@ -26,7 +26,7 @@ import re
 from .matcher import GrammarError
 from .regex_lengths import fit_length
 from .regex_lookahead import leading_excluded_prefixes, without_prefixes
-from .regex_properties import (PROPERTY, class_text, pattern_tokens, property_members, python_view,
+from .regex_properties import (PROPERTY, members_text, pattern_tokens, property_members, python_view,
                                without_single_negations)
 
 _JSON_UNSAFE = r'["\\\x00-\x1f]'  # chars a raw JSON string may not contain unescaped
@@ -193,10 +193,10 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
     if end_anchored:
         body = body[:-1]
     excluded, body = leading_excluded_prefixes(body)
-    if open_from is None and max_length is not None:  # a repeat past maxLength counts as open: fit_length
-        open_from = max_length + 1                    # bounds it (`[a-z]{2,64}` under maxLength 33)
     if excluded and not body and not end_anchored:  # `^(?!aws:.*)`: a search, so any continuation
         body = ".*"
+    if open_from is None and max_length is not None:  # a repeat past maxLength counts as open: fit_length
+        open_from = max_length + 1                    # bounds it (`[a-z]{2,64}` under maxLength 33)
     out, unbounded, i, depth = [], [], 0, 0
     while i < len(body):
         at_edge = depth == 0 and (body[i] == "^" and out[-1:] == ["|"]
@@ -207,14 +207,14 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
         if body[i] == "+" and out and (out[-1] in ("*", "+", "?", "}") or out[-1].startswith("{")):
             # after a quantifier (a literal brace is "\\}" here): Python 3.11's possessive form
             raise refuse("possessive quantifiers are not supported")
-        quantifier = _UNBOUNDED.match(body, i)
-        counted = _QUANTIFIER.match(body, i) if open_from is not None and quantifier is None else None
-        if counted and counted[1] and counted[1][1:] and int(counted[1][1:]) >= open_from:
-            quantifier = _UNBOUNDED.fullmatch(body[i:counted.start(1)] + ",}")  # {a,b} as {a,}
-            unbounded.append((len(out), counted.start(), counted.end(), int(quantifier[1])))
-            out.append(quantifier[0])
+        counted = _QUANTIFIER.match(body, i) if open_from is not None else None
+        if counted and counted[1] and counted[1][1:] and int(counted[1][1:]) >= open_from:  # {a,b} as {a,}
+            least = int(body[i + 1:counted.start(1)])
+            unbounded.append((len(out), i, counted.end(), least))
+            out.append(f"{{{least},}}")
             i = counted.end()
             continue
+        quantifier = _UNBOUNDED.match(body, i)
         if quantifier:  # the scan consumes escapes and classes whole: this is a real quantifier
             least = 1 if quantifier[0] == "+" else int(quantifier[1] or 0)
             unbounded.append((len(out), quantifier.start(), quantifier.end(), least))
@@ -304,7 +304,7 @@ def _escape(body: str, i: int, refuse, in_class: bool, negated: bool = False) ->
             raise refuse("a Unicode property inside a negated class is not supported")
         if not members and not in_class:  # (in a class it adds nothing; an empty class is refused there)
             raise refuse(f"{m[0]} has no printable ASCII character (properties are narrowed to ASCII)")
-        return (class_text(members) if in_class else f"[{class_text(members)}]"), m.end()
+        return members_text(members, in_class), m.end()
     if c in "xu":
         width = 2 if c == "x" else 4
         digits = body[i + 2:i + 2 + width]
@@ -345,8 +345,9 @@ def _char_class(body: str, i: int, refuse) -> tuple[str, int]:
             if negated and body[j + 1:j + 2] in _SHORTHAND:
                 # narrowed to ASCII, it would widen the negation (\s misses U+00A0, so [^\s] gets it)
                 raise refuse("a shorthand class inside a negated class is not supported")
+            start = j
             piece, j = _escape(body, j, refuse, in_class=True, negated=negated)
-            shorthand = body[j - 1] in _SHORTHAND or PROPERTY.match(body, j - len(body[:j].rsplit("\\", 1)[-1]) - 1)
+            shorthand = body[j - 1] in _SHORTHAND or body[start + 1] in "pP"  # (a set, not one character)
             if shorthand and body.startswith("-", j) and not body.startswith("-]", j):
                 raise refuse("a range next to a shorthand class is ambiguous")
             if not piece and (parts[-1] == "-" or body.startswith("-", j) and not body.startswith("-]", j)):

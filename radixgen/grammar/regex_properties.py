@@ -46,6 +46,11 @@ def class_text(members: list[str]) -> str:
     return "".join(f"\\x{a:02x}" if a == b else f"\\x{a:02x}-\\x{b:02x}" for a, b in runs)
 
 
+def members_text(members: list[str], in_class: bool) -> str:
+    """A property's members as regex text: inside a class, or a class of their own."""
+    return class_text(members) if in_class else f"[{class_text(members)}]"
+
+
 # `[^\p{X}]` is `\P{X}` (and the other way round): the one negated class with a property in it
 # that keeps its exact meaning once narrowed
 SINGLE_NEGATED = re.compile(r"(?<!\\)\[\^\\([pP])(\{[A-Za-z&]+\}|[A-Za-z])\]")
@@ -83,7 +88,6 @@ def python_view(pattern: str) -> str:
         m = PROPERTY.fullmatch(text)
         if m:
             members = property_members(m[1], m[2] or m[3])
-            inner = class_text(members) if members else "\\d"
-            text = inner if in_class else f"[{inner}]"
+            text = members_text(members, in_class) if members else ("\\d" if in_class else "[\\d]")
         out.append(text)
     return "".join(out)
