@@ -127,20 +127,21 @@ def bench_decode(s, dev, timer, rows, sweep: set, order: str = "random"):
     for fmt, kv in pools.items():
         # the reference loops in Python: check the first two requests
         want[fmt] = da.decode_attention_ref(qs[0][:2], kv, indptr[:3], indices, sm, out_dtype=torch.float32)[0]
-        if fmt in sweep and dev == "cuda" and not cuda_nvfp4(da, qs[0], kv):
-            sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer, want[fmt])
-        if fmt in sweep and dev == "cuda" and cuda_nvfp4(da, qs[0], kv):
-            sweep_cuda_nvfp4(da, kv, qs, indptr, indices, sm, timer, want[fmt])
-        o, _ = da.decode_attention(qs[0], kv, indptr, indices, sm, out_dtype=torch.float32)
-        t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm), qs)
+        on_cuda = cuda_nvfp4(da, qs[0], kv)
+        if fmt in sweep and dev == "cuda":
+            if on_cuda:
+                sweep_cuda_nvfp4(da, kv, qs, indptr, indices, sm, timer, want[fmt])
+            else:
+                sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer, want[fmt])
         nbytes = b * n * (kv_row_bytes(fmt, s["hkv"], d) + 4) + 2 * b * hq * d * 2
-        rows.append(dict(op=f"decode {fmt}", ms=t * 1e3, bytes=nbytes, err=rel_err(o[:2], want[fmt])))
-        if fmt == "nvfp4" and cuda_nvfp4(da, qs[0], kv):  # the Triton kernel it replaces, same inputs
-            da.USE_CUDA_NVFP4 = False
+        # the CUDA NVFP4 kernel, then the Triton kernel it replaces on the same inputs
+        runs = [(f"decode {fmt}", True)] + ([("decode nvfp4 (Triton kernel)", False)] if on_cuda else [])
+        for label, use_cuda in runs:
+            da.USE_CUDA_NVFP4 = use_cuda
             o, _ = da.decode_attention(qs[0], kv, indptr, indices, sm, out_dtype=torch.float32)
             t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm), qs)
-            da.USE_CUDA_NVFP4 = True
-            rows.append(dict(op="decode nvfp4 (Triton kernel)", ms=t * 1e3, bytes=nbytes, err=rel_err(o[:2], want[fmt])))
+            rows.append(dict(op=label, ms=t * 1e3, bytes=nbytes, err=rel_err(o[:2], want[fmt])))
+        da.USE_CUDA_NVFP4 = True
     bench_mixed(s, da, pools, qs, indices, sm, timer, rows)
     bench_flashinfer_decode(s, dev, pools, qs, indptr, indices, sm, want, timer, rows)
     for r in rows[n_rows:]:
