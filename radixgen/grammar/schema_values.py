@@ -2,7 +2,9 @@
 keywords apply to strings, numeric ones to numbers, each read so that a kept value is valid
 for every validator: a `pattern` must match in Python's Unicode and ASCII modes and under
 radixgen's own ECMA-262 translation of it (what it generates), a `format` must match radixgen's
-own regex for it (each such value is valid)."""
+own regex for it (each such value is valid) or, for the URI formats, whose generated form is a
+narrow subset (http(s) and a host), RFC 3986's grammar as a whole: a given value such as
+"https://avatars.githubusercontent.com/u/9919?v=4" is emitted as written, not generated."""
 
 from __future__ import annotations
 
@@ -16,6 +18,22 @@ from .unique_values import fullmatches
 
 # one character of a JSON string as json.dumps writes it
 _JSON_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+# RFC 3986 appendix A, ASCII (an IRI that is not ASCII is refused here), without IP-literal
+# hosts ("[::1]"): a subset of what the URI checkers accept, which is what a kept value needs
+_PCT = r"%[0-9A-Fa-f]{2}"
+_SUB_DELIMS = "!$&'()*+,;="
+_PCHAR = rf"(?:[A-Za-z0-9._~{re.escape(_SUB_DELIMS)}:@-]|{_PCT})"
+_SEGMENTS = rf"(?:/{_PCHAR}*)*"
+_AUTHORITY = (rf"(?:(?:[A-Za-z0-9._~{re.escape(_SUB_DELIMS)}:-]|{_PCT})*@)?"
+              rf"(?:[A-Za-z0-9._~{re.escape(_SUB_DELIMS)}-]|{_PCT})*(?::[0-9]*)?")
+_QUERY_AND_FRAGMENT = rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+_URI = rf"[A-Za-z][A-Za-z0-9+.-]*:(?://{_AUTHORITY}{_SEGMENTS}|/(?:{_PCHAR}+{_SEGMENTS})?|{_PCHAR}+{_SEGMENTS}|)"
+_NO_COLON = rf"(?:[A-Za-z0-9._~{re.escape(_SUB_DELIMS)}@-]|{_PCT})"  # a relative path's first segment
+_RELATIVE = rf"(?://{_AUTHORITY}{_SEGMENTS}|/(?:{_PCHAR}+{_SEGMENTS})?|{_NO_COLON}+{_SEGMENTS}|)"
+_URI_VALUES = {"uri": re.compile(_URI + _QUERY_AND_FRAGMENT),
+               "uri-reference": re.compile(f"(?:{_URI}|{_RELATIVE}){_QUERY_AND_FRAGMENT}")}
+_URI_VALUES["iri"], _URI_VALUES["iri-reference"] = _URI_VALUES["uri"], _URI_VALUES["uri-reference"]
+
 VALUE_KEYWORDS = frozenset("""type enum const minLength maxLength pattern format minimum maximum
 exclusiveMinimum exclusiveMaximum multipleOf""".split())
 
@@ -41,7 +59,10 @@ def _value_meets(value, node: dict, draft_4: bool, path: str) -> bool:
         if "pattern" in node and not _pattern_matches(node["pattern"], value, path):
             return False
         fmt = format_regex(node["format"], path) if "format" in node else None
-        return fmt is None or fullmatches(f'"{fmt}"', json.dumps(value, ensure_ascii=False).encode())
+        if fmt is None or fullmatches(f'"{fmt}"', json.dumps(value, ensure_ascii=False).encode()):
+            return True
+        uri = _URI_VALUES.get(node["format"])
+        return uri is not None and uri.fullmatch(value) is not None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return _number_meets(value, node, draft_4, path)
     return True

@@ -5,10 +5,12 @@ import re
 import time
 from datetime import datetime
 
+import hypothesis
 import jsonschema
 import pytest
 
 from radixgen.core import Constraint
+from radixgen.grammar import schema_values
 from radixgen.grammar.compiler import JSON_OBJECT, GrammarCompiler
 from radixgen.grammar.json_schema import schema_to_guarded_regex, schema_to_regex
 from radixgen.grammar.matcher import GrammarError
@@ -578,6 +580,12 @@ def test_formats_generate_valid_values(fmt, invalid, lengths, small_compiler, sm
     ({"enum": [1, 2.5, 3, "x", True], "minimum": 2, "exclusiveMaximum": 3}, [2.5, "x", True]),
     ({"enum": ["2024-02-29", "2023-02-29", 7], "format": "date"}, ["2024-02-29", 7]),
     ({"enum": [4, 6, 9], "multipleOf": 3, "const": 6}, [6]),
+    # a given URI is checked against RFC 3986, not against the narrow form radixgen generates
+    ({"type": "string", "format": "uri", "const": "https://avatars.githubusercontent.com/u/9919?v=4"},
+     ["https://avatars.githubusercontent.com/u/9919?v=4"]),
+    ({"enum": ["urn:isbn:0451450523", "mailto:a@b.c", "http://x/%zz", "no scheme", "//host/p"], "format": "uri"},
+     ["urn:isbn:0451450523", "mailto:a@b.c"]),
+    ({"enum": ["//host/p?q#f", "a b", "x:y/z"], "format": "uri-reference"}, ["//host/p?q#f", "x:y/z"]),
     ({"$schema": "http://json-schema.org/draft-04/schema#", "enum": [1, 2, 3], "maximum": 3,
       "exclusiveMaximum": True}, [1, 2]),
 ])
@@ -592,6 +600,14 @@ def test_enum_values_must_meet_the_keywords_beside_them(schema, kept, small_comp
     for value in dropped:
         assert not accepts_text(grammar, small_info, json.dumps(value)), value
         assert not validator.is_valid(value), value
+
+
+@pytest.mark.parametrize("fmt", ["uri", "uri-reference"])
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(data=hypothesis.strategies.data())
+def test_uri_values_kept_are_ones_the_checker_accepts(fmt, data):
+    value = data.draw(hypothesis.strategies.from_regex(schema_values._URI_VALUES[fmt], fullmatch=True))
+    assert FORMAT_CHECKER.conforms(value, fmt), value
 
 
 def test_enum_patterns_must_match_as_ecma_reads_them_too():
