@@ -117,10 +117,17 @@ class CollectionRewrites:
         pydantic's set[Literal[...]] or set[SomeEnum]): each value at most once, in the set's
         order, which is a regular language. Free strings and integers go to `_unique_guarded`."""
         items = node.get("items", True)
-        if self.ref_fallback and isinstance(items, dict) and "$ref" in items:  # as in rewrite: both
-            return self._first_enforceable(lambda: self._unique_items_of(self._resolved(items), node, path),
-                                           lambda: self._unique_items_of(self._resolve_chain(items), node, path))
-        return self._unique_items_of(self._resolved(items), node, path)
+        ref = items.get("$ref") if isinstance(items, dict) and isinstance(items.get("$ref"), str) else None
+        if ref in self._inlining:  # (the items are inlined: they would be again, without end)
+            refuse("uniqueItems", path, f"its items ({ref}) hold such an array again (a recursive schema)")
+        self._inlining.extend([ref] if ref else [])
+        try:
+            if self.ref_fallback and ref:  # as in rewrite: both readings
+                return self._first_enforceable(lambda: self._unique_items_of(self._resolved(items), node, path),
+                                               lambda: self._unique_items_of(self._resolve_chain(items), node, path))
+            return self._unique_items_of(self._resolved(items), node, path)
+        finally:
+            del self._inlining[len(self._inlining) - bool(ref):]
 
     def _unique_items_of(self, items, node: dict, path: str) -> dict:
         new = self.rewrite(items, f"{path}.items") if isinstance(items, dict) else None

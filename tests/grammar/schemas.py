@@ -234,6 +234,11 @@ UNSUPPORTED = [
     ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
       "minProperties": 2}, "minProperties"),  # two optional ones demanded
     ({"type": "integer", "multipleOf": 3}, "multipleOf"),
+    # unique arrays of objects that hold such an array again (CycloneDX's components): refused
+    # by name, not by running out of stack
+    ({"$defs": {"c": {"type": "object", "properties": {"id": {"type": "string"}, "kids": {
+        "type": "array", "uniqueItems": True, "items": {"$ref": "#/$defs/c"}}}, "required": ["id"]}},
+      "$ref": "#/$defs/c"}, "uniqueItems"),
     ({"allOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}]}, "allOf"),
     ({"not": {"type": "string"}}, "not"),
     ({"type": "integer", "if": {"minimum": 3}, "then": {"maximum": 5}}, "if"),
