@@ -40,10 +40,18 @@ class GuardedMatcher:
         self._added.append(closed)
         return True
 
+    def limit_tokens(self, num_tokens: int) -> None:
+        self._inner.limit_tokens(num_tokens)
+
     def fill_bitmask(self, bitmask, row: int) -> None:
         self._inner.fill_bitmask(bitmask, row)
-        if not self._inner.is_terminated():
-            self._guard.ban(self._scans[-1], numpy_rows(bitmask)[row], self._seen)
+        if self._inner.is_terminated():
+            return
+        words = numpy_rows(bitmask)[row]
+        self._guard.ban(self._scans[-1], words, self._seen)
+        if not words.any():  # the guard bans every token that finishes in time: finish late
+            self._inner.fill_bitmask(bitmask, row, within_limit=False)
+            self._guard.ban(self._scans[-1], words, self._seen)
 
     def rollback(self, num_tokens: int) -> None:
         self._inner.rollback(num_tokens)

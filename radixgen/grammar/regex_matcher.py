@@ -42,12 +42,19 @@ class RegexGrammar:
 class RegexMatcher:
     """One request's cursor: a stack of automaton states, one per accepted token (+ start)."""
 
-    __slots__ = ("_index", "_states", "_eos_ids")
+    __slots__ = ("_index", "_states", "_eos_ids", "_deadline")
 
-    def __init__(self, index: TokenIndex, states: list[int] | None = None) -> None:
+    def __init__(self, index: TokenIndex, states: list[int] | None = None, deadline: int | None = None) -> None:
         self._index = index
         self._states = states if states is not None else [index.initial_state]
         self._eos_ids = frozenset(index.info.eos_ids)
+        self._deadline = deadline  # the most tokens num_accepted may reach (None: no limit)
+
+    def limit_tokens(self, num_tokens: int) -> None:
+        """From here on at most `num_tokens` more tokens will be accepted (the request's
+        max_new_tokens left): fill_bitmask keeps to the tokens from which a complete match is
+        still that close, so a long output closes its JSON in time instead of being cut off."""
+        self._deadline = self.num_accepted + num_tokens
 
     @property
     def num_accepted(self) -> int:
@@ -78,14 +85,18 @@ class RegexMatcher:
                 return n
         return len(token_ids)
 
-    def fill_bitmask(self, bitmask, row: int) -> None:
+    def fill_bitmask(self, bitmask, row: int, within_limit: bool = True) -> None:
         """Write the allowed-next-token set into row `row` of a CPU int32 bitmask (that row
-        only). After termination nothing is allowed."""
+        only): under `limit_tokens`, unless `within_limit` is False, the tokens that can still
+        finish in time. After termination nothing is allowed."""
         state = self._states[-1]
         if state == _EOS_STATE:
             bitmask[row].zero_()
             return
-        numpy_rows(bitmask)[row] = self._index.row(state)
+        if within_limit and self._deadline is not None:
+            numpy_rows(bitmask)[row] = self._index.row_within(state, self._deadline - self.num_accepted)
+        else:
+            numpy_rows(bitmask)[row] = self._index.row(state)
 
     def rollback(self, num_tokens: int) -> None:
         """Undo the last `num_tokens` accepted tokens (EOS included). ValueError if more than
@@ -97,7 +108,7 @@ class RegexMatcher:
 
     def fork(self) -> "RegexMatcher":
         """An independent copy in the same state (shares the immutable automaton)."""
-        return RegexMatcher(self._index, list(self._states))
+        return RegexMatcher(self._index, list(self._states), self._deadline)
 
     def is_terminated(self) -> bool:
         """True once an EOS token was accepted."""

@@ -6,7 +6,9 @@ matcher needs on the hot path:
 - the allowed-token bitmask row (deduplicated: states with the same allowed set share a row;
   EOS bits are those of `TokenizerInfo.eos_ids`, set exactly in accepting states),
 - the single allowed token, for states that admit exactly one (jump-forward),
-- the longest byte prefix every allowed token shares (the forced text, `jump_forward_string`).
+- the longest byte prefix every allowed token shares (the forced text, `jump_forward_string`),
+- how many tokens the shortest way from each state to a complete match takes (`distance`), so a
+  matcher can keep to the tokens that still finish within `max_new_tokens` (`row_within`).
 
 Tables are built once per compiled grammar, off the scheduler thread (compilation is async), so
 `fill_bitmask` is one row copy. A grammar with too many transitions to tabulate eagerly falls back
@@ -29,6 +31,7 @@ from .tokenizer_info import TokenizerInfo
 
 EAGER_STATE_LIMIT = 8192  # tabulate every state when the automaton has at most this many
 LAZY_CACHE_ROWS = 2048  # LRU bound on lazily built rows (6 KiB each for a 49k vocabulary)
+WITHIN_CACHE_ROWS = 256  # LRU bound on rows narrowed to a token budget (row_within)
 
 _vocab_lock = threading.Lock()
 _by_bytes: "weakref.WeakKeyDictionary[TokenizerInfo, dict]" = weakref.WeakKeyDictionary()
@@ -124,11 +127,16 @@ class TokenIndex:
         self._single: dict[int, int] = {}  # state -> its only allowed token (non-accepting states)
         self._forced: dict[int, bytes] = {}  # state -> byte prefix shared by all allowed tokens
         self._lazy: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._within: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self._first_byte = _first_bytes(info)
         transitions = index.get_transitions()
         self._accepting = {s: moves.get(self._sentinel_id) in self._final for s, moves in transitions.items()}
-        self._live = _live_states(transitions, self._accepting)
+        self._distance = _distances(transitions, self._accepting)
+        self._live = frozenset(self._distance)
+        # per state, the longest of its tokens' distances: a budget above it narrows nothing
+        self._farthest = {s: max((self._distance.get(n, 0) for n in set(moves.values())), default=0)
+                          for s, moves in transitions.items() if s in self._live}
         self._dead = np.fromiter((s for s in transitions if s not in self._live), dtype=np.int64)
         self.num_states = len(self._live)
         self.rows = self._tabulate(transitions) if len(transitions) <= EAGER_STATE_LIMIT else \
@@ -144,6 +152,37 @@ class TokenIndex:
     def is_accepting(self, state: int) -> bool:
         """True when the text that led to `state` is a complete match (EOS allowed)."""
         return self._accepting.get(state, False)
+
+    def distance(self, state: int) -> int:
+        """How many tokens the shortest way from `state` to a complete match takes (0 when it is
+        one; EOS not counted). `state` must be live."""
+        return self._distance[state]
+
+    def row_within(self, state: int, budget: int) -> np.ndarray:
+        """`row(state)` narrowed to the tokens after which a complete match is still at most
+        `budget - 1` tokens away, so that the output can finish within `budget` tokens (EOS, which
+        ends it, stays allowed in an accepting state). Where no token can finish in time (the
+        budget is already below the state's distance), the tokens that come closest. A view,
+        never to be mutated."""
+        if budget > self._farthest[state]:
+            return self.row(state)
+        key = (state, budget)
+        with self._lock:
+            row = self._within.get(key)
+            if row is None:
+                ids = np.asarray(self.index.get_allowed_tokens(state), dtype=np.int64)
+                ids = ids[ids < self._sentinel_id]
+                dist = np.asarray([self._distance.get(self.index.get_next_state(state, int(t)), -1) for t in ids],
+                                  dtype=np.int64)
+                ids, dist = ids[dist >= 0], dist[dist >= 0]  # (dead states have no distance)
+                ids = ids[dist <= max(budget - 1, int(dist.min()) if len(dist) else 0)]
+                if self.is_accepting(state):
+                    ids = np.concatenate([ids, self._eos_ids])
+                row = self._within[key] = pack_token_ids(ids, self.info.vocab_size)
+                if len(self._within) > WITHIN_CACHE_ROWS:
+                    self._within.popitem(last=False)
+            self._within.move_to_end(key)
+            return row
 
     def token_ids_of(self, data: bytes) -> list[int]:
         """Ids of the (non-special) tokens that spell exactly `data`."""
@@ -231,20 +270,25 @@ class TokenIndex:
         return prefix
 
 
-def _live_states(transitions: dict, accepting: dict) -> frozenset:
-    """States from which an accepting state is reachable (backward search over the edges)."""
+def _distances(transitions: dict, accepting: dict) -> dict[int, int]:
+    """For every state from which an accepting state is reachable (a live state), the fewest
+    tokens that reach one: a breadth-first search backwards over the edges."""
     parents: dict[int, set] = {}
     for state, moves in transitions.items():
         for nxt in set(moves.values()):
             parents.setdefault(nxt, set()).add(state)
-    live = {s for s, acc in accepting.items() if acc}
-    stack = list(live)
-    while stack:
-        for parent in parents.get(stack.pop(), ()):
-            if parent not in live:
-                live.add(parent)
-                stack.append(parent)
-    return frozenset(live)
+    distance = {s: 0 for s, acc in accepting.items() if acc}
+    level, steps = list(distance), 0
+    while level:
+        steps += 1
+        following = []
+        for state in level:
+            for parent in parents.get(state, ()):
+                if parent not in distance:
+                    distance[parent] = steps
+                    following.append(parent)
+        level = following
+    return distance
 
 
 def _ids_by_bytes(info: TokenizerInfo) -> dict[bytes, list[int]]:

@@ -5,6 +5,11 @@ scheduler loop only polls, so a first compile never stalls decoding of other req
 compiled, each request owns a `Matcher`. Every sampling step fills one bitmask row per
 constrained request, masks the logits, and advances the matchers with the sampled tokens.
 
+Finishing in time: a regex or JSON Schema matcher knows the request's max_new_tokens, and in its
+last tokens allows only those from which a complete match is still within reach, so an output
+that would have been cut off mid-JSON (invalid) closes its strings, arrays and objects instead.
+Until then the mask is unchanged. A CFG matcher does not do this.
+
 Jump-forward: after a sampled token, the tokens the grammar then forces (states that allow
 exactly one token) are appended without sampling; the request computes their KV in its next
 forward as a short extend instead of one decode step per token. Sampling would have had to pick
@@ -63,6 +68,8 @@ class GrammarBackend:
                 failed.append((req, str(future.exception())))
             else:
                 req.matcher = future.result().matcher()
+                if hasattr(req.matcher, "limit_tokens"):  # (regex automata; a CFG's output may be cut off)
+                    req.matcher.limit_tokens(req.remaining_new_tokens)
                 ready.append(req)
         self.pending = still
         if ready and self.compiler.num_compiled != self._frozen_compiles:  # a new grammar arrived
