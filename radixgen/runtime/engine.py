@@ -41,7 +41,8 @@ def build_scheduler(model_path: Path, cfg: EngineConfig, tokenizer: Any) -> Sche
         eos.add(tokenizer.eos_token_id)
     checker = StopChecker(eos, lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
     grammar = GrammarBackend(tokenizer, runner.arch.vocab_size, eos, cfg.scheduler.grammar_whitespace,
-                             jump_forward=not cfg.scheduler.disable_jump_forward)
+                             jump_forward=not cfg.scheduler.disable_jump_forward,
+                             max_context_len=runner.max_context_len)
     return Scheduler(runner, cache, cfg.scheduler, checker, grammar, build_speculator(cfg, runner, grammar))
 
 

@@ -44,10 +44,11 @@ CONSTRAINT_ERROR = "invalid constraint:"  # how a failed compile's abort message
 
 class GrammarBackend:
     def __init__(self, tokenizer: Any, vocab_size: int, eos_ids: set[int], whitespace: str = "compact",
-                 jump_forward: bool = True):
+                 jump_forward: bool = True, max_context_len: int | None = None):
         self.info = TokenizerInfo.from_hf(tokenizer, vocab_size=vocab_size, eos_ids=tuple(sorted(eos_ids)))
         self.compiler = GrammarCompiler(self.info, whitespace)
         self.jump_forward = jump_forward
+        self.max_context_len = max_context_len  # a request also ends there (StopChecker)
         self.pending: list[tuple[Request, Future]] = []
         self._bitmask = allocate_bitmask(1, vocab_size)
         self._row_masker = RowMasker()
@@ -69,7 +70,8 @@ class GrammarBackend:
             else:
                 req.matcher = future.result().matcher()
                 if hasattr(req.matcher, "limit_tokens"):  # (regex automata; a CFG's output may be cut off)
-                    req.matcher.limit_tokens(req.remaining_new_tokens)
+                    room = self.max_context_len - req.seq_len if self.max_context_len else req.remaining_new_tokens
+                    req.matcher.limit_tokens(min(req.remaining_new_tokens, room))
                 ready.append(req)
         self.pending = still
         if ready and self.compiler.num_compiled != self._frozen_compiles:  # a new grammar arrived
