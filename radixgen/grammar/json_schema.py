@@ -19,6 +19,7 @@ from outlines_core.json_schema import build_regex_from_schema
 from .matcher import GrammarError
 from .schema_check import COUNTED, SchemaRewriter
 from .schema_collections import KEYED, UNIQUE_KEY
+from .schema_bundles import localize_embedded_refs
 from .schema_refs import MISSING, follow_pointer, hoist_deep_refs, pointer_parts
 from .size_budget import SchemaRegexSize, check_regex_size
 
@@ -69,7 +70,7 @@ def _schema_to_regex(schema_json: str, whitespace: str) -> tuple[str, tuple]:
     if _depth(schema) > MAX_NESTING:
         raise GrammarError(f"json_schema nests deeper than {MAX_NESTING} levels")
     try:
-        schema = hoist_deep_refs(schema)
+        schema = hoist_deep_refs(localize_embedded_refs(schema))
         rewriter = SchemaRewriter(schema if isinstance(schema, dict) else {}, secrets.token_hex(4),
                                   whitespace_pattern(whitespace))
         rewritten = rewriter.rewrite(schema)

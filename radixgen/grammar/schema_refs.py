@@ -20,7 +20,7 @@ from .matcher import GrammarError
 
 # keywords whose value maps names to schemas (a name there may be "enum" or "$ref")
 NAMED_SCHEMAS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_LITERALS = ("enum", "const", "default", "examples")  # JSON values: a "$ref" in them is data
+LITERAL_KEYWORDS = ("enum", "const", "default", "examples")  # JSON values: a "$ref" in them is data
 _GROUPS = ("$defs", "definitions")
 MISSING = object()  # follow_pointer's answer for a pointer that leads nowhere
 _INDEX = re.compile(r"0|[1-9][0-9]{0,8}")  # an array index, spelt one way
@@ -36,7 +36,7 @@ def map_refs(node: Any, moved: Callable[[str], str]) -> Any:
     for name, value in node.items():
         if name == "$ref" and isinstance(value, str):
             out[name] = moved(value)
-        elif name in _LITERALS:
+        elif name in LITERAL_KEYWORDS:
             out[name] = copy.deepcopy(value)
         elif name in NAMED_SCHEMAS and isinstance(value, dict):
             out[name] = {n: map_refs(sub, moved) for n, sub in value.items()}
@@ -171,7 +171,7 @@ def _refuse_nested_bases(node: Any, path: str, old_draft: bool, keywords: tuple,
                            "inside a subschema with its own base URI are not supported (they would "
                            "resolve against it, not the root)")
     for name, value in node.items():
-        if name in _LITERALS:
+        if name in LITERAL_KEYWORDS:
             continue
         if name in NAMED_SCHEMAS and isinstance(value, dict):
             for key, sub in value.items():

@@ -129,19 +129,13 @@ def test_absolute_references_inside_nested_bases(small_compiler, small_info):
     with pytest.raises(GrammarError, match="not a local reference"):
         small_compiler.compile(Constraint("json_schema", {**schema, "$id": base + "#top"}))
     relative = json.loads(json.dumps(schema).replace(base + "#/definitions/entity", "#/definitions/entity"))
-    with pytest.raises(GrammarError, match="base URI"):  # it would resolve inside "Api"
+    with pytest.raises(GrammarError, match="does not resolve inside 'https://x.test/Api'"):  # (Api has none)
         small_compiler.compile(Constraint("json_schema", relative))
 
 
 @pytest.mark.parametrize("schema,words", [
     ({"$defs": [], "type": "object", "properties": {"n": {"$ref": "#/properties/m"}, "m": {"type": "integer"}}},
      "must be an object"),
-    # a nested base: "#/$defs/B" inside it means its own $defs, not the root's
-    ({"type": "object", "properties": {"a": {"$id": "http://x.test/a", "$defs": {"B": {"type": "integer"}},
-                                             "$ref": "#/$defs/B"}}, "$defs": {"B": {"type": "string"}}}, "base URI"),
-    ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object", "properties": {
-        "a": {"id": "http://x.test/a", "definitions": {"B": {"type": "integer"}}, "$ref": "#/definitions/B"}},
-      "definitions": {"B": {"type": "string"}}}, "base URI"),
     # not canonical array indexes, empty segments: pointers to nowhere
     ({"type": "object", "properties": {"a": {"anyOf": [{"type": "integer"}]}, "b": {"$ref": "#/properties/a/anyOf/²"}}},
      "does not resolve"),
