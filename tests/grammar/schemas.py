@@ -101,6 +101,12 @@ SUPPORTED = {
     # patterns and formats with lengths: repeats narrowed to fit (pydantic constr, HttpUrl)
     "pattern_lengths": {"type": "string", "pattern": "^[a-z0-9_]+$", "minLength": 2, "maxLength": 8},
     "pattern_two_repeats": {"type": "string", "pattern": "x[a-z]+-[0-9]*", "maxLength": 9},
+    # an allOf member restating a property of the referenced schema word for word (GitHub's
+    # webhook payloads): the two oneOfs are one
+    "all_of_restated": {"$defs": {"issue": {"type": "object", "additionalProperties": False, "properties": {
+        "who": {"oneOf": [{"type": "string", "maxLength": 3}, {"type": "null"}]}, "n": {"type": "integer"}}}},
+        "allOf": [{"$ref": "#/$defs/issue"}, {"type": "object", "required": ["who"], "properties": {
+            "who": {"oneOf": [{"type": "string", "maxLength": 3}, {"type": "null"}]}}}]},
     "http_url": {"type": "object", "properties": {"url": {"type": "string", "format": "uri", "minLength": 1,
                                                          "maxLength": 30}}, "required": ["url"]},
     "format_duration_ipv6_hostname": {"type": "array", "prefixItems": [
