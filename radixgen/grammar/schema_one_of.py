@@ -133,6 +133,10 @@ def _excludes(gen, acc, readings: Readings, depth: int = 0) -> bool:
     if isinstance(gen, dict) and set(gen) == {"anyOf"} and isinstance(gen["anyOf"], list):  # (a narrowing)
         return all(_excludes(branch, acc, readings, depth) for branch in gen["anyOf"])
     wide, acc = readings.loose(gen), readings.loose(acc)
+    if depth < _MAX_DEPTH and _only_options(wide):  # what it generates comes from its options
+        return all(_excludes(option, acc, readings, depth + 1) for option in _only_options(wide))
+    if depth < _MAX_DEPTH and _only_options(acc):  # a value no option accepts, acc does not
+        return all(_excludes(wide, option, readings, depth + 1) for option in _only_options(acc))
     gen_kinds = _generated_kinds(wide) or _option_kinds(wide, readings, _generated_kinds)
     acc_kinds = _kinds(acc) or _option_kinds(acc, readings, _kinds)
     if gen_kinds is not None and acc_kinds is not None and not (_widen(gen_kinds) & _widen(acc_kinds)):
@@ -152,6 +156,14 @@ def _excludes(gen, acc, readings: Readings, depth: int = 0) -> bool:
     if acc_values is not None and gen_kinds == ["string"] and _misses_pattern(acc_values, wide):
         return True  # gen's strings all match its pattern, which none of acc's values does
     return gen_kinds == ["object"] and isinstance(acc, dict) and _object_excludes(gen, acc, readings, depth)
+
+
+def _only_options(node) -> list | None:
+    """The options of a node that asserts nothing but one anyOf or oneOf, else None."""
+    if not isinstance(node, dict) or len({"anyOf", "oneOf"} & set(node)) != 1 or asserts(node, ("anyOf", "oneOf")):
+        return None
+    options = node.get("anyOf", node.get("oneOf"))
+    return options if isinstance(options, list) and options else None
 
 
 def _object_excludes(gen, acc: dict, readings: Readings, depth: int) -> bool:

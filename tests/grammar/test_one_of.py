@@ -48,6 +48,16 @@ EXCLUSIVE = {
     "closed_without_required": {"oneOf": [
         {"type": "object", "properties": {"a": {"type": "integer"}, "c": {"type": "boolean"}}, "additionalProperties": False},
         {"type": "object", "properties": {"b": {"type": "integer"}, "c": {"type": "boolean"}}, "additionalProperties": False}]},
+    # an alternative that is itself a oneOf of tagged objects (GitHub's pull_request events: two
+    # shapes of "review_requested"), beside another tag; and an anyOf on the accepting side
+    "nested_one_of_tags": {"oneOf": [
+        {"oneOf": [{"type": "object", "properties": {"act": {"const": "req"}, "user": {"type": "boolean"}},
+                    "required": ["act", "user"], "additionalProperties": False},
+                   {"type": "object", "properties": {"act": {"const": "req"}, "team": {"type": "null"}},
+                    "required": ["act", "team"], "additionalProperties": False}]},
+        {"type": "object", "properties": {"act": {"const": "done"}}, "required": ["act"]},
+        {"anyOf": [{"type": "object", "properties": {"act": {"enum": ["x", "y"]}}, "required": ["act"]},
+                   {"type": "null"}]}]},
     # Kubernetes' IntOrString: null is valid under both alternatives, so under none
     "shared_type": {"oneOf": [{"type": ["string", "null"]}, {"type": ["integer", "null"]}]},
 }
@@ -75,6 +85,9 @@ def test_exclusive_alternatives_validate_under_exactly_one(small_compiler, small
     {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
                {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
                 "additionalProperties": False}]},
+    # a nested option shares strings with the other alternative ("a" is valid under both)
+    {"oneOf": [{"oneOf": [{"type": "string", "maxLength": 3}, {"type": "null"}]}, {"type": "string", "pattern": "^a"}]},
+    {"oneOf": [{"type": "boolean"}, {"anyOf": [{"type": "null"}, {"enum": [True, 3]}]}]},
     # the second is open: it accepts the first's names
     {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
                {"type": "object", "properties": {"b": {"type": "integer"}}}]},
@@ -162,6 +175,8 @@ D7 = "http://json-schema.org/draft-07/schema#"
     ({"properties": {"a": {"type": "string"}}, "oneOf": [{"type": "string"},
                                                           {"properties": {"a": {"type": "integer"}}, "required": ["a"]}]},
      '"x"'),
+    # an integer is valid under a nested option and under the number alternative
+    ({"oneOf": [{"anyOf": [{"type": "integer"}, {"type": "string"}]}, {"type": "number"}]}, "1"),
     # 1 and 1.0 are equal inside containers too
     ({"oneOf": [{"const": {"a": 1}}, {"const": {"a": 1.0}}]}, '{"a":1}'),
     # draft 4 validators do not know const: both alternatives accept everything
