@@ -130,17 +130,77 @@ class TokenIndex:
         self._within: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self._first_byte = _first_bytes(info)
-        transitions = index.get_transitions()
-        self._accepting = {s: moves.get(self._sentinel_id) in self._final for s, moves in transitions.items()}
-        self._distance = _distances(transitions, self._accepting)
+        self._accepting: dict[int, bool] = {}
+        successors, eager = self._explore()
+        self._distance = _distances(successors, self._accepting)
         self._live = frozenset(self._distance)
         # per state, the longest of its tokens' distances: a budget above it narrows nothing
-        self._farthest = {s: max((self._distance.get(n, 0) for n in set(moves.values())), default=0)
-                          for s, moves in transitions.items() if s in self._live}
-        self._dead = np.fromiter((s for s in transitions if s not in self._live), dtype=np.int64)
+        self._farthest = {s: max((self._distance.get(n, 0) for n in successors[s].tolist()), default=0)
+                          for s in self._live}
+        self._dead = np.fromiter((s for s in successors if s not in self._live), dtype=np.int64)
         self.num_states = len(self._live)
-        self.rows = self._tabulate(transitions) if len(transitions) <= EAGER_STATE_LIMIT else \
-            np.zeros((0, 0), dtype=np.int32)
+        self.rows = np.zeros((0, 0), dtype=np.int32)
+        if eager:  # rows were built before the dead states were known: redo those that lead there
+            for state in [s for s in self._row_of if np.isin(successors[s], self._dead).any()]:
+                self._single.pop(state, None)
+                self._forced.pop(state, None)
+                self._row_of[state] = self._intern(self._analyse(state, *self._live_moves(state)))
+            self._row_of = {s: k for s, k in self._row_of.items() if s in self._live}
+            for state in self._dead.tolist():
+                self._single.pop(state, None), self._forced.pop(state, None)
+            self.rows = np.stack(self._table)
+        del self._table, self._seen_rows
+
+    def _explore(self) -> tuple[dict[int, np.ndarray], bool]:
+        """Every state reachable from the initial one, with its distinct successors, walked one
+        state at a time (outlines-core's get_transitions would build every transition as Python
+        ints at once: ~110 bytes each, 10 GB for the largest automata the index budget admits).
+        Records which states accept and, if there are at most EAGER_STATE_LIMIT states (then
+        True is returned with them), each state's row (beyond, rows are built lazily)."""
+        self._table: list[np.ndarray] = []
+        self._seen_rows: dict[bytes, int] = {}
+        successors: dict[int, np.ndarray] = {}
+        stack, found, eager = [self.initial_state], {self.initial_state}, True
+        while stack:
+            state = stack.pop()
+            ids, nxt = self._moves(state)
+            self._accepting[state] = bool(np.isin(nxt[ids == self._sentinel_id], list(self._final)).any())
+            real = ids < self._sentinel_id
+            ids, nxt = ids[real], nxt[real]
+            successors[state] = np.unique(nxt)
+            for n in successors[state].tolist():
+                if n not in found:
+                    found.add(n)
+                    stack.append(n)
+            eager = eager and len(found) <= EAGER_STATE_LIMIT
+            if eager:
+                self._row_of[state] = self._intern(self._analyse(state, ids, nxt))
+        if not eager:
+            self._row_of.clear(), self._single.clear(), self._forced.clear(), self._table.clear()
+        return successors, eager
+
+    def _moves(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """All tokens outlines-core allows in `state` (the fake ones too) and the states they lead to."""
+        ids = np.asarray(self.index.get_allowed_tokens(state), dtype=np.int64)
+        step = self.index.get_next_state
+        nxt = np.fromiter((-1 if (n := step(state, t)) is None else n for t in ids.tolist()), dtype=np.int64,
+                          count=len(ids))
+        return ids[nxt >= 0], nxt[nxt >= 0]  # (outlines' own EOS leads nowhere)
+
+    def _live_moves(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """The real tokens allowed in `state` that lead to live states, and those states."""
+        ids, nxt = self._moves(state)
+        keep = ids < self._sentinel_id
+        if len(self._dead):
+            keep &= ~np.isin(nxt, self._dead)
+        return ids[keep], nxt[keep]
+
+    def _intern(self, row: np.ndarray) -> int:
+        """The index of `row` in the table being built (equal rows shared)."""
+        k = self._seen_rows.setdefault(row.tobytes(), len(self._table))
+        if k == len(self._table):
+            self._table.append(row)
+        return k
 
     def next_state(self, state: int, token_id: int) -> int | None:
         """The state after `token_id`, or None when the grammar rejects it (EOS excluded)."""
@@ -170,11 +230,9 @@ class TokenIndex:
         with self._lock:
             row = self._within.get(key)
             if row is None:
-                ids = np.asarray(self.index.get_allowed_tokens(state), dtype=np.int64)
-                ids = ids[ids < self._sentinel_id]
-                dist = np.asarray([self._distance.get(self.index.get_next_state(state, int(t)), -1) for t in ids],
-                                  dtype=np.int64)
-                ids, dist = ids[dist >= 0], dist[dist >= 0]  # (dead states have no distance)
+                ids, nxt = self._live_moves(state)
+                targets, at = np.unique(nxt, return_inverse=True)
+                dist = np.asarray([self._distance[n] for n in targets.tolist()], dtype=np.int64)[at]
                 ids = ids[dist <= max(budget - 1, int(dist.min()) if len(dist) else 0)]
                 if self.is_accepting(state):
                     ids = np.concatenate([ids, self._eos_ids])
@@ -209,29 +267,11 @@ class TokenIndex:
 
     # ------------------------------------------------------------ table construction
 
-    def _tabulate(self, transitions: dict) -> np.ndarray:
-        """Rows for every live state, deduplicated (states with equal allowed sets share one)."""
-        rows, seen = [], {}
-        for state, moves in transitions.items():
-            if state not in self._live:
-                continue
-            ids = np.fromiter(moves.keys(), dtype=np.int64, count=len(moves))
-            nxt = np.fromiter(moves.values(), dtype=np.int64, count=len(moves))
-            row = self._analyse(state, ids, nxt)
-            k = seen.setdefault(row.tobytes(), len(rows))
-            if k == len(rows):
-                rows.append(row)
-            self._row_of[state] = k
-        return np.stack(rows) if rows else np.zeros((0, 0), dtype=np.int32)
-
     def _lazy_row(self, state: int) -> np.ndarray:
         with self._lock:
             row = self._lazy.get(state)
             if row is None:
-                ids = np.asarray(self.index.get_allowed_tokens(state), dtype=np.int64)
-                ids = ids[ids < self._sentinel_id]
-                nxt = np.asarray([self.index.get_next_state(state, int(t)) for t in ids], dtype=np.int64)
-                row = self._analyse(state, ids, nxt)
+                row = self._analyse(state, *self._live_moves(state))
                 self._lazy[state] = row
                 if len(self._lazy) > LAZY_CACHE_ROWS:
                     self._lazy.popitem(last=False)
@@ -239,12 +279,8 @@ class TokenIndex:
             return row
 
     def _analyse(self, state: int, ids: np.ndarray, nxt: np.ndarray) -> np.ndarray:
-        """Build `state`'s row from its transitions (token ids -> next states); record its
+        """Build `state`'s row from its real transitions (token ids -> next states); record its
         single token and forced bytes on the way."""
-        keep = ids < self._sentinel_id
-        if len(self._dead):
-            keep &= ~np.isin(nxt, self._dead)
-        ids = ids[keep]
         accepting = self.is_accepting(state)
         if not accepting:
             if len(ids) == 1:
@@ -270,12 +306,12 @@ class TokenIndex:
         return prefix
 
 
-def _distances(transitions: dict, accepting: dict) -> dict[int, int]:
+def _distances(successors: dict, accepting: dict) -> dict[int, int]:
     """For every state from which an accepting state is reachable (a live state), the fewest
     tokens that reach one: a breadth-first search backwards over the edges."""
     parents: dict[int, set] = {}
-    for state, moves in transitions.items():
-        for nxt in set(moves.values()):
+    for state, following in successors.items():
+        for nxt in following.tolist():
             parents.setdefault(nxt, set()).add(state)
     distance = {s: 0 for s, acc in accepting.items() if acc}
     level, steps = list(distance), 0
