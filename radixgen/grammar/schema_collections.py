@@ -178,12 +178,15 @@ class CollectionRewrites:
         string property it can keep unique (its rewritten schema, as merged: a free string, a
         pattern, format or maxLength, as for string items above) unique across the array's
         objects: a subset (objects that share that value but differ elsewhere are never
-        generated). None when no required property qualifies. (Integer properties are not used:
-        a token that closes the name and ends the value, `":5,`, would need the guard's
+        generated). Where no required property qualifies, the first optional one that does is
+        generated always, and kept unique (a subset too: CloudFormation's lists of settings
+        objects require nothing). None when no property qualifies. (Integer properties are not
+        used: a token that closes the name and ends the value, `":5,`, would need the guard's
         look-ahead from inside a name.)"""
         if set(new) - {"type", "properties", "required", "additionalProperties"}:
             return None
-        for key in new.get("required", ()):
+        required = list(new.get("required", ()))
+        for key in required + [name for name in new.get("properties", {}) if name not in required]:
             if key not in new.get("properties", {}) or not _PLAIN_NAME.fullmatch(key):
                 continue  # the guard compares the name's JSON text: one spelling
             sub = new["properties"][key]  # as merged (an allOf beside it may narrow it)
@@ -195,7 +198,8 @@ class CollectionRewrites:
                 continue
             if strings is not None:
                 node, kind, item = strings
-                obj = {**new, "properties": {**new["properties"], key: self._placeholder(item, quoted=False)}}
+                obj = {**new, "properties": {**new["properties"], key: self._placeholder(item, quoted=False)},
+                       "required": required if key in required else [*required, key]}
                 array = {"type": "array", "items": obj, UNIQUE_KEY: [key, kind],
                          **{k: node[k] for k in ("minItems", "maxItems") if k in node}}
                 self.unique_key_nodes += 1

@@ -159,6 +159,24 @@ def test_objects_kept_unique_by_a_required_name(small_compiler, small_info):
         jsonschema.validate(json.loads(text), schema)
 
 
+def test_objects_without_a_required_name_get_one(small_compiler, small_info):
+    # CloudFormation's settings lists require nothing: the first string property is generated
+    # always, and kept unique (a subset)
+    setting = {"type": "object", "additionalProperties": False, "properties": {
+        "Port": {"type": "integer"}, "Name": {"type": "string"}, "Value": {"type": "string"}}}
+    schema = {"type": "array", "items": setting, "uniqueItems": True, "maxItems": 4}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    def accepts(text: str) -> bool:
+        return accepts_prefix(grammar, small_info, text)
+
+    assert accepts('[{"Port":1,"Name":"a"},{"Name":"b","Value":"a"}]')
+    assert not accepts('[{"Name":"a"},{"Port":2,"Name":"a"}')  # the name repeats
+    assert not accepts('[{"Value":"a"}')  # the name is always there
+    for seed in range(10):
+        _, text = random_walk(grammar, small_info, seed)
+        jsonschema.validate(json.loads(text), schema)
+
+
 def test_bounded_strings_exhaust_their_prefixes():
     # the guard's count of what an item can still become (93 printable characters, here)
     chars = {bytes([c]) for c in range(0x20, 0x7F)} - {b'"', b"\\"}
@@ -254,8 +272,7 @@ def test_tool_calls_guard_starts_after_the_tag():
                 "required": ["t"]}]},
     {"anyOf": [{"type": "object", "properties": {"t": SET_OF_STRINGS}},
                {"type": "object", "properties": {"t": {"const": ["a", "a"]}}}]},
-    # objects: no required string property that can always grow
-    {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "string"}}}, "uniqueItems": True},
+    # objects: no string property that can always grow
     {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
      "uniqueItems": True},
     {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"],
