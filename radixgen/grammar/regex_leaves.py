@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 
 from .matcher import GrammarError
 from .regex_lengths import fit_length
@@ -184,7 +185,9 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
 
     body = without_single_negations(_python_group_names(pattern))
     try:
-        re.compile(python_view(body))
+        with warnings.catch_warnings():  # ("possible set union" for a "[" inside a class: a syntax check only)
+            warnings.simplefilter("ignore", FutureWarning)
+            re.compile(python_view(body))
     except re.error as exc:
         raise refuse(f"not a valid regular expression ({exc})") from None
     if body.startswith("^"):
