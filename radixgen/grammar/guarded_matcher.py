@@ -49,9 +49,10 @@ class GuardedMatcher:
             return
         words = numpy_rows(bitmask)[row]
         self._guard.ban(self._scans[-1], words, self._seen)
-        if not words.any():  # the guard bans every token that finishes in time: finish late
+        if not words.any():  # the guard bans every token that finishes in time: head for the end
             self._inner.fill_bitmask(bitmask, row, within_limit=False)
             self._guard.ban(self._scans[-1], words, self._seen)
+            self._inner.keep_closest(words)
 
     def rollback(self, num_tokens: int) -> None:
         self._inner.rollback(num_tokens)

@@ -98,6 +98,13 @@ class RegexMatcher:
         else:
             numpy_rows(bitmask)[row] = self._index.row(state)
 
+    def keep_closest(self, words) -> None:
+        """Narrow an allowed row of this state (numpy int32 words, in place) to the tokens after
+        which a complete match is nearest (GuardedMatcher: where its guard bans every token that
+        finishes in time)."""
+        if self._states[-1] != _EOS_STATE:
+            self._index.keep_closest(self._states[-1], words)
+
     def rollback(self, num_tokens: int) -> None:
         """Undo the last `num_tokens` accepted tokens (EOS included). ValueError if more than
         were accepted."""

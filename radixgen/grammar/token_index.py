@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from outlines_core import Index, Vocabulary
 
-from .bitmask import pack_token_ids
+from .bitmask import pack_token_ids, unpack_row
 from .matcher import GrammarError
 from .tokenizer_info import TokenizerInfo
 
@@ -241,6 +241,19 @@ class TokenIndex:
                     self._within.popitem(last=False)
             self._within.move_to_end(key)
             return row
+
+    def keep_closest(self, state: int, words: np.ndarray) -> None:
+        """Narrow the bitmask row `words` (tokens allowed in `state`, int32, in place) to the
+        tokens after which a complete match is nearest: the way to finish when no token can
+        finish in time any more."""
+        ids = unpack_row(words, self.info.vocab_size)
+        ids = ids[ids < self._sentinel_id]
+        if not len(ids):
+            return
+        step = self.index.get_next_state
+        dist = np.fromiter((self._distance.get(step(state, t), 1 << 30) for t in ids.tolist()), dtype=np.int64,
+                           count=len(ids))
+        words[:] = pack_token_ids(ids[dist == dist.min()], self.info.vocab_size)
 
     def token_ids_of(self, data: bytes) -> list[int]:
         """Ids of the (non-special) tokens that spell exactly `data`."""

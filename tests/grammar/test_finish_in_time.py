@@ -68,6 +68,23 @@ def test_fork_and_rollback_keep_the_limit(toy):
     assert _allowed(matcher, info) == {1, 2, 3, 4, 5}
 
 
+def test_keep_closest_narrows_a_row_to_the_nearest_ends(toy):
+    """The fallback where a guard bans every token that finishes in time: of the tokens it
+    leaves, those after which a complete match is nearest."""
+    info, compiler = toy
+    matcher = compiler.compile(Constraint("regex", '"[ab]*"')).matcher()
+    assert matcher.accept_token(1)
+    bitmask = allocate_bitmask(1, info.vocab_size)
+    matcher.fill_bitmask(bitmask, 0)
+    words = bitmask.numpy()[0]
+    matcher.keep_closest(words)
+    assert set(unpack_row(bitmask[0], info.vocab_size).tolist()) == {1, 5}  # '"' and 'a"' end it
+    words[:] = 0
+    words[0] = (1 << 2) | (1 << 4)  # "a", "ab": one token from the end either way
+    matcher.keep_closest(words)
+    assert set(unpack_row(bitmask[0], info.vocab_size).tolist()) == {2, 4}
+
+
 def _stubborn_walk(grammar, info, limit: int, seed: int) -> str:
     """A walk that never ends by choice: it takes a random allowed token that is neither EOS nor
     one that completes a match, until only such tokens are left."""
