@@ -87,6 +87,8 @@ def radixgen_engine(info, tokenizer):
 
         def start():
             matcher = grammar.matcher()
+            if hasattr(matcher, "limit_tokens"):
+                matcher.limit_tokens(4096)  # as the runtime does (max_new_tokens); not binding here
             return (lambda: matcher.fill_bitmask(bitmask, 0)), matcher.accept_token
         return start
     return compile_

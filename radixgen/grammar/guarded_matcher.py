@@ -44,12 +44,12 @@ class GuardedMatcher:
         self._inner.limit_tokens(num_tokens)
 
     def fill_bitmask(self, bitmask, row: int) -> None:
-        self._inner.fill_bitmask(bitmask, row)
+        narrowed = self._inner.fill_bitmask(bitmask, row)
         if self._inner.is_terminated():
             return
         words = numpy_rows(bitmask)[row]
         self._guard.ban(self._scans[-1], words, self._seen)
-        if not words.any():  # the guard bans every token that finishes in time: head for the end
+        if narrowed and not words.any():  # the guard bans every token that finishes in time: head for the end
             self._inner.fill_bitmask(bitmask, row, within_limit=False)
             self._guard.ban(self._scans[-1], words, self._seen)
             self._inner.keep_closest(words)

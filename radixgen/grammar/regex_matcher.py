@@ -85,18 +85,21 @@ class RegexMatcher:
                 return n
         return len(token_ids)
 
-    def fill_bitmask(self, bitmask, row: int, within_limit: bool = True) -> None:
+    def fill_bitmask(self, bitmask, row: int, within_limit: bool = True) -> bool:
         """Write the allowed-next-token set into row `row` of a CPU int32 bitmask (that row
         only): under `limit_tokens`, unless `within_limit` is False, the tokens that can still
-        finish in time. After termination nothing is allowed."""
+        finish in time. After termination nothing is allowed. True when the limit narrowed it."""
         state = self._states[-1]
         if state == _EOS_STATE:
             bitmask[row].zero_()
-            return
+            return False
         if within_limit and self._deadline is not None:
-            numpy_rows(bitmask)[row] = self._index.row_within(state, self._deadline - self.num_accepted)
-        else:
-            numpy_rows(bitmask)[row] = self._index.row(state)
+            narrowed = self._index.row_within(state, self._deadline - len(self._states) + 1)
+            if narrowed is not None:
+                numpy_rows(bitmask)[row] = narrowed
+                return True
+        numpy_rows(bitmask)[row] = self._index.row(state)
+        return False
 
     def keep_closest(self, words) -> None:
         """Narrow an allowed row of this state (numpy int32 words, in place) to the tokens after

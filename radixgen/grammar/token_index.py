@@ -218,14 +218,14 @@ class TokenIndex:
         one; EOS not counted). `state` must be live."""
         return self._distance[state]
 
-    def row_within(self, state: int, budget: int) -> np.ndarray:
+    def row_within(self, state: int, budget: int) -> np.ndarray | None:
         """`row(state)` narrowed to the tokens after which a complete match is still at most
         `budget - 1` tokens away, so that the output can finish within `budget` tokens (EOS, which
-        ends it, stays allowed in an accepting state). Where no token can finish in time (the
-        budget is already below the state's distance), the tokens that come closest. A view,
-        never to be mutated."""
+        ends it, stays allowed in an accepting state); None when that is every token of the row.
+        Where no token can finish in time (the budget is already below the state's distance),
+        the tokens that come closest. A view, never to be mutated."""
         if budget > self._farthest[state]:
-            return self.row(state)
+            return None
         key = (state, budget)
         with self._lock:
             row = self._within.get(key)
