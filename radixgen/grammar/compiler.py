@@ -174,7 +174,7 @@ class GrammarCompiler:
         regex, unique_paths, prefix = self._regex(constraint)
         entries = check_index_size(regex, info)
         guard = UniqueGuard(unique_paths, info, prefix) if unique_paths else None
-        return RegexGrammar(build_index(regex, info), regex, kind, guard), entries
+        return RegexGrammar(build_index(regex, info, entries), regex, kind, guard), entries
 
     def _regex(self, constraint: Constraint) -> tuple[str, tuple, bytes]:
         """(regex, the paths UniqueGuard keeps, the text before the guarded JSON) of a

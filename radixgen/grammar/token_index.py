@@ -31,6 +31,10 @@ from .tokenizer_info import TokenizerInfo
 
 EAGER_STATE_LIMIT = 8192  # tabulate every state when the automaton has at most this many
 LAZY_CACHE_ROWS = 2048  # LRU bound on lazily built rows (6 KiB each for a 49k vocabulary)
+# an automaton with at most this many (estimated) transitions is read in one call
+# (get_transitions: fast, but ~110 bytes of Python objects per transition); a larger one a
+# state at a time
+BULK_ENTRY_LIMIT = 2_000_000
 WITHIN_CACHE_ROWS = 256  # LRU bound on rows narrowed to a token budget (row_within)
 
 _vocab_lock = threading.Lock()
@@ -98,15 +102,16 @@ def outlines_vocabulary(info: TokenizerInfo) -> OutlinesVocab:
         return vocab
 
 
-def build_index(regex: str, info: TokenizerInfo) -> "TokenIndex":
+def build_index(regex: str, info: TokenizerInfo, entries: int | None = None) -> "TokenIndex":
     """Compile `regex` (Rust regex syntax, matched against the whole output) over `info`'s
-    vocabulary. Raises GrammarError when the regex is invalid or no token can follow a state."""
+    vocabulary. Raises GrammarError when the regex is invalid or no token can follow a state.
+    `entries`: the estimated transitions (size_budget), which decide how the automaton is read."""
     vocab = outlines_vocabulary(info)
     try:
         index = Index(f"{vocab.start}(?:{regex}){vocab.sentinel}", vocab.vocabulary)
     except (ValueError, RuntimeError) as exc:
         raise GrammarError(f"cannot compile regex: {exc}") from None
-    return TokenIndex(index, info, vocab)
+    return TokenIndex(index, info, vocab, bulk=entries is not None and entries <= BULK_ENTRY_LIMIT)
 
 
 class TokenIndex:
@@ -116,7 +121,7 @@ class TokenIndex:
     spelling passes through can never reach an accepting state, so they are dead, and a token is
     allowed only when it leads to a live state (one from which an accepting state is reachable)."""
 
-    def __init__(self, index: Index, info: TokenizerInfo, vocab: OutlinesVocab) -> None:
+    def __init__(self, index: Index, info: TokenizerInfo, vocab: OutlinesVocab, bulk: bool = False) -> None:
         self.index = index
         self.info = info
         self.initial_state: int = index.get_next_state(index.get_initial_state(), vocab.start_id)
@@ -131,7 +136,7 @@ class TokenIndex:
         self._lock = threading.Lock()
         self._first_byte = _first_bytes(info)
         self._accepting: dict[int, bool] = {}
-        successors, eager = self._explore()
+        successors, eager = self._explore(_bulk_moves(index.get_transitions()) if bulk else self._moves)
         self._distance = _distances(successors, self._accepting)
         self._live = frozenset(self._distance)
         # per state, the longest of its tokens' distances: a budget above it narrows nothing
@@ -151,19 +156,20 @@ class TokenIndex:
             self.rows = np.stack(self._table)
         del self._table, self._seen_rows
 
-    def _explore(self) -> tuple[dict[int, np.ndarray], bool]:
-        """Every state reachable from the initial one, with its distinct successors, walked one
-        state at a time (outlines-core's get_transitions would build every transition as Python
-        ints at once: ~110 bytes each, 10 GB for the largest automata the index budget admits).
-        Records which states accept and, if there are at most EAGER_STATE_LIMIT states (then
-        True is returned with them), each state's row (beyond, rows are built lazily)."""
+    def _explore(self, moves_of) -> tuple[dict[int, np.ndarray], bool]:
+        """Every state reachable from the initial one, with its distinct successors (`moves_of`:
+        a state's tokens and next states, from outlines-core's get_transitions for a small
+        automaton; for a large one a state at a time, as get_transitions would build every
+        transition as Python ints at once: 10 GB at the index budget's 100 M). Records which
+        states accept and, if there are at most EAGER_STATE_LIMIT states (then True is returned
+        with them), each state's row (beyond, rows are built lazily)."""
         self._table: list[np.ndarray] = []
         self._seen_rows: dict[bytes, int] = {}
         successors: dict[int, np.ndarray] = {}
         stack, found, eager = [self.initial_state], {self.initial_state}, True
         while stack:
             state = stack.pop()
-            ids, nxt = self._moves(state)
+            ids, nxt = moves_of(state)
             self._accepting[state] = bool(np.isin(nxt[ids == self._sentinel_id], list(self._final)).any())
             real = ids < self._sentinel_id
             ids, nxt = ids[real], nxt[real]
@@ -317,6 +323,15 @@ class TokenIndex:
             while not data.startswith(prefix):
                 prefix = prefix[:-1]
         return prefix
+
+
+def _bulk_moves(transitions: dict):
+    """`_moves` read from outlines-core's whole transition table."""
+    def moves_of(state: int) -> tuple[np.ndarray, np.ndarray]:
+        moves = transitions.get(state, {})
+        return (np.fromiter(moves.keys(), dtype=np.int64, count=len(moves)),
+                np.fromiter(moves.values(), dtype=np.int64, count=len(moves)))
+    return moves_of
 
 
 def _distances(successors: dict, accepting: dict) -> dict[int, int]:

@@ -131,3 +131,21 @@ def test_unique_items_guard_with_a_limit(small_compiler, small_info):
     for limit in (3, 5, 9, 14):
         text = _stubborn_walk(grammar, small_info, limit, seed=limit)
         jsonschema.validate(json.loads(text), schema)
+
+
+@pytest.mark.parametrize("name", ["nested", "recursive_optional", "pattern_two_repeats"])
+def test_both_readings_of_an_automaton_agree(small_info, name):
+    """A small automaton is read from outlines-core's whole transition table, a large one a
+    state at a time: the tables, distances and forced tokens are the same either way."""
+    from radixgen.grammar.json_schema import schema_to_regex
+    from radixgen.grammar.token_index import build_index
+
+    regex = schema_to_regex(json.dumps(SUPPORTED[name]))
+    bulk, streamed = build_index(regex, small_info, entries=0), build_index(regex, small_info)
+    assert bulk._row_of.keys() == streamed._row_of.keys() and len(bulk._row_of) > 3
+    for state in bulk._row_of:
+        assert (bulk.row(state) == streamed.row(state)).all()
+        assert bulk.distance(state) == streamed.distance(state)
+        assert bulk.is_accepting(state) == streamed.is_accepting(state)
+        assert bulk.single_token(state) == streamed.single_token(state)
+        assert bulk.forced_bytes(state) == streamed.forced_bytes(state)
