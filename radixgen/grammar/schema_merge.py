@@ -143,8 +143,8 @@ def merge(a, b, resolve, depth: int = 0):
         return b if a is True else a
     if a is False or b is False:
         return _EMPTY
-    if a == b and "$ref" not in a:  # A and A is A (GitHub's webhook schemas restate whole properties)
-        return a
+    if "$ref" not in a and _same(a, b):  # A and A is A (GitHub's webhook schemas restate whole
+        return a  # properties); JSON equality: a const 1 is not a const true
     if not (isinstance(a, dict) and isinstance(b, dict)) or {"anyOf", "oneOf", "allOf", "$ref"} & set(a) & set(b):
         return None
     if _scoped_unevaluated(b) and asserts(a):

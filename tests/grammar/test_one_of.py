@@ -177,6 +177,10 @@ D7 = "http://json-schema.org/draft-07/schema#"
      '"x"'),
     # an integer is valid under a nested option and under the number alternative
     ({"oneOf": [{"anyOf": [{"type": "integer"}, {"type": "string"}]}, {"type": "number"}]}, "1"),
+    # merging A with A: a const 1 is not a const true (Python's 1 == True)
+    ({"allOf": [{"const": 1}, {"const": True}]}, "1"),
+    ({"type": "object", "properties": {"x": {"const": 1}}, "required": ["x"],
+      "allOf": [{"properties": {"x": {"const": True}}}]}, '{"x":1}'),
     # 1 and 1.0 are equal inside containers too
     ({"oneOf": [{"const": {"a": 1}}, {"const": {"a": 1.0}}]}, '{"a":1}'),
     # draft 4 validators do not know const: both alternatives accept everything
