@@ -87,7 +87,9 @@ class _Bundle:
         own = self.base_of(node, base)
         if own is not None or at_root:
             base = own if own is not None else base
-            self.resources.setdefault(base, path)
+            if self.resources.setdefault(base, path) != path:  # (which one validators take varies)
+                raise GrammarError(f"unsupported JSON Schema keyword '$id': two subschemas have the base URI "
+                                   f"{base!r}")
         for parts, child in self.subresources(node):
             self.find(child, path + parts, base)
 
@@ -109,6 +111,11 @@ class _Bundle:
         for name, value in node.items():
             if id(value) in inside:
                 out[name] = self.rewrite(value, base)
+            elif name == "$schema" and isinstance(value, str) and node is not self.root \
+                    and _dialect(value) != _dialect(self.root.get("$schema")):
+                raise GrammarError(f"unsupported JSON Schema keyword '$schema' {value!r} below the root: "
+                                   "validators read that subschema in another draft (radixgen reads the "
+                                   "whole schema in the root's)")
             elif name == "$ref" and isinstance(value, str):
                 out[name] = self._local(value, base)
             elif name in LITERAL_KEYWORDS:
@@ -141,3 +148,8 @@ def _join(base: str, ref: str) -> str:
     if ref.startswith("#"):
         return urldefrag(base)[0] + ref
     return urljoin(base, ref)
+
+
+def _dialect(uri) -> str:
+    """A `$schema` URI as validators tell drafts apart (no `$schema`: 2020-12)."""
+    return uri.rstrip("#") if isinstance(uri, str) else "https://json-schema.org/draft/2020-12/schema"

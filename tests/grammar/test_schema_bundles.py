@@ -73,6 +73,13 @@ def test_the_embedded_document_own_definitions_win(small_compiler, small_info):
     assert accepts_text(ignored, small_info, '{"a":"s"}') and not accepts_text(ignored, small_info, '{"a":7}')
 
 
+def test_a_subschema_may_restate_the_root_draft(small_compiler, small_info):
+    schema = {"$schema": DRAFT_7, "definitions": {"n": {"$schema": DRAFT_7.rstrip("#"), "type": "integer",
+                                                        "minimum": 4, "maximum": 6}}, "$ref": "#/definitions/n"}
+    grammar = small_compiler.compile(Constraint("json_schema", json.dumps(schema)))
+    assert accepts_text(grammar, small_info, "5") and not accepts_text(grammar, small_info, "7")
+
+
 def test_pointers_to_embedded_documents_escape_their_keys():
     schema = {"$ref": "http://h/x~y%z.json", "definitions": {"http://h/x~y%z.json": {"$id": "http://h/x~y%z.json",
                                                                                     "type": "boolean"}}}
@@ -91,6 +98,19 @@ def test_pointers_to_embedded_documents_escape_their_keys():
     # validators do not look for resources under an unknown keyword: not found, not local
     ({"$ref": "http://x.org/hidden.json", "x-bundle": {"h": {"$id": "http://x.org/hidden.json", "type": "null"}}},
      "not a local reference"),
+    # two resources with one base URI: validators differ on which they take (found in review:
+    # radixgen took the outer, `referencing` the inner)
+    ({"$defs": {"a": {"$id": "http://x/t.json", "$defs": {"c": {"$id": "http://x/t.json", "const": 2}},
+                      "const": 1}}, "$ref": "http://x/t.json"}, "two subschemas have the base URI"),
+    # a $schema below the root switches the validator's draft there (here: the $id beside a $ref
+    # that draft 7 ignores), as does draft 3's divisibleBy in an otherwise 2020-12 schema
+    ({"$defs": {"a": {"$schema": DRAFT_7, "$id": "http://y/a.json",
+                      "definitions": {"s": {"$id": "http://y/sub/", "$ref": "b.json"}},
+                      "allOf": [{"$ref": "#/definitions/s"}]},
+                "b1": {"$id": "http://y/sub/b.json", "const": 1}, "b2": {"$id": "http://y/b.json", "const": 2}},
+      "$ref": "#/$defs/a"}, "below the root"),
+    ({"$defs": {"a": {"$schema": "http://json-schema.org/draft-03/schema#", "type": "integer", "divisibleBy": 2}},
+      "$ref": "#/$defs/a"}, "below the root"),
     # another document's anchor
     ({"$ref": "http://x.org/a.json#top", "$defs": {"a": {"$id": "http://x.org/a.json", "type": "null"}}},
      "not a local reference|anchor"),
