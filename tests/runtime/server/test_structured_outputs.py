@@ -117,6 +117,24 @@ def test_response_format_json_schema(embedded_server, model_name_e2e):
     assert isinstance(json.loads(resp.choices[0].message.content), dict)
 
 
+def test_openai_outputs_cut_by_max_tokens_still_parse(embedded_server, model_name_e2e):
+    """max_tokens far below what the model writes: the content and the tool call's arguments
+    close in time (finish_reason says the limit was reached)."""
+    schema = {"type": "object", "properties": {"story": {"type": "string"}, "tags": {
+        "type": "array", "items": {"type": "string"}}}, "required": ["story", "tags"]}
+    resp = _client(embedded_server).chat.completions.create(
+        model=model_name_e2e, messages=[{"role": "user", "content": "Tell a long story with many tags."}],
+        temperature=0, max_tokens=14, response_format={"type": "json_schema", "json_schema": {"name": "s", "schema": schema}})
+    assert resp.usage.completion_tokens <= 14 and resp.choices[0].finish_reason == "length"  # (it loops to any limit)
+    jsonschema.validate(json.loads(resp.choices[0].message.content), schema)
+    resp = _client(embedded_server).chat.completions.create(
+        model=model_name_e2e, messages=[{"role": "user", "content": "What's the weather in Paris?"}],
+        tools=[WEATHER], tool_choice="required", temperature=0, max_tokens=20)  # (the model writes 27)
+    calls = resp.choices[0].message.tool_calls
+    assert calls and resp.usage.completion_tokens <= 20
+    jsonschema.validate(json.loads(calls[0].function.arguments), WEATHER["function"]["parameters"])
+
+
 @pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "get_time"}}])
 def test_tool_calls_parse_into_declared_arguments(embedded_server, model_name_e2e, tool_choice):
     resp = _client(embedded_server).chat.completions.create(
