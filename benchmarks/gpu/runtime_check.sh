@@ -1,0 +1,14 @@
+# One device call: the kernel tests of the decode path (the CUDA NVFP4 kernel included), the
+# runtime's GPU tests (engine, CUDA graphs, constrained decoding: not yet run with the CUDA
+# kernel), then the decode benchmark.
+#   run(command="bash benchmarks/gpu/runtime_check.sh", carry=[".whl", ".gpu_cache"])
+source benchmarks/gpu/h200_env.sh
+export PYTHONUNBUFFERED=1
+timeout 200 python3 -m pytest -q -x tests/kernels/test_nvfp4_decode_cuda.py tests/kernels/test_decode_attention.py \
+    tests/kernels/test_merge_state.py tests/grammar/test_row_masker.py > "$OUT/kernel_tests.log" 2>&1
+tail -4 "$OUT/kernel_tests.log"
+timeout 240 python3 -m pytest -q tests/runtime/test_gpu_engine.py tests/runtime/test_cuda_graph.py \
+    tests/runtime/test_gpu_constrained.py > "$OUT/runtime_tests.log" 2>&1
+tail -8 "$OUT/runtime_tests.log"
+timeout 120 python3 benchmarks/bench_kernels.py --decode-only --iters 30 --json "$OUT/decode.json" > "$OUT/bench.log" 2>&1
+grep -E "^decode|^flashinfer|copy bandwidth|cuda|Error|error" "$OUT/bench.log" | head -30
