@@ -152,7 +152,8 @@ class TokenIndex:
                 self._row_of[state] = self._intern(self._analyse(state, *self._live_moves(state)))
             self._row_of = {s: k for s, k in self._row_of.items() if s in self._live}
             for state in self._dead.tolist():
-                self._single.pop(state, None), self._forced.pop(state, None)
+                self._single.pop(state, None)
+                self._forced.pop(state, None)
             self.rows = np.stack(self._table)
         del self._table, self._seen_rows
 
@@ -182,7 +183,8 @@ class TokenIndex:
             if eager:
                 self._row_of[state] = self._intern(self._analyse(state, ids, nxt))
         if not eager:
-            self._row_of.clear(), self._single.clear(), self._forced.clear(), self._table.clear()
+            for table in (self._row_of, self._single, self._forced, self._table):
+                table.clear()
         return successors, eager
 
     def _moves(self, state: int) -> tuple[np.ndarray, np.ndarray]:
@@ -236,9 +238,7 @@ class TokenIndex:
         with self._lock:
             row = self._within.get(key)
             if row is None:
-                ids, nxt = self._live_moves(state)
-                targets, at = np.unique(nxt, return_inverse=True)
-                dist = np.asarray([self._distance[n] for n in targets.tolist()], dtype=np.int64)[at]
+                ids, dist = self._move_distances(state)
                 ids = ids[dist <= max(budget - 1, int(dist.min()) if len(dist) else 0)]
                 if self.is_accepting(state):
                     ids = np.concatenate([ids, self._eos_ids])
@@ -252,14 +252,18 @@ class TokenIndex:
         """Narrow the bitmask row `words` (tokens allowed in `state`, int32, in place) to the
         tokens after which a complete match is nearest: the way to finish when no token can
         finish in time any more."""
-        ids = unpack_row(words, self.info.vocab_size)
-        ids = ids[ids < self._sentinel_id]
-        if not len(ids):
-            return
-        step = self.index.get_next_state
-        dist = np.fromiter((self._distance.get(step(state, t), 1 << 30) for t in ids.tolist()), dtype=np.int64,
-                           count=len(ids))
-        words[:] = pack_token_ids(ids[dist == dist.min()], self.info.vocab_size)
+        ids, dist = self._move_distances(state)
+        allowed = np.isin(ids, unpack_row(words, self.info.vocab_size))
+        if allowed.any():
+            ids, dist = ids[allowed], dist[allowed]
+            words[:] = pack_token_ids(ids[dist == dist.min()], self.info.vocab_size)
+
+    def _move_distances(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """The real tokens allowed in `state` that lead to live states, and the distance of
+        the state each leads to."""
+        ids, nxt = self._live_moves(state)
+        targets, at = np.unique(nxt, return_inverse=True)
+        return ids, np.asarray([self._distance[n] for n in targets.tolist()], dtype=np.int64)[at]
 
     def token_ids_of(self, data: bytes) -> list[int]:
         """Ids of the (non-special) tokens that spell exactly `data`."""
