@@ -133,10 +133,10 @@ def _excludes(gen, acc, readings: Readings, depth: int = 0) -> bool:
     if isinstance(gen, dict) and set(gen) == {"anyOf"} and isinstance(gen["anyOf"], list):  # (a narrowing)
         return all(_excludes(branch, acc, readings, depth) for branch in gen["anyOf"])
     wide, acc = readings.loose(gen), readings.loose(acc)
-    if depth < _MAX_DEPTH and _only_options(wide):  # what it generates comes from its options
-        return all(_excludes(option, acc, readings, depth + 1) for option in _only_options(wide))
-    if depth < _MAX_DEPTH and _only_options(acc):  # a value no option accepts, acc does not
-        return all(_excludes(wide, option, readings, depth + 1) for option in _only_options(acc))
+    if depth < _MAX_DEPTH and (options := _only_options(wide)):  # what it generates comes from its options
+        return all(_excludes(option, acc, readings, depth + 1) for option in options)
+    if depth < _MAX_DEPTH and (options := _only_options(acc)):  # a value no option accepts, acc does not
+        return all(_excludes(wide, option, readings, depth + 1) for option in options)
     gen_kinds = _generated_kinds(wide) or _option_kinds(wide, readings, _generated_kinds)
     acc_kinds = _kinds(acc) or _option_kinds(acc, readings, _kinds)
     if gen_kinds is not None and acc_kinds is not None and not (_widen(gen_kinds) & _widen(acc_kinds)):
@@ -159,11 +159,11 @@ def _excludes(gen, acc, readings: Readings, depth: int = 0) -> bool:
 
 
 def _only_options(node) -> list | None:
-    """The options of a node that asserts nothing but one anyOf or oneOf, else None."""
+    """The options (a list) of a node that asserts nothing but one anyOf or oneOf, else None."""
     if not isinstance(node, dict) or len({"anyOf", "oneOf"} & set(node)) != 1 or asserts(node, ("anyOf", "oneOf")):
         return None
     options = node.get("anyOf", node.get("oneOf"))
-    return options if isinstance(options, list) and options else None
+    return options if isinstance(options, list) else None
 
 
 def _object_excludes(gen, acc: dict, readings: Readings, depth: int) -> bool:
@@ -200,12 +200,11 @@ def _misses_pattern(values: list, node) -> bool:
 def _option_kinds(node, readings: Readings, kinds_of, depth: int = 0):
     """The types of a node that is only an anyOf or a oneOf: its options' together (None when
     one is not known)."""
-    if not isinstance(node, dict) or depth > _MAX_DEPTH or len({"anyOf", "oneOf"} & set(node)) != 1 \
-            or asserts(node, ("anyOf", "oneOf")):
+    options = _only_options(node)
+    if depth > _MAX_DEPTH or options is None:
         return None
-    options = node.get("anyOf", node.get("oneOf"))
     kinds: set = set()
-    for option in options if isinstance(options, list) else [None]:
+    for option in options:
         option = readings.loose(option)
         known = kinds_of(option) or _option_kinds(option, readings, kinds_of, depth + 1)
         if known is None:
