@@ -21,14 +21,13 @@ _JSON_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
 # RFC 3986 appendix A, ASCII (an IRI that is not ASCII is refused here), without IP-literal
 # hosts ("[::1]"): a subset of what the URI checkers accept, which is what a kept value needs
 _PCT = r"%[0-9A-Fa-f]{2}"
-_SUB_DELIMS = "!$&'()*+,;="
-_PCHAR = rf"(?:[A-Za-z0-9._~{re.escape(_SUB_DELIMS)}:@-]|{_PCT})"
+_PLAIN = "A-Za-z0-9._~" + re.escape("!$&'()*+,;=")  # unreserved and sub-delims, as class members ("-" last)
+_PCHAR = rf"(?:[{_PLAIN}:@-]|{_PCT})"
 _SEGMENTS = rf"(?:/{_PCHAR}*)*"
-_AUTHORITY = (rf"(?:(?:[A-Za-z0-9._~{re.escape(_SUB_DELIMS)}:-]|{_PCT})*@)?"
-              rf"(?:[A-Za-z0-9._~{re.escape(_SUB_DELIMS)}-]|{_PCT})*(?::[0-9]*)?")
+_AUTHORITY = rf"(?:(?:[{_PLAIN}:-]|{_PCT})*@)?(?:[{_PLAIN}-]|{_PCT})*(?::[0-9]*)?"
 _QUERY_AND_FRAGMENT = rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
 _URI = rf"[A-Za-z][A-Za-z0-9+.-]*:(?://{_AUTHORITY}{_SEGMENTS}|/(?:{_PCHAR}+{_SEGMENTS})?|{_PCHAR}+{_SEGMENTS}|)"
-_NO_COLON = rf"(?:[A-Za-z0-9._~{re.escape(_SUB_DELIMS)}@-]|{_PCT})"  # a relative path's first segment
+_NO_COLON = rf"(?:[{_PLAIN}@-]|{_PCT})"  # a relative path's first segment
 _RELATIVE = rf"(?://{_AUTHORITY}{_SEGMENTS}|/(?:{_PCHAR}+{_SEGMENTS})?|{_NO_COLON}+{_SEGMENTS}|)"
 _URI_VALUES = {"uri": re.compile(_URI + _QUERY_AND_FRAGMENT),
                "uri-reference": re.compile(f"(?:{_URI}|{_RELATIVE}){_QUERY_AND_FRAGMENT}")}
