@@ -71,14 +71,18 @@ def random_walk_ids(matcher, info, rng: random.Random, max_tokens: int = 64) -> 
 
 
 def time_masks(grammar, sequences: list[list[int]], clock=time.perf_counter,
-               first_visits: list[float] | None = None) -> list[float]:
+               first_visits: list[float] | None = None, limit: int | None = None) -> list[float]:
     """Seconds per fill_bitmask over every prefix of every sequence. `time.thread_time` gives
     CPU time, which leaves out preemption on a shared machine. `first_visits`, if given, also
-    receives the times of the steps whose (lexer state, parser stack) mask was not cached yet."""
+    receives the times of the steps whose (lexer state, parser stack) mask was not cached yet.
+    `limit`: each matcher is told it may take that many tokens (limit_tokens, as the runtime
+    does with max_new_tokens)."""
     row = torch.zeros(1, grammar.num_words, dtype=torch.int32)
     times = []
     for seq in sequences:
         m = grammar.matcher()
+        if limit is not None:
+            m.limit_tokens(limit)
         for tok in seq:
             q, stack, _ = m._history[-1]
             first = (q, stack) not in grammar._masks
@@ -132,6 +136,19 @@ def benchmark_sql_masks(num_walks: int = 30, seed: int = 0, peers: bool = True, 
     result["lexer_states"] = grammar.lexer.num_states
     result["indexed_lexer_states"] = len(grammar._tries)
     result["warm_real_queries"] = _stats(time_masks(grammar, real))
+    # under max_new_tokens (cfg_closing): with 256 tokens left every step checks how far the
+    # end is and nothing narrows; walks capped at 24 tokens narrow their last ~20 masks
+    grammar = compiled()
+    result["cold_cpu_time_limit_256"] = _stats(time_masks(grammar, real + walks, time.thread_time, limit=256))
+    grammar = compiled()
+    capped = []
+    for _ in range(num_walks):
+        matcher = grammar.matcher()
+        matcher.limit_tokens(24)
+        capped.append(random_walk_ids(matcher, info, rng, max_tokens=24))
+    grammar = compiled()
+    result["cold_cpu_time_limit_24"] = _stats(time_masks(grammar, capped, time.thread_time, limit=24))
+    result["warm_cpu_time_limit_24"] = _stats(time_masks(grammar, capped, time.thread_time, limit=24))
     result["load_avg_end"] = os.getloadavg()
     if peers:  # on the real queries only: a peer may be orders of magnitude slower
         result["peers_real_queries"] = _peer_stats(tok, real)

@@ -29,6 +29,10 @@ can follow (after a SQL statement's `;`), the only continuation is EOS, so gener
 instead of padding the output with whitespace to max_new_tokens. Numbers:
 benchmarks/bench_grammar_cfg.py.
 
+Under `limit_tokens` (the request's max_new_tokens left) the last masks keep to the tokens
+after which the text can still be completed in time (cfg_closing), so an output that runs to
+its limit still parses.
+
 Jump-forward is conservative: tokens are forced only while the mask allows exactly one token
 and not EOS. Every continuation of the text must then start with that token's bytes *as the
 model would have to emit them*, so forcing it is exactly what constrained sampling would do;
@@ -47,6 +51,7 @@ from lark import Lark
 from lark.exceptions import LarkError
 
 from radixgen.core import Constraint
+from radixgen.grammar.cfg_closing import Closer
 from radixgen.grammar.cfg_index import SeqTrie, VocabLexer, ids_of, pack_ids, partial_allowed
 from radixgen.grammar.cfg_lexer import DEAD, FRESH, LexerDfa
 from radixgen.grammar.cfg_parser import LalrTables, Stack
@@ -123,6 +128,15 @@ class CfgGrammar:
         self.eos_ids = frozenset(info.eos_ids)
         self._tries: dict[int, SeqTrie] = {}
         self._masks: dict[tuple[int, Stack], MaskEntry] = {}
+        self._closer: Closer | None = None
+
+    @property
+    def closer(self) -> Closer:
+        """Shortest completions, for outputs that must end within their token budget (built on
+        first use: most requests never get close to their max_new_tokens)."""
+        if self._closer is None:
+            self._closer = Closer(self)
+        return self._closer
 
     def matcher(self) -> "CfgMatcher":
         return CfgMatcher(self, [(FRESH, self.parser.start_stack, False)])
@@ -132,6 +146,7 @@ class CfgGrammar:
         if self.lexer.num_states <= _TRIE_CACHE_LIMIT:
             for q in range(FRESH, self.lexer.num_states):
                 self.trie(q)
+        self.closer  # (its LR(0) items: tens of ms, not on the scheduler loop)
 
     def trie(self, q: int) -> SeqTrie:
         trie = self._tries.get(q)
@@ -202,9 +217,18 @@ class CfgGrammar:
 class CfgMatcher:
     """One request's cursor: a history of (lexer state, parser stack, terminated) per token."""
 
-    def __init__(self, grammar: CfgGrammar, history: list[tuple[int, Stack, bool]]) -> None:
+    def __init__(self, grammar: CfgGrammar, history: list[tuple[int, Stack, bool]],
+                 deadline: int | None = None) -> None:
         self._grammar = grammar
         self._history = history
+        self._deadline = deadline  # the most tokens num_accepted may reach (None: no limit)
+
+    def limit_tokens(self, num_tokens: int) -> None:
+        """From here on at most `num_tokens` more tokens will be accepted (the request's
+        max_new_tokens left): in the last tokens fill_bitmask keeps to those after which the
+        text can still be completed in time (cfg_closing), so an output that runs to its limit
+        still parses."""
+        self._deadline = self.num_accepted + num_tokens
 
     @property
     def num_accepted(self) -> int:
@@ -238,6 +262,11 @@ class CfgMatcher:
             bitmask[row].zero_()
             return
         words = self._grammar.mask(q, stack).words
+        if self._deadline is not None:
+            narrowed = self._grammar.closer.narrow(q, stack, self._deadline - self.num_accepted,
+                                                   words.numpy().view(np.uint32))
+            if narrowed is not None:
+                words = torch.from_numpy(narrowed.view(np.int32))
         target = bitmask[row]
         if target.shape[0] == words.shape[0]:
             target.copy_(words)
@@ -255,7 +284,7 @@ class CfgMatcher:
 
     def fork(self) -> "CfgMatcher":
         """An independent copy in the same state (states are immutable, so a shallow copy)."""
-        return CfgMatcher(self._grammar, list(self._history))
+        return CfgMatcher(self._grammar, list(self._history), self._deadline)
 
     def is_terminated(self) -> bool:
         return self._history[-1][2]

@@ -210,6 +210,8 @@ class VocabLexer:
         ids = sorted((i for i, b in enumerate(token_bytes) if b and i not in special_ids),
                      key=lambda i: -len(token_bytes[i]))
         self.ids = np.array(ids, dtype=np.int32)
+        self.row_of = np.full(len(token_bytes), -1, dtype=np.int64)  # token id -> row (-1: none)
+        self.row_of[self.ids] = np.arange(len(ids))
         width = len(token_bytes[ids[0]]) if ids else 0
         matrix = np.zeros((len(ids), width), dtype=np.uint8)  # [num_tokens, max_len]
         lengths = np.array([len(token_bytes[i]) for i in ids], dtype=np.int64)
@@ -227,10 +229,10 @@ class VocabLexer:
 
     def index(self, q: int) -> SeqTrie:
         """Lex every token from lexer state q and group the ids by outcome."""
-        states, seqs, counts = self._run(q)
+        states, seqs, counts = self.outcomes(q)
         root, names = SeqTrie(), self.lexer.type_names
         set_ids = self.state_set[states]
-        for seq, rows in self._nodes(states, seqs, counts):
+        for seq, rows in self.sequences(states, seqs, counts):
             node = root
             for t in seq:
                 node = node.child(names[t])
@@ -238,7 +240,7 @@ class VocabLexer:
                       self.num_words, self._shared)
         return root
 
-    def _nodes(self, states: np.ndarray, seqs: np.ndarray, counts: np.ndarray):
+    def sequences(self, states: np.ndarray, seqs: np.ndarray, counts: np.ndarray):
         """Yield (completed type ids, row indices) per distinct completed sequence. Rows
         completing at most `limit` terminals are keyed by one int64 (digits in base number of
         types + 1); the rare longer ones (runs of brackets, dashes, ...) go through a dict."""
@@ -260,7 +262,7 @@ class VocabLexer:
         for seq, rows in long_rows.items():
             yield list(seq), np.array(rows, dtype=np.int64)
 
-    def _run(self, q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def outcomes(self, q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row: the final lexer state, the completed non-ignored types (-1 padded) and
         their number."""
         trans, emit = self.lexer.trans.ravel(), self.lexer.emit.ravel()

@@ -29,6 +29,11 @@ class Matcher(Protocol):
         """Write the allowed-next-token set into row `row` of an int32 bitmask (CPU tensor).
         Mutates only that row."""
 
+    def limit_tokens(self, num_tokens: int) -> None:
+        """At most `num_tokens` more tokens will be accepted (the request's max_new_tokens, or
+        its context, left): in the last tokens `fill_bitmask` keeps to those after which the
+        text can still be completed in time, so an output that runs to its limit is complete."""
+
     def rollback(self, num_tokens: int) -> None:
         """Undo the last `num_tokens` accepted tokens (speculative rejection). ValueError if more
         than were accepted."""

@@ -69,9 +69,8 @@ class GrammarBackend:
                 failed.append((req, str(future.exception())))
             else:
                 req.matcher = future.result().matcher()
-                if hasattr(req.matcher, "limit_tokens"):  # (regex automata; a CFG's output may be cut off)
-                    room = self.max_context_len - req.seq_len if self.max_context_len else req.remaining_new_tokens
-                    req.matcher.limit_tokens(min(req.remaining_new_tokens, room))
+                room = self.max_context_len - req.seq_len if self.max_context_len else req.remaining_new_tokens
+                req.matcher.limit_tokens(min(req.remaining_new_tokens, room))
                 ready.append(req)
         self.pending = still
         if ready and self.compiler.num_compiled != self._frozen_compiles:  # a new grammar arrived

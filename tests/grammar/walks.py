@@ -13,10 +13,9 @@ _CLOSERS = (b'"', b"}", b"]", b",")
 def random_walk(grammar, info, seed: int, max_steps: int = 1000) -> tuple[list[int], str]:
     """Token ids (EOS excluded) and their text. Each step samples uniformly among allowed tokens,
     but prefers EOS, closing punctuation and single bytes more and more as the walk grows, so it
-    ends; a regex matcher is also told the walk's length (limit_tokens), so it closes in time."""
+    ends; the matcher is also told the walk's length (limit_tokens), so it closes in time."""
     rng, matcher = random.Random(seed), grammar.matcher()
-    if hasattr(matcher, "limit_tokens"):
-        matcher.limit_tokens(max_steps - 1)  # (and EOS at the last step)
+    matcher.limit_tokens(max_steps - 1)  # (and EOS at the last step)
     bitmask = allocate_bitmask(1, info.vocab_size)
     eos = np.asarray(info.eos_ids)
     closers = np.flatnonzero(np.isin(np.array(info.token_bytes, dtype=object), _CLOSERS))

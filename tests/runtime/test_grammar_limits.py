@@ -46,3 +46,18 @@ def test_outputs_at_the_context_limit_validate(short_context_engine):
     for out in outs:
         assert len(prompt) + len(out["output_ids"]) <= 96
         jsonschema.validate(json.loads(out["text"]), SCHEMA)
+
+
+def test_sql_outputs_at_max_new_tokens_parse(short_context_engine):
+    from lark import Lark
+
+    from radixgen.grammar.cfg import shipped_grammar
+
+    params = [{"max_new_tokens": n, "temperature": 1.0, "seed": seed, "lark": "sql"}
+              for n in (4, 9, 16, 30) for seed in range(3)]
+    outs = short_context_engine.generate(input_ids=[[11, 12, 13]] * len(params), sampling_params=params)
+    parser = Lark(shipped_grammar("sql"), parser="lalr")
+    for p, out in zip(params, outs):
+        assert len(out["output_ids"]) <= p["max_new_tokens"]
+        parser.parse(out["text"])
+    assert sum(o["meta_info"]["finish_reason"]["type"] == "length" for o in outs) >= len(outs) // 2

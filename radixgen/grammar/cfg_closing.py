@@ -1,0 +1,250 @@
+"""Closing a CFG output in time: the tokens a matcher state needs to reach a complete text, and
+the mask that keeps an output within its max_new_tokens.
+
+A regex automaton tables every state's token distance to a match (token_index). A CFG state is a
+lexer state plus an unbounded LALR stack, so its distance is computed on demand, and only where
+it matters: in a request's last tokens.
+
+- `text(q, stack)`: a shortest completion in bytes. The partial terminal is finished first (a
+  BFS over the lexer DFA from q gives each type its shortest suffix), then the parser stack is
+  completed with terminals, each costing its shortest spelling plus a separator: a space where
+  the grammar ignores one, so that NAME "a" and FROM do not lex as one NAME "aFROM". The
+  cheapest terminals come from the grammar's LR(0) items (cfg_items), checked with the parser;
+  a Dijkstra over stacks where the table resolved a conflict against them. Memoised per stack.
+- `plan(q, stack)`: that text as tokens the matcher accepts, greedy longest pieces, each checked
+  with `CfgGrammar.advance`. Its length bounds the tokens a complete text still needs.
+- `narrow(q, stack, budget, words)`: once the plan comes within `WINDOW` tokens of the budget,
+  the row keeps only the tokens after which a plan still fits. What a token does from q (its
+  final lexer state, the terminals it completes) comes from the vocabulary lexed from q at once
+  (`VocabLexer.outcomes`); the allowed tokens have a few hundred distinct outcomes, each fed to
+  the parser and planned once.
+
+Outside the window nothing is checked: that is sound as long as no single token lengthens the
+plan by more than `WINDOW` (a token opens at most a few brackets or a quote; the SQL test walks
+measure the largest jump). Inside it the budget is kept exactly, up to the plan being an upper
+bound: a token whose own plan does not fit is dropped even if a shorter tokenization would. If
+no token fits (the grammar's shortest text is longer than the budget), the tokens with the shortest
+plans are kept, as `TokenIndex.keep_closest` does for regexes.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+import numpy as np
+
+from radixgen.grammar.cfg_index import pack_ids
+from radixgen.grammar.cfg_items import StackCompletions
+from radixgen.grammar.cfg_lexer import FRESH
+
+WINDOW = 16  # plan length + WINDOW >= budget: narrow the row
+_WATCH = 512  # budgets above this are not checked (no plan is that long)
+_SEARCH_LIMIT = 20_000  # stacks a Dijkstra may expand before giving up (no narrowing then)
+_MEMO_LIMIT = 100_000
+_OUTCOMES_LIMIT = 256  # lexer states whose vocabulary outcomes are kept (~100 KB each)
+_KEYED_TERMINALS = 3
+# spelling preference: letters, digits, a space, punctuation, then any byte
+_BYTE_ORDER = (list(range(ord("a"), ord("z") + 1)) + list(range(ord("0"), ord("9") + 1)) + [ord(" ")]
+               + [b for b in range(33, 127) if not chr(b).isalnum()])
+_BYTE_ORDER += [b for b in range(256) if b not in set(_BYTE_ORDER)]
+_MISS = object()
+_FAR = 1 << 30  # the plan length of a dead end
+
+
+class Closer:
+    """Shortest completions and the deadline mask of one compiled CFG (`CfgGrammar`)."""
+
+    def __init__(self, grammar) -> None:
+        self.grammar = grammar
+        self.lexer, self.parser = grammar.lexer, grammar.parser
+        lexer = self.lexer
+        self._suffixes: dict[int, dict[str, bytes]] = {}
+        self.spelling = {t: s for t, s in self.suffixes(FRESH).items() if s}
+        self.separator = next((s for t, s in sorted(self.spelling.items(), key=lambda x: len(x[1]))
+                               if t in lexer.ignored and s.strip() == b""), b"")
+        self._cost = {t: len(s) + len(self.separator) for t, s in self.spelling.items()}
+        conf = grammar.lark.parser.parser_conf
+        self.completions = StackCompletions(conf.rules, self.parser, conf.start[0], self._cost)
+        info = grammar.info
+        self._pieces: dict[bytes, int] = {}
+        for i, data in enumerate(info.token_bytes):
+            if data and i not in info.special_ids:
+                self._pieces.setdefault(data, i)
+        self._longest = max(map(len, self._pieces), default=0)
+        self._ends: dict = {}  # stack -> terminal names to feed to reach $END, or None
+        self._plans: dict = {}  # (q, stack) -> token ids, or None
+        self._outcomes: dict[int, tuple[np.ndarray, list]] = {}  # see _outcomes_from
+
+    def suffixes(self, q: int) -> dict[str, bytes]:
+        """Per type name, the shortest bytes that end the current token (lexer state q) as that
+        type: b"" for q's own winner. From FRESH: each terminal's shortest spelling."""
+        out = self._suffixes.get(q)
+        if out is not None:
+            return out
+        lexer, out, seen, todo = self.lexer, {}, {q: b""}, deque([q])
+        while todo:
+            s = todo.popleft()
+            win = lexer.winner[s]
+            if win >= 0 and s != FRESH:
+                out.setdefault(lexer.type_names[win], seen[s])
+            trans, emit = lexer.trans_rows[s], lexer.emit_rows[s]
+            for b in _BYTE_ORDER:
+                t = trans[b]
+                if t > FRESH and emit[b] < 0 and t not in seen:  # the same token goes on
+                    seen[t] = seen[s] + bytes([b])
+                    todo.append(t)
+        self._suffixes[q] = out
+        return out
+
+    def terminals_to_end(self, stack) -> tuple[str, ...] | None:
+        """The cheapest terminal sequence after which the parser accepts $END (None: none
+        found). Read off the LR(0) items (cfg_items) and checked with the parser; where the
+        table resolved a conflict against it, a search."""
+        known = self._ends.get(stack, _MISS)
+        if known is not _MISS:
+            return known
+        found = self.completions.complete(stack)
+        if found is None or not self._completes(stack, found):
+            found = self.search_to_end(stack)
+        _remember(self._ends, stack, found)
+        return found
+
+    def _completes(self, stack, terms: tuple[str, ...]) -> bool:
+        for term in terms:
+            stack = self.parser.feed(stack, term)
+            if stack is None:
+                return False
+        return self.parser.accepts_end(stack)
+
+    def search_to_end(self, stack) -> tuple[str, ...] | None:
+        """`terminals_to_end` by a Dijkstra over parser stacks, fed the acceptable terminals at
+        their costs (None past _SEARCH_LIMIT stacks: long completions from grammars with many
+        cheap terminals)."""
+        parser, cost_of = self.parser, self._cost
+        heap, best, order = [(0, 0, stack, ())], {stack: 0}, 0
+        while heap and order < _SEARCH_LIMIT:
+            cost, _, st, path = heapq.heappop(heap)
+            if cost > best[st]:
+                continue
+            if parser.accepts_end(st):
+                return path
+            for term in parser.acceptable(st):
+                step = cost_of.get(term)
+                nxt = parser.feed(st, term) if step is not None else None
+                if nxt is not None and cost + step < best.get(nxt, cost + step + 1):
+                    best[nxt] = cost + step
+                    order += 1
+                    heapq.heappush(heap, (cost + step, order, nxt, path + (term,)))
+        return None
+
+    def text(self, q: int, stack) -> bytes | None:
+        """A shortest completion of the text in state (q, stack), or None if none was found."""
+        sep, spelling, feed = self.separator, self.spelling, self.parser.feed
+        options = {None: b""} if q == FRESH else self.suffixes(q)
+        best = None
+        for term, suffix in options.items():
+            after = stack if term is None or term in self.lexer.ignored else feed(stack, term)
+            rest = None if after is None else self.terminals_to_end(after)
+            if rest is None:
+                continue
+            parts = [spelling[t] for t in rest]
+            text = suffix + (sep.join(parts) if q == FRESH else b"".join(sep + p for p in parts))
+            if best is None or len(text) < len(best):
+                best = text
+        return best
+
+    def plan(self, q: int, stack) -> tuple[int, ...] | None:
+        """Token ids that complete the text from (q, stack), each accepted in turn; None if no
+        completion was found."""
+        key = (q, stack)
+        hit = self._plans.get(key, _MISS)
+        if hit is not _MISS:
+            return hit
+        text, out = self.text(q, stack), None
+        if text is not None:
+            out = self._tokenize(q, stack, text)
+        _remember(self._plans, key, out)
+        return out
+
+    def _tokenize(self, q: int, stack, text: bytes) -> tuple[int, ...] | None:
+        g, ids, pos = self.grammar, [], 0
+        while pos < len(text):
+            for end in range(min(len(text), pos + self._longest), pos, -1):
+                tid = self._pieces.get(text[pos:end])
+                nxt = None if tid is None else g.advance(q, stack, text[pos:end])
+                if nxt is not None:
+                    ids.append(tid)
+                    (q, stack), pos = nxt, end
+                    break
+            else:
+                return None
+        return tuple(ids) if g.can_end(q, stack) else None
+
+    def narrow(self, q: int, stack, budget: int, words: np.ndarray) -> np.ndarray | None:
+        """The allowed row `words` (uint32) narrowed to the tokens after which a completion fits
+        in `budget - 1` more tokens; None when the budget is not close (nothing to narrow)."""
+        if budget > _WATCH:
+            return None
+        plan = self.plan(q, stack)
+        if plan is None or len(plan) + WINDOW < budget:
+            return None
+        ids = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))
+        vocab = self.grammar.vocab
+        ids = ids[ids < len(vocab.row_of)]
+        rows = vocab.row_of[ids]
+        eos = ids[rows < 0]  # EOS (allowed only where the text may end)
+        ids, rows = ids[rows >= 0], rows[rows >= 0]
+        outcome_of, outcomes = self._outcomes_from(q)
+        token_outcomes = outcome_of[rows]
+        present = np.flatnonzero(np.bincount(token_outcomes, minlength=len(outcomes)))
+        lengths = np.full(len(outcomes), _FAR, dtype=np.int64)
+        lengths[present] = [self._plan_length(stack, *outcomes[o]) for o in present.tolist()]
+        fits = lengths <= budget - 1
+        if not fits[present].any() and not len(eos) and len(present):
+            fits = lengths == lengths[present].min()
+        keep = np.concatenate([ids[fits[token_outcomes]], eos])
+        return pack_ids(keep, len(words))
+
+    def _plan_length(self, stack, q: int, terminals: tuple[str, ...]) -> int:
+        """Length of the plan after a token that completes `terminals` and ends in lexer state q."""
+        for term in terminals:
+            stack = self.parser.feed(stack, term)
+            if stack is None:
+                return _FAR
+        plan = self.plan(q, stack)
+        return _FAR if plan is None else len(plan)
+
+    def _outcomes_from(self, q: int) -> tuple[np.ndarray, list[tuple[int, tuple[str, ...]]]]:
+        """Per vocabulary row, the index of its outcome from lexer state q; the outcomes as
+        (final lexer state, completed terminal names). One vectorised key per row: its final
+        state and up to _KEYED_TERMINALS completed types in base (number of types + 1); the
+        rare rows completing more (runs of brackets) are keyed through a dict."""
+        hit = self._outcomes.get(q)
+        if hit is not None:
+            return hit
+        states, seqs, counts = self.grammar.vocab.outcomes(q)
+        base = len(self.lexer.type_names) + 1
+        key = states.astype(np.int64)
+        for j in range(min(_KEYED_TERMINALS, seqs.shape[1])):
+            key = key * base + (seqs[:, j] + 1)
+        long_rows = np.flatnonzero(counts > _KEYED_TERMINALS).tolist()
+        if long_rows:
+            extra: dict[tuple, int] = {}
+            top = int(key.max()) + 1
+            for r in long_rows:
+                key[r] = top + extra.setdefault((int(states[r]), *seqs[r, :counts[r]].tolist()), len(extra))
+        _, first, outcome_of = np.unique(key, return_index=True, return_inverse=True)
+        names = self.lexer.type_names
+        outcomes = [(int(states[r]), tuple(names[t] for t in seqs[r, :counts[r]].tolist())) for r in first.tolist()]
+        if len(self._outcomes) >= _OUTCOMES_LIMIT:
+            del self._outcomes[next(iter(self._outcomes))]
+        small = np.int16 if len(outcomes) < 1 << 15 else np.int32
+        hit = self._outcomes[q] = (outcome_of.reshape(-1).astype(small), outcomes)
+        return hit
+
+
+def _remember(memo: dict, key, value) -> None:
+    if len(memo) >= _MEMO_LIMIT:
+        memo.clear()
+    memo[key] = value
