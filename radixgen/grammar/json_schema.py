@@ -20,7 +20,7 @@ from .matcher import GrammarError
 from .schema_check import COUNTED, SchemaRewriter
 from .schema_collections import KEYED, UNIQUE_KEY
 from .schema_bundles import localize_embedded_refs
-from .schema_refs import MISSING, follow_pointer, hoist_deep_refs, pointer_parts
+from .schema_refs import MISSING, follow_pointer, hoist_deep_refs, pointer_parts, restore_paths
 from .size_budget import SchemaRegexSize, check_regex_size
 
 WHITESPACE = {
@@ -69,8 +69,17 @@ def _schema_to_regex(schema_json: str, whitespace: str) -> tuple[str, tuple]:
         raise GrammarError(f"json_schema is not valid JSON: {exc}") from None
     if _depth(schema) > MAX_NESTING:
         raise GrammarError(f"json_schema nests deeper than {MAX_NESTING} levels")
+    origins: dict[str, str] = {}
     try:
-        schema = hoist_deep_refs(localize_embedded_refs(schema))
+        return _rewritten_regex(schema, whitespace, origins)
+    except GrammarError as exc:  # name the places the user wrote, not the copies hoisted from them
+        exc.args = (restore_paths(str(exc), origins),)
+        raise
+
+
+def _rewritten_regex(schema, whitespace: str, origins: dict[str, str]) -> tuple[str, tuple]:
+    try:
+        schema = hoist_deep_refs(localize_embedded_refs(schema), origins)
         rewriter = SchemaRewriter(schema if isinstance(schema, dict) else {}, secrets.token_hex(4),
                                   whitespace_pattern(whitespace))
         rewritten = rewriter.rewrite(schema)

@@ -45,13 +45,14 @@ def map_refs(node: Any, moved: Callable[[str], str]) -> Any:
     return out
 
 
-def hoist_deep_refs(root: Any) -> Any:
+def hoist_deep_refs(root: Any, origins: dict[str, str] | None = None) -> Any:
     """`root` with each reference to a place other than the root or a member of $defs /
     definitions (written without escapes) pointed at a copy of the target, added to root's $defs
     as "radixgen-ref<n>"; references qualified by the root's own $id lose the qualifier.
     References that do not resolve are left for the rewriter to refuse. Raises GrammarError when
     $defs is not an object, or a subschema below the root sets its own base ($id, draft-04 id)
-    for references inside it."""
+    for references inside it. `origins`, if given, receives each copy's name -> the path of
+    the place it copies, as error messages write paths (`restore_paths`)."""
     if not isinstance(root, dict):
         return root
     if not isinstance(root.get("$defs", {}), dict):
@@ -74,6 +75,8 @@ def hoist_deep_refs(root: Any) -> Any:
         if parts not in names:
             names[parts] = _fresh_name(root, set(names.values()))
             pending.append((names[parts], target))
+            if origins is not None:
+                origins[names[parts]] = _message_path(root, parts)
         return f"#/$defs/{names[parts]}"
 
     out = map_refs(root, moved)
@@ -84,6 +87,26 @@ def hoist_deep_refs(root: Any) -> Any:
     if added:
         out["$defs"] = {**out.get("$defs", {}), **added}
     return out
+
+
+def _message_path(root: Any, parts: tuple[str, ...]) -> str:
+    """`parts` (a pointer that resolves in root) as error messages write paths: $.a.b[0]."""
+    path, node = "$", root
+    for part in parts:
+        if isinstance(node, list):
+            path, node = f"{path}[{part}]", node[int(part)]
+        else:
+            path, node = f"{path}.{part}", node[part]
+    return path
+
+
+_HOISTED_PATH = re.compile(r"\$\.\$defs\.(radixgen-ref\d+)")
+
+
+def restore_paths(message: str, origins: dict[str, str]) -> str:
+    """An error message with the paths into hoisted copies ($.$defs.radixgen-ref3.minimum)
+    written as the paths of the places they copy ($.properties.a.items.minimum)."""
+    return _HOISTED_PATH.sub(lambda m: origins.get(m.group(1), m.group(0)), message)
 
 
 def pointer_parts(ref: str) -> tuple[str, ...] | None:

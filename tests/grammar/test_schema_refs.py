@@ -198,3 +198,15 @@ def test_only_the_drafts_own_id_keyword_sets_a_base():
     for draft, key in (("4", "id"), ("7", "$id")):  # the draft's own keyword: a base
         with pytest.raises(GrammarError, match="base URI"):
             schema_to_guarded_regex(json.dumps(schema(draft, key)))
+
+
+@pytest.mark.parametrize("target, pointer, place", [
+    ({"x": {"y": {"type": "string", "pattern": "(a)\\1"}}}, "#/x/y", "$.x.y.pattern"),
+    ({"x": [{"type": "integer"}, {"not": {"type": "string"}}]}, "#/x/1", "$.x[1]"),
+])
+def test_refusals_inside_hoisted_copies_name_the_place_written(target, pointer, place):
+    """A reference target is compiled as a copy in $defs; its refusal names the original place."""
+    schema = {"type": "object", "properties": {"b": {"$ref": pointer}}, "required": ["b"], **target}
+    with pytest.raises(GrammarError) as err:
+        schema_to_guarded_regex(json.dumps(schema))
+    assert f"at {place}" in str(err.value) and "radixgen-ref" not in str(err.value)
