@@ -350,7 +350,7 @@ def _char_class(body: str, i: int, refuse) -> tuple[str, int]:
                 raise refuse("a shorthand class inside a negated class is not supported")
             start = j
             piece, j = _escape(body, j, refuse, in_class=True, negated=negated)
-            shorthand = body[j - 1] in _SHORTHAND or body[start + 1] in "pP"  # (a set, not one character)
+            shorthand = body[start + 1] in _SHORTHAND or body[start + 1] in "pP"  # (a set, not one character)
             if shorthand and body.startswith("-", j) and not body.startswith("-]", j):
                 raise refuse("a range next to a shorthand class is ambiguous")
             if not piece and (parts[-1] == "-" or body.startswith("-", j) and not body.startswith("-]", j)):

@@ -464,6 +464,9 @@ def test_ecma_named_groups_in_patterns(small_compiler, small_info):
     # a negated class may list them as \u escapes and ranges (CloudFormation's descriptions)
     ("^[^\\u0000-\\u001F\\u007F]+$", ['"a b"', '"\u00e9"'], ['"\\n"', '"\x7f"', '"\\""']),
     ("^[^\\u0022\\u005c]*$", ['"ab"', '""'], ['"\\""', '"\\\\"']),
+    # an escape ending in a shorthand's letter (\u004d: "d") is one character: it may start a range
+    ("^[\\u004d-z]+$", ['"Mz"', '"a"'], ['"L"', '"{"']),
+    ("^[\\x4d-Z]$", ['"M"', '"Z"'], ['"A"']),
 ])
 def test_patterns_with_characters_json_must_escape(small_compiler, small_info, pattern, inside, outside):
     """A class that lists characters JSON strings must escape (control escapes, a backslash)
