@@ -46,6 +46,10 @@ def test_row_masker_cache_is_bounded():
 class _Matcher:
     def __init__(self, row):
         self.row = row
+        self.limit = None
+
+    def limit_tokens(self, num_tokens):
+        self.limit = num_tokens
 
     def fill_bitmask(self, bitmask, r):
         bitmask[r].copy_(torch.from_numpy(self.row))
@@ -54,6 +58,7 @@ class _Matcher:
 class _Req:
     def __init__(self, matcher):
         self.matcher = matcher
+        self.remaining_new_tokens, self.seq_len = 16, 5
 
 
 def test_backend_mask_logits_cpu_path_matches_bitmask_path():
@@ -94,7 +99,7 @@ def test_backend_freezes_each_compiled_grammar_once(monkeypatch):
         num_compiled = 0
 
     backend = object.__new__(GrammarBackend)
-    backend.compiler, backend._frozen_compiles = _Compiler(), 0
+    backend.compiler, backend._frozen_compiles, backend.max_context_len = _Compiler(), 0, None
     grammar, other = _Grammar(), _Grammar()
     futures = []
     for g in (grammar, grammar, other, grammar):
@@ -105,6 +110,7 @@ def test_backend_freezes_each_compiled_grammar_once(monkeypatch):
     backend.pending = [(_Req(None), futures[0])]
     ready, failed = backend.poll()
     assert len(ready) == 1 and not failed and ready[0].matcher is not None and len(calls) == 1
+    assert ready[0].matcher.limit == 16  # told its max_new_tokens left
     backend.compiler.num_compiled = 2  # `other` compiled; `grammar` comes from the cache
     backend.pending = [(_Req(None), futures[1]), (_Req(None), futures[2])]
     ready, _ = backend.poll()
