@@ -327,7 +327,7 @@ class _KeyedObjects:
         if KEYED not in node:
             return {k: self._node(v) for k, v in node.items()}
         name = f'"{node[KEYED]}"'
-        keys, nonempty = self.rewriter.keyed_objects[name]
+        keys, nonempty, most = self.rewriter.keyed_objects[name]
         ws = self.ws
         if "additionalProperties" not in node:  # the recursion was cut there: the empty object
             if nonempty:
@@ -341,7 +341,7 @@ class _KeyedObjects:
         for placeholder, leaf in self.rewriter.placeholders.items():
             value = value.replace(placeholder, f"(?:{leaf})")
         pair = f"{keys}{ws}:{ws}(?:{value})"
-        body = f"{pair}(?:{ws},{ws}{pair})*"
+        body = f"{pair}(?:{ws},{ws}{pair})" + ("*" if most is None else f"{{0,{most - 1}}}")
         self.rewriter.placeholders[name] = rf"\{{{ws}{body if nonempty else f'(?:{body})?'}{ws}\}}"
         return {"const": node[KEYED]}
 

@@ -78,7 +78,7 @@ class SchemaRewriter(ObjectRewrites, CollectionRewrites, ReferenceReading):
         self.literal_arrays: dict[str, list] = {}  # enum/const values holding arrays, and finite sets
         # free-form objects whose names follow a regex: placeholder -> (name regex, nonempty);
         # json_schema builds their regex once their values' regex is known (see KEYED)
-        self.keyed_objects: dict[str, tuple[str, bool]] = {}
+        self.keyed_objects: dict[str, tuple[str, bool, int | None]] = {}  # names, nonempty, maxProperties
         # strings whose maxLength UniqueGuard keeps: placeholder -> (minLength, maxLength, the
         # exact counted regex, for json_schema's fallback)
         self.length_strings: dict[str, tuple[int, int, str]] = {}

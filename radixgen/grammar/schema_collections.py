@@ -6,11 +6,12 @@ keeps unique). A mixin: the methods use the rewriter's `rewrite`, `_placeholder`
 
 from __future__ import annotations
 
+import math
 import re
 
 from .matcher import GrammarError
 from .regex_leaves import increasing_subsequence_regex, json_literal
-from .schema_rules import refuse, value_key
+from .schema_rules import NothingValid, refuse, value_key
 from .unique_values import (BOUNDED_ITEM_MAX, CANONICAL_INTEGER, bounded_string_regex, canonical_string_regex,
                            grows_wherever_it_closes, integer_grows, item_counts)
 
@@ -47,9 +48,10 @@ class CollectionRewrites:
         if isinstance(node.get("type"), list) and len(node["type"]) > 1:
             refuse(next(k for k in ("propertyNames", "patternProperties") if k in node), path,
                     "it is only supported with the single type object")
-        for key in ("required", "maxProperties"):
-            if node.get(key):
-                refuse(key, path, "it is not supported on an object whose names follow a pattern")
+        if node.get("required"):
+            refuse("required", path, "it is not supported on an object whose names follow a pattern")
+        if node.get("minProperties", 0) > node.get("maxProperties", math.inf):
+            refuse("minProperties", path, "it exceeds maxProperties: no object is valid", NothingValid)
         if node.get("minProperties", 0) > 1:
             refuse("minProperties", path, "values above 1 need properties (keys could repeat)")
         if patterns:
@@ -58,14 +60,16 @@ class CollectionRewrites:
         else:
             values = node.get("additionalProperties", True)
             names = self._name_schema(node["propertyNames"], f"{path}.propertyNames")
-        if values is False:  # no name may be there: the empty object
+        if values is False or node.get("maxProperties") == 0:  # no name may be there: the empty object
             if node.get("minProperties"):
                 refuse("minProperties", path, "no property is allowed")
             return {"type": "object", "maxProperties": 0}
         values = self.rewrite(values, f"{path}.additionalProperties")
         # after the values' placeholders, which its regex holds (json_schema replaces it first)
         carrier = self._placeholder("", quoted=False)["const"]  # its regex: json_schema._KeyedObjects
-        self.keyed_objects[f'"{carrier}"'] = (self._string_regex(names, path), node.get("minProperties", 0) == 1)
+        # (a name written twice counts once after parsing: maxProperties bounds the pairs written)
+        self.keyed_objects[f'"{carrier}"'] = (self._string_regex(names, path), node.get("minProperties", 0) == 1,
+                                               node.get("maxProperties"))
         return {"type": "object", "additionalProperties": values, KEYED: carrier}
 
     def _name_schema(self, schema, path: str) -> dict:

@@ -89,8 +89,9 @@ class ObjectRewrites:
             refuse("minProperties", path, "it exceeds maxProperties: no object is valid", NothingValid)
         if node.get("minProperties", 0) > 1:
             refuse("minProperties", path, "values above 1 need properties (keys could repeat)")
-        if node.get("maxProperties", 0) > 0:
-            refuse("maxProperties", path, "outlines-core only enforces 0 without properties")
+        if node.get("maxProperties", 0) > 0 and node.get("additionalProperties", True) is not False:
+            # any names, at most that many: a keyed object whose names are any string
+            return self._keyed_object({**node, "propertyNames": {"type": "string"}}, path)
         new = {"type": "object", **{k: node[k] for k in ("minProperties", "maxProperties") if k in node}}
         extra = node.get("additionalProperties", True)
         if extra is False:

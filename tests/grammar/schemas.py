@@ -227,6 +227,11 @@ SUPPORTED = {
     "date_max_length": {"type": "string", "format": "date", "minLength": 1, "maxLength": 10},
     "nested_arrays": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}, "maxItems": 2},
                       "maxItems": 2},
+    # at most that many pairs of any names (GitHub's metadata: 8 keys with scalar values)
+    "max_properties_free": {"type": "object", "maxProperties": 3,
+                            "additionalProperties": {"anyOf": [{"type": "string"}, {"type": "number"}]}},
+    "max_properties_keyed": {"type": "object", "patternProperties": {"^x-": {"type": "integer"}},
+                             "minProperties": 1, "maxProperties": 2},
 }
 
 # schema -> the keyword the GrammarError must name
@@ -297,5 +302,4 @@ UNSUPPORTED = [
     ({"enum": [2 ** 64 + 1, 3]}, "enum"),
     ({"type": "object", "properties": {"a\"b": {"type": "integer"}}}, "properties"),
     ({"type": "string", "pattern": "[\\d-z]"}, "pattern"),
-    ({"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 3}, "maxProperties"),
 ]

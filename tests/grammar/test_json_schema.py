@@ -681,6 +681,20 @@ def test_max_properties_below_the_listed_ones(bounds, sizes, small_compiler, sma
     assert not accepts_text(grammar, small_info, '{"a":1,"b":2,"c":3}')
 
 
+@pytest.mark.parametrize("names", [{}, {"patternProperties": {"^[a-z]+$": {"type": "integer"}}},
+                                   {"propertyNames": {"enum": ["a", "b", "c", "d"]}}])
+def test_max_properties_of_free_form_objects(names, small_compiler, small_info):
+    """At most maxProperties pairs are written (a name written twice counts once after parsing:
+    never more); with 0 only the empty object."""
+    schema = {"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 2, **names}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    assert {len(value) for value in valid_walks(grammar, small_info, schema, 12)} <= {0, 1, 2}
+    assert accepts_text(grammar, small_info, '{"a":1,"b":2}')
+    assert not accepts_text(grammar, small_info, '{"a":1,"b":2,"c":3}')
+    empty = small_compiler.compile(Constraint("json_schema", {**schema, "maxProperties": 0}))
+    assert accepts_text(empty, small_info, "{}") and not accepts_text(empty, small_info, '{"a":1}')
+
+
 def test_a_short_uri_reference_is_a_relative_path(small_compiler, small_info):
     # too short for "https://...": the relative-path branch alone
     schema = {"type": "array", "items": {"type": "string", "format": "uri-reference", "maxLength": 5},
