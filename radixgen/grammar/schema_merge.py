@@ -175,6 +175,12 @@ def merge(a, b, resolve, depth: int = 0):
         elif key.startswith(("min", "max", "exclusiveM")) and _number(value) and _number(out[key]):
             tighter = max if key.startswith(("min", "exclusiveMin")) else min
             out[key] = tighter(out[key], value)
+        elif key == "items" and all(isinstance(x, (dict, bool)) for x in (out[key], value)) \
+                and not _same(out[key], value):  # one schema for every item (past equal prefixes)
+            both = merge(resolve(out[key]), resolve(value), resolve, depth + 1)
+            if both is None:
+                return None
+            out[key] = False if both is _EMPTY else both  # no item fits: only as many as the prefix
         elif key not in ("properties", "additionalProperties") and not _same(out[key], value):
             return None
     return _merge_objects(a, b, out, resolve, depth)

@@ -230,6 +230,13 @@ SUPPORTED = {
     # at most that many pairs of any names (GitHub's metadata: 8 keys with scalar values)
     "max_properties_free": {"type": "object", "maxProperties": 3,
                             "additionalProperties": {"anyOf": [{"type": "string"}, {"type": "number"}]}},
+    # allOf over arrays: one schema for every item (GitHub's Repository `topics`: items string
+    # and items {nullable: true}); items that cannot meet leave the empty array
+    "all_of_items": {"type": "object", "properties": {
+        "tags": {"allOf": [{"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 3},
+                           {"items": {"type": "string", "minLength": 1}}]},
+        "none": {"allOf": [{"type": "array", "items": {"type": "integer"}}, {"items": {"type": "string"}}]}},
+        "required": ["tags", "none"]},
     "max_properties_keyed": {"type": "object", "patternProperties": {"^x-": {"type": "integer"}},
                              "minProperties": 1, "maxProperties": 2},
 }
