@@ -194,6 +194,9 @@ class CollectionRewrites:
             if key not in new.get("properties", {}) or not _PLAIN_NAME.fullmatch(key):
                 continue  # the guard compares the name's JSON text: one spelling
             sub = new["properties"][key]  # as merged (an allOf beside it may narrow it)
+            if isinstance(sub, dict) and "$ref" in sub:  # (CloudFormation's Key: {"$ref": TagKey})
+                target = self._resolved(sub)
+                sub = self.rewrite(target, f"{path}.items.properties.{key}") if isinstance(target, dict) else None
             if not (isinstance(sub, dict) and (sub.get("type") == "string" or self._string_placeholder(sub))):
                 continue
             try:

@@ -177,6 +177,21 @@ def test_objects_without_a_required_name_get_one(small_compiler, small_info):
         jsonschema.validate(json.loads(text), schema)
 
 
+def test_a_key_property_may_be_a_reference(small_compiler, small_info):
+    # CloudFormation's Tags: {"Key": {"$ref": "#/definitions/TagKey"}, "Value": ...}, Key required
+    schema = {"type": "array", "uniqueItems": True, "items": {
+        "type": "object", "additionalProperties": False, "required": ["Key", "Value"],
+        "properties": {"Key": {"$ref": "#/definitions/TagKey"}, "Value": {"type": "string"}}},
+        "definitions": {"TagKey": {"type": "string", "minLength": 1, "maxLength": 3}}}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    assert accepts_prefix(grammar, small_info, '[{"Key":"a","Value":"x"},{"Key":"b","Value":"x"}]')
+    assert not accepts_prefix(grammar, small_info, '[{"Key":"a","Value":"x"},{"Key":"a","Value":"y"}')
+    assert not accepts_prefix(grammar, small_info, '[{"Key":"abcd"')  # the target's maxLength holds
+    for seed in range(10):
+        _, text = random_walk(grammar, small_info, seed)
+        jsonschema.validate(json.loads(text), schema)
+
+
 def test_bounded_strings_exhaust_their_prefixes():
     # the guard's count of what an item can still become (93 printable characters, here)
     chars = {bytes([c]) for c in range(0x20, 0x7F)} - {b'"', b"\\"}
