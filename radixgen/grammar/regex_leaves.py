@@ -334,6 +334,43 @@ def _escape(body: str, i: int, refuse, in_class: bool, negated: bool = False) ->
     raise refuse(f"escape \\{c} is not supported")
 
 
+def _class_end(body: str, j: int) -> int:
+    """Index of the "]" closing a class whose members start at j (a "]" first is a member), or
+    len(body) when it is not closed."""
+    first = True
+    while j < len(body) and (body[j] != "]" or first):
+        j += 2 if body[j] == "\\" else 1
+        first = False
+    return min(j, len(body))
+
+
+def _lists_shorthand(body: str, j: int) -> bool:
+    end, k = _class_end(body, j), j
+    while k < end:
+        if body[k] == "\\" and body[k + 1:k + 2] in _SHORTHAND:
+            return True
+        k += 2 if body[k] == "\\" else 1
+    return False
+
+
+def _negated_as_ascii(body: str, i: int, refuse) -> tuple[str, int]:
+    """A negated class listing a shorthand ([^\s], [^\d,]) as the printable ASCII characters it
+    matches, a subset: narrowing the shorthand alone would widen the negation (ASCII \s misses
+    U+00A0, so [^\s] would take it), but on ASCII ECMA-262 and Python read every shorthand
+    alike, so the whole class narrowed to ASCII is exact there."""
+    end = _class_end(body, i + 2)
+    if end >= len(body):
+        raise refuse("unterminated character class")
+    try:
+        test = re.compile(python_view(body[i:end + 1]))
+    except re.error:
+        raise refuse("a shorthand class inside a negated class is not supported") from None
+    members = [c for c in map(chr, range(0x20, 0x7F)) if c not in '"\\' and test.fullmatch(c)]
+    if not members:
+        raise refuse("it matches no printable ASCII character but the quote and the backslash")
+    return "[" + "".join(c if c.isalnum() else f"\\x{ord(c):02x}" for c in members) + "]", end + 1
+
+
 def _char_class(body: str, i: int, refuse) -> tuple[str, int]:
     """[...] -> a Rust class minus the characters JSON strings must escape."""
     j, parts = i + 1, ["["]
@@ -341,13 +378,12 @@ def _char_class(body: str, i: int, refuse) -> tuple[str, int]:
     if negated:
         parts.append("^")
         j += 1
+    if negated and _lists_shorthand(body, j):
+        return _negated_as_ascii(body, i, refuse)
     first, backslash = True, False  # backslash: listed in a class that is not negated
     while j < len(body) and (body[j] != "]" or first):
         c = body[j]
         if c == "\\":
-            if negated and body[j + 1:j + 2] in _SHORTHAND:
-                # narrowed to ASCII, it would widen the negation (\s misses U+00A0, so [^\s] gets it)
-                raise refuse("a shorthand class inside a negated class is not supported")
             start = j
             piece, j = _escape(body, j, refuse, in_class=True, negated=negated)
             shorthand = body[start + 1] in _SHORTHAND or body[start + 1] in "pP"  # (a set, not one character)

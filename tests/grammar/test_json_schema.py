@@ -464,13 +464,18 @@ def test_ecma_named_groups_in_patterns(small_compiler, small_info):
     # a negated class may list them as \u escapes and ranges (CloudFormation's descriptions)
     ("^[^\\u0000-\\u001F\\u007F]+$", ['"a b"', '"\u00e9"'], ['"\\n"', '"\x7f"', '"\\""']),
     ("^[^\\u0022\\u005c]*$", ['"ab"', '""'], ['"\\""', '"\\\\"']),
+    # a negated class listing a shorthand: the printable ASCII it matches (never U+00A0 for [^\s])
+    ("^[^\\s]+$", ['"a-b"', '"x"'], ['"a b"', '"\u00a0"', '""']),
+    ("^[^\\s,]*$", ['"a;b"', '""'], ['"a,b"', '"\u2028"']),
+    ("^[^\\d\\W]{2}$", ['"ab"', '"_Z"'], ['"a1"', '"a-"', '"\u00e9a"']),
     # an escape ending in a shorthand's letter (\u004d: "d") is one character: it may start a range
     ("^[\\u004d-z]+$", ['"Mz"', '"a"'], ['"L"', '"{"']),
     ("^[\\x4d-Z]$", ['"M"', '"Z"'], ['"A"']),
 ])
 def test_patterns_with_characters_json_must_escape(small_compiler, small_info, pattern, inside, outside):
     """A class that lists characters JSON strings must escape (control escapes, a backslash)
-    drops them, without widening; a backslash outside a class is written as JSON's escape."""
+    drops them, without widening; a backslash outside a class is written as JSON's escape; a
+    negated class with a shorthand keeps the printable ASCII it matches."""
     grammar = small_compiler.compile(Constraint("json_schema", {"type": "string", "pattern": pattern}))
     byte_ids = {data[0]: i for i, data in enumerate(small_info.token_bytes) if len(data) == 1}
 
