@@ -317,6 +317,8 @@ def _escape(body: str, i: int, refuse, in_class: bool, negated: bool = False) ->
         if 0xD800 <= code <= 0xDFFF:
             raise refuse("a surrogate code point matches no character")
         if (code < 0x20 or chr(code) in '"\\') and not negated:
+            if in_class:  # dropped from the class, as \t is below (CloudFormation's [\u0009\u000A\u0020-\u00FF])
+                return "", i + 2 + width
             raise refuse("it matches characters that JSON strings must escape")
         # (in a negated class it stays, so `[^\u0000-\u001F]` works: _char_class takes the
         # characters JSON strings must escape out of every class afterwards)

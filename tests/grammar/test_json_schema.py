@@ -464,6 +464,8 @@ def test_ecma_named_groups_in_patterns(small_compiler, small_info):
     # a negated class may list them as \u escapes and ranges (CloudFormation's descriptions)
     ("^[^\\u0000-\\u001F\\u007F]+$", ['"a b"', '"\u00e9"'], ['"\\n"', '"\x7f"', '"\\""']),
     ("^[^\\u0022\\u005c]*$", ['"ab"', '""'], ['"\\""', '"\\\\"']),
+    # \u escapes of such characters in a class are dropped like \t (CloudFormation's policies)
+    ("^[\\u0009\\u000A\\u000D\\u0020-\\u007E]+$", ['"a b"', '"{}"'], ['"\\t"', '"a\\nb"']),
     # a negated class listing a shorthand: the printable ASCII it matches (never U+00A0 for [^\s])
     ("^[^\\s]+$", ['"a-b"', '"x"'], ['"a b"', '"\u00a0"', '""']),
     ("^[^\\s,]*$", ['"a;b"', '""'], ['"a,b"', '"\u2028"']),
