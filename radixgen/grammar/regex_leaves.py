@@ -26,7 +26,7 @@ import warnings
 
 from .matcher import GrammarError
 from .regex_lengths import fit_length
-from .regex_lookahead import leading_excluded_prefixes, without_prefixes
+from .regex_lookahead import leading_excluded_prefixes, not_blank_written_out, without_prefixes
 from .regex_properties import (PROPERTY, members_text, pattern_tokens, property_members, python_view,
                                without_single_negations)
 
@@ -195,7 +195,7 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
     end_anchored = body.endswith("$") and not _escaped_at(body, len(body) - 1)
     if end_anchored:
         body = body[:-1]
-    excluded, body = leading_excluded_prefixes(body)
+    excluded, body = leading_excluded_prefixes(not_blank_written_out(body))
     if excluded and not body and not end_anchored:  # `^(?!aws:.*)`: a search, so any continuation
         body = ".*"
     if open_from is None and max_length is not None:  # a repeat past maxLength counts as open: fit_length

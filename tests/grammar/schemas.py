@@ -237,6 +237,10 @@ SUPPORTED = {
                            {"items": {"type": "string", "minLength": 1}}]},
         "none": {"allOf": [{"type": "array", "items": {"type": "integer"}}, {"items": {"type": "string"}}]}},
         "required": ["tags", "none"]},
+    # CloudFormation's descriptions: not only whitespace; no whitespace at all
+    "not_blank": {"type": "object", "properties": {"d": {"type": "string", "pattern": "^(?!\\s*$).+$", "maxLength": 12},
+                                                   "n": {"type": "string", "pattern": "^[^\\s]+$"}},
+                  "required": ["d", "n"]},
     "max_properties_keyed": {"type": "object", "patternProperties": {"^x-": {"type": "integer"}},
                              "minProperties": 1, "maxProperties": 2},
 }

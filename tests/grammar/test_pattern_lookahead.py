@@ -48,7 +48,23 @@ def test_a_literal_with_characters_json_escapes_takes_no_raw_edge():
     assert fullmatches(regex, b"ab") and fullmatches(regex, b"a") and not fullmatches(regex, b'a"')
 
 
-@pytest.mark.parametrize("pattern", ["^(?=aws:)[a-z:]+$", "^(?!\\s*$).+$", "^[a-z](?!.*--)[a-z-]*$",
+@pytest.mark.parametrize("pattern,min_length,max_length", [
+    ("^(?!\\s*$).+$", 0, None), ("^(?![\\s]*$).+", 0, 5), ("^(?!\\s*$).*$", 3, 4)])
+def test_not_only_whitespace(pattern, min_length, max_length):
+    """CloudFormation's descriptions: spaces, a printable character that no flavour counts as
+    whitespace, then anything; every such string matches the pattern, within the lengths."""
+    regex = string_pattern_regex(pattern, "x", min_length, max_length)
+    assert "(?!" not in regex
+    for n in range(6):
+        for chars in itertools.product(" a\u00a0\t", repeat=n):
+            text = "".join(chars)
+            if fullmatches(regex, text.encode()):
+                assert re.search(pattern, text) and min_length <= n <= (max_length or n), text
+                assert text.strip(" ") and "\u00a0" not in text.lstrip(" ")[:1] and "\t" not in text
+    assert any(fullmatches(regex, t) for t in (b"a", b" a", b" ab", b"abc")) and not fullmatches(regex, b"   ")
+
+
+@pytest.mark.parametrize("pattern", ["^(?=aws:)[a-z:]+$", "^(?!\\s*$)[a-z]+$", "^[a-z](?!.*--)[a-z-]*$",
                                      "^(?!aws:)[a-z]+[0-9]$"])
 def test_other_lookarounds_are_refused(pattern):
     with pytest.raises(GrammarError, match="lookahead|lookaround"):
