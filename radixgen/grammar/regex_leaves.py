@@ -201,10 +201,9 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
     if open_from is None and max_length is not None:  # a repeat past maxLength counts as open: fit_length
         open_from = max_length + 1                    # bounds it (`[a-z]{2,64}` under maxLength 33)
     out, unbounded, i, depth = [], [], 0, 0
+    edges = _edge_anchors(body)
     while i < len(body):
-        at_edge = depth == 0 and (body[i] == "^" and out[-1:] == ["|"]
-                                  or body[i] == "$" and body[i + 1:i + 2] in ("", "|"))
-        if at_edge:  # an anchor at the ends of a top-level alternative: fullmatch implies it
+        if i in edges:  # an anchor that can only match at an end of the string: fullmatch implies it
             i += 1
             continue
         if body[i] == "+" and out and (out[-1] in ("*", "+", "?", "}") or out[-1].startswith("{")):
@@ -232,6 +231,44 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
     if excluded:
         return without_prefixes(body, out, excluded, refuse)
     return "(?:" + "".join(out) + ")"
+
+
+def _edge_anchors(body: str) -> set[int]:
+    """Positions of the anchors that can only match at an end of the string, which fullmatch
+    implies: a `^` with nothing consumed before it on its path (only group openings, and bars of
+    alternatives of groups opened at the start: `(^a|^b)`, `^(^arn:...)`), a `$` followed only
+    by group closings up to the end or a top-level `|` (`(^[a-z]$)|(^x$)`). A `^` in a group
+    that is quantified is not one (a second repetition would not be at the start)."""
+    tokens = [(i, text) for i, text, in_class in pattern_tokens(body) if not in_class]
+    edges: set[int] = set()
+    at_start, groups, k = True, [], 0  # groups: per open group, (at_start when opened, its ^s)
+    while k < len(tokens):
+        i, text = tokens[k]
+        if text == "^" and at_start:
+            edges.add(i)
+            for _, anchors in groups:
+                anchors.append(i)
+        elif text == "$":
+            closes = next((n for n, (_, t) in enumerate(tokens[k + 1:]) if t != ")"), len(tokens) - k - 1)
+            after = tokens[k + 1 + closes][1] if k + 1 + closes < len(tokens) else ""
+            if after == "" or after == "|" and closes == len(groups):
+                edges.add(i)
+        elif text == "(":
+            groups.append((at_start, []))
+            while k + 1 < len(tokens) and body.startswith("(?", i) and tokens[k + 1][1] not in (":", ">"):
+                k += 1  # the group's "?P<name>" / "?:" prefix consumes nothing
+            k += body.startswith("(?", i)
+        elif text == "|":
+            at_start = groups[-1][0] if groups else True
+        elif text == ")" and groups:
+            _, anchors = groups.pop()
+            if k + 1 < len(tokens) and tokens[k + 1][1][0] in "*+?{":
+                edges.difference_update(anchors)
+            at_start = False
+        else:
+            at_start = False
+        k += 1
+    return edges
 
 
 _QUANTIFIER = re.compile(r"\{[0-9]+(,[0-9]*)?\}")

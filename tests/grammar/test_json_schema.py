@@ -470,6 +470,7 @@ def test_ecma_named_groups_in_patterns(small_compiler, small_info):
     ("^[^\\s]+$", ['"a-b"', '"x"'], ['"a b"', '"\u00a0"', '""']),
     ("^[^\\s,]*$", ['"a;b"', '""'], ['"a,b"', '"\u2028"']),
     ("^[^\\d\\W]{2}$", ['"ab"', '"_Z"'], ['"a1"', '"a-"', '"\u00e9a"']),
+    ("^[^\\S]+$", ['" "', '"  "'], ['"a"', '"\u00a0"']),  # (whitespace: the space alone)
     # an escape ending in a shorthand's letter (\u004d: "d") is one character: it may start a range
     ("^[\\u004d-z]+$", ['"Mz"', '"a"'], ['"L"', '"{"']),
     ("^[\\x4d-Z]$", ['"M"', '"Z"'], ['"A"']),

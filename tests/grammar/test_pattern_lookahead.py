@@ -83,3 +83,28 @@ def test_aws_tag_keys_end_to_end(smol_compiler, smol_info):
         value = json.loads(text)
         jsonschema.validate(value, schema)
         assert not any(tag["Key"].startswith(("aws:", "memorydb:")) for tag in value)
+
+
+@pytest.mark.parametrize("pattern, examples", [
+    ("(^([0-9a-f]{2}-|)[A-F]{2}$)", ["AF", "0a-FF"]),  # CloudFormation's ids: anchors inside the outer group
+    ("^(^arn:(aws|aws-cn):kms)$", ["arn:aws:kms", "arn:aws-cn:kms"]),
+    ("(^[a-z].*[0-9]$)|(^[a-z]$)", ["a1", "b"]), ("(?:^a|^b)c", ["ac", "bc"]), ("(^a|b)c", ["ac", "bc"])])
+def test_anchors_at_the_ends_inside_groups(pattern, examples):
+    """Anchors that can only match at an end of the string are implied by the fullmatch: every
+    string generated matches (outlines-core's automaton may stop at an alternative's first
+    match, so not every matching string is generated: `ab1` above)."""
+    regex = string_pattern_regex(pattern, "x")
+    assert all(fullmatches(regex, text.encode()) for text in examples)
+    pieces = ["a", "b", "c", "1", "-", "A", "F", "0a", "arn:aws:kms", "aws-cn", "arn:"]
+    for n in range(4):
+        for chars in itertools.product(pieces, repeat=n):
+            text = "".join(chars)
+            if fullmatches(regex, text.encode()):
+                assert re.fullmatch(pattern, text) and re.search(pattern, text), (pattern, text)
+
+
+@pytest.mark.parametrize("pattern", ["x(^a)", "(^a)*b", "(a$|b)c", "^(^$|arn:a)", "a^b"])
+def test_anchors_that_may_not_be_at_an_end_are_refused(pattern):
+    with pytest.raises(GrammarError, match="anchor"):
+        string_pattern_regex(pattern, "x")
+
