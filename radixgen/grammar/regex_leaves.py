@@ -373,6 +373,9 @@ def _escape(body: str, i: int, refuse, in_class: bool, negated: bool = False) ->
     raise refuse(f"escape \\{c} is not supported")
 
 
+_SURROGATES = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}(?:-\\u[dD][89a-fA-F][0-9a-fA-F]{2})?")
+
+
 def _class_end(body: str, j: int) -> int:
     """Index of the "]" closing a class whose members start at j (a "]" first is a member), or
     len(body) when it is not closed."""
@@ -422,6 +425,12 @@ def _char_class(body: str, i: int, refuse) -> tuple[str, int]:
     first, backslash = True, False  # backslash: listed in a class that is not negated
     while j < len(body) and (body[j] != "]" or first):
         c = body[j]
+        surrogates = _SURROGATES.match(body, j)
+        if surrogates:  # no string holds a lone surrogate (AWS's [...\uD800\uDBFF-\uDC00\uDFFF]):
+            if parts[-1] == "-":  # nothing to generate, unless a range runs into them
+                raise refuse("a range to a surrogate code point is not supported")
+            j, first = surrogates.end(), False
+            continue
         if c == "\\":
             start = j
             piece, j = _escape(body, j, refuse, in_class=True, negated=negated)
@@ -446,7 +455,7 @@ def _char_class(body: str, i: int, refuse) -> tuple[str, int]:
             return _ANY_SAFE, j + 1
         if backslash:
             return _JSON_BACKSLASH, j + 1
-        raise refuse("it matches only characters that JSON strings must escape")
+        raise refuse("it matches only characters that JSON strings must escape (or lone surrogates)")
     inner = "".join(parts) + "]"
     if backslash:
         return f"(?:[{inner}--{_JSON_UNSAFE}]|{_JSON_BACKSLASH})", j + 1

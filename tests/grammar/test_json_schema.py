@@ -471,6 +471,9 @@ def test_ecma_named_groups_in_patterns(small_compiler, small_info):
     ("^[^\\s,]*$", ['"a;b"', '""'], ['"a,b"', '"\u2028"']),
     ("^[^\\d\\W]{2}$", ['"ab"', '"_Z"'], ['"a1"', '"a-"', '"\u00e9a"']),
     ("^[^\\S]+$", ['" "', '"  "'], ['"a"', '"\u00a0"']),  # (whitespace: the space alone)
+    # lone surrogates listed in a class are in no string (AWS's [...\uD800\uDBFF-\uDC00\uDFFF])
+    ("^[\\u0020-\\u007E\\uD800\\uDBFF-\\uDC00\\uDFFF]+$", ['"a b"'], ['"\\t"']),
+    ("^[^\\uD800a]$", ['"b"'], ['"a"']),
     # an escape ending in a shorthand's letter (\u004d: "d") is one character: it may start a range
     ("^[\\u004d-z]+$", ['"Mz"', '"a"'], ['"L"', '"{"']),
     ("^[\\x4d-Z]$", ['"M"', '"Z"'], ['"A"']),
@@ -496,7 +499,8 @@ def test_patterns_with_characters_json_must_escape(small_compiler, small_info, p
 
 
 @pytest.mark.parametrize("pattern,words", [("^[\\n]$", "only characters"), ("^[\\t-\\r]$", "a range"),
-                                           ("^[\\\\-a]$", "a range"), ("^[\\u0000-\\u001F]$", "must escape")])
+                                           ("^[\\\\-a]$", "a range"), ("^[\\u0000-\\u001F]$", "must escape"),
+                                           ("^[\\u0020-\\uD800]$", "surrogate")])
 def test_classes_of_characters_json_must_escape_are_refused(pattern, words):
     with pytest.raises(GrammarError, match=words):
         schema_to_regex(json.dumps({"type": "string", "pattern": pattern}))
