@@ -56,7 +56,7 @@ def escape_piece(body: str, i: int, refuse, in_class: bool, negated: bool = Fals
             if in_class:  # dropped from the class, as \t is below (CloudFormation's [\u0009\u000A\u0020-\u00FF])
                 return "", i + 2 + width
             raise refuse("it matches characters that JSON strings must escape")
-        # (in a negated class it stays, so `[^\u0000-\u001F]` works: _char_class takes the
+        # (in a negated class it stays, so `[^\u0000-\u001F]` works: char_class takes the
         # characters JSON strings must escape out of every class afterwards)
         return f"\\x{{{code:x}}}", i + 2 + width
     if c == "\\" and not in_class:
@@ -64,7 +64,7 @@ def escape_piece(body: str, i: int, refuse, in_class: bool, negated: bool = Fals
     if c in _CONTROL_ESCAPES and not in_class:
         raise refuse("it matches control characters that JSON strings must escape")
     if c in _CONTROL_ESCAPES or c == "\\":
-        # removed from a class (see _char_class: JSON-unsafe characters are taken out of every
+        # removed from a class (see char_class: JSON-unsafe characters are taken out of every
         # class afterwards, so a negated class does not gain it back)
         return "", i + 2
     if c in _SAFE_PUNCT:
