@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .regex_properties import python_view
+from .regex_properties import pattern_tokens, python_view
 
 _LOOKAHEAD_LITERAL = re.compile(r"\(\?!((?:[A-Za-z0-9 _:/@#%&=,;'<>~`-]|\\[^A-Za-z0-9])+)(\.\*)?\)")
 _REPEAT = re.compile(r"\*|\+|\{([0-9]+)(?:,([0-9]*))?\}")
@@ -38,7 +38,21 @@ def leading_excluded_prefixes(body: str) -> tuple[list[str], str]:
     while (m := _LOOKAHEAD_LITERAL.match(body)) is not None:
         literals.append(re.sub(r"\\(.)", r"\1", m[1]))
         body = body[m.end():]
-    return literals, body
+    return literals, (_unwrapped(body) if literals else body)
+
+
+def _unwrapped(body: str) -> str:
+    """`(X)` or `(?:X)` around the whole rest as X (`^(?!aws:)([a-z\\d_.:/=+@-]+)$`)."""
+    prefix = 3 if body.startswith("(?:") else 1 if body.startswith("(") and not body.startswith("(?") else 0
+    if not prefix or not body.endswith(")"):
+        return body
+    depth = 0
+    for i, text, in_class in pattern_tokens(body):
+        if not in_class:
+            depth += (text == "(") - (text == ")")
+            if depth == 0:
+                return body[prefix:-1] if i == len(body) - 1 else body
+    return body
 
 
 def without_prefixes(body: str, out: list, excluded: list[str], refuse) -> str:

@@ -24,6 +24,8 @@ from tests.grammar.walks import random_walk
     ("^(?!ab.*)[a-c]{1,3}$", 1, 3),         # `.*` after the literal says the same
     ("(?!b)[abc]{1,3}", 1, 3),               # unanchored: the fullmatch is a subset
     ("^(?!ab)[a-c]+$", 2, 3),                # minLength / maxLength on top
+    ("^(?!ab)([a-c]+)$", 0, None),           # a group around the rest (AWS's `^(?!aws:)([...]+)$`)
+    ("^(?!ab)(?:[a-c]{1,3})$", 1, 3),
 ])
 def test_exactly_the_strings_without_the_prefixes(pattern, min_length, max_length):
     regex = string_pattern_regex(pattern, "x", min_length, max_length)
