@@ -95,9 +95,9 @@ def _lists_shorthand(body: str, j: int) -> bool:
 
 
 def _negated_as_ascii(body: str, i: int, refuse) -> tuple[str, int]:
-    """A negated class listing a shorthand ([^\s], [^\d,]) as the printable ASCII characters it
-    matches, a subset: narrowing the shorthand alone would widen the negation (ASCII \s misses
-    U+00A0, so [^\s] would take it), but on ASCII ECMA-262 and Python read every shorthand
+    """A negated class listing a shorthand ([^\\s], [^\\d,]) as the printable ASCII characters it
+    matches, a subset: narrowing the shorthand alone would widen the negation (ASCII \\s misses
+    U+00A0, so [^\\s] would take it), but on ASCII ECMA-262 and Python read every shorthand
     alike, so the whole class narrowed to ASCII is exact there."""
     end = _class_end(body, i + 2)
     if end >= len(body):

@@ -4,7 +4,7 @@ AWS writes tag keys as `^(?!aws:)[a-zA-Z0-9 _.:/=+@-]{1,128}$`: strings of one c
 do not start with a reserved prefix. outlines-core has no lookaround, so `string_pattern_regex`
 strips such lookaheads (`leading_excluded_prefixes`) and, once the rest is translated to one
 repeated class, writes the same language as a walk of the literals' trie (`without_prefixes`).
-"Not only whitespace", `^(?!\s*$).+$`, is written out (`not_blank_written_out`). Other
+"Not only whitespace", `^(?!\\s*$).+$`, is written out (`not_blank_written_out`). Other
 lookarounds stay refused.
 """
 
@@ -23,9 +23,9 @@ _NOT_BLANK = re.compile(r"\(\?!\^?(?:\\s|\[\\s\])\*\$\)\.[*+]")
 
 
 def not_blank_written_out(body: str) -> str:
-    """`(?!\s*$).+` (or `.*`: "not only whitespace", CloudFormation's descriptions) written
-    without the lookahead as ` *[^\s].*`: spaces, one character that is no whitespace, then
-    anything. A subset (only spaces before it), and `[^\s]` is narrowed to printable ASCII, which
+    """`(?!\\s*$).+` (or `.*`: "not only whitespace", CloudFormation's descriptions) written
+    without the lookahead as ` *[^\\s].*`: spaces, one character that is no whitespace, then
+    anything. A subset (only spaces before it), and `[^\\s]` is narrowed to printable ASCII, which
     no regex flavour counts as whitespace; other bodies are returned as they are."""
     return " *[^\\s].*" if _NOT_BLANK.fullmatch(body) else body
 
