@@ -1,6 +1,8 @@
 # One device call: the kernel tests of the decode path (the CUDA NVFP4 kernel included), the
-# runtime's GPU tests (engine, CUDA graphs, constrained decoding: not yet run with the CUDA
-# kernel), then the decode benchmark.
+# runtime's GPU tests (engine, CUDA graphs, constrained decoding; the last needs jsonschema's
+# wheels: ../shared/gpu/fetch_wheels.sh msgspec==0.23.0 outlines_core==0.2.14 jsonschema==4.26.0
+# attrs==26.1.0 referencing==0.37.0 rpds-py==2026.9.1 jsonschema-specifications==2025.9.1),
+# then the decode benchmark.
 #   run(command="bash benchmarks/gpu/runtime_check.sh", carry=[".whl", ".gpu_cache"])
 source benchmarks/gpu/h200_env.sh
 export PYTHONUNBUFFERED=1
