@@ -190,7 +190,7 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
         body = ".*"
     if open_from is None and max_length is not None:  # a repeat past maxLength counts as open: fit_length
         open_from = max_length + 1                    # bounds it (`[a-z]{2,64}` under maxLength 33)
-    out, unbounded, i, depth = [], [], 0, 0
+    out, unbounded, i = [], [], 0
     edges = _edge_anchors(body)
     while i < len(body):
         if i in edges:  # an anchor that can only match at an end of the string: fullmatch implies it
@@ -214,7 +214,6 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
             i = quantifier.end()
             continue
         piece, i = _pattern_piece(body, i, refuse)
-        depth += (piece in ("(", "(?:")) - (piece == ")")
         out.append(piece)
     if min_length or max_length is not None:
         fit_length(body, out, unbounded, min_length, max_length, refuse)
