@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from .regex_properties import PROPERTY, members_text, property_members, python_view
+from .regex_properties import PROPERTY, members_text, pattern_tokens, property_members, python_view
 
 _JSON_UNSAFE = r'["\\\x00-\x1f]'  # chars a raw JSON string may not contain unescaped
 # "." (ECMA-262's leaves out the line terminators \u2028 and \u2029, Python's does not: neither)
@@ -75,33 +75,22 @@ def escape_piece(body: str, i: int, refuse, in_class: bool, negated: bool = Fals
 _SURROGATES = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}(?:-\\u[dD][89a-fA-F][0-9a-fA-F]{2})?")
 
 
-def _class_end(body: str, j: int) -> int:
-    """Index of the "]" closing a class whose members start at j (a "]" first is a member), or
-    len(body) when it is not closed."""
-    first = True
-    while j < len(body) and (body[j] != "]" or first):
-        j += 2 if body[j] == "\\" else 1
-        first = False
-    return min(j, len(body))
+def _shorthand_class_end(body: str, i: int) -> int | None:
+    """The index of the "]" closing the class opened at i when the class lists a shorthand
+    (`\\s`, `\\d`, ...), else None (also when it is not closed)."""
+    shorthand = False
+    for k, text, in_class in pattern_tokens(body[i:]):
+        if in_class and text == "]":
+            return i + k if shorthand else None
+        shorthand |= in_class and text[0] == "\\" and text[1:2] in _SHORTHAND
+    return None
 
 
-def _lists_shorthand(body: str, j: int) -> bool:
-    end, k = _class_end(body, j), j
-    while k < end:
-        if body[k] == "\\" and body[k + 1:k + 2] in _SHORTHAND:
-            return True
-        k += 2 if body[k] == "\\" else 1
-    return False
-
-
-def _negated_as_ascii(body: str, i: int, refuse) -> tuple[str, int]:
+def _negated_as_ascii(body: str, i: int, end: int, refuse) -> tuple[str, int]:
     """A negated class listing a shorthand ([^\\s], [^\\d,]) as the printable ASCII characters it
     matches, a subset: narrowing the shorthand alone would widen the negation (ASCII \\s misses
     U+00A0, so [^\\s] would take it), but on ASCII ECMA-262 and Python read every shorthand
     alike, so the whole class narrowed to ASCII is exact there."""
-    end = _class_end(body, i + 2)
-    if end >= len(body):
-        raise refuse("unterminated character class")
     try:
         test = re.compile(python_view(body[i:end + 1]))
     except re.error:
@@ -119,8 +108,9 @@ def char_class(body: str, i: int, refuse) -> tuple[str, int]:
     if negated:
         parts.append("^")
         j += 1
-    if negated and _lists_shorthand(body, j):
-        return _negated_as_ascii(body, i, refuse)
+    end = _shorthand_class_end(body, i) if negated else None
+    if end is not None:
+        return _negated_as_ascii(body, i, end, refuse)
     first, backslash = True, False  # backslash: listed in a class that is not negated
     while j < len(body) and (body[j] != "]" or first):
         c = body[j]
