@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from lark.parsers.lalr_analysis import Shift
 
-_ROOT = -1  # the augmented rule $root -> start
 _MISS = object()
 _MEMO_LIMIT = 100_000
 
@@ -31,8 +30,9 @@ class StackCompletions:
         self.parser = parser
         self._rhs = [tuple(s.name for s in r.expansion) for r in rules] + [(start,)]
         self._origin = [r.origin.name for r in rules] + ["$root"]
+        self._root = len(rules)  # the augmented rule $root -> start
         self._by_origin: dict[str, list[int]] = {}
-        for i, name in enumerate(self._origin[:-1]):
+        for i, name in enumerate(self._origin[:self._root]):
             self._by_origin.setdefault(name, []).append(i)
         self.yields = self._cheapest_yields(cost)
         self.kernel = self._kernels(parser.start_stack[0])
@@ -44,7 +44,7 @@ class StackCompletions:
         changed = True
         while changed:
             changed = False
-            for i, rhs in enumerate(self._rhs[:-1]):
+            for i, rhs in enumerate(self._rhs[:self._root]):
                 found = self._sequence(out, rhs)
                 name = self._origin[i]
                 if found is not None and (name not in out or found[0] < out[name][0]):
@@ -68,7 +68,7 @@ class StackCompletions:
             rule, dot = todo.pop()
             rhs = self._rhs[rule]
             if dot < len(rhs) and rhs[dot] in self._by_origin:
-                for r in self._by_origin.get(rhs[dot], ()):
+                for r in self._by_origin[rhs[dot]]:
                     if (r, 0) not in items:
                         items.add((r, 0))
                         todo.append((r, 0))
@@ -77,7 +77,7 @@ class StackCompletions:
     def _kernels(self, start_state: int) -> dict[int, tuple[tuple[int, int], ...]]:
         """Table state -> its kernel items (rule index, dot), for the states the walk reaches."""
         actions = self.parser.actions
-        root = frozenset({(len(self._rhs) - 1, 0)})
+        root = frozenset({(self._root, 0)})
         out, todo = {start_state: root}, [(start_state, root)]
         while todo:
             state, kernel = todo.pop()
@@ -115,7 +115,7 @@ class StackCompletions:
             rest = self._sequence(self.yields, self._rhs[rule][dot:])
             if rest is None or (best is not None and rest[0] >= best[0]):
                 continue
-            if rule == len(self._rhs) - 1:  # $root -> . start: the whole input is still to come
+            if rule == self._root:  # $root -> . start: the whole input is still to come
                 after = (0, ())
             elif dot >= len(stack):
                 continue
