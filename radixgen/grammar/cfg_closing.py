@@ -43,7 +43,6 @@ _WATCH = 512  # budgets above this are not checked (no plan is that long)
 _SEARCH_LIMIT = 20_000  # stacks a Dijkstra may expand before giving up (no narrowing then)
 _MEMO_LIMIT = 100_000
 _OUTCOMES_LIMIT = 256  # lexer states whose vocabulary outcomes are kept (~100 KB each)
-_KEYED_TERMINALS = 3
 # spelling preference: letters, digits, a space, punctuation, then any byte
 _BYTE_ORDER = (list(range(ord("a"), ord("z") + 1)) + list(range(ord("0"), ord("9") + 1)) + [ord(" ")]
                + [b for b in range(33, 127) if not chr(b).isalnum()])
@@ -217,26 +216,18 @@ class Closer:
 
     def _outcomes_from(self, q: int) -> tuple[np.ndarray, list[tuple[int, tuple[str, ...]]]]:
         """Per vocabulary row, the index of its outcome from lexer state q; the outcomes as
-        (final lexer state, completed terminal names). One vectorised key per row: its final
-        state and up to _KEYED_TERMINALS completed types in base (number of types + 1); the
-        rare rows completing more (runs of brackets) are keyed through a dict."""
+        (final lexer state, completed terminal names): the row's completed sequence
+        (`VocabLexer.sequence_ids`) and final state, keyed together."""
         hit = self._outcomes.get(q)
         if hit is not None:
             return hit
-        states, seqs, counts = self.grammar.vocab.outcomes(q)
-        base = len(self.lexer.type_names) + 1
-        key = states.astype(np.int64)
-        for j in range(min(_KEYED_TERMINALS, seqs.shape[1])):
-            key = key * base + (seqs[:, j] + 1)
-        long_rows = np.flatnonzero(counts > _KEYED_TERMINALS).tolist()
-        if long_rows:
-            extra: dict[tuple, int] = {}
-            top = int(key.max()) + 1
-            for r in long_rows:
-                key[r] = top + extra.setdefault((int(states[r]), *seqs[r, :counts[r]].tolist()), len(extra))
-        _, first, outcome_of = np.unique(key, return_index=True, return_inverse=True)
-        names = self.lexer.type_names
-        outcomes = [(int(states[r]), tuple(names[t] for t in seqs[r, :counts[r]].tolist())) for r in first.tolist()]
+        vocab, names = self.grammar.vocab, self.lexer.type_names
+        states, seqs, counts = vocab.outcomes(q)
+        seq_ids, found = vocab.sequence_ids(states, seqs, counts)
+        _, first, outcome_of = np.unique(seq_ids * self.lexer.num_states + states, return_index=True,
+                                         return_inverse=True)
+        outcomes = [(int(states[r]), tuple(names[t] for t in found[seq_ids[r]]) if seq_ids[r] >= 0 else ())
+                    for r in first.tolist()]
         if len(self._outcomes) >= _OUTCOMES_LIMIT:
             del self._outcomes[next(iter(self._outcomes))]
         small = np.int16 if len(outcomes) < 1 << 15 else np.int32

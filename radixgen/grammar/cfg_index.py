@@ -240,10 +240,12 @@ class VocabLexer:
                       self.num_words, self._shared)
         return root
 
-    def sequences(self, states: np.ndarray, seqs: np.ndarray, counts: np.ndarray):
-        """Yield (completed type ids, row indices) per distinct completed sequence. Rows
-        completing at most `limit` terminals are keyed by one int64 (digits in base number of
-        types + 1); the rare longer ones (runs of brackets, dashes, ...) go through a dict."""
+    def sequence_ids(self, states: np.ndarray, seqs: np.ndarray,
+                     counts: np.ndarray) -> tuple[np.ndarray, list[list[int]]]:
+        """(per row, the index of its completed sequence among the distinct ones, -1 for dead
+        rows; those sequences). Rows completing at most `limit` terminals are keyed by one int64
+        (digits in base number of types + 1); the rare longer ones (runs of brackets, dashes,
+        ...) go through a dict and come after them."""
         alive = states != DEAD
         base = len(self.lexer.type_names) + 1
         limit = min(_SHORT, int(62 / np.log2(base + 1)))  # base ** limit fits in an int64
@@ -251,16 +253,27 @@ class VocabLexer:
         keys = np.zeros(len(short), dtype=np.int64)
         for j in range(limit):
             keys = keys * base + (seqs[short, j].astype(np.int64) + 1)
-        uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        order = np.argsort(inverse.reshape(-1), kind="stable")
-        bounds = np.searchsorted(inverse.reshape(-1)[order], np.arange(len(uniq) + 1))
-        for g, row in enumerate(short[first].tolist()):
-            yield seqs[row, :counts[row]].tolist(), short[order[bounds[g]:bounds[g + 1]]]
-        long_rows: dict[tuple, list[int]] = {}
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        ids = np.full(len(states), -1, dtype=np.int64)
+        ids[short] = inverse.reshape(-1)
+        found = [seqs[row, :counts[row]].tolist() for row in short[first].tolist()]
+        long_ids: dict[tuple, int] = {}
         for row in np.flatnonzero(alive & (counts > limit)).tolist():
-            long_rows.setdefault(tuple(seqs[row, :counts[row]].tolist()), []).append(row)
-        for seq, rows in long_rows.items():
-            yield list(seq), np.array(rows, dtype=np.int64)
+            seq = tuple(seqs[row, :counts[row]].tolist())
+            if seq not in long_ids:
+                long_ids[seq] = len(found)
+                found.append(list(seq))
+            ids[row] = long_ids[seq]
+        return ids, found
+
+    def sequences(self, states: np.ndarray, seqs: np.ndarray, counts: np.ndarray):
+        """Yield (completed type ids, row indices) per distinct completed sequence
+        (`sequence_ids`), rows in ascending order."""
+        ids, found = self.sequence_ids(states, seqs, counts)
+        order = np.argsort(ids, kind="stable")
+        bounds = np.searchsorted(ids[order], np.arange(len(found) + 1))
+        for g, seq in enumerate(found):
+            yield seq, order[bounds[g]:bounds[g + 1]]
 
     def outcomes(self, q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row: the final lexer state, the completed non-ignored types (-1 padded) and
