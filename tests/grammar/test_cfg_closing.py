@@ -9,7 +9,6 @@ import random
 
 import numpy as np
 import pytest
-import torch
 from lark import Lark
 
 from radixgen.core import Constraint
@@ -18,7 +17,7 @@ from radixgen.grammar.cfg_closing import WINDOW
 from radixgen.grammar.ebnf import ebnf_to_lark
 from radixgen.grammar.tokenizer_info import TokenizerInfo
 from tests.grammar.conftest import JSON_LARK
-from tests.grammar.test_cfg_smollm import ARITH_GBNF
+from tests.grammar.test_cfg_smollm import ARITH_GBNF, allowed_ids
 
 MODEL_DIR = os.path.expanduser("~/.cache/radixgen/SmolLM2-135M-Instruct")
 pytestmark = [pytest.mark.model,
@@ -39,12 +38,6 @@ def compiled(info):
     return {name: compile_cfg(c, info, precompute=False) for name, (c, _) in GRAMMARS.items()}
 
 
-def allowed(matcher, info) -> np.ndarray:
-    row = torch.zeros(1, (info.vocab_size + 31) // 32, dtype=torch.int32)
-    matcher.fill_bitmask(row, 0)
-    return np.flatnonzero(np.unpackbits(row[0].numpy().view(np.uint8), bitorder="little"))
-
-
 def uniform_walk(grammar, info, rng: random.Random, steps: int, limit: int | None):
     """Up to `steps` tokens sampled uniformly among the allowed ones (EOS when drawn)."""
     m = grammar.matcher()
@@ -52,7 +45,7 @@ def uniform_walk(grammar, info, rng: random.Random, steps: int, limit: int | Non
         m.limit_tokens(limit)
     out = []
     for _ in range(steps):
-        ids = allowed(m, info)
+        ids = allowed_ids(m, info)
         assert len(ids), f"dead end after {b''.join(info.token_bytes[i] for i in out)!r}"
         tok = int(rng.choice(ids.tolist()))
         assert m.accept_token(tok)
@@ -119,7 +112,7 @@ def test_no_token_lengthens_a_plan_by_the_window(info, compiled):
         m = compiled["sql"].matcher()
         for _ in range(25):
             q, stack, _ = m._history[-1]
-            ids = allowed(m, info)
+            ids = allowed_ids(m, info)
             ids = ids[ids != info.eos_ids[0]]
             if not len(ids):
                 break
@@ -135,6 +128,6 @@ def test_no_token_lengthens_a_plan_by_the_window(info, compiled):
 def test_a_budget_below_the_shortest_text_keeps_the_closest(info, compiled):
     m = compiled["sql"].matcher()
     m.limit_tokens(1)  # "select *" needs two tokens: the row keeps the first ones that come closest
-    ids = allowed(m, info)
+    ids = allowed_ids(m, info)
     texts = {info.token_bytes[i].strip().lower() for i in ids.tolist()}
     assert len(ids) and texts <= {b"select", b"update", b"delete", b"insert"}
