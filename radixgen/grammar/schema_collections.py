@@ -16,6 +16,7 @@ from .unique_values import (BOUNDED_ITEM_MAX, CANONICAL_INTEGER, bounded_string_
                            grows_wherever_it_closes, integer_grows, item_counts)
 
 ITEMS_GUARD_MIN = 16  # arrays with a maxItems from here on are counted by the guard
+COUNTED = "x-radixgen-counted"  # marks an array whose maxItems (the value) the guard keeps
 KEYED = "x-radixgen-keyed"  # marks the carrier of a keyed object (CollectionRewrites._keyed_object)
 STRING_CHAR = r'(?:[^"\\\x00-\x1F\x7F-\x9F]|\\["\\/bfnrt])'  # one character of a JSON string
 FREE_STRING = f"{STRING_CHAR}*"  # the regex of a length-guarded string without a pattern
@@ -66,7 +67,7 @@ class CollectionRewrites:
             return {"type": "object", "maxProperties": 0}
         values = self.rewrite(values, f"{path}.additionalProperties")
         # after the values' placeholders, which its regex holds (json_schema replaces it first)
-        carrier = self._placeholder("", quoted=False)["const"]  # its regex: json_schema._KeyedObjects
+        carrier = self._placeholder("", quoted=False)["const"]  # its regex: schema_keyed_objects
         # (a name written twice counts once after parsing: maxProperties bounds the pairs written)
         self.keyed_objects[f'"{carrier}"'] = (self._string_regex(names, path), node.get("minProperties", 0) == 1,
                                                node.get("maxProperties"))

@@ -266,7 +266,7 @@ def test_unique_items_over_an_enum():
 def test_recursion_is_unrolled_to_its_exit():
     """A recursive reference required at every level is unrolled RECURSIVE_REF_DEPTH levels; the
     last level takes the null exit (outlines-core alone would drop the required property)."""
-    from radixgen.grammar.json_schema import RECURSIVE_REF_DEPTH
+    from radixgen.grammar.schema_unroll import RECURSIVE_REF_DEPTH
     from tests.grammar.schemas import SUPPORTED
 
     schema = SUPPORTED["recursive_required_null_exit"]
