@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from radixgen.core import Constraint
-from radixgen.grammar import schema_check, schema_collections
+from radixgen.grammar import schema_collections, schema_types
 from radixgen.grammar.compiler import GrammarCompiler
 from radixgen.grammar.json_schema import schema_to_guarded_regex
 from tests.grammar.conftest import toy_info
@@ -43,7 +43,7 @@ DEPTHS = [7, 7, 7, 5]  # tokens walked (free integers branch widely)
 def test_guarded_counts_allow_exactly_the_counted_regex(schema, depth, monkeypatch):
     info = toy_info([b""] + [p.encode() for p in PIECES])
     exact = GrammarCompiler(info).compile(Constraint("json_schema", schema))  # threshold 16: counted
-    for module in (schema_check, schema_collections):
+    for module in (schema_types, schema_collections):
         monkeypatch.setattr(module, "ITEMS_GUARD_MIN", 2)
     regex, paths = schema_to_guarded_regex(json.dumps(schema))
     assert any(kind[0] == "items" for _, kind in paths if isinstance(kind, tuple)), paths
@@ -102,7 +102,7 @@ def test_large_counts_compile_fast_and_masks_match(smol_compiler, smol_info, smo
 def test_a_token_opening_and_overfilling_an_array_is_masked(monkeypatch):
     """A token holding '[' and enough commas opens a counted array and passes its maxItems at
     once: the mask must refuse it as acceptance does."""
-    for module in (schema_check, schema_collections):
+    for module in (schema_types, schema_collections):
         monkeypatch.setattr(module, "ITEMS_GUARD_MIN", 2)
     info = toy_info([b"", b'{"a":', b"[", b"]", b",", b"1", b"[1,1]", b"[1,1,1]", b"}", b"[1]"])
     schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}, "maxItems": 2}},

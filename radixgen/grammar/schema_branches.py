@@ -1,0 +1,122 @@
+"""The branch rewrites of `schema_check.SchemaRewriter` for the keywords outlines-core picks before
+`type` (its order: allOf, anyOf, oneOf, prefixItems, enum, const, $ref; `properties` is
+schema_objects', `type` schema_types'). A mixin: the methods use the rewriter's `rewrite`,
+`_unless_empty`, `_placeholder`, `_resolve`, `_resolved`, `_resolve_chain`, its reading flags
+(`draft_3_to_7`, `const_unknown`, `draft_4`) and its record `literal_arrays`."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from .matcher import GrammarError
+from .regex_leaves import json_literal
+from .schema_one_of import Readings, exclusive
+from .schema_rules import NothingValid, is_type, need_type, only_asserting, refuse
+from .schema_values import VALUE_KEYWORDS, values_meeting
+
+
+class BranchRewrites:
+    def _allOf(self, node: dict, path: str) -> dict:
+        only_asserting(node, path, {"allOf"})
+        if not isinstance(node["allOf"], list) or len(node["allOf"]) != 1:
+            refuse("allOf", path, "only a single-schema allOf can be enforced exactly")
+        return {"allOf": [self.rewrite(node["allOf"][0], f"{path}.allOf[0]")]}
+
+    def _anyOf(self, node: dict, path: str) -> dict:
+        return {"anyOf": self._options(_alternatives_of(node, path, "anyOf"), f"{path}.anyOf")}
+
+    def _oneOf(self, node: dict, path: str) -> dict:
+        options = _alternatives_of(node, path, "oneOf")
+        narrowed = exclusive(options, Readings(self._resolved, self._resolve_chain, self.draft_3_to_7,
+                                               self.const_unknown))
+        if narrowed is None:
+            self._options(options, f"{path}.oneOf")  # an alternative's own error comes first
+            refuse("oneOf", path, "its alternatives may overlap (radixgen enforces oneOf only when "
+                    "they declare disjoint types, differ in enum/const values, or are objects that "
+                    "differ in a required property or in a const property's value; an alternative "
+                    "without \"type\" accepts every type its keywords do not constrain, e.g. "
+                    "{\"properties\": ...} accepts any string)")
+        return {"oneOf": self._options(options, f"{path}.oneOf", narrowed)}
+
+    def _options(self, options: list, path: str, narrowed: list | None = None) -> list:
+        """The alternatives rewritten; one no value satisfies is left out (not all of them)."""
+        out, empty = [], None
+        for i, option in enumerate(options):
+            chosen = option if not narrowed or narrowed[i] is None else narrowed[i]
+            if chosen is False:  # narrowed to nothing (schema_one_of)
+                empty = NothingValid(f"the alternative at {path}[{i}] has no value valid under it alone")
+                continue
+            new = self._unless_empty(chosen, f"{path}[{i}]")
+            if isinstance(new, NothingValid):
+                empty = new
+            else:
+                out.append(new)
+        if not out:
+            raise empty
+        return out
+
+    def _prefixItems(self, node: dict, path: str) -> dict:
+        only_asserting(node, path, {"prefixItems", "type", "items", "minItems", "maxItems", "uniqueItems",
+                                    "additionalItems", "unevaluatedItems"})
+        items = node["prefixItems"]
+        need_type(node, path, "array")
+        if node.get("minItems", 0) > len(items):
+            refuse("minItems", path, "it exceeds the number of prefixItems (exactly those are generated)")
+        if node.get("maxItems", math.inf) < len(items):
+            refuse("maxItems", path, "it is below the number of prefixItems")
+        if node.get("uniqueItems") is True:
+            refuse("uniqueItems", path, "uniqueness cannot be enforced by a regular language")
+        return {"prefixItems": [self.rewrite(s, f"{path}.prefixItems[{i}]") for i, s in enumerate(items)]}
+
+    def _enum(self, node: dict, path: str, key: str = "enum") -> dict:
+        only_asserting(node, path, VALUE_KEYWORDS)
+        values = node[key] if key == "enum" else [node[key]]
+        if key == "enum" and (not isinstance(values, list) or not values):
+            raise GrammarError(f"enum at {path} must be a non-empty array")
+        if "type" in node:
+            types = node["type"] if isinstance(node["type"], list) else [node["type"]]
+            # (draft 4 validators take no float as an integer, not even 1.0)
+            values = [v for v in values if any(is_type(v, t) and not (self.const_unknown and t == "integer"
+                                                                       and isinstance(v, float)) for t in types)]
+            if not values:
+                refuse(key, path, "no value matches the sibling type")
+        if set(node) & VALUE_KEYWORDS - {key, "type"}:  # the values that meet them
+            values = values_meeting(values, node, key, self.draft_4, path)
+            if not values:
+                refuse(key, path, "no value meets the keywords beside it")
+        for v in values:
+            try:
+                json.dumps(v, allow_nan=False)
+            except ValueError:
+                refuse(key, path, f"{v!r} holds a number beyond floating point (e.g. 1e400), which "
+                        "has no exact JSON text to generate")
+        if any(isinstance(v, (dict, list)) for v in values):
+            # objects and arrays as their compact JSON text (equal values in other key orders or
+            # spacing are valid too, but never generated)
+            placeholder = self._placeholder("(?:" + "|".join(map(json_literal, values)) + ")", quoted=False)
+            self.literal_arrays[f'"{placeholder["const"]}"'] = values
+            return placeholder
+        for v in values:
+            if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2 ** 53:
+                refuse(key, path, f"{v} is beyond the integers outlines-core keeps exact")
+        return {"enum": values}
+
+    def _const(self, node: dict, path: str) -> dict:
+        return self._enum(node, path, "const")
+
+    def _ref(self, node: dict, path: str) -> dict:
+        only_asserting(node, path, {"$ref"})
+        ref = node["$ref"]
+        if not isinstance(ref, str) or "~" in ref or "%" in ref:
+            refuse("$ref", path, "only plain local references (#/...) are supported")
+        self._resolve(ref, path)
+        return {"$ref": ref}
+
+
+def _alternatives_of(node: dict, path: str, key: str) -> list:
+    """`node[key]` (anyOf / oneOf), checked: a non-empty list, nothing else asserted beside it."""
+    only_asserting(node, path, {key})
+    if not isinstance(node[key], list) or not node[key]:
+        raise GrammarError(f"{key} at {path} must be a non-empty array")
+    return node[key]
