@@ -7,9 +7,9 @@ No regular language says "no string twice", so the schema's regex only shapes su
 - The regex spells every item value one way (`canonical_string_regex`: the only escapes are \\" \\\\ \\b
   \\f \\n \\r \\t; no \\/ and no \\u; `CANONICAL_INTEGER`: no -0), so two items are equal exactly
   when their texts are.
-- The guard follows the output as JSON (`advance`, one immutable state per token, so rollback and
-  fork are list operations). An array whose instance path (object keys; `None` for any key or
-  index) is one of the schema's guarded paths remembers its items' texts.
+- The guard follows the output as JSON (`advance`, in guard_walk: one immutable state per token,
+  so rollback and fork are list operations). An array whose instance path (object keys; `None`
+  for any key or index) is one of the schema's guarded paths remembers its items' texts.
 - `ban` clears, from the automaton's row, every token that would close an item equal to an earlier
   one: inside an item, the tokens that spell an earlier item's remaining text and the closing
   quote (a prefix search over the sorted vocabulary); anywhere, any allowed token with two or more
@@ -46,24 +46,19 @@ import bisect
 
 import numpy as np
 
-from .guard_tables import LITERAL, after_last_quote, length_tables, tokens_with, vocab_tables
+from .guard_tables import after_last_quote, length_tables, tokens_with, vocab_tables
+from .guard_walk import ARRAY, INACTIVE, JsonWalk, escaped_backslash, guarded_item, keyed_bounded
 from .tokenizer_info import TokenizerInfo
 from .unique_values import exhausted_prefixes, is_exhausted, item_counts
 
-_STRUCTURE = frozenset(b'{}[],"') | LITERAL
-_OBJECT, _ARRAY = 0, 1
-# container phases: expecting a key (object) or an item (array), after a key, after a value
-_EXPECT, _VALUE, _AFTER = 0, 1, 2
-_INACTIVE = "inactive"  # the text left the guarded JSON (after it, or a prefix mismatch)
 
-
-class UniqueGuard:
+class UniqueGuard(JsonWalk):
     """The guarded paths plus the vocabulary tables (and a memo of exhausted prefixes); shared by
     a grammar's matchers.
 
-    A state is `(prefix_done, stack, lexeme, arrays)` or _INACTIVE. `prefix` is literal text
+    A state is `(prefix_done, stack, lexeme, arrays)` or INACTIVE. `prefix` is literal text
     before the JSON (the tool-call opener); text that does not start with it is never JSON, so the
-    guard goes inactive. stack frames: (_OBJECT, phase, key) or (_ARRAY, phase, (instance, kind)
+    guard goes inactive. stack frames: (OBJECT, phase, key) or (ARRAY, phase, (instance, kind)
     | None, (separators so far, maxItems) | None), `instance` numbering the guarded arrays in
     order (`arrays` counts them), `kind` their items' ("string", "integer", ("bounded",
     ItemCounts), or ("key", name, one of those) for objects kept unique by a property), the last
@@ -104,25 +99,9 @@ class UniqueGuard:
             whole = self._quoted if self.paths or any(least for least, _ in self.lengths.values()) else ((), ())
             self._length_quoted = tuple(np.union1d(q, long_openers).astype(np.int64) for q in whole)
 
-    @property
-    def initial(self):
-        return (0, (), None, 0)
-
-    def advance(self, state, data: bytes, seen):
-        """(state after `data`, the (instance, text) items it closed), or None when `data`
-        closes a guarded item equal to an earlier one (in `seen` or earlier in `data`)."""
-        closed: list = []
-        for c in data:
-            if state is _INACTIVE:
-                break
-            state = self._step(state, c, seen, closed)
-            if state is None:
-                return None
-        return state, closed
-
     def ban(self, state, words: np.ndarray, seen) -> None:
         """Clear from `words` (one int32 bitmask row) the tokens that would close a repeated item."""
-        if state is _INACTIVE:
+        if state is INACTIVE:
             return
         _, stack, lexeme, _ = state
         # tokens that may close an item besides the one being written (or, with length guards,
@@ -131,18 +110,18 @@ class UniqueGuard:
         quoted = (self._length_quoted if self.lengths else self._quoted)[in_string]
         if lexeme is not None and lexeme[0] == "s":
             self._ban_lengths(lexeme[1], words)
-        guarded = _guarded_item(stack)
+        guarded = guarded_item(stack)
         if guarded is not None and guarded[1] == "integer" and (lexeme is None or lexeme[0] == "n"):
             self._ban_integers(state, words, seen)
         bounded = guarded if guarded is not None and not isinstance(guarded[1], str) else None
         if bounded is None and lexeme is not None and lexeme[0] == "k":
-            bounded = _keyed_bounded(stack)  # a name being written: `":"a` could reach a value
+            bounded = keyed_bounded(stack)  # a name being written: `":"a` could reach a value
         if bounded is not None:  # ("bounded", ItemCounts) items
             openers = self._ban_exhausted_prefixes(bounded, lexeme, words, seen)
             quoted = np.union1d(quoted, np.union1d(self._two_quotes, openers))
         if lexeme is not None and lexeme[0] == "g":
             text, items = lexeme[1], seen.get(guarded[0], ())
-            if text.endswith(b"\\") and not _escaped_backslash(text):
+            if text.endswith(b"\\") and not escaped_backslash(text):
                 quoted = self._closers[1]  # an escape is pending: run every token with a quote
             elif len(items) <= len(self._closers[0]):
                 for item in items:
@@ -183,7 +162,7 @@ class UniqueGuard:
         would end it; any allowed token with a digit that closes a repeat or makes a new item 0
         when 0 is already one (it could not grow, nor end)."""
         _, stack, lexeme, _ = state
-        instance = _guarded_item(stack)[0]
+        instance = guarded_item(stack)[0]
         if lexeme is not None and lexeme[1] in seen.get(instance, ()):
             words &= self._literal_first
         mixed, zero_first = self._digits
@@ -210,7 +189,7 @@ class UniqueGuard:
         """`quoted` plus the tokens with a comma while an array of the stack is at its last
         item, and the tokens that could open a counted array and pass its maxItems at once (a
         '[' and as many commas): they are run through advance."""
-        if any(frame[0] == _ARRAY and frame[3] is not None and frame[3][0] + 1 >= frame[3][1] for frame in stack):
+        if any(frame[0] == ARRAY and frame[3] is not None and frame[3][0] + 1 >= frame[3][1] for frame in stack):
             quoted = np.union1d(quoted, tokens_with(self.info, b",")).astype(np.int64)
         return np.union1d(quoted, self._long_openers).astype(np.int64) if len(self._long_openers) else quoted
 
@@ -226,128 +205,6 @@ class UniqueGuard:
             out.extend(ids[i])
             i += 1
         return out
-
-    # ------------------------------------------------------------ the JSON walk
-
-    def _step(self, state, c: int, seen, closed: list):
-        done, stack, lexeme, arrays = state
-        if done < len(self.prefix):
-            return (done + 1, stack, lexeme, arrays) if c == self.prefix[done] else _INACTIVE
-        if lexeme is not None:
-            kind, text = lexeme
-            if kind == "s":
-                return self._length_step(state, c)
-            if kind in "ln":
-                if c in LITERAL:
-                    return state if kind == "l" else (done, stack, (kind, text + bytes((c,))), arrays)
-                if kind == "n":
-                    instance = _guarded_item(stack)[0]
-                    if text in seen.get(instance, ()) or (instance, text) in closed:
-                        return None
-                    closed.append((instance, text))
-                state = _after_value(done, stack, arrays)
-                if state is _INACTIVE:
-                    return state
-                done, stack, lexeme, arrays = state
-            elif c != ord('"') or (text.endswith(b"\\") and not _escaped_backslash(text)):
-                if kind == "v":  # only an escape still pending is kept
-                    text = b"\\" if c == ord("\\") and text != b"\\" else b""
-                    return (done, stack, (kind, text), arrays)
-                return (done, stack, (kind, text + bytes((c,))), arrays)
-            elif kind == "k":
-                return (done, stack[:-1] + ((_OBJECT, _VALUE, text),), None, arrays)
-            elif kind == "g":
-                instance = _guarded_item(stack)[0]
-                if text in seen.get(instance, ()) or (instance, text) in closed:
-                    return None
-                closed.append((instance, text))
-                return _after_value(done, stack, arrays)
-            else:
-                return _after_value(done, stack, arrays)
-        if c not in _STRUCTURE:  # whitespace (a custom whitespace regex may allow more than JSON's)
-            return state
-        top = stack[-1] if stack else None
-        if c == ord(","):
-            if top[0] == _OBJECT:
-                return (done, stack[:-1] + ((_OBJECT, _EXPECT, None),), None, arrays)
-            counted = top[3]
-            if counted is not None:  # (separators so far, maxItems)
-                if counted[0] + 1 >= counted[1]:
-                    return None
-                counted = (counted[0] + 1, counted[1])
-            return (done, stack[:-1] + ((_ARRAY, _EXPECT, top[2], counted),), None, arrays)
-        if c in b"}]":
-            return _after_value(done, stack[:-1], arrays)
-        if c == ord("{"):
-            return (done, stack + ((_OBJECT, _EXPECT, None),), None, arrays)
-        if c == ord("["):
-            kind = _at(self.paths, stack)  # the item kind of a unique array here
-            most = _at(self.counts, stack)  # the maxItems kept here
-            counted = None if most is None else (0, most)
-            if kind is not None:
-                return (done, stack + ((_ARRAY, _EXPECT, (arrays, kind), counted),), None, arrays + 1)
-            return (done, stack + ((_ARRAY, _EXPECT, None, counted),), None, arrays)
-        if c == ord('"'):
-            if top is not None and top[0] == _OBJECT and top[1] == _EXPECT:
-                return (done, stack, ("k", b""), arrays)
-            if _guarded_item(stack, "string"):
-                return (done, stack, ("g", b""), arrays)
-            bounds = _at(self.lengths, stack)  # (minLength, maxLength) of a guarded string here
-            return (done, stack, ("v", b"") if bounds is None else ("s", (0, 0, *bounds)), arrays)
-        if c in b"-0123456789" and _guarded_item(stack, "integer"):
-            return (done, stack, ("n", bytes((c,))), arrays)
-        return (done, stack, ("l", b""), arrays)  # a number, true, false or null
-
-    def _length_step(self, state, c: int):
-        """One byte inside a length-guarded string: lexeme ("s", (characters so far, 1 after a
-        backslash, minLength, maxLength)); None past maxLength or closing short of minLength."""
-        done, stack, (_, (count, escaped, least, most)), arrays = state
-        if escaped:  # the escape's second byte: counted with the backslash
-            return (done, stack, ("s", (count, 0, least, most)), arrays)
-        if c == ord('"'):
-            return None if count < least else _after_value(done, stack, arrays)
-        if c == ord("\\") or c & 0xC0 != 0x80:  # a backslash or a character's first byte
-            count += 1
-            if count > most:
-                return None
-        return (done, stack, ("s", (count, int(c == ord("\\")), least, most)), arrays)
-
-
-def _guarded_item(stack: tuple, kind: str | None = None):
-    """(instance, item kind) of the guarded value a value starting at `stack`'s place is (of item
-    kind `kind` when given), else None: an item of a unique array of strings or integers, or the
-    keeping property's value in an object item of an array kept unique by key."""
-    if not stack:
-        return None
-    top = stack[-1]
-    guarded = None
-    if top[0] == _ARRAY:
-        guarded = top[2] if top[2] is not None and not _keeps_by_key(top[2][1]) else None
-    elif top[1] == _VALUE:
-        keyed = _keyed_array(stack)
-        if keyed is not None and keyed[1] == top[2]:
-            guarded = (keyed[0], keyed[2])
-    return guarded if guarded is None or kind is None or _lexical(guarded[1]) == kind else None
-
-
-def _keyed_array(stack: tuple):
-    """(instance, name, item kind) when the top of `stack` is an object item of an array kept
-    unique by its property `name`, else None."""
-    if len(stack) < 2 or stack[-1][0] != _OBJECT or stack[-2][0] != _ARRAY or stack[-2][2] is None:
-        return None
-    instance, keeping = stack[-2][2]
-    return (instance, keeping[1], keeping[2]) if _keeps_by_key(keeping) else None
-
-
-def _keyed_bounded(stack: tuple):
-    """(instance, item kind) when the top of `stack` is an object item of an array kept unique
-    by a property of bounded values, else None."""
-    keyed = _keyed_array(stack)
-    return (keyed[0], keyed[2]) if keyed is not None and not isinstance(keyed[2], str) else None
-
-
-def _keeps_by_key(kind) -> bool:
-    return isinstance(kind, tuple) and kind[0] == "key"
 
 
 def _bounded(kind) -> bool:
@@ -366,26 +223,6 @@ def _item_kind(kind):
     return ("bounded", item_counts(kind[1]))
 
 
-def _lexical(kind) -> str:
-    """"string" or "integer": how an item of `kind` is written ("bounded": a string)."""
-    return kind if isinstance(kind, str) else "string"
-
-
-def _at(table: dict, stack: tuple):
-    """The entry of `table` (guarded path -> value; None in a path: any key or index) for the
-    place `stack` is at, or None."""
-    path = tuple(f[2] if f[0] == _OBJECT else None for f in stack)
-    return next((value for p, value in table.items()
-                 if len(p) == len(path) and all(a is None or a == b for a, b in zip(p, path))), None)
-
-
-def _after_value(done: int, stack: tuple, arrays: int):
-    """The state once a value inside `stack` ended (the whole JSON: inactive)."""
-    if not stack:
-        return _INACTIVE
-    return (done, stack[:-1] + (stack[-1][:1] + (_AFTER,) + stack[-1][2:],), None, arrays)
-
-
 def repeats(step, seen) -> bool:
     """Whether advance's result `step` closed a repeated item (None) or is stuck: at a second 0,
     or inside a bounded string item at an exhausted prefix (at maxLength, equal to an earlier
@@ -397,9 +234,9 @@ def _stuck_at_exhausted_prefix(step, seen) -> bool:
     """Whether `step` (advance's result) ends inside a bounded string item at an exhausted
     prefix."""
     state, closed = step
-    if state is _INACTIVE or state[2] is None or state[2][0] != "g":
+    if state is INACTIVE or state[2] is None or state[2][0] != "g":
         return False
-    instance, kind = _guarded_item(state[1])
+    instance, kind = guarded_item(state[1])
     if isinstance(kind, str):
         return False
     items = set(seen.get(instance, ())) | {text for i, text in closed if i == instance}
@@ -410,16 +247,10 @@ def _stuck_at_zero(step, seen) -> bool:
     """Whether `step` (advance's result) ends inside a guarded integer item 0 while 0 is already
     an item of that array: it could neither grow nor end."""
     state, closed = step
-    if state is _INACTIVE or state[2] is None or state[2] != ("n", b"0"):
+    if state is INACTIVE or state[2] is None or state[2] != ("n", b"0"):
         return False
-    instance = _guarded_item(state[1])[0]
+    instance = guarded_item(state[1])[0]
     return b"0" in seen.get(instance, ()) or (instance, b"0") in closed
-
-
-def _escaped_backslash(text: bytes) -> bool:
-    """Whether `text`'s trailing backslash is itself escaped (an even run of backslashes)."""
-    run = len(text) - len(text.rstrip(b"\\"))
-    return run % 2 == 0
 
 
 def _clear(words: np.ndarray, ids) -> None:
