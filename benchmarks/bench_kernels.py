@@ -265,31 +265,39 @@ def cuda_nvfp4(da, q, kv) -> bool:
     return da.USE_CUDA_NVFP4 and cu.supports(q, kv) and cu.available(q.device)
 
 
+CUDA_NVFP4_CONFIGS = (  # (stages, warps per CTA, min warps per SM, min CTAs per SM): see nvfp4_decode_cuda.CONFIG
+    (0, 1, 10, 0), (0, 1, 12, 0), (0, 1, 8, 0), (0, 2, 8, 0),
+    (2, 0, 0, 2), (2, 0, 0, 1), (3, 0, 0, 1), (4, 0, 0, 1))
+
+
 def sweep_cuda_nvfp4(da, kv, qs, indptr, indices, sm, timer, want):
-    """Time the CUDA NVFP4 kernel per (warps per CTA, occupancy hint), keep the fastest, then time
+    """Time the CUDA NVFP4 kernel per pipeline config (register pipeline: warps per CTA and
+    occupancy hint; shared-memory pipeline: stages and CTAs per SM), keep the fastest, then time
     forced split counts for it."""
     from radixgen.kernels import nvfp4_decode_cuda as cu
 
     best = None
-    for warps, min_warps in ((1, 8), (1, 10), (1, 12), (1, 6), (2, 8), (4, 8), (4, 12)):
-        cu.CONFIG.update(warps=warps, min_warps=min_warps)
+    for stages, warps, min_warps, min_ctas in CUDA_NVFP4_CONFIGS:
+        cfg = dict(stages=stages, warps=warps or 1, min_warps=min_warps or 10, min_ctas=min_ctas or 2)
+        name = f"stages {stages}, " + (f"CTAs/SM {min_ctas}" if stages else f"{warps} warps, min {min_warps}")
+        cu.CONFIG.update(cfg)
         try:
             o, _ = da.decode_attention(qs[0][:2], kv, indptr[:3], indices, sm, out_dtype=torch.float32)
             err = rel_err(o, want)
             t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm), qs)
         except Exception as exc:
-            print(f"  sweep cuda nvfp4 {warps} warps, min {min_warps}: failed ({type(exc).__name__}: {exc})")
+            print(f"  sweep cuda nvfp4 {name}: failed ({type(exc).__name__}: {exc})")
             continue
         call = da._kernel_call(qs[0], kv, indptr, indices, sm, torch.bfloat16)
         k = call.compiled(torch.float32)
-        print(f"  sweep cuda nvfp4 {warps} warps, min {min_warps}: {t * 1e3:.3f} ms (rel err {err:.1e}; regs "
-              f"{k.num_regs}; resident {call.resident()}; splits {da._num_splits(call, indices.numel())})", flush=True)
+        print(f"  sweep cuda nvfp4 {name}: {t * 1e3:.3f} ms (rel err {err:.1e}; regs {k.num_regs}; smem "
+              f"{k.smem}; resident {call.resident()}; splits {da._num_splits(call, indices.numel())})", flush=True)
         if err < 1e-2 and (best is None or t < best[0]):
-            best = (t, warps, min_warps)
+            best = (t, name, cfg)
     if best is None:
         raise RuntimeError("no CUDA NVFP4 decode config ran")
-    cu.CONFIG.update(warps=best[1], min_warps=best[2])
-    print(f"  sweep cuda nvfp4: best {best[1]} warps, min {best[2]}")
+    cu.CONFIG.update(best[2])
+    print(f"  sweep cuda nvfp4: best {best[1]}")
     for splits in (1, 2, 3, 4, 6, 8):
         t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm, num_splits=splits), qs)
         print(f"  sweep cuda nvfp4 splits {splits}: {t * 1e3:.3f} ms", flush=True)
@@ -317,7 +325,7 @@ def gather_bandwidth(dev, timer) -> None:
         for how, idx in (("random", torch.randperm(n, device=dev, dtype=torch.int32)),
                          ("in order", torch.arange(n, device=dev, dtype=torch.int32))):
             out = torch.empty(n // rows, device=dev, dtype=torch.int32)
-            t = timer(lambda _: _sum_rows[(n // rows,)](src, idx, out, RB=rb, ROWS=rows, num_warps=4), [None])
+            t = timer(lambda _, i=idx: _sum_rows[(n // rows,)](src, i, out, RB=rb, ROWS=rows, num_warps=4), [None])
             res.append(f"{how} {total / t / 1e12:.2f} TB/s")
             del idx
         print(f"  gather {rb:5d}-byte rows: " + ", ".join(res), flush=True)

@@ -1,6 +1,7 @@
 """The CUDA NVFP4 decode kernel (nvfp4_decode_cuda.py) against float64 attention over the
 dequantized pool, on a GPU; here on the CPU: its dispatch rules and its bit arithmetic."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -41,8 +42,33 @@ def test_dispatch_rules_without_a_gpu():
     assert cu._SOURCE.is_file()
 
 
+def test_staged_pipeline_layout_and_its_alignment_rule():
+    # CTAs of the KV heads sharing a (request, split): the largest power of two <= 8 dividing them
+    assert [cu.heads_per_cta(h) for h in (1, 2, 3, 4, 6, 8, 12, 16, 32)] == [1, 2, 1, 4, 2, 8, 4, 8, 8]
+    # a stage holds 32 tokens' key and value codes (hc * D/2 bytes each) and scale rows (hc * D/16
+    # bytes, padded by 16 once they are 16 or more)
+    assert cu.stage_bytes(128, 8) == 2 * 32 * 512 + 2 * 32 * (64 + 16)
+    assert cu.stage_bytes(64, 1) == 2 * 32 * 32 + 2 * 32 * 4
+    gen = torch.Generator().manual_seed(0)
+    kv = make_pool("nvfp4", 9, 8, 128, gen)
+    assert cu._stageable(kv)
+    # a pool whose scales start off a 16-byte boundary is left to the register pipeline: cp.async
+    # of 16-byte chunks needs them aligned
+    buf = torch.zeros(kv.k_bscale.numel() + 8, dtype=torch.uint8)
+    shifted = buf[8:].view(kv.k_bscale.dtype).view(kv.k_bscale.shape)
+    assert shifted.data_ptr() % 16 == 8
+    assert not cu._stageable(dataclasses.replace(kv, k_bscale=shifted))
+
+
 needs_kernel = pytest.mark.skipif(not (torch.cuda.is_available() and cu.available(torch.device("cuda"))),
                                   reason="needs an sm_89+ GPU with NVRTC")
+PIPELINES = [0, 2, 3]  # CONFIG["stages"]: registers; shared memory with 2 or 3 stages
+
+
+@pytest.fixture(params=PIPELINES, ids=lambda n: f"stages{n}")
+def pipeline(request, monkeypatch):
+    monkeypatch.setitem(cu.CONFIG, "stages", request.param)
+    return request.param
 
 
 def _case(d, group, lengths, q_dtype, seed, hkv=2, indices_dtype=torch.int64):
@@ -68,12 +94,12 @@ def _case(d, group, lengths, q_dtype, seed, hkv=2, indices_dtype=torch.int64):
 @pytest.mark.parametrize("d", cu.HEAD_DIMS)
 @pytest.mark.parametrize("group", [1, 3, 4, 8])
 @pytest.mark.parametrize("num_splits", [None, 1, 3])
-def test_matches_float64(d, group, num_splits):
+def test_matches_float64(d, group, num_splits, pipeline):
     # lengths below, at and past tile edges, an empty request, and a long one split many ways
     lengths = [0, 1, 31, 32, 33, 100, 700]
     kv, q, indptr, indices, want_o, want_lse = _case(d, group, lengths, torch.bfloat16, d + group)
     call = da._kernel_call(q, kv, indptr, indices, 1 / math.sqrt(d), torch.float32)
-    assert isinstance(call, cu.DecodeCall)  # the CUDA kernel runs, not the Triton one
+    assert isinstance(call, cu.DecodeCall) and call.stages == pipeline  # the CUDA kernel runs, as configured
     out = (poisoned(q.shape, torch.float32, "cuda"), poisoned(q.shape[:2], torch.float32, "cuda"))
     o, lse = da.decode_attention(q, kv, indptr, indices, 1 / math.sqrt(d), out_dtype=torch.float32,
                                  num_splits=num_splits, out=out)
@@ -83,10 +109,24 @@ def test_matches_float64(d, group, num_splits):
 
 @pytest.mark.gpu
 @needs_kernel
+@pytest.mark.parametrize("hkv", [1, 3, 8, 12])
+@pytest.mark.parametrize("d", cu.HEAD_DIMS)
+def test_ctas_of_several_heads(hkv, d, pipeline):
+    # the staged pipeline's CTAs hold 1, 1, 8 and 4 heads here; lengths cross tile and stage edges
+    kv, q, indptr, indices, want_o, want_lse = _case(d, 4, [0, 3, 64, 95, 600], torch.bfloat16, hkv + d, hkv=hkv)
+    for splits in (None, 2):
+        o, lse = da.decode_attention(q, kv, indptr, indices, 1 / math.sqrt(d), out_dtype=torch.float32,
+                                     num_splits=splits)
+        assert rel_err(o, want_o) < 1e-2 and rel_err(lse, want_lse) < 1e-3
+        assert (lse[0] == -math.inf).all()
+
+
+@pytest.mark.gpu
+@needs_kernel
 @pytest.mark.parametrize(("q_dtype", "out_dtype"), [(torch.float16, torch.float16), (torch.bfloat16, torch.bfloat16),
                                                     (torch.float16, torch.float32)])
 @pytest.mark.parametrize("indices_dtype", [torch.int32, torch.int64])
-def test_dtypes_and_direct_output(q_dtype, out_dtype, indices_dtype):
+def test_dtypes_and_direct_output(q_dtype, out_dtype, indices_dtype, pipeline):
     # one split writes the final output in its dtype directly (no reduce); int32 and int64 indices
     kv, q, indptr, indices, want_o, want_lse = _case(128, 4, [5, 64, 300], q_dtype, 7, hkv=8,
                                                      indices_dtype=indices_dtype)
@@ -98,7 +138,7 @@ def test_dtypes_and_direct_output(q_dtype, out_dtype, indices_dtype):
 
 @pytest.mark.gpu
 @needs_kernel
-def test_agrees_with_the_triton_kernel(monkeypatch):
+def test_agrees_with_the_triton_kernel(monkeypatch, pipeline):
     kv, q, indptr, indices, want_o, _ = _case(128, 4, [4096] * 4, torch.bfloat16, 11, hkv=8)
     o_cuda, lse_cuda = da.decode_attention(q, kv, indptr, indices, 1 / math.sqrt(128), out_dtype=torch.float32)
     monkeypatch.setattr(da, "USE_CUDA_NVFP4", False)

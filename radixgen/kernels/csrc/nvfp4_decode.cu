@@ -1,11 +1,10 @@
 // NVFP4 paged decode attention for NVIDIA sm_89+ (written for Hopper), compiled at run time by
 // NVRTC (nvfp4_decode_cuda.py), with no headers: every device intrinsic is inline PTX.
 //
-// One warp per (KV head, request, split) program, the programs of a CTA independent. The warp
-// walks its split's tokens in tiles of 32 and keeps an online softmax, like decode_tile.py, but
-// with the MMA operands chosen so that the dequantize costs about two instructions per value
-// (the Triton kernel spends about six per value on dequantize, block-scale broadcast and
-// layout shuffles; docs/BENCHMARKS.md counts them):
+// Each (KV head, request, split) program is one warp. It walks its split's tokens in tiles of 32
+// and keeps an online softmax, like decode_tile.py, but with the MMA operands chosen so that the
+// dequantize costs about two instructions per value (the Triton kernel spends about six per value
+// on dequantize, block-scale broadcast and layout shuffles; docs/BENCHMARKS.md counts them):
 //   scores  S^T [tokens x q heads] = K [tokens x D] . Q^T  (m16n8k16: 16 tokens, the GQA group
 //           padded to 8 columns, 16 values of D per step), so the 4-8 query heads of a KV head
 //           waste at most half an MMA instead of three quarters;
@@ -25,9 +24,23 @@
 // a power of two c per query head puts |q| in [256, 512) before its one rounding to fp16 (as the
 // Triton kernels' prepare_q_rows). V raw likewise; o = acc * s_T(v) * 2^6 / l.
 //
+// Two ways to bring a tile's bytes in, chosen by STAGES:
+//   STAGES 0, "registers": each warp is its own CTA and loads its head's rows straight into
+//     registers, the next tile's while it computes this one. A token's codes for one head are a
+//     64-byte row (D 128) and its scales an 8-byte row, at a random slot: fetches that small reach
+//     a fraction of the copy bandwidth (BENCHMARKS.md: random 64-byte rows 2.68 TB/s, 32-byte
+//     ones 1.36, 512-byte ones 4.45 on an H200).
+//   STAGES >= 2, "staged": a CTA holds the HC KV heads that share a (request, split) and copies
+//     each token's codes and scales for all of them, HC contiguous rows of the slot (512 bytes at
+//     D 128 and 8 heads), into shared memory by cp.async, STAGES - 1 tiles ahead; each warp then
+//     reads its head's part. Chunks are placed XOR-swizzled so that both read patterns (key rows
+//     g, g+8, ...; value rows 2c, 2c+1, ...) hit distinct banks.
+//
 // Compile-time constants (-D): HEAD_DIM (64, 128, 256), GROUP (query heads per KV head, <= 8),
 // HKV (KV heads), Q_BF16 (q is bf16, else fp16), OUT_KIND (0 fp32, 1 fp16, 2 bf16 output),
-// INDPTR64 / INDICES64 (int64 index tensors), MIN_WARPS (occupancy hint).
+// INDPTR64 / INDICES64 (int64 index tensors), STAGES; for STAGES 0 WARPS (programs per CTA) and
+// MIN_WARPS (occupancy hint); for STAGES >= 2 HC (KV heads per CTA, a power of two dividing HKV),
+// MIN_CTAS (occupancy hint) and SMEM_BYTES (the dynamic shared memory the launcher gives).
 
 typedef unsigned int u32;
 typedef unsigned short u16;
@@ -147,6 +160,54 @@ __device__ __forceinline__ u32 load_scales(const unsigned char *p) {
     return r;
 }
 
+// cp.async of N bytes (4, 8 or 16) from global to a shared address; 16 bypasses L1
+template <int N>
+__device__ __forceinline__ void cp_async(u32 dst, const void *src) {
+    if (N == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(dst), "l"(src), "n"(N) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void barrier() { asm volatile("bar.sync 0;" ::: "memory"); }
+__device__ __forceinline__ u32 shared_addr(const void *p) {
+    u32 r;
+    asm("{\n.reg .u64 a;\ncvta.to.shared.u64 a, %1;\ncvt.u32.u64 %0, a;\n}" : "=r"(r) : "l"(p));
+    return r;
+}
+// N bytes (4, 8, 16 or 32) of shared memory at a into N/4 words
+template <int N>
+__device__ __forceinline__ void lds_words(u32 a, u32 *w) {
+    if (N == 4) {
+        asm volatile("ld.shared.b32 %0, [%1];" : "=r"(w[0]) : "r"(a));
+    } else if (N == 8) {
+        asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "r"(a));
+    } else {
+#pragma unroll
+        for (int i = 0; i < N / 16; ++i)
+            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(w[4 * i]), "=r"(w[4 * i + 1]), "=r"(w[4 * i + 2]), "=r"(w[4 * i + 3])
+                         : "r"(a + 16 * i));
+    }
+}
+// N scale bytes (1, 2 or 4) of shared memory at a, in the low bytes of a word
+template <int N>
+__device__ __forceinline__ u32 lds_scales(u32 a) {
+    u32 r;
+    if (N == 1) {
+        asm volatile("ld.shared.u8 %0, [%1];" : "=r"(r) : "r"(a));
+    } else if (N == 2) {
+        u16 h;
+        asm volatile("ld.shared.u16 %0, [%1];" : "=h"(h) : "r"(a));
+        r = h;
+    } else {
+        asm volatile("ld.shared.b32 %0, [%1];" : "=r"(r) : "r"(a));
+    }
+    return r;
+}
+
 // The raw bits of one tile, as this thread needs them. Tokens past the split's end read the
 // split.s last key (its slot is valid and its values finite) and are masked in the scores.
 struct Tile {
@@ -187,13 +248,263 @@ __device__ __forceinline__ u32 key_scale(u32 bytes, int i) {
     return lo;
 }
 
-extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_WARPS / WARPS)
-nvfp4_decode(const void *__restrict__ q_ptr, const unsigned char *__restrict__ k,
-             const unsigned char *__restrict__ v, const unsigned char *__restrict__ kb,
-             const unsigned char *__restrict__ vb, const float *__restrict__ kf,
-             const float *__restrict__ vf, const indptr_t *__restrict__ indptr,
-             const index_t *__restrict__ indices, void *__restrict__ o_ptr, float *__restrict__ lse_ptr,
-             float scale_log2, int batch, int split_base, int num_splits, int split_stride) {
+// ---------------------------------------------------------------- the math of one program
+
+#define KSB (D / 64)                  // key scale bytes per thread: blocks of its D/4 values
+#define VSB (D >= 128 ? D / 128 : 1)  // value scale bytes per thread: blocks of its D/8 values
+
+// Online softmax state of one program: O^T accumulators, running max and sum per column.
+struct Softmax {
+    float acc[MT][4];
+    float m[2];
+    float l[2];
+};
+
+// q as the B operand: thread (g, c) holds query head g's values [c*D/4, (c+1)*D/4), scaled into
+// [256, 512) by a power of two per head; km0 / km1 undo it for this thread's score columns.
+__device__ __forceinline__ void prepare_q(const void *q_ptr, const float *kf, float scale_log2, int b, int h, int g,
+                                          int c, u32 (&qb)[MT][2], float &km0, float &km1) {
+    const float factor = kf[h] * 64.0f * scale_log2;
+    float qv[D / 4];
+    if (g < GROUP) {
+        const u16 *qp = (const u16 *)q_ptr + ((i64)b * (HKV * GROUP) + h * GROUP + g) * D + c * (D / 4);
+#pragma unroll
+        for (int i = 0; i < D / 4; ++i) {
+            u16 bits = qp[i];
+#if Q_BF16
+            qv[i] = __int_as_float((u32)bits << 16);
+#else
+            float f;
+            asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+            qv[i] = f;
+#endif
+            qv[i] *= factor;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < D / 4; ++i) qv[i] = 0.0f;
+    }
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < D / 4; ++i) amax = fmaxf(amax, fabsf(qv[i]));
+    amax = fmaxf(amax, shfl_xor_f(amax, 1));
+    amax = fmaxf(amax, shfl_xor_f(amax, 2));
+    const int e = (__float_as_int(amax) >> 23) & 0xFF;
+    const int ce = min(max(262 - e, 1), 253);  // c = 2^(135 - e): |q * c| in [256, 512)
+    const float cq = __int_as_float(ce << 23);
+    const float kmult = __int_as_float((254 - ce) << 23);  // 1 / c of query head g
+#pragma unroll
+    for (int i = 0; i < KW; ++i) {  // word i: values 8i .. 8i+7 of the run; steps 2i, 2i+1
+        const float *x = qv + 8 * i;
+        qb[2 * i][0] = pack_f16(x[0] * cq, x[2] * cq);
+        qb[2 * i][1] = pack_f16(x[1] * cq, x[3] * cq);
+        qb[2 * i + 1][0] = pack_f16(x[4] * cq, x[6] * cq);
+        qb[2 * i + 1][1] = pack_f16(x[5] * cq, x[7] * cq);
+    }
+    // score multipliers of this thread's two columns (query heads 2c, 2c+1)
+    km0 = __int_as_float(shfl_idx(__float_as_int(kmult), 8 * c));
+    km1 = __int_as_float(shfl_idx(__float_as_int(kmult), 8 * c + 4));
+}
+
+__device__ __forceinline__ void softmax_init(Softmax &st) {
+#pragma unroll
+    for (int j = 0; j < MT; ++j) st.acc[j][0] = st.acc[j][1] = st.acc[j][2] = st.acc[j][3] = 0.0f;
+    st.m[0] = st.m[1] = -__int_as_float(0x7f800000);
+    st.l[0] = st.l[1] = 0.0f;
+}
+
+// One tile: scores, the online softmax update and O^T += V^T P^T. The first n_valid tokens of the
+// tile are keys; the rest are masked out of the scores.
+__device__ __forceinline__ void tile_math(const Tile &cur, int n_valid, const u32 (&qb)[MT][2], float km0, float km1,
+                                          Softmax &st, int g) {
+    // ---- scores S^T: m-tile mt holds tokens 16mt + g (rows c0, c1) and 16mt + g + 8 (c2, c3)
+    float s[2][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+        s[mt][0] = s[mt][1] = s[mt][2] = s[mt][3] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < KW; ++i) {
+            u32 fa[2][4];  // [row g, row g+8][L01, L23, H01, H23]
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const u32 scale = key_scale(cur.ks[2 * mt + r], i);
+                u32 lo, hi;
+                nibbles_to_e4m3(cur.k[2 * mt + r][i], lo, hi);
+                e4m3x4_to_f16(lo, fa[r][0], fa[r][1]);
+                e4m3x4_to_f16(hi, fa[r][2], fa[r][3]);
+#pragma unroll
+                for (int z = 0; z < 4; ++z) fa[r][z] = hmul2(fa[r][z], scale);
+            }
+            mma16816(s[mt], fa[0][0], fa[1][0], fa[0][2], fa[1][2], qb[2 * i][0], qb[2 * i][1]);
+            mma16816(s[mt], fa[0][1], fa[1][1], fa[0][3], fa[1][3], qb[2 * i + 1][0], qb[2 * i + 1][1]);
+        }
+    }
+    // ---- online softmax (log2 units) per column; the running max moves only when a column's
+    // max grew by more than 2^8, so p <= 256 (fine in fp16) and most tiles skip the rescale
+    float mx[2];
+#pragma unroll
+    for (int col = 0; col < 2; ++col) {
+        const float km = col ? km1 : km0;
+        float m = -__int_as_float(0x7f800000);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int tok = 16 * mt + 8 * r + g;
+                float x = s[mt][2 * r + col] * km;
+                x = (tok < n_valid) ? x : -__int_as_float(0x7f800000);
+                s[mt][2 * r + col] = x;
+                m = fmaxf(m, x);
+            }
+        }
+        m = fmaxf(m, shfl_xor_f(m, 4));
+        m = fmaxf(m, shfl_xor_f(m, 8));
+        m = fmaxf(m, shfl_xor_f(m, 16));
+        mx[col] = m;
+    }
+#pragma unroll
+    for (int col = 0; col < 2; ++col) {
+        if (mx[col] > st.m[col] + 8.0f) {
+            const float alpha = ex2(st.m[col] - mx[col]);
+            st.l[col] *= alpha;
+#pragma unroll
+            for (int j = 0; j < MT; ++j) {
+                st.acc[j][col] *= alpha;
+                st.acc[j][col + 2] *= alpha;
+            }
+            st.m[col] = mx[col];
+        }
+    }
+    u32 pb[2][2];  // P^T as the B operand of k-step mt: tokens 16mt + 2c, +1 (b0) and +8 (b1)
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+        float p[4];
+#pragma unroll
+        for (int z = 0; z < 4; ++z) {
+            p[z] = ex2(s[mt][z] - st.m[z & 1]);
+            st.l[z & 1] += p[z];
+        }
+        pb[mt][0] = movmatrix_t(pack_f16(p[0], p[1]));
+        pb[mt][1] = movmatrix_t(pack_f16(p[2], p[3]));
+    }
+    // ---- O^T += V^T P^T: m-tile j holds byte j of thread g's run: its low nibble (row g), high (row g+8)
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+        u32 sp[2][2];  // fp16 (scale of token A, of token B) of pair 0 / 1, per block of the run
+#pragma unroll
+        for (int pr = 0; pr < 2; ++pr) {
+            const u32 a = cur.vs[4 * mt + 2 * pr], bb = cur.vs[4 * mt + 2 * pr + 1];
+            u32 x0, x1;
+            e4m3x4_to_f16(prmt(a, bb, 0x5140u), x0, x1);  // (A0, B0), (A1, B1)
+            sp[pr][0] = x0;
+            sp[pr][1] = x1;
+        }
+#pragma unroll
+        for (int i = 0; i < VW; ++i) {
+            const int blk = (D >= 256) ? (i >> 1) : 0;
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {  // bytes 4i + 2half, 4i + 2half + 1
+                u32 f[2][4];  // [pair][L byte0, L byte1, H byte0, H byte1]
+#pragma unroll
+                for (int pr = 0; pr < 2; ++pr) {
+                    const u32 wa = cur.v[4 * mt + 2 * pr][i], wb = cur.v[4 * mt + 2 * pr + 1][i];
+                    const u32 x = prmt(wa, wb, half ? 0x7362u : 0x5140u);
+                    u32 lo, hi;
+                    nibbles_to_e4m3(x, lo, hi);
+                    e4m3x4_to_f16(lo, f[pr][0], f[pr][1]);
+                    e4m3x4_to_f16(hi, f[pr][2], f[pr][3]);
+#pragma unroll
+                    for (int z = 0; z < 4; ++z) f[pr][z] = hmul2(f[pr][z], sp[pr][blk]);
+                }
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int j = 4 * i + 2 * half + e;
+                    mma16816(st.acc[j], f[0][e], f[0][2 + e], f[1][e], f[1][2 + e], pb[mt][0], pb[mt][1]);
+                }
+            }
+        }
+    }
+}
+
+// Epilogue: column sums over the tokens of all rows, then o = acc * s_T(v) * 2^6 / l and the lse
+// (-inf for an empty split) at split_base + split of split_stride.
+__device__ __forceinline__ void write_output(const Softmax &st, const float *vf, int h, int b, int g, int c,
+                                             void *o_ptr, float *lse_ptr, int split_base, int split,
+                                             int split_stride) {
+    const float vfac = vf[h] * 64.0f;
+#pragma unroll
+    for (int col = 0; col < 2; ++col) {
+        float l = st.l[col];
+        l += shfl_xor_f(l, 4);
+        l += shfl_xor_f(l, 8);
+        l += shfl_xor_f(l, 16);
+        const int qcol = 2 * c + col;
+        if (qcol >= GROUP) continue;
+        const bool nonempty = l > 0.0f;
+        const float mult = vfac / (nonempty ? l : 1.0f);
+        const i64 row = ((i64)b * (HKV * GROUP) + h * GROUP + qcol) * split_stride + split_base + split;
+        const int d0 = g * (D / 8);
+#if OUT_KIND == 0
+        float *o = (float *)o_ptr + row * D + d0;
+#pragma unroll
+        for (int j = 0; j < MT; ++j) {
+            o[2 * j] = st.acc[j][col] * mult;
+            o[2 * j + 1] = st.acc[j][col + 2] * mult;
+        }
+#else
+        u32 *o = (u32 *)((u16 *)o_ptr + row * D + d0);
+#pragma unroll
+        for (int j = 0; j < MT; ++j) {
+            const float x0 = st.acc[j][col] * mult, x1 = st.acc[j][col + 2] * mult;
+            u32 r;
+#if OUT_KIND == 1
+            asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x1), "f"(x0));
+#else
+            asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x1), "f"(x0));
+#endif
+            o[j] = r;
+        }
+#endif
+        if (g == 0)
+            lse_ptr[row] = nonempty ? (st.m[col] + lg2(l)) * 0.6931471805599453f : -__int_as_float(0x7f800000);
+    }
+}
+
+// What a program knows before its first tile: its split's token range [lo, hi) of request b
+// (splits of whole tiles) and that request's slots, q as the B operand, the softmax state.
+struct Program {
+    int lo, hi;
+    const index_t *idx;
+    u32 qb[MT][2];
+    float km0, km1;
+    Softmax st;
+};
+
+__device__ __forceinline__ void begin_program(Program &p, const void *q_ptr, const float *kf, float scale_log2,
+                                              const indptr_t *indptr, const index_t *indices, int b, int h,
+                                              int split, int num_splits, int g, int c) {
+    const i64 start = (i64)indptr[b];
+    const int length = (int)((i64)indptr[b + 1] - start);
+    const int per_split = (length + num_splits - 1) / num_splits;
+    const int chunk = (per_split + TILE - 1) / TILE * TILE;
+    p.lo = split * chunk;
+    p.hi = min(length, p.lo + chunk);
+    p.idx = indices + start;
+    prepare_q(q_ptr, kf, scale_log2, b, h, g, c, p.qb, p.km0, p.km1);
+    softmax_init(p.st);
+}
+
+#define KERNEL_ARGS                                                                                              \
+    const void *__restrict__ q_ptr, const unsigned char *__restrict__ k, const unsigned char *__restrict__ v,    \
+        const unsigned char *__restrict__ kb, const unsigned char *__restrict__ vb, const float *__restrict__ kf, \
+        const float *__restrict__ vf, const indptr_t *__restrict__ indptr, const index_t *__restrict__ indices,  \
+        void *__restrict__ o_ptr, float *__restrict__ lse_ptr, float scale_log2, int batch, int split_base,      \
+        int num_splits, int split_stride
+
+#if STAGES == 0
+// ---------------------------------------------------------------- registers: one warp per CTA
+
+extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_WARPS / WARPS) nvfp4_decode(KERNEL_ARGS) {
     const int lane = threadIdx.x & 31;
     const int prog = blockIdx.x * WARPS + (threadIdx.x >> 5);
     if (prog >= HKV * batch * num_splits) return;
@@ -201,67 +512,10 @@ nvfp4_decode(const void *__restrict__ q_ptr, const unsigned char *__restrict__ k
     const int b = (prog / HKV) % batch;
     const int split = prog / (HKV * batch);
     const int g = lane >> 2, c = lane & 3;
-
-    const i64 start = (i64)indptr[b];
-    const int length = (int)((i64)indptr[b + 1] - start);
-    const int per_split = (length + num_splits - 1) / num_splits;
-    const int chunk = (per_split + TILE - 1) / TILE * TILE;
-    const int lo = split * chunk;
-    const int hi = min(length, lo + chunk);
-    const index_t *idx = indices + start;
-
-    // ---- q: thread (g, c) holds query head g's values [c*D/4, (c+1)*D/4) as the B operand
-    u32 qb[MT][2];
-    float kmult;  // 1 / c of query head g
-    {
-        const float factor = kf[h] * 64.0f * scale_log2;
-        float qv[D / 4];
-        const int head = h * GROUP + g;
-        if (g < GROUP) {
-            const u16 *qp = (const u16 *)q_ptr + ((i64)b * (HKV * GROUP) + head) * D + c * (D / 4);
-#pragma unroll
-            for (int i = 0; i < D / 4; ++i) {
-                u16 bits = qp[i];
-#if Q_BF16
-                qv[i] = __int_as_float((u32)bits << 16);
-#else
-                float f;
-                asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
-                qv[i] = f;
-#endif
-                qv[i] *= factor;
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < D / 4; ++i) qv[i] = 0.0f;
-        }
-        float amax = 0.0f;
-#pragma unroll
-        for (int i = 0; i < D / 4; ++i) amax = fmaxf(amax, fabsf(qv[i]));
-        amax = fmaxf(amax, shfl_xor_f(amax, 1));
-        amax = fmaxf(amax, shfl_xor_f(amax, 2));
-        const int e = (__float_as_int(amax) >> 23) & 0xFF;
-        const int ce = min(max(262 - e, 1), 253);  // c = 2^(135 - e): |q * c| in [256, 512)
-        const float cq = __int_as_float(ce << 23);
-        kmult = __int_as_float((254 - ce) << 23);
-#pragma unroll
-        for (int i = 0; i < KW; ++i) {  // word i: values 8i .. 8i+7 of the run; steps 2i, 2i+1
-            const float *x = qv + 8 * i;
-            qb[2 * i][0] = pack_f16(x[0] * cq, x[2] * cq);
-            qb[2 * i][1] = pack_f16(x[1] * cq, x[3] * cq);
-            qb[2 * i + 1][0] = pack_f16(x[4] * cq, x[6] * cq);
-            qb[2 * i + 1][1] = pack_f16(x[5] * cq, x[7] * cq);
-        }
-    }
-    // score multipliers of this thread's two columns (query heads 2c, 2c+1)
-    const float km0 = __int_as_float(shfl_idx(__float_as_int(kmult), 8 * c));
-    const float km1 = __int_as_float(shfl_idx(__float_as_int(kmult), 8 * c + 4));
-
-    float acc[MT][4];
-#pragma unroll
-    for (int j = 0; j < MT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-    float m_i[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)};
-    float l_i[2] = {0.0f, 0.0f};
+    Program p;
+    begin_program(p, q_ptr, kf, scale_log2, indptr, indices, b, h, split, num_splits, g, c);
+    const int lo = p.lo, hi = p.hi;
+    const index_t *idx = p.idx;
 
     const int n_tiles = hi > lo ? (hi - lo + TILE - 1) / TILE : 0;
     const unsigned char *kq = k + h * ROW_BYTES + c * (D / 8);
@@ -283,156 +537,129 @@ nvfp4_decode(const void *__restrict__ q_ptr, const unsigned char *__restrict__ k
             load_tile(nxt, slot_next, g, c, kq, vq, kbq, vbq);
             if (t + 2 < n_tiles) slot_next = slot_of(t0 + 2 * TILE);
         }
-        const int n_valid = hi - t0;  // tokens of this tile that are keys: the first n_valid
-        // ---- scores S^T: m-tile mt holds tokens 16mt + g (rows c0, c1) and 16mt + g + 8 (c2, c3)
-        float s[2][4];
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-            s[mt][0] = s[mt][1] = s[mt][2] = s[mt][3] = 0.0f;
-#pragma unroll
-            for (int i = 0; i < KW; ++i) {
-                u32 fa[2][4];  // [row g, row g+8][L01, L23, H01, H23]
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    const u32 scale = key_scale(cur.ks[2 * mt + r], i);
-                    u32 lo, hi;
-                    nibbles_to_e4m3(cur.k[2 * mt + r][i], lo, hi);
-                    e4m3x4_to_f16(lo, fa[r][0], fa[r][1]);
-                    e4m3x4_to_f16(hi, fa[r][2], fa[r][3]);
-#pragma unroll
-                    for (int z = 0; z < 4; ++z) fa[r][z] = hmul2(fa[r][z], scale);
-                }
-                mma16816(s[mt], fa[0][0], fa[1][0], fa[0][2], fa[1][2], qb[2 * i][0], qb[2 * i][1]);
-                mma16816(s[mt], fa[0][1], fa[1][1], fa[0][3], fa[1][3], qb[2 * i + 1][0], qb[2 * i + 1][1]);
-            }
-        }
-        // ---- online softmax (log2 units) per column; the running max moves only when a column's
-        // max grew by more than 2^8, so p <= 256 (fine in fp16) and most tiles skip the rescale
-        float mx[2];
-#pragma unroll
-        for (int col = 0; col < 2; ++col) {
-            const float km = col ? km1 : km0;
-            float m = -__int_as_float(0x7f800000);
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    const int tok = 16 * mt + 8 * r + g;
-                    float x = s[mt][2 * r + col] * km;
-                    x = (tok < n_valid) ? x : -__int_as_float(0x7f800000);
-                    s[mt][2 * r + col] = x;
-                    m = fmaxf(m, x);
-                }
-            }
-            m = fmaxf(m, shfl_xor_f(m, 4));
-            m = fmaxf(m, shfl_xor_f(m, 8));
-            m = fmaxf(m, shfl_xor_f(m, 16));
-            mx[col] = m;
-        }
-#pragma unroll
-        for (int col = 0; col < 2; ++col) {
-            if (mx[col] > m_i[col] + 8.0f) {
-                const float alpha = ex2(m_i[col] - mx[col]);
-                l_i[col] *= alpha;
-#pragma unroll
-                for (int j = 0; j < MT; ++j) {
-                    acc[j][col] *= alpha;
-                    acc[j][col + 2] *= alpha;
-                }
-                m_i[col] = mx[col];
-            }
-        }
-        u32 pb[2][2];  // P^T as the B operand of k-step mt: tokens 16mt + 2c, +1 (b0) and +8 (b1)
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-            float p[4];
-#pragma unroll
-            for (int z = 0; z < 4; ++z) {
-                p[z] = ex2(s[mt][z] - m_i[z & 1]);
-                l_i[z & 1] += p[z];
-            }
-            pb[mt][0] = movmatrix_t(pack_f16(p[0], p[1]));
-            pb[mt][1] = movmatrix_t(pack_f16(p[2], p[3]));
-        }
-        // ---- O^T += V^T P^T: m-tile j holds byte j of thread g's run: its low nibble (row g), high (row g+8)
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-            u32 sp[2][2];  // fp16 (scale of token A, of token B) of pair 0 / 1, per block of the run
-#pragma unroll
-            for (int pr = 0; pr < 2; ++pr) {
-                const u32 a = cur.vs[4 * mt + 2 * pr], bb = cur.vs[4 * mt + 2 * pr + 1];
-                u32 x0, x1;
-                e4m3x4_to_f16(prmt(a, bb, 0x5140u), x0, x1);  // (A0, B0), (A1, B1)
-                sp[pr][0] = x0;
-                sp[pr][1] = x1;
-            }
-#pragma unroll
-            for (int i = 0; i < VW; ++i) {
-                const int blk = (D >= 256) ? (i >> 1) : 0;
-#pragma unroll
-                for (int half = 0; half < 2; ++half) {  // bytes 4i + 2half, 4i + 2half + 1
-                    u32 f[2][4];  // [pair][L byte0, L byte1, H byte0, H byte1]
-#pragma unroll
-                    for (int pr = 0; pr < 2; ++pr) {
-                        const u32 wa = cur.v[4 * mt + 2 * pr][i], wb = cur.v[4 * mt + 2 * pr + 1][i];
-                        const u32 x = prmt(wa, wb, half ? 0x7362u : 0x5140u);
-                        u32 lo, hi;
-                        nibbles_to_e4m3(x, lo, hi);
-                        e4m3x4_to_f16(lo, f[pr][0], f[pr][1]);
-                        e4m3x4_to_f16(hi, f[pr][2], f[pr][3]);
-#pragma unroll
-                        for (int z = 0; z < 4; ++z) f[pr][z] = hmul2(f[pr][z], sp[pr][blk]);
-                    }
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const int j = 4 * i + 2 * half + e;
-                        mma16816(acc[j], f[0][e], f[0][2 + e], f[1][e], f[1][2 + e], pb[mt][0], pb[mt][1]);
-                    }
-                }
-            }
-        }
+        tile_math(cur, hi - t0, p.qb, p.km0, p.km1, p.st, g);
     };
     for (int t = 0; t < n_tiles; t += 2) {  // two tiles per pass: the buffers swap roles, no copies
         step(tile_a, tile_b, t);
         if (t + 1 < n_tiles) step(tile_b, tile_a, t + 1);
     }
+    write_output(p.st, vf, h, b, g, c, o_ptr, lse_ptr, split_base, split, split_stride);
+}
 
-    // ---- epilogue: column sums over the tokens of all rows, then o = acc * s_T(v) * 2^6 / l
-    const float vfac = vf[h] * 64.0f;
-#pragma unroll
-    for (int col = 0; col < 2; ++col) {
-        float l = l_i[col];
-        l += shfl_xor_f(l, 4);
-        l += shfl_xor_f(l, 8);
-        l += shfl_xor_f(l, 16);
-        const int qcol = 2 * c + col;
-        if (qcol >= GROUP) continue;
-        const bool nonempty = l > 0.0f;
-        const float mult = vfac / (nonempty ? l : 1.0f);
-        const i64 row = ((i64)b * (HKV * GROUP) + h * GROUP + qcol) * split_stride + split_base + split;
-        const int d0 = g * (D / 8);
-#if OUT_KIND == 0
-        float *o = (float *)o_ptr + row * D + d0;
-#pragma unroll
-        for (int j = 0; j < MT; ++j) {
-            o[2 * j] = acc[j][col] * mult;
-            o[2 * j + 1] = acc[j][col + 2] * mult;
-        }
 #else
-        u32 *o = (u32 *)((u16 *)o_ptr + row * D + d0);
+// ---------------------------------------------------------------- staged: HC heads per CTA, shared memory
+
+#define CODE_ROW (HC * ROW_BYTES)   // bytes of one token's codes for the CTA's heads
+#define CPR (CODE_ROW / 16)         // 16-byte chunks per code row (a power of two)
+#define SCALE_ROW (HC * SCALE_BYTES)
+#define SCALE_CHUNK (SCALE_ROW >= 16 ? 16 : SCALE_ROW)
+#define SPR (SCALE_ROW / SCALE_CHUNK)                             // chunks per scale row
+#define SCALE_PITCH (SCALE_ROW >= 16 ? SCALE_ROW + 16 : SCALE_ROW)  // padded: rows g, g+1.. on other banks
+// one stage: key codes [TILE][CODE_ROW], value codes, key scales [TILE][SCALE_PITCH], value scales
+#define STAGE_BYTES (2 * TILE * CODE_ROW + 2 * TILE * SCALE_PITCH)
+static_assert(SMEM_BYTES == STAGES * STAGE_BYTES, "the launcher's shared memory size disagrees");
+static_assert(HKV % HC == 0 && (CPR & (CPR - 1)) == 0, "HC must be a power of two dividing HKV");
+
+// Chunk j of a token's code row is stored at chunk j ^ swizzle(token). Keys are read by rows g and
+// g+1 in one phase (flip bit 2: the other half of a 128-byte line), values by rows 2c (+1) for c
+// 0..3 (flip bits 1-2 by c).
+__device__ __forceinline__ int k_swizzle(int tok) { return ((tok & 1) << 2) & (CPR - 1); }
+__device__ __forceinline__ int v_swizzle(int tok) { return (((tok >> 1) & 3) << 1) & (CPR - 1); }
+
+// Copy the tile whose token `lane` is at slot slot_lane (every warp holds them all) into a stage:
+// each warp instruction copies whole code rows, 32 chunks of 16 bytes.
+__device__ __forceinline__ void issue_tile(u32 stage, u32 slot_lane, int warp, int lane, const unsigned char *kg,
+                                           const unsigned char *vg, const unsigned char *kbg,
+                                           const unsigned char *vbg) {
 #pragma unroll
-        for (int j = 0; j < MT; ++j) {
-            const float x0 = acc[j][col] * mult, x1 = acc[j][col + 2] * mult;
-            u32 r;
-#if OUT_KIND == 1
-            asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x1), "f"(x0));
-#else
-            asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x1), "f"(x0));
-#endif
-            o[j] = r;
+    for (int n = 0; n < 2 * CPR / HC; ++n) {  // 2 * TILE * CPR chunks over 32 * HC threads
+        const int j = (n * HC + warp) * 32 + lane;
+        const int is_v = j >= TILE * CPR;
+        const int r = j - is_v * (TILE * CPR);
+        const int tok = r / CPR, ch = r % CPR;
+        const u32 slot = shfl_idx(slot_lane, tok);
+        const unsigned char *src = (is_v ? vg : kg) + (u64)slot * (HKV * ROW_BYTES) + ch * 16;
+        const int sw = is_v ? v_swizzle(tok) : k_swizzle(tok);
+        cp_async<16>(stage + is_v * (TILE * CODE_ROW) + tok * CODE_ROW + (ch ^ sw) * 16, src);
+    }
+    const u32 scales = stage + 2 * TILE * CODE_ROW;
+    for (int base = warp * 32; base < 2 * TILE * SPR; base += 32 * HC) {  // warp-uniform bounds
+        const int j = base + lane;
+        const int is_v = j >= TILE * SPR;
+        const int r = j - is_v * (TILE * SPR);
+        const int tok = (r / SPR) & (TILE - 1), ch = r % SPR;
+        const u32 slot = shfl_idx(slot_lane, tok);
+        if (j < 2 * TILE * SPR) {
+            const unsigned char *src = (is_v ? vbg : kbg) + (u64)slot * (HKV * SCALE_BYTES) + ch * SCALE_CHUNK;
+            cp_async<SCALE_CHUNK>(scales + is_v * (TILE * SCALE_PITCH) + tok * SCALE_PITCH + ch * SCALE_CHUNK, src);
         }
-#endif
-        if (g == 0)
-            lse_ptr[row] = nonempty ? (m_i[col] + lg2(l)) * 0.6931471805599453f : -__int_as_float(0x7f800000);
     }
 }
+
+// Read this warp's head's part of a stage into the registers load_tile fills.
+__device__ __forceinline__ void read_tile(Tile &t, u32 stage, int warp, int g, int c) {
+    const u32 kc = stage, vc = stage + TILE * CODE_ROW;
+    const u32 ks = stage + 2 * TILE * CODE_ROW, vs = ks + TILE * SCALE_PITCH;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int tok = g + 8 * i;
+        const int off = warp * ROW_BYTES + c * (D / 8);
+#pragma unroll
+        for (int p = 0; p < (D / 8 + 15) / 16; ++p) {  // 16-byte pieces (one piece of 8 bytes at D 64)
+            const int o = off + 16 * p;
+            lds_words<(D / 8 < 16 ? D / 8 : 16)>(kc + tok * CODE_ROW + ((o >> 4) ^ k_swizzle(tok)) * 16 + (o & 15),
+                                                 t.k[i] + 4 * p);
+        }
+        t.ks[i] = lds_scales<KSB>(ks + tok * SCALE_PITCH + warp * SCALE_BYTES + c * KSB);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int tok = v_token(i, c);
+        const int o = warp * ROW_BYTES + g * (D / 16);
+        lds_words<D / 16>(vc + tok * CODE_ROW + ((o >> 4) ^ v_swizzle(tok)) * 16 + (o & 15), t.v[i]);
+        t.vs[i] = lds_scales<VSB>(vs + tok * SCALE_PITCH + warp * SCALE_BYTES + (g * (D / 8)) / 16);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(32 * HC, MIN_CTAS) nvfp4_decode(KERNEL_ARGS) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int groups = HKV / HC;
+    if ((int)blockIdx.x >= groups * batch * num_splits) return;
+    const int hg = blockIdx.x % groups;
+    const int b = (blockIdx.x / groups) % batch;
+    const int split = blockIdx.x / (groups * batch);
+    const int h = hg * HC + warp;
+    const int g = lane >> 2, c = lane & 3;
+    Program p;
+    begin_program(p, q_ptr, kf, scale_log2, indptr, indices, b, h, split, num_splits, g, c);
+    const int lo = p.lo, hi = p.hi;
+    const index_t *idx = p.idx;
+
+    const int n_tiles = hi > lo ? (hi - lo + TILE - 1) / TILE : 0;  // the same for every warp
+    const unsigned char *kg = k + hg * CODE_ROW, *vg = v + hg * CODE_ROW;
+    const unsigned char *kbg = kb + hg * SCALE_ROW, *vbg = vb + hg * SCALE_ROW;
+    const u32 base = shared_addr(smem);
+    auto slot_of = [&](int t0) -> u32 { return (u32)idx[min(t0 + lane, hi - 1)]; };
+    // prologue: tiles 0 .. STAGES-2 in flight, one commit group each (empty past the end)
+    u32 slot_lane = n_tiles > 0 ? slot_of(lo) : 0;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < n_tiles) issue_tile(base + s * STAGE_BYTES, slot_lane, warp, lane, kg, vg, kbg, vbg);
+        cp_async_commit();
+        if (s + 1 < n_tiles) slot_lane = slot_of(lo + (s + 1) * TILE);
+    }
+    for (int t = 0; t < n_tiles; ++t) {
+        cp_async_wait<STAGES - 2>();  // this thread's copies of tile t landed
+        barrier();                    // everyone's; and every warp is done reading tile t-1's stage
+        const int nt = t + STAGES - 1;
+        if (nt < n_tiles) issue_tile(base + (nt % STAGES) * STAGE_BYTES, slot_lane, warp, lane, kg, vg, kbg, vbg);
+        cp_async_commit();
+        if (nt + 1 < n_tiles) slot_lane = slot_of(lo + (nt + 1) * TILE);
+        Tile cur;
+        read_tile(cur, base + (t % STAGES) * STAGE_BYTES, warp, g, c);
+        tile_math(cur, hi - (lo + t * TILE), p.qb, p.km0, p.km1, p.st, g);
+    }
+    write_output(p.st, vf, h, b, g, c, o_ptr, lse_ptr, split_base, split, split_stride);
+}
+#endif
