@@ -11,7 +11,8 @@ validates. Unsupported input raises GrammarError.
   shorthand classes (`\\d \\w \\s \\D \\W \\S`) are narrowed to printable ASCII (Python's and
   Rust's Unicode tables differ), and constructs whose meaning differs between the two engines
   (lookaround, backreferences, inline flags, word boundaries) are refused, but for negative
-  lookaheads of literal prefixes before one repeated class (`regex_lookahead`); Unicode
+  lookaheads of literal prefixes before one repeated class and lookaheads that bound the length
+  (`regex_lookahead`); Unicode
   properties (`\\p{L}`) are narrowed to ASCII like the shorthands (`regex_properties`). Escapes
   and character classes are translated in `regex_classes`.
 - `format_regex`: exact regexes for the string formats radixgen supports.
@@ -27,7 +28,7 @@ import warnings
 
 from .matcher import GrammarError
 from .regex_lengths import fit_length
-from .regex_lookahead import leading_excluded_prefixes, not_blank_written_out, without_prefixes
+from .regex_lookahead import leading_excluded_prefixes, length_lookahead, not_blank_written_out, without_prefixes
 from .regex_classes import ANY_SAFE, char_class, escape_piece
 from .regex_properties import pattern_tokens, python_view, without_single_negations
 
@@ -185,6 +186,11 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
     end_anchored = body.endswith("$") and not _escaped_at(body, len(body) - 1)
     if end_anchored:
         body = body[:-1]
+    bounded = length_lookahead(body)  # `(?=^.{m,n}$)X` and `(?=^X$).{m,n}`: X, m..n characters long
+    if bounded is not None:
+        body, least, most = bounded
+        min_length = max(min_length, least)
+        max_length = most if max_length is None else max_length if most is None else min(max_length, most)
     excluded, body = leading_excluded_prefixes(not_blank_written_out(body))
     if excluded and not body and not end_anchored:  # `^(?!aws:.*)`: a search, so any continuation
         body = ".*"

@@ -4,19 +4,121 @@ AWS writes tag keys as `^(?!aws:)[a-zA-Z0-9 _.:/=+@-]{1,128}$`: strings of one c
 do not start with a reserved prefix. outlines-core has no lookaround, so `string_pattern_regex`
 strips such lookaheads (`leading_excluded_prefixes`) and, once the rest is translated to one
 repeated class, writes the same language as a walk of the literals' trie (`without_prefixes`).
-"Not only whitespace", `^(?!\\s*$).+$`, is written out (`not_blank_written_out`). Other
-lookarounds stay refused.
+"Not only whitespace", `^(?!\\s*$).+$`, is written out (`not_blank_written_out`). A lookahead
+that only bounds the length, `^(?=.{2,256}$)[a-z0-9]+(...)*$`, or one that holds the whole pattern
+before a bounded `.`, `^(?=^[a-z0-9-]+$).{3,64}$`, becomes the pattern with minLength / maxLength
+(`length_lookahead`). Other lookarounds stay refused.
 """
 
 from __future__ import annotations
 
 import re
 
+from re import _constants, _parser
+
 from .regex_properties import pattern_tokens, python_view
 
 _LOOKAHEAD_LITERAL = re.compile(r"\(\?!((?:[A-Za-z0-9 _:/@#%&=,;'<>~`-]|\\[^A-Za-z0-9])+)(\.\*)?\)")
 _REPEAT = re.compile(r"\*|\+|\{([0-9]+)(?:,([0-9]*))?\}")
 _TRAILING_REPEAT = re.compile(r"(?:[*+]|\{[0-9]+(?:,[0-9]*)?\})$")
+
+
+_LENGTH_ONLY = re.compile(r"\(\?=\^?\.\{([0-9]+)(?:(,)([0-9]*))?\}\$\)")
+_ANY_RUN = re.compile(r"\.(?:\{([0-9]+)(?:(,)([0-9]*))?\}|([*+]))")
+_LINE_BREAKS = "\n\r\u2028\u2029"  # what `.` excludes (ECMA-262; Python's excludes "\n" alone)
+
+
+def length_lookahead(body: str) -> tuple[str, int, int | None] | None:
+    """A start-anchored, end-anchored pattern's body (both anchors removed) that opens with a
+    lookahead bounding the length: `(?=^.{m,n}$)REST` as (REST, m, n), or `(?=^X$).{m,n}` as
+    (X, m, n); n None for `{m,}`. `.` matches no line break, so this holds only where the text kept
+    cannot match one either (None otherwise, and for every other body)."""
+    m = _LENGTH_ONLY.match(body)
+    if m:
+        kept, bounds = body[m.end():], (m[1], m[2], m[3])
+    else:
+        inner, tail = _leading_lookahead(body)
+        run = _ANY_RUN.fullmatch(tail) if inner is not None else None
+        if run is None:
+            return None
+        inner = inner[1:] if inner.startswith("^") else inner
+        if not inner.endswith("$") or inner.endswith("\\$"):
+            return None
+        kept = inner[:-1]
+        bounds = ("1" if run[4] == "+" else "0", ",", "") if run[4] else (run[1], run[2], run[3])
+    least, comma, most = bounds
+    if _matches_line_break(kept):
+        return None
+    return kept, int(least), (int(most) if most else None) if comma else int(least)
+
+
+def _leading_lookahead(body: str) -> tuple[str | None, str]:
+    """(X, the rest) for a body opening with `(?=X)`; (None, body) otherwise."""
+    if not body.startswith("(?="):
+        return None, body
+    depth = 0
+    for i, text, in_class in pattern_tokens(body):
+        if not in_class:
+            depth += (text == "(") - (text == ")")
+            if depth == 0:
+                return body[3:i], body[i + 1:]
+    return None, body
+
+
+def _matches_line_break(pattern: str) -> bool:
+    """True when some piece of `pattern` can match a line break (or the pattern does not parse)."""
+    try:
+        tree = _parser.parse(python_view(pattern))
+    except (re.error, OverflowError):
+        return True
+    return _tree_matches(tree, set(map(ord, _LINE_BREAKS)))
+
+
+def _tree_matches(items, codes: set[int]) -> bool:
+    """Whether a piece of the parsed pattern `items` can match a character of `codes`."""
+    for op, arg in items:
+        if op in (_constants.LITERAL, _constants.NOT_LITERAL, _constants.ANY, _constants.IN):
+            if any(_piece_matches(op, arg, c) for c in codes):
+                return True
+        elif op == _constants.SUBPATTERN:
+            if _tree_matches(arg[-1], codes):
+                return True
+        elif op in (_constants.MAX_REPEAT, _constants.MIN_REPEAT, _constants.POSSESSIVE_REPEAT):
+            if _tree_matches(arg[2], codes):
+                return True
+        elif op == _constants.BRANCH:
+            if any(_tree_matches(branch, codes) for branch in arg[1]):
+                return True
+        elif op not in (_constants.AT,):  # anything else (lookarounds, backreferences): assume it can
+            return True
+    return False
+
+
+def _piece_matches(op, arg, code: int) -> bool:
+    if op == _constants.LITERAL:
+        return arg == code
+    if op == _constants.NOT_LITERAL:
+        return arg != code
+    if op == _constants.ANY:  # excludes what the lookahead's `.` excludes, in either flavour
+        return False
+    negate = any(o == _constants.NEGATE for o, _ in arg)
+    hit = any(_class_item_matches(o, a, code) for o, a in arg if o != _constants.NEGATE)
+    return hit != negate
+
+
+def _class_item_matches(op, arg, code: int) -> bool:
+    if op == _constants.LITERAL:
+        return arg == code
+    if op == _constants.RANGE:
+        return arg[0] <= code <= arg[1]
+    if op == _constants.CATEGORY:
+        return re.fullmatch(_CATEGORY_TEXT.get(arg, "[\\s\\S]"), chr(code)) is not None
+    return True  # unknown: assume it can
+
+
+_CATEGORY_TEXT = {_constants.CATEGORY_DIGIT: r"\d", _constants.CATEGORY_NOT_DIGIT: r"\D",
+                  _constants.CATEGORY_SPACE: r"\s", _constants.CATEGORY_NOT_SPACE: r"\S",
+                  _constants.CATEGORY_WORD: r"\w", _constants.CATEGORY_NOT_WORD: r"\W"}
 
 
 _NOT_BLANK = re.compile(r"\(\?!\^?(?:\\s|\[\\s\])\*\$\)\.[*+]")

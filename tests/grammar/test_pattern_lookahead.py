@@ -1,6 +1,6 @@
-"""Leading negative lookaheads of literal prefixes (AWS's `^(?!aws:)[a-zA-Z0-9 _.:/=+@-]{1,128}$`),
-rewritten without lookaround: exactly the strings the pattern allows, end to end valid, and the
-other lookarounds still refused."""
+"""Leading negative lookaheads of literal prefixes (AWS's `^(?!aws:)[a-zA-Z0-9 _.:/=+@-]{1,128}$`)
+and lookaheads that bound the length (`^(?=.{2,256}$)...`), rewritten without lookaround: the
+strings the pattern allows, end to end valid, and the other lookarounds still refused."""
 
 import itertools
 import json
@@ -12,6 +12,7 @@ import pytest
 from radixgen.core import Constraint
 from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.regex_leaves import string_pattern_regex
+from radixgen.grammar.regex_lookahead import length_lookahead
 from radixgen.grammar.unique_values import fullmatches
 from tests.grammar.walks import random_walk
 
@@ -66,8 +67,44 @@ def test_not_only_whitespace(pattern, min_length, max_length):
     assert any(fullmatches(regex, t) for t in (b"a", b" a", b" ab", b"abc")) and not fullmatches(regex, b"   ")
 
 
+@pytest.mark.parametrize("pattern,min_length,max_length", [
+    ("^(?=.{2,4}$)[a-c]+(-[a-c]+)*$", 0, None),  # the rest of the pattern, 2..4 characters long
+    ("^(?=^.{3,}$)[ab]*$", 0, None),             # open above; `^` inside the lookahead
+    ("(?=^.{1,3}$)[a-c](-*[a-c])*", 0, None),    # no outer anchors (CloudFormation writes these)
+    ("^(?=^[a-c]+(-[a-c])?$).{2,4}$", 0, None),  # the pattern inside, a bounded `.` after it
+    ("^(?=[ab-]+$).+$", 0, None),
+    ("^(?=.{1,5}$)[a-c]+$", 2, 3),               # minLength / maxLength inside the lookahead's bounds
+    ("^(?=.{0,3}$).*$", 1, 8),                   # `.` on both sides
+])
+def test_length_lookaheads_become_length_bounds(pattern, min_length, max_length):
+    regex = string_pattern_regex(pattern, "x", min_length, max_length)
+    assert "(?" not in regex.replace("(?:", "")
+    generated = 0
+    for n in range(7):
+        for chars in itertools.product("abc-", repeat=n):
+            text = "".join(chars)
+            if fullmatches(regex, text.encode()):  # a subset: each string matches, within the lengths
+                generated += 1
+                assert re.search(pattern, text) and min_length <= n <= (max_length or n), (pattern, text)
+    assert generated
+
+
+@pytest.mark.parametrize("body,kept", [
+    ("(?=.{20,2048}$)arn:[a-z]+", ("arn:[a-z]+", 20, 2048)), ("(?=^.{3}$)[a-z]+", ("[a-z]+", 3, 3)),
+    ("(?=.{5,}$)\\d+", ("\\d+", 5, None)), ("(?=^[a-z]+$).{3,64}", ("[a-z]+", 3, 64)),
+    ("(?=^[a-z]+$).*", ("[a-z]+", 0, None)),
+    # what `.` excludes (a line break) the text kept could match: the bounds would not hold
+    ("(?=.{1,9}$)[\\s\\S]+", None), ("(?=.{1,9}$)\\s+", None), ("(?=.{1,9}$)[^a]+", None),
+    ("(?=.{1,9}$)\\D", None), ("(?=^[^a]+$).{1,3}", None), ("(?=.{1,9}$)a\\nb", None),
+    # not a length bound
+    ("(?=.{1,9})[a-z]+", None), ("(?=[a-z]{1,9}$)[a-z]+", None), ("(?=^[a-z]+$)[a-z]{1,3}", None),
+    ("[a-z]+(?=.{1,3}$)", None)])
+def test_which_lookaheads_are_length_bounds(body, kept):
+    assert length_lookahead(body) == kept
+
+
 @pytest.mark.parametrize("pattern", ["^(?=aws:)[a-z:]+$", "^(?!\\s*$)[a-z]+$", "^[a-z](?!.*--)[a-z-]*$",
-                                     "^(?!aws:)[a-z]+[0-9]$"])
+                                     "^(?!aws:)[a-z]+[0-9]$", "^(?=.{1,9}$)\\s+$", "^[a-z](?=.{1,9}$)[a-z]+$"])
 def test_other_lookarounds_are_refused(pattern):
     with pytest.raises(GrammarError, match="lookahead|lookaround"):
         string_pattern_regex(pattern, "x", 0, 16)
