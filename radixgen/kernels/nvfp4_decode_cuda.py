@@ -71,7 +71,7 @@ class DecodeCall:
         self.q, self.kv, self.indptr, self.indices = q, kv, kv_indptr, kv_indices
         self.batch, self.device, self.scale_log2 = q.shape[0], q.device, scale_log2
         self.head_groups = kv.num_kv_heads
-        self.stages = CONFIG["stages"] if _stageable(kv) else 0
+        self.stages = CONFIG["stages"] if _stageable(kv) and _fits(q.device, kv, CONFIG["stages"]) else 0
 
     def compiled(self, out_dtype: torch.dtype) -> "_Kernel":
         q, kv = self.q, self.kv
@@ -125,6 +125,16 @@ def stage_bytes(head_dim: int, hc: int) -> int:
     scale_row = hc * head_dim // 16
     pitch = scale_row + 16 if scale_row >= 16 else scale_row
     return 2 * 32 * (hc * head_dim // 2) + 2 * 32 * pitch
+
+
+def _fits(device: torch.device, kv: KVBuffers, stages: int) -> bool:
+    """Whether `stages` stages fit one CTA's shared memory on `device` (sm_89 gives 99 KiB, so
+    head dim 256 with 8 heads per CTA takes the register pipeline there)."""
+    if not stages or device.type != "cuda":
+        return True
+    props = torch.cuda.get_device_properties(device)
+    limit = getattr(props, "shared_memory_per_block_optin", 48 * 1024)
+    return stages * stage_bytes(kv.head_dim, heads_per_cta(kv.num_kv_heads)) <= limit
 
 
 def _stageable(kv: KVBuffers) -> bool:
