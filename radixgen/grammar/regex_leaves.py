@@ -196,13 +196,13 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
         body = ".*"
     if open_from is None and max_length is not None:  # a repeat past maxLength counts as open: fit_length
         open_from = max_length + 1                    # bounds it (`[a-z]{2,64}` under maxLength 33)
-    out, unbounded, i = [], [], 0
+    out, unbounded, bounded, i = [], [], [], 0
     edges = _edge_anchors(body)
     while i < len(body):
         if i in edges:  # an anchor that can only match at an end of the string: fullmatch implies it
             i += 1
             continue
-        if body[i] == "+" and out and (out[-1] in ("*", "+", "?", "}") or out[-1].startswith("{")):
+        if body[i] == "+" and out and _is_quantifier(out[-1]):
             # after a quantifier (a literal brace is "\\}" here): Python 3.11's possessive form
             raise refuse("possessive quantifiers are not supported")
         counted = _QUANTIFIER.match(body, i) if open_from is not None else None
@@ -219,13 +219,56 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
             out.append(quantifier[0])
             i = quantifier.end()
             continue
+        ranged = _RANGED.match(body, i)
+        optional = body[i] == "?" and out and not _is_quantifier(out[-1])  # not a lazy `*?`
+        if optional or (ranged and int(ranged[1]) < int(ranged[2])):  # fit_length may narrow it
+            least, most, end = (0, 1, i + 1) if optional else (int(ranged[1]), int(ranged[2]), ranged.end())
+            bounded.append((len(out), i, end, least, most))
+            out.append(body[i:end])
+            i = end
+            continue
         piece, i = _pattern_piece(body, i, refuse)
         out.append(piece)
     if min_length or max_length is not None:
-        fit_length(body, out, unbounded, min_length, max_length, refuse)
+        body = _fit_lengths(body, out, unbounded, bounded, min_length, max_length, refuse,
+                            open_end=not (end_anchored or excluded))
     if excluded:
         return without_prefixes(body, out, excluded, refuse)
     return "(?:" + "".join(out) + ")"
+
+
+def _fit_lengths(body: str, out: list, unbounded: list, bounded: list, min_length: int, max_length: int | None,
+                 refuse, open_end: bool) -> str:
+    """fit_length on the translation `out` (in place); where nothing fits and the pattern is a
+    search that need not end where it does (`open_end`, `\\S` under minLength 20), any text may
+    follow it, which fit_length then sizes (still a subset of the strings that match). Returns
+    the body the counts were fitted on."""
+    try:
+        fit_length(body, out, unbounded, min_length, max_length, refuse, bounded)
+        return body
+    except GrammarError:
+        if not open_end or _has_top_level_bar(body):
+            raise
+    unbounded.append((len(out) + 1, len(body) + 1, len(body) + 2, 0))
+    out += [ANY_SAFE, "*"]
+    fit_length(body + ".*", out, unbounded, min_length, max_length, refuse, bounded)
+    return body + ".*"
+
+
+def _has_top_level_bar(body: str) -> bool:
+    """Whether `body` is an alternation at its top level (`a|b`, not `(a|b)c`)."""
+    depth = 0
+    for _, text, in_class in pattern_tokens(body):
+        if not in_class:
+            depth += (text == "(") - (text == ")")
+            if text == "|" and depth == 0:
+                return True
+    return False
+
+
+def _is_quantifier(piece: str) -> bool:
+    """Whether a translated piece is a quantifier (a literal brace is "\\}" here)."""
+    return piece in ("*", "+", "?", "}") or piece.startswith("{")
 
 
 def _edge_anchors(body: str) -> set[int]:
@@ -268,6 +311,7 @@ def _edge_anchors(body: str) -> set[int]:
 
 _QUANTIFIER = re.compile(r"\{[0-9]+(,[0-9]*)?\}")
 _UNBOUNDED = re.compile(r"[*+]|\{([0-9]+),\}")
+_RANGED = re.compile(r"\{([0-9]+),([0-9]+)\}")
 
 
 def _literal_brace(body: str, i: int) -> bool:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 
-from .regex_properties import python_view
 from re import _constants
+
+from .matcher import GrammarError
+from .regex_properties import python_view
 
 _UNBOUNDED_WIDTH = int(_constants.MAXREPEAT)
 REPEAT_MAX = 256  # most count of a repeat under a maxLength (a subset: the automaton has a state
@@ -16,7 +18,8 @@ _ONE_CHAR = (_constants.LITERAL, _constants.NOT_LITERAL, _constants.IN, _constan
 _SAMPLE = [chr(c) for c in range(0x20, 0x7F)] + list("\t\n\u00a0\u00e9\u00df\u0416\u4e2d\u2028\U0001F600")
 
 
-def fit_length(body: str, out: list, unbounded: list, min_length: int, max_length: int | None, refuse) -> None:
+def fit_length(body: str, out: list, unbounded: list, min_length: int, max_length: int | None, refuse,
+               bounded: tuple = ()) -> None:
     """Make every string of the translated pattern `out` (in place) min_length..max_length long.
     `unbounded` lists the pattern's unbounded repeats (`*`, `+`, `{n,}`) as (index in `out`,
     start and end in `body`, least count).
@@ -35,7 +38,12 @@ def fit_length(body: str, out: list, unbounded: list, min_length: int, max_lengt
     repeats and a maxLength, equal counts are kept only where each repeat's end is determined
     (`_ends_are_determined`: `^[a-z]+-[a-z]+$`); elsewhere only the last repeat varies and the
     others keep their least count (`[a-z0-9].{0,127}`, again a subset). No repeat is counted
-    past REPEAT_MAX (unless its least count is larger)."""
+    past REPEAT_MAX (unless its least count is larger).
+
+    Where that cannot fit, the bounded repeats `{a,b}` (`bounded`: (index in `out`, start, end,
+    a, b)) vary too, each within its own a..b: `^[a-z0-9_-]{0,64}$` under minLength 1 is
+    `{1,64}`, `^[a-z](?:-?[a-z0-9]){0,62}$` under maxLength 63 is `{0,31}`. Counts inside the
+    pattern's own ranges, checked against the widths once more: still a subset."""
     def fits(width: tuple[int, int | None]) -> bool:
         lo, hi = width
         return lo >= min_length and (max_length is None or (hi is not None and hi <= max_length))
@@ -43,6 +51,23 @@ def fit_length(body: str, out: list, unbounded: list, min_length: int, max_lengt
     span = _width(body)
     if fits(span):
         return
+    try:
+        repeats, counts = unbounded, _open_counts(body, unbounded, min_length, max_length, fits, span, refuse)
+    except GrammarError:
+        if not bounded:
+            raise
+        repeats = sorted([(*r, None) for r in unbounded] + list(bounded), key=lambda r: r[1])
+        caps = [r[4] for r in repeats]
+        repeats = [r[:4] for r in repeats]
+        counts = _counts_that_fit(body, repeats, min_length, max_length, list(range(len(repeats))), caps)
+        if counts is None or not fits(_width_with(body, repeats, counts)):
+            raise
+    for (index, *_), count in zip(repeats, counts):
+        out[index] = _count_text(*count)
+
+
+def _open_counts(body: str, unbounded: list, min_length: int, max_length: int | None, fits, span, refuse) -> list:
+    """fit_length's counts for the unbounded repeats alone (GrammarError where none fit)."""
     if not unbounded:
         raise refuse(f"its strings are {span[0]}..{span[1]} characters long, outside "
                      f"minLength {min_length} / maxLength {max_length}")
@@ -53,17 +78,23 @@ def fit_length(body: str, out: list, unbounded: list, min_length: int, max_lengt
         last = _counts_that_fit(body, unbounded, min_length, max_length, [len(unbounded) - 1])
         if last is not None and fits(_width_with(body, unbounded, last)):
             counts = last
-    for (index, *_), count in zip(unbounded, counts):
-        out[index] = _count_text(*count)
+    return counts
 
 
 def _counts_that_fit(body: str, unbounded: list, min_length: int, max_length: int | None,
-                     varied: list) -> list | None:
+                     varied: list, caps: list | None = None) -> list | None:
     """(least, most) per repeat: the `varied` ones share the smallest least count a and then the
-    largest most count b for which the widths fit, the others keep their own least count."""
+    largest most count b for which the widths fit, the others keep their own least count; a
+    repeat with a cap (its own most count) never counts past it."""
+    caps = caps or [None] * len(unbounded)
+
+    def count(n: int, cap: int | None, least: int, most: int | None) -> tuple[int, int | None]:
+        lo, hi = max(n, least), None if most is None else max(n, least, most)
+        return (lo, hi) if cap is None else (min(lo, cap), cap if hi is None else min(hi, cap))
+
     def counts(least: int, most: int | None) -> list:
-        return [(max(n, least), None if most is None else max(n, least, most)) if i in varied else (n, n)
-                for i, (*_, n) in enumerate(unbounded)]
+        return [count(n, cap, least, most) if i in varied else (n, n)
+                for i, ((*_, n), cap) in enumerate(zip(unbounded, caps))]
 
     def width(least: int, most: int | None) -> tuple[int, int | None]:
         return _width_with(body, unbounded, counts(least, most))

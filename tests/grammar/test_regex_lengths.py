@@ -58,3 +58,68 @@ def test_a_repeat_past_max_length_is_bounded_by_it(pattern, max_length, samples)
     for text, want in samples.items():
         assert fullmatches(regex, text.encode()) == want, text
 
+
+
+@pytest.mark.parametrize("pattern,min_length,max_length,alphabet", [
+    ("^[a-z_-]{0,6}$", 1, 6, "a_"),                  # a least count raised: was "0..6, outside minLength 1"
+    ("^[a-z](?:-?[a-z0-9]){0,5}$", 1, 6, "a-0"),     # a most count lowered inside its range
+    ("^([a-c][_-]?){1,4}$", 1, 4, "a_"),
+    ("^x-[a-c]{2,5}$", 5, 6, "xa-"),
+    ("^[a-c]{1,3}-[a-c]{1,3}$", 5, 7, "ab-"),        # several bounded repeats at once
+    ("^[a-c]([a-c-]*[a-c])?$", 3, 6, "ab-"),         # an optional group made required (DNS labels)
+    ("^colou?r$", 0, 5, "colur"),                    # an optional character dropped
+    ("^[a-c]+?-?[0-9]??$", 3, 4, "a-0"),             # lazy marks are not repeats
+])
+def test_bounded_repeats_narrowed_within_their_own_ranges(pattern, min_length, max_length, alphabet):
+    """Where the unbounded repeats alone cannot fit the lengths, `{a,b}` and `?` vary within their
+    own ranges: every string generated matches the pattern and has an allowed length, and some
+    string is generated."""
+    import itertools
+
+    from radixgen.grammar.unique_values import fullmatches
+
+    regex = string_pattern_regex(pattern, "x", min_length, max_length)
+    generated = 0
+    for n in range(max_length + 2):
+        for chars in itertools.product(alphabet, repeat=n):
+            text = "".join(chars)
+            if fullmatches(regex, text.encode()):
+                generated += 1
+                assert re.search(pattern, text) and min_length <= n <= max_length, (pattern, text)
+    assert generated
+
+
+@pytest.mark.parametrize("pattern,min_length,max_length", [("^[a-z]{1,3}$", 4, 9), ("^[a-z]{2,3}-[0-9]$", 6, 9)])
+def test_bounded_repeats_that_cannot_fit_are_still_refused(pattern, min_length, max_length):
+    from radixgen.grammar.matcher import GrammarError
+
+    with pytest.raises(GrammarError, match="characters long|no repeat count"):
+        string_pattern_regex(pattern, "x", min_length, max_length)
+
+
+@pytest.mark.parametrize("pattern,min_length,max_length", [
+    ("\\S", 4, 6), ("^a[bc]", 4, 5), ("[a-c]{2}", 3, None)])
+def test_a_search_too_short_for_min_length_is_followed_by_any_text(pattern, min_length, max_length):
+    """A pattern that does not end with `$` is a search: any text may follow what it matches, so a
+    minLength it cannot reach alone (CloudFormation's `\\S` under minLength 20) is met by a tail."""
+    import itertools
+
+    from radixgen.grammar.unique_values import fullmatches
+
+    regex = string_pattern_regex(pattern, "x", min_length, max_length)
+    generated = 0
+    for n in range(7):
+        for chars in itertools.product("ab c", repeat=n):
+            text = "".join(chars)
+            if fullmatches(regex, text.encode()):
+                generated += 1
+                assert re.search(pattern, text) and min_length <= n <= (max_length or n), (pattern, text)
+    assert generated
+
+
+@pytest.mark.parametrize("pattern", ["\\S$", "a|b"])
+def test_no_tail_after_an_end_anchor_or_an_alternation(pattern):
+    from radixgen.grammar.matcher import GrammarError
+
+    with pytest.raises(GrammarError, match="characters long"):
+        string_pattern_regex(pattern, "x", 4, 6)
