@@ -52,8 +52,10 @@ def normalize(node: dict, resolve, inlining: tuple = (), one_of_option=None) -> 
             flat = [None]  # (a member's unevaluated* sees only its own annotations: not merged)
         for member in flat:
             merged = merge(merged, member, resolve) if isinstance(merged, dict) else merged
-        if isinstance(merged, dict):  # (then an anyOf/oneOf a member brought is distributed)
-            node, merged_refs = {**merged, **_kept(node)}, inlined
+        if isinstance(merged, dict):  # (then an anyOf/oneOf a member brought is distributed; the
+            # type a member brought drops the keywords beside it that no longer apply: a `$ref` to
+            # an object with `maxItems` beside it, as CloudFormation writes its Tags' items)
+            node, merged_refs = _drop_inapplicable({**merged, **_kept(node)}), inlined
     for key in ("anyOf", "oneOf"):
         if isinstance(node.get(key), list) and asserts(node, (key,)) and ({"anyOf", "oneOf"} - {key}).isdisjoint(node):
             inlined = tuple(o["$ref"] for o in node[key] if isinstance(o, dict) and isinstance(o.get("$ref"), str))

@@ -252,6 +252,15 @@ SUPPORTED = {
         "key": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{0,64}$", "minLength": 1, "maxLength": 8},
         "arn": {"type": "string", "pattern": "\\S", "minLength": 5, "maxLength": 9}},
         "required": ["repo", "id", "label", "key", "arn"]},
+    # keywords beside a `$ref` that do not apply to the type it brings (CloudFormation's Tags:
+    # `"items": {"$ref": "#/definitions/Tag", "maxItems": 20}`), and one that does
+    "ref_siblings_of_other_types": {"type": "object", "properties": {
+        "tags": {"type": "array", "items": {"$ref": "#/$defs/tag", "maxItems": 20}, "maxItems": 3},
+        "ids": {"type": "array", "items": {"$ref": "#/$defs/idOrList", "maxItems": 2}, "maxItems": 2}},
+        "required": ["tags", "ids"],
+        "$defs": {"tag": {"type": "object", "properties": {"Key": {"type": "string", "maxLength": 8}},
+                          "required": ["Key"], "additionalProperties": False},
+                  "idOrList": {"type": ["array", "string"], "items": {"type": "integer"}, "maxLength": 4}}},
 }
 
 # schema -> the keyword the GrammarError must name
