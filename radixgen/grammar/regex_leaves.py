@@ -28,7 +28,8 @@ import warnings
 
 from .matcher import GrammarError
 from .regex_lengths import fit_length
-from .regex_lookahead import leading_excluded_prefixes, length_lookahead, not_blank_written_out, without_prefixes
+from .regex_lookahead import (leading_excluded_prefixes, leading_not_only, length_lookahead, not_blank_written_out,
+                              not_only_written_out, without_prefixes)
 from .regex_classes import ANY_SAFE, char_class, escape_piece
 from .regex_properties import pattern_tokens, python_view, without_single_negations
 
@@ -191,6 +192,7 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
         body, least, most = bounded
         min_length = max(min_length, least)
         max_length = most if max_length is None else max_length if most is None else min(max_length, most)
+    not_only, body = leading_not_only(body)  # `(?!^[0-9]+$)[a-z0-9-]+`: D, and the class repeated
     excluded, body = leading_excluded_prefixes(not_blank_written_out(body))
     if excluded and not body and not end_anchored:  # `^(?!aws:.*)`: a search, so any continuation
         body = ".*"
@@ -234,6 +236,10 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
                             open_end=not (end_anchored or excluded))
     if excluded:
         return without_prefixes(body, out, excluded, refuse)
+    if not_only:
+        excluded_text = (escape_piece(not_only, 0, refuse, in_class=False) if not_only.startswith("\\")
+                         else char_class(not_only, 0, refuse))[0]
+        return not_only_written_out(body, out, not_only, excluded_text, refuse)
     return "(?:" + "".join(out) + ")"
 
 

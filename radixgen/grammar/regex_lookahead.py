@@ -7,7 +7,9 @@ repeated class, writes the same language as a walk of the literals' trie (`witho
 "Not only whitespace", `^(?!\\s*$).+$`, is written out (`not_blank_written_out`). A lookahead
 that only bounds the length, `^(?=.{2,256}$)[a-z0-9]+(...)*$`, or one that holds the whole pattern
 before a bounded `.`, `^(?=^[a-z0-9-]+$).{3,64}$`, becomes the pattern with minLength / maxLength
-(`length_lookahead`). Other lookarounds stay refused.
+(`length_lookahead`). "Not only digits", `^(?!^[0-9]+$)([a-zA-Z0-9-_]+)$` (a class repeated, not
+only characters of a smaller class), is written as that class with at least one character outside
+the smaller one (`leading_not_only`, `not_only_written_out`). Other lookarounds stay refused.
 """
 
 from __future__ import annotations
@@ -119,6 +121,38 @@ def _class_item_matches(op, arg, code: int) -> bool:
 _CATEGORY_TEXT = {_constants.CATEGORY_DIGIT: r"\d", _constants.CATEGORY_NOT_DIGIT: r"\D",
                   _constants.CATEGORY_SPACE: r"\s", _constants.CATEGORY_NOT_SPACE: r"\S",
                   _constants.CATEGORY_WORD: r"\w", _constants.CATEGORY_NOT_WORD: r"\W"}
+
+
+_NOT_ONLY = re.compile(r"\(\?!\^?(\[(?:[^\]\\]|\\.)*\]|\\d)[+*]\$\)")
+_ONE_REPEATED_CLASS = re.compile(r"\[(?:[^\]\\]|\\.)*\][+*]")
+
+
+def leading_not_only(body: str) -> tuple[str | None, str]:
+    """A negative lookahead `(?!^D+$)` (D a class or `\\d`) at the start of a pattern whose rest is
+    one repeated class, as in AWS's `^(?!^[0-9]+$)([a-zA-Z0-9-_]+)$`: (D, the rest unwrapped);
+    (None, body) for any other body."""
+    m = _NOT_ONLY.match(body)
+    if m is None:
+        return None, body
+    rest = _unwrapped(body[m.end():])
+    return (m[1], rest) if _ONE_REPEATED_CLASS.fullmatch(rest) else (None, body)
+
+
+def not_only_written_out(rest: str, out: list, excluded: str, excluded_text: str, refuse) -> str:
+    """The strings of `out` (`rest`, one class and its count, translated) with a character outside
+    the `excluded` class (translated: `excluded_text`): `C*[C--D]C*` for an open count, exact;
+    under a count fitted to minLength / maxLength, `[C--D]C{a-1,b-1}`, a subset (the first
+    character is the one outside D), since two counted repeats side by side would make the
+    automaton a product of their counts."""
+    cls, count = out
+    if not any(re.fullmatch(python_view(rest[:-1]), ch) and not re.fullmatch(python_view(excluded), ch)
+               for ch in map(chr, range(0x20, 0x7F))):
+        raise refuse("a negative lookahead leaves no printable character of the class")
+    outside = f"[{cls}--{excluded_text}]"
+    if count in ("+", "*"):
+        return f"(?:{cls}*{outside}{cls}*)"
+    least, most = (int(n) if n else None for n in count.strip("{}").split(","))
+    return f"(?:{outside}{cls}{{{max(least - 1, 0)},{'' if most is None else most - 1}}})"
 
 
 _NOT_BLANK = re.compile(r"\(\?!\^?(?:\\s|\[\\s\])\*\$\)\.[*+]")

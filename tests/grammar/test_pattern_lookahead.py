@@ -89,6 +89,31 @@ def test_length_lookaheads_become_length_bounds(pattern, min_length, max_length)
     assert generated
 
 
+@pytest.mark.parametrize("pattern,min_length,max_length,exact", [
+    ("^(?!^[0-9]+$)([a-c0-9]+)$", 0, None, True),      # AWS's names: not only digits
+    ("(?!^[0-9]+$)([a-c0-9-]+)", 0, None, False),     # unanchored (CloudFormation writes these)
+    ("^(?!^\\d+$)[a-c0-9]*$", 0, None, False),         # `\d`; `*` (the empty string is left out)
+    ("^(?!^[0-9]+$)([a-c0-9]+)$", 2, 4, False),        # lengths: the first character is a letter
+])
+def test_not_only_digits(pattern, min_length, max_length, exact):
+    regex = string_pattern_regex(pattern, "x", min_length, max_length)
+    assert "(?!" not in regex
+    for n in range(6):
+        for chars in itertools.product("ab01-", repeat=n):
+            text = "".join(chars)
+            fits = min_length <= n <= (max_length or n)
+            want = fits and re.search(pattern, text) is not None
+            got = fullmatches(regex, text.encode())
+            assert not got or want, (pattern, text)  # every string generated matches
+            assert got == want or not exact, (pattern, text)
+    assert fullmatches(regex, b"a1") and not fullmatches(regex, b"12")
+
+
+def test_not_only_a_class_that_covers_the_rest_is_refused():
+    with pytest.raises(GrammarError, match="no printable character"):
+        string_pattern_regex("^(?!^[a-z]+$)[a-c]+$", "x")
+
+
 @pytest.mark.parametrize("body,kept", [
     ("(?=.{20,2048}$)arn:[a-z]+", ("arn:[a-z]+", 20, 2048)), ("(?=^.{3}$)[a-z]+", ("[a-z]+", 3, 3)),
     ("(?=.{5,}$)\\d+", ("\\d+", 5, None)), ("(?=^[a-z]+$).{3,64}", ("[a-z]+", 3, 64)),
