@@ -31,10 +31,11 @@ _LINE_BREAKS = "\n\r\u2028\u2029"  # what `.` excludes (ECMA-262; Python's exclu
 
 
 def length_lookahead(body: str) -> tuple[str, int, int | None] | None:
-    """A start-anchored, end-anchored pattern's body (both anchors removed) that opens with a
-    lookahead bounding the length: `(?=^.{m,n}$)REST` as (REST, m, n), or `(?=^X$).{m,n}` as
-    (X, m, n); n None for `{m,}`. `.` matches no line break, so this holds only where the text kept
-    cannot match one either (None otherwise, and for every other body)."""
+    """A pattern's body (its outer anchors removed) that opens with a lookahead bounding the
+    length: `(?=^.{m,n}$)REST` as (REST, m, n), or `(?=^X$).{m,n}` as (X, m, n); n None for
+    `{m,}`. Every string of REST (or X) with m..n characters and no line break matches the pattern
+    as a search at its start, anchored or not. `.` matches no line break, so this holds only where
+    the text kept cannot match one either (None otherwise, and for every other body)."""
     m = _LENGTH_ONLY.match(body)
     if m:
         kept, bounds = body[m.end():], (m[1], m[2], m[3])
