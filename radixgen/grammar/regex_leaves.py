@@ -27,7 +27,7 @@ import re
 import warnings
 
 from .matcher import GrammarError
-from .regex_lengths import fit_length
+from .regex_lengths import LENGTH_REFUSAL, fit_lengths, top_level_alternatives
 from .regex_lookahead import (leading_excluded_prefixes, leading_not_only, length_lookahead, not_blank_written_out,
                               not_only_written_out, without_prefixes)
 from .regex_classes import ANY_SAFE, char_class, escape_piece
@@ -172,6 +172,28 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
     with b >= open_from becomes `{a,}`: for strings of at most open_from characters the same
     strings (no repeat counts past the string's length), which fit_length then bounds, or a
     string length guard does, in one automaton state per piece."""
+    try:
+        return _pattern_regex(pattern, path, min_length, max_length, keyword, name, open_from)
+    except GrammarError as exc:
+        alternatives = top_level_alternatives(pattern) if min_length or max_length is not None else []
+        if len(alternatives) < 2 or not LENGTH_REFUSAL.search(str(exc)):
+            raise
+        # `^$|^[a-z](?:-?[a-z0-9]){0,62}$` under minLength 1: each alternative fitted on its own,
+        # those that cannot fit left out (the union of subsets of the alternatives: a subset)
+        kept = []
+        for alternative in alternatives:
+            try:
+                kept.append(_pattern_regex(alternative, path, min_length, max_length, keyword, name, open_from))
+            except GrammarError:
+                continue
+        if not kept:
+            raise
+        return "(?:" + "|".join(kept) + ")"
+
+
+def _pattern_regex(pattern: str, path: str, min_length: int, max_length: int | None, keyword: str,
+                   name: str | None, open_from: int | None) -> str:
+    """string_pattern_regex of the whole pattern at once."""
     def refuse(why: str) -> GrammarError:
         return GrammarError(f"unsupported {keyword} {name or pattern!r} at {path}.{keyword}: {why}")
 
@@ -232,7 +254,7 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
         piece, i = _pattern_piece(body, i, refuse)
         out.append(piece)
     if min_length or max_length is not None:
-        body = _fit_lengths(body, out, unbounded, bounded, min_length, max_length, refuse,
+        body = fit_lengths(body, out, unbounded, bounded, min_length, max_length, refuse,
                             open_end=not (end_anchored or excluded))
     if excluded:
         return without_prefixes(body, out, excluded, refuse)
@@ -241,35 +263,6 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
                          else char_class(not_only, 0, refuse))[0]
         return not_only_written_out(body, out, not_only, excluded_text, refuse)
     return "(?:" + "".join(out) + ")"
-
-
-def _fit_lengths(body: str, out: list, unbounded: list, bounded: list, min_length: int, max_length: int | None,
-                 refuse, open_end: bool) -> str:
-    """fit_length on the translation `out` (in place); where nothing fits and the pattern is a
-    search that need not end where it does (`open_end`, `\\S` under minLength 20), any text may
-    follow it, which fit_length then sizes (still a subset of the strings that match). Returns
-    the body the counts were fitted on."""
-    try:
-        fit_length(body, out, unbounded, min_length, max_length, refuse, bounded)
-        return body
-    except GrammarError:
-        if not open_end or _has_top_level_bar(body):
-            raise
-    unbounded.append((len(out) + 1, len(body) + 1, len(body) + 2, 0))
-    out += [ANY_SAFE, "*"]
-    fit_length(body + ".*", out, unbounded, min_length, max_length, refuse, bounded)
-    return body + ".*"
-
-
-def _has_top_level_bar(body: str) -> bool:
-    """Whether `body` is an alternation at its top level (`a|b`, not `(a|b)c`)."""
-    depth = 0
-    for _, text, in_class in pattern_tokens(body):
-        if not in_class:
-            depth += (text == "(") - (text == ")")
-            if text == "|" and depth == 0:
-                return True
-    return False
 
 
 def _is_quantifier(piece: str) -> bool:

@@ -1,5 +1,7 @@
 """minLength / maxLength on a translated pattern: repeat counts chosen so that every string the
-regex allows has an allowed length (`fit_length`, used by `regex_leaves.string_pattern_regex`)."""
+regex allows has an allowed length (`fit_length`, used by `regex_leaves.string_pattern_regex`
+through `fit_lengths`, which adds a tail of any text after a search that needs one), and the
+top-level alternatives a pattern is fitted by one by one when it cannot be fitted whole."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ import re
 from re import _constants
 
 from .matcher import GrammarError
-from .regex_properties import python_view
+from .regex_classes import ANY_SAFE
+from .regex_properties import pattern_tokens, python_view
 
 _UNBOUNDED_WIDTH = int(_constants.MAXREPEAT)
 REPEAT_MAX = 256  # most count of a repeat under a maxLength (a subset: the automaton has a state
@@ -165,3 +168,47 @@ def _smallest(ok, lo: int, hi: int) -> int | None:
         else:
             lo = mid + 1
     return lo
+
+
+def fit_lengths(body: str, out: list, unbounded: list, bounded: list, min_length: int, max_length: int | None,
+                 refuse, open_end: bool) -> str:
+    """fit_length on the translation `out` (in place); where nothing fits and the pattern is a
+    search that need not end where it does (`open_end`, `\\S` under minLength 20), any text may
+    follow it, which fit_length then sizes (still a subset of the strings that match). Returns
+    the body the counts were fitted on."""
+    try:
+        fit_length(body, out, unbounded, min_length, max_length, refuse, bounded)
+        return body
+    except GrammarError:
+        if not open_end or has_top_level_bar(body):
+            raise
+    unbounded.append((len(out) + 1, len(body) + 1, len(body) + 2, 0))
+    out += [ANY_SAFE, "*"]
+    fit_length(body + ".*", out, unbounded, min_length, max_length, refuse, bounded)
+    return body + ".*"
+
+
+LENGTH_REFUSAL = re.compile("characters long, outside|no repeat count gives")
+
+
+def top_level_alternatives(pattern: str) -> list[str]:
+    """The alternatives of a pattern's top-level `|` (one item when it has none)."""
+    parts, depth, start = [], 0, 0
+    for i, text, in_class in pattern_tokens(pattern):
+        if not in_class:
+            depth += (text == "(") - (text == ")")
+            if text == "|" and depth == 0:
+                parts.append(pattern[start:i])
+                start = i + 1
+    return parts + [pattern[start:]]
+
+
+def has_top_level_bar(body: str) -> bool:
+    """Whether `body` is an alternation at its top level (`a|b`, not `(a|b)c`)."""
+    depth = 0
+    for _, text, in_class in pattern_tokens(body):
+        if not in_class:
+            depth += (text == "(") - (text == ")")
+            if text == "|" and depth == 0:
+                return True
+    return False

@@ -244,15 +244,16 @@ SUPPORTED = {
     "max_properties_keyed": {"type": "object", "patternProperties": {"^x-": {"type": "integer"}},
                              "minProperties": 1, "maxProperties": 2},
     # CloudFormation's names: lookaheads that bound the length, bounded and optional repeats fitted
-    # to minLength / maxLength, a search that needs a tail to reach its minLength, not only digits
+    # to minLength / maxLength, a search that needs a tail to reach its minLength, not only digits, alternatives fitted one by one
     "length_fitted_names": {"type": "object", "properties": {
         "repo": {"type": "string", "pattern": "^(?=.{2,12}$)([a-z0-9]+((\\.|_|-+)[a-z0-9]+)*)$"},
         "id": {"type": "string", "pattern": "^(?=^[a-z][a-z0-9]*(-[a-z0-9]+)*$).{1,10}$"},
         "label": {"type": "string", "pattern": "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$", "minLength": 3, "maxLength": 12},
         "key": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{0,64}$", "minLength": 1, "maxLength": 8},
         "arn": {"type": "string", "pattern": "\\S", "minLength": 5, "maxLength": 9},
-        "name": {"type": "string", "pattern": "^(?!^[0-9]+$)([a-zA-Z0-9\\-_]+)$", "maxLength": 8}},
-        "required": ["repo", "id", "label", "key", "arn", "name"]},
+        "name": {"type": "string", "pattern": "^(?!^[0-9]+$)([a-zA-Z0-9\\-_]+)$", "maxLength": 8},
+        "alias": {"type": "string", "pattern": "^$|^[a-z](?:-?[a-z0-9]){0,8}$", "minLength": 1, "maxLength": 9}},
+        "required": ["repo", "id", "label", "key", "arn", "name", "alias"]},
     # keywords beside a `$ref` that do not apply to the type it brings (CloudFormation's Tags:
     # `"items": {"$ref": "#/definitions/Tag", "maxItems": 20}`), and one that does
     "ref_siblings_of_other_types": {"type": "object", "properties": {

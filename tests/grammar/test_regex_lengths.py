@@ -117,9 +117,36 @@ def test_a_search_too_short_for_min_length_is_followed_by_any_text(pattern, min_
     assert generated
 
 
-@pytest.mark.parametrize("pattern", ["\\S$", "a|b"])
-def test_no_tail_after_an_end_anchor_or_an_alternation(pattern):
+def test_no_tail_after_an_end_anchor():
     from radixgen.grammar.matcher import GrammarError
 
     with pytest.raises(GrammarError, match="characters long"):
-        string_pattern_regex(pattern, "x", 4, 6)
+        string_pattern_regex("\\S$", "x", 4, 6)
+
+
+@pytest.mark.parametrize("pattern,min_length,max_length,alphabet", [
+    ("^$|^[a-c](?:-?[a-c0-9]){0,5}$", 1, 4, "a-0"),  # CloudFormation's "empty or a name" under minLength 1
+    ("^x$|^[a-c]{1,2}$|^[0-9]+$", 2, 3, "ax0"),       # one alternative cannot fit: left out
+    ("(ab[a-c]*)|()", 4, 5, "ab"),                    # an empty search alternative matches anything
+])
+def test_top_level_alternatives_fitted_one_by_one(pattern, min_length, max_length, alphabet):
+    import itertools
+
+    from radixgen.grammar.unique_values import fullmatches
+
+    regex = string_pattern_regex(pattern, "x", min_length, max_length)
+    generated = 0
+    for n in range(max_length + 2):
+        for chars in itertools.product(alphabet, repeat=n):
+            text = "".join(chars)
+            if fullmatches(regex, text.encode()):
+                generated += 1
+                assert re.search(pattern, text) and min_length <= n <= max_length, (pattern, text)
+    assert generated
+
+
+def test_alternatives_none_of_which_fits_are_refused():
+    from radixgen.grammar.matcher import GrammarError
+
+    with pytest.raises(GrammarError, match="characters long"):
+        string_pattern_regex("^a$|^b$", "x", 3, 4)
