@@ -74,19 +74,7 @@ def test_bounded_repeats_narrowed_within_their_own_ranges(pattern, min_length, m
     """Where the unbounded repeats alone cannot fit the lengths, `{a,b}` and `?` vary within their
     own ranges: every string generated matches the pattern and has an allowed length, and some
     string is generated."""
-    import itertools
-
-    from radixgen.grammar.unique_values import fullmatches
-
-    regex = string_pattern_regex(pattern, "x", min_length, max_length)
-    generated = 0
-    for n in range(max_length + 2):
-        for chars in itertools.product(alphabet, repeat=n):
-            text = "".join(chars)
-            if fullmatches(regex, text.encode()):
-                generated += 1
-                assert re.search(pattern, text) and min_length <= n <= max_length, (pattern, text)
-    assert generated
+    _check_generated(pattern, min_length, max_length, alphabet, max_length + 1)
 
 
 @pytest.mark.parametrize("pattern,min_length,max_length", [("^[a-z]{1,3}$", 4, 9), ("^[a-z]{2,3}-[0-9]$", 6, 9)])
@@ -102,19 +90,7 @@ def test_bounded_repeats_that_cannot_fit_are_still_refused(pattern, min_length, 
 def test_a_search_too_short_for_min_length_is_followed_by_any_text(pattern, min_length, max_length):
     """A pattern that does not end with `$` is a search: any text may follow what it matches, so a
     minLength it cannot reach alone (CloudFormation's `\\S` under minLength 20) is met by a tail."""
-    import itertools
-
-    from radixgen.grammar.unique_values import fullmatches
-
-    regex = string_pattern_regex(pattern, "x", min_length, max_length)
-    generated = 0
-    for n in range(7):
-        for chars in itertools.product("ab c", repeat=n):
-            text = "".join(chars)
-            if fullmatches(regex, text.encode()):
-                generated += 1
-                assert re.search(pattern, text) and min_length <= n <= (max_length or n), (pattern, text)
-    assert generated
+    _check_generated(pattern, min_length, max_length, "ab c", 6)
 
 
 def test_no_tail_after_an_end_anchor():
@@ -130,19 +106,7 @@ def test_no_tail_after_an_end_anchor():
     ("(ab[a-c]*)|()", 4, 5, "ab"),                    # an empty search alternative matches anything
 ])
 def test_top_level_alternatives_fitted_one_by_one(pattern, min_length, max_length, alphabet):
-    import itertools
-
-    from radixgen.grammar.unique_values import fullmatches
-
-    regex = string_pattern_regex(pattern, "x", min_length, max_length)
-    generated = 0
-    for n in range(max_length + 2):
-        for chars in itertools.product(alphabet, repeat=n):
-            text = "".join(chars)
-            if fullmatches(regex, text.encode()):
-                generated += 1
-                assert re.search(pattern, text) and min_length <= n <= max_length, (pattern, text)
-    assert generated
+    _check_generated(pattern, min_length, max_length, alphabet, max_length + 1)
 
 
 def test_alternatives_none_of_which_fits_are_refused():
@@ -150,3 +114,21 @@ def test_alternatives_none_of_which_fits_are_refused():
 
     with pytest.raises(GrammarError, match="characters long"):
         string_pattern_regex("^a$|^b$", "x", 3, 4)
+
+
+def _check_generated(pattern: str, min_length: int, max_length: int | None, alphabet: str, longest: int) -> None:
+    """Every string over `alphabet` of up to `longest` characters that the translation of `pattern`
+    under the lengths generates matches the pattern (a search) and has an allowed length; some is."""
+    import itertools
+
+    from radixgen.grammar.unique_values import fullmatches
+
+    regex = string_pattern_regex(pattern, "x", min_length, max_length)
+    generated = 0
+    for n in range(longest + 1):
+        for chars in itertools.product(alphabet, repeat=n):
+            text = "".join(chars)
+            if fullmatches(regex, text.encode()):
+                generated += 1
+                assert re.search(pattern, text) and min_length <= n <= (max_length or n), (pattern, text)
+    assert generated
