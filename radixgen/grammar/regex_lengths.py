@@ -180,7 +180,7 @@ def fit_lengths(body: str, out: list, unbounded: list, bounded: list, min_length
         fit_length(body, out, unbounded, min_length, max_length, refuse, bounded)
         return body
     except GrammarError:
-        if not open_end or has_top_level_bar(body):
+        if not open_end or len(top_level_alternatives(body)) > 1:  # (`a|b.*` would be a|(b.*))
             raise
     unbounded.append((len(out) + 1, len(body) + 1, len(body) + 2, 0))
     out += [ANY_SAFE, "*"]
@@ -201,14 +201,3 @@ def top_level_alternatives(pattern: str) -> list[str]:
                 parts.append(pattern[start:i])
                 start = i + 1
     return parts + [pattern[start:]]
-
-
-def has_top_level_bar(body: str) -> bool:
-    """Whether `body` is an alternation at its top level (`a|b`, not `(a|b)c`)."""
-    depth = 0
-    for _, text, in_class in pattern_tokens(body):
-        if not in_class:
-            depth += (text == "(") - (text == ")")
-            if text == "|" and depth == 0:
-                return True
-    return False

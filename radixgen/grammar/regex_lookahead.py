@@ -57,15 +57,19 @@ def length_lookahead(body: str) -> tuple[str, int, int | None] | None:
 
 def _leading_lookahead(body: str) -> tuple[str | None, str]:
     """(X, the rest) for a body opening with `(?=X)`; (None, body) otherwise."""
-    if not body.startswith("(?="):
-        return None, body
+    end = _group_end(body) if body.startswith("(?=") else None
+    return (None, body) if end is None else (body[3:end], body[end + 1:])
+
+
+def _group_end(body: str) -> int | None:
+    """Index of the `)` closing the group that opens `body` (None when it does not close)."""
     depth = 0
     for i, text, in_class in pattern_tokens(body):
         if not in_class:
             depth += (text == "(") - (text == ")")
             if depth == 0:
-                return body[3:i], body[i + 1:]
-    return None, body
+                return i
+    return None
 
 
 def _matches_line_break(pattern: str) -> bool:
@@ -183,13 +187,7 @@ def _unwrapped(body: str) -> str:
     prefix = 3 if body.startswith("(?:") else 1 if body.startswith("(") and not body.startswith("(?") else 0
     if not prefix or not body.endswith(")"):
         return body
-    depth = 0
-    for i, text, in_class in pattern_tokens(body):
-        if not in_class:
-            depth += (text == "(") - (text == ")")
-            if depth == 0:
-                return body[prefix:-1] if i == len(body) - 1 else body
-    return body
+    return body[prefix:-1] if _group_end(body) == len(body) - 1 else body
 
 
 def without_prefixes(body: str, out: list, excluded: list[str], refuse) -> str:
