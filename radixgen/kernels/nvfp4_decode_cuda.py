@@ -11,7 +11,8 @@ Triton kernel runs. RADIXGEN_CUDA_KERNELS=0 turns it off.
 Two pipelines (CONFIG["stages"]): by default CTAs of the (up to 8) KV heads of a (request, split)
 copy each token's codes and scales for all of them, one contiguous run of the slot, into shared
 memory by cp.async, two tiles deep; the register pipeline (one warp per CTA loading its head's
-64-byte rows itself) is kept for pools whose scales are not 16-byte aligned. On an H100 at 64 x
+64-byte rows itself) is kept for pools whose scales are not 16-byte aligned or whose stages do
+not fit a CTA's shared memory (`_stageable`, `_fits`). On an H100 at 64 x
 4096 tokens the shared-memory one took 0.130 ms, the register one 0.151 (docs/BENCHMARKS.md).
 
 The kernel is launched through the CUDA driver API (ctypes): no torch extension build, no host
@@ -41,7 +42,6 @@ MAX_GROUP = 8  # query heads per KV head: the S^T MMA's n8 columns
 # >= 2: the shared-memory pipeline (CTAs of the KV heads of a (request, split), so each token's
 # codes are fetched as one run), "min_ctas" CTAs per SM as its hint (csrc/nvfp4_decode.cu says how).
 CONFIG = {"stages": 2, "warps": 1, "min_warps": 10, "min_ctas": 2}
-MAX_HEADS_PER_CTA = 8
 _OUT_KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 _state: dict = {}  # "error": why the kernel is unavailable; "kernels": compiled kernels by key
 
@@ -116,7 +116,7 @@ class DecodeCall:
 
 def heads_per_cta(num_kv_heads: int) -> int:
     """KV heads per CTA of the staged pipeline: the largest power of two <= 8 dividing the count."""
-    return next(n for n in (8, 4, 2, 1) if n <= MAX_HEADS_PER_CTA and num_kv_heads % n == 0)
+    return next(n for n in (8, 4, 2, 1) if num_kv_heads % n == 0)
 
 
 def stage_bytes(head_dim: int, hc: int) -> int:
