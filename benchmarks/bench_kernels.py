@@ -265,9 +265,10 @@ def cuda_nvfp4(da, q, kv) -> bool:
     return da.USE_CUDA_NVFP4 and cu.supports(q, kv) and cu.available(q.device)
 
 
-CUDA_NVFP4_CONFIGS = (  # (stages, warps per CTA, min warps per SM, min CTAs per SM): see nvfp4_decode_cuda.CONFIG
-    (0, 1, 10, 0), (0, 1, 12, 0), (0, 1, 8, 0), (0, 2, 8, 0),
-    (2, 0, 0, 2), (2, 0, 0, 1), (3, 0, 0, 1), (4, 0, 0, 1))
+CUDA_NVFP4_CONFIGS = (  # nvfp4_decode_cuda.CONFIG entries: the register pipeline, then the shared-memory one
+    dict(stages=0, warps=1, min_warps=10), dict(stages=0, warps=1, min_warps=12), dict(stages=0, warps=1, min_warps=8),
+    dict(stages=0, warps=2, min_warps=8),
+    dict(stages=2, min_ctas=2), dict(stages=2, min_ctas=1), dict(stages=3, min_ctas=1), dict(stages=4, min_ctas=1))
 
 
 def sweep_cuda_nvfp4(da, kv, qs, indptr, indices, sm, timer, want):
@@ -276,11 +277,10 @@ def sweep_cuda_nvfp4(da, kv, qs, indptr, indices, sm, timer, want):
     forced split counts for it."""
     from radixgen.kernels import nvfp4_decode_cuda as cu
 
-    best = None
-    for stages, warps, min_warps, min_ctas in CUDA_NVFP4_CONFIGS:
-        cfg = dict(stages=stages, warps=warps or 1, min_warps=min_warps or 10, min_ctas=min_ctas or 2)
-        name = f"stages {stages}, " + (f"CTAs/SM {min_ctas}" if stages else f"{warps} warps, min {min_warps}")
-        cu.CONFIG.update(cfg)
+    best, default = None, dict(cu.CONFIG)
+    for cfg in CUDA_NVFP4_CONFIGS:
+        name = ", ".join(f"{key} {value}" for key, value in cfg.items())
+        cu.CONFIG.update(default, **cfg)
         try:
             o, _ = da.decode_attention(qs[0][:2], kv, indptr[:3], indices, sm, out_dtype=torch.float32)
             err = rel_err(o, want)
@@ -296,7 +296,7 @@ def sweep_cuda_nvfp4(da, kv, qs, indptr, indices, sm, timer, want):
             best = (t, name, cfg)
     if best is None:
         raise RuntimeError("no CUDA NVFP4 decode config ran")
-    cu.CONFIG.update(best[2])
+    cu.CONFIG.update(default, **best[2])
     print(f"  sweep cuda nvfp4: best {best[1]}")
     for splits in (1, 2, 3, 4, 6, 8):
         t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm, num_splits=splits), qs)
