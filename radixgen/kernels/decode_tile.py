@@ -22,12 +22,15 @@ def decode_tile_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indp
                    HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, HPP: tl.constexpr, M: tl.constexpr,
                    BLOCK_N: tl.constexpr, FMT: tl.constexpr,
                    CDT: tl.constexpr, PRESCALE: tl.constexpr, USE_ASM: tl.constexpr, PREC: tl.constexpr,
-                   SPLIT_EO: tl.constexpr, PREFETCH: tl.constexpr, LAZY_RESCALE: tl.constexpr):
+                   SPLIT_EO: tl.constexpr, PREFETCH: tl.constexpr, LAZY_RESCALE: tl.constexpr,
+                   GDC: tl.constexpr = 0):
     # HPP KV heads per program, read as one contiguous run of HPP * D values per slot. Their
     # HPP * G query heads are the M rows of a block-diagonal q [M, HPP * D] (row r: query head
     # h0 * G + r, nonzero in the columns of its KV head r // G only), so q @ K^T gives each query
     # head's scores against its own KV head, and P @ V the diagonal blocks that are kept.
     hg, b, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)  # heads of a request run together
+    if GDC:  # programmatic dependent launch (decode_attention.py): the next launch may start now
+        tl.extra.cuda.gdc_launch_dependents()
     G: tl.constexpr = HQ // HKV
     W: tl.constexpr = HPP * D
     h0 = hg * HPP
@@ -119,3 +122,5 @@ def decode_tile_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indp
     row = (b * HQ + heads) * split_stride + split_base + split  # [B, HQ, split_stride] (final output at stride 1)
     store_rne(o_ptr + row[:, None] * D + (c % D)[None, :], o, diag)  # the diagonal blocks
     tl.store(lse_ptr + row, lse, mask=r_ok)
+    if GDC == 2:  # launched early beside the previous pool's launch: finish after it
+        tl.extra.cuda.gdc_wait()

@@ -91,9 +91,11 @@ class DecodeCall:
     def _warps_per_cta(self, k: "_Kernel") -> int:
         return k.defines["HC"] if self.stages else k.defines["WARPS"]
 
-    def launch(self, mid_o: torch.Tensor, mid_lse: torch.Tensor, splits: int, split_base: int, stride: int) -> None:
+    def launch(self, mid_o: torch.Tensor, mid_lse: torch.Tensor, splits: int, split_base: int, stride: int,
+               gdc: int = 0) -> None:
         """Write (o, lse) per (request, head, split) into mid_o [B, Hq, stride, D] / mid_lse [B, Hq,
-        stride] at split_base + split (stride 1: the final o [B, Hq, D], lse [B, Hq])."""
+        stride] at split_base + split (stride 1: the final o [B, Hq, D], lse [B, Hq]). Always a plain
+        launch that lets the next launch start early (sm_90+), whatever `gdc` asks."""
         kv = self.kv
         programs = kv.num_kv_heads * self.batch * splits
         k = self.compiled(mid_o.dtype)

@@ -122,7 +122,7 @@ def test_fp8_and_nvfp4_split_merged_equals_whole_sequence():
 
 
 @pytest.mark.parametrize("backend", ["triton", "torch"])
-@pytest.mark.parametrize("num_splits", [None, 1, 3])
+@pytest.mark.parametrize("num_splits", [None, 1, 3, [2, 5]])
 def test_decode_attention_pools_equals_whole_sequence(backend, num_splits):
     # one launch per pool into a shared partials buffer, one reduce: a request may have keys in
     # either pool, both or neither (o = 0, lse = -inf, no NaN)
@@ -150,6 +150,10 @@ def test_decode_attention_pools_equals_whole_sequence(backend, num_splits):
         assert rel_err(o[b:b + 1], want_o) < 1e-2 and rel_err(lse[b:b + 1], want_lse) < 1e-5
     with pytest.raises(ValueError, match="at least one"):
         fn(q.to(dev), [], SM_SCALE)
+    if backend == "triton":
+        for bad in ([1], [1, 0], 0, 1.5):
+            with pytest.raises(ValueError, match="num_splits"):
+                fn(q.to(dev), parts, SM_SCALE, num_splits=bad)
 
 
 def test_resident_programs_per_sm_from_kernel_resources():

@@ -74,6 +74,28 @@ def test_merged_halves_equal_attention_over_the_union():
     assert rel_err(o, want_o) < 1e-6 and rel_err(lse, want_lse) < 1e-6
 
 
+@pytest.mark.parametrize("splits", [1, 3, 8, 13])
+def test_split_reduce_is_merge_state_over_all_splits(splits):
+    """reduce_splits (decode's flash-decoding reduce) folds every split in float64: split counts
+    below, at and past its chunk of 8, empty splits, a row of only empty splits, far-apart lse."""
+    gen = torch.Generator().manual_seed(splits)
+    b, hq, d = 2, 3, 32
+    mid_o = torch.randn(b, hq, splits, d, generator=gen)
+    mid_lse = torch.randn(b, hq, splits, generator=gen) * 5
+    mid_lse[0, 0] = -INF  # every split of this row empty
+    mid_lse[0, 1, splits // 2] = -INF
+    mid_lse[1, 2, 0], mid_lse[1, 2, -1] = 90.0, -90.0 if splits > 1 else 90.0
+    mid_o[mid_lse == -INF] = 0.0
+    want_o, want_lse = mid_o[:, :, 0].double(), mid_lse[:, :, 0].double()
+    for i in range(1, splits):
+        want_o, want_lse = _merge64(want_o, want_lse, mid_o[:, :, i], mid_lse[:, :, i])
+    out = (poisoned((b, hq, d), torch.bfloat16, KERNEL_DEVICE), poisoned((b, hq), torch.float32, KERNEL_DEVICE))
+    da.reduce_splits(mid_o.to(KERNEL_DEVICE), mid_lse.to(KERNEL_DEVICE), *out)
+    o, lse = out
+    assert rel_err(o, want_o) < 1e-2 and rel_err(lse.flatten()[1:], want_lse.flatten()[1:]) < 1e-6
+    assert lse[0, 0] == -INF and (o[0, 0] == 0).all()
+
+
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_validation(backend):
     dev = KERNEL_DEVICE if backend == "triton" else "cpu"

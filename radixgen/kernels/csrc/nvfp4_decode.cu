@@ -483,6 +483,11 @@ struct Program {
 __device__ __forceinline__ void begin_program(Program &p, const void *q_ptr, const float *kf, float scale_log2,
                                               const indptr_t *indptr, const index_t *indices, int b, int h,
                                               int split, int num_splits, int g, int c) {
+#if __CUDA_ARCH__ >= 900
+    // programmatic dependent launch: the launch after this one (the split reduce, another pool's
+    // decode) may place its CTAs beside this launch's last ones (decode_attention.py)
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     const i64 start = (i64)indptr[b];
     const int length = (int)((i64)indptr[b + 1] - start);
     const int per_split = (length + num_splits - 1) / num_splits;

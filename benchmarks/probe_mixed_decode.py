@@ -1,0 +1,85 @@
+"""Where mixed decode's time goes: each pool's half alone, the split reduce alone, and split counts.
+
+Mixed decode (decode_attention_pools over an fp8 and an nvfp4 part) is compared with the average
+of the two formats over the whole sequence (bench_kernels.py). This probe times, at the same shape
+(64 x 4096 tokens, half of each request's tokens per pool, 32/8 heads, D 128), each part over its
+half alone with the split count the runtime picks and with fixed counts, the reduce alone, and the
+mixed call with per-part split counts, so the difference can be placed. One GPU call:
+    python3 benchmarks/probe_mixed_decode.py
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+
+from bench_kernels import FULL, Timer, build_pools
+
+
+def main() -> None:
+    from radixgen.kernels import decode_attention as da
+    from radixgen.kernels.kv_layout import output_buffers
+
+    s, dev = FULL, "cuda"
+    gen = torch.Generator(dev).manual_seed(0)
+    pools, indptr, indices = build_pools(s, dev, gen)
+    b, hq, d, n = s["batch"], s["hq"], s["d"], s["seq"]
+    half, sm = n // 2, 1 / math.sqrt(d)
+    q = torch.randn(b, hq, d, generator=gen, device=dev).bfloat16()
+    ind2 = indices.view(b, n)
+    ptr_half = torch.arange(0, b * half + 1, half, device=dev, dtype=torch.int32)
+    parts = [(pools["fp8"], ptr_half, ind2[:, :half].contiguous().view(-1)),
+             (pools["nvfp4"], ptr_half, ind2[:, half:].contiguous().view(-1))]
+    timer = Timer(True, 50)
+
+    def run(parts_, splits):
+        out = output_buffers(None, (b, hq, d), torch.float32, q.device)
+        return lambda _: da.decode_attention_pools(q, parts_, sm, num_splits=splits, out_dtype=torch.float32, out=out)
+
+    def auto(parts_):
+        calls = [da._kernel_call(q, kv, p, i, sm, torch.float32) for kv, p, i in parts_]
+        return [da._num_splits(c, i.numel()) for c, (_, _, i) in zip(calls, parts_)], calls
+
+    def show(label, ms, ref=None):
+        extra = f"  {ms / ref - 1:+.1%} vs ref" if ref else ""
+        print(f"{label:<52}{ms:8.4f} ms{extra}", flush=True)
+
+    for pdl in (False, True):
+        da.USE_PDL = pdl
+        print(f"\n--- programmatic dependent launch {'on' if pdl else 'off'}", flush=True)
+        times = {}
+        for fmt in ("fp8", "nvfp4"):
+            whole = [(pools[fmt], indptr, indices)]
+            sp, calls = auto(whole)
+            times[fmt] = timer(run(whole, sp), [q]) * 1e3
+            show(f"{fmt} whole ({n} tokens), auto splits {sp}, resident {calls[0].resident()}", times[fmt])
+        avg = (times["fp8"] + times["nvfp4"]) / 2
+        show("average of the two (the goal's reference)", avg)
+        half_auto = {}
+        for fmt, part in zip(("fp8", "nvfp4"), parts):
+            sp, _ = auto([part])
+            half_auto[fmt] = timer(run([part], sp), [q]) * 1e3
+            show(f"{fmt} half ({half} tokens), auto splits {sp}", half_auto[fmt])
+            for k in (1, 2, 4, 8):
+                show(f"  {fmt} half, {k} splits", timer(run([part], [k]), [q]) * 1e3)
+        show("sum of the halves (auto)", half_auto["fp8"] + half_auto["nvfp4"], avg)
+        sp, _ = auto(parts)
+        mixed = timer(run(parts, sp), [q]) * 1e3
+        show(f"mixed, auto splits {sp}", mixed, avg)
+        mid = output_buffers(None, (b, hq, sum(sp), d), torch.float32, q.device)
+        o, lse = output_buffers(None, (b, hq, d), torch.float32, q.device)
+        mid[0].zero_(), mid[1].zero_()
+        red = timer(lambda _: da.reduce_splits(*mid, o, lse), [q]) * 1e3
+        show(f"reduce alone over {sum(sp)} splits", red)
+        ten = timer(lambda _: [da.reduce_splits(*mid, o, lse) for _ in range(10)], [q]) * 1e3
+        show("  ten reduces in one graph, per reduce", ten / 10)
+        one = torch.zeros(1, device=dev)
+        show("  a one-element kernel (graph replay floor)", timer(lambda _: one.add_(1), [q]) * 1e3)
+        for ka, kb in itertools.product((1, 2, 3), (2, 4)):
+            show(f"  mixed, splits fp8 {ka} + nvfp4 {kb}", timer(run(parts, [ka, kb]), [q]) * 1e3, avg)
+
+
+if __name__ == "__main__":
+    main()
