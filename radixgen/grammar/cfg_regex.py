@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MAX_CP = 0x10FFFF
+from .code_point_sets import MAX_CP, negated as _negate, normalized as _normalize
+
 _ESCAPED_STRING = '".*?(?<!\\\\)(\\\\\\\\)*?"'
 _ESCAPED_STRING_EQUIV = '"(?:[^"\\\\\\n]|\\\\.)*"'
 _DIGIT = [(48, 57)]
@@ -31,27 +32,6 @@ class ByteDfa:
 
     trans: tuple[tuple[int, ...], ...]
     accepting: frozenset[int]
-
-
-def _normalize(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
-
-
-def _negate(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out, nxt = [], 0
-    for lo, hi in _normalize(ranges):
-        if lo > nxt:
-            out.append((nxt, lo - 1))
-        nxt = hi + 1
-    if nxt <= MAX_CP:
-        out.append((nxt, MAX_CP))
-    return out
 
 
 def _fold_case(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -10,9 +10,9 @@ validates. Unsupported input raises GrammarError.
   (fullmatch implies the anchored search; so are those at the ends of top-level alternatives),
   shorthand classes (`\\d \\w \\s \\D \\W \\S`) are narrowed to printable ASCII (Python's and
   Rust's Unicode tables differ), and constructs whose meaning differs between the two engines
-  (lookaround, backreferences, inline flags, word boundaries) are refused, but for negative
-  lookaheads of literal prefixes before one repeated class and lookaheads that bound the length
-  (`regex_lookahead`); Unicode
+  (backreferences, inline flags, word boundaries) are refused; lookaheads of a few common shapes
+  are rewritten (`regex_lookahead`), other lookarounds and anchors inside the pattern written out
+  through an automaton (`regex_lookaround`); Unicode
   properties (`\\p{L}`) are narrowed to ASCII like the shorthands (`regex_properties`). Escapes
   and character classes are translated in `regex_classes`.
 - `format_regex`: exact regexes for the string formats radixgen supports.
@@ -31,6 +31,7 @@ from .regex_lengths import LENGTH_REFUSAL, fit_lengths, top_level_alternatives
 from .regex_lookahead import (leading_excluded_prefixes, leading_not_only, length_lookahead, not_blank_written_out,
                               not_only_written_out, without_prefixes)
 from .regex_classes import ANY_SAFE, char_class, escape_piece
+from .regex_lookaround import LookaroundError, lookarounds_written_out, needs_writing_out
 from .regex_properties import pattern_tokens, python_view, without_single_negations
 
 _YEAR = r"(?:0(?:0(?:0[1-9]|[1-9][0-9])|[1-9][0-9]{2})|[1-9][0-9]{3})"  # 0001-9999
@@ -171,7 +172,32 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
     format's name, for error messages). With `open_from` (default: max_length + 1), a repeat `{a,b}`
     with b >= open_from becomes `{a,}`: for strings of at most open_from characters the same
     strings (no repeat counts past the string's length), which fit_length then bounds, or a
-    string length guard does, in one automaton state per piece."""
+    string length guard does, in one automaton state per piece. A pattern with lookarounds or
+    anchors inside that the rewrites here do not take is written out without them through an
+    automaton first (`regex_lookaround`)."""
+    try:
+        return _fitted_pattern_regex(pattern, path, min_length, max_length, keyword, name, open_from)
+    except GrammarError as exc:
+        if not (_WRITTEN_OUT_REFUSAL.search(str(exc)) and (needs_writing_out(pattern) or "anchor" in str(exc))):
+            raise
+        try:
+            written, least, most = lookarounds_written_out(
+                pattern, python_view(without_single_negations(_python_group_names(pattern))))
+        except LookaroundError as why:
+            raise GrammarError(f"{exc} (nor can it be written out without them: {why})") from None
+        min_length = max(min_length, least)
+        max_length = most if max_length is None else max_length if most is None else min(max_length, most)
+        return _fitted_pattern_regex(written, path, min_length, max_length, keyword, name or pattern, open_from)
+
+
+# refusals `lookarounds_written_out` may lift
+_WRITTEN_OUT_REFUSAL = re.compile("lookaround and inline flags|negative lookahead is supported only|anchor '.' inside")
+
+
+def _fitted_pattern_regex(pattern: str, path: str, min_length: int, max_length: int | None, keyword: str,
+                          name: str | None, open_from: int | None) -> str:
+    """string_pattern_regex without the automaton: the whole pattern, else (under lengths) its
+    top-level alternatives one by one."""
     try:
         return _pattern_regex(pattern, path, min_length, max_length, keyword, name, open_from)
     except GrammarError as exc:

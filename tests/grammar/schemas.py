@@ -254,6 +254,16 @@ SUPPORTED = {
         "name": {"type": "string", "pattern": "^(?!^[0-9]+$)([a-zA-Z0-9\\-_]+)$", "maxLength": 8},
         "alias": {"type": "string", "pattern": "^$|^[a-z](?:-?[a-z0-9]){0,8}$", "minLength": 1, "maxLength": 9}},
         "required": ["repo", "id", "label", "key", "arn", "name", "alias"]},
+    # CloudFormation's lookarounds and inner anchors, written out through an automaton
+    "lookarounds_written_out": {"type": "object", "properties": {
+        "name": {"type": "string", "pattern": "^[a-zA-Z_](?!.*--)[a-zA-Z0-9_-]*$", "maxLength": 10},
+        "svc": {"type": "string", "pattern": "^(?!svc-)(?![-])(?!.*[-]$)(?!.*[-]{2})[a-z0-9-]+$"},
+        "bucket": {"type": "string", "pattern": "^[0-9a-z.-]{0,14}(?<!\\.)$"},
+        "uuid": {"type": "string", "pattern": "^(?!00000000-0000-0000-0000-000000000000)[0-9a-f]{8}-[0-9a-f]{4}-"
+                                              "[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"},
+        "s3": {"type": "string", "pattern": "(^s3://[a-z0-9]+/.+$)|(^(?=(.{4})*$)[A-Za-z0-9+/]*={0,2}$)",
+               "maxLength": 16}},
+        "required": ["name", "svc", "bucket", "uuid", "s3"]},
     # keywords beside a `$ref` that do not apply to the type it brings (CloudFormation's Tags:
     # `"items": {"$ref": "#/definitions/Tag", "maxItems": 20}`), and one that does
     "ref_siblings_of_other_types": {"type": "object", "properties": {
@@ -296,7 +306,7 @@ UNSUPPORTED = [
       "additionalProperties": False}, "required"),
     ({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}},
       "anyOf": [{"properties": {"a": {"type": "string", "pattern": "y"}}}]}, "anyOf"),
-    ({"type": "string", "pattern": "a(?=b)"}, "pattern"),
+    ({"type": "string", "pattern": "a(?=(?!c)b)"}, "pattern"),  # a lookaround inside a lookaround
     ({"type": "string", "pattern": "\\bword"}, "pattern"),
     ({"type": "string", "minLength": 5, "pattern": "^ab$"}, "pattern"),  # its strings are 2 long
     ({"type": "string", "maxLength": 9, "format": "date"}, "format"),  # dates are 10 long

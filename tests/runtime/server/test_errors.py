@@ -75,7 +75,7 @@ BAD_GENERATE = [
     ({"text": "hi", "sampling_params": {"stop_token_ids": 5}}, "sampling_params"),
     ({"text": "hi", "sampling_params": {"regex": "a(b"}}, "sampling_params"),
     ({"text": "hi", "sampling_params": {"json_schema": "{not json"}}, "sampling_params"),
-    ({"text": "hi", "sampling_params": {"json_schema": {"type": "string", "pattern": "(?=a)"}}}, "sampling_params"),
+    ({"text": "hi", "sampling_params": {"json_schema": {"type": "string", "pattern": "(?=(?!b)a)"}}}, "sampling_params"),
     ({"text": "hi", "sampling_params": {"ebnf": "root ::= ("}}, "sampling_params"),
     ({"text": "hi", "sampling_params": {"lark": "start: undefined_rule"}}, "sampling_params"),
     ({"text": "hi", "sampling_params": {"lark": "no_such_grammar"}}, "sampling_params"),
