@@ -130,8 +130,10 @@ def char_class(body: str, i: int, refuse) -> tuple[str, int]:
                 raise refuse("a range from or to a character JSON strings must escape is not supported")
             backslash |= body[j - 2:j] == "\\\\" and not negated
             parts.append(piece)
-        elif c == "[" or body.startswith(("&&", "--", "~~", "||"), j):
+        elif c == "[" or body.startswith("--", j):
             raise refuse("nested classes and class set operations are not supported")
+        # (`&&`, `~~` and `||` are characters in ECMA-262 without the v flag and in Python's re,
+        # and each is escaped below or not special in Rust: AWS's `[\p{L}||\p{M}||\p{N}]`)
         else:  # (^ & ~ escaped: next to a removed member they would turn into syntax)
             parts.append("\\]" if c == "]" else ("\\-" if c == "-" and first else
                                                   ("\\" + c if c in "^&~" else c)))

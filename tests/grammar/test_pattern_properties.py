@@ -57,6 +57,20 @@ def test_refused(pattern, why):
         string_pattern_regex(pattern, "x")
 
 
+@pytest.mark.parametrize("pattern", ["^[\\p{L}||\\p{N}]+$", "^[a&&b~~c]+$"])
+def test_doubled_set_operators_are_characters(pattern):
+    """Without ECMA-262's v flag `||`, `&&` and `~~` in a class are two characters, as in Python's
+    re (AWS writes `[\\p{L}||\\p{M}||\\p{Z}]`); they are not Rust's set operations here."""
+    import warnings
+
+    regex = string_pattern_regex(pattern, "x")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # ("possible set union")
+        python = re.compile(python_view(pattern))
+    for text in ["ab", "a|b", "a&b", "b~c", "a1", "a-b", "a b", "|"]:
+        assert fullmatches(regex, text.encode()) == bool(python.search(text)), text
+
+
 def test_python_view_keeps_widths_and_ascii_meaning():
     view = python_view("^([\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*)\\p{Lu}{2}$")
     assert re.fullmatch(view, "ab 12_:/AB") and not re.fullmatch(view, "ab é AB")
