@@ -230,6 +230,8 @@ def _pattern_regex(pattern: str, path: str, min_length: int, max_length: int | N
             re.compile(python_view(body))
     except re.error as exc:
         raise refuse(f"not a valid regular expression ({exc})") from None
+    except RecursionError:
+        raise refuse("its groups nest too deeply") from None
     if body.startswith("^"):
         body = body[1:]
     end_anchored = body.endswith("$") and not _escaped_at(body, len(body) - 1)

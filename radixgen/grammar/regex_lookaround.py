@@ -36,7 +36,9 @@ from .code_point_sets import MAX_CP, negated, normalized
 from .regex_lookahead import _group_end
 
 MAX_STATES = 2000  # automaton states before the pattern is refused
-MAX_TEXT = 30000  # characters of the written-out pattern
+MAX_TEXT = 150_000  # characters of the written-out pattern (one of 125,000 compiled in 5 s)
+# group nesting of the written-out pattern (Rust's regex parser stops at 250, Python's around 300)
+MAX_DEPTH = 120
 # what a string written out may hold: no control character, '"', '\\', surrogate or astral character
 # (nor a line terminator: then `.` is every character, and `(?=.{m,n}$)` a length)
 _UNIVERSE = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x2027), (0x202A, 0xD7FF), (0xE000, 0xFFFD))
@@ -68,6 +70,8 @@ def lookarounds_written_out(pattern: str, python_text: str) -> tuple[str, int, i
         parsed = _parser.parse(python_text)
     except re.error as exc:
         raise LookaroundError(f"not a valid regular expression ({exc})") from None
+    except RecursionError:
+        raise LookaroundError("its groups nest too deeply") from None
     if parsed.state.flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE):
         raise LookaroundError("inline flags are not supported")
     items, least, most = _lengths_taken_out(list(parsed), parsed.state)
@@ -496,7 +500,7 @@ def _write_out(moves: list[dict], accepting: list[bool], atom_sets: list) -> str
             put(i, end, _EPS)
     remaining = set(range(n))
     while remaining:
-        k = min(remaining, key=lambda s: (len(pred[s] - {s}) * len(succ[s].keys() - {s}), s))
+        k = min(remaining, key=lambda s: (_weight(s, succ, pred), s))
         remaining.discard(k)
         loop = succ[k].pop(k, None)
         pred[k].discard(k)
@@ -511,33 +515,49 @@ def _write_out(moves: list[dict], accepting: list[bool], atom_sets: list) -> str
     return succ[start][end].text
 
 
+def _weight(k: int, succ: dict, pred: dict) -> int:
+    """How much text eliminating state k adds (Delgado and Morais' measure): each incoming label
+    is copied once per further outgoing one, and the other way round, the loop once per path."""
+    ins = [len(succ[a][k].text) for a in pred[k] if a != k]
+    outs = [len(r.text) for b, r in succ[k].items() if b != k]
+    loop = len(succ[k][k].text) if k in succ[k] else 0
+    return sum(ins) * (len(outs) - 1) + sum(outs) * (len(ins) - 1) + loop * (len(ins) * len(outs) - 1)
+
+
 class _Re:
     """Regex text with what it needs around it: kind "eps" (empty), "atom" (takes a quantifier
-    as it is), "quant" (X*, X?), "cat" or "alt"."""
+    as it is), "quant" (X*, X?), "cat" or "alt"; depth: how deep its groups nest."""
 
-    def __init__(self, kind: str, text: str):
-        self.kind, self.text = kind, text
+    def __init__(self, kind: str, text: str, depth: int = 0):
+        self.kind, self.text, self.depth = kind, text, depth
+        if depth > MAX_DEPTH:
+            raise LookaroundError(f"written out without lookarounds its groups nest more than {MAX_DEPTH} deep")
 
-    def _quantifiable(self) -> str:
-        return self.text if self.kind == "atom" else f"(?:{self.text})"
+    def _quantifiable(self) -> tuple[str, int]:
+        return (self.text, self.depth) if self.kind == "atom" else (f"(?:{self.text})", self.depth + 1)
 
-    def _concatenable(self) -> str:
-        return f"(?:{self.text})" if self.kind == "alt" else self.text
+    def _concatenable(self) -> tuple[str, int]:
+        return (f"(?:{self.text})", self.depth + 1) if self.kind == "alt" else (self.text, self.depth)
 
     def star(self) -> "_Re":
-        return self if self.kind == "eps" else _Re("quant", self._quantifiable() + "*")
+        if self.kind == "eps":
+            return self
+        text, depth = self._quantifiable()
+        return _Re("quant", text + "*", depth)
 
     def opt(self) -> "_Re":
         if self.kind == "eps" or self.text.endswith("*") and self.kind == "quant":
             return self
-        return _Re("quant", self._quantifiable() + "?")
+        text, depth = self._quantifiable()
+        return _Re("quant", text + "?", depth)
 
     def cat(self, other: "_Re") -> "_Re":
         if self.kind == "eps":
             return other
         if other.kind == "eps":
             return self
-        return _Re("cat", self._concatenable() + other._concatenable())
+        (a, da), (b, db) = self._concatenable(), other._concatenable()
+        return _Re("cat", a + b, max(da, db))
 
     def alt(self, other: "_Re") -> "_Re":
         if self.text == other.text and self.kind == other.kind:
@@ -546,7 +566,7 @@ class _Re:
             return other.opt()
         if other.kind == "eps":
             return self.opt()
-        return _Re("alt", self.text + "|" + other.text)
+        return _Re("alt", self.text + "|" + other.text, max(self.depth, other.depth))
 
 
 _EPS = _Re("eps", "")

@@ -93,6 +93,10 @@ def test_automata_past_the_limits_are_refused(monkeypatch):
     monkeypatch.setattr(regex_lookaround, "MAX_TEXT", 20)
     with pytest.raises(GrammarError, match="over 20 characters"):
         string_pattern_regex(pattern, "x")
+    monkeypatch.setattr(regex_lookaround, "MAX_TEXT", 150_000)
+    monkeypatch.setattr(regex_lookaround, "MAX_DEPTH", 0)
+    with pytest.raises(GrammarError, match="nest more than 0 deep"):
+        string_pattern_regex(pattern, "x")
 
 
 def test_lookarounds_end_to_end(smol_compiler, smol_info):
