@@ -73,12 +73,22 @@ def main() -> None:
         mid[0].zero_(), mid[1].zero_()
         red = timer(lambda _: da.reduce_splits(*mid, o, lse), [q]) * 1e3
         show(f"reduce alone over {sum(sp)} splits", red)
-        ten = timer(lambda _: [da.reduce_splits(*mid, o, lse) for _ in range(10)], [q]) * 1e3
-        show("  ten reduces in one graph, per reduce", ten / 10)
         one = torch.zeros(1, device=dev)
-        show("  a one-element kernel (graph replay floor)", timer(lambda _: one.add_(1), [q]) * 1e3)
+        show("  a one-element kernel (the time of a launch in a graph)", timer(lambda _: one.add_(1), [q]) * 1e3)
         for ka, kb in itertools.product((1, 2, 3), (2, 4)):
             show(f"  mixed, splits fp8 {ka} + nvfp4 {kb}", timer(run(parts, [ka, kb]), [q]) * 1e3, avg)
+
+    da.USE_PDL = True
+    print("\n--- fp8 kernel configs (BLOCK_N, warps, stages), whole / half, auto splits", flush=True)
+    default = da.DECODE_CONFIGS[1]
+    for block_n, warps, stages in ((128, 4, 2), (64, 4, 2), (64, 4, 3), (128, 4, 3), (128, 8, 2), (64, 2, 2)):
+        da.DECODE_CONFIGS[1] = (block_n, warps, stages, *default[3:])
+        got = []
+        for part in ([(pools["fp8"], indptr, indices)], parts[:1]):
+            sp, _ = auto(part)
+            got.append(f"{timer(run(part, sp), [q]) * 1e3:.4f} ms ({sp[0]} splits)")
+        print(f"  {(block_n, warps, stages)}: " + " / ".join(got), flush=True)
+    da.DECODE_CONFIGS[1] = default
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from .regex_properties import PROPERTY, members_text, pattern_tokens, property_members, python_view
+from .regex_properties import PROPERTY, members_text, pattern_tokens, property_members, python_compiled
 
 _JSON_UNSAFE = r'["\\\x00-\x1f]'  # chars a raw JSON string may not contain unescaped
 # "." (ECMA-262's leaves out the line terminators \u2028 and \u2029, Python's does not: neither)
@@ -92,7 +92,7 @@ def _negated_as_ascii(body: str, i: int, end: int, refuse) -> tuple[str, int]:
     U+00A0, so [^\\s] would take it), but on ASCII ECMA-262 and Python read every shorthand
     alike, so the whole class narrowed to ASCII is exact there."""
     try:
-        test = re.compile(python_view(body[i:end + 1]))
+        test = python_compiled(body[i:end + 1])
     except re.error:
         raise refuse("a shorthand class inside a negated class is not supported") from None
     members = [c for c in map(chr, range(0x20, 0x7F)) if c not in '"\\' and test.fullmatch(c)]

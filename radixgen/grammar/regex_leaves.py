@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 
 from .matcher import GrammarError
 from .regex_lengths import LENGTH_REFUSAL, fit_lengths, top_level_alternatives
@@ -32,7 +31,7 @@ from .regex_lookahead import (leading_excluded_prefixes, leading_not_only, lengt
                               not_only_written_out, without_prefixes)
 from .regex_classes import ANY_SAFE, char_class, escape_piece
 from .regex_lookaround import LookaroundError, lookarounds_written_out, needs_writing_out
-from .regex_properties import pattern_tokens, python_view, without_single_negations
+from .regex_properties import pattern_tokens, python_compiled, python_view, without_single_negations
 
 _YEAR = r"(?:0(?:0(?:0[1-9]|[1-9][0-9])|[1-9][0-9]{2})|[1-9][0-9]{3})"  # 0001-9999
 _LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
@@ -225,9 +224,7 @@ def _pattern_regex(pattern: str, path: str, min_length: int, max_length: int | N
 
     body = without_single_negations(_python_group_names(pattern))
     try:
-        with warnings.catch_warnings():  # ("possible set union" for a "[" inside a class: a syntax check only)
-            warnings.simplefilter("ignore", FutureWarning)
-            re.compile(python_view(body))
+        python_compiled(body)
     except re.error as exc:
         raise refuse(f"not a valid regular expression ({exc})") from None
     except RecursionError:

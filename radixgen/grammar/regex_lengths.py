@@ -11,7 +11,7 @@ from re import _constants
 
 from .matcher import GrammarError
 from .regex_classes import ANY_SAFE
-from .regex_properties import pattern_tokens, python_view
+from .regex_properties import pattern_tokens, python_parsed
 
 _UNBOUNDED_WIDTH = int(_constants.MAXREPEAT)
 REPEAT_MAX = 256  # most count of a repeat under a maxLength (a subset: the automaton has a state
@@ -107,7 +107,8 @@ def _counts_that_fit(body: str, unbounded: list, min_length: int, max_length: in
         return None
     most = None
     if max_length is not None:
-        most = _smallest(lambda b: width(least, b + 1)[1] > max_length, least, max_length)
+        # (a width with no most: a repeat these counts leave open, too wide; the caller checks the result)
+        most = _smallest(lambda b: (width(least, b + 1)[1] or max_length + 1) > max_length, least, max_length)
         most = max_length if most is None else most  # repeats of empty strings never grow
         most = min(most, max(least, REPEAT_MAX))
     return counts(least, most)
@@ -120,7 +121,7 @@ def _ends_are_determined(body: str, num_unbounded: int) -> bool:
     compared on a sample alphabet (printable ASCII and a few others) with Python's semantics, which
     are wider than the translation's, so a false "disjoint" cannot come from the sample's ASCII
     part; a pattern judged wrongly is still refused by the automaton probe, never built."""
-    parsed = re._parser.parse(python_view(body))
+    parsed = python_parsed(body)
     items = parsed.data
     tops = [i for i, (op, av) in enumerate(items) if op in _REPEATS and av[1] == _UNBOUNDED_WIDTH]
     if len(tops) != num_unbounded:  # a repeat inside a group
@@ -153,7 +154,7 @@ def _width_with(body: str, unbounded: list, counts: list) -> tuple[int, int | No
 
 def _width(body: str) -> tuple[int, int | None]:
     """Fewest and most characters a fullmatch of `body` spans (None: no most)."""
-    lo, hi = re._parser.parse(python_view(body)).getwidth()
+    lo, hi = python_parsed(body).getwidth()
     return lo, (None if hi >= _UNBOUNDED_WIDTH else hi)
 
 

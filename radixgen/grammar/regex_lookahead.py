@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import re
 
-from re import _constants, _parser
+from re import _constants
 
-from .regex_properties import pattern_tokens, python_view
+from .regex_properties import pattern_tokens, python_compiled, python_parsed, python_view
 
 _LOOKAHEAD_LITERAL = re.compile(r"\(\?!((?:[A-Za-z0-9 _:/@#%&=,;'<>~`-]|\\[^A-Za-z0-9])+)(\.\*)?\)")
 _REPEAT = re.compile(r"\*|\+|\{([0-9]+)(?:,([0-9]*))?\}")
@@ -75,7 +75,7 @@ def _group_end(body: str) -> int | None:
 def _matches_line_break(pattern: str) -> bool:
     """True when some piece of `pattern` can match a line break (or the pattern does not parse)."""
     try:
-        tree = _parser.parse(python_view(pattern))
+        tree = python_parsed(pattern)
     except (re.error, OverflowError):
         return True
     return _tree_matches(tree, set(map(ord, _LINE_BREAKS)))
@@ -205,7 +205,7 @@ def without_prefixes(body: str, out: list, excluded: list[str], refuse) -> str:
     atom = out[0]
     least = {"*": 0, "+": 1}.get(quantifier, int(m[1] or 0))
     most = None if quantifier in ("*", "+") or m[2] == "" else int(m[2] if m[2] is not None else m[1])
-    allowed = re.compile(python_view(source))  # the class as the pattern wrote it: which literal characters it takes
+    allowed = python_compiled(source)  # the class as the pattern wrote it: which literal characters it takes
 
     def rest(count: int) -> str:  # any tail of the class, after `count` characters
         lo = max(least - count, 0)

@@ -30,6 +30,7 @@ past U+FFFF are never generated.
 from __future__ import annotations
 
 import re
+import warnings
 from re import _constants as C, _parser
 
 from .code_point_sets import MAX_CP, negated, normalized
@@ -67,7 +68,9 @@ def lookarounds_written_out(pattern: str, python_text: str) -> tuple[str, int, i
     counted repeats out of the automaton (`_lengths_taken_out`). Raises LookaroundError."""
     _refuse_properties_under_lookarounds(pattern)
     try:
-        parsed = _parser.parse(python_text)
+        with warnings.catch_warnings():  # (re's FutureWarning for `||` in a class: two characters)
+            warnings.simplefilter("ignore", FutureWarning)
+            parsed = _parser.parse(python_text)
     except re.error as exc:
         raise LookaroundError(f"not a valid regular expression ({exc})") from None
     except RecursionError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+import warnings
 
 PROPERTY = re.compile(r"\\([pP])(?:\{([^}]*)\}|([A-Za-z]))")
 _CATEGORIES = {"L", "Lu", "Ll", "Lt", "Lm", "Lo", "LC", "L&", "M", "Mn", "Mc", "Me", "N", "Nd", "Nl", "No",
@@ -91,3 +92,18 @@ def python_view(pattern: str) -> str:
             text = members_text(members, in_class) if members else ("\\d" if in_class else "[\\d]")
         out.append(text)
     return "".join(out)
+
+
+def python_parsed(pattern: str):
+    """re's parse tree of python_view(pattern), without re's FutureWarning for a doubled `|`, `&`,
+    `~` or a `[` in a class (characters in ECMA-262 without the v flag, and in re)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return re._parser.parse(python_view(pattern))
+
+
+def python_compiled(pattern: str) -> re.Pattern:
+    """re.compile(python_view(pattern)), without that warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return re.compile(python_view(pattern))

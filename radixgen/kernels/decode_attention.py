@@ -44,7 +44,9 @@ LOG2E = 1.4426950408889634
 # contiguous read of heads * row bytes per slot), prefetching and register caps were all slower there.
 # nvfp4 runs one warp over 32-token tiles: its dequantize is latency-bound, and more, smaller
 # programs per SM hide it (0.227 -> 0.19 ms there; 2 or 4 warps over 64-128 tokens: 0.21-0.38 ms).
-DECODE_CONFIGS = {0: (128, 4, 2, 1, False, None), 1: (128, 4, 3, 1, False, None), 2: (32, 1, 3, 1, False, None)}
+# fp8: 64-token tiles, 3 stages on an H100 (session 23, benchmarks/probe_mixed_decode.py: 0.191 ms
+# whole, 0.100 at half the tokens, against 0.202 / 0.109 for 128-token tiles in 3 stages).
+DECODE_CONFIGS = {0: (128, 4, 2, 1, False, None), 1: (64, 4, 3, 1, False, None), 2: (32, 1, 3, 1, False, None)}
 # code-shape variants: nvfp4 / fp8 (fp8_eo) as even/odd halves (fp8: 0.197 -> 0.148 ms there, no
 # byte shuffles, one cvt per pair); all KV heads per program with masked dots (rows, slower)
 DECODE_VARIANT = {"split_eo": True, "rows": False, "fp8_eo": True}
