@@ -13,7 +13,8 @@ copy each token's codes and scales for all of them, one contiguous run of the sl
 memory by cp.async, two tiles deep; the register pipeline (one warp per CTA loading its head's
 64-byte rows itself) is kept for pools whose scales are not 16-byte aligned or whose stages do
 not fit a CTA's shared memory (`_stageable`, `_fits`). On an H100 at 64 x
-4096 tokens the shared-memory one took 0.130 ms, the register one 0.151 (docs/BENCHMARKS.md).
+4096 tokens the shared-memory one took 0.130 ms, the register one 0.151 (session 22; 0.125 with
+session 23's timer, docs/BENCHMARKS.md).
 
 The kernel is launched through the CUDA driver API (ctypes): no torch extension build, no host
 compiler. Compiled kernels are kept per (device, head dim, group, KV heads, dtypes, pipeline).
