@@ -24,7 +24,11 @@ class BranchRewrites:
         return {"allOf": [self.rewrite(node["allOf"][0], f"{path}.allOf[0]")]}
 
     def _anyOf(self, node: dict, path: str) -> dict:
-        return {"anyOf": self._options(_alternatives_of(node, path, "anyOf"), f"{path}.anyOf")}
+        options = self._options(_alternatives_of(node, path, "anyOf"), f"{path}.anyOf")
+        # alternatives that rewrite alike are one (CloudFormation's items `{"type": "string",
+        # "anyOf": [{"relationshipRef": ...}, ...]}`: strings, as uniqueItems can then see)
+        distinct = list({json.dumps(option, sort_keys=True): option for option in options}.values())
+        return distinct[0] if len(distinct) == 1 else {"anyOf": distinct}
 
     def _oneOf(self, node: dict, path: str) -> dict:
         options = _alternatives_of(node, path, "oneOf")

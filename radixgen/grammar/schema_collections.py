@@ -198,10 +198,13 @@ class CollectionRewrites:
             if isinstance(sub, dict) and "$ref" in sub:  # (CloudFormation's Key: {"$ref": TagKey})
                 target = self._resolved(sub)
                 sub = self.rewrite(target, f"{path}.items.properties.{key}") if isinstance(target, dict) else None
-            if not (isinstance(sub, dict) and (sub.get("type") == "string" or self._string_placeholder(sub))):
+            names = _string_enum(sub)
+            if names is None and not (isinstance(sub, dict) and (sub.get("type") == "string"
+                                                                 or self._string_placeholder(sub))):
                 continue
             try:
-                strings = self._string_item({"type": "string"}, sub, node, path)
+                strings = (self._counted_items(names, node, path) if names is not None
+                           else self._string_item({"type": "string"}, sub, node, path))
             except GrammarError:  # (too many items for its values, ...): the next name may do
                 continue
             if strings is not None:
@@ -311,6 +314,17 @@ class CollectionRewrites:
         return placeholder
 
     # ------------------------------------------------------------ helpers
+
+
+def _string_enum(new) -> str | None:
+    """The item regex of a rewritten schema that is a set of strings (an enum or const of strings
+    only: CloudFormation's `Day`, `Action`), else None."""
+    if not isinstance(new, dict) or set(new) - {"type", "enum"} or new.get("type", "string") != "string":
+        return None
+    values = new.get("enum")
+    if not values or not all(isinstance(v, str) for v in values):
+        return None
+    return "(?:" + "|".join(json_literal(v) for v in dict.fromkeys(values)) + ")"
 
 
 def _placeholder_key(new) -> str | None:

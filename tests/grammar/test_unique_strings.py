@@ -192,6 +192,34 @@ def test_a_key_property_may_be_a_reference(small_compiler, small_info):
         jsonschema.validate(json.loads(text), schema)
 
 
+def test_a_key_property_may_be_a_set_of_strings(small_compiler, small_info):
+    # CloudFormation's schedules: {"Day": {"enum": [...]}, ...} required: each day once, so at most
+    # as many objects as days
+    schema = {"type": "array", "uniqueItems": True, "maxItems": 6, "items": {
+        "type": "object", "additionalProperties": False, "required": ["Day", "Start"],
+        "properties": {"Day": {"type": "string", "enum": ["MON", "TUE", "WED"]},
+                       "Start": {"type": "string", "maxLength": 2}}}}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    assert accepts_prefix(grammar, small_info, '[{"Day":"MON","Start":"a"},{"Day":"TUE","Start":"a"}]')
+    assert not accepts_prefix(grammar, small_info, '[{"Day":"MON","Start":"a"},{"Day":"MON","Start":"b"}')
+    assert not accepts_prefix(grammar, small_info, '[' + ",".join(f'{{"Day":"{d}","Start":""}}'
+                                                                   for d in ("MON", "TUE", "WED")) + ",")
+    for seed in range(10):
+        _, text = random_walk(grammar, small_info, seed)
+        jsonschema.validate(json.loads(text), schema)
+
+
+def test_alternatives_that_rewrite_alike_are_one(small_compiler, small_info):
+    # CloudFormation's SecurityGroupIds: string items whose anyOf branches hold only annotations
+    ref = {"relationshipRef": {"typeName": "AWS::EC2::SecurityGroup", "propertyPath": "/properties/GroupId"}}
+    schema = {"type": "array", "uniqueItems": True, "items": {"type": "string", "anyOf": [ref, dict(ref)]}}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    assert not accepts_prefix(grammar, small_info, '["a","a"')
+    for seed in range(10):
+        _, text = random_walk(grammar, small_info, seed)
+        jsonschema.validate(json.loads(text), schema)
+
+
 def test_bounded_strings_exhaust_their_prefixes():
     # the guard's count of what an item can still become (93 printable characters, here)
     chars = {bytes([c]) for c in range(0x20, 0x7F)} - {b'"', b"\\"}
