@@ -10,9 +10,9 @@ validates. Unsupported input raises GrammarError.
   (fullmatch implies the anchored search; so are those at the ends of top-level alternatives),
   shorthand classes (`\\d \\w \\s \\D \\W \\S`) are narrowed to printable ASCII (Python's and
   Rust's Unicode tables differ), and constructs whose meaning differs between the two engines
-  (backreferences, inline flags, word boundaries) are refused; lookaheads of a few common shapes
-  are rewritten (`regex_lookahead`), other lookarounds and anchors inside the pattern written out
-  through an automaton (`regex_lookaround`); Unicode
+  (backreferences, inline flags) are refused; lookaheads of a few common shapes are rewritten
+  (`regex_lookahead`), other lookarounds, word boundaries and anchors inside the pattern written
+  out through an automaton (`regex_lookaround`); Unicode
   properties (`\\p{L}`) are narrowed to ASCII like the shorthands (`regex_properties`). Escapes
   and character classes are translated in `regex_classes`.
 - `format_regex`: exact regexes for the string formats radixgen supports.
@@ -190,7 +190,8 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
 
 
 # refusals `lookarounds_written_out` may lift
-_WRITTEN_OUT_REFUSAL = re.compile("lookaround and inline flags|negative lookahead is supported only|anchor '.' inside")
+_WRITTEN_OUT_REFUSAL = re.compile("lookaround and inline flags|negative lookahead is supported only|anchor '.' inside"
+                                  r"|escape \\[bB] is not supported")
 
 
 def _fitted_pattern_regex(pattern: str, path: str, min_length: int, max_length: int | None, keyword: str,

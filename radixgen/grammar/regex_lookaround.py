@@ -16,7 +16,8 @@ The automaton runs threads of a Thompson automaton of `.*` pattern `.*` in step 
   and dies in the other case; at the end of the string pending obligations are decided by whether
   X matches up to the end;
 - a lookbehind `(?<=Y)` / `(?<!Y)` reads the state of an automaton of `.*Y` run from the start.
-Lookarounds inside lookarounds, backreferences, word boundaries and flags are refused.
+Word boundaries are lookarounds too (`\\b`: a word character before and none after, or the
+other way round). Lookarounds inside lookarounds, backreferences and flags are refused.
 
 Classes keep the rule of the rest of the translation: the output is a subset of the pattern's
 language in ECMA-262 and in Python's `re` alike. Where the two read a class differently (`\\s`,
@@ -35,6 +36,7 @@ from re import _constants as C, _parser
 
 from .code_point_sets import MAX_CP, negated, normalized
 from .regex_lookahead import _group_end
+from .regex_properties import pattern_tokens
 
 MAX_STATES = 2000  # automaton states before the pattern is refused
 MAX_TEXT = 150_000  # characters of the written-out pattern (one of 125,000 compiled in 5 s)
@@ -57,8 +59,20 @@ class LookaroundError(ValueError):
     """The pattern cannot be written out (the message says why)."""
 
 
+# word boundaries as lookarounds: a word character on one side only (`\\B`: on both or neither);
+# the polarity rule then takes a word character ECMA-262 and Python both count where one must be
+# there, and any either counts where none may be (ECMA-262's \\w is ASCII, Python's Unicode)
+_BOUNDARIES = {"\\b": "(?:(?<=\\w)(?!\\w)|(?<!\\w)(?=\\w))", "\\B": "(?:(?<=\\w)(?=\\w)|(?<!\\w)(?!\\w))"}
+
+
 def needs_writing_out(pattern: str) -> bool:
-    return bool(_LOOKAROUND.search(pattern))
+    return bool(_LOOKAROUND.search(pattern)) or any(
+        text in _BOUNDARIES and not in_class for _, text, in_class in pattern_tokens(pattern))
+
+
+def _boundaries_as_lookarounds(python_text: str) -> str:
+    return "".join(_BOUNDARIES.get(text, text) if not in_class else text
+                   for _, text, in_class in pattern_tokens(python_text))
 
 
 def lookarounds_written_out(pattern: str, python_text: str) -> tuple[str, int, int | None]:
@@ -70,7 +84,7 @@ def lookarounds_written_out(pattern: str, python_text: str) -> tuple[str, int, i
     try:
         with warnings.catch_warnings():  # (re's FutureWarning for `||` in a class: two characters)
             warnings.simplefilter("ignore", FutureWarning)
-            parsed = _parser.parse(python_text)
+            parsed = _parser.parse(_boundaries_as_lookarounds(python_text))
     except re.error as exc:
         raise LookaroundError(f"not a valid regular expression ({exc})") from None
     except RecursionError:

@@ -26,6 +26,8 @@ EXACT = [
     ("(?<=a)b$", "abc"),
     ("(^a)*b", "ab"), ("(a$|b)c", "abc"), ("^(^$|ab)", "ab"),  # anchors inside the pattern
     ("^(?=a)(?!ab)[a-c]*$|^b$", "abc"),                       # lookaheads in one alternative
+    ("^(\\bab\\b|[a-c0-9]+)$", "ab1-"), ("\\b([0-9]|[0-9][0-9])\\b", "1a -"),  # word boundaries
+    ("a\\Bb|x\\b", "abx -"),
 ]
 
 
@@ -73,9 +75,18 @@ def test_negated_classes_exclude_what_either_flavour_excludes():
         assert _generates(regex, text) == want, repr(text)
 
 
+def test_word_boundaries_hold_in_both_flavours():
+    """`\\b` after a word character: the next character may be none ECMA-262 or Python counts as
+    a word character (Python counts "é", ECMA-262 does not), or the end; past ASCII every
+    character counts as one there (U+00A0 too: a subset)."""
+    regex = string_pattern_regex("^[a-z]+\\b", "x")
+    for text, want in (("ab", True), ("ab ", True), ("ab-c", True), ("ab\u00e9", False), ("ab\u00a0", False)):
+        assert _generates(regex, text) == want, repr(text)
+
+
 @pytest.mark.parametrize("pattern,why", [
     ("^(?=(?!a)b)[a-c]+$", "inside a lookaround"), ("^(a)\\1$", "not supported"),
-    ("^\\ba", "not supported"), ("^(?!\\p{L})[a-z0-9]+$", "Unicode property"),
+    ("^(?=\\ba)[a-c]+$", "inside a lookaround"), ("^(?!\\p{L})[a-z0-9]+$", "Unicode property"),
     ("^(?!a)[a-c]{1,3}(?<=^b)$", "anchor"), ("x(^a)", "matches no string")])
 def test_what_cannot_be_written_out_is_refused(pattern, why):
     with pytest.raises(GrammarError, match=why):
