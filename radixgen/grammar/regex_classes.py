@@ -72,6 +72,47 @@ def escape_piece(body: str, i: int, refuse, in_class: bool, negated: bool = Fals
     raise refuse(f"escape \\{c} is not supported")
 
 
+_ESCAPED_CODES = {"t": 9, "n": 10, "v": 11, "f": 12, "r": 13, "0": 0}
+
+
+def _class_atom(body: str, i: int) -> tuple[int, int] | None:
+    """(code point, index after) of one class member at i that names a single character (a
+    literal, `\\t`-style, `\\xHH`, `\\uHHHH` or a punctuation escape), else None."""
+    c = body[i:i + 1]
+    if not c or c == "]":
+        return None
+    if c != "\\":
+        return ord(c), i + 1
+    e = body[i + 1:i + 2]
+    if e in _ESCAPED_CODES:
+        return _ESCAPED_CODES[e], i + 2
+    width = {"x": 2, "u": 4}.get(e)
+    if width:
+        digits = body[i + 2:i + 2 + width]
+        ok = len(digits) == width and all(d in "0123456789abcdefABCDEF" for d in digits)
+        return (int(digits, 16), i + 2 + width) if ok else None
+    return (ord(e), i + 2) if e and not e.isalnum() else None
+
+
+def _unsafe_range(body: str, i: int) -> tuple[int, int, int] | None:
+    """A range `a-b` at i with an end JSON strings escape (a control character, '"' or '\\'):
+    (a, b, index after), else None (and for ranges whose ends are both safe: the usual path)."""
+    start = _class_atom(body, i)
+    if start is None or not body.startswith("-", start[1]) or body.startswith("-]", start[1]):
+        return None
+    end = _class_atom(body, start[1] + 1)
+    if end is None or end[0] < start[0]:
+        return None
+    unsafe = [code for code in (start[0], end[0]) if code < 0x20 or chr(code) in '"\\']
+    return (start[0], end[0], end[1]) if unsafe else None
+
+
+def _has_safe(lo: int, hi: int) -> bool:
+    """Whether lo..hi holds a character JSON strings need not escape (not a surrogate)."""
+    return any(not (code < 0x20 or chr(code) in '"\\' or 0xD800 <= code <= 0xDFFF)
+               for code in range(lo, min(hi, 0x7F) + 1)) or hi >= 0x80
+
+
 _SURROGATES = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}(?:-\\u[dD][89a-fA-F][0-9a-fA-F]{2})?")
 
 
@@ -114,6 +155,14 @@ def char_class(body: str, i: int, refuse) -> tuple[str, int]:
     first, backslash = True, False  # backslash: listed in a class that is not negated
     while j < len(body) and (body[j] != "]" or first):
         c = body[j]
+        ends_a_range = parts[-1] == "-" and parts[-2] not in ("[", "[^")  # (`9` of `0-9`: not a start)
+        ranged = _unsafe_range(body, j) if not (negated or ends_a_range) else None
+        if ranged is not None:  # (`[\x09-\x0D\x20-\x7E]`, `[\u0001-\uFFFF]`, `[@\\-_]`)
+            lo, hi, j = ranged
+            if _has_safe(lo, hi):  # kept as a range: the difference below takes the unsafe ones out
+                parts.append(f"\\x{{{lo:x}}}-\\x{{{hi:x}}}")
+            first = False
+            continue
         surrogates = _SURROGATES.match(body, j)
         if surrogates:  # no string holds a lone surrogate (AWS's [...\uD800\uDBFF-\uDC00\uDFFF]):
             if parts[-1] == "-":  # nothing to generate, unless a range runs into them

@@ -466,6 +466,10 @@ def test_ecma_named_groups_in_patterns(small_compiler, small_info):
     ("^[^\\u0022\\u005c]*$", ['"ab"', '""'], ['"\\""', '"\\\\"']),
     # \u escapes of such characters in a class are dropped like \t (CloudFormation's policies)
     ("^[\\u0009\\u000A\\u000D\\u0020-\\u007E]+$", ['"a b"', '"{}"'], ['"\\t"', '"a\\nb"']),
+    # ranges from or to them are kept as ranges, those characters taken out (`\\-a`: a range
+    # from the backslash to "a", CloudFormation's `[\\x09-\\x0D\\x20-\\x7E]`)
+    ("^[\\x09-\\x0D\\x20-\\x7E]+$", ['"a b"', '"~"'], ['"\\t"', '"\\""']),
+    ("^[\\\\-a]+$", ['"]^_a"'], ['"b"', '"-"']),  # (the backslash itself is left out: a subset)
     # a negated class listing a shorthand: the printable ASCII it matches (never U+00A0 for [^\s])
     ("^[^\\s]+$", ['"a-b"', '"x"'], ['"a b"', '"\u00a0"', '""']),
     ("^[^\\s,]*$", ['"a;b"', '""'], ['"a,b"', '"\u2028"']),
@@ -498,8 +502,8 @@ def test_patterns_with_characters_json_must_escape(small_compiler, small_info, p
         assert validator.is_valid(json.loads(random_walk(grammar, small_info, seed)[1]))
 
 
-@pytest.mark.parametrize("pattern,words", [("^[\\n]$", "only characters"), ("^[\\t-\\r]$", "a range"),
-                                           ("^[\\\\-a]$", "a range"), ("^[\\u0000-\\u001F]$", "must escape"),
+@pytest.mark.parametrize("pattern,words", [("^[\\n]$", "only characters"), ("^[\\t-\\r]$", "only characters"),
+                                           ("^[a-z0-9-\\\\.]$", "a range"), ("^[\\u0000-\\u001F]$", "must escape"),
                                            ("^[\\u0020-\\uD800]$", "surrogate")])
 def test_classes_of_characters_json_must_escape_are_refused(pattern, words):
     with pytest.raises(GrammarError, match=words):
