@@ -24,6 +24,7 @@ from radixgen.core import Constraint
 from .json_schema import WHITESPACE, schema_to_guarded_regex
 from .matcher import CompiledGrammar, GrammarError
 from .regex_leaves import escape_literal
+from .regex_lookaround import LookaroundError, lookarounds_written_out
 from .regex_matcher import RegexGrammar
 from .regex_markers import exclude_chars
 from .size_budget import INDEX_ENTRY_BUDGET, check_index_size
@@ -211,9 +212,13 @@ def _checked_regex(pattern: str) -> str:
         re.compile(pattern)
     except re.error as exc:
         raise GrammarError(f"invalid regex {pattern!r}: {exc}") from None
-    if re.search(r"(?<!\\)(?:\\\\)*(?:\(\?[=!<]|\\[1-9bB<>])", pattern):  # not after an escaped backslash
-        raise GrammarError(f"regex {pattern!r}: lookaround, backreferences and word boundaries "
-                           "are not supported")
+    if re.search(r"(?<!\\)(?:\\\\)*(?:\\[1-9]|\(\?P=)", pattern):  # (not after an escaped backslash)
+        raise GrammarError(f"regex {pattern!r}: backreferences are not supported")
+    if re.search(r"(?<!\\)(?:\\\\)*(?:\(\?<?[=!]|\\[bB])", pattern):  # (not after an escaped backslash)
+        try:  # lookarounds and word boundaries written out through an automaton (regex_lookaround)
+            return lookarounds_written_out(pattern, pattern, whole=True)[0][1:-1]
+        except LookaroundError as why:
+            raise GrammarError(f"regex {pattern!r}: {why}") from None
     if pattern.startswith("^"):
         pattern = pattern[1:]
     if pattern.endswith("$") and not pattern.endswith("\\$"):

@@ -1,7 +1,7 @@
 """Lookarounds and inner anchors written out: a pattern as an equal pattern without them.
 
 outlines-core's regexes have no lookaround, and the pattern translation (regex_leaves) reads `^` and
-`$` only at the ends. A lookahead or lookbehind without backreferences keeps a language regular, so
+`$` only at the ends. (A `regex` constraint, matched whole, goes through here too: `whole`.) A lookahead or lookbehind without backreferences keeps a language regular, so
 `lookarounds_written_out` builds the automaton of the whole strings a pattern accepts (as a JSON
 Schema pattern: a search, lookarounds seeing the whole string) and writes it back as a pattern of
 classes, groups and `* ? |` that the translation takes like any other. What CloudFormation writes
@@ -45,6 +45,7 @@ MAX_DEPTH = 120
 # what a string written out may hold: no control character, '"', '\\', surrogate or astral character
 # (nor a line terminator: then `.` is every character, and `(?=.{m,n}$)` a length)
 _UNIVERSE = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x2027), (0x202A, 0xD7FF), (0xE000, 0xFFFD))
+_ANY_TEXT = ((0, 0xD7FF), (0xE000, 0xFFFD))  # (whole texts: astral characters left out too)
 _NON_ASCII = ((0x80, MAX_CP),)
 _DIGIT = ((0x30, 0x39),)
 _WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
@@ -75,11 +76,13 @@ def _boundaries_as_lookarounds(python_text: str) -> str:
                    for _, text, in_class in pattern_tokens(python_text))
 
 
-def lookarounds_written_out(pattern: str, python_text: str) -> tuple[str, int, int | None]:
+def lookarounds_written_out(pattern: str, python_text: str, whole: bool = False) -> tuple[str, int, int | None]:
     """`pattern` (its Python view, `python_text`: properties as ASCII classes) as an anchored
     pattern without lookarounds or inner anchors, and a length range: the pattern's strings of
     those lengths are the same strings (see the module docstring for the classes). Lengths keep
-    counted repeats out of the automaton (`_lengths_taken_out`). Raises LookaroundError."""
+    counted repeats out of the automaton (`_lengths_taken_out`). `whole`: the pattern matches the
+    whole text, any character but a surrogate (a `regex` constraint), not a JSON string's
+    contents found by a search; no lengths then. Raises LookaroundError."""
     _refuse_properties_under_lookarounds(pattern)
     try:
         with warnings.catch_warnings():  # (re's FutureWarning for `||` in a class: two characters)
@@ -91,15 +94,17 @@ def lookarounds_written_out(pattern: str, python_text: str) -> tuple[str, int, i
         raise LookaroundError("its groups nest too deeply") from None
     if parsed.state.flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE):
         raise LookaroundError("inline flags are not supported")
-    items, least, most = _lengths_taken_out(list(parsed), parsed.state)
-    nfa = _Nfa()
+    items, least, most = (list(parsed), 0, None) if whole else _lengths_taken_out(list(parsed), parsed.state)
+    nfa = _Nfa(_ANY_TEXT if whole else _UNIVERSE)
     start = nfa.new()
-    nfa.edge(start, ("c", _UNIVERSE), start)  # a search: anything before the match
+    if not whole:  # a search: anything before the match
+        nfa.edge(start, ("c", nfa.universe), start)
     body_start, body_end = nfa.build(items, True, "main")
     nfa.edge(start, ("e",), body_start)
     final = nfa.new()
     nfa.edge(body_end, ("e",), final)
-    nfa.edge(final, ("c", _UNIVERSE), final)  # and after it
+    if not whole:  # and after it
+        nfa.edge(final, ("c", nfa.universe), final)
     nfa.final = final
     dfa = _Dfa(nfa)
     text = _write_out(*dfa.minimal(), dfa.atom_sets)
@@ -215,7 +220,8 @@ class _Nfa:
     ("^",) / ("$",) anchors; ("la", start, final, positive) a lookahead of the automaton
     start..final; ("lb", index, positive) lookbehind `index` (self.behind)."""
 
-    def __init__(self):
+    def __init__(self, universe: tuple):
+        self.universe = universe  # the characters a string written out may hold
         self.edges: list[list] = []
         self.behind: list[tuple[int, int]] = []  # (start, final) of each lookbehind's automaton
         self.final = -1
@@ -239,7 +245,7 @@ class _Nfa:
 
     def _item(self, op, arg, positive: bool, where: str, src: int, dst: int) -> None:
         if op in (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN):
-            self.edge(src, ("c", _intersect(_char_set(op, arg, positive), _UNIVERSE)), dst)
+            self.edge(src, ("c", _intersect(_char_set(op, arg, positive), self.universe)), dst)
         elif op == C.SUBPATTERN:
             _, add_flags, del_flags, sub = arg
             if add_flags or del_flags:
@@ -306,7 +312,7 @@ class _Dfa:
     def __init__(self, nfa: _Nfa):
         self.nfa = nfa
         sets = {label[1] for edges in nfa.edges for label, _ in edges if label[0] == "c"}
-        self.atom_sets, self.atoms_of = _atoms(sets)
+        self.atom_sets, self.atoms_of = _atoms(sets, nfa.universe)
         start = (True, tuple(self._behind_start(i) for i in range(len(nfa.behind))))
         first = self._config(start, [(0, False, frozenset())])  # state 0: the start
         self.states, self.moves, self.accepting = [first], [], []
@@ -437,7 +443,8 @@ class _Dfa:
                     live.add(i)
                     changed = True
         if 0 not in live:
-            raise LookaroundError("it matches no string JSON can hold unescaped")
+            raise LookaroundError("it matches no string that can be written out (JSON string contents "
+                                  "hold no control character, '\"' or '\\' unescaped)")
         block = {i: int(self.accepting[i]) for i in live}
         while True:
             keys = {i: (block[i], tuple(sorted((a, block[j]) for a, j in self.moves[i].items() if j in live)))
@@ -470,15 +477,15 @@ def _decide(positive: bool, final: int, ahead: frozenset):
     return (positive, final, ahead)
 
 
-def _atoms(sets) -> tuple[list[tuple], dict]:
+def _atoms(sets, universe: tuple) -> tuple[list[tuple], dict]:
     """The universe cut into atoms (sets of code points no class of `sets` tells apart), and the
     atoms of each set."""
     sets = list(sets)
-    cuts = {lo for lo, _ in _UNIVERSE} | {hi + 1 for _, hi in _UNIVERSE}
+    cuts = {lo for lo, _ in universe} | {hi + 1 for _, hi in universe}
     for s in sets:
         cuts |= {lo for lo, _ in s} | {hi + 1 for _, hi in s}
     cuts = sorted(cuts)
-    pieces = [(a, b - 1) for a, b in zip(cuts, cuts[1:]) if _intersect(((a, b - 1),), _UNIVERSE)]
+    pieces = [(a, b - 1) for a, b in zip(cuts, cuts[1:]) if _intersect(((a, b - 1),), universe)]
     groups: dict = {}
     for lo, hi in pieces:
         signature = tuple(any(a <= lo and hi <= b for a, b in s) for s in sets)

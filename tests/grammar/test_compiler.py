@@ -43,8 +43,23 @@ def test_submit_reports_errors_through_the_future(small_compiler):
 def test_invalid_regex(small_compiler):
     with pytest.raises(GrammarError):
         small_compiler.compile(Constraint("regex", "a("))
-    with pytest.raises(GrammarError, match="lookaround"):
+    with pytest.raises(GrammarError, match="matches no string"):  # nothing can follow the whole text
         small_compiler.compile(Constraint("regex", "a(?=b)"))
+    with pytest.raises(GrammarError, match="backreferences"):
+        small_compiler.compile(Constraint("regex", "(a)\\1"))
+    with pytest.raises(GrammarError, match="inside a lookaround"):
+        small_compiler.compile(Constraint("regex", "(?=(?!a)b)b"))
+
+
+@pytest.mark.parametrize("pattern", ["(?!abc)[a-c]{3}", "[a-c]+(?<!a)", "\\bab\\b cd|x\\B\\w",
+                                     "(?=.*[0-9])[a-c0-9]{2,4}", "(?!\\s)[^,]{1,3}"])
+def test_regex_lookarounds_are_written_out(pattern, small_compiler, small_info):
+    """A regex constraint matches the whole output: lookarounds and word boundaries written out
+    through the automaton (regex_lookaround), every output a full match."""
+    grammar = small_compiler.compile(Constraint("regex", pattern))
+    for seed in range(8):
+        _, text = random_walk(grammar, small_info, seed)
+        assert re.fullmatch(pattern, text), (pattern, text)
 
 
 def test_cfg_kinds_go_to_the_cfg_compiler(small_compiler, monkeypatch):
