@@ -36,16 +36,15 @@ _PLAIN_NAME = re.compile(r'[A-Za-z0-9_$@.:/ -]+')
 class CollectionRewrites:
     def _keyed_object(self, node: dict, path: str) -> dict:
         """A free-form object whose names follow `propertyNames` (pydantic's dict[Literal[...], X]
-        or dict[constr(pattern=...), X]) or one `patternProperties` pattern (its names match it;
-        other names are never generated). Returned as a carrier, {"type": "object",
+        or dict[constr(pattern=...), X]) or the first `patternProperties` pattern (its names match
+        it; other names are never generated; values meet every pattern's schema). Returned as a carrier, {"type": "object",
         "additionalProperties": <values>, KEYED: <placeholder>}, so references and recursion in
         the values are handled as elsewhere; json_schema then writes the object's regex."""
         patterns = node.get("patternProperties", {})
         if "propertyNames" in node and patterns:
             refuse("patternProperties", path, "it is not supported together with propertyNames")
-        if not isinstance(patterns, dict) or len(patterns) > 1:
-            refuse("patternProperties", path, "only one pattern is supported on an object without "
-                    "properties (several could apply to one name)")
+        if not isinstance(patterns, dict):
+            refuse("patternProperties", path, "it must be an object")
         if isinstance(node.get("type"), list) and len(node["type"]) > 1:
             refuse(next(k for k in ("propertyNames", "patternProperties") if k in node), path,
                     "it is only supported with the single type object")
@@ -56,7 +55,12 @@ class CollectionRewrites:
         if node.get("minProperties", 0) > 1:
             refuse("minProperties", path, "values above 1 need properties (keys could repeat)")
         if patterns:
-            (pattern, values), = patterns.items()
+            # names follow the first pattern; a name may match the others too, so its value meets
+            # every pattern's schema (SageMaker's Environment: `[\S\s]*` and `[a-zA-Z_]\w*`): a
+            # subset where a name matches fewer of them
+            pattern, values = next(iter(patterns.items()))
+            if len(patterns) > 1:
+                values = {"allOf": list(patterns.values())}
             names = self._name_schema({"pattern": pattern}, f"{path}.patternProperties")
         else:
             values = node.get("additionalProperties", True)
@@ -65,7 +69,13 @@ class CollectionRewrites:
             if node.get("minProperties"):
                 refuse("minProperties", path, "no property is allowed")
             return {"type": "object", "maxProperties": 0}
-        values = self.rewrite(values, f"{path}.additionalProperties")
+        try:
+            values = self.rewrite(values, f"{path}.additionalProperties")
+        except GrammarError as exc:
+            if len(patterns) < 2:
+                raise
+            refuse("patternProperties", path, "several patterns may apply to one name, and its value "
+                    f"would have to meet all their schemas, which cannot be enforced here ({exc})")
         # after the values' placeholders, which its regex holds (json_schema replaces it first)
         carrier = self._placeholder("", quoted=False)["const"]  # its regex: schema_keyed_objects
         # (a name written twice counts once after parsing: maxProperties bounds the pairs written)

@@ -241,6 +241,10 @@ SUPPORTED = {
     "not_blank": {"type": "object", "properties": {"d": {"type": "string", "pattern": "^(?!\\s*$).+$", "maxLength": 12},
                                                    "n": {"type": "string", "pattern": "^[^\\s]+$"}},
                   "required": ["d", "n"]},
+    # several patterns: names follow the first, values meet every pattern's schema (SageMaker's Environment)
+    "pattern_properties_several": {"type": "object", "additionalProperties": False, "maxProperties": 3,
+                                   "patternProperties": {"[\\S\\s]*": {"type": "string", "maxLength": 6},
+                                                         "^[a-z_][a-z0-9_]*$": {"type": "string", "minLength": 2}}},
     "max_properties_keyed": {"type": "object", "patternProperties": {"^x-": {"type": "integer"}},
                              "minProperties": 1, "maxProperties": 2},
     # CloudFormation's names: lookaheads that bound the length, bounded and optional repeats fitted
@@ -295,7 +299,7 @@ UNSUPPORTED = [
     ({"not": {"type": "string"}}, "not"),
     ({"type": "integer", "if": {"minimum": 3}, "then": {"maximum": 5}}, "if"),
     ({"type": "object", "patternProperties": {"^a": {"type": "integer"}, "^b": {"type": "string"}}},
-     "patternProperties"),  # two patterns could apply to one name
+     "patternProperties"),  # two patterns could apply to one name, and no value meets both
     ({"type": "object", "propertyNames": {"type": "integer"}}, "propertyNames"),
     ({"type": ["object", "null"], "propertyNames": {"maxLength": 3}}, "propertyNames"),
     ({"type": "string", "format": "idn-email"}, "format"),
