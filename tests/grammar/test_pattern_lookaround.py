@@ -94,18 +94,18 @@ def test_what_cannot_be_written_out_is_refused(pattern, why):
 
 
 def test_automata_past_the_limits_are_refused(monkeypatch):
-    from radixgen.grammar import regex_lookaround
+    from radixgen.grammar import lookaround_dfa, regex_write_out
 
     pattern = "^(?=.*[a-c])(?=.*[0-9])[a-c0-9]+$"
-    monkeypatch.setattr(regex_lookaround, "MAX_STATES", 3)
+    monkeypatch.setattr(lookaround_dfa, "MAX_STATES", 3)
     with pytest.raises(GrammarError, match="more than 3 states"):
         string_pattern_regex(pattern, "x")
-    monkeypatch.setattr(regex_lookaround, "MAX_STATES", 2000)
-    monkeypatch.setattr(regex_lookaround, "MAX_TEXT", 20)
+    monkeypatch.setattr(lookaround_dfa, "MAX_STATES", 2000)
+    monkeypatch.setattr(regex_write_out, "MAX_TEXT", 20)
     with pytest.raises(GrammarError, match="over 20 characters"):
         string_pattern_regex(pattern, "x")
-    monkeypatch.setattr(regex_lookaround, "MAX_TEXT", 150_000)
-    monkeypatch.setattr(regex_lookaround, "MAX_DEPTH", 0)
+    monkeypatch.setattr(regex_write_out, "MAX_TEXT", 150_000)
+    monkeypatch.setattr(regex_write_out, "MAX_DEPTH", 0)
     with pytest.raises(GrammarError, match="nest more than 0 deep"):
         string_pattern_regex(pattern, "x")
 
