@@ -102,13 +102,16 @@ def _counts_that_fit(body: str, unbounded: list, min_length: int, max_length: in
     def width(least: int, most: int | None) -> tuple[int, int | None]:
         return _width_with(body, unbounded, counts(least, most))
 
+    def too_wide(least: int, most: int) -> bool:  # (no most: a repeat the counts leave open; checked after)
+        hi = width(least, most)[1]
+        return hi is None or hi > max_length
+
     least = _smallest(lambda a: width(a, None)[0] >= min_length, 0, max(min_length, 1))
     if least is None:
         return None
     most = None
     if max_length is not None:
-        # (a width with no most: a repeat these counts leave open, too wide; the caller checks the result)
-        most = _smallest(lambda b: (width(least, b + 1)[1] or max_length + 1) > max_length, least, max_length)
+        most = _smallest(lambda b: too_wide(least, b + 1), least, max_length)
         most = max_length if most is None else most  # repeats of empty strings never grow
         most = min(most, max(least, REPEAT_MAX))
     return counts(least, most)
