@@ -17,7 +17,9 @@ class Dfa:
         self.nfa = nfa
         sets = {label[1] for edges in nfa.edges for label, _ in edges if label[0] == "c"}
         self.atom_sets, self.atoms_of = _atoms(sets, nfa.universe)
-        start = (True, tuple(self._behind_start(i) for i in range(len(nfa.behind))))
+        # each lookbehind's `.*Y` automaton starts anew at every position: its start's closure
+        self.behind_starts = [self._plain_closure([y_start]) for y_start, _ in nfa.behind]
+        start = (True, tuple(self.behind_starts))
         first = self._config(start, [(0, False, frozenset())])  # state 0: the start
         self.states, self.moves, self.accepting = [first], [], []
         index = {first: 0}
@@ -48,9 +50,6 @@ class Dfa:
                     seen.add(dst)
                     stack.append(dst)
         return frozenset(seen)
-
-    def _behind_start(self, i: int) -> frozenset:
-        return self._plain_closure([self.nfa.behind[i][0]])
 
     def _read(self, state: int, atom: int):
         for label, dst in self.nfa.edges[state]:
@@ -105,8 +104,8 @@ class Dfa:
         return frozenset(seen)
 
     def _step(self, config, atom: int) -> tuple:
-        behind = tuple(self._plain_closure([d for s in states for d in self._read(s, atom)]) | self._behind_start(i)
-                       for i, states in enumerate(config[1]))
+        behind = tuple(self._plain_closure([d for s in states for d in self._read(s, atom)]) | begun
+                       for states, begun in zip(config[1], self.behind_starts))
         glob = (False, behind)
         threads = []
         for state, must_end, obligations in config[2]:

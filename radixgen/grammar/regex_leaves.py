@@ -26,7 +26,7 @@ import json
 import re
 
 from .matcher import GrammarError
-from .regex_lengths import LENGTH_REFUSAL, fit_lengths, top_level_alternatives
+from .regex_lengths import LENGTH_REFUSAL, both_lengths, fit_lengths, top_level_alternatives
 from .regex_lookahead import (leading_excluded_prefixes, leading_not_only, length_lookahead, not_blank_written_out,
                               not_only_written_out, without_prefixes)
 from .regex_classes import ANY_SAFE, char_class, escape_piece
@@ -184,8 +184,7 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
                 pattern, python_view(without_single_negations(_python_group_names(pattern))))
         except LookaroundError as why:
             raise GrammarError(f"{exc} (nor can it be written out without them: {why})") from None
-        min_length = max(min_length, least)
-        max_length = most if max_length is None else max_length if most is None else min(max_length, most)
+        min_length, max_length = both_lengths(min_length, max_length, least, most)
         return _fitted_pattern_regex(written, path, min_length, max_length, keyword, name or pattern, open_from)
 
 
@@ -238,8 +237,7 @@ def _pattern_regex(pattern: str, path: str, min_length: int, max_length: int | N
     bounded = length_lookahead(body)  # `(?=^.{m,n}$)X` and `(?=^X$).{m,n}`: X, m..n characters long
     if bounded is not None:
         body, least, most = bounded
-        min_length = max(min_length, least)
-        max_length = most if max_length is None else max_length if most is None else min(max_length, most)
+        min_length, max_length = both_lengths(min_length, max_length, least, most)
     not_only, body = leading_not_only(body)  # `(?!^[0-9]+$)[a-z0-9-]+`: D, and the class repeated
     excluded, body = leading_excluded_prefixes(not_blank_written_out(body))
     if excluded and not body and not end_anchored:  # `^(?!aws:.*)`: a search, so any continuation

@@ -192,6 +192,11 @@ def fit_lengths(body: str, out: list, unbounded: list, bounded: list, min_length
     return body + ".*"
 
 
+def both_lengths(min_length: int, max_length: int | None, least: int, most: int | None) -> tuple[int, int | None]:
+    """The lengths two bounds allow together (None: no most)."""
+    return max(min_length, least), most if max_length is None else max_length if most is None else min(max_length, most)
+
+
 LENGTH_REFUSAL = re.compile("characters long, outside|no repeat count gives")
 
 

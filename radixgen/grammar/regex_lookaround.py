@@ -37,6 +37,7 @@ from re import _constants as C, _parser
 from . import regex_write_out
 from .lookaround_dfa import Dfa
 from .lookaround_nfa import ANY_TEXT, UNIVERSE, LookaroundError, Nfa
+from .regex_lengths import both_lengths
 from .regex_lookahead import _group_end
 from .regex_properties import pattern_tokens
 
@@ -130,9 +131,7 @@ def _lengths_taken_out(items: list, state) -> tuple[list, int, int | None]:
         return items, least, most
     fixed = sum(lo for k, (lo, _) in enumerate(widths) if k != i)
     items = items[:i] + [(C.MAX_REPEAT, (low, C.MAXREPEAT, sub))] + items[i + 1:]
-    least = max(least, fixed + piece[0] * low)
-    most = fixed + piece[0] * high if most is None else min(most, fixed + piece[0] * high)
-    return items, least, most
+    return (items, *both_lengths(least, most, fixed + piece[0] * low, fixed + piece[0] * high))
 
 
 def _refuse_properties_under_lookarounds(pattern: str) -> None:

@@ -11,16 +11,18 @@ MAX_DEPTH = 120
 
 
 def write_out(moves: list[dict], accepting: list[bool], atom_sets: list) -> str:
-    """A regex for the automaton, by state elimination (fewest paths through a state first)."""
+    """A regex for the automaton, by state elimination (the state whose elimination adds the
+    least text first, `_weight`)."""
     n = len(moves)
     start, end = n, n + 1
     succ: dict = {i: {} for i in range(n + 2)}
     pred: dict = {i: set() for i in range(n + 2)}
 
     def put(a: int, b: int, r: "_Re") -> None:
-        if len(r.text) > MAX_TEXT:
+        merged = succ[a][b].alt(r) if b in succ[a] else r
+        if len(merged.text) > MAX_TEXT:  # (every state is live: an edge's text ends up in the result)
             raise LookaroundError(f"written out without lookarounds it is over {MAX_TEXT} characters long")
-        succ[a][b] = succ[a][b].alt(r) if b in succ[a] else r
+        succ[a][b] = merged
         pred[b].add(a)
 
     for i, row in enumerate(moves):
