@@ -46,10 +46,9 @@ def escape_piece(body: str, i: int, refuse, in_class: bool, negated: bool = Fals
         return members_text(members, in_class), m.end()
     if c in "xu":
         width = 2 if c == "x" else 4
-        digits = body[i + 2:i + 2 + width]
-        if len(digits) != width or any(d not in "0123456789abcdefABCDEF" for d in digits):
+        code = _hex_escape(body, i)
+        if code is None:
             raise refuse(f"malformed \\{c} escape")
-        code = int(digits, 16)
         if 0xD800 <= code <= 0xDFFF:
             raise refuse("a surrogate code point matches no character")
         if (code < 0x20 or chr(code) in '"\\') and not negated:
@@ -86,12 +85,19 @@ def _class_atom(body: str, i: int) -> tuple[int, int] | None:
     e = body[i + 1:i + 2]
     if e in _ESCAPED_CODES:
         return _ESCAPED_CODES[e], i + 2
-    width = {"x": 2, "u": 4}.get(e)
-    if width:
-        digits = body[i + 2:i + 2 + width]
-        ok = len(digits) == width and all(d in "0123456789abcdefABCDEF" for d in digits)
-        return (int(digits, 16), i + 2 + width) if ok else None
+    if e in ("x", "u"):
+        code = _hex_escape(body, i)
+        return None if code is None else (code, i + (4 if e == "x" else 6))
     return (ord(e), i + 2) if e and not e.isalnum() else None
+
+
+def _hex_escape(body: str, i: int) -> int | None:
+    """The code point of the `\\xHH` or `\\uHHHH` escape at i, None where it is malformed."""
+    width = 2 if body[i + 1] == "x" else 4
+    digits = body[i + 2:i + 2 + width]
+    if len(digits) != width or any(d not in "0123456789abcdefABCDEF" for d in digits):
+        return None
+    return int(digits, 16)
 
 
 def _unsafe_range(body: str, i: int) -> tuple[int, int, int] | None:
@@ -108,9 +114,9 @@ def _unsafe_range(body: str, i: int) -> tuple[int, int, int] | None:
 
 
 def _has_safe(lo: int, hi: int) -> bool:
-    """Whether lo..hi holds a character JSON strings need not escape (not a surrogate)."""
-    return any(not (code < 0x20 or chr(code) in '"\\' or 0xD800 <= code <= 0xDFFF)
-               for code in range(lo, min(hi, 0x7F) + 1)) or hi >= 0x80
+    """Whether lo..hi, a range with an unsafe end (so lo < 0x80), holds a character JSON strings
+    need not escape: U+0080 is one wherever hi reaches it."""
+    return hi >= 0x80 or any(code >= 0x20 and chr(code) not in '"\\' for code in range(lo, hi + 1))
 
 
 _SURROGATES = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}(?:-\\u[dD][89a-fA-F][0-9a-fA-F]{2})?")

@@ -327,8 +327,8 @@ class CollectionRewrites:
 
 
 def _string_enum(new) -> str | None:
-    """The item regex of a rewritten schema that is a set of strings (an enum or const of strings
-    only: CloudFormation's `Day`, `Action`), else None."""
+    """The item regex of a rewritten schema that is a set of strings (an enum of strings only:
+    CloudFormation's `Day`, `Action`), else None."""
     if not isinstance(new, dict) or set(new) - {"type", "enum"} or new.get("type", "string") != "string":
         return None
     values = new.get("enum")
