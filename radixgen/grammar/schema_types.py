@@ -11,6 +11,7 @@ import math
 
 from . import guard_tables
 from .regex_leaves import format_length_regex, format_regex, string_pattern_regex
+from .regex_multiples import multiple_of_regex
 from .regex_numbers import integer_bound, number_range_regex
 from .schema_collections import COUNTED, FREE_STRING, ITEMS_GUARD_MIN, STRING_CHAR
 from .schema_rules import only_asserting, refuse, tightest
@@ -20,7 +21,7 @@ _BY_TYPE = {
     "string": {"minLength", "maxLength", "pattern", "format"},
     # `format` on a number is an annotation (format checkers look at strings only): dropped
     "integer": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "format"},
-    "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format"},
+    "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "format"},
     "array": {"items", "minItems", "maxItems", "uniqueItems"},
     "object": {"additionalProperties", "minProperties", "maxProperties", "required", "patternProperties",
                "propertyNames"},
@@ -37,8 +38,8 @@ class TypeRewrites:
         only_asserting(node, path, {"type"}.union(*(_BY_TYPE[t] for t in types)))
         if len(types) == 1:
             return getattr(self, "_type_" + types[0])(node, path)
-        if "multipleOf" in node and "number" in types:  # (_type_integer refuses other values)
-            refuse("multipleOf", path, "only multipleOf 1 on integers is supported")
+        if node.get("multipleOf", 1) != 1 and "number" in types:
+            refuse("multipleOf", path, "with several types, only multipleOf 1 on integers is supported")
         parts = [getattr(self, "_type_" + t)(node, path) for t in types]
         leaf = [k for k in node if k in _BY_TYPE["string"] | _BY_TYPE["number"] | _BY_TYPE["integer"]
                 and k not in ("minLength", "maxLength")]
@@ -87,8 +88,6 @@ class TypeRewrites:
         return placeholder
 
     def _type_integer(self, node: dict, path: str) -> dict:
-        if node.get("multipleOf", 1) != 1:
-            refuse("multipleOf", path, "only multipleOf 1 is supported")
         return self._numeric(node, path, integer=True)
 
     def _type_number(self, node: dict, path: str) -> dict:
@@ -100,12 +99,16 @@ class TypeRewrites:
         if self.draft_4:  # exclusiveMinimum/Maximum are flags on minimum/maximum
             node = _draft4_bounds(node, path)
         b = {k: integer_bound(node[k], path, k, integer) for k in keys if k in node}
-        if not b:
+        step = node.get("multipleOf")
+        step = None if step == 1 and isinstance(step, int) and integer else step  # (every integer)
+        if not b and step is None:
             return {"type": name}
         lo, lo_excl = tightest(b, "minimum", "exclusiveMinimum", max, integer)
         hi, hi_excl = tightest(b, "maximum", "exclusiveMaximum", min, integer)
         if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_excl or hi_excl))):
             refuse("minimum", path, "the bounds leave no value")
+        if step is not None:  # (bounds as given: integer ones are inclusive integers already)
+            return self._placeholder(multiple_of_regex(step, lo, hi, lo_excl, hi_excl, integer, path), quoted=False)
         return self._placeholder(number_range_regex(lo, hi, lo_excl, hi_excl, integer), quoted=False)
 
     def _type_boolean(self, node: dict, path: str) -> dict:

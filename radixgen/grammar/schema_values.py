@@ -13,6 +13,7 @@ import math
 import re
 
 from .regex_leaves import format_regex, string_pattern_regex
+from .regex_multiples import is_multiple
 from .schema_rules import refuse, searches, value_key
 from .unique_values import fullmatches
 
@@ -97,9 +98,9 @@ def _number_meets(value, node: dict, draft_4: bool, path: str) -> bool:
     step = node.get("multipleOf")
     if step is None:
         return True
-    if isinstance(step, bool) or not (isinstance(step, int) and isinstance(value, int)):
-        refuse("multipleOf", path, "beside an enum or const, only integer steps over integers are checked")
-    return step > 0 and value % step == 0
+    if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step) or step <= 0:
+        refuse("multipleOf", path, "it must be a number above 0")
+    return is_multiple(value, step)
 
 
 def _bound(bound, name: str, path: str):

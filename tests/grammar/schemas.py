@@ -277,6 +277,16 @@ SUPPORTED = {
         "$defs": {"tag": {"type": "object", "properties": {"Key": {"type": "string", "maxLength": 8}},
                           "required": ["Key"], "additionalProperties": False},
                   "idOrList": {"type": ["array", "string"], "items": {"type": "integer"}, "maxLength": 4}}},
+    # multipleOf as real schemas use it (CloudFormation): steps 1/N spelt out where few, else the
+    # integers; integer steps; a float step of 1
+    "multiples": {"type": "object", "properties": {
+        "canary": {"type": "number", "multipleOf": 0.1, "minimum": 0.1, "maximum": 100},
+        "weight": {"type": "number", "multipleOf": 0.01, "minimum": 0, "maximum": 1},
+        "ocu": {"type": "number", "multipleOf": 0.5, "minimum": 1},
+        "ttl": {"type": "number", "multipleOf": 1.0, "minimum": 0},
+        "minutes": {"type": "integer", "multipleOf": 15, "minimum": 0, "maximum": 1440},
+        "offsets": {"type": "array", "items": {"type": "integer", "multipleOf": 8}, "maxItems": 3}},
+        "required": ["canary", "weight", "ocu", "ttl", "minutes", "offsets"]},
 }
 
 # schema -> the keyword the GrammarError must name
@@ -289,7 +299,7 @@ UNSUPPORTED = [
     ({"type": "array", "items": {"enum": ["a", 1, "c"]}, "uniqueItems": True, "minItems": 2}, "uniqueItems"),
     ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
       "minProperties": 2}, "minProperties"),  # two optional ones demanded
-    ({"type": "integer", "multipleOf": 3}, "multipleOf"),
+    ({"type": "number", "multipleOf": 0.3}, "multipleOf"),  # not 1/N: 0.3 / 0.1 fails in floats
     # unique arrays of objects that hold such an array again (CycloneDX's components): refused
     # by name, not by running out of stack
     ({"$defs": {"c": {"type": "object", "properties": {"id": {"type": "string"}, "kids": {
@@ -303,7 +313,8 @@ UNSUPPORTED = [
     ({"type": "object", "propertyNames": {"type": "integer"}}, "propertyNames"),
     ({"type": ["object", "null"], "propertyNames": {"maxLength": 3}}, "propertyNames"),
     ({"type": "string", "format": "idn-email"}, "format"),
-    ({"type": "number", "multipleOf": 0.5}, "multipleOf"),
+    ({"type": "number", "multipleOf": 2.5}, "multipleOf"),
+    ({"type": "number", "multipleOf": 0.00032}, "multipleOf"),  # 1/3125, but its float is not close enough
     ({"type": "number", "minimum": 0.75, "exclusiveMaximum": 0.75}, "minimum"),  # no value left
     ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf"),
     ({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"],

@@ -35,7 +35,7 @@ def test_submit_is_async_and_cached(small_compiler):
 
 
 def test_submit_reports_errors_through_the_future(small_compiler):
-    future = small_compiler.submit(Constraint("json_schema", {"type": "integer", "multipleOf": 7}))
+    future = small_compiler.submit(Constraint("json_schema", {"type": "integer", "multipleOf": 0.7}))
     with pytest.raises(GrammarError, match="multipleOf"):
         future.result(timeout=60)
 

@@ -58,7 +58,7 @@ def test_unsupported_keywords_are_refused(schema, keyword, small_compiler):
 
 def test_error_names_the_json_path():
     schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer",
-                                                                              "multipleOf": 5}}}}
+                                                                              "multipleOf": 0.3}}}}
     with pytest.raises(GrammarError, match=r"multipleOf.*\$\.properties\.a\.items"):
         schema_to_regex(json.dumps(schema))
 

@@ -77,7 +77,7 @@ def test_tool_mode_errors_name_the_tool_parameters(small_compiler):
     from radixgen.grammar.matcher import GrammarError
 
     bad = {"$defs": {"A": {"type": "string", "pattern": "a(?=b)"}}, "type": "object",
-           "properties": {"a": {"$ref": "#/$defs/A"}, "n": {"type": "integer", "multipleOf": 3}}}
+           "properties": {"a": {"$ref": "#/$defs/A"}, "n": {"type": "integer", "multipleOf": 0.3}}}
     for mode in ("auto", "required", "bad"):
         with pytest.raises(GrammarError) as caught:
             small_compiler.validate(tool_constraint(mode, {"ok": {"type": "object"}, "bad": bad}, parallel=True))

@@ -110,7 +110,7 @@ def test_bad_chat_requests(client, model_name, body, param):
 @pytest.mark.parametrize("choice", ["auto", "required", {"type": "function", "function": {"name": "g"}}])
 def test_bad_tool_parameters_name_their_tool(client, model_name, choice):
     tools = [{"type": "function", "function": {"name": name, "parameters": params}} for name, params in
-             (("f", {"type": "object"}), ("g", {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 3}}}))]
+             (("f", {"type": "object"}), ("g", {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 0.3}}}))]
     body = {"model": model_name, "messages": MSGS, "tools": tools, "tool_choice": choice}
     err = assert_error(client.post("/v1/chat/completions", json=body))
     assert err["param"] == "tools"
