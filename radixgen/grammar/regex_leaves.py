@@ -229,6 +229,7 @@ def _pattern_regex(pattern: str, path: str, min_length: int, max_length: int | N
         raise refuse(f"not a valid regular expression ({exc})") from None
     except RecursionError:
         raise refuse("its groups nest too deeply") from None
+    body = body[len(_NO_OP_FLAGS.match(body)[0]):]
     if body.startswith("^"):
         body = body[1:]
     end_anchored = body.endswith("$") and not _escaped_at(body, len(body) - 1)
@@ -357,6 +358,13 @@ def _python_group_names(pattern: str) -> str:
         else:
             out.append(text)
     return "".join(out)
+
+
+# Python's global flags at the start that change nothing on the strings generated here: `s` (a
+# "." takes "\n" too; "." is translated to characters JSON need not escape, never "\n"), `m`
+# (^ and $ at line ends: the strings hold no line break), `u` (the default). ECMA-262 has no
+# global inline flags: it cannot compile such a pattern, so Python's reading is the one left.
+_NO_OP_FLAGS = re.compile(r"(?:\(\?[smu]+\))*")
 
 
 def _escaped_at(text: str, pos: int) -> bool:

@@ -165,3 +165,23 @@ def test_anchors_no_string_can_meet_are_refused(pattern):
     """(Anchors inside a pattern that some string can meet are written out: test_pattern_lookaround.)"""
     with pytest.raises(GrammarError, match="anchor.*matches no string"):
         string_pattern_regex(pattern, "x")
+
+
+@pytest.mark.parametrize("pattern, plain", [("(?s).*", ".*"), ("(?s)^-----BEGIN [A-Z ]+-----.+$", "^-----BEGIN [A-Z ]+-----.+$"),
+                                            ("(?m)^[a-z]+$", "^[a-z]+$"), ("(?su)x.y", "x.y")])
+def test_leading_flags_that_change_nothing_here_are_dropped(pattern, plain):
+    """Python's `(?s)`, `(?m)` and `(?u)` at the start: the strings generated hold no line break,
+    so they translate as the pattern without them (AWS's `(?s).*`); every string generated
+    matches the flagged pattern."""
+    regex = string_pattern_regex(pattern, "x")
+    assert regex == string_pattern_regex(plain, "x")
+    matched = [text for text in ["", "abc", "x\u00e9y", "-----BEGIN KEY-----body", "a b"]
+               if fullmatches(f'"{regex}"', f'"{text}"'.encode())]
+    assert matched and all(re.search(pattern, text) for text in matched), (pattern, matched)
+
+
+@pytest.mark.parametrize("pattern", ["^(?s).+$", "(?i)abc", "a(?m)b", "(?x)a b"])
+def test_other_inline_flags_are_refused(pattern):
+    """Flags past the start are an error in Python's re; `i` and `x` change what matches."""
+    with pytest.raises(GrammarError, match="inline flags|not a valid regular expression"):
+        string_pattern_regex(pattern, "x")
