@@ -17,6 +17,13 @@ with one outcome per conditional:
   needs the property's own values to be a finite set; when they are not, only the first outcome is
   generated, which is a valid subset.
 
+Tests of presence take the same two outcomes (`_presence_outcomes`): `{"required": [names]}` holds
+with every name present and fails with one absent (`{"not": {"required": [...]}}` the other way
+round); a test that also checks a required property against a schema that is no finite set
+(`{"properties": {"p": {"minItems": 1}}, "required": ["p"]}`, DynamoDB's tables) holds with p
+present and meeting it, fails with p absent (p present against the rest is not generated: a
+subset). A conditional with neither `then` nor `else` asserts nothing and is dropped.
+
 Outcomes that cannot hold together (the property fixed to two different values) merge to nothing
 and are dropped; so are outcomes whose merge is not exact (a subset again). A conditional of
 another shape, or no outcome left, leaves the node as it was, for the rewriter to refuse by name.
@@ -36,6 +43,7 @@ def expand_conditionals(node: dict, resolve, read_test=None) -> dict:
     """`node` with its conditionals as `anyOf` alternatives (see the module docstring), or as it
     was. `resolve` follows a `$ref` chain as the node is generated; `read_test` as validators
     read a test (drafts 3-7 ignore keywords beside a `$ref`; None: cannot tell), default `resolve`."""
+    node = _without_inert_conditionals(node)
     members = node.get("allOf") if isinstance(node.get("allOf"), list) else []
     tests = [m for m in members if _is_conditional(m)]
     if "if" in node:
@@ -43,11 +51,12 @@ def expand_conditionals(node: dict, resolve, read_test=None) -> dict:
     depends = _dependent_schemas(node)
     if not (tests or depends) or node.get("type", "object") not in ("object", ["object"]):
         return node  # (a test on properties holds for every value that is not an object)
-    tags = [_tag(test.get("if"), read_test or resolve) for test in tests]
+    tags = [_tag(test.get("if"), read_test or resolve) or _presence_outcomes(test.get("if"), read_test or resolve)
+            for test in tests]
     if None in tags or depends is None:
         return node
     known: dict = {}  # every value the tests name, per property
-    for name, values, *_ in tags:
+    for name, values, *_ in (tag for tag in tags if len(tag) == 4):
         known.setdefault(name, []).extend(values)
     rest = [m for m in members if not _is_conditional(m)]
     base = {k: v for k, v in node.items() if k not in _CONDITIONAL | {"allOf", "dependentSchemas"}}
@@ -58,7 +67,10 @@ def expand_conditionals(node: dict, resolve, read_test=None) -> dict:
     alternatives = [base]
     for test, tag in zip(tests, tags):
         branches = resolve(test.get("then", True)), resolve(test.get("else", True))
-        alternatives = _outcomes(alternatives, tag, branches, known[tag[0]], resolve)
+        if len(tag) == 2:  # (holds, fails) of a presence test
+            alternatives = [m for alt in alternatives for m in _merged(alt, *tag, branches, resolve)]
+        else:
+            alternatives = _outcomes(alternatives, tag, branches, known[tag[0]], resolve)
         if not alternatives or len(alternatives) > MAX_ALTERNATIVES:
             return node
     for name, schema in depends:  # present with the schema, or absent
@@ -69,6 +81,57 @@ def expand_conditionals(node: dict, resolve, read_test=None) -> dict:
         if not alternatives or len(alternatives) > MAX_ALTERNATIVES:
             return node
     return {"anyOf": alternatives, **{k: node[k] for k in ("$defs", "definitions") if k in node}}
+
+
+def _without_inert_conditionals(node: dict) -> dict:
+    """`node` without the conditionals that have neither `then` nor `else` (they assert nothing;
+    an `allOf` left empty goes too)."""
+    def inert(member) -> bool:
+        return _is_conditional(member) and "then" not in member and "else" not in member
+
+    members = node.get("allOf")
+    kept = [m for m in members if not inert(m)] if isinstance(members, list) else members
+    own = "if" in node and "then" not in node and "else" not in node
+    if not (own or kept != members):
+        return node
+    out = {k: v for k, v in node.items() if k != "if" or not own}
+    if kept != members:
+        del out["allOf"]
+        out.update({"allOf": kept} if kept else {})
+    return out
+
+
+def _presence_outcomes(test, resolve) -> tuple | None:
+    """(holds, fails) for a presence test (see the module docstring): the schemas each outcome
+    adds, or None for another test."""
+    test = resolve(test)
+    negated = isinstance(test, dict) and set(test) - _ANNOTATIONS == {"not"}
+    inner = resolve(test["not"]) if negated else test
+    if not isinstance(inner, dict) or asserts(inner, ("properties", "required", "type")) \
+            or inner.get("type", "object") != "object":
+        return None
+    names, props = inner.get("required", []), inner.get("properties", {})
+    if not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)
+            and isinstance(props, dict) and set(props) <= set(names)) or (negated and props):
+        return None  # (a property checked but not required holds when absent: not a presence)
+    present = {"type": "object", "required": names, **({"properties": props} if props else {})}
+    absent = [{"type": "object", "properties": {name: False}} for name in names]
+    return (absent, [present]) if negated else ([present], absent)
+
+
+def _merged(alt: dict, holds: list, fails: list, branches: tuple, resolve) -> list:
+    """`alt` merged with each schema of an outcome and its branch (then, else): the merges that
+    hold (an outcome that does not merge exactly, or leaves nothing, is not generated)."""
+    out = []
+    for extras, branch in ((holds, branches[0]), (fails, branches[1])):
+        if branch is False:
+            continue  # nothing valid in that outcome
+        for extra in extras:
+            merged = merge(alt, extra, resolve)
+            merged = merge(merged, branch, resolve) if isinstance(merged, dict) else merged
+            if isinstance(merged, dict) and merged not in out:
+                out.append(merged)
+    return out
 
 
 def _dependent_schemas(node: dict) -> list | None:
@@ -126,14 +189,7 @@ def _outcomes(alternatives: list, tag: tuple, branches: tuple, known: list, reso
             holds, fails = outside + ([] if required else [absent]), [inside] + ([absent] if required else [])
         else:
             holds, fails = matched, outside + ([absent] if required else [])
-        for extras, branch in ((holds, branches[0]), (fails, branches[1])):
-            if branch is False:
-                continue  # nothing valid in that outcome
-            for extra in extras:
-                merged = merge(alt, extra, resolve)
-                merged = merge(merged, branch, resolve) if isinstance(merged, dict) else merged
-                if isinstance(merged, dict) and merged not in out:
-                    out.append(merged)  # (an outcome that does not merge exactly is not generated)
+        out.extend(m for m in _merged(alt, holds, fails, branches, resolve) if m not in out)
     return out
 
 

@@ -44,8 +44,8 @@ def test_conditionals_validate(small_compiler, small_info, name):
     assert seen - {None} == kinds, seen
 
 
-@pytest.mark.parametrize("test", [{"required": ["x"]},  # a presence test
-                                  {"properties": {"kind": {"minLength": 1}}},  # not a finite set
+@pytest.mark.parametrize("test", [{"properties": {"kind": {"minLength": 1}}},  # not a finite set, not required
+                                  {"not": {"properties": {"x": {"minimum": 1}}, "required": ["x"]}},
                                   {"properties": {"kind": {"const": "a"}, "x": {"const": 1}}}])  # two properties
 def test_other_conditionals_are_refused(test):
     schema = {"type": "object", "properties": PROPS, "if": test, "then": {"required": ["y"]}}
@@ -153,3 +153,42 @@ def test_an_alternative_nothing_satisfies_is_left_out(small_compiler, small_info
 def test_an_alternative_with_values_is_not_left_out_as_empty(alternative):
     with pytest.raises(GrammarError):
         schema_to_guarded_regex(json.dumps({"anyOf": [alternative, {"type": "string"}]}))
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": PROPS, "if": {"required": ["x"]}, "then": {"required": ["y"]},
+     "else": {"properties": {"kind": {"const": "c"}}, "required": ["kind"]}},
+    # Cognito's user pool domains: one conditional per outcome, the second a negated presence
+    {"type": "object", "properties": PROPS, "required": ["kind"], "allOf": [
+        {"if": {"required": ["x"]}, "then": {"properties": {"kind": {"const": "a"}}}},
+        {"if": {"not": {"required": ["x"]}}, "then": {"properties": {"kind": {"const": "c"}}}}]},
+])
+def test_presence_tests(small_compiler, small_info, schema):
+    """A test of names being present: generated with x present (then) and with x absent (else)."""
+    values = valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 30)
+    assert any("x" in value for value in values) and any("x" not in value for value in values)
+    assert all(value.get("kind") == "c" for value in values if "x" not in value)
+
+
+def test_a_required_property_checked_against_an_open_schema(small_compiler, small_info):
+    """DynamoDB's tables: with local indexes (a non-empty list), two key attributes. The test
+    fails only with the property absent (present against the rest is not generated: a subset)."""
+    schema = {"type": "object", "properties": {"lsi": {"type": "array", "items": {"type": "integer"}},
+                                               "keys": {"type": "array", "items": {"type": "boolean"}}},
+              "required": ["keys"], "allOf": [{
+                  "if": {"properties": {"lsi": {"type": "array", "minItems": 1}}, "required": ["lsi"]},
+                  "then": {"properties": {"keys": {"minItems": 2}}}}]}
+    values = valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 30)
+    assert any("lsi" in value for value in values) and any("lsi" not in value for value in values)
+    assert all(len(value["keys"]) >= 2 and value["lsi"] for value in values if "lsi" in value)
+
+
+@pytest.mark.parametrize("schema, kind", [
+    ({"type": "integer", "if": {"minimum": 3}}, int),  # no then, no else: asserts nothing
+    ({"type": "object", "properties": PROPS, "allOf": [{"if": {"required": ["x"]}}]}, dict),
+    ({"$schema": D7, "type": "object", "properties": PROPS, "required": ["x"],
+      "if": {"properties": {"x": {"minimum": 2}}, "required": ["x"]}}, dict),  # AWS Backup's lifecycle
+])
+def test_a_conditional_without_then_or_else_is_dropped(small_compiler, small_info, schema, kind):
+    values = valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 8)
+    assert all(isinstance(value, kind) for value in values)
