@@ -11,8 +11,9 @@ import math
 
 from .matcher import GrammarError
 from .regex_leaves import json_literal
-from .schema_one_of import Readings, exclusive
-from .schema_rules import NothingValid, is_type, need_type, only_asserting, refuse
+from .schema_merge import normalize
+from .schema_one_of import Readings, excludes, exclusive
+from .schema_rules import NothingValid, asserts, is_type, need_type, only_asserting, refuse
 from .schema_values import VALUE_KEYWORDS, values_meeting
 
 
@@ -24,14 +25,14 @@ class BranchRewrites:
         return {"allOf": [self.rewrite(node["allOf"][0], f"{path}.allOf[0]")]}
 
     def _anyOf(self, node: dict, path: str) -> dict:
-        options = self._options(_alternatives_of(node, path, "anyOf"), f"{path}.anyOf")
+        options = self._options(self._unsubsumed(_alternatives_of(node, path, "anyOf"), path), f"{path}.anyOf")
         # alternatives that rewrite alike are one (CloudFormation's items `{"type": "string",
         # "anyOf": [{"relationshipRef": ...}, ...]}`: strings, as uniqueItems can then see)
         distinct = list({json.dumps(option, sort_keys=True): option for option in options}.values())
         return distinct[0] if len(distinct) == 1 else {"anyOf": distinct}
 
     def _oneOf(self, node: dict, path: str) -> dict:
-        options = _alternatives_of(node, path, "oneOf")
+        options = [self._all_of_merged(option) for option in _alternatives_of(node, path, "oneOf")]
         narrowed = exclusive(options, Readings(self._resolved, self._resolve_chain, self.draft_3_to_7,
                                                self.const_unknown))
         if narrowed is None:
@@ -42,6 +43,30 @@ class BranchRewrites:
                     "without \"type\" accepts every type its keywords do not constrain, e.g. "
                     "{\"properties\": ...} accepts any string)")
         return {"oneOf": self._options(options, f"{path}.oneOf", narrowed)}
+
+    def _unsubsumed(self, options: list, path: str) -> list:
+        """anyOf `options` without those whose every value another option accepts (the union is
+        the same): a value list or a type another option takes whole (`anyOf: [{"type": "string",
+        "minLength": 1}, {"enum": ["ajax", "build"]}]` is the first; `[{"type": "string"},
+        {"type": "string", "pattern": ...}]` the first), so uniqueItems sees plain strings."""
+        resolved = [self._resolved(option) for option in options]
+        kept: list = []
+        for i, narrow in enumerate(resolved):
+            wider = [j for j, wide in enumerate(resolved) if j != i and _subsumes(wide, narrow, self.draft_4, path)]
+            # (of two that accept the same values, the first stays)
+            if not any(j < i or not _subsumes(narrow, resolved[j], self.draft_4, path) for j in wider):
+                kept.append(options[i])
+        return kept
+
+    def _all_of_merged(self, option):
+        """A oneOf alternative whose `allOf` merges exactly into one schema (GitHub's rulesets:
+        `allOf: [shared conditions, one target]`), as that schema, which is what it generates
+        and what validators accept; else as written. Not under drafts 3-7, where a member's
+        `$ref` with keywords beside it has a second reading."""
+        if self.draft_3_to_7 or not (isinstance(option, dict) and isinstance(option.get("allOf"), list)):
+            return option
+        merged, _ = normalize(option, self._resolved, tuple(self._inlining))
+        return merged if isinstance(merged, dict) and "allOf" not in merged else option
 
     def _options(self, options: list, path: str, narrowed: list | None = None) -> list:
         """The alternatives rewritten; one no value satisfies is left out (not all of them)."""
@@ -69,9 +94,18 @@ class BranchRewrites:
             refuse("minItems", path, "it exceeds the number of prefixItems (exactly those are generated)")
         if node.get("maxItems", math.inf) < len(items):
             refuse("maxItems", path, "it is below the number of prefixItems")
-        if node.get("uniqueItems") is True:
-            refuse("uniqueItems", path, "uniqueness cannot be enforced by a regular language")
+        if node.get("uniqueItems") is True and not self._distinct_prefix(items, node):
+            refuse("uniqueItems", path, "uniqueness cannot be enforced by a regular language (only where "
+                    "maxItems keeps to the prefixItems and no value of one is valid under another)")
         return {"prefixItems": [self.rewrite(s, f"{path}.prefixItems[{i}]") for i, s in enumerate(items)]}
+
+    def _distinct_prefix(self, items: list, node: dict) -> bool:
+        """Whether the arrays generated from prefixItems `items` hold distinct items anyway: none
+        past the prefix (maxItems), and no value one prefix schema generates is valid under
+        another (DynamoDB's KeySchema: a HASH element, then a RANGE one)."""
+        readings = Readings(self._resolved, self._resolve_chain, self.draft_3_to_7, self.const_unknown)
+        return node.get("maxItems", math.inf) <= len(items) and all(
+            excludes(a, b, readings) for i, a in enumerate(items) for j, b in enumerate(items) if i != j)
 
     def _enum(self, node: dict, path: str, key: str = "enum") -> dict:
         only_asserting(node, path, VALUE_KEYWORDS)
@@ -116,6 +150,29 @@ class BranchRewrites:
             refuse("$ref", path, "only plain local references (#/...) are supported")
         self._resolve(ref, path)
         return {"$ref": ref}
+
+
+def _subsumes(wide, narrow, draft_4: bool, path: str) -> bool:
+    """Whether `wide` (a `type` with value keywords only) accepts every value `narrow` does:
+    narrow's values (enum / const) each meet wide, or wide takes its types whole and narrow
+    accepts those types only. (Dropping an option from an anyOf only narrows what is generated,
+    so a wrong True could cost values, never validity.)"""
+    if not (isinstance(wide, dict) and isinstance(narrow, dict) and "type" in wide) \
+            or asserts(wide, tuple(VALUE_KEYWORDS)) or not isinstance(wide["type"], (str, list)):
+        return False
+    types = {wide["type"]} if isinstance(wide["type"], str) else set(wide["type"])
+    values = [narrow["const"]] if "const" in narrow else narrow.get("enum")
+    if isinstance(values, list) and values:
+        if not all(any(is_type(v, t) for t in types) for v in values):
+            return False
+        try:
+            return len(values_meeting(values, wide, "enum", draft_4, path)) == len(values)
+        except GrammarError:
+            return False
+    if asserts(wide, ("type",)) or not isinstance(narrow.get("type"), (str, list)):
+        return False
+    kinds = {narrow["type"]} if isinstance(narrow["type"], str) else set(narrow["type"])
+    return kinds <= types | ({"integer"} if "number" in types else set())
 
 
 def _alternatives_of(node: dict, path: str, key: str) -> list:

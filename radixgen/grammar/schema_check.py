@@ -26,6 +26,7 @@ from .matcher import GrammarError
 from .schema_branches import BranchRewrites
 from .schema_collections import CollectionRewrites
 from .schema_conditionals import expand_conditionals
+from .schema_exclusions import excluded_values_rewritten
 from .schema_merge import EMPTY, implied_type, normalize, split_by_type, typed_keywords
 from .schema_objects import ObjectRewrites
 from .schema_ref_reading import ReferenceReading
@@ -124,6 +125,7 @@ class SchemaRewriter(BranchRewrites, TypeRewrites, ObjectRewrites, CollectionRew
         if node is not written:
             check_keyword_types(node, path)  # merged members were not checked
         node = forbidden_names_dropped(_without_idle_keywords(node), path)
+        node = excluded_values_rewritten(node, self.draft_4, self.const_unknown)
         node = split_by_type(node) or node
         present = [k for k in node if k in ASSERTIONS]
         branch = next((b for b in _BRANCHES if b in node), None)

@@ -174,6 +174,8 @@ def merge(a, b, resolve, depth: int = 0):
             out[key] = [v for v in out[key] if value_key(v) in theirs]
             if not out[key]:
                 return _EMPTY
+        elif key == "not" and isinstance(value, dict) and isinstance(out[key], dict):
+            out[key] = {"anyOf": _disjuncts(out[key]) + _disjuncts(value)}  # not A and not B: not (A or B)
         elif key.startswith(("min", "max", "exclusiveM")) and _number(value) and _number(out[key]):
             tighter = max if key.startswith(("min", "exclusiveMin")) else min
             out[key] = tighter(out[key], value)
@@ -186,6 +188,11 @@ def merge(a, b, resolve, depth: int = 0):
         elif key not in ("properties", "additionalProperties") and not _same(out[key], value):
             return None
     return _merge_objects(a, b, out, resolve, depth)
+
+
+def _disjuncts(schema: dict) -> list:
+    """The options of a schema that is only an anyOf, else the schema itself as one."""
+    return list(schema["anyOf"]) if set(schema) == {"anyOf"} and isinstance(schema["anyOf"], list) else [schema]
 
 
 def _merge_objects(a: dict, b: dict, out: dict, resolve, depth: int):

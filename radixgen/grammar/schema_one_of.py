@@ -124,19 +124,19 @@ def _own_names(gen: dict, overlapping: list) -> list:
 def _overlaps(options: list, narrowed: list, readings: Readings) -> list:
     return [(i, j) for i, gen in enumerate(options) for j, acc in enumerate(options)
             if i != j and narrowed[i] is not False
-            and not _excludes(gen if narrowed[i] is None else narrowed[i], acc, readings)]
+            and not excludes(gen if narrowed[i] is None else narrowed[i], acc, readings)]
 
 
-def _excludes(gen, acc, readings: Readings, depth: int = 0) -> bool:
+def excludes(gen, acc, readings: Readings, depth: int = 0) -> bool:
     """No value that `gen` (as written) generates is valid under `acc` (as written); False when
     this cannot be shown."""
     if isinstance(gen, dict) and set(gen) == {"anyOf"} and isinstance(gen["anyOf"], list):  # (a narrowing)
-        return all(_excludes(branch, acc, readings, depth) for branch in gen["anyOf"])
+        return all(excludes(branch, acc, readings, depth) for branch in gen["anyOf"])
     wide, acc = readings.loose(gen), readings.loose(acc)
     if depth < _MAX_DEPTH and (options := _only_options(wide)):  # what it generates comes from its options
-        return all(_excludes(option, acc, readings, depth + 1) for option in options)
+        return all(excludes(option, acc, readings, depth + 1) for option in options)
     if depth < _MAX_DEPTH and (options := _only_options(acc)):  # a value no option accepts, acc does not
-        return all(_excludes(wide, option, readings, depth + 1) for option in options)
+        return all(excludes(wide, option, readings, depth + 1) for option in options)
     gen_kinds = _generated_kinds(wide) or _option_kinds(wide, readings, _generated_kinds)
     acc_kinds = _kinds(acc) or _option_kinds(acc, readings, _kinds)
     if gen_kinds is not None and acc_kinds is not None and not (_widen(gen_kinds) & _widen(acc_kinds)):
@@ -186,7 +186,7 @@ def _object_excludes(gen, acc: dict, readings: Readings, depth: int) -> bool:
             name not in acc_props and not any(_may_search(p, name) for p in patterns) for name in held):
         return True
     gen_props = wide.get("properties") if isinstance(wide.get("properties"), dict) else {}
-    return depth < _MAX_DEPTH and any(_excludes(gen_props[name], acc_props[name], readings, depth + 1)
+    return depth < _MAX_DEPTH and any(excludes(gen_props[name], acc_props[name], readings, depth + 1)
                                       for name in held & set(gen_props) & set(acc_props))
 
 

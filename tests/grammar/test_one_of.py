@@ -60,6 +60,14 @@ EXCLUSIVE = {
                    {"type": "null"}]}]},
     # Kubernetes' IntOrString: null is valid under both alternatives, so under none
     "shared_type": {"oneOf": [{"type": ["string", "null"]}, {"type": ["integer", "null"]}]},
+    # alternatives that are allOf a shared part and a target (GitHub's ruleset conditions): told
+    # apart as the one schema each merges into (each requires a name the other never generates)
+    "all_of_targets": {"$defs": {"shared": {"type": "object", "properties": {"ref": {"type": "boolean"}}},
+                                 "by_name": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 3}},
+                                             "required": ["name"]},
+                                 "by_id": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}},
+                       "type": "object", "oneOf": [{"allOf": [{"$ref": "#/$defs/shared"}, {"$ref": "#/$defs/by_name"}]},
+                                                   {"allOf": [{"$ref": "#/$defs/shared"}, {"$ref": "#/$defs/by_id"}]}]},
 }
 
 
@@ -93,6 +101,9 @@ def test_exclusive_alternatives_validate_under_exactly_one(small_compiler, small
                {"type": "object", "properties": {"b": {"type": "integer"}}}]},
     # the first requires everything the second does: nothing to drop from it
     {"type": "object", "properties": SHARED, "oneOf": [{"required": ["src", "handle"]}, {"required": ["handle"]}]},
+    # allOf alternatives that merge into overlapping schemas (the second accepts the first's {"a": 1})
+    {"oneOf": [{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]},
+               {"allOf": [{"type": "object"}, {"properties": {"a": {"type": "integer"}}}]}]},
     # the names a reference's merged sibling adds are generated: "y" is not provably absent
     {"$defs": {"A": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}},
      "oneOf": [{"$ref": "#/$defs/A", "properties": {"y": {"type": "integer"}}, "required": ["y"]},
@@ -124,6 +135,10 @@ PROPS = {"a": {"type": "integer"}, "b": {"type": "boolean"}, "c": {"enum": ["x",
 @pytest.mark.parametrize("schema,absent", [
     ({"type": "object", "properties": PROPS, "required": ["a"], "not": {"required": ["a", "b"]}}, {"b"}),
     ({"type": "object", "properties": PROPS, "not": {"anyOf": [{"required": ["a"]}, {"required": ["c"]}]}}, {"a", "c"}),
+    # several in allOf (GitHub workflows' `on.push`): not A and not B is not (A or B)
+    ({"type": "object", "properties": PROPS, "required": ["b"],
+      "allOf": [{"not": {"required": ["a", "b"]}}, {"not": {"required": ["b", "c"]}}, {"not": {"required": ["c"]}}]},
+     {"a", "c"}),
     # the negated schema's other keywords only make it harder to meet
     ({"type": "object", "properties": PROPS, "not": {"properties": {"b": {"const": True}}, "required": ["b"]}}, {"b"}),
     # mutually exclusive names, as oneOf alternatives (ansible's import_playbook spelling)
@@ -140,7 +155,7 @@ def test_not_forbidding_names(small_compiler, small_info, schema, absent):
 @pytest.mark.parametrize("schema,words", [
     ({"type": "object", "properties": PROPS, "required": ["a"], "not": {"required": ["a"]}}, "always generated"),
     ({"type": "object", "properties": PROPS, "not": {"type": "object"}}, "'not'"),
-    ({"type": "string", "not": {"const": "x"}}, "'not'"),
+    ({"type": "string", "maxLength": 3, "not": {"const": "x"}}, "'not'"),  # (without a length: test_exclusions)
 ])
 def test_other_nots_are_refused(schema, words):
     with pytest.raises(GrammarError, match=words):

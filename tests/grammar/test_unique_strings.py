@@ -390,3 +390,50 @@ def test_a_type_list_keeps_its_other_types(items):
     regex = re.compile(schema_to_guarded_regex(json.dumps(schema))[0])
     assert regex.fullmatch('{"x":null}') and regex.fullmatch('{"x":["a","b"]}')
     assert not regex.fullmatch('{"x":"a"}')
+
+
+def test_unique_prefix_items_told_apart_by_their_schemas(small_compiler, small_info):
+    """DynamoDB's KeySchema: a HASH element, then a RANGE one, at most two: the items differ by
+    their schemas, so the arrays are unique as generated; overlapping prefix schemas, or items
+    past the prefix, are still refused."""
+    key = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 4},
+                                            "kind": {"enum": ["HASH", "RANGE"]}},
+           "required": ["name", "kind"], "additionalProperties": False}
+    schema = {"type": "array", "uniqueItems": True, "minItems": 1, "maxItems": 2, "items": key,
+              "prefixItems": [{**key, "properties": {**key["properties"], "kind": {"const": "HASH"}}},
+                              {**key, "properties": {**key["properties"], "kind": {"const": "RANGE"}}}]}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    values = [json.loads(random_walk(grammar, small_info, seed)[1]) for seed in range(12)]
+    for value in values:
+        jsonschema.validate(value, schema)
+    one, two = '[{"name":"a","kind":"HASH"}', ',{"name":"a","kind":"RANGE"}]'
+    assert accepts_text(grammar, small_info, one + two)  # (exactly the prefix items are generated)
+    assert not accepts_text(grammar, small_info, one + two.replace("RANGE", "HASH"))
+    for bad in ({**schema, "maxItems": 3}, {**schema, "prefixItems": [key, key]}):
+        with pytest.raises(GrammarError, match="uniqueItems"):
+            schema_to_guarded_regex(json.dumps(bad))
+
+
+@pytest.mark.parametrize("items", [
+    {"anyOf": [{"type": "string", "minLength": 1}, {"enum": ["ajax", "build"]}]},  # VS marketplace categories
+    {"anyOf": [{"enum": ["activeTab", "tabs"]}, {"type": "string"}]},  # Chrome's optional_permissions
+    {"anyOf": [{"type": "string"}, {"type": "string", "pattern": "^a"}]},
+])
+def test_any_of_options_another_takes_whole_are_dropped(items, small_compiler, small_info):
+    """An anyOf option whose every value another option accepts adds nothing: the items are the
+    wider option's strings, kept unique."""
+    schema = {"type": "array", "items": items, "uniqueItems": True, "maxItems": 4}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    values = [json.loads(random_walk(grammar, small_info, seed)[1]) for seed in range(12)]
+    for value in values:
+        jsonschema.validate(value, schema)
+    assert any(len(value) > 1 for value in values)
+
+
+@pytest.mark.parametrize("items", [
+    {"anyOf": [{"type": "string", "maxLength": 1}, {"enum": ["ab"]}]},  # "ab" is too long for the first
+    {"anyOf": [{"type": "string", "pattern": "^a"}, {"type": "string"}, {"type": "integer"}]},
+])
+def test_any_of_options_no_other_takes_whole_stay(items):
+    with pytest.raises(GrammarError, match="uniqueItems"):
+        schema_to_guarded_regex(json.dumps({"type": "array", "items": items, "uniqueItems": True}))

@@ -1,0 +1,67 @@
+"""`not` of a value list, rewritten without the `not`: the strings but those (a written-out
+pattern), the intervals between excluded numbers, the enum values left."""
+
+import json
+import re
+
+import jsonschema
+import pytest
+
+from radixgen.core import Constraint
+from radixgen.grammar.json_schema import schema_to_guarded_regex
+from radixgen.grammar.matcher import GrammarError
+from radixgen.grammar.unique_values import fullmatches
+from tests.grammar.walks import valid_walks
+
+
+def test_strings_but_the_listed_ones(small_compiler, small_info):
+    """Angular's `builder`: any string but the known builders."""
+    excluded = ["haxe", "all", "a.b", "x-y z"]
+    schema = {"type": "string", "not": {"enum": excluded}}
+    regex = schema_to_guarded_regex(json.dumps(schema))[0]
+    for text in ["", "h", "hax", "haxes", "al", "alll", "axb", "a.bc", "x-y", "x-y zz", "\u00e9"]:
+        assert fullmatches(regex, json.dumps(text, ensure_ascii=False).encode()), text
+    for text in excluded:
+        assert not fullmatches(regex, json.dumps(text, ensure_ascii=False).encode()), text
+    values = valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 12)
+    assert len(set(values)) > 1
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "integer", "not": {"enum": [0]}},  # winget's InstallerSuccessCodes
+    {"type": "integer", "minimum": 0, "maximum": 7, "not": {"enum": [0, 2, 3, 7, 9, "x", 2.5]}},
+    {"type": "integer", "exclusiveMinimum": -4, "not": {"const": -3}, "multipleOf": 1},
+])
+def test_integers_between_the_excluded_ones(schema):
+    regex = schema_to_guarded_regex(json.dumps(schema))[0]
+    checker = jsonschema.Draft202012Validator(schema)
+    matched = 0
+    for n in range(-12, 13):
+        assert bool(re.fullmatch(regex, str(n))) == checker.is_valid(n), n
+        matched += checker.is_valid(n)
+    assert matched
+
+
+def test_numbers_between_the_excluded_ones(small_compiler, small_info):
+    schema = {"type": "number", "minimum": 0, "maximum": 1, "not": {"enum": [0.5, 1, "1"]}}
+    regex = schema_to_guarded_regex(json.dumps(schema))[0]
+    assert not re.fullmatch(regex, "0.5") and not re.fullmatch(regex, "1")
+    assert re.fullmatch(regex, "0.49") and re.fullmatch(regex, "0.51") and re.fullmatch(regex, "0")
+    valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 12)
+
+
+def test_enum_values_left():
+    schema = {"enum": ["a", "b", 1], "not": {"enum": ["b", True]}}
+    regex = schema_to_guarded_regex(json.dumps(schema))[0]
+    assert [t for t in ['"a"', '"b"', "1", "true"] if re.fullmatch(regex, t)] == ['"a"', "1"]
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "minLength": 2, "not": {"const": "ab"}},  # lengths beside it
+    {"type": "string", "not": {"const": 'say "hi"'}},  # a character JSON escapes
+    {"type": "integer", "minimum": 0, "maximum": 0, "not": {"const": 0}},  # nothing left
+    {"$schema": "http://json-schema.org/draft-04/schema#", "type": "string", "not": {"const": "x"}},  # not {} there
+])
+def test_other_exclusions_are_refused(schema):
+    with pytest.raises(GrammarError, match="'not'"):
+        schema_to_guarded_regex(json.dumps(schema))
