@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import warnings
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -209,7 +210,9 @@ def _checked_regex(pattern: str) -> str:
     """Refuse constructs the automaton cannot express. The whole output must match, so a leading
     `^` and a trailing `$` are implicit and dropped."""
     try:
-        re.compile(pattern)
+        with warnings.catch_warnings():  # (Rust-syntax classes like `[[a-z]--[q]]` warn in Python's re)
+            warnings.simplefilter("ignore", FutureWarning)
+            re.compile(pattern)
     except re.error as exc:
         raise GrammarError(f"invalid regex {pattern!r}: {exc}") from None
     if re.search(r"(?<!\\)(?:\\\\)*(?:\\[1-9]|\(\?P=)", pattern):  # (not after an escaped backslash)

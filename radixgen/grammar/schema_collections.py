@@ -6,6 +6,7 @@ keeps unique). A mixin: the methods use the rewriter's `rewrite`, `_placeholder`
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -155,7 +156,7 @@ class CollectionRewrites:
         item = self._placeholder_item(items, new, "integer")
         if item is not None and integer_grows(item):  # integers from a bound >= 0 up
             return self._unique_guarded(node, "integer", item)
-        if kind == "object" and isinstance(items, dict):
+        if isinstance(items, dict) and new and (kind == "object" or set(new) in ({"anyOf"}, {"oneOf"})):
             keyed = self._unique_by_key(new, node, path)
             if keyed is not None:
                 return keyed
@@ -195,23 +196,24 @@ class CollectionRewrites:
         objects: a subset (objects that share that value but differ elsewhere are never
         generated). Where no required property qualifies, the first optional one that does is
         generated always, and kept unique (a subset too: CloudFormation's lists of settings
-        objects require nothing). None when no property qualifies. (Integer properties are not
-        used: a token that closes the name and ends the value, `":5,`, would need the guard's
-        look-ahead from inside a name.)"""
-        if set(new) - {"type", "properties", "required", "additionalProperties"}:
+        objects require nothing). Items that are an anyOf / oneOf of such objects (CloudFormation's
+        `oneOf: [{"required": ["VariationName", "StringValue"]}, ...]`) are kept unique by a
+        property every alternative has with the same schema. None when no property qualifies.
+        (Integer properties are not used: a token that closes the name and ends the value,
+        `":5,`, would need the guard's look-ahead from inside a name.)"""
+        combiner = next((k for k in ("anyOf", "oneOf") if set(new) == {k}), None)
+        objects = new[combiner] if combiner else [new]
+        if not objects or not all(isinstance(o, dict) and not set(o) - {"type", "properties", "required",
+                                                                         "additionalProperties"} for o in objects):
             return None
-        required = list(new.get("required", ()))
-        for key in required + [name for name in new.get("properties", {}) if name not in required]:
-            if key not in new.get("properties", {}) or not _PLAIN_NAME.fullmatch(key):
-                continue  # the guard compares the name's JSON text: one spelling
-            sub = new["properties"][key]  # as merged (an allOf beside it may narrow it)
-            if isinstance(sub, dict) and "$ref" in sub:  # (CloudFormation's Key: {"$ref": TagKey})
-                target = self._resolved(sub)
-                sub = self.rewrite(target, f"{path}.items.properties.{key}") if isinstance(target, dict) else None
+        first = objects[0]
+        required = list(first.get("required", ()))
+        for key in required + [name for name in first.get("properties", {}) if name not in required]:
+            subs = [self._key_schema(o, key, path) for o in objects]
+            if subs[0] is None or len({self._spelling(sub) for sub in subs}) > 1:
+                continue  # (every alternative must hold the name, with one schema)
+            sub = subs[0]
             names = _string_enum(sub)
-            if names is None and not (isinstance(sub, dict) and (sub.get("type") == "string"
-                                                                 or self._string_placeholder(sub))):
-                continue
             try:
                 strings = (self._counted_items(names, node, path) if names is not None
                            else self._string_item({"type": "string"}, sub, node, path))
@@ -219,13 +221,38 @@ class CollectionRewrites:
                 continue
             if strings is not None:
                 node, kind, item = strings
-                obj = {**new, "properties": {**new["properties"], key: self._placeholder(item, quoted=False)},
-                       "required": required if key in required else [*required, key]}
-                array = {"type": "array", "items": obj, UNIQUE_KEY: [key, kind],
-                         **{k: node[k] for k in ("minItems", "maxItems") if k in node}}
+                value = self._placeholder(item, quoted=False)
+                keyed = [{**o, "properties": {**o["properties"], key: value},
+                          "required": list(o.get("required", ())) if key in o.get("required", ()) else
+                          [*o.get("required", ()), key]} for o in objects]
+                array = {"type": "array", "items": {combiner: keyed} if combiner else keyed[0],
+                         UNIQUE_KEY: [key, kind], **{k: node[k] for k in ("minItems", "maxItems") if k in node}}
                 self.unique_key_nodes += 1
                 return self._counted(array)
         return None
+
+    def _spelling(self, sub) -> str:
+        """What a rewritten schema generates, as text: a placeholder's regex (alternatives get
+        placeholders of their own for one pattern), else the schema itself."""
+        name = f'"{sub["const"]}"' if isinstance(sub, dict) and isinstance(sub.get("const"), str) else None
+        if name in self.placeholders or name in self.length_strings:
+            return repr((self.placeholders.get(name), self.length_strings.get(name)))
+        return json.dumps(sub, sort_keys=True)
+
+    def _key_schema(self, obj: dict, key: str, path: str):
+        """The rewritten schema of `obj`'s property `key` when it could keep the objects unique
+        (a string, or a string placeholder: a pattern, format or set of strings; a `$ref` to one
+        followed), else None."""
+        if key not in obj.get("properties", {}) or not _PLAIN_NAME.fullmatch(key):
+            return None  # the guard compares the name's JSON text: one spelling
+        sub = obj["properties"][key]  # as merged (an allOf beside it may narrow it)
+        if isinstance(sub, dict) and "$ref" in sub:  # (CloudFormation's Key: {"$ref": TagKey})
+            target = self._resolved(sub)
+            sub = self.rewrite(target, f"{path}.items.properties.{key}") if isinstance(target, dict) else None
+        if _string_enum(sub) is None and not (isinstance(sub, dict) and (sub.get("type") == "string"
+                                                                         or self._string_placeholder(sub))):
+            return None
+        return sub
 
     def _string_item(self, items, new, node: dict, path: str) -> tuple | None:
         """(array node, item kind, item regex) of unique string items the guard can keep, else

@@ -45,7 +45,8 @@ def test_guarded_lengths_allow_exactly_the_counted_regex(monkeypatch):
 def test_shared_places_keep_the_counted_regex():
     """Where another string can be (another bound, a pattern, a literal), no guard: counted."""
     long_text = {"type": "string", "maxLength": 40}
-    for other in ({"type": "string", "maxLength": 50}, {"type": "string", "pattern": "^x+$"}, {"const": "y"}):
+    # (a const of at most 40 characters would be one of long_text's values: that anyOf is long_text)
+    for other in ({"type": "string", "maxLength": 50}, {"type": "string", "pattern": "^x+$"}, {"const": "y" * 41}):
         schema = {"type": "object", "properties": {"a": {"anyOf": [long_text, other]}}}
         regex, paths = schema_to_guarded_regex(json.dumps(schema))
         assert paths == () and "{0,40}" in regex

@@ -318,8 +318,11 @@ def test_tool_calls_guard_starts_after_the_tag():
     # objects: no string property that can always grow
     {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
      "uniqueItems": True},
-    {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"],
-                                "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}, "uniqueItems": True},
+    # alternatives with no key property in common (one that all share: test_objects_of_alternatives_...)
+    {"type": "array", "items": {"type": "object", "anyOf": [
+        {"properties": {"n": {"type": "string"}}, "required": ["n"], "additionalProperties": False},
+        {"properties": {"m": {"type": "string"}}, "required": ["m"], "additionalProperties": False}]},
+     "uniqueItems": True},
 ])
 def test_unguardable_unique_items_are_refused(schema):
     with pytest.raises(GrammarError, match="uniqueItems"):
@@ -437,3 +440,26 @@ def test_any_of_options_another_takes_whole_are_dropped(items, small_compiler, s
 def test_any_of_options_no_other_takes_whole_stay(items):
     with pytest.raises(GrammarError, match="uniqueItems"):
         schema_to_guarded_regex(json.dumps({"type": "array", "items": items, "uniqueItems": True}))
+
+
+def test_objects_of_alternatives_kept_unique_by_a_shared_property(small_compiler, small_info):
+    """CloudFormation's feature variations: `oneOf` of objects that each require the name (one
+    pattern) and one value kind: the name is kept unique across the array, whichever alternative
+    each object takes."""
+    schema = {"type": "array", "uniqueItems": True, "maxItems": 4, "items": {
+        "type": "object", "additionalProperties": False,
+        "properties": {"Name": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 3},
+                       "Text": {"type": "string", "maxLength": 2}, "Flag": {"type": "boolean"}},
+        "oneOf": [{"required": ["Name", "Text"]}, {"required": ["Name", "Flag"]}]}}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    assert accepts_prefix(grammar, small_info, '[{"Name":"a","Text":"x"},{"Name":"b","Flag":true}]')
+    assert not accepts_prefix(grammar, small_info, '[{"Name":"a","Text":"x"},{"Name":"a","Flag":true}')
+    values = [json.loads(random_walk(grammar, small_info, seed)[1]) for seed in range(12)]
+    for value in values:
+        jsonschema.validate(value, schema)
+        assert len({item["Name"] for item in value}) == len(value)
+    assert {k for value in values for item in value for k in item} == {"Name", "Text", "Flag"}
+    different = {**schema, "items": {**schema["items"], "oneOf": [
+        {"required": ["Name", "Text"]}, {"required": ["Flag"], "properties": {"Name": {"maxLength": 1}}}]}}
+    with pytest.raises(GrammarError, match="uniqueItems"):  # the name differs between alternatives
+        schema_to_guarded_regex(json.dumps(different))
