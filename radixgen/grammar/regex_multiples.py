@@ -67,7 +67,10 @@ def multiple_of_regex(step, lo, hi, lo_excl: bool, hi_excl: bool, integer: bool,
     first, last = _index_range(Fraction(repr(step)), lo, hi, lo_excl, hi_excl)
     if not integer and first is not None and last is not None and last - first < MAX_SPELT:
         texts = [_text(Decimal(i) / n) for i in range(first, last + 1)]
-        texts = [t for t in texts if is_multiple(int(t) if "." not in t else float(t), step)]
+        # each text as JSON parses it: a multiple in both readings, and within the bounds as Python
+        # compares (an integer text against a float bound's binary value; a long fraction text
+        # parses onto its nearest float, perhaps onto an exclusive bound)
+        texts = [t for t in texts if is_multiple(_parsed(t), step) and _within(_parsed(t), lo, hi, lo_excl, hi_excl)]
         if not texts:
             refuse("multipleOf", path, f"no multiple of {step} within the bounds passes Python's floating-point check")
         return _spelt(texts)
@@ -136,6 +139,17 @@ def _index_range(step: Fraction, lo, hi, lo_excl: bool, hi_excl: bool) -> tuple:
         q = _decimal(hi) / step
         last = math.ceil(q) - 1 if hi_excl and q.denominator == 1 else math.floor(q)
     return first, last
+
+
+def _parsed(text: str):
+    """A number text as JSON parsers give it: an int, or a float."""
+    return int(text) if "." not in text else float(text)
+
+
+def _within(value, lo, hi, lo_excl: bool, hi_excl: bool) -> bool:
+    """Whether `value` meets the bounds as Python's `jsonschema` compares them."""
+    return (lo is None or value > lo or (value == lo and not lo_excl)) and \
+        (hi is None or value < hi or (value == hi and not hi_excl))
 
 
 def _text(value: Decimal) -> str:

@@ -13,6 +13,7 @@ from fractions import Fraction
 import jsonschema
 import pytest
 
+from radixgen.grammar.json_schema import schema_to_guarded_regex
 from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.regex_multiples import MAX_SPELT, _integers_pass, is_multiple, multiple_of_regex
 
@@ -128,3 +129,29 @@ def test_is_multiple_agrees_with_jsonschema_where_the_decimal_also_divides():
             for value in (i, i / 100, i / 10):
                 exact = Fraction(repr(value) if isinstance(value, float) else value) % Fraction(repr(step)) == 0
                 assert is_multiple(value, step) == (exact and checker.is_valid(value)), (value, step)
+
+
+@pytest.mark.parametrize("schema", [  # found by a fuzzer: texts beyond a float's digits
+    {"type": "number", "multipleOf": 0.02, "exclusiveMinimum": 999999999999999, "exclusiveMaximum": 999999999999999.5},
+    {"type": "number", "multipleOf": 0.001, "exclusiveMinimum": 1000000000000000.0, "maximum": 1000000000000000.5},
+    {"type": "number", "multipleOf": 0.5, "minimum": 1e16, "maximum": 10000000000000010, "not": {"const": 1e16}},
+])
+def test_spelt_multiples_meet_the_bounds_as_floats_compare(schema):
+    """A long fraction text parses onto its nearest float (999999999999999.44 is
+    999999999999999.5, on an exclusive bound), an integer text compares with a float bound's
+    binary value: each spelt text is kept only where the parsed value meets the bounds."""
+    regex = schema_to_guarded_regex(json.dumps(schema))[0]
+    checker = jsonschema.Draft202012Validator(schema)
+    lo = schema.get("minimum", schema.get("exclusiveMinimum"))
+    matched = 0
+    for i in range(0, 20001):
+        text = _canonical(Decimal(repr(lo)) + Decimal(i) / 1000)
+        if re.fullmatch(regex, text):
+            matched += 1
+            assert checker.is_valid(json.loads(text)), text
+    assert matched
+
+
+def test_a_huge_bound_with_no_multiple_passing_is_refused():
+    with pytest.raises(GrammarError, match="multipleOf"):  # 1e23 is 99999999999999991611392 exactly
+        schema_to_guarded_regex(json.dumps({"type": "number", "multipleOf": 0.5, "minimum": 1e23, "maximum": 1e23}))
