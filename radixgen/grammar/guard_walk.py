@@ -132,12 +132,19 @@ def guarded_item(stack: tuple, kind: str | None = None):
 
 
 def _keyed_array(stack: tuple):
-    """(instance, name, item kind) when the top of `stack` is an object item of an array kept
-    unique by its property `name`, else None."""
-    if len(stack) < 2 or stack[-1][0] != OBJECT or stack[-2][0] != ARRAY or stack[-2][2] is None:
-        return None
-    instance, keeping = stack[-2][2]
-    return (instance, keeping[1], keeping[2]) if _keeps_by_key(keeping) else None
+    """(instance, name, item kind) when the top of `stack` is the object holding the keeping
+    property `name` of an array kept unique by key: its object item, or (names of two) the object
+    value of the item's property names[0], else None."""
+    for depth in (1, 2):
+        if len(stack) <= depth or stack[-1 - depth][0] != ARRAY or stack[-1 - depth][2] is None:
+            continue
+        instance, keeping = stack[-1 - depth][2]
+        if not _keeps_by_key(keeping) or len(keeping[1]) != depth:
+            continue
+        objects = stack[-depth:]
+        if all(f[0] == OBJECT for f in objects) and all(f[2] == name for f, name in zip(objects, keeping[1][:-1])):
+            return (instance, keeping[1][-1], keeping[2])
+    return None
 
 
 def keyed_bounded(stack: tuple):

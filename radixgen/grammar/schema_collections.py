@@ -198,13 +198,29 @@ class CollectionRewrites:
         generated always, and kept unique (a subset too: CloudFormation's lists of settings
         objects require nothing). Items that are an anyOf / oneOf of such objects (CloudFormation's
         `oneOf: [{"required": ["VariationName", "StringValue"]}, ...]`) are kept unique by a
-        property every alternative has with the same schema. None when no property qualifies.
+        property every alternative has with the same schema. Where no property of the object
+        qualifies, one of an object property does (`{"CustomPlugin": {"CustomPluginArn": ...}}`,
+        both then always generated). None when no property qualifies.
         (Integer properties are not used: a token that closes the name and ends the value,
         `":5,`, would need the guard's look-ahead from inside a name.)"""
         combiner = next((k for k in ("anyOf", "oneOf") if set(new) == {k}), None)
         objects = new[combiner] if combiner else [new]
-        if not objects or not all(isinstance(o, dict) and not set(o) - {"type", "properties", "required",
-                                                                         "additionalProperties"} for o in objects):
+        found = self._keyed_objects(objects, node, path)
+        if found is None and combiner is None and _plain_object(new):
+            found = self._keyed_inside(new, node, path)
+        if found is None:
+            return None
+        node, kind, key, keyed = found
+        array = {"type": "array", "items": {combiner: keyed} if combiner else keyed[0],
+                 UNIQUE_KEY: [key, kind], **{k: node[k] for k in ("minItems", "maxItems") if k in node}}
+        self.unique_key_nodes += 1
+        return self._counted(array)
+
+    def _keyed_objects(self, objects: list, node: dict, path: str) -> tuple | None:
+        """(array node, item kind, key, the objects with the key's value a placeholder the guard
+        keeps, required) for the first property every object holds with one schema that the
+        guard can keep unique (see _unique_by_key), else None."""
+        if not objects or not all(_plain_object(o) for o in objects):
             return None
         first = objects[0]
         required = list(first.get("required", ()))
@@ -222,13 +238,24 @@ class CollectionRewrites:
             if strings is not None:
                 node, kind, item = strings
                 value = self._placeholder(item, quoted=False)
-                keyed = [{**o, "properties": {**o["properties"], key: value},
-                          "required": list(o.get("required", ())) if key in o.get("required", ()) else
-                          [*o.get("required", ()), key]} for o in objects]
-                array = {"type": "array", "items": {combiner: keyed} if combiner else keyed[0],
-                         UNIQUE_KEY: [key, kind], **{k: node[k] for k in ("minItems", "maxItems") if k in node}}
-                self.unique_key_nodes += 1
-                return self._counted(array)
+                return node, kind, key, [_with_required(o, key, value) for o in objects]
+        return None
+
+    def _keyed_inside(self, obj: dict, node: dict, path: str) -> tuple | None:
+        """_keyed_objects' result for a key one object property inside `obj` (the required ones
+        first, then the optional), its key the path of the two names."""
+        required = list(obj.get("required", ()))
+        for outer in required + [name for name in obj.get("properties", {}) if name not in required]:
+            inner = obj["properties"][outer]
+            if isinstance(inner, dict) and "$ref" in inner:
+                target = self._resolved(inner)
+                inner = self.rewrite(target, f"{path}.items.properties.{outer}") if isinstance(target, dict) else None
+            if not (_PLAIN_NAME.fullmatch(outer) and _plain_object(inner) and inner.get("type") == "object"):
+                continue
+            found = self._keyed_objects([inner], node, path)
+            if found is not None:
+                node, kind, key, keyed = found
+                return node, kind, [outer, key], [_with_required(obj, outer, keyed[0])]
         return None
 
     def _spelling(self, sub) -> str:
@@ -351,6 +378,19 @@ class CollectionRewrites:
         return placeholder
 
     # ------------------------------------------------------------ helpers
+
+
+def _plain_object(schema) -> bool:
+    """Whether a rewritten schema is an object with properties and nothing that adds names."""
+    return isinstance(schema, dict) and isinstance(schema.get("properties"), dict) \
+        and not set(schema) - {"type", "properties", "required", "additionalProperties"}
+
+
+def _with_required(obj: dict, key: str, value) -> dict:
+    """`obj` with property `key` of schema `value`, required."""
+    required = list(obj.get("required", ()))
+    return {**obj, "properties": {**obj["properties"], key: value},
+            "required": required if key in required else [*required, key]}
 
 
 def _string_enum(new) -> str | None:

@@ -89,8 +89,8 @@ class GuardSites:
             counts = self.rewriter.counted_arrays.get(name)
             self.arrays.append((path, None if counts is None else counts[0], name))
         elif UNIQUE_KEY in node:  # an array of objects kept unique by one property
-            key, kind = node[UNIQUE_KEY]
-            self.guarded.append((path, ("key", key, kind)))
+            key, kind = node[UNIQUE_KEY]  # (key: a name, or the path of two names into an object property)
+            self.guarded.append((path, ("key", key if isinstance(key, str) else tuple(key), kind)))
         elif name in self.rewriter.length_strings:
             self.lengths.append((path, name))
         elif name is not None and name not in self.rewriter.keyed_objects:  # any other placeholder

@@ -34,8 +34,9 @@ after whose last quote one follows, run through `advance`), and the array's maxI
 at the number of values (schema_collections), so a new item is always possible.
 
 Arrays of objects are kept unique by one required string property of the objects (a subset):
-the guarded path's kind is ("key", name, item kind), and the property's value in each object
-of the array is kept unique like an item.
+the guarded path's kind is ("key", names, item kind), names the property's name (or the names of
+an object property and its property), and the property's value in each object of the array is
+kept unique like an item.
 
 A ban never leaves a dead end; `schema_check` refuses the shapes where that would not hold.
 """
@@ -219,7 +220,8 @@ def _item_kind(kind):
     if isinstance(kind, str):
         return kind
     if kind[0] == "key":
-        return ("key", kind[1].encode(), _item_kind(kind[2]))
+        names = (kind[1],) if isinstance(kind[1], str) else kind[1]
+        return ("key", tuple(name.encode() for name in names), _item_kind(kind[2]))
     return ("bounded", item_counts(kind[1]))
 
 

@@ -451,15 +451,40 @@ def test_objects_of_alternatives_kept_unique_by_a_shared_property(small_compiler
         "properties": {"Name": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 3},
                        "Text": {"type": "string", "maxLength": 2}, "Flag": {"type": "boolean"}},
         "oneOf": [{"required": ["Name", "Text"]}, {"required": ["Name", "Flag"]}]}}
-    grammar = small_compiler.compile(Constraint("json_schema", schema))
-    assert accepts_prefix(grammar, small_info, '[{"Name":"a","Text":"x"},{"Name":"b","Flag":true}]')
-    assert not accepts_prefix(grammar, small_info, '[{"Name":"a","Text":"x"},{"Name":"a","Flag":true}')
-    values = [json.loads(random_walk(grammar, small_info, seed)[1]) for seed in range(12)]
-    for value in values:
-        jsonschema.validate(value, schema)
-        assert len({item["Name"] for item in value}) == len(value)
+    values = _keyed_walks(small_compiler, small_info, schema, lambda item: item["Name"],
+                          '[{"Name":"a","Text":"x"},{"Name":"b","Flag":true}]',
+                          '[{"Name":"a","Text":"x"},{"Name":"a","Flag":true}')
     assert {k for value in values for item in value for k in item} == {"Name", "Text", "Flag"}
     different = {**schema, "items": {**schema["items"], "oneOf": [
         {"required": ["Name", "Text"]}, {"required": ["Flag"], "properties": {"Name": {"maxLength": 1}}}]}}
     with pytest.raises(GrammarError, match="uniqueItems"):  # the name differs between alternatives
         schema_to_guarded_regex(json.dumps(different))
+
+
+def test_objects_kept_unique_by_a_property_of_an_object_property(small_compiler, small_info):
+    """CloudFormation's MSK Connect plugins: `{"CustomPlugin": {"CustomPluginArn": ..., "Revision":
+    ...}}`: no property of the item can keep it unique, the ARN inside its one object property
+    can (both then always generated)."""
+    schema = {"type": "array", "uniqueItems": True, "minItems": 1, "maxItems": 4, "items": {
+        "type": "object", "additionalProperties": False, "required": ["Plugin"],
+        "properties": {"Plugin": {"$ref": "#/$defs/plugin"}, "Note": {"type": "integer"}}},
+        "$defs": {"plugin": {"type": "object", "additionalProperties": False, "required": ["Revision"],
+                             "properties": {"Revision": {"type": "integer"},
+                                            "Arn": {"type": "string", "pattern": "^arn:[a-z]+$"}}}}}
+    values = _keyed_walks(small_compiler, small_info, schema, lambda item: item["Plugin"]["Arn"],
+                          '[{"Plugin":{"Revision":1,"Arn":"arn:a"}},{"Plugin":{"Revision":1,"Arn":"arn:b"}}]',
+                          '[{"Plugin":{"Revision":1,"Arn":"arn:a"}},{"Plugin":{"Revision":2,"Arn":"arn:a"')
+    assert any(len(value) > 1 for value in values)
+
+
+def _keyed_walks(compiler, info, schema: dict, key, distinct: str, repeated: str) -> list:
+    """The outputs of 12 walks of a schema whose objects are kept unique by `key(item)`: each
+    valid, with distinct keys; `distinct` (two objects, two keys) accepted, `repeated` (a key
+    again) not."""
+    grammar = compiler.compile(Constraint("json_schema", schema))
+    assert accepts_prefix(grammar, info, distinct) and not accepts_prefix(grammar, info, repeated)
+    values = [json.loads(random_walk(grammar, info, seed)[1]) for seed in range(12)]
+    for value in values:
+        jsonschema.validate(value, schema)
+        assert len({key(item) for item in value}) == len(value)
+    return values
