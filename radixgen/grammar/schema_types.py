@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from . import guard_tables
+from .matcher import GrammarError
 from .regex_leaves import format_length_regex, format_regex, string_pattern_regex
 from .regex_multiples import multiple_of_regex
 from .regex_numbers import integer_bound, number_range_regex
@@ -58,7 +59,8 @@ class TypeRewrites:
     def _type_string(self, node: dict, path: str) -> dict:
         fmt = format_regex(node["format"], path) if "format" in node else None  # None: an annotation
         if "pattern" in node and fmt is not None:
-            refuse("format", path, "it cannot be combined with pattern")
+            node = {**node, "pattern": self._format_and_pattern(node["format"], fmt, node["pattern"], path)}
+            fmt = None
         lengths = node.get("minLength", 0), node.get("maxLength")
         guarded = lengths[1] is not None and lengths[1] >= guard_tables.LENGTH_GUARD_MIN
         if "pattern" in node:
@@ -77,6 +79,18 @@ class TypeRewrites:
         if guarded:
             return self._length_guarded(FREE_STRING, lengths, f'"{STRING_CHAR}{{{lengths[0]},{lengths[1]}}}"')
         return {"type": "string", **{k: node[k] for k in ("minLength", "maxLength") if k in node}}
+
+    def _format_and_pattern(self, name: str, fmt: str, pattern: str, path: str) -> str:
+        """A pattern for the strings of both a format and a pattern (`"format": "uri", "pattern":
+        "^https://"`): the format's regex (radixgen's subset of it, plain syntax that ECMA-262 and
+        Python read alike) as a lookahead over the whole string, then the pattern searched, which
+        the lookaround automaton writes out (regex_lookaround); refused where it cannot."""
+        both = f"(?=^(?:{fmt})$)[\\s\\S]*(?:{pattern})"
+        try:
+            string_pattern_regex(both, path, name=pattern)
+        except GrammarError as exc:
+            refuse("format", path, f"it cannot be combined with pattern here ({exc})")
+        return both
 
     def _length_guarded(self, free: str, lengths: tuple, exact: str) -> dict:
         """A placeholder for strings of regex `free` (any length) whose length the guard keeps:

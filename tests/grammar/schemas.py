@@ -287,6 +287,13 @@ SUPPORTED = {
         "minutes": {"type": "integer", "multipleOf": 15, "minimum": 0, "maximum": 1440},
         "offsets": {"type": "array", "items": {"type": "integer", "multipleOf": 8}, "maxItems": 3}},
         "required": ["canary", "weight", "ocu", "ttl", "minutes", "offsets"]},
+    # a format and a pattern together (SchemaStore's `"format": "uri", "pattern": "^https://"`)
+    "format_and_pattern": {"type": "object", "properties": {
+        "url": {"type": "string", "format": "uri", "pattern": "^https://"},
+        "spec": {"type": "string", "format": "uri-reference", "pattern": "^(https?://|/).+\\.ya?ml$"},
+        "day": {"type": "string", "format": "date", "pattern": "^20[0-9]{2}-0"},
+        "mail": {"type": "string", "format": "email", "pattern": "@example\\.com$", "maxLength": 24}},
+        "required": ["url", "spec", "day", "mail"]},
 }
 
 # schema -> the keyword the GrammarError must name
@@ -325,7 +332,7 @@ UNSUPPORTED = [
     ({"type": "string", "pattern": "\\Aword"}, "pattern"),  # ECMA-262 reads \A as "A", Python as an anchor
     ({"type": "string", "minLength": 5, "pattern": "^ab$"}, "pattern"),  # its strings are 2 long
     ({"type": "string", "maxLength": 9, "format": "date"}, "format"),  # dates are 10 long
-    ({"type": "string", "pattern": "^[0-9-]+$", "format": "date"}, "format"),
+    ({"type": "string", "pattern": "^(\\d)\\1", "format": "date"}, "format"),  # a backreference: no automaton
     ({"type": "array", "contains": {"type": "integer"}}, "contains"),
     ({"type": "object", "properties": {"a": {"type": "integer"}}, "dependentRequired": {"a": ["b"]}},
      "dependentRequired"),
