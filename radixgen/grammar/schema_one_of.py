@@ -10,10 +10,12 @@ string). An alternative is proved to exclude another by:
 - objects: the other alternative requires a name this one never generates (an object with
   `properties` is generated with listed and required names only), forbids a name this one
   requires (`additionalProperties: false`), or rejects the value of a name both hold (a tag);
+- arrays: a non-empty one whose items the other's items reject;
 - and, failing those, by narrowing: an alternative that generates objects stops generating the
   optional properties the overlapping alternatives require (`{"required": ["a"]}` /
-  `{"required": ["b"]}` over shared properties: the first never writes "b"). Its outputs are a
-  subset of what it accepted, so they stay valid.
+  `{"required": ["b"]}` over shared properties: the first never writes "b"); an alternative that
+  generates arrays stops generating `[]` (valid under every array alternative, so under none).
+  Its outputs are a subset of what it accepted, so they stay valid.
 
 References: `Readings.merged(node)` is the schema a node is generated from, with the keywords
 beside each `$ref` merged (the most property names it can generate). Under drafts 3-7 a node may
@@ -60,8 +62,13 @@ def exclusive(options: list, readings: Readings) -> list | None:
         if narrowed[i] is not None:
             return None  # (one narrowing per alternative)
         gen = readings.merged(options[i])
-        if not _closed(gen) or (readings.fallback and gen != readings.widest(options[i])):
+        if readings.fallback and gen != readings.widest(options[i]):
             return None  # it may be generated from another reading: not narrowed
+        if _plain_array(gen) and not gen.get("minItems"):
+            narrowed[i] = {**gen, "minItems": 1}  # [] is valid under both: under none (oneOf)
+            continue
+        if not _closed(gen):
+            return None
         overlapping = [readings.loose(options[j]) for k, j in pairs if k == i]
         others = set().union(*(required_names(acc) for acc in overlapping))
         drop = (others - always_generated(gen)) & set(gen["properties"])
@@ -155,7 +162,16 @@ def excludes(gen, acc, readings: Readings, depth: int = 0) -> bool:
             return True
     if acc_values is not None and gen_kinds == ["string"] and _misses_pattern(acc_values, wide):
         return True  # gen's strings all match its pattern, which none of acc's values does
+    if gen_kinds == ["array"] and _plain_array(wide) and _plain_array(acc) and wide.get("minItems", 0) >= 1 \
+            and depth < _MAX_DEPTH:  # a non-empty array whose items acc's items reject
+        return excludes(wide.get("items", True), acc.get("items", True), readings, depth + 1)
     return gen_kinds == ["object"] and isinstance(acc, dict) and _object_excludes(gen, acc, readings, depth)
+
+
+def _plain_array(node) -> bool:
+    """An array schema with one `items` schema for every item (no tuple, no contains)."""
+    return isinstance(node, dict) and node.get("type") in ("array", ["array"]) and isinstance(node.get("items", True), (dict, bool)) \
+        and not {"prefixItems", "additionalItems", "contains", "unevaluatedItems", "$ref", "allOf", "anyOf", "oneOf"} & set(node)
 
 
 def _only_options(node) -> list | None:

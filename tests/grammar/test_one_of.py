@@ -60,6 +60,11 @@ EXCLUSIVE = {
                    {"type": "null"}]}]},
     # Kubernetes' IntOrString: null is valid under both alternatives, so under none
     "shared_type": {"oneOf": [{"type": ["string", "null"]}, {"type": ["integer", "null"]}]},
+    # arrays whose items exclude each other (WordPress block supports' margin: sides or axes):
+    # [] is valid under both, so neither generates it
+    "arrays_of_disjoint_items": {"oneOf": [
+        {"type": "boolean"}, {"type": "array", "items": {"enum": ["top", "left"]}, "maxItems": 2},
+        {"type": "array", "items": {"enum": ["vertical", "horizontal"]}, "maxItems": 2}]},
     # alternatives that are allOf a shared part and a target (GitHub's ruleset conditions): told
     # apart as the one schema each merges into (each requires a name the other never generates)
     "all_of_targets": {"$defs": {"shared": {"type": "object", "properties": {"ref": {"type": "boolean"}}},
@@ -101,6 +106,8 @@ def test_exclusive_alternatives_validate_under_exactly_one(small_compiler, small
                {"type": "object", "properties": {"b": {"type": "integer"}}}]},
     # the first requires everything the second does: nothing to drop from it
     {"type": "object", "properties": SHARED, "oneOf": [{"required": ["src", "handle"]}, {"required": ["handle"]}]},
+    # arrays whose items overlap ("ab" is an item of both)
+    {"oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "array", "items": {"maxLength": 2}}]},
     # allOf alternatives that merge into overlapping schemas (the second accepts the first's {"a": 1})
     {"oneOf": [{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]},
                {"allOf": [{"type": "object"}, {"properties": {"a": {"type": "integer"}}}]}]},
