@@ -25,6 +25,7 @@ import copy
 from .matcher import GrammarError
 from .schema_branches import BranchRewrites
 from .schema_collections import CollectionRewrites
+from .schema_unique_keys import UniqueKeyRewrites
 from .schema_conditionals import expand_conditionals
 from .schema_exclusions import excluded_values_rewritten
 from .schema_merge import EMPTY, implied_type, normalize, split_by_type, typed_keywords
@@ -50,7 +51,8 @@ _RECORDS = ("placeholders", "unique_arrays", "literal_arrays", "keyed_objects", 
             "counted_nodes", "unique_key_nodes")
 
 
-class SchemaRewriter(BranchRewrites, TypeRewrites, ObjectRewrites, CollectionRewrites, ReferenceReading):
+class SchemaRewriter(BranchRewrites, TypeRewrites, ObjectRewrites, CollectionRewrites, UniqueKeyRewrites,
+                     ReferenceReading):
     """One use: `rewrite(schema)` returns the schema for outlines-core; `placeholders` maps each
     placeholder const it introduced to the exact regex that replaces it."""
 

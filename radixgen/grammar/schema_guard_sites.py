@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from .matcher import GrammarError
 from .schema_check import SchemaRewriter
-from .schema_collections import COUNTED, UNIQUE_KEY
+from .schema_collections import COUNTED
+from .schema_unique_keys import UNIQUE_KEY
 from .schema_outlines import NODE_BUDGET, ref_target
 
 
