@@ -75,10 +75,7 @@ def multiple_of_regex(step, lo, hi, lo_excl: bool, hi_excl: bool, integer: bool,
             refuse("multipleOf", path, f"no multiple of {step} within the bounds passes Python's floating-point check")
         return _spelt(texts)
     # integers only: each is a multiple (a subset, unless the type is integer)
-    int_lo = None if lo is None else (math.floor(lo) + 1 if lo_excl else math.ceil(lo))
-    int_hi = None if hi is None else (math.ceil(hi) - 1 if hi_excl else math.floor(hi))
-    int_lo = -_FLOAT_INTEGER_MAX if int_lo is None else max(int_lo, -_FLOAT_INTEGER_MAX)
-    int_hi = _FLOAT_INTEGER_MAX if int_hi is None else min(int_hi, _FLOAT_INTEGER_MAX)
+    int_lo, int_hi = _integer_bounds(lo, hi, lo_excl, hi_excl, fifteen_digits=True)
     if int_lo > int_hi:
         refuse("multipleOf", path, "no integer lies within the bounds" if integer else
                f"more than {MAX_SPELT:,} multiples of {step} lie within the bounds (then only integers are "
@@ -88,11 +85,8 @@ def multiple_of_regex(step, lo, hi, lo_excl: bool, hi_excl: bool, integer: bool,
 
 def _integer_multiples(m: int, step, lo, hi, lo_excl: bool, hi_excl: bool, path: str) -> str:
     """Multiples of the integer `m` within the bounds (the MAX_SPELT nearest zero where more)."""
-    int_lo = None if lo is None else (math.floor(lo) + 1 if lo_excl else math.ceil(lo))
-    int_hi = None if hi is None else (math.ceil(hi) - 1 if hi_excl else math.floor(hi))
-    if isinstance(step, float):  # instances become floats to divide: 15 digits at most
-        int_lo = -_FLOAT_INTEGER_MAX if int_lo is None else max(int_lo, -_FLOAT_INTEGER_MAX)
-        int_hi = _FLOAT_INTEGER_MAX if int_hi is None else min(int_hi, _FLOAT_INTEGER_MAX)
+    # (a float step: instances become floats to divide, so 15 digits at most)
+    int_lo, int_hi = _integer_bounds(lo, hi, lo_excl, hi_excl, fifteen_digits=isinstance(step, float))
     if m == 1:
         if int_lo is not None and int_hi is not None and int_lo > int_hi:
             refuse("minimum", path, "the bounds leave no integer")
@@ -103,6 +97,17 @@ def _integer_multiples(m: int, step, lo, hi, lo_excl: bool, hi_excl: bool, path:
         refuse("multipleOf", path, f"no multiple of {step} lies within the bounds")
     indices = _nearest_zero(first, last)
     return _spelt([str(i * m) for i in indices])
+
+
+def _integer_bounds(lo, hi, lo_excl: bool, hi_excl: bool, fifteen_digits: bool) -> tuple:
+    """The least and greatest integer within the bounds (None: unbounded), compared exactly with
+    a float bound's binary value; `fifteen_digits`: also within +-(10^15 - 1)."""
+    int_lo = None if lo is None else (math.floor(lo) + 1 if lo_excl else math.ceil(lo))
+    int_hi = None if hi is None else (math.ceil(hi) - 1 if hi_excl else math.floor(hi))
+    if fifteen_digits:
+        int_lo = -_FLOAT_INTEGER_MAX if int_lo is None else max(int_lo, -_FLOAT_INTEGER_MAX)
+        int_hi = _FLOAT_INTEGER_MAX if int_hi is None else min(int_hi, _FLOAT_INTEGER_MAX)
+    return int_lo, int_hi
 
 
 def _nearest_zero(first, last) -> list[int]:

@@ -73,8 +73,8 @@ def _intervals(node: dict, excluded: list) -> dict | None:
     cuts = sorted({v for v in excluded if is_type(v, node["type"]) and isinstance(v, (int, float))
                    and (lo is None or v > lo or (v == lo and not lo_excl))
                    and (hi is None or v < hi or (v == hi and not hi_excl))})
-    if not cuts:
-        return {k: v for k, v in node.items()}
+    if not cuts:  # (none within the bounds: `node`, without its `not` already)
+        return node
     base = {k: v for k, v in node.items() if k not in _NUMERIC_BOUNDS}
     edges = [(lo, lo_excl)] + [(cut, True) for cut in cuts] + [(hi, hi_excl)]
     parts = []

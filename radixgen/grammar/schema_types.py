@@ -58,20 +58,20 @@ class TypeRewrites:
 
     def _type_string(self, node: dict, path: str) -> dict:
         fmt = format_regex(node["format"], path) if "format" in node else None  # None: an annotation
-        if "pattern" in node and fmt is not None:
-            node = {**node, "pattern": self._format_and_pattern(node["format"], fmt, node["pattern"], path)}
-            fmt = None
         lengths = node.get("minLength", 0), node.get("maxLength")
         guarded = lengths[1] is not None and lengths[1] >= guard_tables.LENGTH_GUARD_MIN
+        if "pattern" in node and fmt is not None:
+            # the strings of both (`"format": "uri", "pattern": "^https://"`): the format's regex
+            # (radixgen's subset of it, plain syntax that ECMA-262 and Python read alike) as a
+            # lookahead over the whole string, then the pattern searched, which the lookaround
+            # automaton writes out (regex_lookaround); refused where it cannot
+            both = f"(?=^(?:{fmt})$)[\\s\\S]*(?:{node['pattern']})"
+            try:
+                return self._pattern_strings(both, path, lengths, guarded, name=node["pattern"])
+            except GrammarError as exc:
+                refuse("format", path, f"it cannot be combined with pattern here ({exc})")
         if "pattern" in node:
-            exact = string_pattern_regex(node["pattern"], path, *lengths)
-            free = string_pattern_regex(node["pattern"], path, open_from=lengths[1]) if guarded else exact
-            # the pattern's own regex with the guard keeping the length (exact, and one state per
-            # piece), where no state past its first few characters needs more characters to close
-            first = length_guard_start(f'"{free}"', guard_tables.LENGTH_GUARD_MIN) if free != exact else None
-            if first is not None and first <= lengths[1]:
-                return self._length_guarded(free, lengths, f'"{exact}"')
-            return self._placeholder(exact, quoted=True)
+            return self._pattern_strings(node["pattern"], path, lengths, guarded)
         if fmt is not None and lengths != (0, None):
             fmt = format_length_regex(node["format"], path, *lengths)
         if fmt is not None:
@@ -80,17 +80,16 @@ class TypeRewrites:
             return self._length_guarded(FREE_STRING, lengths, f'"{STRING_CHAR}{{{lengths[0]},{lengths[1]}}}"')
         return {"type": "string", **{k: node[k] for k in ("minLength", "maxLength") if k in node}}
 
-    def _format_and_pattern(self, name: str, fmt: str, pattern: str, path: str) -> str:
-        """A pattern for the strings of both a format and a pattern (`"format": "uri", "pattern":
-        "^https://"`): the format's regex (radixgen's subset of it, plain syntax that ECMA-262 and
-        Python read alike) as a lookahead over the whole string, then the pattern searched, which
-        the lookaround automaton writes out (regex_lookaround); refused where it cannot."""
-        both = f"(?=^(?:{fmt})$)[\\s\\S]*(?:{pattern})"
-        try:
-            string_pattern_regex(both, path, name=pattern)
-        except GrammarError as exc:
-            refuse("format", path, f"it cannot be combined with pattern here ({exc})")
-        return both
+    def _pattern_strings(self, pattern: str, path: str, lengths: tuple, guarded: bool, name: str | None = None) -> dict:
+        """A placeholder for the strings of `pattern` of `lengths` (name: the pattern errors show)."""
+        exact = string_pattern_regex(pattern, path, *lengths, name=name)
+        free = string_pattern_regex(pattern, path, open_from=lengths[1], name=name) if guarded else exact
+        # the pattern's own regex with the guard keeping the length (exact, and one state per
+        # piece), where no state past its first few characters needs more characters to close
+        first = length_guard_start(f'"{free}"', guard_tables.LENGTH_GUARD_MIN) if free != exact else None
+        if first is not None and first <= lengths[1]:
+            return self._length_guarded(free, lengths, f'"{exact}"')
+        return self._placeholder(exact, quoted=True)
 
     def _length_guarded(self, free: str, lengths: tuple, exact: str) -> dict:
         """A placeholder for strings of regex `free` (any length) whose length the guard keeps:

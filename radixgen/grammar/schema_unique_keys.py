@@ -51,14 +51,12 @@ class UniqueKeyRewrites:
         return self._counted(array)
 
     def _keyed_objects(self, objects: list, node: dict, path: str) -> tuple | None:
-        """(array node, item kind, key, the objects with the key's value a placeholder the guard
-        keeps, required) for the first property every object holds with one schema that the
-        guard can keep unique (see _unique_by_key), else None."""
+        """(array node, item kind, key, the objects with the key required and its value a
+        placeholder the guard keeps) for the first property every object holds with one schema
+        that the guard can keep unique (see _unique_by_key), else None."""
         if not objects or not all(_plain_object(o) for o in objects):
             return None
-        first = objects[0]
-        required = list(first.get("required", ()))
-        for key in required + [name for name in first.get("properties", {}) if name not in required]:
+        for key in _candidates(objects[0]):
             subs = [self._key_schema(o, key, path) for o in objects]
             if subs[0] is None or len({self._spelling(sub) for sub in subs}) > 1:
                 continue  # (every alternative must hold the name, with one schema)
@@ -78,12 +76,8 @@ class UniqueKeyRewrites:
     def _keyed_inside(self, obj: dict, node: dict, path: str) -> tuple | None:
         """_keyed_objects' result for a key one object property inside `obj` (the required ones
         first, then the optional), its key the path of the two names."""
-        required = list(obj.get("required", ()))
-        for outer in required + [name for name in obj.get("properties", {}) if name not in required]:
-            inner = obj["properties"][outer]
-            if isinstance(inner, dict) and "$ref" in inner:
-                target = self._resolved(inner)
-                inner = self.rewrite(target, f"{path}.items.properties.{outer}") if isinstance(target, dict) else None
+        for outer in _candidates(obj):
+            inner = self._property_schema(obj, outer, path)
             if not (_PLAIN_NAME.fullmatch(outer) and _plain_object(inner) and inner.get("type") == "object"):
                 continue
             found = self._keyed_objects([inner], node, path)
@@ -106,14 +100,29 @@ class UniqueKeyRewrites:
         followed), else None."""
         if key not in obj.get("properties", {}) or not _PLAIN_NAME.fullmatch(key):
             return None  # the guard compares the name's JSON text: one spelling
-        sub = obj["properties"][key]  # as merged (an allOf beside it may narrow it)
-        if isinstance(sub, dict) and "$ref" in sub:  # (CloudFormation's Key: {"$ref": TagKey})
-            target = self._resolved(sub)
-            sub = self.rewrite(target, f"{path}.items.properties.{key}") if isinstance(target, dict) else None
+        sub = self._property_schema(obj, key, path)
         if _string_enum(sub) is None and not (isinstance(sub, dict) and (sub.get("type") == "string"
                                                                          or self._string_placeholder(sub))):
             return None
         return sub
+
+
+    def _property_schema(self, obj: dict, name: str, path: str):
+        """The rewritten schema of `obj`'s property `name`, as merged (an allOf beside it may
+        narrow it), a `$ref` followed and rewritten (CloudFormation's Key: {"$ref": TagKey});
+        None where it leads nowhere."""
+        sub = obj["properties"].get(name)  # (a required name may be unlisted)
+        if isinstance(sub, dict) and "$ref" in sub:
+            target = self._resolved(sub)
+            sub = self.rewrite(target, f"{path}.items.properties.{name}") if isinstance(target, dict) else None
+        return sub
+
+
+def _candidates(obj: dict) -> list:
+    """The property names of a rewritten object that may keep it unique, in the order tried:
+    the required ones, then the optional ones."""
+    required = list(obj.get("required", ()))
+    return required + [name for name in obj.get("properties", {}) if name not in required]
 
 
 def _plain_object(schema) -> bool:
