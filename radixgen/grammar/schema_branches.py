@@ -13,7 +13,7 @@ from .matcher import GrammarError
 from .regex_leaves import json_literal
 from .schema_merge import normalize
 from .schema_one_of import Readings, excludes, exclusive
-from .schema_rules import NothingValid, asserts, is_type, need_type, only_asserting, refuse
+from .schema_rules import ASSERTIONS, NothingValid, asserts, is_type, need_type, only_asserting, refuse
 from .schema_values import VALUE_KEYWORDS, values_meeting
 
 
@@ -25,9 +25,13 @@ class BranchRewrites:
         return {"allOf": [self.rewrite(node["allOf"][0], f"{path}.allOf[0]")]}
 
     def _anyOf(self, node: dict, path: str) -> dict:
-        options = self._options(self._unsubsumed(_alternatives_of(node, path, "anyOf"), path), f"{path}.anyOf")
-        # alternatives that rewrite alike are one (CloudFormation's items `{"type": "string",
-        # "anyOf": [{"relationshipRef": ...}, ...]}`: strings, as uniqueItems can then see)
+        # alternatives that differ only in keywords JSON Schema does not define are one
+        # (CloudFormation's items `{"type": "string", "pattern": ..., "anyOf": [{"relationshipRef":
+        # ...}, ...]}` distribute into two copies of the pattern: strings, as uniqueItems can then see)
+        alternatives = list({json.dumps(_defined(option), sort_keys=True): option
+                             for option in _alternatives_of(node, path, "anyOf")}.values())
+        options = self._options(self._unsubsumed(alternatives, path), f"{path}.anyOf")
+        # alternatives that rewrite alike are one
         distinct = list({json.dumps(option, sort_keys=True): option for option in options}.values())
         return distinct[0] if len(distinct) == 1 else {"anyOf": distinct}
 
@@ -173,6 +177,18 @@ def _subsumes(wide, narrow, draft_4: bool, path: str) -> bool:
         return False
     kinds = {narrow["type"]} if isinstance(narrow["type"], str) else set(narrow["type"])
     return kinds <= types | ({"integer"} if "number" in types else set())
+
+
+# what a schema's meaning can depend on besides its assertions: where its references lead
+_REFERENCE_KEYWORDS = frozenset(("$id", "id", "$anchor", "$dynamicAnchor", "$defs", "definitions", "$schema"))
+
+
+def _defined(option):
+    """An anyOf alternative less the keywords no JSON Schema draft defines (annotations and
+    vendor keywords such as CloudFormation's `relationshipRef`), which no validator reads."""
+    if not isinstance(option, dict):
+        return option
+    return {k: v for k, v in option.items() if k in ASSERTIONS or k in _REFERENCE_KEYWORDS}
 
 
 def _alternatives_of(node: dict, path: str, key: str) -> list:

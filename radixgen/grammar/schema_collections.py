@@ -141,6 +141,14 @@ class CollectionRewrites:
             del self._inlining[len(self._inlining) - bool(ref):]
 
     def _unique_items_of(self, items, node: dict, path: str) -> dict:
+        if isinstance(items, dict) and items.get("type") == "number" and not {"enum", "const"} & set(items):
+            # numbers (pydantic's set[float]) kept unique as integers where they can be: a subset,
+            # spelt one way per value (decimals are not: 0.1 and 0.10000000000000001 are one float)
+            return self._first_enforceable(lambda: self._unique_values(items | {"type": "integer"}, node, path),
+                                           lambda: self._unique_values(items, node, path))
+        return self._unique_values(items, node, path)
+
+    def _unique_values(self, items, node: dict, path: str) -> dict:
         new = self.rewrite(items, f"{path}.items") if isinstance(items, dict) else None
         kind = new.get("type") if new else None
         strings = self._string_item(items, new, node, path)
@@ -160,7 +168,8 @@ class CollectionRewrites:
         if values is None:
             refuse("uniqueItems", path, "uniqueness is only enforced over items from a finite set "
                     "(enum, const, boolean), over strings (free, with a maxLength, a pattern or a "
-                    "format), over integers with no upper bound (from 0 or more up), or over objects "
+                    "format), over integers (and numbers, generated as integers) with no upper bound (from 0 "
+                    "or more up), or over objects "
                     "with a required string property; not over other integers, numbers, arrays or "
                     "other objects")
         distinct = list({value_key(v): v for v in reversed(values)}.values())[::-1]
