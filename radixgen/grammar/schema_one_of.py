@@ -14,8 +14,12 @@ string). An alternative is proved to exclude another by:
 - and, failing those, by narrowing: an alternative that generates objects stops generating the
   optional properties the overlapping alternatives require (`{"required": ["a"]}` /
   `{"required": ["b"]}` over shared properties: the first never writes "b"); an alternative that
-  generates arrays stops generating `[]` (valid under every array alternative, so under none).
-  Its outputs are a subset of what it accepted, so they stay valid.
+  generates arrays stops generating `[]` (valid under every array alternative, so under none); an
+  alternative that generates strings, where each overlapping one accepts only strings of a
+  pattern, from a list or of a length range, stops generating those (its enum loses the values they accept, as
+  Python's `re` searches; a pattern or free string gets negative lookaheads, which the pattern
+  translation writes out: `oneOf: [{"enum": ["any", ""]}, {"pattern": "^\\^\\d+"}, {"pattern":
+  "^[<>]=?\\d+"}]`). Its outputs are a subset of what it accepted, so they stay valid.
 
 References: `Readings.merged(node)` is the schema a node is generated from, with the keywords
 beside each `$ref` merged (the most property names it can generate). Under drafts 3-7 a node may
@@ -26,6 +30,7 @@ drafts read it, so there types, values, required names and acceptance come from 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -58,6 +63,7 @@ def exclusive(options: list, readings: Readings) -> list | None:
     if narrowed is None:
         return None
     pairs = _overlaps(options, narrowed, readings)
+    exact: set = set()  # alternatives narrowed by what the others accept: excluded by construction
     for i in sorted({i for i, _ in pairs}):
         if narrowed[i] is not None:
             return None  # (one narrowing per alternative)
@@ -66,6 +72,11 @@ def exclusive(options: list, readings: Readings) -> list | None:
             return None  # it may be generated from another reading: not narrowed
         if _plain_array(gen) and not gen.get("minItems"):
             narrowed[i] = {**gen, "minItems": 1}  # [] is valid under both: under none (oneOf)
+            continue
+        strings = _strings_narrowed(gen, [readings.loose(options[j]) for k, j in pairs if k == i])
+        if strings is not None:
+            narrowed[i] = strings
+            exact.add(i)
             continue
         if not _closed(gen):
             return None
@@ -81,9 +92,61 @@ def exclusive(options: list, readings: Readings) -> list | None:
         # nothing required sets them apart (each accepts {}): each generated object holds one of
         # its names that the overlapping alternatives forbid
         narrowed[i] = {"anyOf": [{**gen, "required": [*required_names(gen), name]} for name in own]}
-    if pairs and _overlaps(options, narrowed, readings):
+    if pairs and [pair for pair in _overlaps(options, narrowed, readings) if pair[0] not in exact]:
         return None
     return narrowed
+
+
+_META = frozenset("\\^$.|?*+()[]{}")
+
+
+def _strings_narrowed(gen, overlapping: list):
+    """`gen`, a schema generating strings only, narrowed to the strings no schema in
+    `overlapping` accepts, where each of those accepts only strings matching its pattern (as
+    searched), from its enum/const, or of its minLength..maxLength: gen's enum less the values
+    they accept, or gen with a pattern of
+    negative lookaheads (its own pattern searched after them). None where that cannot be
+    said (another kind of overlapping schema, combinations in gen, a pattern Python cannot read)."""
+    if not isinstance(gen, dict) or _generated_kinds(gen) != ["string"] or _OPEN & set(gen) or "not" in gen:
+        return None
+    patterns, listed, lengths = [], set(), []
+    for acc in overlapping:
+        if not isinstance(acc, dict) or _OPEN & set(acc) or "not" in acc:
+            return None
+        if isinstance(acc.get("pattern"), str):
+            patterns.append(acc["pattern"])
+        elif (values := _values(acc)) is not None:
+            listed |= {v[1] for v in values if v[0] == "string"}
+        elif {"minLength", "maxLength"} & set(acc):
+            least, most = acc.get("minLength", 0), acc.get("maxLength", "")
+            if not all(isinstance(n, int) and not isinstance(n, bool) for n in (least, most or 0)):
+                return None
+            lengths.append((least, most))
+        else:
+            return None
+    try:
+        compiled = [re.compile(p) for p in patterns]
+    except re.error:
+        return None
+    values = _values(gen)
+    if values is not None:  # the values none of them accepts (a validator's reading: exact)
+        kept = [v[1] for v in values if v[1] not in listed and not any(c.search(v[1]) for c in compiled)
+                and not any(least <= len(v[1]) <= (most if most != "" else math.inf) for least, most in lengths)]
+        rest = {k: v for k, v in gen.items() if k != "const"}
+        return {**rest, "enum": kept} if kept else False
+    own = gen.get("pattern")
+    if own is not None and not isinstance(own, str):
+        return None
+    ahead = [f"(?![\\s\\S]*?(?:{p}))" for p in patterns]
+    ahead += [f"(?![\\s\\S]{{{least},{most}}}$)" for least, most in lengths]
+    if listed:
+        literals = ("".join("\\" + c if c in _META else c for c in value) for value in sorted(listed))
+        ahead.append(f"(?!(?:{'|'.join(literals)})$)")
+    if {"minLength", "maxLength"} & set(gen):  # its own lengths, in the automaton too
+        ahead.insert(0, f"(?=[\\s\\S]{{{gen.get('minLength', 0)},{gen.get('maxLength', '')}}}$)")
+        gen = {k: v for k, v in gen.items() if k not in ("minLength", "maxLength")}
+    # (its own pattern searched after them, not inside a lookahead: it may hold lookarounds)
+    return {**gen, "pattern": "^" + "".join(ahead) + ("" if own is None else f"[\\s\\S]*?(?:{own})")}
 
 
 def _without_shared_types(options: list, readings: Readings) -> list | None:

@@ -10,7 +10,7 @@ import pytest
 from radixgen.core import Constraint
 from radixgen.grammar.json_schema import schema_to_guarded_regex
 from radixgen.grammar.matcher import GrammarError
-from tests.grammar.walks import random_walk, valid_walks
+from tests.grammar.walks import accepts_text, random_walk, valid_walks
 
 SHARED = {"src": {"type": "string", "maxLength": 4}, "handle": {"enum": ["a", "b"]}, "n": {"type": "integer"}}
 
@@ -93,6 +93,23 @@ def test_exclusive_alternatives_validate_under_exactly_one(small_compiler, small
     assert chosen == set(range(len(schema["oneOf"]))), chosen  # narrowing keeps every alternative
 
 
+def test_string_alternatives_generate_what_no_other_accepts(small_compiler, small_info):
+    # a list, patterns and a length range: each alternative stops generating what another
+    # accepts: "^1.0" (the list and the first pattern), "" (the list and the short strings) and
+    # ">=1" (the second pattern and the short strings) are valid under two, so under none
+    schema = {"oneOf": [
+        {"type": "string", "enum": ["anything", "", "^1.0"]}, {"type": "string", "pattern": "^\\^\\d\\.\\d$"},
+        {"type": "string", "pattern": "^[<>]=?\\d(\\.\\d)?$", "maxLength": 5}, {"type": "string", "maxLength": 3}]}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    for text in ('"anything"', '"^1.5"', '"<=1.5"', '">1.5"', '"ab"', '"x"', '"any"'):
+        assert accepts_text(grammar, small_info, text), text
+    for text in ('""', '"^1.0"', '">=1"', '"<1"', '"anything1"', '"abcd"', '"^1.05"'):
+        assert not accepts_text(grammar, small_info, text), text
+    validator = jsonschema.Draft202012Validator(schema)
+    for seed in range(24):
+        validator.validate(json.loads(random_walk(grammar, small_info, seed)[1]))  # exactly one
+
+
 @pytest.mark.parametrize("schema", [
     # nothing required, and every name of the first is allowed by the second: {"a": 1} is valid under both
     {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
@@ -111,6 +128,10 @@ def test_exclusive_alternatives_validate_under_exactly_one(small_compiler, small
     # allOf alternatives that merge into overlapping schemas (the second accepts the first's {"a": 1})
     {"oneOf": [{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]},
                {"allOf": [{"type": "object"}, {"properties": {"a": {"type": "integer"}}}]}]},
+    # strings: an alternative that accepts every string leaves the other nothing to generate;
+    # a format's strings are the validator's to say
+    {"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string"}]},
+    {"oneOf": [{"type": "string", "pattern": "^2"}, {"type": "string", "format": "date"}]},
     # the names a reference's merged sibling adds are generated: "y" is not provably absent
     {"$defs": {"A": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}},
      "oneOf": [{"$ref": "#/$defs/A", "properties": {"y": {"type": "integer"}}, "required": ["y"]},
