@@ -6,19 +6,25 @@ of the two formats over the whole sequence (bench_kernels.py). This probe times,
 half alone with the split count the runtime picks and with fixed counts, the reduce alone, and the
 mixed call with per-part split counts, so the difference can be placed. One GPU call:
     python3 benchmarks/probe_mixed_decode.py
+With --one-launch it times the one-launch path instead (an fp8 and an nvfp4 part in one launch of
+the CUDA kernel, nvfp4_decode_cuda.MixedCall): against one launch per pool, over pairs of split
+counts, and the fp8 part alone through it (an empty nvfp4 part) against the Triton fp8 kernel.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import sys
 
 import torch
 
 from bench_kernels import FULL, Timer, build_pools
 
 
-def main() -> None:
+def _setup():
+    """The pools, q and the mixed parts (half of each request's tokens per pool) at the full
+    shape, a maker of decode calls for the timer, and the timer."""
     from radixgen.kernels import decode_attention as da
     from radixgen.kernels.kv_layout import output_buffers
 
@@ -32,11 +38,21 @@ def main() -> None:
     ptr_half = torch.arange(0, b * half + 1, half, device=dev, dtype=torch.int32)
     parts = [(pools["fp8"], ptr_half, ind2[:, :half].contiguous().view(-1)),
              (pools["nvfp4"], ptr_half, ind2[:, half:].contiguous().view(-1))]
-    timer = Timer(True, 50)
 
-    def run(parts_, splits):
+    def run(parts_, splits=None):
         out = output_buffers(None, (b, hq, d), torch.float32, q.device)
         return lambda _: da.decode_attention_pools(q, parts_, sm, num_splits=splits, out_dtype=torch.float32, out=out)
+
+    return pools, indptr, indices, q, parts, run, Timer(True, 50)
+
+
+def main() -> None:
+    from radixgen.kernels import decode_attention as da
+    from radixgen.kernels.kv_layout import output_buffers
+
+    pools, indptr, indices, q, parts, run, timer = _setup()
+    (b, hq, d), n, dev = q.shape, FULL["seq"], q.device
+    half, sm = n // 2, 1 / math.sqrt(d)
 
     def auto(parts_):
         calls = [da._kernel_call(q, kv, p, i, sm, torch.float32) for kv, p, i in parts_]
@@ -91,5 +107,42 @@ def main() -> None:
     da.DECODE_CONFIGS[1] = default
 
 
+def one_launch() -> None:
+    from radixgen.kernels import decode_attention as da
+
+    pools, indptr, indices, q, parts, run, timer = _setup()
+    b, dev, sm, n = q.shape[0], q.device, 1 / math.sqrt(q.shape[2]), FULL["seq"]
+
+    def show(label, ms, ref=None):
+        extra = f"  {ms / ref - 1:+.1%} vs ref" if ref else ""
+        print(f"{label:<56}{ms:8.4f} ms{extra}", flush=True)
+
+    da.USE_CUDA_MIXED = True
+    times = {}
+    for fmt in ("fp8", "nvfp4"):
+        times[fmt] = timer(run([(pools[fmt], indptr, indices)]), [q]) * 1e3
+        show(f"{fmt} whole ({n} tokens), auto splits", times[fmt])
+    avg = (times["fp8"] + times["nvfp4"]) / 2
+    show("average of the two (the goal's reference)", avg)
+    mixed, order = da._mixed_call(q, parts, sm, torch.float32)
+    auto = da._mixed_splits(mixed, *(parts[i][2].numel() for i in order))
+    print(f"one-launch kernel: {mixed.resident()} resident CTAs, {mixed.compiled(torch.float32).num_regs} registers")
+    for label, fused in (("mixed, one launch", True), ("mixed, one launch per pool", False)):
+        da.USE_CUDA_MIXED = fused
+        show(f"{label}, auto splits{' ' + str(auto) if fused else ''}", timer(run(parts), [q]) * 1e3, avg)
+    da.USE_CUDA_MIXED = True
+    best = None
+    for ka, kb in itertools.product((2, 3, 4, 5, 6, 7, 8, 10), (2, 3, 4, 5, 6, 8)):
+        ms = timer(run(parts, [ka, kb]), [q]) * 1e3
+        best = min(best or (ms, ka, kb), (ms, ka, kb))
+        show(f"  one launch, splits fp8 {ka} + nvfp4 {kb}", ms, avg)
+    show(f"best pair fp8 {best[1]} + nvfp4 {best[2]}", best[0], avg)
+    empty = (pools["nvfp4"], torch.zeros(b + 1, device=dev, dtype=torch.int32), indices[:0])
+    for k in (None, 2, 3, 4, 6, 8):
+        whole = [(pools["fp8"], indptr, indices), empty]
+        show(f"fp8 whole through the one-launch kernel, splits {k or 'auto'}",
+             timer(run(whole, None if k is None else [k, 1]), [q]) * 1e3, times["fp8"])
+
+
 if __name__ == "__main__":
-    main()
+    one_launch() if "--one-launch" in sys.argv else main()

@@ -17,7 +17,8 @@ The empty set has s = -inf (w = 0); if both sets are empty the result is v = 0, 
 decode_attention_pools: a sequence split between pools (an fp8 prefix pool and an nvfp4 branch
 pool) is attended in one pass per pool whose split partials land in one buffer, then one reduce:
 the split reduce is this merge applied over all partials, so a pool is just more splits (one
-reduce launch instead of a reduce per pool plus a merge_state).
+reduce launch instead of a reduce per pool plus a merge_state). An fp8 part and an nvfp4 part that
+the CUDA kernel takes (nvfp4_decode_cuda.MixedCall) are one launch, not one per pool.
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ ROWS_CONFIGS = {0: (8, 4, 2), 1: (16, 4, 2), 2: (16, 4, 2)}  # the rows kernel: 
 MIN_SPLIT_TOKENS = 256  # a split gets at least this many tokens on average
 # NVFP4 pools go to the CUDA kernel (nvfp4_decode_cuda.py) where it runs, else to the Triton one
 USE_CUDA_NVFP4 = True
+# an fp8 part and an nvfp4 part in one launch of the CUDA kernel where it takes both (MixedCall);
+# off unless RADIXGEN_CUDA_MIXED=1 until its GPU tests have run (docs/BENCHMARKS.md)
+USE_CUDA_MIXED = os.environ.get("RADIXGEN_CUDA_MIXED", "0") == "1"
+# the time of an fp8 token in the mixed launch, in nvfp4 tokens (_mixed_splits balances CTAs by it)
+FP8_TOKEN_COST = 1.5
 USE_PDL = os.environ.get("RADIXGEN_PDL", "1") != "0"  # programmatic dependent launch (_pdl)
 
 
@@ -276,18 +282,28 @@ def decode_attention_pools(q: torch.Tensor, parts: list[tuple[KVBuffers, torch.T
     o, lse = output_buffers(out, (b, hq, d), out_dtype, q.device)  # [B, Hq, D], [B, Hq]
     if b == 0:
         return o, lse
-    calls = [_kernel_call(q, kv, ptr, ind, sm_scale, out_dtype) for kv, ptr, ind in parts]
     wanted = num_splits if isinstance(num_splits, (list, tuple)) else [num_splits] * len(parts)
     if len(wanted) != len(parts) or not all(n is None or (isinstance(n, int) and n >= 1) for n in wanted):
         raise ValueError(f"num_splits must be a positive int or one per part, got {num_splits!r}")
-    splits = [n or _num_splits(call, ind.numel()) for n, call, (_, _, ind) in zip(wanted, calls, parts)]
+    mixed = _mixed_call(q, parts, sm_scale, out_dtype)
+    if mixed is not None:
+        call, order = mixed  # order: the parts' indices, fp8 first
+        auto = _mixed_splits(call, *(parts[i][2].numel() for i in order))
+        splits = [0, 0]
+        for i, n in zip(order, auto):
+            splits[i] = wanted[i] or n
+    else:
+        calls = [_kernel_call(q, kv, ptr, ind, sm_scale, out_dtype) for kv, ptr, ind in parts]
+        splits = [n or _num_splits(call, ind.numel()) for n, call, (_, _, ind) in zip(wanted, calls, parts)]
     total = sum(splits)
     mid_o, mid_lse = (o, lse) if total == 1 else output_buffers(None, (b, hq, total, d), torch.float32, q.device)
     bases = [sum(splits[:i]) for i in range(len(splits))]
     pdl = _pdl(q.device)
-    # the CUDA kernel is launched plainly (not as a dependent launch): it goes first
-    for rank, i in enumerate(sorted(range(len(calls)), key=lambda i: not isinstance(calls[i], _KernelCall))):
-        calls[i].launch(mid_o, mid_lse, splits[i], bases[i], total, gdc=0 if not pdl else 1 if rank == 0 else 2)
+    if mixed is not None:
+        call.launch(mid_o, mid_lse, *(x for i in order for x in (splits[i], bases[i])), total)
+    else:  # the CUDA kernel is launched plainly (not as a dependent launch): it goes first
+        for rank, i in enumerate(sorted(range(len(calls)), key=lambda i: not isinstance(calls[i], _KernelCall))):
+            calls[i].launch(mid_o, mid_lse, splits[i], bases[i], total, gdc=0 if not pdl else 1 if rank == 0 else 2)
     if total > 1:
         reduce_splits(mid_o, mid_lse, o, lse, pdl=pdl)
     return o, lse
@@ -305,6 +321,53 @@ def _kernel_call(q, kv: KVBuffers, kv_indptr, kv_indices, sm_scale: float, out_d
         except Exception:  # logged once by nvfp4_decode_cuda; the Triton kernel takes over
             pass
     return _KernelCall(q, kv, kv_indptr, kv_indices, sm_scale)
+
+
+def _mixed_call(q, parts, sm_scale: float, out_dtype: torch.dtype):
+    """(nvfp4_decode_cuda.MixedCall, (fp8 part index, nvfp4 part index)) where the parts are one
+    fp8 and one nvfp4 part that the CUDA kernel takes in one launch (compiled here: a failed
+    compile gives None, and each part its own launch), else None."""
+    if not USE_CUDA_MIXED or not USE_CUDA_NVFP4 or len(parts) != 2:
+        return None
+    order = sorted(range(2), key=lambda i: parts[i][0].fmt != FMT_FP8)
+    (fp8, *fp8_index), (nv, *nv_index) = (parts[i] for i in order)
+    if not nvfp4_decode_cuda.mixed_supported(q, fp8, nv, fp8_index, nv_index):
+        return None
+    call = nvfp4_decode_cuda.MixedCall(q, parts[order[0]], parts[order[1]], sm_scale * LOG2E)
+    try:
+        for dtype in {torch.float32, out_dtype}:
+            call.compiled(dtype)
+    except Exception:  # logged once by nvfp4_decode_cuda
+        return None
+    return call, order
+
+
+_MIXED_SPLITS: dict = {}  # (batch, head groups, resident CTAs, fp8 tokens, nvfp4 tokens) -> split counts
+
+
+def _mixed_splits(call, fp8_tokens: int, nvfp4_tokens: int) -> tuple[int, int]:
+    """(fp8 splits, nvfp4 splits) of a mixed launch: of the counts that share the CTAs' work out
+    evenly (an fp8 token costing FP8_TOKEN_COST nvfp4 tokens), the pair whose estimated time,
+    waves of resident CTAs times the largest CTA's work, is least, fewer splits on a tie; each
+    split keeps >= MIN_SPLIT_TOKENS keys on average."""
+    resident = call.resident()
+    key = (call.batch, call.head_groups, resident, fp8_tokens, nvfp4_tokens)
+    if key not in _MIXED_SPLITS:
+        per_split = max(call.batch * MIN_SPLIT_TOKENS, 1)
+        caps = [max(1, min(n // per_split, 32)) for n in (fp8_tokens, nvfp4_tokens)]
+        work = (fp8_tokens * FP8_TOKEN_COST, nvfp4_tokens)
+        share = work[0] / max(work[0] + work[1], 1)
+
+        def cost(pair: tuple[int, int]) -> tuple[float, int]:
+            waves = triton.cdiv(call.batch * call.head_groups * sum(pair), resident)
+            return waves * max(w / n for w, n in zip(work, pair)), sum(pair)
+
+        pairs = {(a, total - a) for total in range(2, sum(caps) + 1)
+                 for a in range(round(total * share) - 1, round(total * share) + 2)}
+        if len(_MIXED_SPLITS) > 4096:
+            _MIXED_SPLITS.clear()
+        _MIXED_SPLITS[key] = min((p for p in pairs if 1 <= p[0] <= caps[0] and 1 <= p[1] <= caps[1]), key=cost)
+    return _MIXED_SPLITS[key]
 
 
 def _heads_per_program(kv: KVBuffers) -> int:

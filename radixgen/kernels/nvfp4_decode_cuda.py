@@ -16,6 +16,13 @@ not fit a CTA's shared memory (`_stageable`, `_fits`). On an H100 at 64 x
 4096 tokens the shared-memory one took 0.130 ms, the register one 0.151 (session 22; 0.125 with
 session 23's timer, docs/BENCHMARKS.md).
 
+A sequence split between an FP8 pool and an NVFP4 pool (the mixed-precision radix tree's prefix
+and branch pools) can take one launch of the staged pipeline compiled with FP8_PART (`MixedCall`,
+decode_attention.USE_CUDA_MIXED):
+its first CTAs attend the FP8 part, the others the NVFP4 part, all writing split partials for one
+reduce. Two launches paid two ramps and two tails (session 23 measured mixed at +9% over the
+average of its parts; docs/BENCHMARKS.md).
+
 The kernel is launched through the CUDA driver API (ctypes): no torch extension build, no host
 compiler. Compiled kernels are kept per (device, head dim, group, KV heads, dtypes, pipeline).
 """
@@ -31,7 +38,7 @@ from pathlib import Path
 import torch
 
 from ._common import ctas_per_sm, interpreting
-from .kv_layout import FMT_NVFP4, KVBuffers
+from .kv_layout import FMT_FP8, FMT_NVFP4, KVBuffers
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +82,10 @@ class DecodeCall:
         self.stages = CONFIG["stages"] if _stageable(kv) and _fits(q.device, kv, CONFIG["stages"]) else 0
 
     def compiled(self, out_dtype: torch.dtype) -> "_Kernel":
+        return kernel(self.device, self.defines(out_dtype))
+
+    def defines(self, out_dtype: torch.dtype) -> dict:
+        """The kernel's compile-time constants for this call."""
         q, kv = self.q, self.kv
         defines = dict(HEAD_DIM=kv.head_dim, GROUP=q.shape[1] // kv.num_kv_heads, HKV=kv.num_kv_heads,
                        Q_BF16=int(q.dtype == torch.bfloat16), OUT_KIND=_OUT_KINDS[out_dtype],
@@ -87,7 +98,7 @@ class DecodeCall:
                            SMEM_BYTES=self.stages * stage_bytes(kv.head_dim, hc))
         else:
             defines.update(WARPS=CONFIG["warps"], MIN_WARPS=max(CONFIG["min_warps"], CONFIG["warps"]))
-        return kernel(self.device, defines)
+        return defines
 
     def _warps_per_cta(self, k: "_Kernel") -> int:
         return k.defines["HC"] if self.stages else k.defines["WARPS"]
@@ -101,12 +112,16 @@ class DecodeCall:
         programs = kv.num_kv_heads * self.batch * splits
         k = self.compiled(mid_o.dtype)
         warps = self._warps_per_cta(k)
+        k.launch((programs + warps - 1) // warps, 32 * warps, self.args(mid_o, mid_lse, splits, split_base, stride),
+                 torch.cuda.current_stream(self.device))
+
+    def args(self, mid_o: torch.Tensor, mid_lse: torch.Tensor, splits: int, split_base: int, stride: int) -> list:
+        kv = self.kv
         args = [(ctypes.c_void_p, t.data_ptr()) for t in
                 (self.q, kv.k, kv.v, kv.k_bscale, kv.v_bscale, kv.k_scale, kv.v_scale, self.indptr,
                  self.indices, mid_o, mid_lse)]
-        args += [(ctypes.c_float, self.scale_log2), (ctypes.c_int, self.batch), (ctypes.c_int, split_base),
-                 (ctypes.c_int, splits), (ctypes.c_int, stride)]
-        k.launch((programs + warps - 1) // warps, 32 * warps, args, torch.cuda.current_stream(self.device))
+        return args + [(ctypes.c_float, self.scale_log2), (ctypes.c_int, self.batch), (ctypes.c_int, split_base),
+                       (ctypes.c_int, splits), (ctypes.c_int, stride)]
 
     def resident(self) -> int:
         """Programs (warps) resident at once on the device, from the compiled kernel's registers
@@ -115,6 +130,60 @@ class DecodeCall:
         props = torch.cuda.get_device_properties(self.device)
         warps = self._warps_per_cta(k)
         return ctas_per_sm(k.num_regs, k.smem, warps, props) * warps * props.multi_processor_count
+
+
+class MixedCall:
+    """One launch for an FP8 part and an NVFP4 part of the same requests (the kernel compiled with
+    FP8_PART): CTAs [0, fp8 splits x CTAs per split) attend the FP8 pool's slots, the rest the
+    NVFP4 pool's, each writing its split's partials at its part's split base. Built only where
+    `mixed_supported` holds; a failed compile raises (the caller launches the parts separately)."""
+
+    def __init__(self, q: torch.Tensor, fp8: tuple, nvfp4: tuple, scale_log2: float):
+        self.nv = DecodeCall(q, *nvfp4, scale_log2)
+        self.fp8_kv, self.fp8_indptr, self.fp8_indices = fp8
+        self.batch, self.device = self.nv.batch, self.nv.device
+        self.hc = heads_per_cta(self.fp8_kv.num_kv_heads)
+        self.head_groups = self.fp8_kv.num_kv_heads // self.hc  # CTAs per (request, split)
+
+    def compiled(self, out_dtype: torch.dtype) -> "_Kernel":
+        defines = self.nv.defines(out_dtype)
+        defines.update(FP8_PART=1, SMEM_BYTES=self.nv.stages * max(stage_bytes(self.nv.kv.head_dim, self.hc),
+                                                                   fp8_stage_bytes(self.nv.kv.head_dim, self.hc)))
+        return kernel(self.device, defines)
+
+    def launch(self, mid_o: torch.Tensor, mid_lse: torch.Tensor, fp8_splits: int, fp8_base: int,
+               nvfp4_splits: int, nvfp4_base: int, stride: int) -> None:
+        """Both parts' (o, lse) partials into mid_o / mid_lse (as DecodeCall.launch) in one launch."""
+        k = self.compiled(mid_o.dtype)
+        kv = self.fp8_kv
+        args = self.nv.args(mid_o, mid_lse, nvfp4_splits, nvfp4_base, stride)
+        args += [(ctypes.c_void_p, t.data_ptr()) for t in
+                 (kv.k, kv.v, kv.k_scale, kv.v_scale, self.fp8_indptr, self.fp8_indices)]
+        args += [(ctypes.c_int, fp8_base), (ctypes.c_int, fp8_splits)]
+        ctas = self.head_groups * self.batch * (fp8_splits + nvfp4_splits)
+        k.launch(ctas, 32 * self.hc, args, torch.cuda.current_stream(self.device))
+
+    def resident(self) -> int:
+        """CTAs resident at once on the device."""
+        k = self.compiled(torch.float32)
+        props = torch.cuda.get_device_properties(self.device)
+        return ctas_per_sm(k.num_regs, k.smem, self.hc, props) * props.multi_processor_count
+
+
+def mixed_supported(q: torch.Tensor, fp8: KVBuffers, nvfp4: KVBuffers, fp8_index: tuple, nvfp4_index: tuple) -> bool:
+    """Whether MixedCall takes this FP8 part and NVFP4 part in one launch: the NVFP4 part runs the
+    staged pipeline, both pools have the same heads, the FP8 rows are 16-byte aligned for cp.async,
+    both parts' index tensors have the same dtypes, and the stages fit a CTA's shared memory."""
+    if not (fp8.fmt == FMT_FP8 and supports(q, nvfp4) and available(q.device)):
+        return False
+    if (fp8.num_kv_heads, fp8.head_dim) != (nvfp4.num_kv_heads, nvfp4.head_dim):
+        return False
+    if [t.dtype for t in fp8_index] != [t.dtype for t in nvfp4_index]:
+        return False
+    if not (CONFIG["stages"] and _stageable(nvfp4) and all(t.data_ptr() % 16 == 0 for t in (fp8.k, fp8.v))):
+        return False
+    hc = heads_per_cta(fp8.num_kv_heads)
+    return _fits(q.device, nvfp4, CONFIG["stages"], fp8_stage_bytes(fp8.head_dim, hc))
 
 
 def heads_per_cta(num_kv_heads: int) -> int:
@@ -130,14 +199,21 @@ def stage_bytes(head_dim: int, hc: int) -> int:
     return 2 * 32 * (hc * head_dim // 2) + 2 * 32 * pitch
 
 
-def _fits(device: torch.device, kv: KVBuffers, stages: int) -> bool:
-    """Whether `stages` stages fit one CTA's shared memory on `device` (sm_89 gives 99 KiB, so
-    head dim 256 with 8 heads per CTA takes the register pipeline there)."""
+def fp8_stage_bytes(head_dim: int, hc: int) -> int:
+    """Shared memory of one FP8 stage of 16 tokens (the kernel's STAGE8_BYTES): key and value
+    codes of hc heads, one byte per value."""
+    return 2 * 16 * hc * head_dim
+
+
+def _fits(device: torch.device, kv: KVBuffers, stages: int, other_stage: int = 0) -> bool:
+    """Whether `stages` stages (of the larger of the NVFP4 stage and `other_stage` bytes) fit one
+    CTA's shared memory on `device` (sm_89 gives 99 KiB, so head dim 256 with 8 heads per CTA
+    takes the register pipeline there)."""
     if not stages or device.type != "cuda":
         return True
     props = torch.cuda.get_device_properties(device)
     limit = getattr(props, "shared_memory_per_block_optin", 48 * 1024)
-    return stages * stage_bytes(kv.head_dim, heads_per_cta(kv.num_kv_heads)) <= limit
+    return stages * max(stage_bytes(kv.head_dim, heads_per_cta(kv.num_kv_heads)), other_stage) <= limit
 
 
 def _stageable(kv: KVBuffers) -> bool:

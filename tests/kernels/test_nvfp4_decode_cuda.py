@@ -10,6 +10,7 @@ import torch
 
 from radixgen.kernels import decode_attention as da
 from radixgen.kernels import nvfp4_decode_cuda as cu
+from radixgen.kernels.kv_layout import FMT_FP8
 from radixgen.kernels.nvfp4 import E2M1_VALUES
 from tests.kernels.kv_pools import csr, dequant64, make_pool, oracle, poisoned, rel_err
 
@@ -174,3 +175,109 @@ def test_a_failed_compile_falls_back_to_triton(monkeypatch):
     o, _ = da.decode_attention(q, kv, indptr, indices, 1 / math.sqrt(128), out_dtype=torch.float32)
     assert rel_err(o, want_o) < 1e-2
 
+
+
+# ---------------------------------------------------------------- one launch for an fp8 and an nvfp4 part
+
+
+def test_mixed_split_counts_share_the_work_out():
+    # a fake launch of 64 requests x 1 CTA per split on 264 resident CTAs (an H100's 132 SMs x 2)
+    call = type("Call", (), {"batch": 64, "head_groups": 1, "resident": lambda self: 264})()
+    for fp8_len, nv_len in ((2048, 2048), (4096, 256), (256, 4096), (1000, 3000), (0, 4096), (100, 100)):
+        a, b = da._mixed_splits(call, 64 * fp8_len, 64 * nv_len)
+        assert a >= 1 and b >= 1
+        for n, length in ((a, fp8_len), (b, nv_len)):  # no split below MIN_SPLIT_TOKENS on average
+            assert n == 1 or length / n >= da.MIN_SPLIT_TOKENS
+        if min(fp8_len, nv_len) >= 1000:  # the parts' CTAs carry about the same work
+            ratio = (fp8_len * da.FP8_TOKEN_COST / a) / (nv_len / b)
+            assert 0.5 < ratio < 2, (fp8_len, nv_len, a, b)
+    assert da._mixed_splits(call, 64 * 100, 64 * 100) == (1, 1)
+
+
+def test_mixed_launch_needs_a_cuda_gpu():
+    gen = torch.Generator().manual_seed(0)
+    fp8, nv = make_pool("fp8", 8, 8, 128, gen), make_pool("nvfp4", 8, 8, 128, gen)
+    ptr, ind = csr([3], 8, gen)
+    q = torch.zeros(1, 32, 128, dtype=torch.bfloat16)
+    assert da._mixed_call(q, [(fp8, ptr, ind), (nv, ptr, ind)], 0.1, torch.float32) is None
+    assert not cu.mixed_supported(q, fp8, nv, (ptr, ind), (ptr, ind))
+    # one FP8 stage: 16 tokens' key and value codes, one byte a value
+    assert cu.fp8_stage_bytes(128, 8) == 2 * 16 * 8 * 128
+
+
+def _mixed_case(d, hkv, group, fp8_lengths, nv_lengths, seed, q_dtype=torch.bfloat16, indices_dtype=torch.int64):
+    """An fp8 pool and an nvfp4 pool (slots no request reads hold NaN), each request's keys split
+    between them, and the float64 attention over the union."""
+    gen = torch.Generator("cuda").manual_seed(seed)
+    slots = max(sum(fp8_lengths), sum(nv_lengths)) + 40
+    fp8, nv = make_pool("fp8", slots, hkv, d, gen, device="cuda"), make_pool("nvfp4", slots, hkv, d, gen, device="cuda")
+    parts, keys = [], [[] for _ in fp8_lengths]
+    for kv, lengths in ((fp8, fp8_lengths), (nv, nv_lengths)):
+        indptr, indices = csr(lengths, slots, gen, "cuda")
+        unused = torch.ones(slots, dtype=torch.bool, device="cuda")
+        unused[indices] = False
+        if kv.fmt == FMT_FP8:
+            for t in (kv.k, kv.v):
+                t.view(torch.uint8)[unused] = 0x7F  # NaN in E4M3
+        else:
+            for t in (kv.k_bscale, kv.v_bscale):
+                t.view(torch.uint8)[unused] = 0x7F
+        for b in range(len(lengths)):
+            keys[b].append(dequant64(kv, indices[indptr[b]:indptr[b + 1]]))
+        parts.append((kv, indptr.to(indices_dtype) if indices_dtype == torch.int64 else indptr,
+                      indices.to(indices_dtype)))
+    q = (torch.randn(len(fp8_lengths), hkv * group, d, generator=gen, device="cuda") * 3).to(q_dtype)
+    want = []
+    for b, per_part in enumerate(keys):
+        k = torch.cat([kk for kk, _ in per_part])
+        v = torch.cat([vv for _, vv in per_part])
+        want.append(oracle(q[b:b + 1], k, v, torch.ones(1, k.shape[0], dtype=torch.bool), 1 / math.sqrt(d)))
+    return parts, q, torch.cat([w[0] for w in want]), torch.cat([w[1] for w in want])
+
+
+FP8_LENGTHS = [0, 1, 15, 16, 17, 100, 700, 0, 2000]
+NV_LENGTHS = [5, 0, 33, 32, 0, 64, 300, 0, 1500]
+
+
+@pytest.mark.gpu
+@needs_kernel
+@pytest.mark.parametrize("d", cu.HEAD_DIMS)
+@pytest.mark.parametrize(("hkv", "group"), [(1, 3), (2, 4), (8, 4), (8, 8), (12, 1)])
+@pytest.mark.parametrize("num_splits", [None, 1, [3, 2]])
+def test_mixed_launch_matches_float64(d, hkv, group, num_splits, pipeline, monkeypatch):
+    # lengths below, at and past the fp8 part's 16-token and the nvfp4 part's 32-token tiles, a
+    # request with keys in one pool only, one with none (o = 0, lse = -inf), long ones split many ways
+    monkeypatch.setattr(da, "USE_CUDA_MIXED", True)
+    parts, q, want_o, want_lse = _mixed_case(d, hkv, group, FP8_LENGTHS, NV_LENGTHS, d + hkv + group)
+    sm = 1 / math.sqrt(d)
+    mixed = da._mixed_call(q, parts, sm, torch.float32)
+    assert (mixed is not None) == (pipeline != 0)  # one launch wherever the staged pipeline runs
+    for order in (parts, parts[::-1]):
+        splits = num_splits[::-1] if isinstance(num_splits, list) and order is not parts else num_splits
+        out = (poisoned(q.shape, torch.float32, "cuda"), poisoned(q.shape[:2], torch.float32, "cuda"))
+        o, lse = da.decode_attention_pools(q, order, sm, out_dtype=torch.float32, num_splits=splits, out=out)
+        assert rel_err(o, want_o) < 1e-2 and rel_err(lse, want_lse) < 1e-3
+        assert (o[7] == 0).all() and (lse[7] == -math.inf).all()
+
+
+@pytest.mark.gpu
+@needs_kernel
+@pytest.mark.parametrize(("q_dtype", "out_dtype"), [(torch.float16, torch.float16), (torch.bfloat16, torch.bfloat16)])
+@pytest.mark.parametrize("indices_dtype", [torch.int32, torch.int64])
+def test_mixed_launch_dtypes_and_the_two_launch_path(monkeypatch, q_dtype, out_dtype, indices_dtype):
+    monkeypatch.setattr(da, "USE_CUDA_MIXED", True)
+    parts, q, want_o, want_lse = _mixed_case(128, 8, 4, [300, 4096, 17], [4096, 64, 900], 21, q_dtype, indices_dtype)
+    sm = 1 / math.sqrt(128)
+    assert da._mixed_call(q, parts, sm, out_dtype) is not None
+    o, lse = da.decode_attention_pools(q, parts, sm, out_dtype=out_dtype)
+    assert o.dtype == out_dtype and rel_err(o, want_o) < 1e-2 and rel_err(lse, want_lse) < 1e-3
+    monkeypatch.setattr(da, "USE_CUDA_MIXED", False)  # one launch per pool: the same attention
+    o2, lse2 = da.decode_attention_pools(q, parts, sm, out_dtype=out_dtype)
+    assert rel_err(o2, want_o) < 1e-2 and rel_err(o, o2) < 1e-2 and rel_err(lse, lse2) < 1e-3
+    # index tensors of different dtypes in the two parts: one launch per pool, still right
+    (kv, ptr, ind), second = parts
+    mixed_dtypes = [(kv, ptr, ind.to(torch.int32 if ind.dtype == torch.int64 else torch.int64)), second]
+    monkeypatch.setattr(da, "USE_CUDA_MIXED", True)
+    assert da._mixed_call(q, mixed_dtypes, sm, out_dtype) is None
+    o3, _ = da.decode_attention_pools(q, mixed_dtypes, sm, out_dtype=out_dtype)
+    assert rel_err(o3, want_o) < 1e-2

@@ -261,10 +261,13 @@ struct Softmax {
 };
 
 // q as the B operand: thread (g, c) holds query head g's values [c*D/4, (c+1)*D/4), scaled into
-// [256, 512) by a power of two per head; km0 / km1 undo it for this thread's score columns.
+// [256, 512) by a power of two per head; km0 / km1 undo it for this thread's score columns. NVFP4
+// keys pair values (0, 2), (1, 3) of each 4 in a k-step (a word's low and high nibbles), FP8 keys
+// (0, 1), (2, 3) (a word's bytes); the key factor is s_T * 2^6 for NVFP4, the head's scale for FP8.
+template <bool FP8>
 __device__ __forceinline__ void prepare_q(const void *q_ptr, const float *kf, float scale_log2, int b, int h, int g,
                                           int c, u32 (&qb)[MT][2], float &km0, float &km1) {
-    const float factor = kf[h] * 64.0f * scale_log2;
+    const float factor = kf[h] * (FP8 ? 1.0f : 64.0f) * scale_log2;
     float qv[D / 4];
     if (g < GROUP) {
         const u16 *qp = (const u16 *)q_ptr + ((i64)b * (HKV * GROUP) + h * GROUP + g) * D + c * (D / 4);
@@ -296,6 +299,11 @@ __device__ __forceinline__ void prepare_q(const void *q_ptr, const float *kf, fl
 #pragma unroll
     for (int i = 0; i < KW; ++i) {  // word i: values 8i .. 8i+7 of the run; steps 2i, 2i+1
         const float *x = qv + 8 * i;
+        if (FP8) {
+#pragma unroll
+            for (int z = 0; z < 4; ++z) qb[2 * i + z / 2][z & 1] = pack_f16(x[2 * z] * cq, x[2 * z + 1] * cq);
+            continue;
+        }
         qb[2 * i][0] = pack_f16(x[0] * cq, x[2] * cq);
         qb[2 * i][1] = pack_f16(x[1] * cq, x[3] * cq);
         qb[2 * i + 1][0] = pack_f16(x[4] * cq, x[6] * cq);
@@ -311,6 +319,61 @@ __device__ __forceinline__ void softmax_init(Softmax &st) {
     for (int j = 0; j < MT; ++j) st.acc[j][0] = st.acc[j][1] = st.acc[j][2] = st.acc[j][3] = 0.0f;
     st.m[0] = st.m[1] = -__int_as_float(0x7f800000);
     st.l[0] = st.l[1] = 0.0f;
+}
+
+// The online softmax over NM m-tiles of scores S^T (16 tokens each; m-tile mt holds tokens
+// 16mt + g (rows c0, c1) and 16mt + g + 8 (c2, c3)), in log2 units per column: the running max
+// moves only when a column's max grew by more than 2^8, so p <= 256 (fine in fp16) and most tiles
+// skip the rescale. The first n_valid tokens are keys, the rest masked. Leaves P^T as the B
+// operand of k-step mt in pb[mt]: tokens 16mt + 2c, +1 (b0) and +8 (b1).
+template <int NM>
+__device__ __forceinline__ void softmax_step(float (&s)[NM][4], int n_valid, float km0, float km1, Softmax &st,
+                                             int g, u32 (&pb)[NM][2]) {
+    float mx[2];
+#pragma unroll
+    for (int col = 0; col < 2; ++col) {
+        const float km = col ? km1 : km0;
+        float m = -__int_as_float(0x7f800000);
+#pragma unroll
+        for (int mt = 0; mt < NM; ++mt) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int tok = 16 * mt + 8 * r + g;
+                float x = s[mt][2 * r + col] * km;
+                x = (tok < n_valid) ? x : -__int_as_float(0x7f800000);
+                s[mt][2 * r + col] = x;
+                m = fmaxf(m, x);
+            }
+        }
+        m = fmaxf(m, shfl_xor_f(m, 4));
+        m = fmaxf(m, shfl_xor_f(m, 8));
+        m = fmaxf(m, shfl_xor_f(m, 16));
+        mx[col] = m;
+    }
+#pragma unroll
+    for (int col = 0; col < 2; ++col) {
+        if (mx[col] > st.m[col] + 8.0f) {
+            const float alpha = ex2(st.m[col] - mx[col]);
+            st.l[col] *= alpha;
+#pragma unroll
+            for (int j = 0; j < MT; ++j) {
+                st.acc[j][col] *= alpha;
+                st.acc[j][col + 2] *= alpha;
+            }
+            st.m[col] = mx[col];
+        }
+    }
+#pragma unroll
+    for (int mt = 0; mt < NM; ++mt) {
+        float p[4];
+#pragma unroll
+        for (int z = 0; z < 4; ++z) {
+            p[z] = ex2(s[mt][z] - st.m[z & 1]);
+            st.l[z & 1] += p[z];
+        }
+        pb[mt][0] = movmatrix_t(pack_f16(p[0], p[1]));
+        pb[mt][1] = movmatrix_t(pack_f16(p[2], p[3]));
+    }
 }
 
 // One tile: scores, the online softmax update and O^T += V^T P^T. The first n_valid tokens of the
@@ -339,54 +402,8 @@ __device__ __forceinline__ void tile_math(const Tile &cur, int n_valid, const u3
             mma16816(s[mt], fa[0][1], fa[1][1], fa[0][3], fa[1][3], qb[2 * i + 1][0], qb[2 * i + 1][1]);
         }
     }
-    // ---- online softmax (log2 units) per column; the running max moves only when a column's
-    // max grew by more than 2^8, so p <= 256 (fine in fp16) and most tiles skip the rescale
-    float mx[2];
-#pragma unroll
-    for (int col = 0; col < 2; ++col) {
-        const float km = col ? km1 : km0;
-        float m = -__int_as_float(0x7f800000);
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                const int tok = 16 * mt + 8 * r + g;
-                float x = s[mt][2 * r + col] * km;
-                x = (tok < n_valid) ? x : -__int_as_float(0x7f800000);
-                s[mt][2 * r + col] = x;
-                m = fmaxf(m, x);
-            }
-        }
-        m = fmaxf(m, shfl_xor_f(m, 4));
-        m = fmaxf(m, shfl_xor_f(m, 8));
-        m = fmaxf(m, shfl_xor_f(m, 16));
-        mx[col] = m;
-    }
-#pragma unroll
-    for (int col = 0; col < 2; ++col) {
-        if (mx[col] > st.m[col] + 8.0f) {
-            const float alpha = ex2(st.m[col] - mx[col]);
-            st.l[col] *= alpha;
-#pragma unroll
-            for (int j = 0; j < MT; ++j) {
-                st.acc[j][col] *= alpha;
-                st.acc[j][col + 2] *= alpha;
-            }
-            st.m[col] = mx[col];
-        }
-    }
     u32 pb[2][2];  // P^T as the B operand of k-step mt: tokens 16mt + 2c, +1 (b0) and +8 (b1)
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-        float p[4];
-#pragma unroll
-        for (int z = 0; z < 4; ++z) {
-            p[z] = ex2(s[mt][z] - st.m[z & 1]);
-            st.l[z & 1] += p[z];
-        }
-        pb[mt][0] = movmatrix_t(pack_f16(p[0], p[1]));
-        pb[mt][1] = movmatrix_t(pack_f16(p[2], p[3]));
-    }
+    softmax_step<2>(s, n_valid, km0, km1, st, g, pb);
     // ---- O^T += V^T P^T: m-tile j holds byte j of thread g's run: its low nibble (row g), high (row g+8)
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
@@ -426,12 +443,12 @@ __device__ __forceinline__ void tile_math(const Tile &cur, int n_valid, const u3
     }
 }
 
-// Epilogue: column sums over the tokens of all rows, then o = acc * s_T(v) * 2^6 / l and the lse
-// (-inf for an empty split) at split_base + split of split_stride.
-__device__ __forceinline__ void write_output(const Softmax &st, const float *vf, int h, int b, int g, int c,
+// Epilogue: column sums over the tokens of all rows, then o = acc * vfac / l (vfac: s_T(v) * 2^6
+// for NVFP4, the head's scale for FP8) and the lse (-inf for an empty split) at split_base + split
+// of split_stride.
+__device__ __forceinline__ void write_output(const Softmax &st, float vfac, int h, int b, int g, int c,
                                              void *o_ptr, float *lse_ptr, int split_base, int split,
                                              int split_stride) {
-    const float vfac = vf[h] * 64.0f;
 #pragma unroll
     for (int col = 0; col < 2; ++col) {
         float l = st.l[col];
@@ -471,7 +488,7 @@ __device__ __forceinline__ void write_output(const Softmax &st, const float *vf,
 }
 
 // What a program knows before its first tile: its split's token range [lo, hi) of request b
-// (splits of whole tiles) and that request's slots, q as the B operand, the softmax state.
+// (splits of whole tiles of T tokens) and that request's slots, q as the B operand, the softmax state.
 struct Program {
     int lo, hi;
     const index_t *idx;
@@ -480,6 +497,7 @@ struct Program {
     Softmax st;
 };
 
+template <int T, bool FP8>
 __device__ __forceinline__ void begin_program(Program &p, const void *q_ptr, const float *kf, float scale_log2,
                                               const indptr_t *indptr, const index_t *indices, int b, int h,
                                               int split, int num_splits, int g, int c) {
@@ -491,11 +509,11 @@ __device__ __forceinline__ void begin_program(Program &p, const void *q_ptr, con
     const i64 start = (i64)indptr[b];
     const int length = (int)((i64)indptr[b + 1] - start);
     const int per_split = (length + num_splits - 1) / num_splits;
-    const int chunk = (per_split + TILE - 1) / TILE * TILE;
+    const int chunk = (per_split + T - 1) / T * T;
     p.lo = split * chunk;
     p.hi = min(length, p.lo + chunk);
     p.idx = indices + start;
-    prepare_q(q_ptr, kf, scale_log2, b, h, g, c, p.qb, p.km0, p.km1);
+    prepare_q<FP8>(q_ptr, kf, scale_log2, b, h, g, c, p.qb, p.km0, p.km1);
     softmax_init(p.st);
 }
 
@@ -518,7 +536,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_WARPS / WARPS) nvfp
     const int split = prog / (HKV * batch);
     const int g = lane >> 2, c = lane & 3;
     Program p;
-    begin_program(p, q_ptr, kf, scale_log2, indptr, indices, b, h, split, num_splits, g, c);
+    begin_program<TILE, false>(p, q_ptr, kf, scale_log2, indptr, indices, b, h, split, num_splits, g, c);
     const int lo = p.lo, hi = p.hi;
     const index_t *idx = p.idx;
 
@@ -548,7 +566,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_WARPS / WARPS) nvfp
         step(tile_a, tile_b, t);
         if (t + 1 < n_tiles) step(tile_b, tile_a, t + 1);
     }
-    write_output(p.st, vf, h, b, g, c, o_ptr, lse_ptr, split_base, split, split_stride);
+    write_output(p.st, vf[h] * 64.0f, h, b, g, c, o_ptr, lse_ptr, split_base, split, split_stride);
 }
 
 #else
@@ -562,7 +580,6 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_WARPS / WARPS) nvfp
 #define SCALE_PITCH (SCALE_ROW >= 16 ? SCALE_ROW + 16 : SCALE_ROW)  // padded: rows g, g+1.. on other banks
 // one stage: key codes [TILE][CODE_ROW], value codes, key scales [TILE][SCALE_PITCH], value scales
 #define STAGE_BYTES (2 * TILE * CODE_ROW + 2 * TILE * SCALE_PITCH)
-static_assert(SMEM_BYTES == STAGES * STAGE_BYTES, "the launcher's shared memory size disagrees");
 static_assert(HKV % HC == 0 && (CPR & (CPR - 1)) == 0, "HC must be a power of two dividing HKV");
 
 // Chunk j of a token's code row is stored at chunk j ^ swizzle(token). Keys are read by rows g and
@@ -626,45 +643,215 @@ __device__ __forceinline__ void read_tile(Tile &t, u32 stage, int warp, int g, i
     }
 }
 
-extern "C" __global__ void __launch_bounds__(32 * HC, MIN_CTAS) nvfp4_decode(KERNEL_ARGS) {
-    extern __shared__ __align__(16) unsigned char smem[];
+// ---------------------------------------------------------------- the FP8 part of a mixed launch
+// With FP8_PART the kernel also attends an FP8 (E4M3) pool: its first CTAs take that pool's
+// (request, split)s, the others the NVFP4 pool's, so a sequence split between an FP8 prefix pool and
+// an NVFP4 branch pool costs one launch (one ramp and one tail instead of two). An FP8 value is
+// one code byte, exact in fp16 by cvt, with no block scale: raw = the E4M3 value, and the head's
+// scale goes into q (keys) and the epilogue (values). A token's row for HC heads is HC * D bytes,
+// twice NVFP4's, so an FP8 stage holds 16 tokens (one m16 tile of S^T): two stages then fit
+// beside the NVFP4 part's two CTAs per SM.
+#define TILE8 16
+#define CODE_ROW8 (HC * D)
+#define CPR8 (CODE_ROW8 / 16)
+#define STAGE8_BYTES (2 * TILE8 * CODE_ROW8)
+#if FP8_PART
+#define STAGE_SPACE (STAGE8_BYTES > STAGE_BYTES ? STAGE8_BYTES : STAGE_BYTES)
+#else
+#define STAGE_SPACE STAGE_BYTES
+#endif
+static_assert(SMEM_BYTES == STAGES * STAGE_SPACE, "the launcher's shared memory size disagrees");
+
+// Swizzles of FP8 code rows (16-byte chunk ch of token tok's row at ch ^ swizzle), so that the
+// reads of a quarter warp hit distinct banks. Keys: thread (g, c) reads rows g and g + 8, D/4
+// bytes from c * D/4 (a quarter warp: rows 2p, 2p + 1, c = 0..3). Values: rows 2c, 2c + 1,
+// 2c + 8, 2c + 9, D/8 bytes from g * D/8 (a quarter warp: rows 2c + x, g = 2p, 2p + 1).
+__device__ __forceinline__ int k8_swizzle(int tok, int ch) {
+#if D == 64
+    const int f = (tok & 1) << 2;
+#elif D == 128
+    const int f = tok & 1;
+#else
+    const int f = (((ch >> 3) & 1) << 1) | (tok & 1);
+#endif
+    return f & (CPR8 - 1);
+}
+__device__ __forceinline__ int v8_swizzle(int tok) {
+#if D <= 128
+    const int f = ((tok >> 1) & 3) << 1;
+#else
+    const int f = ((tok >> 1) & 1) | (((tok >> 2) & 1) << 2);
+#endif
+    return f & (CPR8 - 1);
+}
+
+struct Tile8 {
+    u32 k[2][D / 16];  // key rows of tokens g, g+8: bytes [c*D/4, (c+1)*D/4)
+    u32 v[4][D / 32];  // value rows of tokens 2c, 2c+1, 2c+8, 2c+9: bytes [g*D/8, (g+1)*D/8)
+};
+
+__device__ __forceinline__ void issue_tile8(u32 stage, u32 slot_lane, int warp, int lane, const unsigned char *kg,
+                                            const unsigned char *vg) {
+#pragma unroll
+    for (int n = 0; n < D / 16; ++n) {  // 2 * TILE8 * CPR8 chunks over 32 * HC threads
+        const int j = (n * HC + warp) * 32 + lane;
+        const int is_v = j >= TILE8 * CPR8;
+        const int r = j - is_v * (TILE8 * CPR8);
+        const int tok = r / CPR8, ch = r % CPR8;
+        const u32 slot = shfl_idx(slot_lane, tok);
+        const unsigned char *src = (is_v ? vg : kg) + (u64)slot * (HKV * D) + ch * 16;
+        const int sw = is_v ? v8_swizzle(tok) : k8_swizzle(tok, ch);
+        cp_async<16>(stage + is_v * (TILE8 * CODE_ROW8) + tok * CODE_ROW8 + (ch ^ sw) * 16, src);
+    }
+}
+
+__device__ __forceinline__ void read_tile8(Tile8 &t, u32 stage, int warp, int g, int c) {
+    const u32 kc = stage, vc = stage + TILE8 * CODE_ROW8;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int tok = g + 8 * r;
+#pragma unroll
+        for (int p = 0; p < D / 64; ++p) {  // D/4 bytes in 16-byte pieces
+            const int ch = (warp * D + c * (D / 4)) / 16 + p;
+            lds_words<16>(kc + tok * CODE_ROW8 + (ch ^ k8_swizzle(tok, ch)) * 16, t.k[r] + 4 * p);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int tok = (i >> 1) * 8 + 2 * c + (i & 1);
+#pragma unroll
+        for (int p = 0; p < (D / 8 + 15) / 16; ++p) {  // 16-byte pieces (one of 8 bytes at D 64)
+            const int o = warp * D + g * (D / 8) + 16 * p;
+            lds_words<(D / 8 < 16 ? D / 8 : 16)>(vc + tok * CODE_ROW8 + ((o >> 4) ^ v8_swizzle(tok)) * 16 + (o & 15),
+                                                 t.v[i] + 4 * p);
+        }
+    }
+}
+
+// One 16-token FP8 tile: S^T by D/16 k-steps of the thread's 4 key values each (q packed to
+// match, prepare_q<true>), the online softmax, then O^T m-tile 2w + half from bytes 2half, 2half + 1
+// of word w of the value runs: row g the first, row g + 8 the second (write_output's order).
+__device__ __forceinline__ void tile_math8(const Tile8 &cur, int n_valid, const u32 (&qb)[MT][2], float km0,
+                                           float km1, Softmax &st, int g) {
+    float s[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+        u32 a0, a1, a2, a3;
+        e4m3x4_to_f16(cur.k[0][i], a0, a2);
+        e4m3x4_to_f16(cur.k[1][i], a1, a3);
+        mma16816(s[0], a0, a1, a2, a3, qb[i][0], qb[i][1]);
+    }
+    u32 pb[1][2];
+    softmax_step<1>(s, n_valid, km0, km1, st, g, pb);
+#pragma unroll
+    for (int w = 0; w < D / 32; ++w) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            u32 f[2][2];  // [token pair (2c, 2c+1) / (2c+8, 2c+9)][row g, row g+8]
+#pragma unroll
+            for (int pr = 0; pr < 2; ++pr)
+                e4m3x4_to_f16(prmt(cur.v[2 * pr][w], cur.v[2 * pr + 1][w], half ? 0x7362u : 0x5140u), f[pr][0],
+                              f[pr][1]);
+            mma16816(st.acc[2 * w + half], f[0][0], f[0][1], f[1][0], f[1][1], pb[0][0], pb[0][1]);
+        }
+    }
+}
+
+template <bool FP8>
+struct TileOf {
+    typedef Tile type;
+};
+template <>
+struct TileOf<true> {
+    typedef Tile8 type;
+};
+
+// One CTA: the HC heads of head group hg of request b's split `split`, its tiles copied STAGES - 1
+// ahead into shared memory (every warp reads its head's part of each).
+template <bool FP8>
+__device__ __forceinline__ void staged_program(int cta, unsigned char *smem, const void *q_ptr,
+                                               const unsigned char *k, const unsigned char *v,
+                                               const unsigned char *kb, const unsigned char *vb, const float *kf,
+                                               const float *vf, const indptr_t *indptr, const index_t *indices,
+                                               void *o_ptr, float *lse_ptr, float scale_log2, int batch,
+                                               int split_base, int num_splits, int split_stride) {
+    constexpr int T = FP8 ? TILE8 : TILE;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int groups = HKV / HC;
-    if ((int)blockIdx.x >= groups * batch * num_splits) return;
-    const int hg = blockIdx.x % groups;
-    const int b = (blockIdx.x / groups) % batch;
-    const int split = blockIdx.x / (groups * batch);
+    if (cta >= groups * batch * num_splits) return;
+    const int hg = cta % groups;
+    const int b = (cta / groups) % batch;
+    const int split = cta / (groups * batch);
     const int h = hg * HC + warp;
     const int g = lane >> 2, c = lane & 3;
     Program p;
-    begin_program(p, q_ptr, kf, scale_log2, indptr, indices, b, h, split, num_splits, g, c);
+    begin_program<T, FP8>(p, q_ptr, kf, scale_log2, indptr, indices, b, h, split, num_splits, g, c);
     const int lo = p.lo, hi = p.hi;
     const index_t *idx = p.idx;
 
-    const int n_tiles = hi > lo ? (hi - lo + TILE - 1) / TILE : 0;  // the same for every warp
-    const unsigned char *kg = k + hg * CODE_ROW, *vg = v + hg * CODE_ROW;
-    const unsigned char *kbg = kb + hg * SCALE_ROW, *vbg = vb + hg * SCALE_ROW;
+    const int n_tiles = hi > lo ? (hi - lo + T - 1) / T : 0;  // the same for every warp
     const u32 base = shared_addr(smem);
     auto slot_of = [&](int t0) -> u32 { return (u32)idx[min(t0 + lane, hi - 1)]; };
+    auto issue = [&](int tile, u32 slot_lane) {  // tile's copies into its stage
+        const u32 stage = base + (tile % STAGES) * STAGE_SPACE;
+        if constexpr (FP8)
+            issue_tile8(stage, slot_lane, warp, lane, k + hg * CODE_ROW8, v + hg * CODE_ROW8);
+        else
+            issue_tile(stage, slot_lane, warp, lane, k + hg * CODE_ROW, v + hg * CODE_ROW, kb + hg * SCALE_ROW,
+                       vb + hg * SCALE_ROW);
+    };
     // prologue: tiles 0 .. STAGES-2 in flight, one commit group each (empty past the end)
     u32 slot_lane = n_tiles > 0 ? slot_of(lo) : 0;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < n_tiles) issue_tile(base + s * STAGE_BYTES, slot_lane, warp, lane, kg, vg, kbg, vbg);
+        if (s < n_tiles) issue(s, slot_lane);
         cp_async_commit();
-        if (s + 1 < n_tiles) slot_lane = slot_of(lo + (s + 1) * TILE);
+        if (s + 1 < n_tiles) slot_lane = slot_of(lo + (s + 1) * T);
     }
     for (int t = 0; t < n_tiles; ++t) {
         cp_async_wait<STAGES - 2>();  // this thread's copies of tile t landed
         barrier();                    // everyone's; and every warp is done reading tile t-1's stage
         const int nt = t + STAGES - 1;
-        if (nt < n_tiles) issue_tile(base + (nt % STAGES) * STAGE_BYTES, slot_lane, warp, lane, kg, vg, kbg, vbg);
+        if (nt < n_tiles) issue(nt, slot_lane);
         cp_async_commit();
-        if (nt + 1 < n_tiles) slot_lane = slot_of(lo + (nt + 1) * TILE);
-        Tile cur;
-        read_tile(cur, base + (t % STAGES) * STAGE_BYTES, warp, g, c);
-        tile_math(cur, hi - (lo + t * TILE), p.qb, p.km0, p.km1, p.st, g);
+        if (nt + 1 < n_tiles) slot_lane = slot_of(lo + (nt + 1) * T);
+        typename TileOf<FP8>::type cur;
+        const u32 stage = base + (t % STAGES) * STAGE_SPACE;
+        if constexpr (FP8) {
+            read_tile8(cur, stage, warp, g, c);
+            tile_math8(cur, hi - (lo + t * T), p.qb, p.km0, p.km1, p.st, g);
+        } else {
+            read_tile(cur, stage, warp, g, c);
+            tile_math(cur, hi - (lo + t * T), p.qb, p.km0, p.km1, p.st, g);
+        }
     }
-    write_output(p.st, vf, h, b, g, c, o_ptr, lse_ptr, split_base, split, split_stride);
+    write_output(p.st, vf[h] * (FP8 ? 1.0f : 64.0f), h, b, g, c, o_ptr, lse_ptr, split_base, split, split_stride);
+}
+
+#if FP8_PART
+// The FP8 pool's buffers, CSR and split placement (its scale_log2, batch and split_stride are the
+// NVFP4 part's).
+#define FP8_ARGS                                                                                              \
+    , const unsigned char *__restrict__ k8, const unsigned char *__restrict__ v8, const float *__restrict__ kf8, \
+        const float *__restrict__ vf8, const indptr_t *__restrict__ indptr8,                                   \
+        const index_t *__restrict__ indices8, int split_base8, int num_splits8
+#else
+#define FP8_ARGS
+#endif
+
+extern "C" __global__ void __launch_bounds__(32 * HC, MIN_CTAS) nvfp4_decode(KERNEL_ARGS FP8_ARGS) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    int cta = blockIdx.x;
+#if FP8_PART
+    const int fp8_ctas = (HKV / HC) * batch * num_splits8;
+    if (cta < fp8_ctas) {
+        staged_program<true>(cta, smem, q_ptr, k8, v8, k8, v8, kf8, vf8, indptr8, indices8, o_ptr, lse_ptr,
+                             scale_log2, batch, split_base8, num_splits8, split_stride);
+        return;
+    }
+    cta -= fp8_ctas;
+#endif
+    staged_program<false>(cta, smem, q_ptr, k, v, kb, vb, kf, vf, indptr, indices, o_ptr, lse_ptr, scale_log2,
+                          batch, split_base, num_splits, split_stride);
 }
 #endif
