@@ -17,6 +17,8 @@ which are then not generated.
 
 from __future__ import annotations
 
+import re
+
 from .schema_rules import ASSERTIONS, asserts, value_key
 
 _APPLIES_TO = {
@@ -174,6 +176,8 @@ def merge(a, b, resolve, depth: int = 0):
             out[key] = [v for v in out[key] if value_key(v) in theirs]
             if not out[key]:
                 return _EMPTY
+        elif key == "pattern" and isinstance(value, str) and isinstance(out[key], str):
+            out[key] = all_of_patterns(out[key], value)
         elif key == "not" and isinstance(value, dict) and isinstance(out[key], dict):
             out[key] = {"anyOf": _disjuncts(out[key]) + _disjuncts(value)}  # not A and not B: not (A or B)
         elif key.startswith(("min", "max", "exclusiveM")) and _number(value) and _number(out[key]):
@@ -188,6 +192,24 @@ def merge(a, b, resolve, depth: int = 0):
         elif key not in ("properties", "additionalProperties") and not _same(out[key], value):
             return None
     return _merge_objects(a, b, out, resolve, depth)
+
+
+_LOOKAROUND = re.compile(r"\(\?<?[=!]|\\[bB]")
+_PATTERN_PARTS: dict = {}  # a pattern all_of_patterns wrote -> the patterns it holds
+
+
+def all_of_patterns(a: str, b: str) -> str:
+    """One pattern searching for both: each but one as a lookahead from the start, then that
+    one (one with lookarounds of its own, which may not sit inside a lookahead; the pattern
+    translation writes lookaheads out and refuses a second such)."""
+    parts = _PATTERN_PARTS.get(a, (a,)) + _PATTERN_PARTS.get(b, (b,))
+    at = next((i for i, p in enumerate(parts) if _LOOKAROUND.search(p)), len(parts) - 1)
+    ahead = "".join(f"(?=[\\s\\S]*?(?:{p}))" for i, p in enumerate(parts) if i != at)
+    merged = f"^{ahead}[\\s\\S]*?(?:{parts[at]})"
+    if len(_PATTERN_PARTS) > 10_000:
+        _PATTERN_PARTS.clear()
+    _PATTERN_PARTS[merged] = parts
+    return merged
 
 
 def _disjuncts(schema: dict) -> list:

@@ -294,6 +294,14 @@ SUPPORTED = {
         "day": {"type": "string", "format": "date", "pattern": "^20[0-9]{2}-0"},
         "mail": {"type": "string", "format": "email", "pattern": "@example\\.com$", "maxLength": 24}},
         "required": ["url", "spec", "day", "mail"]},
+    # patterns of an allOf merged into one (the first as a lookahead), written out by the automaton
+    "all_of_patterns": {"allOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}]},
+    # a pattern beside a $ref to another (2020-12: both apply)
+    "pattern_beside_a_ref": {"$ref": "#/$defs/a", "pattern": "b", "$defs": {"a": {"type": "string", "pattern": "a"}}},
+    # an anyOf beside properties distributes: "a" must match both patterns
+    "patterns_met_through_any_of": {"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}},
+                                    "required": ["a"],
+                                    "anyOf": [{"properties": {"a": {"type": "string", "pattern": "y"}}}]},
 }
 
 # schema -> the keyword the GrammarError must name
@@ -312,7 +320,6 @@ UNSUPPORTED = [
     ({"$defs": {"c": {"type": "object", "properties": {"id": {"type": "string"}, "kids": {
         "type": "array", "uniqueItems": True, "items": {"$ref": "#/$defs/c"}}}, "required": ["id"]}},
       "$ref": "#/$defs/c"}, "uniqueItems"),
-    ({"allOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}]}, "allOf"),
     ({"not": {"type": "string"}}, "not"),
     ({"type": "integer", "if": {"minimum": 3}, "then": {"maximum": 5}}, "if"),
     ({"type": "object", "patternProperties": {"^a": {"type": "integer"}, "^b": {"type": "string"}}},
@@ -326,8 +333,6 @@ UNSUPPORTED = [
     ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf"),
     ({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"],
       "additionalProperties": False}, "required"),
-    ({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}},
-      "anyOf": [{"properties": {"a": {"type": "string", "pattern": "y"}}}]}, "anyOf"),
     ({"type": "string", "pattern": "a(?=(?!c)b)"}, "pattern"),  # a lookaround inside a lookaround
     ({"type": "string", "pattern": "\\Aword"}, "pattern"),  # ECMA-262 reads \A as "A", Python as an anchor
     ({"type": "string", "minLength": 5, "pattern": "^ab$"}, "pattern"),  # its strings are 2 long
@@ -336,7 +341,6 @@ UNSUPPORTED = [
     ({"type": "array", "contains": {"type": "integer"}}, "contains"),
     ({"type": "object", "properties": {"a": {"type": "integer"}}, "dependentRequired": {"a": ["b"]}},
      "dependentRequired"),
-    ({"$ref": "#/$defs/a", "pattern": "b", "$defs": {"a": {"type": "string", "pattern": "a"}}}, "pattern"),
     ({"$ref": "http://example.com/schema"}, "$ref"),
     ({"$defs": {"n": {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}}, "required": ["c"]}},
       "$ref": "#/$defs/n"}, "required"),

@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 
 from radixgen.core import Constraint
+from radixgen.grammar.json_schema import schema_to_guarded_regex
 from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.regex_leaves import string_pattern_regex
 from radixgen.grammar.unique_values import fullmatches
@@ -122,3 +123,20 @@ def test_lookarounds_end_to_end(smol_compiler, smol_info):
         value = json.loads(text)
         jsonschema.validate(value, schema)
         assert "--" not in value["Name"] and not value["Id"].startswith("svc-"), value
+
+
+@pytest.mark.parametrize("patterns,alphabet", [
+    (["^a", "b$"], "ab"),                    # anchored at either end
+    (["a", "b", "c"], "abc"),                # three searches: contains each
+    (["^[ab]+$", "(?<!a)b"], "ab"),          # one of them with a lookbehind of its own
+])
+def test_patterns_of_an_all_of_are_one(patterns, alphabet):
+    # an allOf of patterns (SchemaStore's `{"allOf": [{"pattern": "\\$\\{name\\}"}, {"pattern":
+    # "\\$\\{i\\}"}]}`) merges into one pattern: the first ones as lookaheads, then the last
+    schema = {"type": "string", "allOf": [{"pattern": p} for p in patterns]}
+    regex, _ = schema_to_guarded_regex(json.dumps(schema))
+    for n in range(6):
+        for chars in itertools.product(alphabet, repeat=n):
+            text = "".join(chars)
+            want = all(re.search(p, text) for p in patterns)
+            assert _generates(regex, json.dumps(text)) == want, (patterns, text)
