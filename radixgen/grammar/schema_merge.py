@@ -176,7 +176,7 @@ def merge(a, b, resolve, depth: int = 0):
             out[key] = [v for v in out[key] if value_key(v) in theirs]
             if not out[key]:
                 return _EMPTY
-        elif key == "pattern" and isinstance(value, str) and isinstance(out[key], str):
+        elif key == "pattern" and isinstance(value, str) and isinstance(out[key], str) and value != out[key]:
             out[key] = all_of_patterns(out[key], value)
         elif key == "not" and isinstance(value, dict) and isinstance(out[key], dict):
             out[key] = {"anyOf": _disjuncts(out[key]) + _disjuncts(value)}  # not A and not B: not (A or B)

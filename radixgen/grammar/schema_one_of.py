@@ -73,7 +73,8 @@ def exclusive(options: list, readings: Readings) -> list | None:
         if _plain_array(gen) and not gen.get("minItems"):
             narrowed[i] = {**gen, "minItems": 1}  # [] is valid under both: under none (oneOf)
             continue
-        strings = _strings_narrowed(gen, [readings.loose(options[j]) for k, j in pairs if k == i])
+        strings = _strings_narrowed(gen, [readings.loose(options[j]) for k, j in pairs if k == i],
+                                    readings.const_ignored)
         if strings is not None:
             narrowed[i] = strings
             exact.add(i)
@@ -100,7 +101,7 @@ def exclusive(options: list, readings: Readings) -> list | None:
 _META = frozenset("\\^$.|?*+()[]{}")
 
 
-def _strings_narrowed(gen, overlapping: list):
+def _strings_narrowed(gen, overlapping: list, const_ignored: bool = False):
     """`gen`, a schema generating strings only, narrowed to the strings no schema in
     `overlapping` accepts, where each of those accepts only strings matching its pattern (as
     searched), from its enum/const, or of its minLength..maxLength: gen's enum less the values
@@ -115,7 +116,7 @@ def _strings_narrowed(gen, overlapping: list):
             return None
         if isinstance(acc.get("pattern"), str):
             patterns.append(acc["pattern"])
-        elif (values := _values(acc)) is not None:
+        elif (values := _values(acc, const_ignored)) is not None:  # (draft 4 reads no const)
             listed |= {v[1] for v in values if v[0] == "string"}
         elif {"minLength", "maxLength"} & set(acc):
             least, most = acc.get("minLength", 0), acc.get("maxLength", "")

@@ -132,6 +132,9 @@ def test_string_alternatives_generate_what_no_other_accepts(small_compiler, smal
     # a format's strings are the validator's to say
     {"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string"}]},
     {"oneOf": [{"type": "string", "pattern": "^2"}, {"type": "string", "format": "date"}]},
+    # draft 4 reads no const: {"const": "ab"} accepts every string there
+    {"$schema": "http://json-schema.org/draft-04/schema#",
+     "oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "const": "ab"}]},
     # the names a reference's merged sibling adds are generated: "y" is not provably absent
     {"$defs": {"A": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}},
      "oneOf": [{"$ref": "#/$defs/A", "properties": {"y": {"type": "integer"}}, "required": ["y"]},

@@ -140,3 +140,10 @@ def test_patterns_of_an_all_of_are_one(patterns, alphabet):
             text = "".join(chars)
             want = all(re.search(p, text) for p in patterns)
             assert _generates(regex, json.dumps(text)) == want, (patterns, text)
+
+
+def test_a_pattern_met_twice_stays_one():
+    # equal patterns are not merged (two copies of a lookaround would nest one in a lookahead)
+    schema = {"allOf": [{"type": "string", "pattern": "^a(?=b)"}, {"pattern": "^a(?=b)"}]}
+    regex, _ = schema_to_guarded_regex(json.dumps(schema))
+    assert _generates(regex, '"abc"') and not _generates(regex, '"ac"')
