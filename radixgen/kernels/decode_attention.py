@@ -55,10 +55,11 @@ ROWS_CONFIGS = {0: (8, 4, 2), 1: (16, 4, 2), 2: (16, 4, 2)}  # the rows kernel: 
 MIN_SPLIT_TOKENS = 256  # a split gets at least this many tokens on average
 # NVFP4 pools go to the CUDA kernel (nvfp4_decode_cuda.py) where it runs, else to the Triton one
 USE_CUDA_NVFP4 = True
-# an fp8 part and an nvfp4 part in one launch of the CUDA kernel where it takes both (MixedCall);
-# off unless RADIXGEN_CUDA_MIXED=1 until its GPU tests have run (docs/BENCHMARKS.md)
-USE_CUDA_MIXED = os.environ.get("RADIXGEN_CUDA_MIXED", "0") == "1"
-# the time of an fp8 token in the mixed launch, in nvfp4 tokens (_mixed_splits balances CTAs by it)
+# an fp8 part and an nvfp4 part in one launch of the CUDA kernel where it takes both (MixedCall;
+# RADIXGEN_CUDA_MIXED=0: one launch per pool). H100, 64 x 4096 tokens half in each: 0.164 ms
+# against 0.172 for one launch per pool (docs/BENCHMARKS.md)
+USE_CUDA_MIXED = os.environ.get("RADIXGEN_CUDA_MIXED", "1") != "0"
+# the time of an fp8 token in the mixed launch, in nvfp4 tokens (_mixed_splits shares splits by it)
 FP8_TOKEN_COST = 1.5
 USE_PDL = os.environ.get("RADIXGEN_PDL", "1") != "0"  # programmatic dependent launch (_pdl)
 
@@ -346,27 +347,30 @@ _MIXED_SPLITS: dict = {}  # (batch, head groups, resident CTAs, fp8 tokens, nvfp
 
 
 def _mixed_splits(call, fp8_tokens: int, nvfp4_tokens: int) -> tuple[int, int]:
-    """(fp8 splits, nvfp4 splits) of a mixed launch: of the counts that share the CTAs' work out
-    evenly (an fp8 token costing FP8_TOKEN_COST nvfp4 tokens), the pair whose estimated time,
-    waves of resident CTAs times the largest CTA's work, is least, fewer splits on a tie; each
-    split keeps >= MIN_SPLIT_TOKENS keys on average."""
+    """(fp8 splits, nvfp4 splits) of a mixed launch: the fewest splits in all whose CTAs fill the
+    waves of resident CTAs to >= 90% (the best fill if none does), as _num_splits counts them,
+    shared between the parts by their work (an fp8 token costing FP8_TOKEN_COST nvfp4 tokens);
+    each split keeps >= MIN_SPLIT_TOKENS keys on average. On an H100 at 64 x 4096 tokens, half in
+    each pool (264 resident CTAs of 64 per split): 2 + 2 splits, one wave, 0.164 ms; a work-
+    balanced 7 + 5 over three waves took 0.181 and 3 + 2 (1.2 waves) 0.194 (docs/BENCHMARKS.md):
+    co-resident CTAs share an SM's bandwidth, so a wave's time follows its SMs' summed work."""
     resident = call.resident()
     key = (call.batch, call.head_groups, resident, fp8_tokens, nvfp4_tokens)
     if key not in _MIXED_SPLITS:
         per_split = max(call.batch * MIN_SPLIT_TOKENS, 1)
         caps = [max(1, min(n // per_split, 32)) for n in (fp8_tokens, nvfp4_tokens)]
-        work = (fp8_tokens * FP8_TOKEN_COST, nvfp4_tokens)
-        share = work[0] / max(work[0] + work[1], 1)
+        share = fp8_tokens * FP8_TOKEN_COST / max(fp8_tokens * FP8_TOKEN_COST + nvfp4_tokens, 1)
+        pairs = max(call.batch * call.head_groups, 1)
 
-        def cost(pair: tuple[int, int]) -> tuple[float, int]:
-            waves = triton.cdiv(call.batch * call.head_groups * sum(pair), resident)
-            return waves * max(w / n for w, n in zip(work, pair)), sum(pair)
+        def fill(total: int) -> float:
+            return pairs * total / (triton.cdiv(pairs * total, resident) * resident)
 
-        pairs = {(a, total - a) for total in range(2, sum(caps) + 1)
-                 for a in range(round(total * share) - 1, round(total * share) + 2)}
+        totals = range(2, sum(caps) + 1)
+        total = next((n for n in totals if fill(n) >= 0.9), max(totals, key=fill))
+        fp8 = min(max(round(total * share), 1), caps[0], total - 1)
         if len(_MIXED_SPLITS) > 4096:
             _MIXED_SPLITS.clear()
-        _MIXED_SPLITS[key] = min((p for p in pairs if 1 <= p[0] <= caps[0] and 1 <= p[1] <= caps[1]), key=cost)
+        _MIXED_SPLITS[key] = (fp8, min(total - fp8, caps[1]))
     return _MIXED_SPLITS[key]
 
 
