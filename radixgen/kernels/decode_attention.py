@@ -172,14 +172,24 @@ def _num_splits(call: "_KernelCall", nnz: int) -> int:
     idles the device (H200, 64 requests x 8 KV heads x 4096 keys: fp8 with 264 resident programs
     0.141 ms at 1 split, 0.153 at 5; bf16 with 396: 0.292 ms at 1 split (a 29%-full second wave),
     0.264 at 2 or 5)."""
+    return _filling(call, range(1, _split_cap(call, nnz, 64) + 1))
+
+
+def _split_cap(call, nnz: int, most: int) -> int:
+    """The most splits (<= `most`, >= 1) that keep >= MIN_SPLIT_TOKENS of `nnz` keys each on average."""
+    return max(1, min(nnz // max(call.batch * MIN_SPLIT_TOKENS, 1), most))
+
+
+def _filling(call, counts: range) -> int:
+    """The first split count in `counts` whose (request, head group, split) programs fill the waves
+    of the call's resident programs to >= 90%, else the count that fills them best."""
     pairs = max(call.batch * call.head_groups, 1)
     resident = call.resident()
-    cap = max(1, min(nnz // max(call.batch * MIN_SPLIT_TOKENS, 1), 64))
 
     def fill(splits: int) -> float:
         return pairs * splits / (triton.cdiv(pairs * splits, resident) * resident)
 
-    return next((n for n in range(1, cap + 1) if fill(n) >= 0.9), max(range(1, cap + 1), key=fill))
+    return next((n for n in counts if fill(n) >= 0.9), max(counts, key=fill))
 
 
 _RESIDENT: dict = {}  # kernel configuration -> programs resident on the device at once
@@ -357,16 +367,9 @@ def _mixed_splits(call, fp8_tokens: int, nvfp4_tokens: int) -> tuple[int, int]:
     resident = call.resident()
     key = (call.batch, call.head_groups, resident, fp8_tokens, nvfp4_tokens)
     if key not in _MIXED_SPLITS:
-        per_split = max(call.batch * MIN_SPLIT_TOKENS, 1)
-        caps = [max(1, min(n // per_split, 32)) for n in (fp8_tokens, nvfp4_tokens)]
+        caps = [_split_cap(call, n, 32) for n in (fp8_tokens, nvfp4_tokens)]
         share = fp8_tokens * FP8_TOKEN_COST / max(fp8_tokens * FP8_TOKEN_COST + nvfp4_tokens, 1)
-        pairs = max(call.batch * call.head_groups, 1)
-
-        def fill(total: int) -> float:
-            return pairs * total / (triton.cdiv(pairs * total, resident) * resident)
-
-        totals = range(2, sum(caps) + 1)
-        total = next((n for n in totals if fill(n) >= 0.9), max(totals, key=fill))
+        total = _filling(call, range(2, sum(caps) + 1))
         fp8 = min(max(round(total * share), 1), caps[0], total - 1)
         if len(_MIXED_SPLITS) > 4096:
             _MIXED_SPLITS.clear()

@@ -588,61 +588,6 @@ static_assert(HKV % HC == 0 && (CPR & (CPR - 1)) == 0, "HC must be a power of tw
 __device__ __forceinline__ int k_swizzle(int tok) { return ((tok & 1) << 2) & (CPR - 1); }
 __device__ __forceinline__ int v_swizzle(int tok) { return (((tok >> 1) & 3) << 1) & (CPR - 1); }
 
-// Copy the tile whose token `lane` is at slot slot_lane (every warp holds them all) into a stage:
-// each warp instruction copies whole code rows, 32 chunks of 16 bytes.
-__device__ __forceinline__ void issue_tile(u32 stage, u32 slot_lane, int warp, int lane, const unsigned char *kg,
-                                           const unsigned char *vg, const unsigned char *kbg,
-                                           const unsigned char *vbg) {
-#pragma unroll
-    for (int n = 0; n < 2 * CPR / HC; ++n) {  // 2 * TILE * CPR chunks over 32 * HC threads
-        const int j = (n * HC + warp) * 32 + lane;
-        const int is_v = j >= TILE * CPR;
-        const int r = j - is_v * (TILE * CPR);
-        const int tok = r / CPR, ch = r % CPR;
-        const u32 slot = shfl_idx(slot_lane, tok);
-        const unsigned char *src = (is_v ? vg : kg) + (u64)slot * (HKV * ROW_BYTES) + ch * 16;
-        const int sw = is_v ? v_swizzle(tok) : k_swizzle(tok);
-        cp_async<16>(stage + is_v * (TILE * CODE_ROW) + tok * CODE_ROW + (ch ^ sw) * 16, src);
-    }
-    const u32 scales = stage + 2 * TILE * CODE_ROW;
-    for (int base = warp * 32; base < 2 * TILE * SPR; base += 32 * HC) {  // warp-uniform bounds
-        const int j = base + lane;
-        const int is_v = j >= TILE * SPR;
-        const int r = j - is_v * (TILE * SPR);
-        const int tok = (r / SPR) & (TILE - 1), ch = r % SPR;
-        const u32 slot = shfl_idx(slot_lane, tok);
-        if (j < 2 * TILE * SPR) {
-            const unsigned char *src = (is_v ? vbg : kbg) + (u64)slot * (HKV * SCALE_BYTES) + ch * SCALE_CHUNK;
-            cp_async<SCALE_CHUNK>(scales + is_v * (TILE * SCALE_PITCH) + tok * SCALE_PITCH + ch * SCALE_CHUNK, src);
-        }
-    }
-}
-
-// Read this warp's head's part of a stage into the registers load_tile fills.
-__device__ __forceinline__ void read_tile(Tile &t, u32 stage, int warp, int g, int c) {
-    const u32 kc = stage, vc = stage + TILE * CODE_ROW;
-    const u32 ks = stage + 2 * TILE * CODE_ROW, vs = ks + TILE * SCALE_PITCH;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int tok = g + 8 * i;
-        const int off = warp * ROW_BYTES + c * (D / 8);
-#pragma unroll
-        for (int p = 0; p < (D / 8 + 15) / 16; ++p) {  // 16-byte pieces (one piece of 8 bytes at D 64)
-            const int o = off + 16 * p;
-            lds_words<(D / 8 < 16 ? D / 8 : 16)>(kc + tok * CODE_ROW + ((o >> 4) ^ k_swizzle(tok)) * 16 + (o & 15),
-                                                 t.k[i] + 4 * p);
-        }
-        t.ks[i] = lds_scales<KSB>(ks + tok * SCALE_PITCH + warp * SCALE_BYTES + c * KSB);
-    }
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        const int tok = v_token(i, c);
-        const int o = warp * ROW_BYTES + g * (D / 16);
-        lds_words<D / 16>(vc + tok * CODE_ROW + ((o >> 4) ^ v_swizzle(tok)) * 16 + (o & 15), t.v[i]);
-        t.vs[i] = lds_scales<VSB>(vs + tok * SCALE_PITCH + warp * SCALE_BYTES + (g * (D / 8)) / 16);
-    }
-}
-
 // ---------------------------------------------------------------- the FP8 part of a mixed launch
 // With FP8_PART the kernel also attends an FP8 (E4M3) pool: its first CTAs take that pool's
 // (request, split)s, the others the NVFP4 pool's, so a sequence split between an FP8 prefix pool and
@@ -685,25 +630,80 @@ __device__ __forceinline__ int v8_swizzle(int tok) {
     return f & (CPR8 - 1);
 }
 
+// Copy the code rows of a tile of T tokens (C 16-byte chunks a token: keys, then values) whose
+// token `lane` is at slot slot_lane (every warp holds them all) into a stage, chunk ch of token
+// tok's row at ch ^ its swizzle: each warp instruction copies whole code rows, 32 chunks.
+template <int T, int C, bool FP8>
+__device__ __forceinline__ void copy_code_rows(u32 stage, u32 slot_lane, int warp, int lane, const unsigned char *kg,
+                                               const unsigned char *vg) {
+#pragma unroll
+    for (int n = 0; n < 2 * T * C / (32 * HC); ++n) {
+        const int j = (n * HC + warp) * 32 + lane;
+        const int is_v = j >= T * C;
+        const int r = j - is_v * (T * C);
+        const int tok = r / C, ch = r % C;
+        const u32 slot = shfl_idx(slot_lane, tok);
+        const unsigned char *src = (is_v ? vg : kg) + (u64)slot * (HKV * (FP8 ? D : ROW_BYTES)) + ch * 16;
+        int sw;
+        if constexpr (FP8)
+            sw = is_v ? v8_swizzle(tok) : k8_swizzle(tok, ch);
+        else
+            sw = is_v ? v_swizzle(tok) : k_swizzle(tok);
+        cp_async<16>(stage + is_v * (T * C * 16) + tok * (C * 16) + (ch ^ sw) * 16, src);
+    }
+}
+
+// Copy the tile whose token `lane` is at slot slot_lane (every warp holds them all) into a stage:
+// its code rows, then its scale rows.
+__device__ __forceinline__ void issue_tile(u32 stage, u32 slot_lane, int warp, int lane, const unsigned char *kg,
+                                           const unsigned char *vg, const unsigned char *kbg,
+                                           const unsigned char *vbg) {
+    copy_code_rows<TILE, CPR, false>(stage, slot_lane, warp, lane, kg, vg);
+    const u32 scales = stage + 2 * TILE * CODE_ROW;
+    for (int base = warp * 32; base < 2 * TILE * SPR; base += 32 * HC) {  // warp-uniform bounds
+        const int j = base + lane;
+        const int is_v = j >= TILE * SPR;
+        const int r = j - is_v * (TILE * SPR);
+        const int tok = (r / SPR) & (TILE - 1), ch = r % SPR;
+        const u32 slot = shfl_idx(slot_lane, tok);
+        if (j < 2 * TILE * SPR) {
+            const unsigned char *src = (is_v ? vbg : kbg) + (u64)slot * (HKV * SCALE_BYTES) + ch * SCALE_CHUNK;
+            cp_async<SCALE_CHUNK>(scales + is_v * (TILE * SCALE_PITCH) + tok * SCALE_PITCH + ch * SCALE_CHUNK, src);
+        }
+    }
+}
+
+// Read this warp's head's part of a stage into the registers load_tile fills.
+__device__ __forceinline__ void read_tile(Tile &t, u32 stage, int warp, int g, int c) {
+    const u32 kc = stage, vc = stage + TILE * CODE_ROW;
+    const u32 ks = stage + 2 * TILE * CODE_ROW, vs = ks + TILE * SCALE_PITCH;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int tok = g + 8 * i;
+        const int off = warp * ROW_BYTES + c * (D / 8);
+#pragma unroll
+        for (int p = 0; p < (D / 8 + 15) / 16; ++p) {  // 16-byte pieces (one piece of 8 bytes at D 64)
+            const int o = off + 16 * p;
+            lds_words<(D / 8 < 16 ? D / 8 : 16)>(kc + tok * CODE_ROW + ((o >> 4) ^ k_swizzle(tok)) * 16 + (o & 15),
+                                                 t.k[i] + 4 * p);
+        }
+        t.ks[i] = lds_scales<KSB>(ks + tok * SCALE_PITCH + warp * SCALE_BYTES + c * KSB);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int tok = v_token(i, c);
+        const int o = warp * ROW_BYTES + g * (D / 16);
+        lds_words<D / 16>(vc + tok * CODE_ROW + ((o >> 4) ^ v_swizzle(tok)) * 16 + (o & 15), t.v[i]);
+        t.vs[i] = lds_scales<VSB>(vs + tok * SCALE_PITCH + warp * SCALE_BYTES + (g * (D / 8)) / 16);
+    }
+}
+
+// ---------------------------------------------------------------- the FP8 part's tiles
+
 struct Tile8 {
     u32 k[2][D / 16];  // key rows of tokens g, g+8: bytes [c*D/4, (c+1)*D/4)
     u32 v[4][D / 32];  // value rows of tokens 2c, 2c+1, 2c+8, 2c+9: bytes [g*D/8, (g+1)*D/8)
 };
-
-__device__ __forceinline__ void issue_tile8(u32 stage, u32 slot_lane, int warp, int lane, const unsigned char *kg,
-                                            const unsigned char *vg) {
-#pragma unroll
-    for (int n = 0; n < D / 16; ++n) {  // 2 * TILE8 * CPR8 chunks over 32 * HC threads
-        const int j = (n * HC + warp) * 32 + lane;
-        const int is_v = j >= TILE8 * CPR8;
-        const int r = j - is_v * (TILE8 * CPR8);
-        const int tok = r / CPR8, ch = r % CPR8;
-        const u32 slot = shfl_idx(slot_lane, tok);
-        const unsigned char *src = (is_v ? vg : kg) + (u64)slot * (HKV * D) + ch * 16;
-        const int sw = is_v ? v8_swizzle(tok) : k8_swizzle(tok, ch);
-        cp_async<16>(stage + is_v * (TILE8 * CODE_ROW8) + tok * CODE_ROW8 + (ch ^ sw) * 16, src);
-    }
-}
 
 __device__ __forceinline__ void read_tile8(Tile8 &t, u32 stage, int warp, int g, int c) {
     const u32 kc = stage, vc = stage + TILE8 * CODE_ROW8;
@@ -795,7 +795,7 @@ __device__ __forceinline__ void staged_program(int cta, unsigned char *smem, con
     auto issue = [&](int tile, u32 slot_lane) {  // tile's copies into its stage
         const u32 stage = base + (tile % STAGES) * STAGE_SPACE;
         if constexpr (FP8)
-            issue_tile8(stage, slot_lane, warp, lane, k + hg * CODE_ROW8, v + hg * CODE_ROW8);
+            copy_code_rows<TILE8, CPR8, true>(stage, slot_lane, warp, lane, k + hg * CODE_ROW8, v + hg * CODE_ROW8);
         else
             issue_tile(stage, slot_lane, warp, lane, k + hg * CODE_ROW, v + hg * CODE_ROW, kb + hg * SCALE_ROW,
                        vb + hg * SCALE_ROW);
