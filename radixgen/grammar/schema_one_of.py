@@ -35,6 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from .regex_leaves import escape_literal
 from .schema_merge import split_by_type
 from .schema_rules import always_generated, asserts, is_type, required_names, value_key
 
@@ -73,15 +74,14 @@ def exclusive(options: list, readings: Readings) -> list | None:
         if _plain_array(gen) and not gen.get("minItems"):
             narrowed[i] = {**gen, "minItems": 1}  # [] is valid under both: under none (oneOf)
             continue
-        strings = _strings_narrowed(gen, [readings.loose(options[j]) for k, j in pairs if k == i],
-                                    readings.const_ignored)
+        overlapping = [readings.loose(options[j]) for k, j in pairs if k == i]
+        strings = _strings_narrowed(gen, overlapping, readings.const_ignored)
         if strings is not None:
             narrowed[i] = strings
             exact.add(i)
             continue
         if not _closed(gen):
             return None
-        overlapping = [readings.loose(options[j]) for k, j in pairs if k == i]
         others = set().union(*(required_names(acc) for acc in overlapping))
         drop = (others - always_generated(gen)) & set(gen["properties"])
         if drop:
@@ -96,9 +96,6 @@ def exclusive(options: list, readings: Readings) -> list | None:
     if pairs and [pair for pair in _overlaps(options, narrowed, readings) if pair[0] not in exact]:
         return None
     return narrowed
-
-
-_META = frozenset("\\^$.|?*+()[]{}")
 
 
 def _strings_narrowed(gen, overlapping: list, const_ignored: bool = False):
@@ -141,8 +138,7 @@ def _strings_narrowed(gen, overlapping: list, const_ignored: bool = False):
     ahead = [f"(?![\\s\\S]*?(?:{p}))" for p in patterns]
     ahead += [f"(?![\\s\\S]{{{least},{most}}}$)" for least, most in lengths]
     if listed:
-        literals = ("".join("\\" + c if c in _META else c for c in value) for value in sorted(listed))
-        ahead.append(f"(?!(?:{'|'.join(literals)})$)")
+        ahead.append(f"(?!(?:{'|'.join(escape_literal(value) for value in sorted(listed))})$)")
     if {"minLength", "maxLength"} & set(gen):  # its own lengths, in the automaton too
         ahead.insert(0, f"(?=[\\s\\S]{{{gen.get('minLength', 0)},{gen.get('maxLength', '')}}}$)")
         gen = {k: v for k, v in gen.items() if k not in ("minLength", "maxLength")}
