@@ -315,7 +315,8 @@ def _kinds(node):
 def _generated_kinds(node):
     """The JSON types the rewrite of a schema generates (a subset of what it accepts); None:
     not known. `properties` alone generates objects; beside a `type` without object it is
-    dropped, and beside a combination the combination decides."""
+    dropped, and beside a combination without a `type` the combination decides (with one, what
+    is generated is valid, so of that type)."""
     values = _values(node)
     if values is not None:
         return sorted({_value_kind(v) for v in values})
@@ -324,7 +325,7 @@ def _generated_kinds(node):
         return kinds  # one alternative per type: every type of the list is generated
     if isinstance(node, dict) and "properties" in node:
         if {"anyOf", "oneOf", "allOf", "$ref"} & set(node):
-            return None
+            return kinds
         if kinds is None or "object" in kinds:
             return ["object"]
     return kinds

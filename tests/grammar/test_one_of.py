@@ -58,6 +58,13 @@ EXCLUSIVE = {
         {"type": "object", "properties": {"act": {"const": "done"}}, "required": ["act"]},
         {"anyOf": [{"type": "object", "properties": {"act": {"enum": ["x", "y"]}}, "required": ["act"]},
                    {"type": "null"}]}]},
+    # a typed alternative whose reference holds an allOf beside its properties: its type says
+    # what it generates (an HTTP client's request: a URL, or an object with an alias)
+    "typed_beside_all_of": {"$defs": {"req": {"type": "object", "properties": {"alias": {"type": "string", "maxLength": 3},
+                                                                               "form": {"type": "boolean"}},
+                                              "allOf": [{"not": {"required": ["alias", "form"]}}]}},
+                            "oneOf": [{"type": "string", "maxLength": 3},
+                                      {"type": "object", "$ref": "#/$defs/req", "required": ["alias"]}]},
     # Kubernetes' IntOrString: null is valid under both alternatives, so under none
     "shared_type": {"oneOf": [{"type": ["string", "null"]}, {"type": ["integer", "null"]}]},
     # arrays whose items exclude each other (WordPress block supports' margin: sides or axes):
