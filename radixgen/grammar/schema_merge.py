@@ -238,9 +238,12 @@ def _merge_objects(a: dict, b: dict, out: dict, resolve, depth: int):
             extra = side.get("additionalProperties", True)
             if not others or extra is True or extra == {}:
                 continue
-            if "patternProperties" in side or extra is not False or others & set(out.get("required", [])):
+            # names this side's patternProperties take stay (those schemas stay on them: the
+            # merged patternProperties apply to listed names too)
+            allowed = _pattern_named(side.get("patternProperties", {}), others)
+            if allowed is None or extra is not False or (others - allowed) & set(out.get("required", [])):
                 return None
-            for name in others:
+            for name in others - allowed:
                 props[name] = False  # forbidden by this side, optional: never generated
         if any(props.get(name) is False for name in out.get("required", [])):
             # a required name with no value: nothing valid, unless other types than objects pass
@@ -252,6 +255,17 @@ def _merge_objects(a: dict, b: dict, out: dict, resolve, depth: int):
             return None
         out["additionalProperties"] = False if False in extras else extras[0]
     return out
+
+
+def _pattern_named(patterns, names: set) -> set | None:
+    """The names among `names` that some pattern of patternProperties `patterns` searches (as
+    Python's re, the validator's reading), None when a pattern cannot be read."""
+    if not isinstance(patterns, dict):
+        return None
+    try:
+        return {name for name in names if any(re.search(p, name) for p in patterns)}
+    except (re.error, TypeError):
+        return None
 
 
 def _scoped_unevaluated(node) -> bool:

@@ -9,7 +9,9 @@ import itertools
 import math
 
 from .matcher import GrammarError
-from .schema_rules import NothingValid, listed_name_rules, need_type, only_asserting, only_objects, refuse
+from .schema_merge import EMPTY, merge
+from .schema_rules import (NothingValid, asserts, listed_name_rules, need_type, only_asserting, only_objects,
+                           refuse, searches)
 
 _PROPERTY_SETS = 64  # alternatives for an object with a maxProperties below its listed properties
 
@@ -28,6 +30,7 @@ class ObjectRewrites:
             # generated with additionalProperties' schema (name rules are checked on it too)
             props = {**props, **{name: extra for name in node["required"]
                                  if isinstance(name, str) and name not in props}}
+        props, node = self._with_pattern_schemas(node, props, path)
         required = listed_name_rules(node, props, path)
         banned = [name for name, schema in props.items() if schema is False]  # no value: never there
         if set(banned) & set(required):
@@ -62,6 +65,25 @@ class ObjectRewrites:
         return {"anyOf": [{"type": "object", "required": [*required, first],
                            "properties": {k: v for k, v in new_props.items() if k not in optional[:i]}}
                           for i, first in enumerate(optional)]}
+
+    def _with_pattern_schemas(self, node: dict, props: dict, path: str) -> tuple[dict, dict]:
+        """(props, node) with each patternProperties schema merged into the listed properties
+        whose names it searches (only listed names are generated, so patternProperties then has
+        nothing left to do and is dropped); as they were when a merge is not exact (refused by
+        name in listed_name_rules)."""
+        patterns = node.get("patternProperties")
+        if not isinstance(patterns, dict) or not patterns:
+            return props, node
+        folded = dict(props)
+        for pattern, schema in patterns.items():
+            asserting = schema is False or isinstance(schema, dict) and asserts(schema)
+            for name in props if asserting else ():
+                if searches(pattern, name, path, "patternProperties"):
+                    both = merge(self._resolved(folded[name]), self._resolved(schema), self._resolved)
+                    if both is None:
+                        return props, node
+                    folded[name] = False if both is EMPTY else both
+        return folded, {k: v for k, v in node.items() if k != "patternProperties"}
 
     def _few_properties(self, node: dict, path: str, props: dict, required: list, optional: list) -> dict:
         """An object with a maxProperties below its listed properties (and maybe a

@@ -298,6 +298,19 @@ SUPPORTED = {
     "all_of_patterns": {"allOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}]},
     # a pattern beside a $ref to another (2020-12: both apply)
     "pattern_beside_a_ref": {"$ref": "#/$defs/a", "pattern": "b", "$defs": {"a": {"type": "string", "pattern": "a"}}},
+    # a listed name a pattern also takes: its schema and the pattern's merged ("x-a" at most
+    # 3 characters; "x-b" can have no value, string and integer: never generated)
+    "listed_name_under_a_pattern": {"type": "object", "properties": {"x-a": {"type": "string"}, "x-b": {"type": "string"},
+                                                                     "c": {"type": "boolean"}},
+                                    "required": ["x-a"], "patternProperties": {"^x-a": {"maxLength": 3},
+                                                                               "^x-b": {"type": "integer"}}},
+    # an allOf member closed to other names, whose patternProperties take a name the node lists
+    # (the name stays, with both schemas; another listed name it forbids is never generated)
+    "all_of_closed_by_patterns": {"type": "object", "required": ["ver"],
+                                  "properties": {"ver": {"type": "string", "enum": ["3.0", "3.1"]}, "Other": {"type": "null"}},
+                                  "allOf": [{"type": "object", "properties": {"_kind": {"const": "dict"}},
+                                             "additionalProperties": False,
+                                             "patternProperties": {"^[a-z][0-9a-z]*$": {"type": "string", "pattern": "0$"}}}]},
     # an anyOf beside properties distributes: "a" must match both patterns
     "patterns_met_through_any_of": {"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}},
                                     "required": ["a"],
@@ -307,8 +320,9 @@ SUPPORTED = {
 # schema -> the keyword the GrammarError must name
 UNSUPPORTED = [
     ({"type": "array", "items": {"type": "integer", "maximum": 5}, "uniqueItems": True}, "uniqueItems"),
-    ({"type": "object", "properties": {"x-a": {"type": "string"}},
-      "patternProperties": {"^x-": {"type": "integer"}}}, "patternProperties"),
+    # a listed name a pattern also takes, where the two schemas do not merge into one
+    ({"type": "object", "properties": {"x-a": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+      "patternProperties": {"^x-": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}}, "patternProperties"),
     ({"type": "object", "properties": {"Bad": {"type": "string"}},
       "propertyNames": {"pattern": "^[a-z]+$"}}, "propertyNames"),
     ({"type": "array", "items": {"enum": ["a", 1, "c"]}, "uniqueItems": True, "minItems": 2}, "uniqueItems"),
