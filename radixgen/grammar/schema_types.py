@@ -12,6 +12,7 @@ import math
 from . import guard_tables
 from .matcher import GrammarError
 from .regex_leaves import format_length_regex, format_regex, string_pattern_regex
+from .regex_lengths import open_ends
 from .regex_multiples import multiple_of_regex
 from .regex_numbers import integer_bound, number_range_regex
 from .schema_collections import COUNTED, FREE_STRING, ITEMS_GUARD_MIN, STRING_CHAR
@@ -71,6 +72,12 @@ class TypeRewrites:
             except GrammarError as exc:
                 refuse("format", path, f"it cannot be combined with pattern here ({exc})")
         if "pattern" in node:
+            opened = open_ends(node["pattern"])  # (one end anchored: the other is open)
+            if opened != node["pattern"]:
+                try:
+                    return self._pattern_strings(opened, path, lengths, guarded, name=node["pattern"])
+                except GrammarError:
+                    pass  # its full matches, as before (a subset)
             return self._pattern_strings(node["pattern"], path, lengths, guarded)
         if fmt is not None and lengths != (0, None):
             fmt = format_length_regex(node["format"], path, *lengths)

@@ -12,7 +12,9 @@ import json
 import math
 import re
 
+from .matcher import GrammarError
 from .regex_leaves import format_regex, string_pattern_regex
+from .regex_lengths import open_ends
 from .regex_multiples import is_multiple
 from .schema_rules import refuse, searches, value_key
 from .unique_values import fullmatches
@@ -74,6 +76,11 @@ def _pattern_matches(pattern, value: str, path: str) -> bool:
     generates (anywhere in the value when the pattern has no anchor; else the whole value: a
     subset), so line terminators, astral characters and Python-only escapes do not slip through."""
     translated = string_pattern_regex(pattern, path)  # (refuses lookaround and inline flags first)
+    if open_ends(pattern) != pattern:  # one end anchored: what schema_types generates
+        try:
+            translated = string_pattern_regex(open_ends(pattern), path)
+        except GrammarError:
+            pass  # (its full matches, as it generates then)
     if not (searches(pattern, value, path, "pattern") and searches(pattern, value, path, "pattern", re.ASCII)):
         return False
     if "^" not in pattern and "$" not in pattern:  # no anchor anywhere: found anywhere in the value

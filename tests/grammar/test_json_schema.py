@@ -56,6 +56,27 @@ def test_unsupported_keywords_are_refused(schema, keyword, small_compiler):
         small_compiler.compile(Constraint("json_schema", schema))
 
 
+@pytest.mark.parametrize(("pattern", "found", "not_found"), [
+    ("^ab", ["ab", "abzz", "ab-1"], ["xab", "a"]),            # a prefix: any string that starts so
+    ("\\.md$", [".md", "x.md", "a b.md"], [".mdx", "md"]),   # a suffix
+    ("^a|b$", ["a", "azz", "zzb", "b"], ["zaz", "bz"]),       # each top-level alternative on its own
+    ("^v?[0-9]|^dev-", ["v1", "1.x", "dev-9"], ["dev", "x1"]),
+    ("ab", ["ab"], ["xab", "abx"]),                          # no anchor: its full matches, as before
+    ("^a[0-9]$", ["a1"], ["a12"]),                           # both: as written
+])
+def test_a_pattern_anchored_at_one_end_is_open_at_the_other(pattern, found, not_found, small_compiler, small_info):
+    schema = {"type": "string", "pattern": pattern}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    for text in found:
+        assert re.search(pattern, text) and accepts_text(grammar, small_info, json.dumps(text)), text
+    for text in not_found:
+        assert not accepts_text(grammar, small_info, json.dumps(text)), text
+    for seed in range(4):
+        assert re.search(pattern, json.loads(random_walk(grammar, small_info, seed)[1]))
+    # an enum beside such a pattern keeps the values it finds
+    assert schema_to_regex(json.dumps({"enum": ["3.0", "3.1"], "pattern": "0$"})) == '("3\\.0")'
+
+
 def test_error_names_the_json_path():
     schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer",
                                                                               "multipleOf": 0.3}}}}
