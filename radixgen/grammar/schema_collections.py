@@ -12,7 +12,7 @@ import re
 
 from .matcher import GrammarError
 from .regex_leaves import increasing_subsequence_regex, json_literal
-from .schema_rules import NothingValid, refuse, value_key
+from .schema_rules import NothingValid, asserts, refuse, value_key
 from .unique_values import (BOUNDED_ITEM_MAX, CANONICAL_INTEGER, bounded_string_regex, canonical_string_regex,
                            grows_wherever_it_closes, integer_grows, item_counts)
 
@@ -141,6 +141,10 @@ class CollectionRewrites:
             del self._inlining[len(self._inlining) - bool(ref):]
 
     def _unique_items_of(self, items, node: dict, path: str) -> dict:
+        if items is True or isinstance(items, dict) and not asserts(items):
+            # items of any type (`{"type": "array", "uniqueItems": true}`): unique strings, a
+            # subset spelt one way per value (objects are not: their names can come in any order)
+            items = {"type": "string"}
         if isinstance(items, dict) and items.get("type") == "number" and not {"enum", "const"} & set(items):
             # numbers (pydantic's set[float]) kept unique as integers where they can be: a subset,
             # spelt one way per value (decimals are not: 0.1 and 0.10000000000000001 are one float)

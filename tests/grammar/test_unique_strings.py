@@ -527,3 +527,19 @@ def test_numbers_that_could_run_out_are_refused(items):
     # the integer subset is bounded (or empty): the refusal is uniqueItems', not the bounds'
     with pytest.raises(GrammarError, match="uniqueItems.*numbers, generated as integers"):
         schema_to_guarded_regex(json.dumps({"type": "array", "items": items, "uniqueItems": True}))
+
+
+@pytest.mark.parametrize("schema", [{"type": "array", "uniqueItems": True, "minItems": 2},
+                                    {"type": "array", "items": True, "uniqueItems": True, "minItems": 2},
+                                    {"type": "array", "items": {"description": "any"}, "uniqueItems": True, "minItems": 2}])
+def test_items_of_any_type_are_kept_unique_as_strings(schema, small_compiler, small_info):
+    # a unique array whose items may be anything (a meta-schema's `enum`, a service's arguments):
+    # strings, spelt one way each (objects are not: their names can come in any order)
+    regex, paths = schema_to_guarded_regex(json.dumps(schema))
+    assert paths == (((), "string"),) and not re.fullmatch(regex, '["a",1]')
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    assert accepts_prefix(grammar, small_info, '["a","b"') and not accepts_prefix(grammar, small_info, '["a","a"')
+    for seed in range(6):
+        value = json.loads(random_walk(grammar, small_info, seed)[1])
+        jsonschema.validate(value, schema)
+        assert all(isinstance(v, str) for v in value)
