@@ -211,19 +211,3 @@ def top_level_alternatives(pattern: str) -> list[str]:
                 start = i + 1
     return parts + [pattern[start:]]
 
-
-def open_ends(pattern: str) -> str:
-    """`pattern` with each top-level alternative that anchors one end only opened at the other,
-    as validators search it: `^https://` finds every string that starts so (`^https://[\\s\\S]*`),
-    `\\.ya?ml$` every one that ends so. Alternatives anchored at both ends or at neither are left
-    as they are (radixgen generates a pattern's full matches there: a subset, and what an
-    unanchored `[0-9]+` is meant to say)."""
-    opened = []
-    for alternative in top_level_alternatives(pattern):
-        anchors = {text for _, text, in_class in pattern_tokens(alternative) if not in_class and text in ("^", "$")}
-        if anchors == {"^"}:
-            alternative += r"[\s\S]*"
-        elif anchors == {"$"}:
-            alternative = r"[\s\S]*" + alternative
-        opened.append(alternative)
-    return "|".join(opened)

@@ -12,7 +12,7 @@ import math
 from . import guard_tables
 from .matcher import GrammarError
 from .regex_leaves import format_length_regex, format_regex, string_pattern_regex
-from .regex_lengths import open_ends
+from .regex_open_ends import open_ends
 from .regex_multiples import multiple_of_regex
 from .regex_numbers import integer_bound, number_range_regex
 from .schema_collections import COUNTED, FREE_STRING, ITEMS_GUARD_MIN, STRING_CHAR

@@ -14,7 +14,7 @@ import re
 
 from .matcher import GrammarError
 from .regex_leaves import format_regex, string_pattern_regex
-from .regex_lengths import open_ends
+from .regex_open_ends import open_ends
 from .regex_multiples import is_multiple
 from .schema_rules import refuse, searches, value_key
 from .unique_values import fullmatches

@@ -1,0 +1,118 @@
+"""Patterns anchored at one end only, opened at the other as validators search them.
+
+radixgen generates a pattern's full matches (a subset of what it finds). For an alternative
+anchored at one end only that subset is too narrow to be what the author meant: `^https://`
+would generate only `https://`. `open_ends` opens such an alternative at its free end with
+`[\\s\\S]*`. A repeat at the opened end is cut to its least count first, which finds the same
+strings (`[\\s\\S]*[a-z]{1,1023}/$` finds what `[\\s\\S]*[a-z]/$` finds: the rest of the run
+is in the open part) and keeps the automaton small. An open start before a larger counted
+repeat further in would not (the automaton keeps every place a run may have started), so such
+an alternative, like one whose free end is a group with a repeat, keeps its full matches."""
+
+from __future__ import annotations
+
+import re
+
+from .regex_lengths import top_level_alternatives
+from .regex_properties import pattern_tokens
+
+_OPEN = r"[\s\S]*"
+_MAX_SEARCHED_COUNT = 8
+_QUANTIFIER = re.compile(r"(?:[*+?]|\{(\d+)(?:,\d*)?\})[?+]?")
+_INNER_REPEAT = re.compile(r"[*+]|\{\d")
+_CODE_ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}")
+
+
+def open_ends(pattern: str) -> str:
+    """`pattern` with each top-level alternative that anchors one end only opened at the other:
+    `^https://` finds every string that starts so, `\\.ya?ml$` every one that ends so.
+    Alternatives anchored at both ends or at neither are left as they are (an unanchored
+    `[0-9]+` is meant as the whole string), as is one whose free end is a group with a repeat."""
+    opened = []
+    for alternative in top_level_alternatives(pattern):
+        anchors = {text for _, text, in_class in pattern_tokens(alternative) if not in_class and text in ("^", "$")}
+        if anchors == {"^"}:
+            pieces = _pieces(alternative)
+            while pieces and _least_count(alternative, pieces[-1]) is not None:
+                alternative, pieces = _cut_to_least(alternative, pieces, -1)
+            if not (pieces and _repeated_group(alternative, pieces[-1])):
+                alternative += _OPEN
+        elif anchors == {"$"}:
+            pieces = _pieces(alternative)
+            while pieces and _least_count(alternative, pieces[0]) is not None:
+                alternative, pieces = _cut_to_least(alternative, pieces, 0)
+            if not (pieces and _repeated_group(alternative, pieces[0])) and _small_counts(alternative):
+                alternative = _OPEN + alternative
+        opened.append(alternative)
+    return "|".join(opened)
+
+
+def _pieces(alternative: str) -> list[tuple[int, int, int]]:
+    """(start, end of the atom, end with its quantifier) of each top-level piece: a group, a
+    class, an escape or one character, with the quantifier that follows it."""
+    atoms, depth, start = [], 0, None
+    for i, text, in_class in pattern_tokens(alternative):
+        if in_class:
+            if text == "]" and depth == 0:
+                atoms.append((start, i + 1))
+            continue
+        if depth == 0 and text != ")":
+            start = i
+            if text.startswith("["):
+                continue  # (the class ends at its "]", above)
+            if text == "(":
+                depth = 1
+                continue
+            code = _CODE_ESCAPE.match(alternative, i)  # \u0041, \x41: one character
+            atoms.append((i, code.end() if code else i + len(text)))
+        elif text == "(":
+            depth += 1
+        elif text == ")":
+            depth -= 1
+            if depth == 0:
+                atoms.append((start, i + 1))
+    pieces, covered = [], 0
+    for begin, end in atoms:
+        if begin < covered:
+            continue  # a quantifier's own characters ("{2,3}")
+        match = _QUANTIFIER.match(alternative, end)
+        stop = match.end() if match else end
+        pieces.append((begin, end, stop))
+        covered = stop
+    return pieces
+
+
+def _least_count(alternative: str, piece: tuple) -> int | None:
+    """The least count of a repeated one-character piece (a class, an escape, a character);
+    None for a piece that is not repeated, or a group."""
+    begin, end, stop = piece
+    if stop == end or alternative[begin] in "()^$":
+        return None
+    counted = _QUANTIFIER.match(alternative, end)
+    return int(counted.group(1)) if counted.group(1) is not None else int(alternative[end] == "+")
+
+
+def _cut_to_least(alternative: str, pieces: list, at: int) -> tuple[str, list]:
+    """The alternative with the repeat of piece `at` cut to its least count (dropped at 0)."""
+    begin, end, stop = pieces[at]
+    least = _least_count(alternative, pieces[at])
+    atom = alternative[begin:end]
+    cut = "" if least == 0 else atom if least == 1 else f"{atom}{{{least}}}"
+    alternative = alternative[:begin] + cut + alternative[stop:]
+    if cut:
+        return alternative, []  # (its least count stays: nothing further to cut)
+    return alternative, _pieces(alternative)
+
+
+def _small_counts(alternative: str) -> bool:
+    """Whether every counted repeat of the alternative counts at most _MAX_SEARCHED_COUNT: a
+    search for `[a-z]{1,64}x` keeps every place a run may have started (2^64 automaton states)."""
+    counts = [int(n) for i, text, in_class in pattern_tokens(alternative) if not in_class and text == "{"
+              for n in re.findall(r"\d+", alternative[i:alternative.find("}", i) + 1]) if _QUANTIFIER.match(alternative, i)]
+    return max(counts, default=0) <= _MAX_SEARCHED_COUNT
+
+
+def _repeated_group(alternative: str, piece: tuple) -> bool:
+    """A group that is repeated or holds a repeat (`(ab)+`, `([a-z]{1,1023}/)`): left closed."""
+    begin, end, stop = piece
+    return alternative[begin] == "(" and (stop > end or _INNER_REPEAT.search(alternative, begin, end) is not None)
