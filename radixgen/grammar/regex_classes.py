@@ -38,7 +38,7 @@ def escape_piece(body: str, i: int, refuse, in_class: bool, negated: bool = Fals
         m = PROPERTY.match(body, i)
         members = property_members(m[1], m[2] or m[3]) if m else None
         if members is None:
-            raise refuse(f"unsupported property escape {body[i:i + 12]!r} (general categories only)")
+            raise refuse(f"unsupported property escape {body[i:i + 12]!r} (general categories and POSIX names only)")
         if negated:
             raise refuse("a Unicode property inside a negated class is not supported")
         if not members and not in_class:  # (in a class it adds nothing; an empty class is refused there)

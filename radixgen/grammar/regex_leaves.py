@@ -223,6 +223,9 @@ def _pattern_regex(pattern: str, path: str, min_length: int, max_length: int | N
         return GrammarError(f"unsupported {keyword} {name or pattern!r} at {path}.{keyword}: {why}")
 
     body = without_single_negations(_python_group_names(pattern))
+    flags = _ANCHOR_THEN_FLAGS.match(body)
+    if flags:  # `^(?s).+$`: Java's reading, the flags first (where Python wants them)
+        body = body[1:flags.end()] + "^" + body[flags.end():]
     try:
         python_compiled(body)
     except re.error as exc:
@@ -365,6 +368,7 @@ def _python_group_names(pattern: str) -> str:
 # (^ and $ at line ends: the strings hold no line break), `u` (the default). ECMA-262 has no
 # global inline flags: it cannot compile such a pattern, so Python's reading is the one left.
 _NO_OP_FLAGS = re.compile(r"(?:\(\?[smu]+\))*")
+_ANCHOR_THEN_FLAGS = re.compile(r"\^(?:\(\?[smu]+\))+")  # the same flags right after a leading ^
 
 
 def _escaped_at(text: str, pos: int) -> bool:

@@ -1,9 +1,9 @@
 """Unicode property escapes in JSON Schema patterns (`\\p{L}`, `\\P{C}`), narrowed to ASCII.
 
 ECMA-262 patterns (AWS writes tag values as `^([\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*)$`) may name a Unicode
-general category. Python's `re` has no such escapes and Rust's tables follow another Unicode
-version, so, like the shorthand classes, a property becomes the printable ASCII characters of that
-category (minus `"` and `\\`, which JSON strings escape): a subset of what it names in every
+general category, Java and PCRE ones a POSIX class (`\\p{Graph}`, `\\p{ASCII}`). Python's `re` has no
+such escapes and Rust's tables follow another Unicode version, so, like the shorthand classes, a
+property becomes the printable ASCII characters of that category (minus `"` and `\\`, which JSON strings escape): a subset of what it names in every
 Unicode version, so every output validates. Inside a negated class a subset would widen the
 negation, so there it is refused.
 """
@@ -19,11 +19,20 @@ _CATEGORIES = {"L", "Lu", "Ll", "Lt", "Lm", "Lo", "LC", "L&", "M", "Mn", "Mc", "
                "P", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "S", "Sm", "Sc", "Sk", "So",
                "Z", "Zs", "Zl", "Zp", "C", "Cc", "Cf", "Cs", "Co", "Cn"}
 _ASCII = [chr(c) for c in range(0x20, 0x7F) if chr(c) not in '"\\']
+# the POSIX names Java and PCRE patterns use (CloudFormation's `^[\p{Graph}\x20]*$`,
+# `^\p{ASCII}+$`): their printable ASCII members are the same under Java's ASCII reading and a
+# Unicode one (`Punct` is not: Java's includes `$+<=>^|~`, Unicode's P category does not)
+_POSIX = {"ASCII": lambda ch: True, "Print": lambda ch: True, "Graph": lambda ch: ch != " ",
+          "Alpha": str.isalpha, "Digit": str.isdigit, "Alnum": str.isalnum, "Upper": str.isupper,
+          "Lower": str.islower, "XDigit": lambda ch: ch in "0123456789abcdefABCDEF",
+          "Space": lambda ch: ch == " ", "Blank": lambda ch: ch == " "}
 
 
 def property_members(kind: str, name: str) -> list[str] | None:
     """The JSON-safe printable ASCII characters of `\\p{name}` (kind "p") or `\\P{name}` (kind
-    "P"), in order; None where `name` is no general category."""
+    "P"), in order; None where `name` is no general category or POSIX name."""
+    if name in _POSIX:
+        return [ch for ch in _ASCII if _POSIX[name](ch) == (kind == "p")]
     if name not in _CATEGORIES:
         return None
     cased = ("Lu", "Ll", "Lt")

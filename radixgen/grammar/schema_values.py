@@ -15,6 +15,7 @@ import re
 from .matcher import GrammarError
 from .regex_leaves import format_regex, string_pattern_regex
 from .regex_open_ends import open_ends
+from .regex_properties import python_view
 from .regex_multiples import is_multiple
 from .schema_rules import refuse, searches, value_key
 from .unique_values import fullmatches
@@ -81,7 +82,8 @@ def _pattern_matches(pattern, value: str, path: str) -> bool:
             translated = string_pattern_regex(open_ends(pattern), path)
         except GrammarError:
             pass  # (its full matches, as it generates then)
-    if not (searches(pattern, value, path, "pattern") and searches(pattern, value, path, "pattern", re.ASCII)):
+    python = python_view(pattern)  # (property escapes as their ASCII members: Python has none)
+    if not (searches(python, value, path, "pattern") and searches(python, value, path, "pattern", re.ASCII)):
         return False
     if "^" not in pattern and "$" not in pattern:  # no anchor anywhere: found anywhere in the value
         translated = f"{_JSON_CHAR}*(?:{translated}){_JSON_CHAR}*"

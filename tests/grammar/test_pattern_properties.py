@@ -4,11 +4,13 @@ negation; AWS's tag values end to end."""
 
 import json
 import re
+import string
 import unicodedata
 
 import pytest
 
 from radixgen.core import Constraint
+from radixgen.grammar.json_schema import schema_to_regex
 from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.regex_leaves import string_pattern_regex
 from radixgen.grammar.regex_properties import property_members, python_view
@@ -49,7 +51,38 @@ def test_exact_on_ascii_and_nothing_else(escape):
         assert not fullmatches(regex, ch.encode()), (escape, ch)  # narrowed: never outside ASCII
 
 
-@pytest.mark.parametrize("pattern,why", [("^[^\\p{L}a]+$", "negated"), ("^[^\\p{L}\\p{N}]+$", "negated"),
+# POSIX names (Java, PCRE), their members as Java's ASCII reading has them (a Unicode reading
+# agrees on printable ASCII)
+POSIX = {"Graph": "".join(chr(c) for c in range(0x21, 0x7F)), "Print": "".join(chr(c) for c in range(0x20, 0x7F)),
+         "ASCII": "".join(chr(c) for c in range(0x20, 0x7F)), "Alpha": string.ascii_letters, "Digit": string.digits,
+         "Alnum": string.ascii_letters + string.digits, "Upper": string.ascii_uppercase,
+         "Lower": string.ascii_lowercase, "XDigit": string.hexdigits, "Space": " ", "Blank": " "}
+
+
+@pytest.mark.parametrize("name", sorted(POSIX))
+def test_posix_names(name):
+    for kind in "pP" if set(SAFE_ASCII) - set(POSIX[name]) else "p":  # (\P{ASCII} has no member here)
+        regex = string_pattern_regex(f"^[\\{kind}{{{name}}}]$", "x")
+        for ch in SAFE_ASCII:
+            assert fullmatches(regex, ch.encode()) == ((ch in POSIX[name]) == (kind == "p")), (kind, name, ch)
+        for ch in NON_ASCII:
+            assert not fullmatches(regex, ch.encode())
+
+
+def test_cloudformation_descriptions_and_leading_flags(small_compiler, small_info):
+    schema = {"type": "object", "properties": {"d": {"type": "string", "pattern": "^[\\p{Graph}\\x20]*$", "maxLength": 8},
+                                               "t": {"type": "string", "pattern": "^(?s).+$", "maxLength": 4}},
+              "required": ["d", "t"]}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    for seed in range(4):
+        value = json.loads(random_walk(grammar, small_info, seed)[1])
+        assert re.fullmatch(r"[\x20-\x7e]*", value["d"]) and 1 <= len(value["t"]) <= 4
+    # values beside a property escape: checked on its ASCII members (Python's re has no \p)
+    for escape in ("\\p{Graph}", "\\p{L}"):
+        assert schema_to_regex(json.dumps({"enum": ["ab", "é", "a b"], "pattern": f"^{escape}+$"})) == '("ab")'
+
+
+@pytest.mark.parametrize("pattern,why", [("^[^\\p{L}a]+$", "negated"), ("^\\p{Punct}+$", "POSIX names"), ("^[^\\p{L}\\p{N}]+$", "negated"),
                                          ("^\\p{Script=Latin}+$", "general categories"),
                                          ("^\\p{M}+$", "no printable ASCII")])
 def test_refused(pattern, why):
