@@ -79,7 +79,11 @@ class ObjectRewrites:
             asserting = schema is False or isinstance(schema, dict) and asserts(schema)
             for name in props if asserting else ():
                 if searches(pattern, name, path, "patternProperties"):
-                    both = merge(self._resolved(folded[name]), self._resolved(schema), self._resolved)
+                    listed, matched = self._resolved(folded[name]), self._resolved(schema)
+                    if listed is None or matched is None:
+                        return props, node
+                    empty = listed is EMPTY or matched is EMPTY
+                    both = EMPTY if empty else merge(listed, matched, self._resolved)
                     if both is None:
                         return props, node
                     folded[name] = False if both is EMPTY else both

@@ -77,9 +77,10 @@ def _pattern_matches(pattern, value: str, path: str) -> bool:
     generates (anywhere in the value when the pattern has no anchor; else the whole value: a
     subset), so line terminators, astral characters and Python-only escapes do not slip through."""
     translated = string_pattern_regex(pattern, path)  # (refuses lookaround and inline flags first)
-    if open_ends(pattern) != pattern:  # one end anchored: what schema_types generates
+    opened = open_ends(pattern)
+    if opened != pattern:  # one end anchored: what schema_types generates
         try:
-            translated = string_pattern_regex(open_ends(pattern), path)
+            translated = string_pattern_regex(opened, path)
         except GrammarError:
             pass  # (its full matches, as it generates then)
     python = python_view(pattern)  # (property escapes as their ASCII members: Python has none)

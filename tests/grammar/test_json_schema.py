@@ -77,6 +77,18 @@ def test_a_pattern_anchored_at_one_end_is_open_at_the_other(pattern, found, not_
     assert schema_to_regex(json.dumps({"enum": ["3.0", "3.1"], "pattern": "0$"})) == '("3\\.0")'
 
 
+def test_a_listed_name_with_no_value_under_its_pattern_is_never_generated():
+    # "xa" merges a $ref to strings with `type: integer` (2020-12: both apply): no value, so a
+    # pattern's schema has nothing to merge into; optional, it is never generated, required refused
+    schema = {"$defs": {"a": {"type": "string", "maxLength": 2}}, "type": "object",
+              "properties": {"xa": {"$ref": "#/$defs/a", "type": "integer"}, "y": {"type": "null"}},
+              "patternProperties": {"^x": {"maxLength": 1}}}
+    regex = schema_to_regex(json.dumps(schema))
+    assert re.fullmatch(regex, '{"y":null}') and not re.search("xa", regex)
+    with pytest.raises(GrammarError, match="can have no value"):
+        schema_to_regex(json.dumps({**schema, "required": ["xa"]}))
+
+
 def test_error_names_the_json_path():
     schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer",
                                                                               "multipleOf": 0.3}}}}
