@@ -8,12 +8,15 @@ string). An alternative is proved to exclude another by:
 
 - types or enum/const values that do not meet;
 - objects: the other alternative requires a name this one never generates (an object with
-  `properties` is generated with listed and required names only), forbids a name this one
+  `properties` is generated with listed and required names only; or each option of its anyOf
+  requires one), forbids a name this one
   requires (`additionalProperties: false`), or rejects the value of a name both hold (a tag);
 - arrays: a non-empty one whose items the other's items reject;
 - and, failing those, by narrowing: an alternative that generates objects stops generating the
   optional properties the overlapping alternatives require (`{"required": ["a"]}` /
-  `{"required": ["b"]}` over shared properties: the first never writes "b"); an alternative that
+  `{"required": ["b"]}` over shared properties: the first never writes "b"; `{"required":
+  ["Eq"]}` / `{"anyOf": [{"required": ["Gte"]}, {"required": ["Lte"]}]}`: the first never writes
+  Gte or Lte); an alternative that
   generates arrays stops generating `[]` (valid under every array alternative, so under none); an
   alternative that generates strings, where each overlapping one accepts only strings of a
   pattern, from a list or of a length range, stops generating those (its enum loses the values they accept, as
@@ -80,9 +83,9 @@ def exclusive(options: list, readings: Readings) -> list | None:
             narrowed[i] = strings
             exact.add(i)
             continue
-        if not _closed(gen):
+        if _names_generated(gen) is None:
             return None
-        others = set().union(*(required_names(acc) for acc in overlapping))
+        others = set().union(*(required_names(acc) | _one_of_required(acc) for acc in overlapping))
         drop = (others - always_generated(gen)) & set(gen["properties"])
         if drop:
             narrowed[i] = {**gen, "properties": {k: v for k, v in gen["properties"].items() if k not in drop}}
@@ -248,10 +251,15 @@ def _object_excludes(gen, acc: dict, readings: Readings, depth: int) -> bool:
     wide, merged = readings.loose(gen), readings.merged(gen)
     # the names it may generate: under drafts 3-7 a $ref chain may be generated from any mix of
     # merged and dropped siblings, so only a chain without any counts
-    if _closed(wide) and _closed(merged) and (not readings.fallback or merged == readings.widest(gen)):
-        names = set(wide["properties"]) | set(merged["properties"]) | required_names(merged)
+    wide_names, merged_names = _names_generated(wide), _names_generated(merged)
+    if wide_names is not None and merged_names is not None and (not readings.fallback or merged == readings.widest(gen)):
+        names = wide_names | merged_names
         if required_names(acc) - names:
             return True
+        for options in (acc.get("anyOf"), acc.get("oneOf")):  # each option requires a name gen never generates
+            needed = _option_names(options)
+            if needed and not needed & names:
+                return True
     acc_props = acc.get("properties") if isinstance(acc.get("properties"), dict) else {}
     patterns = acc.get("patternProperties") if isinstance(acc.get("patternProperties"), dict) else {}
     held = required_names(wide)
@@ -289,10 +297,34 @@ def _option_kinds(node, readings: Readings, kinds_of, depth: int = 0):
     return sorted(kinds)
 
 
-def _closed(node) -> bool:
-    """An object schema generated with its listed and required names only."""
-    return (isinstance(node, dict) and isinstance(node.get("properties"), dict) and not _OPEN & set(node)
-            and _generated_kinds(node) == ["object"])
+def _names_generated(node) -> set | None:
+    """The names an object schema generates: its listed and required names, where nothing else
+    adds any (no combination, but anyOf/oneOf options that only require names: `oneOf: [{"required":
+    ["Eq"]}, {"anyOf": [{"required": ["Gte"]}, {"required": ["Lte"]}]}]` distributed); None else."""
+    if not (isinstance(node, dict) and isinstance(node.get("properties"), dict) and _generated_kinds(node) == ["object"]):
+        return None
+    names = set(node["properties"]) | required_names(node)
+    for key in _OPEN & set(node):
+        options = node[key] if key in ("anyOf", "oneOf") else None
+        if not (isinstance(options, list) and all(isinstance(o, dict) and not asserts(o, ("required",)) for o in options)):
+            return None
+        names |= set().union(*(required_names(o) for o in options))
+    return names
+
+
+def _option_names(options) -> set:
+    """Names of which every value valid under one of `options` (an anyOf or oneOf) holds one,
+    where each option requires some (`[{"required": ["Gte"]}, {"required": ["Lte"]}]`: Gte or
+    Lte); empty where an option requires none."""
+    if not (isinstance(options, list) and options and all(required_names(o) for o in options)):
+        return set()
+    return set().union(*(required_names(o) for o in options))
+
+
+def _one_of_required(node) -> set:
+    """_option_names of `node`'s anyOf and oneOf together (names to leave out of another
+    alternative: a superset is safe, exclusion is checked after)."""
+    return _option_names(node.get("anyOf")) | _option_names(node.get("oneOf")) if isinstance(node, dict) else set()
 
 
 def _may_search(pattern, name: str) -> bool:

@@ -65,6 +65,13 @@ EXCLUSIVE = {
                                               "allOf": [{"not": {"required": ["alias", "form"]}}]}},
                             "oneOf": [{"type": "string", "maxLength": 3},
                                       {"type": "object", "$ref": "#/$defs/req", "required": ["alias"]}]},
+    # "Eq", or a range of "Gte" and/or "Lte" (CloudFormation's number filters): each alternative
+    # stops generating the names the other requires (through its anyOf options)
+    "required_or_any_of_required": {"type": "object", "additionalProperties": False,
+                                    "properties": {"Eq": {"type": "integer"}, "Gte": {"type": "integer"},
+                                                   "Lte": {"type": "integer"}},
+                                    "oneOf": [{"required": ["Eq"]},
+                                              {"anyOf": [{"required": ["Gte"]}, {"required": ["Lte"]}]}]},
     # Kubernetes' IntOrString: null is valid under both alternatives, so under none
     "shared_type": {"oneOf": [{"type": ["string", "null"]}, {"type": ["integer", "null"]}]},
     # arrays whose items exclude each other (WordPress block supports' margin: sides or axes):
