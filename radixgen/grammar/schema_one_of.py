@@ -151,15 +151,16 @@ def _strings_narrowed(gen, overlapping: list, const_ignored: bool = False):
 
 def _without_shared_types(options: list, readings: Readings) -> list | None:
     """Alternatives narrowed by the types two of them accept whole (only `type` asserted, e.g.
-    Kubernetes' {"type": ["string", "null"]} / {"type": ["number", "null"]}): every value of such a
-    type is valid under both, so under none, and no alternative generates it (one left with no type
-    is False). None where an alternative might still generate such a value."""
+    Kubernetes' {"type": ["string", "null"]} / {"type": ["number", "null"]}, or such an option of
+    an anyOf / oneOf: `{"oneOf": [{"type": "string"}, {"type": "array", ...}]}` / `{"anyOf":
+    [{"type": "string"}, {"type": "number"}]}`): every value of such a type is valid under both,
+    so under none, and no alternative generates it (one left with no type is False, an option
+    left with none is dropped). None where an alternative might still generate such a value."""
     whole: dict = {}
     for option in options:
         readings_of = [readings.merged(option), readings.loose(option)]
-        if all(isinstance(r, dict) and not asserts(r, ("type",)) and _kinds(r) for r in readings_of):
-            for kind in set(_kinds(readings_of[0])) & set(_kinds(readings_of[1])):
-                whole[kind] = whole.get(kind, 0) + 1
+        for kind in set.intersection(*map(_whole_kinds, readings_of)):
+            whole[kind] = whole.get(kind, 0) + 1
     shared = {kind for kind, n in whole.items() if n >= 2}
     if "number" in shared:
         shared.add("integer")  # integers are numbers
@@ -171,14 +172,57 @@ def _without_shared_types(options: list, readings: Readings) -> list | None:
         kinds = _generated_kinds(gen) if isinstance(gen, dict) else None
         if kinds is not None and not set(_widen(kinds)) & shared:
             continue
-        listed = _kinds(gen) if isinstance(gen, dict) else None
-        if listed is None or (readings.fallback and gen != readings.widest(option)):
+        if readings.fallback and gen != readings.widest(option):
             return None  # it may generate such a value some other way
-        if "integer" in shared and "number" in listed and "number" not in shared:
-            return None  # its integers are shared, its other numbers are not: not written as a type
-        kept = [kind for kind in listed if kind not in shared]
-        narrowed[i] = {**gen, "type": kept} if kept else False
+        subs = _only_options(gen)
+        if subs is not None:  # an anyOf / oneOf: each option narrowed, those left with no type dropped
+            if any(not isinstance(sub, dict) or "$ref" in sub for sub in subs):
+                return None
+            kept_subs = [_without_kinds(sub, shared) for sub in subs]
+            if None in kept_subs:
+                return None
+            kept_subs = [sub for sub in kept_subs if sub is not False]
+            key = "anyOf" if "anyOf" in gen else "oneOf"
+            narrowed[i] = {**gen, key: kept_subs} if kept_subs else False
+            continue
+        narrowed[i] = _without_kinds(gen, shared)
+        if narrowed[i] is None:
+            return None
     return narrowed
+
+
+def _without_kinds(node, shared: set):
+    """`node` (a schema with a `type`) generating none of the types in `shared`: its type list
+    less those, False when none is left; None when that cannot be said (no type; its integers
+    shared but not its other numbers, which no type list can say)."""
+    generated = _generated_kinds(node) if isinstance(node, dict) else None
+    if generated is not None and not _widen(generated) & shared:
+        return node
+    listed = _kinds(node) if isinstance(node, dict) else None
+    if listed is None or "integer" in shared and "number" in listed and "number" not in shared:
+        return None
+    kept = [kind for kind in listed if kind not in shared]
+    return {**node, "type": kept} if kept else False
+
+
+def _whole_kinds(node) -> set:
+    """The types every value of which `node` accepts: its type list where it asserts nothing
+    else; for a node that is only an anyOf or oneOf, the types of its options that assert only
+    a type (under a oneOf, types no other option may accept: one with another type list)."""
+    if isinstance(node, dict) and not asserts(node, ("type",)) and _kinds(node):
+        return set(_kinds(node))
+    options = _only_options(node)
+    if not options or not all(isinstance(o, dict) for o in options):
+        return set()
+    kinds: set = set()
+    for i, option in enumerate(options):
+        if asserts(option, ("type",)) or not _kinds(option):
+            continue
+        others = [o for j, o in enumerate(options) if j != i]
+        if "anyOf" in node or all(_kinds(o) is not None for o in others):
+            taken = set().union(*(_widen(_kinds(o)) for o in others)) if "oneOf" in node else set()
+            kinds |= set(_kinds(option)) - taken - ({"integer"} if "number" in taken else set())
+    return kinds
 
 
 def _own_names(gen: dict, overlapping: list) -> list:

@@ -74,6 +74,11 @@ EXCLUSIVE = {
                                               {"anyOf": [{"required": ["Gte"]}, {"required": ["Lte"]}]}]},
     # Kubernetes' IntOrString: null is valid under both alternatives, so under none
     "shared_type": {"oneOf": [{"type": ["string", "null"]}, {"type": ["integer", "null"]}]},
+    # ... also where the alternatives are an anyOf / oneOf of types (an environment query or
+    # version: strings are valid under both, so under none; arrays and numbers are generated)
+    "shared_type_of_options": {"oneOf": [
+        {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2}]},
+        {"anyOf": [{"type": "string"}, {"type": "number"}, {"enum": [True]}]}]},
     # arrays whose items exclude each other (WordPress block supports' margin: sides or axes):
     # [] is valid under both, so neither generates it
     "arrays_of_disjoint_items": {"oneOf": [
