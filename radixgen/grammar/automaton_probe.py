@@ -119,15 +119,16 @@ def _read(pipe, deadline: float) -> bytes:
     """A length-prefixed message from `pipe`, or TimeoutError at `deadline`, EOFError when the
     writer is gone."""
     def exactly(n: int) -> bytes:
-        out = b""
-        while len(out) < n:
+        chunks, got = [], 0  # (joined once: adding each pipe-sized chunk to the rest copies it all again)
+        while got < n:
             if not select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))[0]:
                 raise TimeoutError
-            chunk = os.read(pipe.fileno(), n - len(out))
+            chunk = os.read(pipe.fileno(), n - got)
             if not chunk:
                 raise EOFError
-            out += chunk
-        return out
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
     return exactly(int.from_bytes(exactly(_HEADER), "little"))
 
 

@@ -72,11 +72,18 @@ def length_guard_start(item_regex: str, limit: int) -> int | None:
         out = moves.get(state, {})
         return out.get(quote) in finals and any(b != quote and nxt in live for b, nxt in out.items())
 
+    successors: dict = {}  # state -> the live states one character after it (computed once)
+
+    def after(state) -> set:
+        if state not in successors:
+            successors[state] = _char_steps(moves, live, {state})
+        return successors[state]
+
     level = _char_steps(moves, live, {start}, opening=True)
     for first in range(limit + 1):
         region, todo = set(level), list(level)
         while todo:
-            for nxt in _char_steps(moves, live, {todo.pop()}):
+            for nxt in after(todo.pop()):
                 if nxt not in region:
                     region.add(nxt)
                     todo.append(nxt)
@@ -84,7 +91,7 @@ def length_guard_start(item_regex: str, limit: int) -> int | None:
             return None
         if all(closes_and_grows(state) for state in region):
             return first
-        level = _char_steps(moves, live, level)
+        level = set().union(*map(after, level))
     return None
 
 
@@ -111,11 +118,16 @@ def _byte_automaton(regex: str) -> tuple:
     """(start, final states, byte moves per state, states from which a final one is reachable);
     cached (read only): a pattern item is checked by grows_wherever_it_closes, then counted."""
     start, finals, moves = default_probe().automaton(regex)
-    live, grew = set(finals), True
-    while grew:
-        before = len(live)
-        live |= {state for state, out in moves.items() if live & set(out.values())}
-        grew = len(live) > before
+    before: dict = {}  # state -> the states with a move into it
+    for state, out in moves.items():
+        for nxt in set(out.values()):
+            before.setdefault(nxt, set()).add(state)
+    live, todo = set(finals), list(finals)
+    while todo:
+        for state in before.get(todo.pop(), ()):
+            if state not in live:
+                live.add(state)
+                todo.append(state)
     return start, finals, moves, live
 
 
