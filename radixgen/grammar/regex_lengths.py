@@ -210,4 +210,3 @@ def top_level_alternatives(pattern: str) -> list[str]:
                 parts.append(pattern[start:i])
                 start = i + 1
     return parts + [pattern[start:]]
-

@@ -31,20 +31,25 @@ def open_ends(pattern: str) -> str:
     opened = []
     for alternative in top_level_alternatives(pattern):
         anchors = {text for _, text, in_class in pattern_tokens(alternative) if not in_class and text in ("^", "$")}
-        if anchors == {"^"}:
-            pieces = _pieces(alternative)
-            while pieces and _least_count(alternative, pieces[-1]) is not None:
-                alternative, pieces = _cut_to_least(alternative, pieces, -1)
-            if not (pieces and _repeated_group(alternative, pieces[-1])):
-                alternative += _OPEN
-        elif anchors == {"$"}:
-            pieces = _pieces(alternative)
-            while pieces and _least_count(alternative, pieces[0]) is not None:
-                alternative, pieces = _cut_to_least(alternative, pieces, 0)
-            if not (pieces and _repeated_group(alternative, pieces[0])) and _small_counts(alternative):
-                alternative = _OPEN + alternative
+        if anchors in ({"^"}, {"$"}):
+            alternative = _opened(alternative, at_end=anchors == {"^"})
         opened.append(alternative)
     return "|".join(opened)
+
+
+def _opened(alternative: str, at_end: bool) -> str:
+    """An alternative anchored at one end, opened at the other (its end when `at_end`, else its
+    start), its repeats there cut to their least counts first; closed where the free end is a
+    group with a repeat, or an open start would come before a count above _MAX_SEARCHED_COUNT."""
+    at = -1 if at_end else 0
+    pieces = _pieces(alternative)
+    while pieces and (least := _least_count(alternative, pieces[at])) is not None:
+        alternative, pieces = _cut_to_least(alternative, pieces[at], least)
+    if pieces and _repeated_group(alternative, pieces[at]):
+        return alternative
+    if at_end:
+        return alternative + _OPEN
+    return _OPEN + alternative if _small_counts(alternative) else alternative
 
 
 def _pieces(alternative: str) -> list[tuple[int, int, int]]:
@@ -92,24 +97,24 @@ def _least_count(alternative: str, piece: tuple) -> int | None:
     return int(counted.group(1)) if counted.group(1) is not None else int(alternative[end] == "+")
 
 
-def _cut_to_least(alternative: str, pieces: list, at: int) -> tuple[str, list]:
-    """The alternative with the repeat of piece `at` cut to its least count (dropped at 0)."""
-    begin, end, stop = pieces[at]
-    least = _least_count(alternative, pieces[at])
+def _cut_to_least(alternative: str, piece: tuple, least: int) -> tuple[str, list]:
+    """The alternative with the repeat of `piece` cut to its `least` count (dropped at 0), and
+    its pieces where a further cut may follow (none once the piece stays)."""
+    begin, end, stop = piece
     atom = alternative[begin:end]
     cut = "" if least == 0 else atom if least == 1 else f"{atom}{{{least}}}"
     alternative = alternative[:begin] + cut + alternative[stop:]
-    if cut:
-        return alternative, []  # (its least count stays: nothing further to cut)
-    return alternative, _pieces(alternative)
+    return alternative, [] if cut else _pieces(alternative)
 
 
 def _small_counts(alternative: str) -> bool:
     """Whether every counted repeat of the alternative counts at most _MAX_SEARCHED_COUNT: a
     search for `[a-z]{1,64}x` keeps every place a run may have started (2^64 automaton states)."""
-    counts = [int(n) for i, text, in_class in pattern_tokens(alternative) if not in_class and text == "{"
-              for n in re.findall(r"\d+", alternative[i:alternative.find("}", i) + 1]) if _QUANTIFIER.match(alternative, i)]
-    return max(counts, default=0) <= _MAX_SEARCHED_COUNT
+    for i, text, in_class in pattern_tokens(alternative):
+        counted = _QUANTIFIER.match(alternative, i) if text == "{" and not in_class else None
+        if counted and any(int(n) > _MAX_SEARCHED_COUNT for n in re.findall(r"\d+", counted[0])):
+            return False
+    return True
 
 
 def _repeated_group(alternative: str, piece: tuple) -> bool:

@@ -10,8 +10,8 @@ import math
 
 from .matcher import GrammarError
 from .schema_merge import EMPTY, merge
-from .schema_rules import (NothingValid, asserts, listed_name_rules, need_type, only_asserting, only_objects,
-                           refuse, searches)
+from .schema_rules import (NothingValid, asserts_nothing, listed_name_rules, need_type, only_asserting,
+                           only_objects, refuse, searches)
 
 _PROPERTY_SETS = 64  # alternatives for an object with a maxProperties below its listed properties
 
@@ -76,8 +76,7 @@ class ObjectRewrites:
             return props, node
         folded = dict(props)
         for pattern, schema in patterns.items():
-            asserting = schema is False or isinstance(schema, dict) and asserts(schema)
-            for name in props if asserting else ():
+            for name in () if asserts_nothing(schema) else props:
                 if searches(pattern, name, path, "patternProperties"):
                     listed, matched = self._resolved(folded[name]), self._resolved(schema)
                     if listed is None or matched is None:

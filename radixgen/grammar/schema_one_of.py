@@ -296,7 +296,8 @@ def _object_excludes(gen, acc: dict, readings: Readings, depth: int) -> bool:
     # the names it may generate: under drafts 3-7 a $ref chain may be generated from any mix of
     # merged and dropped siblings, so only a chain without any counts
     wide_names, merged_names = _names_generated(wide), _names_generated(merged)
-    if wide_names is not None and merged_names is not None and (not readings.fallback or merged == readings.widest(gen)):
+    one_reading = not readings.fallback or merged == readings.widest(gen)
+    if wide_names is not None and merged_names is not None and one_reading:
         names = wide_names | merged_names
         if required_names(acc) - names:
             return True
@@ -345,12 +346,14 @@ def _names_generated(node) -> set | None:
     """The names an object schema generates: its listed and required names, where nothing else
     adds any (no combination, but anyOf/oneOf options that only require names: `oneOf: [{"required":
     ["Eq"]}, {"anyOf": [{"required": ["Gte"]}, {"required": ["Lte"]}]}]` distributed); None else."""
-    if not (isinstance(node, dict) and isinstance(node.get("properties"), dict) and _generated_kinds(node) == ["object"]):
+    if not (isinstance(node, dict) and isinstance(node.get("properties"), dict)
+            and _generated_kinds(node) == ["object"]):
         return None
     names = set(node["properties"]) | required_names(node)
     for key in _OPEN & set(node):
         options = node[key] if key in ("anyOf", "oneOf") else None
-        if not (isinstance(options, list) and all(isinstance(o, dict) and not asserts(o, ("required",)) for o in options)):
+        if not (isinstance(options, list)
+                and all(isinstance(o, dict) and not asserts(o, ("required",)) for o in options)):
             return None
         names |= set().union(*(required_names(o) for o in options))
     return names

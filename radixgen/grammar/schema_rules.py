@@ -104,7 +104,7 @@ def listed_name_rules(node: dict, props: dict, path: str) -> list:
         raise GrammarError(f"invalid JSON Schema: 'patternProperties' at {path} must be an object")
     for pattern, schema in patterns.items():
         for name in props:
-            if searches(pattern, name, path, "patternProperties") and not _asserts_nothing(schema):
+            if searches(pattern, name, path, "patternProperties") and not asserts_nothing(schema):
                 refuse("patternProperties", f"{pattern!r} also applies to property {name!r} "
                        "(radixgen does not combine the two schemas)")
     if "propertyNames" in node:
@@ -192,7 +192,7 @@ def forbidden_names_dropped(node: dict, path: str) -> dict:
     return {**{k: v for k, v in node.items() if k != "not"}, "properties": props}
 
 
-def _asserts_nothing(schema) -> bool:
+def asserts_nothing(schema) -> bool:
     return schema is True or (isinstance(schema, dict) and not asserts(schema))
 
 
@@ -206,7 +206,7 @@ def searches(pattern, name: str, path: str, keyword: str, flags: int = 0) -> boo
 
 def _name_allowed(schema, name: str, path: str, refuse) -> bool:
     """Whether property name `name` is valid under propertyNames' `schema`."""
-    if _asserts_nothing(schema):
+    if asserts_nothing(schema):
         return True
     if schema is False or not isinstance(schema, dict):
         return False
