@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from .schema_rules import ASSERTIONS, asserts, value_key
+from .schema_rules import ASSERTIONS, asserts, may_search, value_key
 
 _APPLIES_TO = {
     **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
@@ -262,10 +262,10 @@ def _pattern_named(patterns, names: set) -> set | None:
     Python's re, the validator's reading), None when a pattern cannot be read."""
     if not isinstance(patterns, dict):
         return None
-    try:
-        return {name for name in names if any(re.search(p, name) for p in patterns)}
-    except (re.error, TypeError):
+    found = {name: [may_search(p, name) for p in patterns] for name in names}
+    if any(None in each for each in found.values()):
         return None
+    return {name for name, each in found.items() if any(each)}
 
 
 def _scoped_unevaluated(node) -> bool:

@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .regex_leaves import escape_literal
-from .schema_merge import split_by_type
-from .schema_rules import always_generated, asserts, is_type, required_names, value_key
+from .schema_kinds import (MAX_DEPTH, generated_kinds, listed_kinds, only_options, only_values, option_kinds, value_kind,
+                           whole_kinds, widened, without_kinds)
+from .schema_rules import always_generated, asserts, may_search, required_names
 
-_MAX_DEPTH = 8  # nested properties followed when comparing tags
 _OPEN = frozenset(("allOf", "anyOf", "oneOf", "$ref", "if", "then", "else", "dependentSchemas",
                    "unevaluatedProperties"))  # keywords that may add generated names
 
@@ -108,7 +108,7 @@ def _strings_narrowed(gen, overlapping: list, const_ignored: bool = False):
     they accept, or gen with a pattern of
     negative lookaheads (its own pattern searched after them). None where that cannot be
     said (another kind of overlapping schema, combinations in gen, a pattern Python cannot read)."""
-    if not isinstance(gen, dict) or _generated_kinds(gen) != ["string"] or _OPEN & set(gen) or "not" in gen:
+    if not isinstance(gen, dict) or generated_kinds(gen) != ["string"] or _OPEN & set(gen) or "not" in gen:
         return None
     patterns, listed, lengths = [], set(), []
     for acc in overlapping:
@@ -116,7 +116,7 @@ def _strings_narrowed(gen, overlapping: list, const_ignored: bool = False):
             return None
         if isinstance(acc.get("pattern"), str):
             patterns.append(acc["pattern"])
-        elif (values := _values(acc, const_ignored)) is not None:  # (draft 4 reads no const)
+        elif (values := only_values(acc, const_ignored)) is not None:  # (draft 4 reads no const)
             listed |= {v[1] for v in values if v[0] == "string"}
         elif {"minLength", "maxLength"} & set(acc):
             least, most = acc.get("minLength", 0), acc.get("maxLength", "")
@@ -129,7 +129,7 @@ def _strings_narrowed(gen, overlapping: list, const_ignored: bool = False):
         compiled = [re.compile(p) for p in patterns]
     except re.error:
         return None
-    values = _values(gen)
+    values = only_values(gen)
     if values is not None:  # the values none of them accepts (a validator's reading: exact)
         kept = [v[1] for v in values if v[1] not in listed and not any(c.search(v[1]) for c in compiled)
                 and not any(least <= len(v[1]) <= (most if most != "" else math.inf) for least, most in lengths)]
@@ -159,7 +159,7 @@ def _without_shared_types(options: list, readings: Readings) -> list | None:
     whole: dict = {}
     for option in options:
         readings_of = [readings.merged(option), readings.loose(option)]
-        for kind in set.intersection(*map(_whole_kinds, readings_of)):
+        for kind in set.intersection(*map(whole_kinds, readings_of)):
             whole[kind] = whole.get(kind, 0) + 1
     shared = {kind for kind, n in whole.items() if n >= 2}
     if "number" in shared:
@@ -169,60 +169,26 @@ def _without_shared_types(options: list, readings: Readings) -> list | None:
         return narrowed
     for i, option in enumerate(options):
         gen = readings.merged(option)
-        kinds = _generated_kinds(gen) if isinstance(gen, dict) else None
-        if kinds is not None and not set(_widen(kinds)) & shared:
+        kinds = generated_kinds(gen) if isinstance(gen, dict) else None
+        if kinds is not None and not set(widened(kinds)) & shared:
             continue
         if readings.fallback and gen != readings.widest(option):
             return None  # it may generate such a value some other way
-        subs = _only_options(gen)
+        subs = only_options(gen)
         if subs is not None:  # an anyOf / oneOf: each option narrowed, those left with no type dropped
             if any(not isinstance(sub, dict) or "$ref" in sub for sub in subs):
                 return None
-            kept_subs = [_without_kinds(sub, shared) for sub in subs]
+            kept_subs = [without_kinds(sub, shared) for sub in subs]
             if None in kept_subs:
                 return None
             kept_subs = [sub for sub in kept_subs if sub is not False]
             key = "anyOf" if "anyOf" in gen else "oneOf"
             narrowed[i] = {**gen, key: kept_subs} if kept_subs else False
             continue
-        narrowed[i] = _without_kinds(gen, shared)
+        narrowed[i] = without_kinds(gen, shared)
         if narrowed[i] is None:
             return None
     return narrowed
-
-
-def _without_kinds(node, shared: set):
-    """`node` (a schema with a `type`) generating none of the types in `shared`: its type list
-    less those, False when none is left; None when that cannot be said (no type; its integers
-    shared but not its other numbers, which no type list can say)."""
-    generated = _generated_kinds(node) if isinstance(node, dict) else None
-    if generated is not None and not _widen(generated) & shared:
-        return node
-    listed = _kinds(node) if isinstance(node, dict) else None
-    if listed is None or "integer" in shared and "number" in listed and "number" not in shared:
-        return None
-    kept = [kind for kind in listed if kind not in shared]
-    return {**node, "type": kept} if kept else False
-
-
-def _whole_kinds(node) -> set:
-    """The types every value of which `node` accepts: its type list where it asserts nothing
-    else; for a node that is only an anyOf or oneOf, the types of its options that assert only
-    a type (under a oneOf, types no other option may accept: one with another type list)."""
-    if isinstance(node, dict) and not asserts(node, ("type",)) and _kinds(node):
-        return set(_kinds(node))
-    options = _only_options(node)
-    if not options or not all(isinstance(o, dict) for o in options):
-        return set()
-    kinds: set = set()
-    for i, option in enumerate(options):
-        if asserts(option, ("type",)) or not _kinds(option):
-            continue
-        others = [o for j, o in enumerate(options) if j != i]
-        if "anyOf" in node or all(_kinds(o) is not None for o in others):
-            taken = set().union(*(_widen(_kinds(o)) for o in others)) if "oneOf" in node else set()
-            kinds |= set(_kinds(option)) - taken - ({"integer"} if "number" in taken else set())
-    return kinds
 
 
 def _own_names(gen: dict, overlapping: list) -> list:
@@ -247,30 +213,30 @@ def excludes(gen, acc, readings: Readings, depth: int = 0) -> bool:
     if isinstance(gen, dict) and set(gen) == {"anyOf"} and isinstance(gen["anyOf"], list):  # (a narrowing)
         return all(excludes(branch, acc, readings, depth) for branch in gen["anyOf"])
     wide, acc = readings.loose(gen), readings.loose(acc)
-    if depth < _MAX_DEPTH and (options := _only_options(wide)):  # what it generates comes from its options
+    if depth < MAX_DEPTH and (options := only_options(wide)):  # what it generates comes from its options
         return all(excludes(option, acc, readings, depth + 1) for option in options)
-    if depth < _MAX_DEPTH and (options := _only_options(acc)):  # a value no option accepts, acc does not
+    if depth < MAX_DEPTH and (options := only_options(acc)):  # a value no option accepts, acc does not
         return all(excludes(wide, option, readings, depth + 1) for option in options)
-    gen_kinds = _generated_kinds(wide) or _option_kinds(wide, readings, _generated_kinds)
-    acc_kinds = _kinds(acc) or _option_kinds(acc, readings, _kinds)
-    if gen_kinds is not None and acc_kinds is not None and not (_widen(gen_kinds) & _widen(acc_kinds)):
+    gen_kinds = generated_kinds(wide) or option_kinds(wide, readings, generated_kinds)
+    acc_kinds = listed_kinds(acc) or option_kinds(acc, readings, listed_kinds)
+    if gen_kinds is not None and acc_kinds is not None and not (widened(gen_kinds) & widened(acc_kinds)):
         return True
-    acc_values = _values(acc, readings.const_ignored)  # acc accepts those values at most
+    acc_values = only_values(acc, readings.const_ignored)  # acc accepts those values at most
     if (gen_kinds is not None and acc_values is not None
-            and not {_value_kind(v) for v in acc_values} & _widen(gen_kinds)):
+            and not {value_kind(v) for v in acc_values} & widened(gen_kinds)):
         return True
-    values = None if isinstance(wide, dict) and "properties" in wide else _values(wide)
+    values = None if isinstance(wide, dict) and "properties" in wide else only_values(wide)
     if values is not None:  # (what gen generates: a const narrows output under every draft)
         if acc_values is not None and not set(values) & set(acc_values):
             return True
-        if acc_kinds is not None and not {_value_kind(v) for v in values} & _widen(acc_kinds):
+        if acc_kinds is not None and not {value_kind(v) for v in values} & widened(acc_kinds):
             return True
         if acc_kinds == ["string"] and _misses_pattern(values, acc):
             return True
     if acc_values is not None and gen_kinds == ["string"] and _misses_pattern(acc_values, wide):
         return True  # gen's strings all match its pattern, which none of acc's values does
     if gen_kinds == ["array"] and _plain_array(wide) and _plain_array(acc) and wide.get("minItems", 0) >= 1 \
-            and depth < _MAX_DEPTH:  # a non-empty array whose items acc's items reject
+            and depth < MAX_DEPTH:  # a non-empty array whose items acc's items reject
         return excludes(wide.get("items", True), acc.get("items", True), readings, depth + 1)
     return gen_kinds == ["object"] and isinstance(acc, dict) and _object_excludes(gen, acc, readings, depth)
 
@@ -279,14 +245,6 @@ def _plain_array(node) -> bool:
     """An array schema with one `items` schema for every item (no tuple, no contains)."""
     return isinstance(node, dict) and node.get("type") in ("array", ["array"]) and isinstance(node.get("items", True), (dict, bool)) \
         and not {"prefixItems", "additionalItems", "contains", "unevaluatedItems", "$ref", "allOf", "anyOf", "oneOf"} & set(node)
-
-
-def _only_options(node) -> list | None:
-    """The options (a list) of a node that asserts nothing but one anyOf or oneOf, else None."""
-    if not isinstance(node, dict) or len({"anyOf", "oneOf"} & set(node)) != 1 or asserts(node, ("anyOf", "oneOf")):
-        return None
-    options = node.get("anyOf", node.get("oneOf"))
-    return options if isinstance(options, list) else None
 
 
 def _object_excludes(gen, acc: dict, readings: Readings, depth: int) -> bool:
@@ -312,10 +270,10 @@ def _object_excludes(gen, acc: dict, readings: Readings, depth: int) -> bool:
     if isinstance(negated, dict) and set(negated) == {"required"} and required_names(negated) <= held:
         return True  # acc forbids a combination of names gen always has
     if acc.get("additionalProperties") is False and any(
-            name not in acc_props and not any(_may_search(p, name) for p in patterns) for name in held):
+            name not in acc_props and not any(may_search(p, name) is not False for p in patterns) for name in held):
         return True
     gen_props = wide.get("properties") if isinstance(wide.get("properties"), dict) else {}
-    return depth < _MAX_DEPTH and any(excludes(gen_props[name], acc_props[name], readings, depth + 1)
+    return depth < MAX_DEPTH and any(excludes(gen_props[name], acc_props[name], readings, depth + 1)
                                       for name in held & set(gen_props) & set(acc_props))
 
 
@@ -323,23 +281,7 @@ def _misses_pattern(values: list, node) -> bool:
     """Whether no string among `values` (value keys) matches `node`'s pattern, as validators
     search it (Python's re, as jsonschema does); False when there is no pattern."""
     pattern = node.get("pattern") if isinstance(node, dict) else None
-    return isinstance(pattern, str) and not any(v[0] == "string" and _may_search(pattern, v[1]) for v in values)
-
-
-def _option_kinds(node, readings: Readings, kinds_of, depth: int = 0):
-    """The types of a node that is only an anyOf or a oneOf: its options' together (None when
-    one is not known)."""
-    options = _only_options(node)
-    if depth > _MAX_DEPTH or options is None:
-        return None
-    kinds: set = set()
-    for option in options:
-        option = readings.loose(option)
-        known = kinds_of(option) or _option_kinds(option, readings, kinds_of, depth + 1)
-        if known is None:
-            return None
-        kinds |= set(known)
-    return sorted(kinds)
+    return isinstance(pattern, str) and not any(v[0] == "string" and may_search(pattern, v[1]) is not False for v in values)
 
 
 def _names_generated(node) -> set | None:
@@ -347,7 +289,7 @@ def _names_generated(node) -> set | None:
     adds any (no combination, but anyOf/oneOf options that only require names: `oneOf: [{"required":
     ["Eq"]}, {"anyOf": [{"required": ["Gte"]}, {"required": ["Lte"]}]}]` distributed); None else."""
     if not (isinstance(node, dict) and isinstance(node.get("properties"), dict)
-            and _generated_kinds(node) == ["object"]):
+            and generated_kinds(node) == ["object"]):
         return None
     names = set(node["properties"]) | required_names(node)
     for key in _OPEN & set(node):
@@ -372,63 +314,3 @@ def _one_of_required(node) -> set:
     """_option_names of `node`'s anyOf and oneOf together (names to leave out of another
     alternative: a superset is safe, exclusion is checked after)."""
     return _option_names(node.get("anyOf")) | _option_names(node.get("oneOf")) if isinstance(node, dict) else set()
-
-
-def _may_search(pattern, name: str) -> bool:
-    try:
-        return re.search(pattern, name) is not None
-    except (re.error, TypeError):
-        return True  # unknown: it may match
-
-
-def _kinds(node):
-    """The JSON types a schema as written accepts; None: any (keywords like `properties` or
-    `minLength` constrain one type and let every other type pass)."""
-    if node is False:
-        return []
-    if isinstance(node, dict) and "type" in node:
-        return node["type"] if isinstance(node["type"], list) else [node["type"]]
-    return None
-
-
-def _generated_kinds(node):
-    """The JSON types the rewrite of a schema generates (a subset of what it accepts); None:
-    not known. `properties` alone generates objects; beside a `type` without object it is
-    dropped, and beside a combination without a `type` the combination decides (with one, what
-    is generated is valid, so of that type)."""
-    values = _values(node)
-    if values is not None:
-        return sorted({_value_kind(v) for v in values})
-    kinds = _kinds(node)
-    if isinstance(node, dict) and split_by_type(node) is not None:
-        return kinds  # one alternative per type: every type of the list is generated
-    if isinstance(node, dict) and "properties" in node:
-        if {"anyOf", "oneOf", "allOf", "$ref"} & set(node):
-            return kinds
-        if kinds is None or "object" in kinds:
-            return ["object"]
-    return kinds
-
-
-def _widen(kinds) -> set:
-    """Integers are numbers: either kind overlaps the other."""
-    kinds = set(kinds)
-    return kinds | ({"integer", "number"} if kinds & {"integer", "number"} else set())
-
-
-def _values(node, const_ignored: bool = False):
-    """The only values a schema accepts (enum / const, of its `type` when it has one), None if it
-    is not so restricted."""
-    has_const = "const" in node and not const_ignored if isinstance(node, dict) else False
-    if not isinstance(node, dict) or not (has_const or isinstance(node.get("enum"), list)):
-        return None
-    values = [node["const"]] if has_const else node["enum"]
-    types = node.get("type")
-    types = [types] if isinstance(types, str) else types
-    if isinstance(types, list):
-        values = [v for v in values if any(is_type(v, t) for t in types if isinstance(t, str))]
-    return [value_key(v) for v in values]
-
-
-def _value_kind(key: tuple) -> str:
-    return key[0]  # (value_key's first part is the JSON type's name)

@@ -197,11 +197,21 @@ def asserts_nothing(schema) -> bool:
 
 
 def searches(pattern, name: str, path: str, keyword: str, flags: int = 0) -> bool:
+    """Whether `pattern` finds something in `name`, as Python's re (the validator's reading);
+    an invalid schema where re cannot read the pattern."""
+    found = may_search(pattern, name, flags)
+    if found is None:
+        raise GrammarError(f"invalid JSON Schema: {keyword} pattern {pattern!r} at {path} is not a "
+                           "valid regular expression")
+    return found
+
+
+def may_search(pattern, name: str, flags: int = 0) -> bool | None:
+    """searches() where an unreadable pattern is None (unknown), not an error."""
     try:
         return re.search(pattern, name, flags) is not None
     except (re.error, TypeError):
-        raise GrammarError(f"invalid JSON Schema: {keyword} pattern {pattern!r} at {path} is not a "
-                           "valid regular expression") from None
+        return None
 
 
 def _name_allowed(schema, name: str, path: str, refuse) -> bool:
