@@ -12,7 +12,7 @@ import math
 from . import guard_tables
 from .matcher import GrammarError
 from .regex_leaves import format_length_regex, format_regex, string_pattern_regex
-from .regex_open_ends import open_ends
+from .regex_open_ends import caret_dollar, searched_translation
 from .regex_multiples import multiple_of_regex
 from .regex_numbers import integer_bound, number_range_regex
 from .schema_collections import COUNTED, FREE_STRING, ITEMS_GUARD_MIN, STRING_CHAR
@@ -66,19 +66,14 @@ class TypeRewrites:
             # (radixgen's subset of it, plain syntax that ECMA-262 and Python read alike) as a
             # lookahead over the whole string, then the pattern searched, which the lookaround
             # automaton writes out (regex_lookaround); refused where it cannot
-            both = f"(?=^(?:{fmt})$)[\\s\\S]*(?:{node['pattern']})"
+            both = f"(?=^(?:{fmt})$)[\\s\\S]*(?:{caret_dollar(node['pattern'])})"
             try:
                 return self._pattern_strings(both, path, lengths, guarded, name=node["pattern"])
             except GrammarError as exc:
                 refuse("format", path, f"it cannot be combined with pattern here ({exc})")
-        if "pattern" in node:
-            opened = open_ends(node["pattern"])  # (one end anchored: the other is open)
-            if opened != node["pattern"]:
-                try:
-                    return self._pattern_strings(opened, path, lengths, guarded, name=node["pattern"])
-                except GrammarError:
-                    pass  # its full matches, as before (a subset)
-            return self._pattern_strings(node["pattern"], path, lengths, guarded)
+        if "pattern" in node:  # (one end anchored: the other is open)
+            return searched_translation(node["pattern"], lambda pattern: self._pattern_strings(
+                pattern, path, lengths, guarded, name=node["pattern"]))
         if fmt is not None and lengths != (0, None):
             fmt = format_length_regex(node["format"], path, *lengths)
         if fmt is not None:

@@ -12,9 +12,8 @@ import json
 import math
 import re
 
-from .matcher import GrammarError
 from .regex_leaves import format_regex, string_pattern_regex
-from .regex_open_ends import open_ends
+from .regex_open_ends import caret_dollar, searched_translation
 from .regex_properties import python_view
 from .regex_multiples import is_multiple
 from .schema_rules import refuse, searches, value_key
@@ -76,17 +75,11 @@ def _pattern_matches(pattern, value: str, path: str) -> bool:
     ASCII), and `value`'s JSON text is one radixgen's ECMA-262 translation of the pattern
     generates (anywhere in the value when the pattern has no anchor; else the whole value: a
     subset), so line terminators, astral characters and Python-only escapes do not slip through."""
-    translated = string_pattern_regex(pattern, path)  # (refuses lookaround and inline flags first)
-    opened = open_ends(pattern)
-    if opened != pattern:  # one end anchored: what schema_types generates
-        try:
-            translated = string_pattern_regex(opened, path)
-        except GrammarError:
-            pass  # (its full matches, as it generates then)
+    translated = searched_translation(pattern, lambda searched: string_pattern_regex(searched, path, name=pattern))
     python = python_view(pattern)  # (property escapes as their ASCII members: Python has none)
     if not (searches(python, value, path, "pattern") and searches(python, value, path, "pattern", re.ASCII)):
         return False
-    if "^" not in pattern and "$" not in pattern:  # no anchor anywhere: found anywhere in the value
+    if not {"^", "$"} & set(caret_dollar(pattern)):  # no anchor anywhere: found anywhere in the value
         translated = f"{_JSON_CHAR}*(?:{translated}){_JSON_CHAR}*"
     return fullmatches(f'"{translated}"', json.dumps(value, ensure_ascii=False).encode())
 

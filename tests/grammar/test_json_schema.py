@@ -63,6 +63,9 @@ def test_unsupported_keywords_are_refused(schema, keyword, small_compiler):
     ("^v?[0-9]|^dev-", ["v1", "1.x", "dev-9"], ["dev", "x1"]),
     ("ab", ["ab"], ["xab", "abx"]),                          # no anchor: its full matches, as before
     ("^a[0-9]$", ["a1"], ["a12"]),                           # both: as written
+    ("\\Aa[0-9]+\\Z", ["a1", "a12"], ["xa1", "a1x"]),          # Python's string anchors, as ^ and $
+    ("\\Aab", ["ab", "abzz"], ["xab"]),
+    ("x\\Z", ["x", "zzx"], ["xz", "x\\Z"]),
 ])
 def test_a_pattern_anchored_at_one_end_is_open_at_the_other(pattern, found, not_found, small_compiler, small_info):
     schema = {"type": "string", "pattern": pattern}
