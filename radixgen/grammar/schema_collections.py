@@ -150,10 +150,17 @@ class CollectionRewrites:
             # spelt one way per value (decimals are not: 0.1 and 0.10000000000000001 are one float)
             return self._first_enforceable(lambda: self._unique_values(items | {"type": "integer"}, node, path),
                                            lambda: self._unique_values(items, node, path))
-        return self._unique_values(items, node, path)
+        if not _may_be_strings(items):
+            return self._unique_values(items, node, path)
+        try:  # items of several types (`["string", "object"]`, a oneOf of a string and an object):
+            # where they cannot be kept unique as they are, their strings alone (a subset)
+            return self._first_enforceable(lambda: self._unique_values(items, node, path),
+                                           lambda: self._unique_values({"type": "string", "allOf": [items]}, node, path))
+        except GrammarError:
+            return self._unique_values(items, node, path)  # (refused: the items' own reason)
 
     def _unique_values(self, items, node: dict, path: str) -> dict:
-        new = self.rewrite(items, f"{path}.items") if isinstance(items, dict) else None
+        new = _one_alternative(self.rewrite(items, f"{path}.items")) if isinstance(items, dict) else None
         kind = new.get("type") if new else None
         strings = self._string_item(items, new, node, path)
         if strings is not None:
@@ -293,6 +300,21 @@ class CollectionRewrites:
         return placeholder
 
     # ------------------------------------------------------------ helpers
+
+
+def _one_alternative(new):
+    """Rewritten schema `new`, or its one alternative where it is an anyOf or oneOf of one."""
+    while isinstance(new, dict) and len(new) == 1 and set(new) <= {"anyOf", "oneOf"} \
+            and len(alternatives := next(iter(new.values()))) == 1:
+        new = alternatives[0]
+    return new
+
+
+def _may_be_strings(items) -> bool:
+    """Whether item schema `items` may take strings and other values too (no type, or a list of
+    types with "string" in it)."""
+    kinds = items.get("type", ["string", "other"]) if isinstance(items, dict) else "string"
+    return isinstance(kinds, list) and "string" in kinds and len(kinds) > 1
 
 
 def _placeholder_key(new) -> str | None:
