@@ -7,11 +7,7 @@ would generate only `https://`. `open_ends` opens such an alternative at its fre
 strings (`[\\s\\S]*[a-z]{1,1023}/$` finds what `[\\s\\S]*[a-z]/$` finds: the rest of the run
 is in the open part) and keeps the automaton small. An open start before a larger counted
 repeat further in would not (the automaton keeps every place a run may have started), so such
-an alternative, like one whose free end is a group with a repeat, keeps its full matches.
-
-Python's string anchors `\\A` and `\\Z` (CloudFormation's `\\A[0-9a-zA-Z-_]+\\Z`) are read as
-`^` and `$` first: Python validators search with `re`, where they match at the string's ends
-only, as `^` does and `$` does at the end of the strings generated (nothing follows it)."""
+an alternative, like one whose free end is a group with a repeat, keeps its full matches."""
 
 from __future__ import annotations
 
@@ -19,6 +15,7 @@ import re
 from typing import Callable, TypeVar
 
 from .matcher import GrammarError
+from .regex_dialects import neutral
 from .regex_lengths import top_level_alternatives
 from .regex_properties import pattern_tokens
 
@@ -27,15 +24,14 @@ _MAX_SEARCHED_COUNT = 8
 _QUANTIFIER = re.compile(r"(?:[*+?]|\{(\d+)(?:,\d*)?\})[?+]?")
 _INNER_REPEAT = re.compile(r"[*+]|\{\d")
 _CODE_ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}")
-_STRING_ANCHORS = {"\\A": "^", "\\Z": "$"}
 T = TypeVar("T")
 
 
 def searched_translation(pattern: str, translate: Callable[[str], T]) -> T:
     """translate() of the strings a validator's search of `pattern` finds, as radixgen generates
-    them: the pattern with its string anchors spelt `^`/`$`, opened at an unanchored end, else
-    (where the opened pattern is refused: lookarounds, sizes) its full matches, a subset."""
-    pattern = caret_dollar(pattern)
+    them: the pattern in the syntax it reads (regex_dialects.neutral), opened at an unanchored
+    end, else (where the opened pattern is refused: lookarounds, sizes) its full matches, a subset."""
+    pattern = neutral(pattern)
     opened = open_ends(pattern)
     if opened != pattern:
         try:
@@ -43,12 +39,6 @@ def searched_translation(pattern: str, translate: Callable[[str], T]) -> T:
         except GrammarError:
             pass
     return translate(pattern)
-
-
-def caret_dollar(pattern: str) -> str:
-    """`pattern` with Python's `\\A` and `\\Z` outside classes spelt `^` and `$`."""
-    return "".join(_STRING_ANCHORS.get(text, text) if not in_class else text
-                   for _, text, in_class in pattern_tokens(pattern))
 
 
 def open_ends(pattern: str) -> str:

@@ -12,7 +12,8 @@ import math
 from . import guard_tables
 from .matcher import GrammarError
 from .regex_leaves import format_length_regex, format_regex, string_pattern_regex
-from .regex_open_ends import caret_dollar, searched_translation
+from .regex_dialects import neutral
+from .regex_open_ends import searched_translation
 from .regex_multiples import multiple_of_regex
 from .regex_numbers import integer_bound, number_range_regex
 from .schema_collections import COUNTED, FREE_STRING, ITEMS_GUARD_MIN, STRING_CHAR
@@ -66,7 +67,7 @@ class TypeRewrites:
             # (radixgen's subset of it, plain syntax that ECMA-262 and Python read alike) as a
             # lookahead over the whole string, then the pattern searched, which the lookaround
             # automaton writes out (regex_lookaround); refused where it cannot
-            both = f"(?=^(?:{fmt})$)[\\s\\S]*(?:{caret_dollar(node['pattern'])})"
+            both = f"(?=^(?:{fmt})$)[\\s\\S]*(?:{neutral(node['pattern'])})"
             try:
                 return self._pattern_strings(both, path, lengths, guarded, name=node["pattern"])
             except GrammarError as exc:

@@ -13,7 +13,8 @@ import math
 import re
 
 from .regex_leaves import format_regex, string_pattern_regex
-from .regex_open_ends import caret_dollar, searched_translation
+from .regex_dialects import neutral
+from .regex_open_ends import searched_translation
 from .regex_properties import python_view
 from .regex_multiples import is_multiple
 from .schema_rules import refuse, searches, value_key
@@ -76,10 +77,11 @@ def _pattern_matches(pattern, value: str, path: str) -> bool:
     generates (anywhere in the value when the pattern has no anchor; else the whole value: a
     subset), so line terminators, astral characters and Python-only escapes do not slip through."""
     translated = searched_translation(pattern, lambda searched: string_pattern_regex(searched, path, name=pattern))
-    python = python_view(pattern)  # (property escapes as their ASCII members: Python has none)
+    read = neutral(pattern)  # (Python's \\A and \\Z, Java's inline (?i), as the translation reads them)
+    python = python_view(read)  # (property escapes as their ASCII members: Python has none)
     if not (searches(python, value, path, "pattern") and searches(python, value, path, "pattern", re.ASCII)):
         return False
-    if not {"^", "$"} & set(caret_dollar(pattern)):  # no anchor anywhere: found anywhere in the value
+    if not {"^", "$"} & set(read):  # no anchor anywhere: found anywhere in the value
         translated = f"{_JSON_CHAR}*(?:{translated}){_JSON_CHAR}*"
     return fullmatches(f'"{translated}"', json.dumps(value, ensure_ascii=False).encode())
 

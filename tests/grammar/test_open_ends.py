@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from radixgen.grammar.regex_open_ends import caret_dollar, open_ends
+from radixgen.grammar.regex_open_ends import open_ends
 
 ALPHABET = "ab/x"
 STRINGS = ["".join(p) for n in range(6) for p in itertools.product(ALPHABET, repeat=n)]
@@ -47,15 +47,3 @@ def test_full_matches_are_what_the_pattern_finds(pattern):
         if every_one_opened:
             assert found == full, (s, opened)
 
-
-@pytest.mark.parametrize(("pattern", "spelt"), [
-    ("\\A[a-z]+\\Z", "^[a-z]+$"),
-    ("\\\\A", "\\\\A"),                 # an escaped backslash, then a letter
-    ("[\\A\\Z]x\\Z", "[\\A\\Z]x$"),     # in a class: not anchors
-    ("a|\\Ab", "a|^b"),
-])
-def test_string_anchors_are_caret_and_dollar(pattern, spelt):
-    assert caret_dollar(pattern) == spelt
-    for s in STRINGS + ["ab\n", "A", "Z"]:  # Python reads them alike on strings without newlines
-        if "\n" not in s and "[" not in pattern:
-            assert (re.search(pattern, s) is None) == (re.search(spelt, s) is None), s
