@@ -93,6 +93,8 @@ def _spelt(pattern: str) -> str:
             raise _Unspellable
         elif insensitive and _is_letter(text):
             text = f"[{_cases(text, wide=negative)}]"
+        elif insensitive and negative and _other_cased(text):
+            raise _Unspellable  # (Python folds `é` into `É` too: a negation would miss it)
         out.append(text)
         k += 1
     return "".join(out)
@@ -130,17 +132,25 @@ def _class_spelt(opening: str, members: list[str], negative: bool) -> str:
             low, high = listed[n], listed[n + 2]
             if len(low) != 1 or len(high) != 1:
                 raise _Unspellable  # (an escape at an end: its letters are not known here)
-            letters = [chr(c) for c in range(ord(low), ord(high) + 1) if _is_letter(chr(c))]
+            span = [chr(c) for c in range(ord(low), ord(high) + 1)]
             n += 3
         else:
-            letters = [listed[n]] if _is_letter(listed[n]) else []
+            span = [listed[n]]
             n += 1
+        if wide and any(_other_cased(c) for c in span):
+            raise _Unspellable  # (a non-ASCII letter's other cases are not added)
+        letters = [c for c in span if _is_letter(c)]
         added += [c for letter in letters for c in _cases(letter, wide) if c != letter]
     return opening + "".join(members) + "".join(dict.fromkeys(added)) + "]"
 
 
 def _is_letter(text: str) -> bool:
     return len(text) == 1 and text.isascii() and text.isalpha()
+
+
+def _other_cased(text: str) -> bool:
+    """A non-ASCII character with another case (`é`, `Ω`)."""
+    return len(text) == 1 and not text.isascii() and text.lower() != text.upper()
 
 
 def _cases(letter: str, wide: bool) -> str:

@@ -37,16 +37,21 @@ def test_string_anchors_are_caret_and_dollar(pattern, spelt):
     ("(?i)\\p{Lower}", "(?i)\\p{Lower}"),        # left as written (then refused)
     ("(?s)(?i)a", "(?s)(?i)a"),
     ("^[a-z]+$", "^[a-z]+$"),
+    ("(?i)\u00e9", "\u00e9"),                  # a non-ASCII letter: as written where a subset is safe,
+    ("(?!(?i)\u00e9)", "(?!(?i)\u00e9)"),              # not inside a negation (Python folds it into its other case)
+    ("(?!(?i)[a-\u00ff])", "(?!(?i)[a-\u00ff])"),
+    ("(?i)[^\u00e0-\u00ff]", "(?i)[^\u00e0-\u00ff]"),  # (a negated class: the wider set)
 ])
 def test_case_insensitive_parts_are_spelt(pattern, spelt):
     assert case_spelt(pattern) == spelt
 
 
-STRINGS = ["".join(p) for n in range(4) for p in itertools.product("aAsS\u017fkK\u212aix\u0130\u0131", repeat=n)]
+STRINGS = ["".join(p) for n in range(4) for p in itertools.product("aAsS\u017fkK\u212aix\u0130\u0131\u00e9\u00c9", repeat=n)]
 
 
 @pytest.mark.parametrize("scoped", ["^(?!(?i:as))[a-zA-Z\u017f]+$", "(?i:[^a-k])", "^(?!(?i:[^a]))", "(?i:s|k)i",
-                                    "^(?!x(?i:[a-z]))", "^(?!(?!(?i:s)))"])
+                                    "^(?!x(?i:[a-z]))", "^(?!(?!(?i:s)))",
+                                    "(?i:\u00e9)", "(?i:[\u00e0-\u00ff])"])
 def test_spelt_parts_are_valid_under_java_and_python(scoped):
     # scoped: Python's form of the flag; Java's reading folds ASCII cases only (re.ASCII)
     spelt = case_spelt(scoped)
