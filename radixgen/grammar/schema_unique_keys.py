@@ -32,7 +32,8 @@ class UniqueKeyRewrites:
         generated always, and kept unique (a subset too: CloudFormation's lists of settings
         objects require nothing). Items that are an anyOf / oneOf of such objects (CloudFormation's
         `oneOf: [{"required": ["VariationName", "StringValue"]}, ...]`) are kept unique by a
-        property every alternative has with the same schema. Where no property of the object
+        property every alternative has with the same schema (where none has, the first alternative
+        that has one is generated alone). Where no property of the object
         qualifies, one of an object property does (`{"CustomPlugin": {"CustomPluginArn": ...}}`,
         both then always generated). None when no property qualifies.
         (Integer properties are not used: a token that closes the name and ends the value,
@@ -40,6 +41,13 @@ class UniqueKeyRewrites:
         combiner = next((k for k in ("anyOf", "oneOf") if set(new) == {k}), None)
         objects = new[combiner] if combiner else [new]
         found = self._keyed_objects(objects, node, path)
+        for alone in objects if found is None and combiner and all(map(_plain_object, objects)) else ():
+            # no property every alternative holds (CloudFormation's tags, `{Key, Value}` or
+            # `{TagKey, TagValue}`): the first alternative that has one, alone (a subset)
+            found = self._keyed_objects([alone], node, path) or self._keyed_inside(alone, node, path)
+            if found is not None:
+                combiner = None
+                break
         if found is None and combiner is None and _plain_object(new):
             found = self._keyed_inside(new, node, path)
         if found is None:

@@ -333,10 +333,10 @@ def test_tool_calls_guard_starts_after_the_tag():
     # objects: no string property that can always grow
     {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
      "uniqueItems": True},
-    # alternatives with no key property in common (one that all share: test_objects_of_alternatives_...)
+    # alternatives none of which has a key property
     {"type": "array", "items": {"type": "object", "anyOf": [
-        {"properties": {"n": {"type": "string"}}, "required": ["n"], "additionalProperties": False},
-        {"properties": {"m": {"type": "string"}}, "required": ["m"], "additionalProperties": False}]},
+        {"properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False},
+        {"properties": {"m": {"type": "boolean"}}, "required": ["m"], "additionalProperties": False}]},
      "uniqueItems": True},
 ])
 def test_unguardable_unique_items_are_refused(schema):
@@ -471,8 +471,33 @@ def test_objects_of_alternatives_kept_unique_by_a_shared_property(small_compiler
     assert {k for value in values for item in value for k in item} == {"Name", "Text", "Flag"}
     different = {**schema, "items": {**schema["items"], "oneOf": [
         {"required": ["Name", "Text"]}, {"required": ["Flag"], "properties": {"Name": {"maxLength": 1}}}]}}
-    with pytest.raises(GrammarError, match="uniqueItems"):  # the name differs between alternatives
-        schema_to_guarded_regex(json.dumps(different))
+    # the name differs between the alternatives: the first one alone, kept unique by its name
+    values = _keyed_walks(small_compiler, small_info, different, lambda item: item["Name"],
+                          '[{"Name":"a","Text":"x"},{"Name":"b","Text":"x"}]', '[{"Name":"a","Text":"x"},{"Name":"a"')
+    assert {k for value in values for item in value for k in item} == {"Name", "Text"}
+
+
+def test_objects_of_alternatives_with_no_shared_property_kept_unique_by_the_first(small_compiler, small_info):
+    """CloudFormation's tags, `{Key, Value}` or `{TagKey, TagValue}`: no property every
+    alternative holds, so the first alternative alone is generated, kept unique by its key."""
+    tag = {"type": "object", "additionalProperties": False,
+           "properties": {"Key": {"type": "string", "maxLength": 3}, "Value": {"type": "string", "maxLength": 2}},
+           "required": ["Key", "Value"]}
+    other = {"type": "object", "additionalProperties": False,
+             "properties": {"TagKey": {"type": "string"}, "TagValue": {"type": "string"}}, "required": ["TagKey", "TagValue"]}
+    schema = {"type": "array", "uniqueItems": True, "maxItems": 4, "items": {"oneOf": [tag, other]}}
+    values = _keyed_walks(small_compiler, small_info, schema, lambda item: item["Key"],
+                          '[{"Key":"a","Value":"x"},{"Key":"b","Value":"x"}]', '[{"Key":"a","Value":"x"},{"Key":"a"')
+    assert all(set(item) == {"Key", "Value"} for value in values for item in value)
+    # IoT's nodes, each one object property of its own (`{"Branch": {...}}` or `{"Sensor": {...}}`):
+    # the first alternative, kept unique by a name inside its object property
+    branch, sensor = ({"type": "object", "additionalProperties": False, "properties": {outer: {
+        "type": "object", "properties": {inner: {"type": "string", "maxLength": 3}}, "required": [inner]}}}
+        for outer, inner in (("Branch", "Name"), ("Sensor", "Id")))
+    schema = {"type": "array", "uniqueItems": True, "maxItems": 4, "items": {"oneOf": [branch, sensor]}}
+    values = _keyed_walks(small_compiler, small_info, schema, lambda item: item["Branch"]["Name"],
+                          '[{"Branch":{"Name":"a"}},{"Branch":{"Name":"b"}}]', '[{"Branch":{"Name":"a"}},{"Branch":{"Name":"a"}')
+    assert all(set(item) == {"Branch"} for value in values for item in value)
 
 
 def test_objects_kept_unique_by_a_property_of_an_object_property(small_compiler, small_info):
