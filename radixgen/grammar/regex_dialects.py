@@ -9,9 +9,11 @@
   very start, and the scoped `(?i:...)` anywhere; ECMA-262 takes neither. `case_spelt` writes
   each letter of such a part as a class of its cases (`a` -> `[aA]`) and adds to each class the
   other case of its letters (`[a-f]` -> `[a-fA-F]`), which is Java's (ASCII) reading. Python's
-  Unicode reading also folds `ſ` into s, the Kelvin sign into k, `İ` and `ı` into i: where a wider
+  Unicode reading also folds `ſ` into s, the Kelvin sign into k, `İ` and `ı` into i, and the
+  `regex` module (version 0) applies an inline flag anywhere to the whole pattern: where a wider
   set excludes more (a letter or class inside a negative lookaround, a negated class outside
-  one) those are added too, so what is generated is valid under both readings. Patterns with
+  one) it takes every case and fold, inside the flag's part or not, so what is generated is
+  valid under each of these readings. Patterns with
   other inline flags, or with escapes whose case the spelling would have to know (`\\p{Lower}`,
   `\\x41`) inside such a part, are left as written (and refused as before).
 """
@@ -86,14 +88,14 @@ def _spelt(pattern: str) -> str:
         elif text.startswith("["):
             end = _class_end(tokens, k)
             members = [t for _, t, _ in tokens[k + 1:end]]
-            out.append(_class_spelt(text, members, negative) if insensitive else text + "".join(members) + "]")
+            out.append(_class_spelt(text, members, insensitive, negative))
             k = end + 1
             continue
-        elif insensitive and _CASED_ESCAPE.match(text):
+        elif (insensitive or negative) and _CASED_ESCAPE.match(text):
             raise _Unspellable
-        elif insensitive and _is_letter(text):
+        elif (insensitive or negative) and _is_letter(text):
             text = f"[{_cases(text, wide=negative)}]"
-        elif insensitive and negative and _other_cased(text):
+        elif negative and _other_cased(text):
             raise _Unspellable  # (Python folds `é` into `É` too: a negation would miss it)
         out.append(text)
         k += 1
@@ -116,15 +118,18 @@ def _class_end(tokens: list, k: int) -> int:
     return k
 
 
-def _class_spelt(opening: str, members: list[str], negative: bool) -> str:
-    """A class with the other case of each of its letters added, and Python's Unicode folds
-    where the wider set is the safer one: a class inside a negative lookaround, or (outside one)
-    a negated class."""
+def _class_spelt(opening: str, members: list[str], insensitive: bool, negative: bool) -> str:
+    """A class with the other case of each of its letters added where it is case-insensitive,
+    and with Python's Unicode folds too where the wider set is the safer one (a class inside a
+    negative lookaround, or outside one a negated class), case-insensitive or not; else as
+    written."""
     negated = opening == "[^]" or opening == "[" and members[:1] == ["^"]
     listed = members[1:] if opening == "[" and negated else members
+    wide = negative != negated
+    if not (insensitive or wide):
+        return opening + "".join(members) + "]"
     if any(_CASED_ESCAPE.match(m) for m in listed):
         raise _Unspellable
-    wide = negative != negated
     added: list[str] = []
     n = 0
     while n < len(listed):
