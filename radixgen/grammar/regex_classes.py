@@ -25,6 +25,8 @@ _SHORTHAND = {"d": "0-9", "w": "0-9A-Za-z_", "s": " ",
               "W": r"\x20\x21\x23-\x2f\x3a-\x40\x5b\x5d\x5e\x60\x7b-\x7e"}
 _CONTROL_ESCAPES = set("ntrfv0")
 _SAFE_PUNCT = set(".^$*+?()[]{}|-/,:;=<>!@#%&~`' _")
+_CONTROLS = {"\\t", "\\n", "\\r", "\\f", "\\v"}  # (without_optional_controls)
+_ZERO_OR_MORE = re.compile(r"(?:\*|\?|\{0(?:,\d*)?\})[?+]?")
 
 
 def escape_piece(body: str, i: int, refuse, in_class: bool, negated: bool = False) -> tuple[str, int]:
@@ -62,7 +64,9 @@ def escape_piece(body: str, i: int, refuse, in_class: bool, negated: bool = Fals
         return _JSON_BACKSLASH, i + 2
     if c in _CONTROL_ESCAPES and not in_class:
         raise refuse("it matches control characters that JSON strings must escape")
-    if c in _CONTROL_ESCAPES or c == "\\":
+    if c == '"' and not in_class:  # (ECMA-262 without the u flag and Python read `\"` as `"`)
+        raise refuse("it matches characters that JSON strings must escape")
+    if c in _CONTROL_ESCAPES or c in '\\"':
         # removed from a class (see char_class: JSON-unsafe characters are taken out of every
         # class afterwards, so a negated class does not gain it back)
         return "", i + 2
@@ -206,3 +210,20 @@ def char_class(body: str, i: int, refuse) -> tuple[str, int]:
     if backslash:
         return f"(?:[{inner}--{_JSON_UNSAFE}]|{_JSON_BACKSLASH})", j + 1
     return f"[{inner}--{_JSON_UNSAFE}]", j + 1
+
+
+def without_optional_controls(body: str) -> str:
+    """`body` without the control escapes outside classes that may repeat zero times (`\\t*`,
+    `\\r?`, a phone number's `x \\t*(\\d+)`): no string generated holds a control character (JSON
+    escapes them), and on such strings they match only the empty string."""
+    out, skip = [], 0
+    for i, text, in_class in pattern_tokens(body):
+        if i < skip:
+            continue
+        optional = _ZERO_OR_MORE.match(body, i + 2) if not in_class and text in _CONTROLS else None
+        if optional:
+            skip = optional.end()
+            continue
+        out.append(text)
+    return "".join(out)
+

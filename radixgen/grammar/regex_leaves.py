@@ -26,10 +26,10 @@ import json
 import re
 
 from .matcher import GrammarError
-from .regex_lengths import LENGTH_REFUSAL, both_lengths, fit_lengths, top_level_alternatives
+from .regex_lengths import LENGTH_REFUSAL, alternatives_of, both_lengths, fit_lengths
 from .regex_lookahead import (leading_excluded_prefixes, leading_not_only, length_lookahead, not_blank_written_out,
                               not_only_written_out, without_prefixes)
-from .regex_classes import ANY_SAFE, char_class, escape_piece
+from .regex_classes import ANY_SAFE, char_class, escape_piece, without_optional_controls
 from .regex_lookaround import LookaroundError, lookarounds_written_out, needs_writing_out
 from .regex_properties import pattern_tokens, python_compiled, python_view, without_single_negations
 
@@ -200,7 +200,7 @@ def _fitted_pattern_regex(pattern: str, path: str, min_length: int, max_length: 
     try:
         return _pattern_regex(pattern, path, min_length, max_length, keyword, name, open_from)
     except GrammarError as exc:
-        alternatives = top_level_alternatives(pattern) if min_length or max_length is not None else []
+        alternatives = alternatives_of(pattern) if min_length or max_length is not None else []
         if len(alternatives) < 2 or not LENGTH_REFUSAL.search(str(exc)):
             raise
         # `^$|^[a-z](?:-?[a-z0-9]){0,62}$` under minLength 1: each alternative fitted on its own,
@@ -232,7 +232,7 @@ def _pattern_regex(pattern: str, path: str, min_length: int, max_length: int | N
         raise refuse(f"not a valid regular expression ({exc})") from None
     except RecursionError:
         raise refuse("its groups nest too deeply") from None
-    body = body[len(_NO_OP_FLAGS.match(body)[0]):]
+    body = without_optional_controls(body[len(_NO_OP_FLAGS.match(body)[0]):])
     if body.startswith("^"):
         body = body[1:]
     end_anchored = body.endswith("$") and not _escaped_at(body, len(body) - 1)

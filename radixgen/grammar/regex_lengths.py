@@ -210,3 +210,37 @@ def top_level_alternatives(pattern: str) -> list[str]:
                 parts.append(pattern[start:i])
                 start = i + 1
     return parts + [pattern[start:]]
+
+
+def alternatives_of(pattern: str) -> list[str]:
+    """The top-level alternatives of `pattern`, or those of the one group it is (between its
+    anchors: `^((\\d{12})|(\\d{4}-\\d{4}-\\d{4}))$`), each with the anchors."""
+    alternatives = top_level_alternatives(pattern)
+    if len(alternatives) > 1:
+        return alternatives
+    start = 1 if pattern.startswith("^") else 0
+    end = len(pattern) - 1 if _last_token(pattern) == "$" else len(pattern)
+    inner = pattern[start:end]
+    opening = "(?:" if inner.startswith("(?:") else "(" if inner.startswith("(") and not inner.startswith("(?") else None
+    if opening is None or _last_token(inner) != ")" or _group_end(inner) != len(inner) - 1:
+        return alternatives
+    return [pattern[:start] + part + pattern[end:] for part in top_level_alternatives(inner[len(opening):-1])]
+
+
+def _last_token(text: str) -> str | None:
+    """The last token of a pattern outside a class (an escape whole), else None."""
+    last = None
+    for _, token, in_class in pattern_tokens(text):
+        last = None if in_class else token
+    return last
+
+
+def _group_end(text: str) -> int | None:
+    """The index of the ")" closing the group `text` opens."""
+    depth = 0
+    for i, token, in_class in pattern_tokens(text):
+        if not in_class:
+            depth += (token == "(") - (token == ")")
+            if depth == 0:
+                return i
+    return None

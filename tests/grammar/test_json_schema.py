@@ -243,6 +243,8 @@ def test_top_level_bounded_string_compiles_fast(small_compiler, small_info):
     ("^a-[bc]{1,}$", 4, None, True),
     ("^(?:ab|c)*$", 2, 5, False),  # repeats of 1-2 characters: a subset
     ("^a+-c*$", 0, 5, False),  # two repeats share one count bound: a subset
+    ("^((a{4})|(a-b-c))$", 0, 4, True),  # one group of alternatives: those that fit (CloudFormation's OwnerId)
+    ("^(?:ab|())$", 1, None, True),
 ])
 def test_pattern_lengths_are_enforced(pattern, min_length, max_length, exact):
     """Every string a pattern with minLength/maxLength accepts matches the pattern and has a
@@ -502,6 +504,10 @@ def test_ecma_named_groups_in_patterns(small_compiler, small_info):
     ("^[^\\u0022\\u005c]*$", ['"ab"', '""'], ['"\\""', '"\\\\"']),
     # \u escapes of such characters in a class are dropped like \t (CloudFormation's policies)
     ("^[\\u0009\\u000A\\u000D\\u0020-\\u007E]+$", ['"a b"', '"{}"'], ['"\\t"', '"a\\nb"']),
+    ('^\\{[\\w\\s:\\"]*}$', ['"{a: b}"'], ['"{\\"}"']),  # an escaped quote in a class, as \t is
+    # a control escape that may repeat zero times matches nothing on strings without one (a phone number's `x \t*`)
+    ("^a\\t*b\\r?$", ['"ab"'], ['"a\\tb"', '"ab\\r"']),
+    ("^a\\\\t*$", ['"a\\\\tt"', '"a\\\\"'], ['"a"']),  # (a backslash, then t*)
     # ranges from or to them are kept as ranges, those characters taken out (`\\-a`: a range
     # from the backslash to "a", CloudFormation's `[\\x09-\\x0D\\x20-\\x7E]`)
     ("^[\\x09-\\x0D\\x20-\\x7E]+$", ['"a b"', '"~"'], ['"\\t"', '"\\""']),
