@@ -11,7 +11,7 @@ from re import _constants
 
 from .matcher import GrammarError
 from .regex_classes import ANY_SAFE
-from .regex_properties import pattern_tokens, python_parsed
+from .regex_properties import group_end, pattern_tokens, python_parsed
 
 _UNBOUNDED_WIDTH = int(_constants.MAXREPEAT)
 REPEAT_MAX = 256  # most count of a repeat under a maxLength (a subset: the automaton has a state
@@ -222,7 +222,7 @@ def alternatives_of(pattern: str) -> list[str]:
     end = len(pattern) - 1 if _last_token(pattern) == "$" else len(pattern)
     inner = pattern[start:end]
     opening = "(?:" if inner.startswith("(?:") else "(" if inner.startswith("(") and not inner.startswith("(?") else None
-    if opening is None or _last_token(inner) != ")" or _group_end(inner) != len(inner) - 1:
+    if opening is None or _last_token(inner) != ")" or group_end(inner) != len(inner) - 1:
         return alternatives
     return [pattern[:start] + part + pattern[end:] for part in top_level_alternatives(inner[len(opening):-1])]
 
@@ -234,13 +234,3 @@ def _last_token(text: str) -> str | None:
         last = None if in_class else token
     return last
 
-
-def _group_end(text: str) -> int | None:
-    """The index of the ")" closing the group `text` opens."""
-    depth = 0
-    for i, token, in_class in pattern_tokens(text):
-        if not in_class:
-            depth += (token == "(") - (token == ")")
-            if depth == 0:
-                return i
-    return None

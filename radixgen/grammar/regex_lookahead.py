@@ -18,7 +18,7 @@ import re
 
 from re import _constants
 
-from .regex_properties import pattern_tokens, python_compiled, python_parsed, python_view
+from .regex_properties import group_end, python_compiled, python_parsed, python_view
 
 _LOOKAHEAD_LITERAL = re.compile(r"\(\?!((?:[A-Za-z0-9 _:/@#%&=,;'<>~`-]|\\[^A-Za-z0-9])+)(\.\*)?\)")
 _REPEAT = re.compile(r"\*|\+|\{([0-9]+)(?:,([0-9]*))?\}")
@@ -57,19 +57,8 @@ def length_lookahead(body: str) -> tuple[str, int, int | None] | None:
 
 def _leading_lookahead(body: str) -> tuple[str | None, str]:
     """(X, the rest) for a body opening with `(?=X)`; (None, body) otherwise."""
-    end = _group_end(body) if body.startswith("(?=") else None
+    end = group_end(body) if body.startswith("(?=") else None
     return (None, body) if end is None else (body[3:end], body[end + 1:])
-
-
-def _group_end(body: str) -> int | None:
-    """Index of the `)` closing the group that opens `body` (None when it does not close)."""
-    depth = 0
-    for i, text, in_class in pattern_tokens(body):
-        if not in_class:
-            depth += (text == "(") - (text == ")")
-            if depth == 0:
-                return i
-    return None
 
 
 def _matches_line_break(pattern: str) -> bool:
@@ -187,7 +176,7 @@ def _unwrapped(body: str) -> str:
     prefix = 3 if body.startswith("(?:") else 1 if body.startswith("(") and not body.startswith("(?") else 0
     if not prefix or not body.endswith(")"):
         return body
-    return body[prefix:-1] if _group_end(body) == len(body) - 1 else body
+    return body[prefix:-1] if group_end(body) == len(body) - 1 else body
 
 
 def without_prefixes(body: str, out: list, excluded: list[str], refuse) -> str:

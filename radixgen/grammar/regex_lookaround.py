@@ -38,8 +38,7 @@ from . import regex_write_out
 from .lookaround_dfa import Dfa
 from .lookaround_nfa import ANY_TEXT, UNIVERSE, LookaroundError, Nfa
 from .regex_lengths import both_lengths
-from .regex_lookahead import _group_end
-from .regex_properties import pattern_tokens
+from .regex_properties import group_end, pattern_tokens
 
 __all__ = ["LookaroundError", "lookarounds_written_out", "needs_writing_out"]
 _LOOKAROUND = re.compile(r"\(\?<?[=!]")
@@ -136,7 +135,7 @@ def _lengths_taken_out(items: list, state) -> tuple[list, int, int | None]:
 
 def _refuse_properties_under_lookarounds(pattern: str) -> None:
     for m in _LOOKAROUND.finditer(pattern):
-        end = _group_end(pattern[m.start():])
+        end = group_end(pattern[m.start():])
         inside = pattern[m.start():m.start() + end + 1] if end is not None else pattern[m.start():]
         if re.search(r"\\[pP]", inside):
             raise LookaroundError("a Unicode property inside a lookaround is not supported")

@@ -89,6 +89,17 @@ def pattern_tokens(pattern: str):
         i += n
 
 
+def group_end(body: str) -> int | None:
+    """Index of the `)` closing the group that opens `body` (None when it does not close)."""
+    depth = 0
+    for i, text, in_class in pattern_tokens(body):
+        if not in_class:
+            depth += (text == "(") - (text == ")")
+            if depth == 0:
+                return i
+    return None
+
+
 def python_view(pattern: str) -> str:
     """`pattern` with each property escape as its ASCII members (a class outside classes; an
     unknown property as `\\d`), for Python's parser: the same widths and, on ASCII, the same
