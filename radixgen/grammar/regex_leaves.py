@@ -180,12 +180,30 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
         if not (_WRITTEN_OUT_REFUSAL.search(str(exc)) and (needs_writing_out(pattern) or "anchor" in str(exc))):
             raise
         try:
-            written, least, most = lookarounds_written_out(
-                pattern, python_view(without_single_negations(_python_group_names(pattern))))
+            written, least, most = _written_out(pattern)
         except LookaroundError as why:
             raise GrammarError(f"{exc} (nor can it be written out without them: {why})") from None
-        min_length, max_length = both_lengths(min_length, max_length, least, most)
-        return _fitted_pattern_regex(written, path, min_length, max_length, keyword, name or pattern, open_from)
+        lengths = both_lengths(min_length, max_length, least, most)
+        try:
+            return _fitted_pattern_regex(written, path, *lengths, keyword, name or pattern, open_from)
+        except GrammarError as fitting:
+            if not (LENGTH_REFUSAL.search(str(fitting)) and lengths[1] is not None and lengths[1] <= _WRITTEN_LENGTH_MAX):
+                raise
+            # its repeats cannot be counted to fit (`\b([0-9]|[0-9][0-9])\b` under maxLength 2):
+            # the lengths in the automaton too, as a lookahead over the whole string
+            try:
+                written, least, most = _written_out(f"(?=^[\\s\\S]{{{lengths[0]},{lengths[1]}}}$)[\\s\\S]*?(?:{pattern})")
+            except LookaroundError:
+                raise fitting from None
+            return _fitted_pattern_regex(written, path, *both_lengths(*lengths, least, most), keyword,
+                                         name or pattern, open_from)
+
+
+def _written_out(pattern: str) -> tuple[str, int, int | None]:
+    return lookarounds_written_out(pattern, python_view(without_single_negations(_python_group_names(pattern))))
+
+
+_WRITTEN_LENGTH_MAX = 64  # (the automaton of a length lookahead has a state per length)
 
 
 # refusals `lookarounds_written_out` may lift

@@ -245,6 +245,7 @@ def test_top_level_bounded_string_compiles_fast(small_compiler, small_info):
     ("^a+-c*$", 0, 5, False),  # two repeats share one count bound: a subset
     ("^((a{4})|(a-b-c))$", 0, 4, True),  # one group of alternatives: those that fit (CloudFormation's OwnerId)
     ("^(?:ab|())$", 1, None, True),
+    ("\\b(a|ab)\\b", 1, 2, True),  # written out (a word boundary), then the lengths in its automaton too
 ])
 def test_pattern_lengths_are_enforced(pattern, min_length, max_length, exact):
     """Every string a pattern with minLength/maxLength accepts matches the pattern and has a
