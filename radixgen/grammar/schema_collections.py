@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 
 from .matcher import GrammarError
 from .regex_leaves import increasing_subsequence_regex, json_literal
@@ -177,6 +178,8 @@ class CollectionRewrites:
         values = {"boolean": [True, False], "null": [None]}.get(kind) if isinstance(kind, str) else None
         values = new.get("enum", values) if new else None
         if values is None:
+            values = _option_values(new, self.placeholders)  # `oneOf: [{"enum": ["require"]}, {"enum": ...}]`
+        if values is None:
             refuse("uniqueItems", path, "uniqueness is only enforced over items from a finite set "
                     "(enum, const, boolean), over strings (free, with a maxLength, a pattern or a "
                     "format), over integers (and numbers, generated as integers) with no upper bound (from 0 "
@@ -308,6 +311,25 @@ def _one_alternative(new):
             and len(alternatives := next(iter(new.values()))) == 1:
         new = alternatives[0]
     return new
+
+
+def _option_values(new, placeholders: dict) -> list | None:
+    """The values of rewritten schema `new` when it is an anyOf / oneOf of enum or const options
+    only (not placeholders: their consts stand for regexes; under a oneOf, a value two options
+    list is valid under neither), else None."""
+    key = next(iter(new), None) if isinstance(new, dict) and len(new) == 1 else None
+    if key not in ("anyOf", "oneOf") or not isinstance(new[key], list):
+        return None
+    lists = []
+    for option in new[key]:
+        if not (isinstance(option, dict) and set(option) in ({"enum"}, {"const"})
+                and isinstance(option.get("enum", []), list)) or _placeholder_key(option) in placeholders:
+            return None
+        lists.append(option["enum"] if "enum" in option else [option["const"]])
+    if key == "anyOf":
+        return [value for listed in lists for value in listed]
+    listed_by = Counter(k for listed in lists for k in {value_key(value) for value in listed})
+    return [value for listed in lists for value in listed if listed_by[value_key(value)] == 1]
 
 
 def _may_be_strings(items) -> bool:

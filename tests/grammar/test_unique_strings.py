@@ -4,6 +4,7 @@ The toy-vocabulary test walks every token sequence up to a length and checks, at
 that the bitmask allows exactly the tokens `accept_token` takes, that something is always
 allowed, and that the complete texts are exactly the regex's texts with distinct items."""
 
+import itertools
 import json
 import re
 
@@ -596,3 +597,22 @@ def test_items_of_several_types_are_kept_unique_as_their_strings(items, kind, sm
 def test_items_whose_strings_cannot_be_told_apart_are_refused(items):
     with pytest.raises(GrammarError, match="uniqueItems"):
         schema_to_guarded_regex(json.dumps({"type": "array", "items": items, "uniqueItems": True}))
+
+
+@pytest.mark.parametrize(("items", "values"), [
+    ({"type": "string", "oneOf": [{"enum": ["require"]}, {"enum": ["undefined"]}]}, ["require", "undefined"]),
+    ({"oneOf": [{"enum": ["a", "b"]}, {"enum": ["b", "c"]}]}, ["a", "c"]),  # "b" is valid under neither
+    ({"anyOf": [{"enum": ["a", 1]}, {"const": None}]}, ["a", 1, None]),
+])
+def test_unique_items_from_options_of_values(items, values):
+    # a set of values written as options (jscs's allExcept): each value at most once
+    schema = {"type": "array", "items": items, "uniqueItems": True}
+    regex, _ = schema_to_guarded_regex(json.dumps(schema))
+    for n in range(len(values) + 2):
+        for chosen in itertools.product(values + ["b"], repeat=n):
+            text = json.dumps(list(chosen), separators=(",", ":"))
+            valid = all(v in values for v in chosen) and len({json.dumps(v) for v in chosen}) == n
+            if re.fullmatch(regex, text):
+                assert valid, text
+                jsonschema.validate(list(chosen), schema)
+    assert re.fullmatch(regex, json.dumps(values, separators=(",", ":")))
