@@ -121,8 +121,9 @@ class SchemaRewriter(BranchRewrites, TypeRewrites, ObjectRewrites, CollectionRew
         written = node
         node, inlined = normalize(node, self._resolved, tuple(self._inlining), self._as_validators_read)
         if node is EMPTY:
-            key = "anyOf" if "anyOf" in written else "oneOf"
-            refuse(key, path, "no alternative meets the keywords beside it (e.g. their types do not meet): "
+            key = next(k for k in ("anyOf", "oneOf", "allOf", "$ref") if k in written)
+            what = "no alternative meets" if key in ("anyOf", "oneOf") else "it does not meet"
+            refuse(key, path, f"{what} the keywords beside it (e.g. their types do not meet): "
                    "no value is valid", NothingValid)
         if node is not written:
             check_keyword_types(node, path)  # merged members were not checked

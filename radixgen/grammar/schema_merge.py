@@ -36,8 +36,9 @@ _NOT_MERGED = ("$defs", "definitions", "$schema", "$id")
 
 
 def normalize(node: dict, resolve, inlining: tuple = (), one_of_option=None) -> tuple[dict, tuple]:
-    """`node` with the rewrites above applied (a new dict when anything changed; EMPTY when no
-    anyOf/oneOf alternative meets the keywords beside it), and the `$ref`s it inlined. `resolve`
+    """`node` with the rewrites above applied (a new dict when anything changed; EMPTY when its
+    allOf members and `$ref` meet in no value with the keywords beside them, or no anyOf/oneOf
+    alternative does), and the `$ref`s it inlined. `resolve`
     follows a `$ref` chain; `inlining`: references being inlined further
     up, not inlined again (a schema can contain its own reference: that would never end);
     `one_of_option` resolves a oneOf option to distribute into (default `resolve`; None: not)."""
@@ -54,6 +55,8 @@ def normalize(node: dict, resolve, inlining: tuple = (), one_of_option=None) -> 
             flat = [None]  # (a member's unevaluated* sees only its own annotations: not merged)
         for member in flat:
             merged = merge(merged, member, resolve) if isinstance(merged, dict) else merged
+        if merged is _EMPTY:  # (a `$ref` beside a type its target cannot meet: no value is valid)
+            return _EMPTY, inlined
         if isinstance(merged, dict):  # (then an anyOf/oneOf a member brought is distributed; the
             # type a member brought drops the keywords beside it that no longer apply: a `$ref` to
             # an object with `maxItems` beside it, as CloudFormation writes its Tags' items)

@@ -176,14 +176,20 @@ def test_ref_siblings_hold_under_both_readings(small_compiler, small_info):
                                      {"not": {"const": "x"}}])  # not supported
 def test_ref_siblings_that_cannot_be_enforced_follow_the_declared_draft(sibling):
     """Under draft 7 they are ignored, as if they were not there (and nothing the abandoned
-    attempt recorded, e.g. a guarded string, is left behind); under 2020-12 they are refused."""
+    attempt recorded, e.g. a guarded string, is left behind); under 2020-12 they are refused, or
+    where nothing meets them, the property has no value."""
     defs = {"s": {"type": "string", "maxLength": 40}}
     with_sibling = {"$schema": DRAFT7_URI, "definitions": defs, "type": "object",
                     "properties": {"a": {"$ref": "#/definitions/s", "maxLength": 30, **sibling}}}
     without = {**with_sibling, "properties": {"a": {"$ref": "#/definitions/s"}}}
     assert schema_to_guarded_regex(json.dumps(with_sibling)) == schema_to_guarded_regex(json.dumps(without))
+    as_2020 = {k: v for k, v in with_sibling.items() if k != "$schema"}
+    if sibling == {"type": "integer"}:  # nothing meets both: the optional property is never generated
+        regex, _ = schema_to_guarded_regex(json.dumps(as_2020))
+        assert re.fullmatch(regex, "{}") and '"a"' not in regex
+        return
     with pytest.raises(GrammarError):
-        schema_to_guarded_regex(json.dumps({k: v for k, v in with_sibling.items() if k != "$schema"}))
+        schema_to_guarded_regex(json.dumps(as_2020))
 
 
 def test_unique_items_behind_a_ref_with_siblings(small_compiler, small_info):
@@ -790,3 +796,19 @@ def test_an_optional_property_with_no_valid_value_is_never_generated(small_compi
         assert set(value) == {"b"}
     with pytest.raises(GrammarError, match="no value is valid"):  # required: nothing is valid
         schema_to_regex(json.dumps({**schema, "required": ["a", "b"]}))
+
+
+def test_a_ref_beside_a_type_its_target_cannot_meet_has_no_value(small_compiler, small_info):
+    # CloudFormation's `{"$ref": "#/definitions/DataTieringStatus", "type": "object"}` over a string
+    # enum, no draft declared: read as 2020-12 (both apply), no value is valid, so the optional
+    # property is never generated (required: refused); under a declared draft 7, the $ref alone
+    schema = {"type": "object", "properties": {"a": {"$ref": "#/$defs/s", "type": "object"}, "b": {"type": "null"}},
+              "$defs": {"s": {"type": "string", "enum": ["x"]}}}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    assert accepts_text(grammar, small_info, '{"b":null}') and not accepts_text(grammar, small_info, '{"a":"x"}')
+    with pytest.raises(GrammarError, match=r"'\$ref' at \$\.properties\.a: it does not meet"):
+        schema_to_regex(json.dumps({**schema, "required": ["a"]}))
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+              "properties": {"a": {"$ref": "#/definitions/s", "type": "object"}},
+              "definitions": {"s": {"type": "string", "enum": ["x"]}}}
+    assert re.fullmatch(schema_to_regex(json.dumps(draft7)), '{"a":"x"}')
