@@ -11,7 +11,8 @@ import math
 
 from . import guard_tables
 from .matcher import GrammarError
-from .regex_leaves import format_length_regex, format_regex, string_pattern_regex
+from .regex_formats import format_length_regex, format_regex
+from .regex_leaves import string_pattern_regex
 from .regex_dialects import neutral
 from .regex_open_ends import searched_translation
 from .regex_multiples import multiple_of_regex

@@ -12,7 +12,8 @@ import json
 import math
 import re
 
-from .regex_leaves import format_regex, string_pattern_regex
+from .regex_formats import format_regex
+from .regex_leaves import string_pattern_regex
 from .regex_dialects import neutral
 from .regex_open_ends import searched_translation
 from .regex_properties import python_view
