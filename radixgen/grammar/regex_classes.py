@@ -226,4 +226,3 @@ def without_optional_controls(body: str) -> str:
             continue
         out.append(text)
     return "".join(out)
-

@@ -30,8 +30,6 @@ _SCOPED = re.compile(r"\(\?i(\)|:)")  # `(?i)` (to the end of the group) or `(?i
 _GROUP_SYNTAX = re.compile(r"\(\?(?:P?<[A-Za-z_]\w*>|<?[=!]|:)")  # (?:, (?=, (?!, (?<=, (?<!, named groups
 _NEGATIVE = re.compile(r"\(\?<?!")
 _CASED_ESCAPE = re.compile(r"\\[pPxuUcNk0-9]")  # escapes of letters or of sets the spelling would have to know
-
-
 _STRING_ANCHORS = {"\\A": "^", "\\Z": "$"}
 
 

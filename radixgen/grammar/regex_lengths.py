@@ -11,7 +11,7 @@ from re import _constants
 
 from .matcher import GrammarError
 from .regex_classes import ANY_SAFE
-from .regex_properties import group_end, pattern_tokens, python_parsed
+from .regex_properties import pattern_tokens, python_parsed, unwrapped
 
 _UNBOUNDED_WIDTH = int(_constants.MAXREPEAT)
 REPEAT_MAX = 256  # most count of a repeat under a maxLength (a subset: the automaton has a state
@@ -220,11 +220,10 @@ def alternatives_of(pattern: str) -> list[str]:
         return alternatives
     start = 1 if pattern.startswith("^") else 0
     end = len(pattern) - 1 if _last_token(pattern) == "$" else len(pattern)
-    inner = pattern[start:end]
-    opening = "(?:" if inner.startswith("(?:") else "(" if inner.startswith("(") and not inner.startswith("(?") else None
-    if opening is None or _last_token(inner) != ")" or group_end(inner) != len(inner) - 1:
+    inner = unwrapped(pattern[start:end])
+    if inner == pattern[start:end]:
         return alternatives
-    return [pattern[:start] + part + pattern[end:] for part in top_level_alternatives(inner[len(opening):-1])]
+    return [pattern[:start] + part + pattern[end:] for part in top_level_alternatives(inner)]
 
 
 def _last_token(text: str) -> str | None:
@@ -233,4 +232,3 @@ def _last_token(text: str) -> str | None:
     for _, token, in_class in pattern_tokens(text):
         last = None if in_class else token
     return last
-

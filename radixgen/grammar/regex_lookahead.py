@@ -18,7 +18,7 @@ import re
 
 from re import _constants
 
-from .regex_properties import group_end, python_compiled, python_parsed, python_view
+from .regex_properties import group_end, python_compiled, python_parsed, python_view, unwrapped
 
 _LOOKAHEAD_LITERAL = re.compile(r"\(\?!((?:[A-Za-z0-9 _:/@#%&=,;'<>~`-]|\\[^A-Za-z0-9])+)(\.\*)?\)")
 _REPEAT = re.compile(r"\*|\+|\{([0-9]+)(?:,([0-9]*))?\}")
@@ -128,7 +128,7 @@ def leading_not_only(body: str) -> tuple[str | None, str]:
     m = _NOT_ONLY.match(body)
     if m is None:
         return None, body
-    rest = _unwrapped(body[m.end():])
+    rest = unwrapped(body[m.end():])
     return (m[1], rest) if _ONE_REPEATED_CLASS.fullmatch(rest) else (None, body)
 
 
@@ -168,15 +168,7 @@ def leading_excluded_prefixes(body: str) -> tuple[list[str], str]:
     while (m := _LOOKAHEAD_LITERAL.match(body)) is not None:
         literals.append(re.sub(r"\\(.)", r"\1", m[1]))
         body = body[m.end():]
-    return literals, (_unwrapped(body) if literals else body)
-
-
-def _unwrapped(body: str) -> str:
-    """`(X)` or `(?:X)` around the whole rest as X (`^(?!aws:)([a-z\\d_.:/=+@-]+)$`)."""
-    prefix = 3 if body.startswith("(?:") else 1 if body.startswith("(") and not body.startswith("(?") else 0
-    if not prefix or not body.endswith(")"):
-        return body
-    return body[prefix:-1] if group_end(body) == len(body) - 1 else body
+    return literals, (unwrapped(body) if literals else body)
 
 
 def without_prefixes(body: str, out: list, excluded: list[str], refuse) -> str:

@@ -100,6 +100,14 @@ def group_end(body: str) -> int | None:
     return None
 
 
+def unwrapped(body: str) -> str:
+    """`(X)` or `(?:X)` around the whole rest as X (`^(?!aws:)([a-z\\d_.:/=+@-]+)$`)."""
+    prefix = 3 if body.startswith("(?:") else 1 if body.startswith("(") and not body.startswith("(?") else 0
+    if not prefix or not body.endswith(")"):
+        return body
+    return body[prefix:-1] if group_end(body) == len(body) - 1 else body
+
+
 def python_view(pattern: str) -> str:
     """`pattern` with each property escape as its ASCII members (a class outside classes; an
     unknown property as `\\d`), for Python's parser: the same widths and, on ASCII, the same

@@ -13,6 +13,7 @@ from collections import Counter
 
 from .matcher import GrammarError
 from .regex_leaves import increasing_subsequence_regex, json_literal
+from .schema_kinds import listed_kinds, only_options
 from .schema_rules import NothingValid, asserts, refuse, value_key
 from .unique_values import (BOUNDED_ITEM_MAX, CANONICAL_INTEGER, bounded_string_regex, canonical_string_regex,
                            grows_wherever_it_closes, integer_grows, item_counts)
@@ -155,8 +156,9 @@ class CollectionRewrites:
             return self._unique_values(items, node, path)
         try:  # items of several types (`["string", "object"]`, a oneOf of a string and an object):
             # where they cannot be kept unique as they are, their strings alone (a subset)
+            strings = {"type": "string", "allOf": [items]}
             return self._first_enforceable(lambda: self._unique_values(items, node, path),
-                                           lambda: self._unique_values({"type": "string", "allOf": [items]}, node, path))
+                                           lambda: self._unique_values(strings, node, path))
         except GrammarError:
             return self._unique_values(items, node, path)  # (refused: the items' own reason)
 
@@ -307,9 +309,8 @@ class CollectionRewrites:
 
 def _one_alternative(new):
     """Rewritten schema `new`, or its one alternative where it is an anyOf or oneOf of one."""
-    while isinstance(new, dict) and len(new) == 1 and set(new) <= {"anyOf", "oneOf"} \
-            and len(alternatives := next(iter(new.values()))) == 1:
-        new = alternatives[0]
+    while (options := only_options(new)) is not None and len(options) == 1:
+        new = options[0]
     return new
 
 
@@ -317,16 +318,16 @@ def _option_values(new, placeholders: dict) -> list | None:
     """The values of rewritten schema `new` when it is an anyOf / oneOf of enum or const options
     only (not placeholders: their consts stand for regexes; under a oneOf, a value two options
     list is valid under neither), else None."""
-    key = next(iter(new), None) if isinstance(new, dict) and len(new) == 1 else None
-    if key not in ("anyOf", "oneOf") or not isinstance(new[key], list):
+    options = only_options(new)
+    if options is None:
         return None
     lists = []
-    for option in new[key]:
+    for option in options:
         if not (isinstance(option, dict) and set(option) in ({"enum"}, {"const"})
                 and isinstance(option.get("enum", []), list)) or _placeholder_key(option) in placeholders:
             return None
         lists.append(option["enum"] if "enum" in option else [option["const"]])
-    if key == "anyOf":
+    if "anyOf" in new:
         return [value for listed in lists for value in listed]
     listed_by = Counter(k for listed in lists for k in {value_key(value) for value in listed})
     return [value for listed in lists for value in listed if listed_by[value_key(value)] == 1]
@@ -335,8 +336,8 @@ def _option_values(new, placeholders: dict) -> list | None:
 def _may_be_strings(items) -> bool:
     """Whether item schema `items` may take strings and other values too (no type, or a list of
     types with "string" in it)."""
-    kinds = items.get("type", ["string", "other"]) if isinstance(items, dict) else "string"
-    return isinstance(kinds, list) and "string" in kinds and len(kinds) > 1
+    kinds = listed_kinds(items)
+    return kinds is None or "string" in kinds and len(kinds) > 1
 
 
 def _placeholder_key(new) -> str | None:

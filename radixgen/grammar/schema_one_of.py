@@ -269,8 +269,8 @@ def _object_excludes(gen, acc: dict, readings: Readings, depth: int) -> bool:
     negated = acc.get("not")
     if isinstance(negated, dict) and set(negated) == {"required"} and required_names(negated) <= held:
         return True  # acc forbids a combination of names gen always has
-    if acc.get("additionalProperties") is False and any(
-            name not in acc_props and not any(may_search(p, name) is not False for p in patterns) for name in held):
+    if acc.get("additionalProperties") is False and any(  # (a pattern re cannot read may take the name)
+            name not in acc_props and all(may_search(p, name) is False for p in patterns) for name in held):
         return True
     gen_props = wide.get("properties") if isinstance(wide.get("properties"), dict) else {}
     return depth < MAX_DEPTH and any(excludes(gen_props[name], acc_props[name], readings, depth + 1)
@@ -281,7 +281,7 @@ def _misses_pattern(values: list, node) -> bool:
     """Whether no string among `values` (value keys) matches `node`'s pattern, as validators
     search it (Python's re, as jsonschema does); False when there is no pattern."""
     pattern = node.get("pattern") if isinstance(node, dict) else None
-    return isinstance(pattern, str) and not any(v[0] == "string" and may_search(pattern, v[1]) is not False for v in values)
+    return isinstance(pattern, str) and all(v[0] != "string" or may_search(pattern, v[1]) is False for v in values)
 
 
 def _names_generated(node) -> set | None:
