@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 
 L2_BYTES = 50 << 20
-FULL = dict(batch=64, seq=4096, hq=32, hkv=8, d=128, new=4096, prefix=4096, store=4096)
-SMOKE = dict(batch=2, seq=40, hq=4, hkv=2, d=32, new=64, prefix=16, store=8)
+FULL = dict(batch=64, seq=4096, hq=32, hkv=8, d=128, new=4096, prefix=4096, store=4096, quantize=65536)
+SMOKE = dict(batch=2, seq=40, hq=4, hkv=2, d=32, new=64, prefix=16, store=8, quantize=64)
 
 
 class Timer:
@@ -372,7 +372,6 @@ def bench_extend(s, dev, timer, rows):
 
 
 def bench_store(s, dev, timer, rows):
-    from radixgen.kernels import quantize_fp8, quantize_nvfp4
     from radixgen.kernels.kv_store import store_kv_fp8, store_kv_nvfp4
 
     n, hkv, d = s["store"], s["hkv"], s["d"]
@@ -388,13 +387,36 @@ def bench_store(s, dev, timer, rows):
     cases = {
         "store_kv_fp8": (lambda x: store_kv_fp8(cache, s8, slots, x), elems * 3),
         "store_kv_nvfp4": (lambda x: store_kv_nvfp4(codes, bsc, s4, slots, x), elems * 2 + elems // 2 + elems // 16),
-        "quantize_fp8": (lambda x: quantize_fp8(x, s8.view(1, -1, 1), backend="triton"), elems * 3),
-        "quantize_nvfp4": (lambda x: quantize_nvfp4(x, s4.view(1, -1, 1), backend="triton"),
-                           elems * 2 + elems // 2 + elems // 16),
     }
-    for name, (fn, nbytes) in cases.items():  # quantize_* check their input on the host: not capturable
+    for name, (fn, nbytes) in cases.items():
         t, how = timed(timer, fn, xs)
         rows.append(dict(op=name + how, ms=t * 1e3, bytes=nbytes))
+
+
+def bench_quantize(s, dev, timer, rows):
+    """Quantize throughput of [tokens, Hkv, D] bf16 with per-head scales: the public call (its
+    checks, one sync for the in-kernel NaN/Inf flag, timed eagerly) and the kernel alone (graph
+    replays of the launch on preallocated outputs)."""
+    from radixgen.kernels import quantize_fp8, quantize_nvfp4
+    from radixgen.kernels.fp8 import launch_quantize_fp8
+    from radixgen.kernels.nvfp4 import launch_quantize_nvfp4
+
+    n, hkv, d = s["quantize"], s["hkv"], s["d"]
+    gen = torch.Generator(dev).manual_seed(3)
+    xs = copies(lambda: torch.randn(n, hkv, d, generator=gen, device=dev).bfloat16(), n * hkv * d * 2, dev == "cuda")
+    s8, s4 = torch.full((1, hkv, 1), 0.01, device=dev), torch.full((1, hkv, 1), 0.002, device=dev)
+    elems = n * hkv * d
+    q8, flag = torch.empty(n, hkv, d, dtype=torch.uint8, device=dev), torch.zeros(1, dtype=torch.int32, device=dev)
+    codes, bsc = (torch.empty(n, hkv, d // div, dtype=torch.uint8, device=dev) for div in (2, 16))
+    row_scales = s4.expand(n, hkv, 1).reshape(-1).contiguous()
+    eager = Timer(timer.cuda, timer.iters, eager=True)
+    for fmt, call, kernel, nbytes in (
+            ("fp8", lambda x: quantize_fp8(x, s8), lambda x: launch_quantize_fp8(x, s8, q8, flag), elems * 3),
+            ("nvfp4", lambda x: quantize_nvfp4(x, s4), lambda x: launch_quantize_nvfp4(x, row_scales, codes, bsc, flag),
+             elems * 2 + elems // 2 + elems // 16)):
+        rows.append(dict(op=f"quantize_{fmt} {n} x {hkv} x {d} (call)", ms=eager(call, xs) * 1e3, bytes=nbytes))
+        rows.append(dict(op=f"quantize_{fmt} (kernel alone)", ms=timer(kernel, xs) * 1e3, bytes=nbytes))
+    assert int(flag.item()) == 0, "the quantize kernel flagged a finite input"
 
 
 def copy_bandwidth(dev, timer) -> float:  # one 1 GiB clone, timed eagerly (a graph replay of it ran slower)
@@ -441,6 +463,7 @@ def main() -> None:
     if not args.decode_only:
         bench_extend(shapes, dev, timer, rows)
         bench_store(shapes, dev, timer, rows)
+        bench_quantize(shapes, dev, timer, rows)
     report(rows, copy_bw, dev)
     if args.json:
         args.json.write_text(json.dumps(dict(shapes=shapes, copy_tbps=copy_bw / 1e12, rows=rows), indent=1))

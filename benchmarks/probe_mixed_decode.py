@@ -9,6 +9,8 @@ mixed call with per-part split counts, so the difference can be placed. One GPU 
 With --one-launch it times the one-launch path instead (an fp8 and an nvfp4 part in one launch of
 the CUDA kernel, nvfp4_decode_cuda.MixedCall): against one launch per pool, over pairs of split
 counts, and the fp8 part alone through it (an empty nvfp4 part) against the Triton fp8 kernel.
+--shape BATCH,TOKENS (with --one-launch) probes another batch and sequence length, e.g. 16,16384:
+where the split rule's choice stands among the pairs there.
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ import torch
 from bench_kernels import FULL, Timer, build_pools
 
 
-def _setup():
-    """The pools, q and the mixed parts (half of each request's tokens per pool) at the full
-    shape, a maker of decode calls for the timer, and the timer."""
+def _setup(s=FULL):
+    """The pools, q and the mixed parts (half of each request's tokens per pool) at shape `s`
+    (the full one by default), a maker of decode calls for the timer, and the timer."""
     from radixgen.kernels import decode_attention as da
     from radixgen.kernels.kv_layout import output_buffers
 
-    s, dev = FULL, "cuda"
+    dev = "cuda"
     gen = torch.Generator(dev).manual_seed(0)
     pools, indptr, indices = build_pools(s, dev, gen)
     b, hq, d, n = s["batch"], s["hq"], s["d"], s["seq"]
@@ -107,11 +109,12 @@ def main() -> None:
     da.DECODE_CONFIGS[1] = default
 
 
-def one_launch() -> None:
+def one_launch(shape: dict) -> None:
     from radixgen.kernels import decode_attention as da
 
-    pools, indptr, indices, q, parts, run, timer = _setup()
-    b, dev, sm, n = q.shape[0], q.device, 1 / math.sqrt(q.shape[2]), FULL["seq"]
+    pools, indptr, indices, q, parts, run, timer = _setup(shape)
+    b, dev, sm, n = q.shape[0], q.device, 1 / math.sqrt(q.shape[2]), shape["seq"]
+    print(f"\n--- one launch at {b} x {n} tokens", flush=True)
 
     def show(label, ms, ref=None):
         extra = f"  {ms / ref - 1:+.1%} vs ref" if ref else ""
@@ -144,5 +147,12 @@ def one_launch() -> None:
              timer(run(whole, None if k is None else [k, 1]), [q]) * 1e3, times["fp8"])
 
 
+def _shape(argv: list[str]) -> dict:
+    if "--shape" not in argv:
+        return FULL
+    batch, seq = (int(v) for v in argv[argv.index("--shape") + 1].split(","))
+    return dict(FULL, batch=batch, seq=seq)
+
+
 if __name__ == "__main__":
-    one_launch() if "--one-launch" in sys.argv else main()
+    one_launch(_shape(sys.argv)) if "--one-launch" in sys.argv else main()

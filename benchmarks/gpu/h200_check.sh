@@ -8,6 +8,10 @@
 #     the whole kernel benchmark (quantize throughput, extend vs flashinfer), the runtime's
 #     attention tests (the other 22 kernel tests, ~160 s) and the runtime's GPU tests (bf16 / fp8 /
 #     nvfp4 / mixed pools, CUDA graphs, constrained decoding)
+# and, when the quantize kernels or the mixed split rule change (one call, ~400 s on an H100):
+#   run(command="bash benchmarks/gpu/h200_check.sh quantize", carry=[".whl", ".gpu_cache"])
+#     the whole kernel benchmark, the quantize/store tests on the GPU, and the one-launch mixed
+#     decode's split pairs at three more shapes (batch x tokens)
 source benchmarks/gpu/h200_env.sh
 export PYTHONUNBUFFERED=1
 step() {  # name, seconds, command...: its output to $OUT/name.log, one line of status here
@@ -31,5 +35,15 @@ rest)
   step runtime_tests 200 python3 -m pytest -q tests/runtime/test_gpu_engine.py \
       tests/runtime/test_gpu_constrained.py tests/runtime/test_cuda_graph.py
   tail -6 "$OUT/runtime_tests.log" ;;
-*) echo "usage: h200_check.sh decode|rest"; exit 2 ;;
+quantize)
+  step bench 200 python3 benchmarks/bench_kernels.py --iters 30 --json "$OUT/bench.json"
+  grep -vE "^\s*$" "$OUT/bench.log" | grep -E "^[a-z]|copy|Error" | head -50
+  step quantize_tests 150 python3 -m pytest -q tests/kernels/test_nvfp4.py tests/kernels/test_fp8.py \
+      tests/kernels/test_quant_pool_store.py
+  tail -3 "$OUT/quantize_tests.log"
+  for shape in 16,16384 128,2048 256,1024; do
+    step "probe_$shape" 80 python3 benchmarks/probe_mixed_decode.py --one-launch --shape "$shape"
+    grep -E "average|one launch,|one launch per pool|best pair|resident" "$OUT/probe_$shape.log" | head -6
+  done ;;
+*) echo "usage: h200_check.sh decode|rest|quantize"; exit 2 ;;
 esac

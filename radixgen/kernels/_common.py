@@ -6,6 +6,7 @@ nearest, ties to even) on a GPU and under `TRITON_INTERPRET=1` alike, without re
 on the interpreter's or the hardware's fp8 conversions.
 """
 
+import math
 import os
 
 import torch
@@ -31,14 +32,15 @@ def ctas_per_sm(n_regs: int, shared: int, warps: int, props) -> int:
     return max(1, min(by_regs, by_smem, by_threads, 32))
 
 
-def check_float_input(x: torch.Tensor, name: str = "x") -> None:
-    """Raise ValueError unless `x` is a finite fp32/fp16/bf16 tensor."""
+def check_float_input(x: torch.Tensor, name: str = "x", finite: bool = True) -> None:
+    """Raise ValueError unless `x` is a fp32/fp16/bf16 tensor, finite unless finite=False (the
+    Triton launchers check finiteness inside their kernel instead: see `raise_if_flagged`)."""
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in FLOAT_DTYPES:
         raise ValueError(f"{name} must be float32, float16 or bfloat16, got {x.dtype}")
-    if x.numel() and not bool(torch.isfinite(x).all()):  # syncs on CUDA
-        raise ValueError(f"{name} contains NaN or Inf; it cannot be quantized")
+    if finite and x.numel() and not bool(torch.isfinite(x).all()):  # syncs on CUDA
+        raise_nonfinite(name)
 
 
 def check_kernel_tensor(x: torch.Tensor, name: str = "x") -> None:
@@ -49,8 +51,75 @@ def check_kernel_tensor(x: torch.Tensor, name: str = "x") -> None:
         raise ValueError(f"{name} must be contiguous; call .contiguous() first")
 
 
-def as_scale(scale, like: torch.Tensor, name: str) -> torch.Tensor:
-    """A positive, finite float32 scale tensor on `like`'s device, broadcastable to `like`."""
+def raise_nonfinite(name: str):
+    raise ValueError(f"{name} contains NaN or Inf; it cannot be quantized")
+
+
+def raise_if_flagged(flag: torch.Tensor, name: str, scale_name: str) -> None:
+    """After a quantize kernel that set bits of `flag` (int32 [1], zeroed before; see
+    `flag_if_any`): raise ValueError for a NaN/Inf input (bit 0) or a scale that is not finite and
+    > 0 (bit 1), as the torch reference would. One sync and no second pass over the input; the
+    fresh outputs the kernel wrote are dropped with the exception."""
+    bits = int(flag.item())
+    if bits & 1:
+        raise_nonfinite(name)
+    if bits & 2:
+        raise ValueError(f"{scale_name} must be finite and > 0")
+
+
+def wide_offsets(numel: int, block: int = 1024) -> bool:
+    """Whether flat offsets into `numel` elements (plus a block of overrun) need int64."""
+    return numel + block > 2**31 - 1
+
+
+@triton.jit
+def program_offsets(BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    """This program's BLOCK flat offsets: int64 when WIDE (see `wide_offsets`), else int32 (cheaper
+    index arithmetic: a 64-bit division per element is dozens of instructions)."""
+    if WIDE:
+        return tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    return tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+
+
+@triton.jit
+def nonfinite(v):
+    """Where fp32 `v` is NaN or +-Inf (from its bits: no float compare a compiler could fold)."""
+    return (v.to(tl.int32, bitcast=True) & 0x7FFFFFFF) >= 0x7F800000
+
+
+@triton.jit
+def bad_scale(s):
+    """Where fp32 scale `s` is not finite and > 0 (from its bits: <= 0 as an int32 is a zero or a
+    negative float, >= 0x7F800000 Inf or NaN)."""
+    bits = s.to(tl.int32, bitcast=True)
+    return (bits <= 0) | (bits >= 0x7F800000)
+
+
+@triton.jit
+def _bit_or(a, b):
+    return a | b
+
+
+@triton.jit
+def flag_if_any(flag_ptr, bad_input, bad_scales):
+    """OR into *flag_ptr (int32) bit 0 if any element of the boolean block `bad_input` is set and
+    bit 1 if any of `bad_scales` (broadcast to it) is: one reduction and, only in a program that
+    found one, one atomic."""
+    code = bad_input.to(tl.int32) | (bad_scales.to(tl.int32) << 1)
+    found = tl.reduce(tl.ravel(code), 0, _bit_or)
+    if found > 0:
+        tl.atomic_or(flag_ptr, found)
+
+
+def as_scale(scale, like: torch.Tensor, name: str, values: bool = True) -> torch.Tensor:
+    """A positive, finite float32 scale tensor on `like`'s device, broadcastable to `like`.
+    A Python number is checked on the host (as float32); a tensor's values cost one sync on CUDA
+    (values=False leaves them to the caller: the quantize kernels flag bad scales themselves)."""
+    if isinstance(scale, (int, float)) and not isinstance(scale, bool):
+        value = torch.tensor(scale, dtype=torch.float32)
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be finite and > 0")
+        return value.to(like.device)
     scale = torch.as_tensor(scale, dtype=torch.float32, device=like.device)
     try:
         fits = torch.broadcast_shapes(scale.shape, like.shape) == like.shape
@@ -58,7 +127,7 @@ def as_scale(scale, like: torch.Tensor, name: str) -> torch.Tensor:
         fits = False
     if not fits:
         raise ValueError(f"{name} of shape {tuple(scale.shape)} does not broadcast to {tuple(like.shape)}")
-    if not bool(torch.isfinite(scale).all()) or not bool((scale > 0).all()):
+    if values and not bool((torch.isfinite(scale) & (scale > 0)).all()):
         raise ValueError(f"{name} must be finite and > 0")
     return scale
 
@@ -113,13 +182,14 @@ def amax_scale(x: torch.Tensor, max_value: float, per_head_dim: int | None = Non
     dim except `per_head_dim`, keeping dims, so the scale broadcasts against `x`
     (e.g. x [num_tokens, num_heads, head_dim], per_head_dim=1 -> scale [1, num_heads, 1]).
     """
+    # the infinity norm is max |x| in one read of x (abs().amax() wrote |x| out first); exact
     if per_head_dim is None:
-        return scale_from_amax(x.abs().amax(), max_value)
+        return scale_from_amax(torch.linalg.vector_norm(x, math.inf), max_value)
     if not -x.ndim <= per_head_dim < x.ndim:
         raise ValueError(f"per_head_dim={per_head_dim} is out of range for a {x.ndim}-d tensor")
     head = per_head_dim % x.ndim
     dims = tuple(d for d in range(x.ndim) if d != head)
-    amax = x.abs().amax(dim=dims, keepdim=True) if dims else x.abs()
+    amax = torch.linalg.vector_norm(x, math.inf, dim=dims, keepdim=True) if dims else x.abs()
     return scale_from_amax(amax, max_value)
 
 

@@ -13,24 +13,26 @@ import triton
 import triton.language as tl
 
 from ._common import E4M3_MAX, FLOAT_DTYPES, amax_scale, as_scale, check_float_input, check_kernel_tensor
-from ._common import e4m3_bits, e4m3_decode, e4m3_round, store_rne
+from ._common import e4m3_bits, e4m3_decode, e4m3_round, bad_scale, flag_if_any, nonfinite, program_offsets
+from ._common import raise_if_flagged, store_rne, wide_offsets
 
-BLOCK = 1024  # elements per Triton program
+BLOCK = 2048  # elements per Triton program
 
 
 def fp8_scale(x: torch.Tensor, per_head_dim: int | None = None) -> torch.Tensor:
     """amax / 448 from data (1.0 if all zero): 0-d, or per head keeping dims (see amax_scale)."""
-    return amax_scale(x.float(), E4M3_MAX, per_head_dim)
+    return amax_scale(x, E4M3_MAX, per_head_dim)  # max |x| is exact in x's own dtype
 
 
-def _checked_input(x: torch.Tensor, scale, per_head_dim) -> torch.Tensor:
-    """Validate x; return the float32 scale, broadcastable to x."""
-    check_float_input(x)
+def _checked_input(x: torch.Tensor, scale, per_head_dim, values: bool = True) -> torch.Tensor:
+    """Validate x; return the float32 scale, broadcastable to x. values=False leaves the finiteness
+    of x and of a given scale tensor to the caller (the Triton kernel flags them)."""
+    check_float_input(x, finite=values)
     if scale is not None and per_head_dim is not None:
         raise ValueError("pass either scale or per_head_dim, not both")
     if scale is None:
         return fp8_scale(x, per_head_dim)
-    return as_scale(scale, x, "scale")
+    return as_scale(scale, x, "scale", values)
 
 
 def _checked_q(q: torch.Tensor, scale, dtype) -> torch.Tensor:
@@ -61,20 +63,24 @@ def dequantize_fp8_ref(q: torch.Tensor, scale, dtype=torch.bfloat16) -> torch.Te
 
 
 @triton.jit
-def _quantize_fp8_kernel(x_ptr, s_ptr, q_ptr, numel, inner, num_scales, BLOCK: tl.constexpr):
-    # element i uses scale (i // inner) % num_scales (see _scale_layout)
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+def _quantize_fp8_kernel(x_ptr, s_ptr, q_ptr, flag_ptr, numel, inner, num_scales, BLOCK: tl.constexpr,
+                         WIDE: tl.constexpr):
+    # element i uses scale (i // inner) % num_scales (see _scale_layout); bad inputs set bits of *flag_ptr;
+    # offsets are int32 unless the tensor needs int64 (WIDE)
+    offs = program_offsets(BLOCK, WIDE)
     mask = offs < numel
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     s = tl.load(s_ptr + (offs // inner) % num_scales, mask=mask, other=1.0)
+    flag_if_any(flag_ptr, mask & nonfinite(x), mask & bad_scale(s))
     v = tl.minimum(tl.maximum(tl.div_rn(x, s), -448.0), 448.0)
     sign = (v.to(tl.int32, bitcast=True) >> 24) & 128
     tl.store(q_ptr + offs, (e4m3_bits(e4m3_round(tl.abs(v))) | sign).to(tl.uint8), mask=mask)
 
 
 @triton.jit
-def _dequantize_fp8_kernel(q_ptr, s_ptr, out_ptr, numel, inner, num_scales, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+def _dequantize_fp8_kernel(q_ptr, s_ptr, out_ptr, numel, inner, num_scales, BLOCK: tl.constexpr,
+                           WIDE: tl.constexpr):
+    offs = program_offsets(BLOCK, WIDE)
     mask = offs < numel
     bits = tl.load(q_ptr + offs, mask=mask, other=0).to(tl.int32)
     s = tl.load(s_ptr + (offs // inner) % num_scales, mask=mask, other=1.0)
@@ -109,14 +115,23 @@ def quantize_fp8(x: torch.Tensor, scale=None, per_head_dim: int | None = None):
     +-448 * scale saturate. x must be contiguous, on CUDA (or TRITON_INTERPRET=1), finite and
     fp32/fp16/bf16, else ValueError. Allocates q; bit-identical to `quantize_fp8_ref`.
     """
-    scale = _checked_input(x, scale, per_head_dim)
+    scale = _checked_input(x, scale, per_head_dim, values=False)
     check_kernel_tensor(x)
-    flat_scale, inner, num_scales = _scale_layout(scale, x.shape)
     q = torch.empty(x.shape, dtype=torch.uint8, device=x.device)
     if x.numel():
-        grid = (triton.cdiv(x.numel(), BLOCK),)
-        _quantize_fp8_kernel[grid](x, flat_scale, q, x.numel(), inner, num_scales, BLOCK=BLOCK)
+        flag = torch.zeros(1, dtype=torch.int32, device=x.device)
+        launch_quantize_fp8(x, scale, q, flag)
+        raise_if_flagged(flag, "x", "scale")
     return q.view(torch.float8_e4m3fn), scale
+
+
+def launch_quantize_fp8(x, scale, q, flag) -> None:
+    """The quantize kernel alone, on checked arguments (x contiguous, scale float32 broadcastable
+    to it, q uint8 like x; flag int32 [1]: bits set for NaN/Inf in x or a bad scale, not read)."""
+    flat_scale, inner, num_scales = _scale_layout(scale, x.shape)
+    grid = (triton.cdiv(x.numel(), BLOCK),)
+    _quantize_fp8_kernel[grid](x, flat_scale, q, flag, x.numel(), inner, num_scales, BLOCK=BLOCK,
+                               WIDE=wide_offsets(x.numel(), BLOCK))
 
 
 def dequantize_fp8(q: torch.Tensor, scale, dtype=torch.bfloat16) -> torch.Tensor:
@@ -132,5 +147,5 @@ def dequantize_fp8(q: torch.Tensor, scale, dtype=torch.bfloat16) -> torch.Tensor
     if q.numel():
         grid = (triton.cdiv(q.numel(), BLOCK),)
         _dequantize_fp8_kernel[grid](q.view(torch.uint8), flat_scale, out, q.numel(), inner, num_scales,
-                                     BLOCK=BLOCK)
+                                     BLOCK=BLOCK, WIDE=wide_offsets(q.numel(), BLOCK))
     return out

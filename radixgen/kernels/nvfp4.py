@@ -28,17 +28,23 @@ from ._common import (
     FLOAT_DTYPES,
     amax_scale,
     as_scale,
+    bad_scale,
     check_float_input,
     check_kernel_tensor,
     e4m3_bits,
     e4m3_decode,
     e4m3_round,
+    flag_if_any,
+    nonfinite,
+    program_offsets,
+    raise_if_flagged,
     store_rne,
+    wide_offsets,
 )
 
 E2M1_MAX = 6.0
 BLOCK_SIZE = 16
-GROUPS = 16  # 16-value blocks per Triton program
+BLOCKS = 256  # 16-value blocks per Triton program (4,096 values)
 # value of each 4-bit code; index = code
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 
@@ -50,7 +56,7 @@ def nvfp4_tensor_scale(x: torch.Tensor, per_head_dim: int | None = None) -> torc
     """s_T = amax / (6 * 448) from data (1.0 if all zero); per tensor, or per head keeping dims."""
     if per_head_dim is not None and per_head_dim % x.ndim == x.ndim - 1:
         raise ValueError("per_head_dim cannot be the last (blocked) dim")
-    return amax_scale(x.float(), E2M1_MAX * E4M3_MAX, per_head_dim)
+    return amax_scale(x, E2M1_MAX * E4M3_MAX, per_head_dim)  # max |x| is exact in x's own dtype
 
 
 def nvfp4_global_scale(tensor_scale: torch.Tensor) -> torch.Tensor:
@@ -63,14 +69,15 @@ def nvfp4_tensor_scale_from_global(global_scale: torch.Tensor) -> torch.Tensor:
     return 1.0 / torch.as_tensor(global_scale, dtype=torch.float32)
 
 
-def _checked_input(x: torch.Tensor, tensor_scale) -> torch.Tensor:
-    """Validate x; return s_T (float32, broadcastable to x[..., :1])."""
-    check_float_input(x)
+def _checked_input(x: torch.Tensor, tensor_scale, values: bool = True) -> torch.Tensor:
+    """Validate x; return s_T (float32, broadcastable to x[..., :1]). values=False leaves the
+    finiteness of x and of a given scale tensor to the caller (the Triton kernel flags them)."""
+    check_float_input(x, finite=values)
     if x.ndim == 0 or x.shape[-1] == 0 or x.shape[-1] % BLOCK_SIZE:
         raise ValueError(f"the last dim of x must be a positive multiple of 16, got shape {tuple(x.shape)}")
     if tensor_scale is None:
         return nvfp4_tensor_scale(x)
-    return as_scale(tensor_scale, x[..., :1], "tensor_scale")
+    return as_scale(tensor_scale, x[..., :1], "tensor_scale", values)
 
 
 def _checked_codes(codes, block_scales, tensor_scale, dtype) -> torch.Tensor:
@@ -143,40 +150,42 @@ def _e2m1_value(code):
 
 
 @triton.jit
-def _quantize_nvfp4_kernel(x_ptr, s_ptr, codes_ptr, scales_ptr, num_blocks, GROUPS: tl.constexpr):
-    # one program: GROUPS blocks of 16 values of one row; pairs (2i, 2i+1) share a byte
-    row = tl.program_id(0).to(tl.int64)
-    blk = tl.program_id(1) * GROUPS + tl.arange(0, GROUPS)  # [GROUPS]
+def _quantize_nvfp4_kernel(x_ptr, s_ptr, codes_ptr, scales_ptr, flag_ptr, num_blocks, row_blocks,
+                           BLOCKS: tl.constexpr, WIDE: tl.constexpr):
+    # one program: BLOCKS consecutive 16-value blocks of the flat input (rows of row_blocks blocks,
+    # s_ptr one tensor scale per row); pairs (2i, 2i+1) share a byte; bad inputs set bits of *flag_ptr
+    blk = program_offsets(BLOCKS, WIDE)  # [BLOCKS] block indices
     pair = tl.arange(0, 8)[None, :]  # [1, 8]
-    in_row = blk < num_blocks
-    mask = in_row[:, None]
-    offs = row * num_blocks * 16 + blk[:, None] * 16 + pair * 2  # [GROUPS, 8]
+    in_range = blk < num_blocks
+    mask = in_range[:, None]
+    offs = blk[:, None] * 16 + pair * 2  # [BLOCKS, 8]
     even = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     odd = tl.load(x_ptr + offs + 1, mask=mask, other=0.0).to(tl.float32)
-    s_t = tl.load(s_ptr + row)
-    amax = tl.maximum(tl.max(tl.abs(even), axis=1), tl.max(tl.abs(odd), axis=1))  # [GROUPS]
+    s_t = tl.load(s_ptr + blk // row_blocks, mask=in_range, other=1.0)
+    flag_if_any(flag_ptr, mask & (nonfinite(even) | nonfinite(odd)), (in_range & bad_scale(s_t))[:, None])
+    amax = tl.maximum(tl.max(tl.abs(even), axis=1), tl.max(tl.abs(odd), axis=1))  # [BLOCKS]
     scale = e4m3_round(tl.minimum(tl.div_rn(amax, 6.0 * s_t), 448.0))
     scale = tl.where(scale > 0, scale, 1.0)
     denom = (scale * s_t)[:, None]
     lo = _e2m1_code(tl.div_rn(even, denom))
     hi = _e2m1_code(tl.div_rn(odd, denom))
-    tl.store(codes_ptr + row * num_blocks * 8 + blk[:, None] * 8 + pair, (lo | (hi << 4)).to(tl.uint8), mask=mask)
-    tl.store(scales_ptr + row * num_blocks + blk, e4m3_bits(scale).to(tl.uint8), mask=in_row)
+    tl.store(codes_ptr + blk[:, None] * 8 + pair, (lo | (hi << 4)).to(tl.uint8), mask=mask)
+    tl.store(scales_ptr + blk, e4m3_bits(scale).to(tl.uint8), mask=in_range)
 
 
 @triton.jit
-def _dequantize_nvfp4_kernel(codes_ptr, scales_ptr, s_ptr, out_ptr, num_blocks, GROUPS: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    blk = tl.program_id(1) * GROUPS + tl.arange(0, GROUPS)  # [GROUPS]
+def _dequantize_nvfp4_kernel(codes_ptr, scales_ptr, s_ptr, out_ptr, num_blocks, row_blocks, BLOCKS: tl.constexpr,
+                             WIDE: tl.constexpr):
+    blk = program_offsets(BLOCKS, WIDE)  # [BLOCKS] block indices
     pair = tl.arange(0, 8)[None, :]  # [1, 8]
-    in_row = blk < num_blocks
-    mask = in_row[:, None]
-    byte = tl.load(codes_ptr + row * num_blocks * 8 + blk[:, None] * 8 + pair, mask=mask, other=0).to(tl.int32)
-    scale = e4m3_decode(tl.load(scales_ptr + row * num_blocks + blk, mask=in_row, other=0).to(tl.int32))
-    s_t = tl.load(s_ptr + row)
-    offs = row * num_blocks * 16 + blk[:, None] * 16 + pair * 2  # [GROUPS, 8]
-    lo = (_e2m1_value(byte & 15) * scale[:, None]) * s_t
-    hi = (_e2m1_value(byte >> 4) * scale[:, None]) * s_t
+    in_range = blk < num_blocks
+    mask = in_range[:, None]
+    byte = tl.load(codes_ptr + blk[:, None] * 8 + pair, mask=mask, other=0).to(tl.int32)
+    scale = e4m3_decode(tl.load(scales_ptr + blk, mask=in_range, other=0).to(tl.int32))
+    s_t = tl.load(s_ptr + blk // row_blocks, mask=in_range, other=1.0)
+    offs = blk[:, None] * 16 + pair * 2  # [BLOCKS, 8]
+    lo = (_e2m1_value(byte & 15) * scale[:, None]) * s_t[:, None]
+    hi = (_e2m1_value(byte >> 4) * scale[:, None]) * s_t[:, None]
     store_rne(out_ptr + offs, lo, mask)
     store_rne(out_ptr + offs + 1, hi, mask)
 
@@ -198,16 +207,26 @@ def quantize_nvfp4(x: torch.Tensor, tensor_scale=None):
     does not modify x. Raises ValueError for bad dtype/shape/device/layout and for NaN/Inf in x.
     Bit-identical to `quantize_nvfp4_ref`.
     """
-    s_t = _checked_input(x, tensor_scale)
+    s_t = _checked_input(x, tensor_scale, values=False)
     check_kernel_tensor(x)
     lead, n = x.shape[:-1], x.shape[-1]
     codes = torch.empty(*lead, n // 2, dtype=torch.uint8, device=x.device)
     scales = torch.empty(*lead, n // BLOCK_SIZE, dtype=torch.uint8, device=x.device)
-    num_rows, num_blocks = x.numel() // n, n // BLOCK_SIZE
-    if num_rows:
-        grid = (num_rows, triton.cdiv(num_blocks, GROUPS))
-        _quantize_nvfp4_kernel[grid](x, _row_scales(s_t, lead), codes, scales, num_blocks, GROUPS=GROUPS)
+    if x.numel():
+        flag = torch.zeros(1, dtype=torch.int32, device=x.device)
+        launch_quantize_nvfp4(x, _row_scales(s_t, lead), codes, scales, flag)
+        raise_if_flagged(flag, "x", "tensor_scale")
     return codes, scales.view(torch.float8_e4m3fn), s_t
+
+
+def launch_quantize_nvfp4(x, row_scales, codes, scales, flag) -> None:
+    """The quantize kernel alone, on checked arguments (x [..., n] contiguous, one float32 tensor
+    scale per row of n; codes, scales uint8 outputs; flag int32 [1]: bits set for NaN/Inf in x or a
+    bad scale, not read)."""
+    num_blocks = x.numel() // BLOCK_SIZE
+    _quantize_nvfp4_kernel[(triton.cdiv(num_blocks, BLOCKS),)](
+        x, row_scales, codes, scales, flag, num_blocks, x.shape[-1] // BLOCK_SIZE, BLOCKS=BLOCKS,
+        WIDE=wide_offsets(x.numel(), BLOCKS * BLOCK_SIZE))
 
 
 def dequantize_nvfp4(codes, block_scales, tensor_scale, dtype=torch.bfloat16) -> torch.Tensor:
@@ -222,9 +241,9 @@ def dequantize_nvfp4(codes, block_scales, tensor_scale, dtype=torch.bfloat16) ->
     check_kernel_tensor(block_scales, "block_scales")
     lead, num_blocks = codes.shape[:-1], block_scales.shape[-1]
     out = torch.empty(*lead, num_blocks * BLOCK_SIZE, dtype=dtype, device=codes.device)
-    num_rows = block_scales.numel() // num_blocks if num_blocks else 0
-    if num_rows:
-        grid = (num_rows, triton.cdiv(num_blocks, GROUPS))
+    if block_scales.numel():
+        grid = (triton.cdiv(block_scales.numel(), BLOCKS),)
         _dequantize_nvfp4_kernel[grid](codes, block_scales.view(torch.uint8), _row_scales(s_t, lead), out,
-                                       num_blocks, GROUPS=GROUPS)
+                                       block_scales.numel(), num_blocks, BLOCKS=BLOCKS,
+                                       WIDE=wide_offsets(out.numel(), BLOCKS * BLOCK_SIZE))
     return out

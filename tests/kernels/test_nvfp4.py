@@ -140,6 +140,21 @@ def test_nan_inf_rejected(backend, bad):
         _q(x, None, backend)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("where", [(0, 0), (8, 1, 63), (15, 1, 127)])
+def test_nonfinite_found_in_any_program(dtype, where):
+    """The Triton launcher checks finiteness inside its kernel (a flag, no second pass): a NaN in
+    the first, a middle or the last program of a multi-program grid is found, with a calibrated
+    or a given per-head scale, and the input is left as it was."""
+    x = torch.randn(16, 2, 128, generator=torch.Generator().manual_seed(5)).to(dtype).to(KERNEL_DEVICE)
+    x[where] = math.nan if where[0] != 8 else -math.inf
+    before = x.clone()
+    for scale in (None, torch.full((1, 2, 1), 0.01, device=KERNEL_DEVICE)):
+        with pytest.raises(ValueError, match="NaN or Inf"):
+            kernels.quantize_nvfp4(x, scale, backend="triton")
+    assert torch.equal(x.isnan(), before.isnan()) and torch.equal(x.nan_to_num(), before.nan_to_num())
+
+
 # ---------------------------------------------------------------- error bound
 
 
@@ -253,7 +268,11 @@ def test_quantize_validation(backend):
     for x, match in bad_inputs:
         with pytest.raises(ValueError, match=match):
             _q(x, None, backend)
-    for scale, match in [(torch.ones(3, 1), "broadcast"), (0.0, "> 0"), (-1.0, "> 0"), (math.nan, "> 0")]:
+    # scale tensors too: the Triton launcher checks their values inside its kernel
+    tensor_scales = [torch.tensor(0.0), torch.tensor(-2.0), torch.tensor(math.inf), torch.tensor([[1.0], [math.nan]]),
+                     torch.tensor([[0.5], [-0.0]])]
+    for scale, match in [(torch.ones(3, 1), "broadcast"), (0.0, "> 0"), (-1.0, "> 0"), (math.nan, "> 0")] + [
+            (t, "tensor_scale must be finite and > 0") for t in tensor_scales]:
         with pytest.raises(ValueError, match=match):
             _q(torch.ones(2, 32), scale, backend)
 
