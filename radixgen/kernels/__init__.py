@@ -36,7 +36,7 @@ _OPS = {
     "store_kv_nvfp4": "kv_store",
     "decode_attention": "decode_attention",
     "decode_attention_pools": "decode_attention",
-    "merge_state": "decode_attention",
+    "merge_state": "state_merge",
     "extend_attention": "extend_attention",
 }
 # helpers without a Triton variant, loaded lazily from their module
