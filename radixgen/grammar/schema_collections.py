@@ -187,7 +187,7 @@ class CollectionRewrites:
                     "format), over integers (and numbers, generated as integers) with no upper bound (from 0 "
                     "or more up), or over objects "
                     "with a required string property; not over other integers, numbers, arrays or "
-                    "other objects")
+                    "other objects (those with minItems 0 or 1 are generated with at most one item)")
         distinct = list({value_key(v): v for v in reversed(values)}.values())[::-1]
         least, most = node.get("minItems", 0), node.get("maxItems", len(distinct))
         literals = [json_literal(v) for v in distinct]
@@ -195,13 +195,13 @@ class CollectionRewrites:
         if (least > 1 or most < len(distinct) or too_large) and all(isinstance(v, str) for v in distinct):
             # strings from a set: the guard keeps them unique (and counts what is left)
             return self._unique_guarded(*self._counted_items(f"(?:{'|'.join(literals)})", node, path))
-        if least > 1 or most < len(distinct):
-            refuse("uniqueItems", path, "with uniqueItems, only minItems 0 or 1 and no maxItems "
-                    "below the number of distinct values are supported (or a set of strings only)")
         if too_large:
             refuse("uniqueItems", path, f"a set of {len(literals)} distinct values is too large to enforce "
                     f"(values x their characters must stay within {UNIQUE_SET_BUDGET:,}: its automaton "
                     "takes seconds to build per 100,000)")
+        if least > 1 or most < len(distinct):
+            refuse("uniqueItems", path, "with uniqueItems, only minItems 0 or 1 and no maxItems "
+                    "below the number of distinct values are supported (or a set of strings only)")
         ws = self.whitespace
         body = increasing_subsequence_regex(literals, f"{ws},{ws}", nonempty=least == 1)
         placeholder = self._placeholder(rf"\[{ws}{body}{ws}\]", quoted=False)

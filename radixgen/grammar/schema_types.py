@@ -138,7 +138,12 @@ class TypeRewrites:
         if node.get("minItems", 0) > node.get("maxItems", math.inf):
             refuse("minItems", path, "it exceeds maxItems: no array is valid")
         if node.get("uniqueItems") is True and node.get("maxItems", 2) > 1:
-            return self._unique_items(node, path)
+            if node.get("minItems", 0) > 1:
+                return self._unique_items(node, path)
+            # items radixgen cannot keep unique (objects with no key property, bounded integers,
+            # numbers, arrays): arrays of at most one item, which are unique (a subset)
+            return self._first_enforceable(lambda: self._unique_items(node, path),
+                                           lambda: self._type_array({**node, "maxItems": 1}, path))
         new = {"type": "array", **{k: node[k] for k in ("minItems", "maxItems") if k in node}}
         if "items" in node:
             if not isinstance(node["items"], (dict, bool)):

@@ -319,7 +319,7 @@ SUPPORTED = {
 
 # schema -> the keyword the GrammarError must name
 UNSUPPORTED = [
-    ({"type": "array", "items": {"type": "integer", "maximum": 5}, "uniqueItems": True}, "uniqueItems"),
+    ({"type": "array", "items": {"type": "integer", "maximum": 5}, "uniqueItems": True, "minItems": 2}, "uniqueItems"),
     # a listed name a pattern also takes, where the two schemas do not merge into one
     ({"type": "object", "properties": {"x-a": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
       "patternProperties": {"^x-": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}}, "patternProperties"),
@@ -332,7 +332,7 @@ UNSUPPORTED = [
     # unique arrays of objects that hold such an array again (CycloneDX's components): refused
     # by name, not by running out of stack
     ({"$defs": {"c": {"type": "object", "properties": {"id": {"type": "string"}, "kids": {
-        "type": "array", "uniqueItems": True, "items": {"$ref": "#/$defs/c"}}}, "required": ["id"]}},
+        "type": "array", "uniqueItems": True, "minItems": 2, "items": {"$ref": "#/$defs/c"}}}, "required": ["id"]}},
       "$ref": "#/$defs/c"}, "uniqueItems"),
     ({"not": {"type": "string"}}, "not"),
     ({"type": "integer", "if": {"minimum": 3}, "then": {"maximum": 5}}, "if"),

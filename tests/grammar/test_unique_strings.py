@@ -322,8 +322,9 @@ def test_tool_calls_guard_starts_after_the_tag():
     {"type": "array", "items": {"type": "string", "maxLength": 0}, "uniqueItems": True, "minItems": 2},
     {"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True, "minItems": 95},
     {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True, "minItems": 3},
-    {"type": "array", "items": {"type": "integer", "maximum": 5}, "uniqueItems": True},  # bounded
-    {"type": "array", "items": {"type": "integer", "minimum": -5}, "uniqueItems": True},  # -5 cannot grow
+    # (below: minItems 2, so not arrays of at most one item, test_one_item_arrays_where_items_cannot_be_kept_unique)
+    {"type": "array", "items": {"type": "integer", "maximum": 5}, "uniqueItems": True, "minItems": 2},  # bounded
+    {"type": "array", "items": {"type": "integer", "minimum": -5}, "uniqueItems": True, "minItems": 2},  # -5 cannot grow
     {"type": "object", "properties": {"t": {"anyOf": [SET_OF_STRINGS, SET_OF_INTEGERS]}}},
     # another array at the same place, whose items the guard would wrongly keep unique
     {"anyOf": [{"type": "object", "properties": {"t": SET_OF_STRINGS}, "required": ["t"]},
@@ -333,12 +334,12 @@ def test_tool_calls_guard_starts_after_the_tag():
                {"type": "object", "properties": {"t": {"const": ["a", "a"]}}}]},
     # objects: no string property that can always grow
     {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
-     "uniqueItems": True},
+     "uniqueItems": True, "minItems": 2},
     # alternatives none of which has a key property
     {"type": "array", "items": {"type": "object", "anyOf": [
         {"properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False},
         {"properties": {"m": {"type": "boolean"}}, "required": ["m"], "additionalProperties": False}]},
-     "uniqueItems": True},
+     "uniqueItems": True, "minItems": 2},
 ])
 def test_unguardable_unique_items_are_refused(schema):
     with pytest.raises(GrammarError, match="uniqueItems"):
@@ -454,7 +455,7 @@ def test_any_of_options_another_takes_whole_are_dropped(items, small_compiler, s
 ])
 def test_any_of_options_no_other_takes_whole_stay(items):
     with pytest.raises(GrammarError, match="uniqueItems"):
-        schema_to_guarded_regex(json.dumps({"type": "array", "items": items, "uniqueItems": True}))
+        schema_to_guarded_regex(json.dumps({"type": "array", "items": items, "uniqueItems": True, "minItems": 2}))
 
 
 def test_objects_of_alternatives_kept_unique_by_a_shared_property(small_compiler, small_info):
@@ -551,7 +552,7 @@ def test_numbers_are_kept_unique_as_integers(items, small_compiler, small_info):
 def test_numbers_that_could_run_out_are_refused(items):
     # the integer subset is bounded (or empty): the refusal is uniqueItems', not the bounds'
     with pytest.raises(GrammarError, match="uniqueItems.*numbers, generated as integers"):
-        schema_to_guarded_regex(json.dumps({"type": "array", "items": items, "uniqueItems": True}))
+        schema_to_guarded_regex(json.dumps({"type": "array", "items": items, "uniqueItems": True, "minItems": 2}))
 
 
 @pytest.mark.parametrize("schema", [{"type": "array", "uniqueItems": True, "minItems": 2},
@@ -596,7 +597,7 @@ def test_items_of_several_types_are_kept_unique_as_their_strings(items, kind, sm
                                    {"type": ["integer", "object"]}])
 def test_items_whose_strings_cannot_be_told_apart_are_refused(items):
     with pytest.raises(GrammarError, match="uniqueItems"):
-        schema_to_guarded_regex(json.dumps({"type": "array", "items": items, "uniqueItems": True}))
+        schema_to_guarded_regex(json.dumps({"type": "array", "items": items, "uniqueItems": True, "minItems": 2}))
 
 
 @pytest.mark.parametrize(("items", "values"), [
@@ -616,3 +617,31 @@ def test_unique_items_from_options_of_values(items, values):
                 assert valid, text
                 jsonschema.validate(list(chosen), schema)
     assert re.fullmatch(regex, json.dumps(values, separators=(",", ":")))
+
+
+@pytest.mark.parametrize("items", [
+    {"type": "integer", "minimum": 0, "maximum": 65535},  # ports: bounded integers
+    {"type": "integer", "minimum": -5},
+    {"type": "number", "maximum": 3},
+    # objects with no string property to keep unique (CloudFormation's number filters, step adjustments)
+    {"type": "object", "additionalProperties": False,
+     "properties": {"Eq": {"type": "number"}, "Gte": {"type": "number"}, "Lte": {"type": "number"}}},
+    {"type": "object", "additionalProperties": False, "required": ["ScalingAdjustment"],
+     "properties": {"MetricIntervalLowerBound": {"type": "number"}, "ScalingAdjustment": {"type": "integer"}}},
+    {"oneOf": [{"type": "string", "maxLength": 3}, {"type": "string", "minLength": 2}]},
+    {"type": "array", "items": {"type": "integer"}},
+])
+@pytest.mark.parametrize("least", [0, 1])
+def test_one_item_arrays_where_items_cannot_be_kept_unique(items, least, small_compiler, small_info):
+    """uniqueItems over items no regex or guard keeps unique (bounded integers, numbers, objects
+    with no string key, arrays): arrays of at most one item, unique by construction (a subset).
+    With minItems 2 they are refused (test_unguardable_unique_items_are_refused)."""
+    schema = {"type": "array", "items": items, "uniqueItems": True, "minItems": least}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    values = [json.loads(random_walk(grammar, small_info, seed)[1]) for seed in range(8)]
+    for value in values:
+        jsonschema.validate(value, schema)
+        assert least <= len(value) <= 1
+    assert any(len(value) == 1 for value in values)
+    first = json.dumps(next(value[0] for value in values if value), separators=(",", ":"))
+    assert accepts_prefix(grammar, small_info, "[" + first) and not accepts_prefix(grammar, small_info, f"[{first},")

@@ -36,7 +36,8 @@ BAD_CHAT = [
     ({"model": MODEL, "messages": MSGS, "seed": 1.5}, "seed"),
     ({"model": MODEL, "messages": MSGS, "response_format": {"type": "xml"}}, "response_format.type"),
     ({"model": MODEL, "messages": MSGS, "response_format": {"type": "json_schema", "json_schema": {
-        "name": "x", "schema": {"type": "array", "items": {"type": "integer", "maximum": 5}, "uniqueItems": True}}}},
+        "name": "x", "schema": {"type": "array", "items": {"type": "integer", "maximum": 5}, "uniqueItems": True,
+                                     "minItems": 2}}}},
      "response_format"),
     ({"model": MODEL, "messages": MSGS, "tools": [{"type": "function"}]}, "tools.0"),
     ({"model": MODEL, "messages": MSGS, "tools": [{"type": "function", "function": {
