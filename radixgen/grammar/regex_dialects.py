@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from .regex_properties import pattern_tokens
@@ -37,8 +38,10 @@ class _Unspellable(Exception):
     pass
 
 
+@functools.lru_cache(maxsize=4096)
 def neutral(pattern: str) -> str:
-    """`pattern` with its string anchors and case-insensitive parts spelt as above."""
+    """`pattern` with its string anchors and case-insensitive parts spelt as above (memoized:
+    a pattern is read so at each of its uses: translated, searched, its values checked)."""
     return case_spelt(caret_dollar(pattern))
 
 

@@ -13,7 +13,7 @@ from .matcher import GrammarError
 from .regex_leaves import json_literal
 from .schema_merge import normalize
 from .schema_one_of import Readings, excludes, exclusive
-from .schema_rules import ASSERTIONS, NothingValid, asserts, is_type, need_type, only_asserting, refuse
+from .schema_rules import ASSERTIONS, NothingValid, accepts_nothing, asserts, is_type, need_type, only_asserting, refuse
 from .schema_values import VALUE_KEYWORDS, values_meeting
 
 
@@ -152,7 +152,8 @@ class BranchRewrites:
         ref = node["$ref"]
         if not isinstance(ref, str) or "~" in ref or "%" in ref:
             refuse("$ref", path, "only plain local references (#/...) are supported")
-        self._resolve(ref, path)
+        if accepts_nothing(self._resolve(ref, path)):  # (its definition is not kept: schema_check._with_defs)
+            refuse("$ref", path, f"{ref!r} is a schema no value meets", NothingValid)
         return {"$ref": ref}
 
 

@@ -32,7 +32,7 @@ from .schema_merge import EMPTY, implied_type, normalize, split_by_type, typed_k
 from .schema_objects import ObjectRewrites
 from .schema_ref_reading import ReferenceReading
 from .schema_refs import declared_draft, names_draft_unambiguously
-from .schema_rules import (ASSERTIONS, NothingValid, asserts, check_counts, check_keyword_types,
+from .schema_rules import (ASSERTIONS, NothingValid, accepts_nothing, asserts, check_counts, check_keyword_types,
                            forbidden_names_dropped, refuse)
 from .schema_types import TypeRewrites
 
@@ -95,6 +95,10 @@ class SchemaRewriter(BranchRewrites, TypeRewrites, ObjectRewrites, CollectionRew
     def rewrite(self, node, path: str = "$"):
         if node is True:
             return copy.deepcopy(ANY_VALUE)
+        if node is False:
+            raise NothingValid(f"the schema at {path} is false: no value is valid")
+        if accepts_nothing(node):
+            refuse("not", path, "it negates a schema every value meets: no value is valid", NothingValid)
         if not isinstance(node, dict):
             raise GrammarError(f"schema at {path} must be an object or true, got {node!r}")
         self._rewrites += 1
@@ -121,9 +125,11 @@ class SchemaRewriter(BranchRewrites, TypeRewrites, ObjectRewrites, CollectionRew
         written = node
         node, inlined = normalize(node, self._resolved, tuple(self._inlining), self._as_validators_read)
         if node is EMPTY:
-            key = next(k for k in ("anyOf", "oneOf", "allOf", "$ref") if k in written)
-            what = "no alternative meets" if key in ("anyOf", "oneOf") else "it does not meet"
-            refuse(key, path, f"{what} the keywords beside it (e.g. their types do not meet): "
+            keys = [k for k in ("anyOf", "oneOf", "allOf", "$ref") if k in written]
+            what = "no alternative meets" if keys[0] in ("anyOf", "oneOf") else "it does not meet"
+            if len(keys) > 1:  # (which of them leaves nothing is not told apart here)
+                what = f"{' and '.join(keys)} together do not meet each other or"
+            refuse(keys[0], path, f"{what} the keywords beside it (e.g. their types do not meet): "
                    "no value is valid", NothingValid)
         if node is not written:
             check_keyword_types(node, path)  # merged members were not checked
@@ -178,7 +184,10 @@ class SchemaRewriter(BranchRewrites, TypeRewrites, ObjectRewrites, CollectionRew
         """Keep (rewritten) $defs/definitions where they were, so $ref paths stay valid."""
         for key in ("$defs", "definitions"):
             if isinstance(node.get(key), dict):
-                new[key] = {k: self.rewrite(v, f"{path}.{key}.{k}") for k, v in node[key].items()}
+                # a definition no value meets (false, `not: {}`): its references are empty where
+                # they are (`_ref`), so it is never used; any value stands in for it
+                new[key] = {k: copy.deepcopy(ANY_VALUE) if accepts_nothing(v) else self.rewrite(v, f"{path}.{key}.{k}")
+                            for k, v in node[key].items()}
         return new
 
     def _placeholder(self, regex: str, quoted: bool) -> dict:

@@ -3,7 +3,8 @@ the listed ones, installer success codes other than 0), rewritten without the `n
 
 - beside an `enum` / `const`: the values left;
 - on strings (nothing else asserted but `type`): a pattern that takes any string but those,
-  `^(?!(?:v1|v2)$).*$`, which `regex_lookaround` writes out;
+  `^(?!(?:v1|v2)$).*$`, which `regex_lookaround` writes out; with nothing else asserted at all
+  (any value but those), the same strings (a subset);
 - on integers or numbers: one alternative per interval between the excluded values, bounds
   exclusive at each (`minimum: 0` without 0 is `exclusiveMinimum: 0`).
 
@@ -35,6 +36,9 @@ def excluded_values_rewritten(node: dict, draft_4: bool, const_unknown: bool) ->
             rest["enum"] = [v for v in rest["enum"] if value_key(v) not in keys]
             return rest if rest["enum"] else node  # (nothing left: refused as it was)
         return rest if "enum" not in rest and value_key(rest["const"]) not in keys else node
+    if not asserts(rest):  # any value but those (nbformat's unrecognized cell_type): strings but those, a subset
+        written = excluded_values_rewritten({**node, "type": "string"}, draft_4, const_unknown)
+        return node if "not" in written else written
     if rest.get("type") == "string" and not asserts(rest, ("type",)):
         strings = [v for v in excluded if isinstance(v, str)]
         if not all(_plain(v) for v in strings):

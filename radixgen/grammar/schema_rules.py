@@ -196,6 +196,12 @@ def asserts_nothing(schema) -> bool:
     return schema is True or (isinstance(schema, dict) and not asserts(schema))
 
 
+def accepts_nothing(schema) -> bool:
+    """Whether `schema` is false or negates a schema that asserts nothing (`not: {}`: ansible-lint's
+    removed modules): no value is valid under it."""
+    return schema is False or (isinstance(schema, dict) and "not" in schema and asserts_nothing(schema["not"]))
+
+
 def searches(pattern, name: str, path: str, keyword: str, flags: int = 0) -> bool:
     """Whether `pattern` finds something in `name`, as Python's re (the validator's reading);
     an invalid schema where re cannot read the pattern."""

@@ -65,3 +65,44 @@ def test_enum_values_left():
 def test_other_exclusions_are_refused(schema):
     with pytest.raises(GrammarError, match="'not'"):
         schema_to_guarded_regex(json.dumps(schema))
+
+
+def test_any_value_but_the_listed_ones_is_strings_but_those(small_compiler, small_info):
+    """nbformat's unrecognized cell: `cell_type: {"not": {"enum": [...]}}` with no type accepts
+    any value but those; strings but those are generated (a subset)."""
+    schema = {"type": "object", "properties": {"cell_type": {"not": {"enum": ["markdown", "code", "raw"]}}},
+              "required": ["cell_type"], "additionalProperties": False}
+    regex = schema_to_guarded_regex(json.dumps(schema))[0]
+    assert fullmatches(regex, b'{"cell_type":"md"}') and fullmatches(regex, b'{"cell_type":"codes"}')
+    assert not fullmatches(regex, b'{"cell_type":"code"}') and not fullmatches(regex, b'{"cell_type":1}')
+    values = valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 8)
+    assert all(isinstance(v["cell_type"], str) for v in values)
+
+
+def test_not_of_a_schema_every_value_meets_leaves_nothing(small_compiler, small_info):
+    """`not: {}` (ansible-lint's removed modules): no value is valid, so an optional property
+    with it is never generated, an anyOf option with it never taken, a required one refused."""
+    removed = {"not": {}, "title": "use include_tasks instead"}
+    schema = {"type": "object", "properties": {"include": removed, "name": {"type": "string", "maxLength": 3}}}
+    regex = schema_to_guarded_regex(json.dumps(schema))[0]
+    assert fullmatches(regex, b'{"name":"a"}') and not fullmatches(regex, b'{"include":"a"}')
+    valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 4)
+    assert schema_to_guarded_regex(json.dumps({"anyOf": [removed, {"type": "boolean"}]}))[0] == "(true|false)"
+    for bad in ({**schema, "required": ["include"]}, {"not": True}):
+        with pytest.raises(GrammarError, match="'not'.*no value is valid"):
+            schema_to_guarded_regex(json.dumps(bad))
+
+
+@pytest.mark.parametrize("definition", [False, {"not": {}}, {"not": True, "title": "removed"}])
+def test_references_to_a_definition_no_value_meets_are_empty(definition):
+    """ansible-lint's tasks: `include` is `{"$ref": "#/$defs/removed-include-module"}`, a `not: {}`:
+    the optional properties that refer to it are never generated, a required one is refused, and
+    the definition itself costs nothing."""
+    schema = {"$defs": {"removed": definition}, "type": "object", "additionalProperties": False,
+              "properties": {"include": {"$ref": "#/$defs/removed"}, "n": {"type": "integer"},
+                             "also": {"$ref": "#/$defs/removed", "description": "a sibling"}}}
+    regex = schema_to_guarded_regex(json.dumps(schema))[0]
+    assert fullmatches(regex, b'{"n":1}') and fullmatches(regex, b"{}")
+    assert not fullmatches(regex, b'{"include":1}') and not fullmatches(regex, b'{"also":"x"}')
+    with pytest.raises(GrammarError, match="no value"):
+        schema_to_guarded_regex(json.dumps({**schema, "required": ["include"]}))

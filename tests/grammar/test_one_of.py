@@ -174,7 +174,7 @@ def test_a_merged_reference_is_narrowed_with_its_sibling_names(small_compiler, s
 
 
 def test_an_alternatives_own_error_is_reported_first():
-    schema = {"oneOf": [{"type": "object", "properties": {"a": {"not": {}}}}, {"type": "object"}]}
+    schema = {"oneOf": [{"type": "object", "properties": {"a": {"not": {"type": "string"}}}}, {"type": "object"}]}
     with pytest.raises(GrammarError, match="'not'"):
         schema_to_guarded_regex(json.dumps(schema))
 
@@ -307,3 +307,6 @@ def test_alternatives_none_of_which_meets_the_siblings_are_refused_as_empty():
 
     with pytest.raises(NothingValid, match="no alternative meets"):
         schema_to_guarded_regex(json.dumps({"oneOf": [{"type": "string"}, {"type": "number"}], "type": "object"}))
+    # with an allOf as well, either may be what leaves nothing: the message names both
+    with pytest.raises(NothingValid, match="anyOf and allOf together do not meet"):
+        schema_to_guarded_regex(json.dumps({"anyOf": [{"type": "integer"}], "allOf": [{"type": "string"}]}))
