@@ -91,7 +91,9 @@ def split_by_type(node: dict) -> dict | None:
     """A node whose type list has keywords for a container type and for another type
     ({"type": ["string", "object"], "minLength": 1, "properties": {...}}) as one anyOf
     alternative per type with that type's keywords (a keyword lets values of other types pass,
-    so this is exact); None for any other node, or when a keyword applies to every type."""
+    so this is exact); also an object's name rules beside other types ({"type": ["object",
+    "string"], "patternProperties": ...}); None for any other node, or when a keyword applies to
+    every type."""
     types = node.get("type")
     if not (isinstance(types, list) and len(types) > 1 and set(types) <= _TYPES):
         return None
@@ -99,7 +101,8 @@ def split_by_type(node: dict) -> dict | None:
         return None  # enum, allOf, not, ...: they apply to every alternative
     kinds = {"number" if kind == "integer" else kind
              for kind in set().union(*(_APPLIES_TO[k] for k in typed_keywords(node))) & set(types)}
-    if len(kinds) < 2 or not kinds & {"object", "array"}:
+    keyed = {"patternProperties", "propertyNames"} & set(node)  # (a keyed object takes one type only)
+    if (len(kinds) < 2 and not keyed) or not kinds & {"object", "array"}:
         return None
     parts = [{"type": t, **{k: node[k] for k in typed_keywords(node) if t in _APPLIES_TO[k]}} for t in types]
     return {**{k: v for k, v in node.items() if k not in ASSERTIONS}, "anyOf": parts}

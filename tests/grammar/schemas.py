@@ -138,6 +138,10 @@ SUPPORTED = {
         "required": ["id"], "minProperties": 2, "additionalProperties": False},
     # free-form objects whose names follow propertyNames (pydantic dict[Literal[...], int],
     # dict[constr(pattern=...), Model]) or one patternProperties pattern (OpenAPI's "^x-")
+    # name rules beside another type (ansible's inventory hosts): one anyOf alternative per type
+    "dict_or_null_short_keys": {"type": ["object", "null"], "propertyNames": {"maxLength": 3}},
+    "dict_or_string_pattern_keys": {"type": ["object", "string"], "maxLength": 4,
+                                    "patternProperties": {"^[a-c]+$": {"type": ["integer", "null"]}}},
     "dict_literal_keys": {"type": "object", "propertyNames": {"enum": ["red", "green", "blue"]},
                           "additionalProperties": {"type": "integer", "minimum": 0}},
     "dict_pattern_keys": {"$defs": {"P": {"type": "object", "properties": {"x": {"type": "integer", "maximum": 9}},
@@ -339,7 +343,6 @@ UNSUPPORTED = [
     ({"type": "object", "patternProperties": {"^a": {"type": "integer"}, "^b": {"type": "string"}}},
      "patternProperties"),  # two patterns could apply to one name, and no value meets both
     ({"type": "object", "propertyNames": {"type": "integer"}}, "propertyNames"),
-    ({"type": ["object", "null"], "propertyNames": {"maxLength": 3}}, "propertyNames"),
     ({"type": "string", "format": "idn-email"}, "format"),
     ({"type": "number", "multipleOf": 2.5}, "multipleOf"),
     ({"type": "number", "multipleOf": 0.00032}, "multipleOf"),  # 1/3125, but its float is not close enough
