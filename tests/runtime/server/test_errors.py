@@ -41,7 +41,7 @@ BAD_CHAT = [
      "response_format"),
     ({"model": MODEL, "messages": MSGS, "tools": [{"type": "function"}]}, "tools.0"),
     ({"model": MODEL, "messages": MSGS, "tools": [{"type": "function", "function": {
-        "name": "f", "parameters": {"type": "object", "properties": {"a": {"not": {}}}}}}],
+        "name": "f", "parameters": {"type": "object", "properties": {"a": {"not": {"type": "string"}}}}}}],
       "tool_choice": "required"}, "tools"),
     ({"model": MODEL, "messages": MSGS, "tool_choice": "auto"}, "tool_choice"),
     ({"model": MODEL, "messages": MSGS, "logit_bias": {"1": 5}}, "logit_bias"),
