@@ -41,11 +41,11 @@ def excluded_values_rewritten(node: dict, draft_4: bool, const_unknown: bool) ->
         return node if "not" in written else written
     if rest.get("type") == "string" and not asserts(rest, ("type",)):
         strings = [v for v in excluded if isinstance(v, str)]
-        if not all(_plain(v) for v in strings):
+        if not all(plain_string(v) for v in strings):
             return node
         if not strings:
             return rest
-        body = "|".join("".join("\\" + c if c in _PATTERN_SPECIAL else c for c in v) for v in strings)
+        body = "|".join(map(literal_pattern, strings))
         return {**rest, "pattern": f"^(?!(?:{body})$).*$"}
     if rest.get("type") in ("integer", "number") and not draft_4 and not asserts(rest, ("type", "multipleOf", *_NUMERIC_BOUNDS)):
         return _intervals(rest, excluded) or node
@@ -60,7 +60,12 @@ def _excluded(negated) -> list | None:
     return values if isinstance(values, list) else None
 
 
-def _plain(text: str) -> bool:
+def literal_pattern(text: str) -> str:
+    """A pattern that matches `text` literally (a plain_string)."""
+    return "".join("\\" + c if c in _PATTERN_SPECIAL else c for c in text)
+
+
+def plain_string(text: str) -> bool:
     """Whether a string can go into the pattern as literal characters (none JSON escapes)."""
     return all(c not in '"\\' and ord(c) >= 0x20 and not 0xD800 <= ord(c) <= 0xDFFF for c in text)
 

@@ -9,6 +9,7 @@ import itertools
 import math
 
 from .matcher import GrammarError
+from .schema_exclusions import literal_pattern, plain_string
 from .schema_merge import EMPTY, merge
 from .schema_rules import (NothingValid, asserts_nothing, listed_name_rules, need_type, only_asserting,
                            only_objects, refuse, searches)
@@ -106,6 +107,7 @@ class ObjectRewrites:
         return alternatives[0] if len(alternatives) == 1 else {"anyOf": alternatives}
 
     def _type_object(self, node: dict, path: str) -> dict:
+        node = _dependent_names_excluded(node, path)
         if "patternProperties" in node or "propertyNames" in node:
             return self._keyed_object(node, path)
         if node.get("required"):  # the required names, generated with additionalProperties' schema
@@ -126,3 +128,38 @@ class ObjectRewrites:
         elif extra is not True:
             new["additionalProperties"] = self.rewrite(extra, f"{path}.additionalProperties")
         return new
+
+
+def _dependent_names_excluded(node: dict, path: str) -> dict:
+    """An object without `properties` whose dependentRequired (draft 7: `dependencies` with name
+    lists) makes a name need others (CloudFormation's `KmsEncryptionContext`, a dictionary of any
+    names: `{"dependencies": {"KmsEncryptionContext": ["KmsKeyId"]}}`): those names are never
+    generated, so the rule always holds (a subset): its free names become `propertyNames: {"not":
+    {"enum": [...]}}`, and a patternProperties pattern P, whose matches are the names generated,
+    `^(?!(?:K1|K2)$)(?:P)`. Required names go to `_properties` (listed_name_rules)."""
+    depends = {**(node.get("dependentRequired") or {})}
+    for key, value in (node.get("dependencies") or {}).items():
+        if not isinstance(value, list):
+            refuse("dependencies", path, "only the dependentRequired form (lists of names) is supported")
+        depends[key] = value
+    if not depends or node.get("required"):
+        return node
+    if not all(isinstance(v, list) and all(isinstance(n, str) for n in v) for v in depends.values()):
+        raise GrammarError(f"invalid JSON Schema: dependentRequired at {path} must map names to lists")
+    rest = {k: v for k, v in node.items() if k not in ("dependentRequired", "dependencies")}
+    needing = sorted(k for k, v in depends.items() if v)
+    patterns = rest.get("patternProperties")
+    if not needing or rest.get("maxProperties") == 0 or (rest.get("additionalProperties") is False and not patterns):
+        return rest  # (no name is generated that needs another)
+    keyword = next(k for k in ("dependentRequired", "dependencies") if k in node)
+    if not all(plain_string(name) for name in needing):
+        refuse(keyword, path, "a name that needs others has characters JSON or a pattern would escape")
+    if "propertyNames" in rest:
+        refuse(keyword, path, "it is not supported beside propertyNames")
+    if not patterns:
+        return {**rest, "propertyNames": {"not": {"enum": needing}}}
+    if not isinstance(patterns, dict):
+        return rest  # (refused as malformed by the keyed object)
+    first, *others = patterns.items()
+    names = "|".join(map(literal_pattern, needing))
+    return {**rest, "patternProperties": dict([(f"^(?!(?:{names})$)(?:{first[0]})", first[1]), *others])}

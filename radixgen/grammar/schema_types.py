@@ -28,7 +28,7 @@ _BY_TYPE = {
     "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "format"},
     "array": {"items", "minItems", "maxItems", "uniqueItems"},
     "object": {"additionalProperties", "minProperties", "maxProperties", "required", "patternProperties",
-               "propertyNames"},
+               "propertyNames", "dependentRequired", "dependencies"},
     "boolean": set(), "null": set(),
 }
 

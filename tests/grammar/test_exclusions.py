@@ -106,3 +106,25 @@ def test_references_to_a_definition_no_value_meets_are_empty(definition):
     assert not fullmatches(regex, b'{"include":1}') and not fullmatches(regex, b'{"also":"x"}')
     with pytest.raises(GrammarError, match="no value"):
         schema_to_guarded_regex(json.dumps({**schema, "required": ["include"]}))
+
+
+@pytest.mark.parametrize("schema", [
+    # CloudFormation's KmsEncryptionContext: a dictionary of any names, one of which needs another
+    {"type": "object", "additionalProperties": False, "patternProperties": {"^.*$": {"type": "string"}},
+     "dependencies": {"Kms": ["KmsKeyId"]}},
+    {"type": "object", "additionalProperties": {"type": "string"}, "dependentRequired": {"Kms": ["KmsKeyId"], "x": []}},
+    {"type": "object", "patternProperties": {"^K": {"type": "string"}}, "dependencies": {"Kms": ["KmsKeyId"]}},
+])
+def test_names_that_need_others_are_never_generated_in_dictionaries(schema, small_compiler, small_info):
+    """dependentRequired on an object without properties: the names that need others are left
+    out of the names generated (a subset), so the rule always holds."""
+    regex = schema_to_guarded_regex(json.dumps(schema))[0]
+    assert fullmatches(regex, b'{"Km":"a","KmsKeyId":"b","Kmss":"c"}')
+    assert not fullmatches(regex, b'{"Kms":"a"}') and not fullmatches(regex, b'{"KmsKeyId":"b","Kms":"a"}')
+    valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 6)
+
+
+def test_dependencies_beside_property_names_are_refused():
+    with pytest.raises(GrammarError, match="dependencies"):
+        schema_to_guarded_regex(json.dumps({"type": "object", "propertyNames": {"maxLength": 4},
+                                            "dependencies": {"a": ["b"]}}))
