@@ -11,8 +11,8 @@ import math
 from .matcher import GrammarError
 from .schema_exclusions import literal_pattern, plain_string
 from .schema_merge import EMPTY, merge
-from .schema_rules import (NothingValid, asserts_nothing, listed_name_rules, need_type, only_asserting,
-                           only_objects, refuse, searches)
+from .schema_rules import (NothingValid, asserts_nothing, dependent_names, listed_name_rules, need_type,
+                           only_asserting, only_objects, refuse, searches)
 
 _PROPERTY_SETS = 64  # alternatives for an object with a maxProperties below its listed properties
 
@@ -137,15 +137,11 @@ def _dependent_names_excluded(node: dict, path: str) -> dict:
     generated, so the rule always holds (a subset): its free names become `propertyNames: {"not":
     {"enum": [...]}}`, and a patternProperties pattern P, whose matches are the names generated,
     `^(?!(?:K1|K2)$)(?:P)`. Required names go to `_properties` (listed_name_rules)."""
-    depends = {**(node.get("dependentRequired") or {})}
-    for key, value in (node.get("dependencies") or {}).items():
-        if not isinstance(value, list):
-            refuse("dependencies", path, "only the dependentRequired form (lists of names) is supported")
-        depends[key] = value
-    if not depends or node.get("required"):
+    if node.get("required"):
         return node
-    if not all(isinstance(v, list) and all(isinstance(n, str) for n in v) for v in depends.values()):
-        raise GrammarError(f"invalid JSON Schema: dependentRequired at {path} must map names to lists")
+    depends = dependent_names(node, path)
+    if not depends:
+        return node
     rest = {k: v for k, v in node.items() if k not in ("dependentRequired", "dependencies")}
     needing = sorted(k for k, v in depends.items() if v)
     patterns = rest.get("patternProperties")

@@ -111,14 +111,7 @@ def listed_name_rules(node: dict, props: dict, path: str) -> list:
         for name in props:
             if not _name_allowed(node["propertyNames"], name, path, refuse):
                 refuse("propertyNames", f"listed property {name!r} does not satisfy it")
-    depends = {**node.get("dependentRequired", {})}
-    for key, value in (node.get("dependencies") or {}).items():
-        if not isinstance(value, list):
-            refuse("dependencies", "only the dependentRequired form (lists of names) is supported")
-        depends[key] = value
-    for key, names in depends.items():
-        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-            raise GrammarError(f"invalid JSON Schema: dependentRequired at {path} must map names to lists")
+    for key, names in dependent_names(node, path).items():
         if key in props:
             missing = [n for n in names if n not in props]
             if missing:
@@ -126,6 +119,21 @@ def listed_name_rules(node: dict, props: dict, path: str) -> list:
                        "properties are generated)")
             required += [n for n in names if n not in required]
     return required
+
+
+def dependent_names(node: dict, path: str) -> dict:
+    """name -> the names it needs, from dependentRequired and draft 7's `dependencies` with name
+    lists; a GrammarError for `dependencies` with a schema (dependentSchemas' form, which
+    schema_conditionals expands where it can) or a malformed entry."""
+    depends = {**(node.get("dependentRequired") or {})}
+    for key, value in (node.get("dependencies") or {}).items():
+        if not isinstance(value, list):
+            refuse("dependencies", path, "only the dependentRequired form (lists of names) is supported")
+        depends[key] = value
+    for names in depends.values():
+        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise GrammarError(f"invalid JSON Schema: dependentRequired at {path} must map names to lists")
+    return depends
 
 
 def asserts(node: dict, besides: tuple = ()) -> bool:
