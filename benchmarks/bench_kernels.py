@@ -399,7 +399,7 @@ def bench_quantize(s, dev, timer, rows):
     replays of the launch on preallocated outputs)."""
     from radixgen.kernels import quantize_fp8, quantize_nvfp4
     from radixgen.kernels.fp8 import launch_quantize_fp8
-    from radixgen.kernels.nvfp4 import launch_quantize_nvfp4
+    from radixgen.kernels.nvfp4 import _row_scales as nvfp4_row_scales, launch_quantize_nvfp4
 
     n, hkv, d = s["quantize"], s["hkv"], s["d"]
     gen = torch.Generator(dev).manual_seed(3)
@@ -408,7 +408,7 @@ def bench_quantize(s, dev, timer, rows):
     elems = n * hkv * d
     q8, flag = torch.empty(n, hkv, d, dtype=torch.uint8, device=dev), torch.zeros(1, dtype=torch.int32, device=dev)
     codes, bsc = (torch.empty(n, hkv, d // div, dtype=torch.uint8, device=dev) for div in (2, 16))
-    row_scales = s4.expand(n, hkv, 1).reshape(-1).contiguous()
+    row_scales = nvfp4_row_scales(s4, (n, hkv))
     eager = Timer(timer.cuda, timer.iters, eager=True)
     for fmt, call, kernel, nbytes in (
             ("fp8", lambda x: quantize_fp8(x, s8), lambda x: launch_quantize_fp8(x, s8, q8, flag), elems * 3),
