@@ -176,13 +176,16 @@ def bench_mixed(s, da, pools, qs, indices, sm, timer, rows):
 
     nbytes = b * half * (kv_row_bytes("fp8", s["hkv"], d) + kv_row_bytes("nvfp4", s["hkv"], d) + 8) + 4 * b * hq * d
     want = mixed_reference(pools, qs[0], ind2, half, sm)
-    for name, fn, one_launch in (("decode mixed fp8+nvfp4", pools_one_reduce, True),
-                                 ("decode mixed, one launch per pool", pools_one_reduce, False),
-                                 ("decode mixed, 2 passes + merge", two_passes, False)):
-        da.USE_CUDA_MIXED = one_launch  # the runtime's path launches both pools at once where it can
+    # the runtime's path launches both pools at once where it can (paired or a part per CTA by its rule)
+    for name, fn, one_launch, paired in (("decode mixed fp8+nvfp4", pools_one_reduce, True, "auto"),
+                                         ("decode mixed, one launch, both parts per CTA", pools_one_reduce, True, True),
+                                         ("decode mixed, one launch, a part per CTA", pools_one_reduce, True, False),
+                                         ("decode mixed, one launch per pool", pools_one_reduce, False, False),
+                                         ("decode mixed, 2 passes + merge", two_passes, False, False)):
+        da.USE_CUDA_MIXED, da.MIXED_PAIRED = one_launch, paired
         t = timer(fn, qs)
         rows.append(dict(op=name, ms=t * 1e3, bytes=nbytes, err=rel_err(fn(qs[0])[0][:2], want)))
-    da.USE_CUDA_MIXED = True
+    da.USE_CUDA_MIXED, da.MIXED_PAIRED = True, "auto"
 
 
 def bench_flashinfer_decode(s, dev, pools, qs, indptr, indices, sm, want, timer, rows):

@@ -10,7 +10,9 @@ With --one-launch it times the one-launch path instead (an fp8 and an nvfp4 part
 the CUDA kernel, nvfp4_decode_cuda.MixedCall): against one launch per pool, over pairs of split
 counts, and the fp8 part alone through it (an empty nvfp4 part) against the Triton fp8 kernel.
 --shape BATCH,TOKENS (with --one-launch) probes another batch and sequence length, e.g. 16,16384:
-where the split rule's choice stands among the pairs there.
+where the split rule's choice stands among the pairs there. The one launch is timed both ways:
+paired (each CTA a split of both parts, decode_attention.MIXED_PAIRED, with its own split
+counts) and parts (each CTA one part's split); --quick leaves out the parts' split pairs.
 """
 
 from __future__ import annotations
@@ -129,22 +131,35 @@ def one_launch(shape: dict) -> None:
     show("average of the two (the goal's reference)", avg)
     mixed, order = da._mixed_call(q, parts, sm, torch.float32)
     auto = da._mixed_splits(mixed, *(parts[i][2].numel() for i in order))
-    print(f"one-launch kernel: {mixed.resident()} resident CTAs, {mixed.compiled(torch.float32).num_regs} registers")
-    for label, fused in (("mixed, one launch", True), ("mixed, one launch per pool", False)):
-        da.USE_CUDA_MIXED = fused
-        show(f"{label}, auto splits{' ' + str(auto) if fused else ''}", timer(run(parts), [q]) * 1e3, avg)
-    da.USE_CUDA_MIXED = True
+    paired = da._mixed_call(q, parts, sm, torch.float32, True)[0]
+    n_auto = da._num_splits(paired, sum(p[2].numel() for p in parts))
+    for label, call in (("parts", mixed), ("paired", paired)):
+        k = call.compiled(torch.float32)
+        print(f"one-launch kernel, {label}: {call.resident()} resident CTAs, {k.num_regs} registers")
+    rows = (("mixed, the runtime's choice", True, "auto", f" (paired: {da._use_paired(mixed, [None, None], auto)})"),
+            ("mixed, one launch, paired", True, True, f" {n_auto}"), ("mixed, one launch, parts", True, False, f" {auto}"),
+            ("mixed, one launch per pool", False, False, ""))
+    for label, one, pair, splits in rows:
+        da.USE_CUDA_MIXED, da.MIXED_PAIRED = one, pair
+        show(f"{label}, auto splits{splits}", timer(run(parts), [q]) * 1e3, avg)
+    da.USE_CUDA_MIXED, da.MIXED_PAIRED = True, True
+    for k in (1, 2, 3, 4, 6, 8, 12, 16):
+        show(f"  one launch, paired, {k} splits", timer(run(parts, [k, k]), [q]) * 1e3, avg)
+    if "--quick" in sys.argv:
+        return
+    da.MIXED_PAIRED = False
     best = None
     for ka, kb in itertools.product((2, 3, 4, 5, 6, 7, 8, 10), (2, 3, 4, 5, 6, 8)):
         ms = timer(run(parts, [ka, kb]), [q]) * 1e3
         best = min(best or (ms, ka, kb), (ms, ka, kb))
-        show(f"  one launch, splits fp8 {ka} + nvfp4 {kb}", ms, avg)
+        show(f"  one launch, parts, splits fp8 {ka} + nvfp4 {kb}", ms, avg)
     show(f"best pair fp8 {best[1]} + nvfp4 {best[2]}", best[0], avg)
     empty = (pools["nvfp4"], torch.zeros(b + 1, device=dev, dtype=torch.int32), indices[:0])
     for k in (None, 2, 3, 4, 6, 8):
         whole = [(pools["fp8"], indptr, indices), empty]
         show(f"fp8 whole through the one-launch kernel, splits {k or 'auto'}",
              timer(run(whole, None if k is None else [k, 1]), [q]) * 1e3, times["fp8"])
+    da.MIXED_PAIRED = "auto"
 
 
 def _shape(argv: list[str]) -> dict:

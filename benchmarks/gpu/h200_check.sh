@@ -12,6 +12,10 @@
 #   run(command="bash benchmarks/gpu/h200_check.sh quantize", carry=[".whl", ".gpu_cache"])
 #     the whole kernel benchmark, the quantize/store tests on the GPU, and the one-launch mixed
 #     decode's split pairs at three more shapes (batch x tokens)
+# and, when the mixed decode's one launch changes (one call, ~500 s on an H100):
+#   run(command="bash benchmarks/gpu/h200_check.sh paired", carry=[".whl", ".gpu_cache"])
+#     the one-launch mixed tests (paired and a part per CTA) and both kinds of one launch against
+#     the parts' average at four shapes
 source benchmarks/gpu/h200_env.sh
 export PYTHONUNBUFFERED=1
 step() {  # name, seconds, command...: its output to $OUT/name.log, one line of status here
@@ -45,5 +49,14 @@ quantize)
     step "probe_$shape" 80 python3 benchmarks/probe_mixed_decode.py --one-launch --shape "$shape"
     grep -E "average|one launch,|one launch per pool|best pair|resident" "$OUT/probe_$shape.log" | head -6
   done ;;
-*) echo "usage: h200_check.sh decode|rest|quantize"; exit 2 ;;
+paired)
+  step paired_tests 120 python3 -m pytest -q -x tests/kernels/test_nvfp4_decode_cuda.py -k "paired and not stages3"
+  tail -4 "$OUT/paired_tests.log"
+  for shape in 64,4096 256,1024 128,2048 16,16384; do
+    step "probe_$shape" 60 python3 benchmarks/probe_mixed_decode.py --one-launch --quick --shape "$shape"
+    grep -E "average|one launch|resident" "$OUT/probe_$shape.log" | head -20
+  done
+  step mixed_tests 200 python3 -m pytest -q tests/kernels/test_nvfp4_decode_cuda.py -k "mixed and (parts or stages3 or dtypes)"
+  tail -4 "$OUT/mixed_tests.log" ;;
+*) echo "usage: h200_check.sh decode|rest|quantize|paired"; exit 2 ;;
 esac

@@ -14,7 +14,9 @@ decode_attention_pools: a sequence split between pools (an fp8 prefix pool and a
 pool) is attended in one pass per pool whose split partials land in one buffer, then one reduce:
 the split reduce is this merge applied over all partials, so a pool is just more splits (one
 reduce launch instead of a reduce per pool plus a merge_state). An fp8 part and an nvfp4 part that
-the CUDA kernel takes (nvfp4_decode_cuda.MixedCall) are one launch, not one per pool.
+the CUDA kernel takes (nvfp4_decode_cuda.MixedCall) are one launch, not one per pool; where a
+CTA per part's split would take more than one wave, each CTA attends one split of both parts
+(MIXED_PAIRED), so the partials are those of one pool's splits (no reduce at one split).
 """
 
 from __future__ import annotations
@@ -60,6 +62,11 @@ USE_CUDA_NVFP4 = True
 USE_CUDA_MIXED = os.environ.get("RADIXGEN_CUDA_MIXED", "1") != "0"
 # the time of an fp8 token in the mixed launch, in nvfp4 tokens (_mixed_splits shares splits by it)
 FP8_TOKEN_COST = 1.5
+# the one mixed launch with each CTA attending a split of both parts (MixedCall's paired kernel: one
+# partial per split, none to reduce at one split) instead of one part's split: "auto" where a CTA a
+# part would take more than one wave of resident CTAs (_use_paired), True wherever both parts have
+# the same split count, False never (RADIXGEN_MIXED_PAIRED=auto|1|0)
+MIXED_PAIRED = {"0": False, "1": True}.get(os.environ.get("RADIXGEN_MIXED_PAIRED", "auto"), "auto")
 USE_PDL = os.environ.get("RADIXGEN_PDL", "1") != "0"  # programmatic dependent launch (_pdl)
 
 
@@ -230,6 +237,9 @@ def decode_attention_pools(q: torch.Tensor, parts: list[tuple[KVBuffers, torch.T
         splits = [0, 0]
         for i, n in zip(order, auto):
             splits[i] = wanted[i] or n
+        paired = _use_paired(call, wanted, splits) and _mixed_call(q, parts, sm_scale, out_dtype, paired=True)
+        if paired:
+            return _paired_decode(paired[0], wanted[0], sum(ind.numel() for _, _, ind in parts), o, lse)
     else:
         calls = [_kernel_call(q, kv, ptr, ind, sm_scale, out_dtype) for kv, ptr, ind in parts]
         splits = [n or _num_splits(call, ind.numel()) for n, call, (_, _, ind) in zip(wanted, calls, parts)]
@@ -261,23 +271,47 @@ def _kernel_call(q, kv: KVBuffers, kv_indptr, kv_indices, sm_scale: float, out_d
     return _KernelCall(q, kv, kv_indptr, kv_indices, sm_scale)
 
 
-def _mixed_call(q, parts, sm_scale: float, out_dtype: torch.dtype):
+def _mixed_call(q, parts, sm_scale: float, out_dtype: torch.dtype, paired: bool = False):
     """(nvfp4_decode_cuda.MixedCall, (fp8 part index, nvfp4 part index)) where the parts are one
-    fp8 and one nvfp4 part that the CUDA kernel takes in one launch (compiled here: a failed
-    compile gives None, and each part its own launch), else None."""
+    fp8 and one nvfp4 part that the CUDA kernel takes in one launch (paired: each CTA a split of
+    both; compiled here: a failed compile gives None, and each part its own launch), else None."""
     if not USE_CUDA_MIXED or not USE_CUDA_NVFP4 or len(parts) != 2:
         return None
     order = sorted(range(2), key=lambda i: parts[i][0].fmt != FMT_FP8)
     (fp8, *fp8_index), (nv, *nv_index) = (parts[i] for i in order)
     if not nvfp4_decode_cuda.mixed_supported(q, fp8, nv, fp8_index, nv_index):
         return None
-    call = nvfp4_decode_cuda.MixedCall(q, parts[order[0]], parts[order[1]], sm_scale * LOG2E)
+    call = nvfp4_decode_cuda.MixedCall(q, parts[order[0]], parts[order[1]], sm_scale * LOG2E, paired)
     try:
         for dtype in {torch.float32, out_dtype}:
             call.compiled(dtype)
     except Exception:  # logged once by nvfp4_decode_cuda
         return None
     return call, order
+
+
+def _use_paired(call, wanted: list, splits: list[int]) -> bool:
+    """Whether the mixed launch pairs the parts (each CTA a split of both; MIXED_PAIRED). "auto":
+    where the split counts are the rule's and a CTA per part's split would take more than one wave
+    of resident CTAs. On an H100 (264 resident CTAs), half of each request's keys in each pool:
+    256 x 1024 keys, splits 1 + 1 = 512 CTAs: +13.0% over the parts' average, paired (256 CTAs, no
+    reduce) +3.8%; where one wave holds a CTA per part's split (64 x 4096, 128 x 2048, 16 x 16384)
+    the parts were 2-9% faster than pairs (docs/BENCHMARKS.md)."""
+    if MIXED_PAIRED == "auto":
+        return wanted == [None, None] and call.batch * call.head_groups * sum(splits) > call.resident()
+    return bool(MIXED_PAIRED) and wanted[0] == wanted[1]
+
+
+def _paired_decode(call, num_splits: int | None, keys: int, o: torch.Tensor, lse: torch.Tensor):
+    """The paired mixed launch into (o, lse): num_splits splits of both parts (None: the split rule
+    of one pool over all `keys`), their partials reduced, or written straight at one split."""
+    n = num_splits or _num_splits(call, keys)
+    b, hq, d = o.shape
+    mid_o, mid_lse = (o, lse) if n == 1 else output_buffers(None, (b, hq, n, d), torch.float32, o.device)
+    call.launch(mid_o, mid_lse, n, 0, n, 0, n)
+    if n > 1:
+        reduce_splits(mid_o, mid_lse, o, lse, pdl=_pdl(o.device))
+    return o, lse
 
 
 _MIXED_SPLITS: dict = {}  # (batch, head groups, resident CTAs, fp8 tokens, nvfp4 tokens) -> split counts

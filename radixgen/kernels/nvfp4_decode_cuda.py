@@ -18,10 +18,11 @@ session 23's timer, docs/BENCHMARKS.md).
 
 A sequence split between an FP8 pool and an NVFP4 pool (the mixed-precision radix tree's prefix
 and branch pools) takes one launch of the staged pipeline compiled with FP8_PART (`MixedCall`;
-decode_attention.USE_CUDA_MIXED): its first CTAs attend the FP8 part, the others the NVFP4 part,
-all writing split partials for one reduce. Two launches paid two ramps and two tails: on an H100
-at 64 x 4096 tokens, half in each pool, 0.172 ms (+8.8% over the average of the parts) against
-0.164 (+4.2%) in one launch (docs/BENCHMARKS.md).
+decode_attention.USE_CUDA_MIXED). Two launches paid two ramps and two tails: on an H100 at 64 x
+4096 tokens, half in each pool, 0.172 ms (+8.8% over the average of the parts) against 0.164
+(+4.2%) in one launch whose first CTAs attend the FP8 part and the others the NVFP4 part, all
+writing split partials for one reduce (docs/BENCHMARKS.md). Compiled with PAIRED as well, each CTA
+attends one split of both parts in one pipeline and one softmax state (decode_attention.MIXED_PAIRED).
 
 The kernel is launched through the CUDA driver API (ctypes): no torch extension build, no host
 compiler. Compiled kernels are kept per (device, head dim, group, KV heads, dtypes, pipeline).
@@ -134,33 +135,41 @@ class DecodeCall:
 
 class MixedCall:
     """One launch for an FP8 part and an NVFP4 part of the same requests (the kernel compiled with
-    FP8_PART): CTAs [0, fp8 splits x CTAs per split) attend the FP8 pool's slots, the rest the
-    NVFP4 pool's, each writing its split's partials at its part's split base. Built only where
-    `mixed_supported` holds; a failed compile raises (the caller launches the parts separately)."""
+    FP8_PART). Paired (where decode_attention._use_paired says): each CTA attends split j of both
+    parts, the FP8 part's tiles then the NVFP4 part's, into one state, so a split writes one
+    partial (none to reduce at one split). Otherwise CTAs [0, fp8 splits x CTAs per split) attend
+    the FP8 pool's slots, the rest the NVFP4 pool's, each writing its split's partials at its
+    part's split base. Built only where `mixed_supported` holds; a failed compile raises (the
+    caller launches the parts separately)."""
 
-    def __init__(self, q: torch.Tensor, fp8: tuple, nvfp4: tuple, scale_log2: float):
+    def __init__(self, q: torch.Tensor, fp8: tuple, nvfp4: tuple, scale_log2: float, paired: bool = False):
         self.nv = DecodeCall(q, *nvfp4, scale_log2)
         self.fp8_kv, self.fp8_indptr, self.fp8_indices = fp8
-        self.batch, self.device = self.nv.batch, self.nv.device
+        self.batch, self.device, self.paired = self.nv.batch, self.nv.device, paired
         self.hc = heads_per_cta(self.fp8_kv.num_kv_heads)
         self.head_groups = self.fp8_kv.num_kv_heads // self.hc  # CTAs per (request, split)
 
     def compiled(self, out_dtype: torch.dtype) -> "_Kernel":
         defines = self.nv.defines(out_dtype)
-        defines.update(FP8_PART=1, SMEM_BYTES=self.nv.stages * max(stage_bytes(self.nv.kv.head_dim, self.hc),
-                                                                   fp8_stage_bytes(self.nv.kv.head_dim, self.hc)))
+        defines.update(FP8_PART=1, PAIRED=int(self.paired),
+                       SMEM_BYTES=self.nv.stages * max(stage_bytes(self.nv.kv.head_dim, self.hc),
+                                                       fp8_stage_bytes(self.nv.kv.head_dim, self.hc)))
         return kernel(self.device, defines)
 
     def launch(self, mid_o: torch.Tensor, mid_lse: torch.Tensor, fp8_splits: int, fp8_base: int,
                nvfp4_splits: int, nvfp4_base: int, stride: int) -> None:
-        """Both parts' (o, lse) partials into mid_o / mid_lse (as DecodeCall.launch) in one launch."""
+        """Both parts' (o, lse) partials into mid_o / mid_lse (as DecodeCall.launch) in one launch.
+        Paired, the two parts' split counts must be equal and the partials of split j land at
+        nvfp4_base + j (fp8_base unused)."""
+        if self.paired and fp8_splits != nvfp4_splits:
+            raise ValueError(f"a paired launch splits both parts alike, got {fp8_splits} and {nvfp4_splits}")
         k = self.compiled(mid_o.dtype)
         kv = self.fp8_kv
         args = self.nv.args(mid_o, mid_lse, nvfp4_splits, nvfp4_base, stride)
         args += [(ctypes.c_void_p, t.data_ptr()) for t in
                  (kv.k, kv.v, kv.k_scale, kv.v_scale, self.fp8_indptr, self.fp8_indices)]
         args += [(ctypes.c_int, fp8_base), (ctypes.c_int, fp8_splits)]
-        ctas = self.head_groups * self.batch * (fp8_splits + nvfp4_splits)
+        ctas = self.head_groups * self.batch * (nvfp4_splits if self.paired else fp8_splits + nvfp4_splits)
         k.launch(ctas, 32 * self.hc, args, torch.cuda.current_stream(self.device))
 
     def resident(self) -> int:

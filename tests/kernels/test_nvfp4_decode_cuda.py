@@ -200,6 +200,44 @@ def test_mixed_split_counts_fill_waves_and_share_the_work():
     assert da._mixed_splits(many, 256 * 2048, 256 * 2048) == (1, 1)
 
 
+def test_paired_mixed_split_counts_are_one_pools_over_all_keys():
+    # each CTA of the paired launch takes a split of both parts: the split rule of one pool over all
+    # the keys. 64 x 4096 keys on 264 resident CTAs: 4 splits (256 CTAs, one wave); 256 x 1024:
+    # one split, written straight to the output (no reduce)
+    call = type("Call", (), {"batch": 64, "head_groups": 1, "resident": lambda self: 264})()
+    assert da._num_splits(call, 64 * 4096) == 4
+    assert da._num_splits(type(call)(), 64 * 300) == 1  # < 2 x MIN_SPLIT_TOKENS a request: one split
+    many = type("Call", (), {"batch": 256, "head_groups": 1, "resident": lambda self: 264})()
+    assert da._num_splits(many, 256 * 1024) == 1
+    few = type("Call", (), {"batch": 16, "head_groups": 1, "resident": lambda self: 264})()
+    assert da._num_splits(few, 16 * 16384) == 15  # the fewest filling >= 90%: 240 of 264 CTAs
+
+
+def test_parts_are_paired_where_a_cta_per_part_takes_more_than_a_wave(monkeypatch):
+    monkeypatch.setattr(da, "MIXED_PAIRED", "auto")
+    fake = lambda batch: type("Call", (), {"batch": batch, "head_groups": 1, "resident": lambda self: 264})()
+    assert not da._use_paired(fake(64), [None, None], [2, 2])  # 256 CTAs: one wave
+    assert not da._use_paired(fake(16), [None, None], [9, 6])
+    assert da._use_paired(fake(256), [None, None], [1, 1])  # 512 CTAs: two waves
+    assert not da._use_paired(fake(256), [1, 1], [1, 1])  # split counts given: as given, a part per CTA
+    monkeypatch.setattr(da, "MIXED_PAIRED", True)  # paired wherever both parts split alike
+    assert da._use_paired(fake(64), [None, None], [2, 2]) and da._use_paired(fake(64), [3, 3], [3, 3])
+    assert not da._use_paired(fake(64), [3, 2], [3, 2])
+    monkeypatch.setattr(da, "MIXED_PAIRED", False)
+    assert not da._use_paired(fake(256), [None, None], [1, 1])
+
+
+def test_paired_launch_splits_both_parts_alike():
+    gen = torch.Generator().manual_seed(0)
+    fp8, nv = make_pool("fp8", 8, 8, 128, gen), make_pool("nvfp4", 8, 8, 128, gen)
+    ptr, ind = csr([3], 8, gen)
+    q = torch.zeros(1, 32, 128, dtype=torch.bfloat16)
+    call = cu.MixedCall(q, (fp8, ptr, ind), (nv, ptr, ind), 0.1, paired=True)
+    o = torch.empty(1, 32, 3, 128)
+    with pytest.raises(ValueError, match="splits both parts alike"):
+        call.launch(o, o[..., 0], 2, 0, 1, 2, 3)
+
+
 def test_mixed_launch_needs_a_cuda_gpu():
     gen = torch.Generator().manual_seed(0)
     fp8, nv = make_pool("fp8", 8, 8, 128, gen), make_pool("nvfp4", 8, 8, 128, gen)
@@ -249,14 +287,17 @@ NV_LENGTHS = [5, 0, 33, 32, 0, 64, 300, 0, 1500]
 @needs_kernel
 @pytest.mark.parametrize("d", cu.HEAD_DIMS)
 @pytest.mark.parametrize(("hkv", "group"), [(1, 3), (2, 4), (8, 4), (8, 8), (12, 1)])
-@pytest.mark.parametrize("num_splits", [None, 1, [3, 2]])
-def test_mixed_launch_matches_float64(d, hkv, group, num_splits, pipeline, monkeypatch):
+@pytest.mark.parametrize("num_splits", [None, 1, 3, [3, 2]])
+@pytest.mark.parametrize("paired", [True, False], ids=["paired", "parts"])
+def test_mixed_launch_matches_float64(d, hkv, group, num_splits, paired, pipeline, monkeypatch):
     # lengths below, at and past the fp8 part's 16-token and the nvfp4 part's 32-token tiles, a
-    # request with keys in one pool only, one with none (o = 0, lse = -inf), long ones split many ways
+    # request with keys in one pool only, one with none (o = 0, lse = -inf), long ones split many
+    # ways; paired: each CTA both parts of a split (unequal counts [3, 2]: one part per CTA)
     monkeypatch.setattr(da, "USE_CUDA_MIXED", True)
+    monkeypatch.setattr(da, "MIXED_PAIRED", paired)
     parts, q, want_o, want_lse = _mixed_case(d, hkv, group, FP8_LENGTHS, NV_LENGTHS, d + hkv + group)
     sm = 1 / math.sqrt(d)
-    mixed = da._mixed_call(q, parts, sm, torch.float32)
+    mixed = da._mixed_call(q, parts, sm, torch.float32, paired)
     assert (mixed is not None) == (pipeline != 0)  # one launch wherever the staged pipeline runs
     for order in (parts, parts[::-1]):
         splits = num_splits[::-1] if isinstance(num_splits, list) and order is not parts else num_splits
@@ -277,6 +318,10 @@ def test_mixed_launch_dtypes_and_the_two_launch_path(monkeypatch, q_dtype, out_d
     assert da._mixed_call(q, parts, sm, out_dtype) is not None
     o, lse = da.decode_attention_pools(q, parts, sm, out_dtype=out_dtype)
     assert o.dtype == out_dtype and rel_err(o, want_o) < 1e-2 and rel_err(lse, want_lse) < 1e-3
+    for paired in (True, False):  # both one-launch kernels
+        monkeypatch.setattr(da, "MIXED_PAIRED", paired)
+        o1, lse1 = da.decode_attention_pools(q, parts, sm, out_dtype=out_dtype)
+        assert rel_err(o1, want_o) < 1e-2 and rel_err(lse1, want_lse) < 1e-3
     monkeypatch.setattr(da, "USE_CUDA_MIXED", False)  # one launch per pool: the same attention
     o2, lse2 = da.decode_attention_pools(q, parts, sm, out_dtype=out_dtype)
     assert rel_err(o2, want_o) < 1e-2 and rel_err(o, o2) < 1e-2 and rel_err(lse, lse2) < 1e-3

@@ -497,22 +497,34 @@ struct Program {
     Softmax st;
 };
 
-template <int T, bool FP8>
-__device__ __forceinline__ void begin_program(Program &p, const void *q_ptr, const float *kf, float scale_log2,
-                                              const indptr_t *indptr, const index_t *indices, int b, int h,
-                                              int split, int num_splits, int g, int c) {
+// Split `split` of num_splits of request b's tokens (splits of whole tiles of T tokens): [lo, hi)
+// of its slots idx.
+template <int T>
+__device__ __forceinline__ void split_range(const indptr_t *indptr, const index_t *indices, int b, int split,
+                                            int num_splits, int &lo, int &hi, const index_t *&idx) {
+    const i64 start = (i64)indptr[b];
+    const int length = (int)((i64)indptr[b + 1] - start);
+    const int per_split = (length + num_splits - 1) / num_splits;
+    const int chunk = (per_split + T - 1) / T * T;
+    lo = split * chunk;
+    hi = min(length, lo + chunk);
+    idx = indices + start;
+}
+
+__device__ __forceinline__ void allow_dependents() {
 #if __CUDA_ARCH__ >= 900
     // programmatic dependent launch: the launch after this one (the split reduce, another pool's
     // decode) may place its CTAs beside this launch's last ones (decode_attention.py)
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-    const i64 start = (i64)indptr[b];
-    const int length = (int)((i64)indptr[b + 1] - start);
-    const int per_split = (length + num_splits - 1) / num_splits;
-    const int chunk = (per_split + T - 1) / T * T;
-    p.lo = split * chunk;
-    p.hi = min(length, p.lo + chunk);
-    p.idx = indices + start;
+}
+
+template <int T, bool FP8>
+__device__ __forceinline__ void begin_program(Program &p, const void *q_ptr, const float *kf, float scale_log2,
+                                              const indptr_t *indptr, const index_t *indices, int b, int h,
+                                              int split, int num_splits, int g, int c) {
+    allow_dependents();
+    split_range<T>(indptr, indices, b, split, num_splits, p.lo, p.hi, p.idx);
     prepare_q<FP8>(q_ptr, kf, scale_log2, b, h, g, c, p.qb, p.km0, p.km1);
     softmax_init(p.st);
 }
@@ -766,6 +778,16 @@ struct TileOf<true> {
     typedef Tile8 type;
 };
 
+// CTA cta's (head group, request, split), CTAs ordered by head group fastest; false past the grid.
+__device__ __forceinline__ bool place_cta(int cta, int batch, int num_splits, int &hg, int &b, int &split) {
+    const int groups = HKV / HC;
+    if (cta >= groups * batch * num_splits) return false;
+    hg = cta % groups;
+    b = (cta / groups) % batch;
+    split = cta / (groups * batch);
+    return true;
+}
+
 // One CTA: the HC heads of head group hg of request b's split `split`, its tiles copied STAGES - 1
 // ahead into shared memory (every warp reads its head's part of each).
 template <bool FP8>
@@ -777,11 +799,8 @@ __device__ __forceinline__ void staged_program(int cta, unsigned char *smem, con
                                                int split_base, int num_splits, int split_stride) {
     constexpr int T = FP8 ? TILE8 : TILE;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int groups = HKV / HC;
-    if (cta >= groups * batch * num_splits) return;
-    const int hg = cta % groups;
-    const int b = (cta / groups) % batch;
-    const int split = cta / (groups * batch);
+    int hg, b, split;
+    if (!place_cta(cta, batch, num_splits, hg, b, split)) return;
     const int h = hg * HC + warp;
     const int g = lane >> 2, c = lane & 3;
     Program p;
@@ -830,11 +849,97 @@ __device__ __forceinline__ void staged_program(int cta, unsigned char *smem, con
 
 #if FP8_PART
 // The FP8 pool's buffers, CSR and split placement (its scale_log2, batch and split_stride are the
-// NVFP4 part's).
+// NVFP4 part's). Compiled with PAIRED, each CTA takes both parts of one split (paired_program;
+// split_base8 and num_splits8 unused).
 #define FP8_ARGS                                                                                              \
     , const unsigned char *__restrict__ k8, const unsigned char *__restrict__ v8, const float *__restrict__ kf8, \
         const float *__restrict__ vf8, const indptr_t *__restrict__ indptr8,                                   \
         const index_t *__restrict__ indices8, int split_base8, int num_splits8
+
+// A paired CTA: the HC heads of head group hg of split `split` of request b's FP8 part AND of the
+// same split of its NVFP4 part, in one pipeline (the FP8 part's 16-token tiles, then the NVFP4
+// part's 32-token ones, every stage STAGE_SPACE bytes so either fits) and one softmax state, so
+// one output row per split instead of one per part, and no second ramp or tail. Scores of both
+// parts are in the same units (each part's key scale is in its q), so m and l carry over; the
+// accumulators hold raw values times the part's value scale (vf8 for FP8, vf * 2^6 for NVFP4), so
+// at the switch they are multiplied by vf8 / (vf * 2^6) and q is prepared again for NVFP4 keys.
+__device__ __forceinline__ void paired_program(int cta, unsigned char *smem, const void *q_ptr, const unsigned char *k,
+                                               const unsigned char *v, const unsigned char *kb, const unsigned char *vb,
+                                               const float *kf, const float *vf, const indptr_t *indptr,
+                                               const index_t *indices,
+                                               const unsigned char *k8, const unsigned char *v8, const float *kf8,
+                                               const float *vf8, const indptr_t *indptr8, const index_t *indices8,
+                                               void *o_ptr, float *lse_ptr, float scale_log2, int batch,
+                                               int split_base, int num_splits, int split_stride) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int hg, b, split;
+    if (!place_cta(cta, batch, num_splits, hg, b, split)) return;
+    const int h = hg * HC + warp;
+    const int g = lane >> 2, c = lane & 3;
+    allow_dependents();
+    int lo8, hi8, lo4, hi4;
+    const index_t *idx8, *idx4;
+    split_range<TILE8>(indptr8, indices8, b, split, num_splits, lo8, hi8, idx8);
+    split_range<TILE>(indptr, indices, b, split, num_splits, lo4, hi4, idx4);
+    idx8 += lo8, idx4 += lo4;  // each part's split from its first token: n8 and n4 tokens
+    const int len8 = max(hi8 - lo8, 0), len4 = max(hi4 - lo4, 0);
+    const int n8 = (len8 + TILE8 - 1) / TILE8;  // tiles, the same for every warp
+    const int n_tiles = n8 + (len4 + TILE - 1) / TILE;
+    u32 qb[MT][2];
+    float km0, km1;
+    if (n8 > 0)
+        prepare_q<true>(q_ptr, kf8, scale_log2, b, h, g, c, qb, km0, km1);
+    else
+        prepare_q<false>(q_ptr, kf, scale_log2, b, h, g, c, qb, km0, km1);
+    Softmax st;
+    softmax_init(st);
+    const u32 base = shared_addr(smem);
+    // slot of token lane of tile t (a token past its part's split reads the split's last key)
+    auto slot_of = [&](int t) -> u32 {
+        return t < n8 ? (u32)idx8[min(t * TILE8 + lane, len8 - 1)] : (u32)idx4[min((t - n8) * TILE + lane, len4 - 1)];
+    };
+    auto issue = [&](int tile, u32 slot_lane) {
+        const u32 stage = base + (tile % STAGES) * STAGE_SPACE;
+        if (tile < n8)
+            copy_code_rows<TILE8, CPR8, true>(stage, slot_lane, warp, lane, k8 + hg * CODE_ROW8, v8 + hg * CODE_ROW8);
+        else
+            issue_tile(stage, slot_lane, warp, lane, k + hg * CODE_ROW, v + hg * CODE_ROW, kb + hg * SCALE_ROW,
+                       vb + hg * SCALE_ROW);
+    };
+    u32 slot_lane = n_tiles > 0 ? slot_of(0) : 0;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < n_tiles) issue(s, slot_lane);
+        cp_async_commit();
+        if (s + 1 < n_tiles) slot_lane = slot_of(s + 1);
+    }
+    for (int t = 0; t < n_tiles; ++t) {
+        cp_async_wait<STAGES - 2>();
+        barrier();
+        const int nt = t + STAGES - 1;
+        if (nt < n_tiles) issue(nt, slot_lane);
+        cp_async_commit();
+        if (nt + 1 < n_tiles) slot_lane = slot_of(nt + 1);
+        const u32 stage = base + (t % STAGES) * STAGE_SPACE;
+        if (t < n8) {
+            Tile8 cur;
+            read_tile8(cur, stage, warp, g, c);
+            tile_math8(cur, len8 - t * TILE8, qb, km0, km1, st, g);
+            continue;
+        }
+        if (t == n8 && n8 > 0) {  // the switch from the FP8 part to the NVFP4 part
+            const float r = vf8[h] / (vf[h] * 64.0f);
+#pragma unroll
+            for (int j = 0; j < MT; ++j) st.acc[j][0] *= r, st.acc[j][1] *= r, st.acc[j][2] *= r, st.acc[j][3] *= r;
+            prepare_q<false>(q_ptr, kf, scale_log2, b, h, g, c, qb, km0, km1);
+        }
+        Tile cur;
+        read_tile(cur, stage, warp, g, c);
+        tile_math(cur, len4 - (t - n8) * TILE, qb, km0, km1, st, g);
+    }
+    write_output(st, n_tiles > n8 ? vf[h] * 64.0f : vf8[h], h, b, g, c, o_ptr, lse_ptr, split_base, split,
+                 split_stride);
+}
 #else
 #define FP8_ARGS
 #endif
@@ -842,7 +947,11 @@ __device__ __forceinline__ void staged_program(int cta, unsigned char *smem, con
 extern "C" __global__ void __launch_bounds__(32 * HC, MIN_CTAS) nvfp4_decode(KERNEL_ARGS FP8_ARGS) {
     extern __shared__ __align__(16) unsigned char smem[];
     int cta = blockIdx.x;
-#if FP8_PART
+#if FP8_PART && PAIRED
+    paired_program(cta, smem, q_ptr, k, v, kb, vb, kf, vf, indptr, indices, k8, v8, kf8, vf8, indptr8, indices8, o_ptr,
+                   lse_ptr, scale_log2, batch, split_base, num_splits, split_stride);
+    return;
+#elif FP8_PART
     const int fp8_ctas = (HKV / HC) * batch * num_splits8;
     if (cta < fp8_ctas) {
         staged_program<true>(cta, smem, q_ptr, k8, v8, k8, v8, kf8, vf8, indptr8, indices8, o_ptr, lse_ptr,
