@@ -29,7 +29,7 @@ from .schema_unique_keys import UniqueKeyRewrites
 from .schema_conditionals import expand_conditionals
 from .schema_exclusions import excluded_values_rewritten
 from .schema_merge import EMPTY, implied_type, normalize, split_by_type, typed_keywords
-from .schema_objects import ObjectRewrites
+from .schema_objects import ObjectRewrites, forbidden_names_excluded
 from .schema_ref_reading import ReferenceReading
 from .schema_refs import declared_draft, names_draft_unambiguously
 from .schema_rules import (ASSERTIONS, NothingValid, accepts_nothing, asserts, check_counts, check_keyword_types,
@@ -133,7 +133,7 @@ class SchemaRewriter(BranchRewrites, TypeRewrites, ObjectRewrites, CollectionRew
                    "no value is valid", NothingValid)
         if node is not written:
             check_keyword_types(node, path)  # merged members were not checked
-        node = forbidden_names_dropped(_without_idle_keywords(node), path)
+        node = forbidden_names_excluded(forbidden_names_dropped(_without_idle_keywords(node), path), path)
         node = excluded_values_rewritten(node, self.draft_4, self.const_unknown)
         node = split_by_type(node) or node
         present = [k for k in node if k in ASSERTIONS]

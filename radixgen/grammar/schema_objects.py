@@ -11,8 +11,8 @@ import math
 from .matcher import GrammarError
 from .schema_exclusions import literal_pattern, plain_string
 from .schema_merge import EMPTY, merge
-from .schema_rules import (NothingValid, asserts_nothing, dependent_names, listed_name_rules, need_type,
-                           only_asserting, only_objects, refuse, searches)
+from .schema_rules import (NothingValid, asserts_nothing, dependent_names, forbidden_combinations, listed_name_rules,
+                           need_type, only_asserting, only_objects, refuse, searches)
 
 _PROPERTY_SETS = 64  # alternatives for an object with a maxProperties below its listed properties
 
@@ -148,14 +148,37 @@ def _dependent_names_excluded(node: dict, path: str) -> dict:
     if not needing or rest.get("maxProperties") == 0 or (rest.get("additionalProperties") is False and not patterns):
         return rest  # (no name is generated that needs another)
     keyword = next(k for k in ("dependentRequired", "dependencies") if k in node)
-    if not all(plain_string(name) for name in needing):
-        refuse(keyword, path, "a name that needs others has characters JSON or a pattern would escape")
-    if "propertyNames" in rest:
+    return _names_never_generated(rest, needing, keyword, "a name that needs others", path)
+
+
+def forbidden_names_excluded(node: dict, path: str) -> dict:
+    """An object without `properties` or `required` whose `not` forbids names together
+    (`not: {required: [...]}`, or an anyOf of such: Bitbucket Pipelines' caches, any cache name
+    but "docker"): the first name of each combination is never generated, so no combination is
+    ever whole (a subset), as _dependent_names_excluded writes it. Objects with `properties` drop
+    the name from them (schema_rules.forbidden_names_dropped)."""
+    combos = forbidden_combinations(node.get("not"))
+    if combos is None or "properties" in node or node.get("required") or node.get("type", "object") not in ("object", ["object"]):
+        return node
+    rest = {k: v for k, v in node.items() if k != "not"}
+    if rest.get("maxProperties") == 0 or (rest.get("additionalProperties") is False and not rest.get("patternProperties")):
+        return rest  # (no name is generated)
+    return _names_never_generated(rest, sorted({names[0] for names in combos}), "not", "a name it forbids", path)
+
+
+def _names_never_generated(node: dict, names: list, keyword: str, what: str, path: str) -> dict:
+    """`node` (an object of free or pattern names) never generating any of `names`: its free names
+    as `propertyNames: {"not": {"enum": names}}`; with patternProperties, whose first pattern P
+    gives the names generated, that pattern as `^(?!(?:N1|N2)$)(?:P)`."""
+    if not all(plain_string(name) for name in names):
+        refuse(keyword, path, f"{what} has characters JSON or a pattern would escape")
+    if "propertyNames" in node:
         refuse(keyword, path, "it is not supported beside propertyNames")
+    patterns = node.get("patternProperties")
     if not patterns:
-        return {**rest, "propertyNames": {"not": {"enum": needing}}}
+        return {**node, "propertyNames": {"not": {"enum": names}}}
     if not isinstance(patterns, dict):
-        return rest  # (refused as malformed by the keyed object)
+        return node  # (refused as malformed by the keyed object)
     first, *others = patterns.items()
-    names = "|".join(map(literal_pattern, needing))
-    return {**rest, "patternProperties": dict([(f"^(?!(?:{names})$)(?:{first[0]})", first[1]), *others])}
+    body = "|".join(map(literal_pattern, names))
+    return {**node, "patternProperties": dict([(f"^(?!(?:{body})$)(?:{first[0]})", first[1]), *others])}

@@ -177,13 +177,8 @@ def forbidden_names_dropped(node: dict, path: str) -> dict:
     schema harder to meet), or `not: {anyOf: [...]}` of such. One name of each combination that
     is not always generated leaves `properties` (only listed names are generated), so it is never
     present and the negated schema never holds. Other `not`s are left for the rewriter to refuse."""
-    inner = node.get("not")
-    options = inner.get("anyOf") if isinstance(inner, dict) and set(inner) == {"anyOf"} else [inner]
-    combos = [o.get("required") for o in options if isinstance(o, dict) and "$ref" not in o] \
-        if isinstance(options, list) and not (isinstance(inner, dict) and "$ref" in inner) else []
-    # (a $ref in the negated schema: drafts 3-7 would ignore the `required` beside it)
-    if not (combos and len(combos) == len(options) and isinstance(node.get("properties"), dict)
-            and all(isinstance(c, list) and c and all(isinstance(n, str) for n in c) for c in combos)):
+    combos = forbidden_combinations(node.get("not"))
+    if combos is None or not isinstance(node.get("properties"), dict):
         return node
     keep, drop = always_generated(node), set()
     for names in combos:
@@ -198,6 +193,20 @@ def forbidden_names_dropped(node: dict, path: str) -> dict:
             drop.add(free[0])
     props = {k: v for k, v in node["properties"].items() if k not in drop}
     return {**{k: v for k, v in node.items() if k != "not"}, "properties": props}
+
+
+def forbidden_combinations(inner) -> list[list[str]] | None:
+    """The name lists a `not` forbids together, where that is all it does: `{required: [a, b]}`
+    (a and b not both present; keywords beside `required` only make the negated schema harder to
+    meet) or `{anyOf: [...]}` of such; None for any other `not`."""
+    options = inner.get("anyOf") if isinstance(inner, dict) and set(inner) == {"anyOf"} else [inner]
+    combos = [o.get("required") for o in options if isinstance(o, dict) and "$ref" not in o] \
+        if isinstance(options, list) and not (isinstance(inner, dict) and "$ref" in inner) else []
+    # (a $ref in the negated schema: drafts 3-7 would ignore the `required` beside it)
+    if not (combos and len(combos) == len(options)
+            and all(isinstance(c, list) and c and all(isinstance(n, str) for n in c) for c in combos)):
+        return None
+    return combos
 
 
 def asserts_nothing(schema) -> bool:

@@ -124,6 +124,29 @@ def test_names_that_need_others_are_never_generated_in_dictionaries(schema, smal
     valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 6)
 
 
+@pytest.mark.parametrize("schema", [
+    # Bitbucket Pipelines' caches: any cache name but "docker"
+    {"type": "object", "patternProperties": {"^(?!-)[-a-z0-9]{0,49}[a-z0-9]$": {"type": "string"}},
+     "not": {"required": ["docker"]}, "additionalProperties": False},
+    {"type": "object", "additionalProperties": {"type": "string"}, "not": {"required": ["docker"]}},
+    {"additionalProperties": {"type": "string"}, "not": {"anyOf": [{"required": ["docker", "dockerfile"]},
+                                                                   {"required": ["docker", "x"]}]}},
+])
+def test_names_a_not_forbids_are_never_generated_in_dictionaries(schema, small_compiler, small_info):
+    """`not: {required: [...]}` on an object without properties: the first name of each forbidden
+    combination is left out of the names generated (a subset), so the combination never occurs."""
+    regex = schema_to_guarded_regex(json.dumps(schema))[0]
+    assert fullmatches(regex, b'{"dock":"a","dockers":"b","x":"c"}') and fullmatches(regex, b"{}")
+    assert not fullmatches(regex, b'{"docker":"a"}') and not fullmatches(regex, b'{"x":"b","docker":"a"}')
+    valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 6)
+
+
+def test_a_not_of_names_an_object_requires_is_refused():
+    with pytest.raises(GrammarError, match="'not'"):
+        schema_to_guarded_regex(json.dumps({"type": "object", "required": ["docker"],
+                                            "additionalProperties": {"type": "string"}, "not": {"required": ["docker"]}}))
+
+
 def test_dependencies_beside_property_names_are_refused():
     with pytest.raises(GrammarError, match="dependencies"):
         schema_to_guarded_regex(json.dumps({"type": "object", "propertyNames": {"maxLength": 4},
