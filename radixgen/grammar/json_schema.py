@@ -92,6 +92,11 @@ def _rewritten_regex(schema, whitespace: str, origins: dict[str, str]) -> tuple[
     if rewriter.keyed_objects:
         rewritten = KeyedObjects(rewritten, rewriter, whitespace_pattern(whitespace)).run()
     regex = outlines_regex(rewritten, whitespace_pattern(whitespace))
+    # the size with every placeholder written out, checked before writing them out: a long leaf
+    # (a pattern's written-out lookaheads) copied into every place a subschema is used can take
+    # more memory than the machine has
+    check_regex_size(len(regex) + sum(regex.count(name) * (len(leaf) + 4 - len(name))
+                                      for name, leaf in rewriter.placeholders.items()))
     for name, leaf in rewriter.placeholders.items():
         regex = regex.replace(name, f"(?:{leaf})")
     check_regex_size(len(regex))

@@ -22,7 +22,9 @@ string). An alternative is proved to exclude another by:
   pattern, from a list or of a length range, stops generating those (its enum loses the values they accept, as
   Python's `re` searches; a pattern or free string gets negative lookaheads, which the pattern
   translation writes out: `oneOf: [{"enum": ["any", ""]}, {"pattern": "^\\^\\d+"}, {"pattern":
-  "^[<>]=?\\d+"}]`). Its outputs are a subset of what it accepted, so they stay valid.
+  "^[<>]=?\\d+"}]`), or generates no strings where an overlapping one may accept every string
+  (`{"type": "string", "format": "date-time"}`: validators need not assert a format). Its outputs
+  are a subset of what it accepted, so they stay valid.
 
 References: `Readings.merged(node)` is the schema a node is generated from, with the keywords
 beside each `$ref` merged (the most property names it can generate). Under drafts 3-7 a node may
@@ -106,12 +108,17 @@ def _strings_narrowed(gen, overlapping: list, const_ignored: bool = False):
     `overlapping` accepts, where each of those accepts only strings matching its pattern (as
     searched), from its enum/const, or of its minLength..maxLength: gen's enum less the values
     they accept, or gen with a pattern of
-    negative lookaheads (its own pattern searched after them). None where that cannot be
-    said (another kind of overlapping schema, combinations in gen, a pattern Python cannot read)."""
+    negative lookaheads (its own pattern searched after them); False (no string) where one of
+    them may accept every string. None where that cannot be said (another kind of overlapping
+    schema, combinations in gen, a pattern Python cannot read)."""
     if not isinstance(gen, dict) or generated_kinds(gen) != ["string"] or _OPEN & set(gen) or "not" in gen:
         return None
     patterns, listed, lengths = [], set(), []
     for acc in overlapping:
+        if isinstance(acc, dict) and "type" in acc and "string" not in widened(listed_kinds(acc) or ["string"]):
+            continue  # (no string is valid under it)
+        if acc is True or isinstance(acc, dict) and not asserts(acc, ("type", "format")) and not _OPEN & set(acc):
+            return False  # it may accept every string (a format need not be asserted): gen none of them
         if not isinstance(acc, dict) or _OPEN & set(acc) or "not" in acc:
             return None
         if isinstance(acc.get("pattern"), str):

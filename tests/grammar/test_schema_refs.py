@@ -169,6 +169,30 @@ def test_schemas_whose_regex_would_explode_are_refused_before_building_it():
     assert time.perf_counter() - started < 1
 
 
+@pytest.mark.parametrize("leaf", [{"type": "string", "pattern": "^(?!ab)[a-z]{1,3}$"},
+                                  {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+                                  {"enum": ["a", 1, None, {"x": 1}]}])
+def test_the_size_with_placeholders_written_out_is_checked_before_writing_them(leaf, monkeypatch):
+    """Subschemas the rewriter writes itself (a written-out lookahead, a guarded array, mixed
+    values) are placeholders in outlines-core's regex, each copied into every place it is used:
+    their written-out size is checked before the copies are made (SchemaStore's `updated` date, a
+    108 GB regex, ran out of memory), and the estimate is exact."""
+    import radixgen.grammar.json_schema as json_schema
+    from radixgen.grammar import size_budget
+
+    sizes = []
+    check = json_schema.check_regex_size
+    monkeypatch.setattr(json_schema, "check_regex_size", lambda n: (sizes.append(n), check(n)))
+    schema = {"type": "object", "properties": {f"p{i}": {"$ref": "#/$defs/s"} for i in range(3)}, "$defs": {"s": leaf}}
+    regex, _ = schema_to_guarded_regex(json.dumps(schema))
+    assert sizes == [len(regex), len(regex)]
+    monkeypatch.setattr(size_budget, "REGEX_BUDGET", len(regex) - 1)
+    sizes.clear()
+    with pytest.raises(GrammarError, match="too large a grammar"):
+        schema_to_guarded_regex(json.dumps(schema))
+    assert len(sizes) <= 1  # refused before the copies (or by the estimate before outlines-core)
+
+
 def test_a_fragment_id_is_no_base_in_drafts_3_to_7():
     """Drafts 3-7 read an id that is only a fragment as the subschema's name, so references
     inside it resolve against the root (jsonschema agrees); from 2019-09 on every $id is a base."""
