@@ -189,13 +189,15 @@ def char_class(body: str, i: int, refuse) -> tuple[str, int]:
                 raise refuse("a range from or to a character JSON strings must escape is not supported")
             backslash |= body[j - 2:j] == "\\\\" and not negated
             parts.append(piece)
-        elif c == "[" or body.startswith("--", j):
+        elif body.startswith("--", j) or c == "[" and body[j - 2:j] == "&&":
             raise refuse("nested classes and class set operations are not supported")
-        # (`&&`, `~~` and `||` are characters in ECMA-262 without the v flag and in Python's re,
-        # and each is escaped below or not special in Rust: AWS's `[\p{L}||\p{M}||\p{N}]`)
+        # (`[`, `&&`, `~~` and `||` are characters in ECMA-262 without the v flag and in Python's
+        # re, and each is escaped below or not special in Rust: AWS's `[\p{L}||\p{M}||\p{N}]`,
+        # `[...,@[\]+=...]`, where Rust would open a nested class; but `&&[` is Java's class
+        # intersection, `[\p{Print}&&[^|:/]]`, whose author meant another set)
         else:  # (^ & ~ escaped: next to a removed member they would turn into syntax)
             parts.append("\\]" if c == "]" else ("\\-" if c == "-" and first else
-                                                  ("\\" + c if c in "^&~" else c)))
+                                                  ("\\" + c if c in "^&~[" else c)))
             j += 1
         first = False
     if j >= len(body):

@@ -166,7 +166,7 @@ def _pattern_regex(pattern: str, path: str, min_length: int, max_length: int | N
     if open_from is None and max_length is not None:  # a repeat past maxLength counts as open: fit_length
         open_from = max_length + 1                    # bounds it (`[a-z]{2,64}` under maxLength 33)
     out, unbounded, bounded, i = [], [], [], 0
-    edges = _edge_anchors(body)
+    edges = _edge_anchors(body, end_anchored)
     while i < len(body):
         if i in edges:  # an anchor that can only match at an end of the string: fullmatch implies it
             i += 1
@@ -215,12 +215,14 @@ def _is_quantifier(piece: str) -> bool:
     return piece in ("*", "+", "?", "}") or piece.startswith("{")
 
 
-def _edge_anchors(body: str) -> set[int]:
+def _edge_anchors(body: str, end_anchored: bool = False) -> set[int]:
     """Positions of the anchors that can only match at an end of the string, which fullmatch
     implies: a `^` with nothing consumed before it on its path (only group openings, and bars of
     alternatives of groups opened at the start: `(^a|^b)`, `^(^arn:...)`), a `$` followed only
-    by group closings up to the end or a top-level `|` (`(^[a-z]$)|(^x$)`). A `^` in a group
-    that is quantified is not one (a second repetition would not be at the start)."""
+    by group closings up to the end or a top-level `|` (`(^[a-z]$)|(^x$)`), and in a pattern
+    anchored at its end (`end_anchored`: its final `$` taken off) also one that ends an
+    alternative of groups that end the pattern (CloudFormation's `^(^$|arn:...{0,1023})$`). A
+    `^` in a group that is quantified is not one (a second repetition would not be at the start)."""
     tokens = [(i, text) for i, text, in_class in pattern_tokens(body) if not in_class]
     edges: set[int] = set()
     at_start, groups, k = True, [], 0  # groups: per open group, (at_start when opened, its ^s)
@@ -231,9 +233,7 @@ def _edge_anchors(body: str) -> set[int]:
             for _, anchors in groups:
                 anchors.append(i)
         elif text == "$":
-            closes = next((n for n, (_, t) in enumerate(tokens[k + 1:]) if t != ")"), len(tokens) - k - 1)
-            after = tokens[k + 1 + closes][1] if k + 1 + closes < len(tokens) else ""
-            if after == "" or after == "|" and closes == len(groups):
+            if _nothing_after(tokens, k, len(groups), end_anchored):
                 edges.add(i)
         elif text == "(":
             groups.append((at_start, []))
@@ -251,6 +251,30 @@ def _edge_anchors(body: str) -> set[int]:
             at_start = False
         k += 1
     return edges
+
+
+def _nothing_after(tokens: list, k: int, depth: int, end_anchored: bool) -> bool:
+    """Whether token k (inside `depth` groups) is followed only by group closings up to the end
+    or a top-level bar; with `end_anchored`, a bar of an inner group also passes, to that group's
+    closing (the rest of its alternatives is skipped)."""
+    j = k + 1
+    while j < len(tokens):
+        text = tokens[j][1]
+        if text == ")":
+            depth, j = depth - 1, j + 1
+        elif text == "|" and depth == 0:
+            return True
+        elif text == "|" and end_anchored:
+            level = 0  # to the ")" closing the group this bar belongs to
+            while j < len(tokens) and level >= 0:
+                j += 1
+                if j < len(tokens):
+                    level += (tokens[j][1] == "(") - (tokens[j][1] == ")")
+            if j >= len(tokens):
+                return False
+        else:
+            return False
+    return True
 
 
 _QUANTIFIER = re.compile(r"\{[0-9]+(,[0-9]*)?\}")

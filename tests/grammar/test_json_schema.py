@@ -530,6 +530,10 @@ def test_ecma_named_groups_in_patterns(small_compiler, small_info):
     # an escape ending in a shorthand's letter (\u004d: "d") is one character: it may start a range
     ("^[\\u004d-z]+$", ['"Mz"', '"a"'], ['"L"', '"{"']),
     ("^[\\x4d-Z]$", ['"M"', '"Z"'], ['"A"']),
+    # an unescaped "[" in a class is a character in ECMA-262 and Python (CloudFormation's
+    # GroupDescription), not a nested class as in Rust
+    ("^([a-z,A-Z,0-9,. _\\-:/()#,@[\\]+=&;\\{\\}!$*])*$", ['"a[b]"', '"[x] @ y"', '""'], ['"a|b"', '"~"']),
+    ("^[[]{2}$", ['"[["'], ['"["', '"]]"']),
 ])
 def test_patterns_with_characters_json_must_escape(small_compiler, small_info, pattern, inside, outside):
     """A class that lists characters JSON strings must escape (control escapes, a backslash)
@@ -553,7 +557,8 @@ def test_patterns_with_characters_json_must_escape(small_compiler, small_info, p
 
 @pytest.mark.parametrize("pattern,words", [("^[\\n]$", "only characters"), ("^[\\t-\\r]$", "only characters"),
                                            ("^[a-z0-9-\\\\.]$", "a range"), ("^[\\u0000-\\u001F]$", "must escape"),
-                                           ("^[\\u0020-\\uD800]$", "surrogate")])
+                                           ("^[\\u0020-\\uD800]$", "surrogate"),
+                                           ("^[\\p{Print}&&[^|:/]]+$", "class set")])  # Java's intersection
 def test_classes_of_characters_json_must_escape_are_refused(pattern, words):
     with pytest.raises(GrammarError, match=words):
         schema_to_regex(json.dumps({"type": "string", "pattern": pattern}))

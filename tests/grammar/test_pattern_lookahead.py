@@ -14,7 +14,7 @@ from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.regex_leaves import string_pattern_regex
 from radixgen.grammar.regex_lookahead import length_lookahead
 from radixgen.grammar.unique_values import fullmatches
-from tests.grammar.walks import random_walk
+from tests.grammar.walks import accepts_text, random_walk
 
 
 @pytest.mark.parametrize("pattern,min_length,max_length", [
@@ -145,7 +145,9 @@ def test_aws_tag_keys_end_to_end(smol_compiler, smol_info):
 @pytest.mark.parametrize("pattern, examples", [
     ("(^([0-9a-f]{2}-|)[A-F]{2}$)", ["AF", "0a-FF"]),  # CloudFormation's ids: anchors inside the outer group
     ("^(^arn:(aws|aws-cn):kms)$", ["arn:aws:kms", "arn:aws-cn:kms"]),
-    ("(^[a-z].*[0-9]$)|(^[a-z]$)", ["a1", "b"]), ("(?:^a|^b)c", ["ac", "bc"]), ("(^a|b)c", ["ac", "bc"])])
+    ("(^[a-z].*[0-9]$)|(^[a-z]$)", ["a1", "b"]), ("(?:^a|^b)c", ["ac", "bc"]), ("(^a|b)c", ["ac", "bc"]),
+    # an end-anchored pattern: a "$" ending an alternative of groups that end the pattern
+    ("^((a$|b)|c$)$", ["a", "b", "c"]), ("^(x(a$|b)|c)$", ["xa", "xb", "c"])])
 def test_anchors_at_the_ends_inside_groups(pattern, examples):
     """Anchors that can only match at an end of the string are implied by the fullmatch: every
     string generated matches (outlines-core's automaton may stop at an alternative's first
@@ -158,6 +160,34 @@ def test_anchors_at_the_ends_inside_groups(pattern, examples):
             text = "".join(chars)
             if fullmatches(regex, text.encode()):
                 assert re.fullmatch(pattern, text) and re.search(pattern, text), (pattern, text)
+
+
+def test_an_empty_alternative_of_inner_anchors_beside_long_repeats(small_compiler, small_info):
+    """CloudFormation's "empty or an ARN", `^(^$|arn:...{0,1023})$`: the inner anchors are implied
+    (the pattern is anchored at its end), so its long repeats need no writing out."""
+    pattern = "^(^$|arn:aws:iam:[A-Za-z0-9_\\/.-]{0,63}:[A-Za-z0-9_\\/.-]{0,63}:[A-Za-z0-9][A-Za-z0-9:_\\/+=,@.-]{0,1023})$"
+    schema = {"type": "string", "pattern": pattern}
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    for text in ('""', '"arn:aws:iam:a:b:c"', '"arn:aws:iam:::x/y"'):
+        assert accepts_text(grammar, small_info, text), text
+    for text in ('" "', '"arn:aws:iam:a:b:"', '"arn:aws:s3:a:b:c"'):
+        assert not accepts_text(grammar, small_info, text), text
+    for seed in range(6):
+        jsonschema.validate(json.loads(random_walk(grammar, small_info, seed)[1]), schema)
+
+
+@pytest.mark.parametrize("pattern, texts", [
+    ("^((a$|b)c|d)$", ["bc", "d"]),  # a "$" before a "c": not at the end ("ac" matches nothing)
+    ("^(a$|b)*$", ["", "a", "bba", "bb"]),  # in a repeated group: written out, not dropped
+    ("(a$|b)", ["a", "b", "ba", "bx"]),  # not end-anchored: "b" may go on, "a" may not
+])
+def test_anchors_before_more_of_the_pattern_are_not_dropped(pattern, texts):
+    regex = string_pattern_regex(pattern, "x")
+    for n in range(4):
+        for chars in itertools.product("abcdx", repeat=n):
+            text = "".join(chars)
+            assert bool(fullmatches(regex, text.encode())) <= bool(re.search(pattern, text)), (pattern, text)
+    assert all(fullmatches(regex, text.encode()) for text in texts)
 
 
 @pytest.mark.parametrize("pattern", ["x(^a)", "a^b"])
