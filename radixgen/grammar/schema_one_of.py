@@ -70,12 +70,14 @@ def exclusive(options: list, readings: Readings) -> list | None:
         return None
     pairs = _overlaps(options, narrowed, readings)
     exact: set = set()  # alternatives narrowed by what the others accept: excluded by construction
+    dropped: set = set()  # alternatives no narrowing sets apart: generated from no more
     for i in sorted({i for i, _ in pairs}):
         if narrowed[i] is not None:
             return None  # (one narrowing per alternative)
         gen = readings.merged(options[i])
         if readings.fallback and gen != readings.widest(options[i]):
-            return None  # it may be generated from another reading: not narrowed
+            dropped.add(i)  # it may be generated from another reading: not narrowed
+            continue
         if _plain_array(gen) and not gen.get("minItems"):
             narrowed[i] = {**gen, "minItems": 1}  # [] is valid under both: under none (oneOf)
             continue
@@ -86,7 +88,8 @@ def exclusive(options: list, readings: Readings) -> list | None:
             exact.add(i)
             continue
         if _names_generated(gen) is None:
-            return None
+            dropped.add(i)
+            continue
         others = set().union(*(required_names(acc) | _one_of_required(acc) for acc in overlapping))
         drop = (others - always_generated(gen)) & set(gen["properties"])
         if drop:
@@ -94,11 +97,22 @@ def exclusive(options: list, readings: Readings) -> list | None:
             continue
         own = _own_names(gen, overlapping)
         if not own:
-            return None
+            dropped.add(i)
+            continue
         # nothing required sets them apart (each accepts {}): each generated object holds one of
         # its names that the overlapping alternatives forbid
         narrowed[i] = {"anyOf": [{**gen, "required": [*required_names(gen), name]} for name in own]}
-    if pairs and [pair for pair in _overlaps(options, narrowed, readings) if pair[0] not in exact]:
+    # an alternative whose values another may accept, where this one's may not be accepted there
+    # (a resource, or an untyped resource schema's arrays of them: each array is valid under
+    # both), generates nothing: the other one's values stay valid under exactly one. Not where
+    # two such alternatives overlap each other (nothing of either would be generated)
+    for i in dropped:
+        narrowed[i] = False
+    # (and one whose narrowing left values another accepts: [] left out, a non-empty array still)
+    left = {i for i, _ in _overlaps(options, narrowed, readings) if i not in exact}
+    for i in left:
+        narrowed[i] = False
+    if any((i, j) in pairs for i in dropped | left for j in dropped | left):
         return None
     return narrowed
 

@@ -156,31 +156,65 @@ def test_strings_another_alternative_may_all_accept_are_not_generated(schema, ke
             checker.validate(value)
 
 
+@pytest.mark.parametrize(("schema", "kept", "dropped"), [
+    # nothing required, and every name of the first is allowed by the second: {"a": 1} is valid
+    # under both; the first generates nothing, the second only objects with "b"
+    ({"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+                {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                 "additionalProperties": False}]}, ['{"b":1}', '{"a":1,"b":2}'], ['{}', '{"a":1}']),
+    # the second is open: it accepts the first's names
+    ({"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+                {"type": "object", "properties": {"b": {"type": "integer"}}}]}, ['{"b":1}'], ['{}', '{"a":1}']),
+    # the first requires everything the second does: the second without "src"
+    ({"type": "object", "properties": SHARED, "oneOf": [{"required": ["src", "handle"]}, {"required": ["handle"]}]},
+     ['{"handle":"a"}', '{"handle":"b","n":1}'], ['{"src":"x","handle":"a"}', '{}']),
+    # allOf alternatives that merge into overlapping schemas (the second accepts the first's {"a": 1})
+    ({"oneOf": [{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]},
+                {"allOf": [{"type": "object"}, {"properties": {"a": {"type": "integer"}}}]}]}, ['{}'], ['{"a":1}']),
+    # the names a reference's merged sibling adds are generated: the first's {x, y} is valid under
+    # the second, whose {y} is not under the first
+    ({"$defs": {"A": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}},
+      "oneOf": [{"$ref": "#/$defs/A", "properties": {"y": {"type": "integer"}}, "required": ["y"]},
+                {"type": "object", "properties": {"y": {"type": "integer"}}, "required": ["y"]}]},
+     ['{"y":1}'], ['{"x":1,"y":1}']),
+    # an untyped object schema accepts every array: its arrays are valid under both (SchemaStore's
+    # AWS resources: one resource or a list of them)
+    ({"$defs": {"R": {"properties": {"Type": {"type": "string", "maxLength": 3}}, "required": ["Type"]}},
+      "oneOf": [{"$ref": "#/$defs/R"}, {"type": "array", "items": {"$ref": "#/$defs/R"}}]},
+     ['{"Type":"a"}'], ['[]', '[{"Type":"a"}]']),
+    # an untyped properties node accepts any string: the strings are valid under both
+    ({"oneOf": [{"type": "string"}, {"properties": {"n": {"type": "string", "maxLength": 2}}, "required": ["n"]}]},
+     ['{"n":"a"}'], ['"a"', '""']),
+    ({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"type": "string"}]}, ['{"t":"a"}'], ['"a"']),
+    # null is valid under both (`required` asserts nothing on null): the objects alone
+    ({"oneOf": [{"type": ["object", "null"], "properties": {"id": {"type": "integer"}}, "required": ["id"]},
+                {"type": "null"}]}, ['{"id":1}'], ['null']),
+])
+def test_an_alternative_another_accepts_generates_nothing(schema, kept, dropped, small_compiler, small_info):
+    """Where no narrowing sets an alternative apart but its values are valid under another whose
+    values it rejects (or that is narrowed away from them), it generates nothing: the others'
+    outputs are valid under exactly one (a subset)."""
+    grammar = small_compiler.compile(Constraint("json_schema", schema))
+    for text in kept:
+        assert accepts_text(grammar, small_info, text), text
+    for text in dropped:
+        assert not accepts_text(grammar, small_info, text), text
+    for value in valid_walks(grammar, small_info, schema, 12):
+        jsonschema.Draft202012Validator(schema).validate(value)
+
+
 @pytest.mark.parametrize("schema", [
-    # nothing required, and every name of the first is allowed by the second: {"a": 1} is valid under both
-    {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
-               {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                "additionalProperties": False}]},
     # a nested option shares strings with the other alternative ("a" is valid under both)
     {"oneOf": [{"oneOf": [{"type": "string", "maxLength": 3}, {"type": "null"}]}, {"type": "string", "pattern": "^a"}]},
     {"oneOf": [{"type": "boolean"}, {"anyOf": [{"type": "null"}, {"enum": [True, 3]}]}]},
-    # the second is open: it accepts the first's names
-    {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
-               {"type": "object", "properties": {"b": {"type": "integer"}}}]},
-    # the first requires everything the second does: nothing to drop from it
-    {"type": "object", "properties": SHARED, "oneOf": [{"required": ["src", "handle"]}, {"required": ["handle"]}]},
     # arrays whose items overlap ("ab" is an item of both)
     {"oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "array", "items": {"maxLength": 2}}]},
-    # allOf alternatives that merge into overlapping schemas (the second accepts the first's {"a": 1})
-    {"oneOf": [{"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]},
-               {"allOf": [{"type": "object"}, {"properties": {"a": {"type": "integer"}}}]}]},
     # draft 4 reads no const: {"const": "ab"} accepts every string there
     {"$schema": "http://json-schema.org/draft-04/schema#",
      "oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "const": "ab"}]},
-    # the names a reference's merged sibling adds are generated: "y" is not provably absent
-    {"$defs": {"A": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}},
-     "oneOf": [{"$ref": "#/$defs/A", "properties": {"y": {"type": "integer"}}, "required": ["y"]},
-               {"type": "object", "properties": {"y": {"type": "integer"}}, "required": ["y"]}]},
+    # two alternatives that accept each other's values, neither narrowed: both would generate nothing
+    {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}},
+               {"type": "object", "properties": {"b": {"type": "integer"}}}, {"type": "null"}]},
 ])
 def test_alternatives_that_may_overlap_are_refused(schema):
     with pytest.raises(GrammarError, match="oneOf"):
