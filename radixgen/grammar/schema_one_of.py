@@ -24,7 +24,10 @@ string). An alternative is proved to exclude another by:
   translation writes out: `oneOf: [{"enum": ["any", ""]}, {"pattern": "^\\^\\d+"}, {"pattern":
   "^[<>]=?\\d+"}]`), or generates no strings where an overlapping one may accept every string
   (`{"type": "string", "format": "date-time"}`: validators need not assert a format). Its outputs
-  are a subset of what it accepted, so they stay valid.
+  are a subset of what it accepted, so they stay valid;
+- and, failing those, by dropping: an alternative no narrowing sets apart, or whose narrowing
+  still leaves values another accepts, generates nothing, so the others' outputs are valid under
+  exactly one (a subset), unless two such alternatives accept each other's values.
 
 References: `Readings.merged(node)` is the schema a node is generated from, with the keywords
 beside each `$ref` merged (the most property names it can generate). Under drafts 3-7 a node may
