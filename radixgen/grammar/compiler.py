@@ -93,6 +93,8 @@ class GrammarCompiler:
             except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
                 # a malformed spec the checks did not name: still the client's error
                 error = f"invalid constraint ({type(exc).__name__}: {exc})"
+            except MemoryError:  # a size the budgets did not foresee: the client's constraint, a 400
+                error = "constraint too large to compile: checking it ran out of memory"
             with self._lock:
                 self._checked[key] = error
                 while len(self._checked) > 4 * self.max_cached:

@@ -40,6 +40,21 @@ def test_submit_reports_errors_through_the_future(small_compiler):
         future.result(timeout=60)
 
 
+def test_running_out_of_memory_is_the_constraints_error(small_compiler, monkeypatch):
+    """A constraint whose checking runs out of memory past every size budget is refused like
+    any constraint too large (a 400 at the HTTP edge), on validation and on compile alike."""
+    def out_of_memory(constraint):
+        raise MemoryError
+
+    constraint = Constraint("regex", "out-of-memory-[a-c]{2}")  # (its error stays cached: a pattern no other test uses)
+    monkeypatch.setattr(small_compiler, "_validate_now", out_of_memory)
+    monkeypatch.setattr(small_compiler, "_compile_now", out_of_memory)
+    with pytest.raises(GrammarError, match="too large"):
+        small_compiler.validate(constraint)
+    with pytest.raises(GrammarError, match="MemoryError"):
+        small_compiler.submit(constraint).result(timeout=60)
+
+
 def test_invalid_regex(small_compiler):
     with pytest.raises(GrammarError):
         small_compiler.compile(Constraint("regex", "a("))
