@@ -21,7 +21,7 @@ from .schema_keyed_objects import KeyedObjects
 from .schema_outlines import bound_any_depth, outlines_regex
 from .schema_refs import hoist_deep_refs, restore_paths
 from .schema_unroll import RefWalk, Unroll
-from .size_budget import check_regex_size
+from .size_budget import check_regex_size, written_size
 
 WHITESPACE = {
     "compact": "",  # no whitespace at all: {"a":1,"b":[1,2]}
@@ -92,11 +92,7 @@ def _rewritten_regex(schema, whitespace: str, origins: dict[str, str]) -> tuple[
     if rewriter.keyed_objects:
         rewritten = KeyedObjects(rewritten, rewriter, whitespace_pattern(whitespace)).run()
     regex = outlines_regex(rewritten, whitespace_pattern(whitespace))
-    # the size with every placeholder written out, checked before writing them out: a long leaf
-    # (a pattern's written-out lookaheads) copied into every place a subschema is used can take
-    # more memory than the machine has
-    check_regex_size(len(regex) + sum(regex.count(name) * (len(leaf) + 4 - len(name))
-                                      for name, leaf in rewriter.placeholders.items()))
+    check_regex_size(written_size(regex, rewriter.placeholders))  # before writing them out
     for name, leaf in rewriter.placeholders.items():
         regex = regex.replace(name, f"(?:{leaf})")
     check_regex_size(len(regex))

@@ -7,6 +7,7 @@ from .matcher import GrammarError
 from .schema_check import SchemaRewriter
 from .schema_collections import KEYED
 from .schema_outlines import NODE_BUDGET, bound_any_depth, outlines_regex, ref_target
+from .size_budget import check_regex_size, written_size
 
 
 class KeyedObjects:
@@ -44,6 +45,8 @@ class KeyedObjects:
         values = self._node(self._inlined(node["additionalProperties"]))
         bound_any_depth(values)
         value = outlines_regex(values, ws)
+        # (the keyed object's regex holds its value twice: checked before either is written)
+        check_regex_size(2 * written_size(value, self.rewriter.placeholders))
         for placeholder, leaf in self.rewriter.placeholders.items():
             value = value.replace(placeholder, f"(?:{leaf})")
         pair = f"{keys}{ws}:{ws}(?:{value})"

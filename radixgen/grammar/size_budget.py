@@ -45,6 +45,13 @@ def check_regex_size(size: int) -> None:
                            "properties multiply, and each use of a reference copies its schema)")
 
 
+def written_size(regex: str, placeholders: dict) -> int:
+    """The length of `regex` once each placeholder name in it is replaced by `(?:leaf)` (counted
+    before writing them: a long leaf copied into every place a subschema is used can take more
+    memory and time than the machine has)."""
+    return len(regex) + sum(regex.count(name) * (len(leaf) + 4 - len(name)) for name, leaf in placeholders.items())
+
+
 def check_index_size(regex: str, info: TokenizerInfo) -> int:
     """Refuse a regex whose token index would hold more than INDEX_ENTRY_BUDGET (state, token)
     entries; else return the estimate. The automaton is built over single bytes by the automaton

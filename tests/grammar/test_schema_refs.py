@@ -193,6 +193,28 @@ def test_the_size_with_placeholders_written_out_is_checked_before_writing_them(l
     assert len(sizes) <= 1  # refused before the copies (or by the estimate before outlines-core)
 
 
+def test_keyed_object_values_are_sized_before_they_are_written(monkeypatch):
+    """A dictionary's value regex is written into its own regex twice, with the placeholders of
+    inner subschemas filled in: its size is checked first (SchemaStore's `updated`, whose
+    dictionaries nest a written-out lookahead, took 150 s of string building to be refused)."""
+    import radixgen.grammar.schema_keyed_objects as keyed
+    from radixgen.grammar import size_budget
+
+    leaf = {"type": "string", "pattern": "^(?!ab)[a-z]{1,3}$"}
+    schema = {"type": "object", "maxProperties": 2, "additionalProperties": {
+        "type": "object", "maxProperties": 2, "additionalProperties": leaf}}
+    sizes = []
+    check = keyed.check_regex_size
+    monkeypatch.setattr(keyed, "check_regex_size", lambda n: (sizes.append(n), check(n)))
+    regex, _ = schema_to_guarded_regex(json.dumps(schema))
+    assert len(sizes) == 2 and sizes[0] < sizes[1] < 2 * len(regex)  # inner, then outer dictionary
+    monkeypatch.setattr(size_budget, "REGEX_BUDGET", sizes[0] - 1)
+    sizes.clear()
+    with pytest.raises(GrammarError, match="too large a grammar"):
+        schema_to_guarded_regex(json.dumps(schema))
+    assert len(sizes) == 1  # refused at the inner dictionary, before writing it
+
+
 def test_a_fragment_id_is_no_base_in_drafts_3_to_7():
     """Drafts 3-7 read an id that is only a fragment as the subschema's name, so references
     inside it resolve against the root (jsonschema agrees); from 2019-09 on every $id is a base."""
