@@ -144,9 +144,6 @@ def _dependent_names_excluded(node: dict, path: str) -> dict:
         return node
     rest = {k: v for k, v in node.items() if k not in ("dependentRequired", "dependencies")}
     needing = sorted(k for k, v in depends.items() if v)
-    patterns = rest.get("patternProperties")
-    if not needing or rest.get("maxProperties") == 0 or (rest.get("additionalProperties") is False and not patterns):
-        return rest  # (no name is generated that needs another)
     keyword = next(k for k in ("dependentRequired", "dependencies") if k in node)
     return _names_never_generated(rest, needing, keyword, "a name that needs others", path)
 
@@ -161,20 +158,21 @@ def forbidden_names_excluded(node: dict, path: str) -> dict:
     if combos is None or "properties" in node or node.get("required") or node.get("type", "object") not in ("object", ["object"]):
         return node
     rest = {k: v for k, v in node.items() if k != "not"}
-    if rest.get("maxProperties") == 0 or (rest.get("additionalProperties") is False and not rest.get("patternProperties")):
-        return rest  # (no name is generated)
     return _names_never_generated(rest, sorted({names[0] for names in combos}), "not", "a name it forbids", path)
 
 
 def _names_never_generated(node: dict, names: list, keyword: str, what: str, path: str) -> dict:
     """`node` (an object of free or pattern names) never generating any of `names`: its free names
     as `propertyNames: {"not": {"enum": names}}`; with patternProperties, whose first pattern P
-    gives the names generated, that pattern as `^(?!(?:N1|N2)$)(?:P)`."""
+    gives the names generated, that pattern as `^(?!(?:N1|N2)$)(?:P)`; as it is where no name
+    is generated (maxProperties 0, additionalProperties false and no patterns) or none is given."""
+    patterns = node.get("patternProperties")
+    if not names or node.get("maxProperties") == 0 or (node.get("additionalProperties") is False and not patterns):
+        return node
     if not all(plain_string(name) for name in names):
         refuse(keyword, path, f"{what} has characters JSON or a pattern would escape")
     if "propertyNames" in node:
         refuse(keyword, path, "it is not supported beside propertyNames")
-    patterns = node.get("patternProperties")
     if not patterns:
         return {**node, "propertyNames": {"not": {"enum": names}}}
     if not isinstance(patterns, dict):
