@@ -146,6 +146,7 @@ class MixedCall:
         self.nv = DecodeCall(q, *nvfp4, scale_log2)
         self.fp8_kv, self.fp8_indptr, self.fp8_indices = fp8
         self.batch, self.device, self.paired = self.nv.batch, self.nv.device, paired
+        self._resident = None  # (asked for by the split rule and by the pairing rule)
         self.hc = heads_per_cta(self.fp8_kv.num_kv_heads)
         self.head_groups = self.fp8_kv.num_kv_heads // self.hc  # CTAs per (request, split)
 
@@ -174,9 +175,11 @@ class MixedCall:
 
     def resident(self) -> int:
         """CTAs resident at once on the device."""
-        k = self.compiled(torch.float32)
-        props = torch.cuda.get_device_properties(self.device)
-        return ctas_per_sm(k.num_regs, k.smem, self.hc, props) * props.multi_processor_count
+        if self._resident is None:
+            k = self.compiled(torch.float32)
+            props = torch.cuda.get_device_properties(self.device)
+            self._resident = ctas_per_sm(k.num_regs, k.smem, self.hc, props) * props.multi_processor_count
+        return self._resident
 
 
 def mixed_supported(q: torch.Tensor, fp8: KVBuffers, nvfp4: KVBuffers, fp8_index: tuple, nvfp4_index: tuple) -> bool:
