@@ -788,6 +788,29 @@ __device__ __forceinline__ bool place_cta(int cta, int batch, int num_splits, in
     return true;
 }
 
+// The cp.async pipeline of a CTA over n_tiles tiles: tile t's copies (issue(t, slot_lane), the
+// slots of its tokens from slot_of(t), read one tile ahead) go out STAGES - 1 tiles ahead, one
+// commit group each (empty past the end); compute(t) reads tile t once every warp's copies landed.
+template <typename SlotOf, typename Issue, typename Compute>
+__device__ __forceinline__ void run_pipeline(int n_tiles, SlotOf slot_of, Issue issue, Compute compute) {
+    u32 slot_lane = n_tiles > 0 ? slot_of(0) : 0;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < n_tiles) issue(s, slot_lane);
+        cp_async_commit();
+        if (s + 1 < n_tiles) slot_lane = slot_of(s + 1);
+    }
+    for (int t = 0; t < n_tiles; ++t) {
+        cp_async_wait<STAGES - 2>();  // this thread's copies of tile t landed
+        barrier();                    // everyone's; and every warp is done reading tile t-1's stage
+        const int nt = t + STAGES - 1;
+        if (nt < n_tiles) issue(nt, slot_lane);
+        cp_async_commit();
+        if (nt + 1 < n_tiles) slot_lane = slot_of(nt + 1);
+        compute(t);
+    }
+}
+
 // One CTA: the HC heads of head group hg of request b's split `split`, its tiles copied STAGES - 1
 // ahead into shared memory (every warp reads its head's part of each).
 template <bool FP8>
@@ -810,7 +833,7 @@ __device__ __forceinline__ void staged_program(int cta, unsigned char *smem, con
 
     const int n_tiles = hi > lo ? (hi - lo + T - 1) / T : 0;  // the same for every warp
     const u32 base = shared_addr(smem);
-    auto slot_of = [&](int t0) -> u32 { return (u32)idx[min(t0 + lane, hi - 1)]; };
+    auto slot_of = [&](int t) -> u32 { return (u32)idx[min(lo + t * T + lane, hi - 1)]; };
     auto issue = [&](int tile, u32 slot_lane) {  // tile's copies into its stage
         const u32 stage = base + (tile % STAGES) * STAGE_SPACE;
         if constexpr (FP8)
@@ -819,21 +842,7 @@ __device__ __forceinline__ void staged_program(int cta, unsigned char *smem, con
             issue_tile(stage, slot_lane, warp, lane, k + hg * CODE_ROW, v + hg * CODE_ROW, kb + hg * SCALE_ROW,
                        vb + hg * SCALE_ROW);
     };
-    // prologue: tiles 0 .. STAGES-2 in flight, one commit group each (empty past the end)
-    u32 slot_lane = n_tiles > 0 ? slot_of(lo) : 0;
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < n_tiles) issue(s, slot_lane);
-        cp_async_commit();
-        if (s + 1 < n_tiles) slot_lane = slot_of(lo + (s + 1) * T);
-    }
-    for (int t = 0; t < n_tiles; ++t) {
-        cp_async_wait<STAGES - 2>();  // this thread's copies of tile t landed
-        barrier();                    // everyone's; and every warp is done reading tile t-1's stage
-        const int nt = t + STAGES - 1;
-        if (nt < n_tiles) issue(nt, slot_lane);
-        cp_async_commit();
-        if (nt + 1 < n_tiles) slot_lane = slot_of(lo + (nt + 1) * T);
+    run_pipeline(n_tiles, slot_of, issue, [&](int t) {
         typename TileOf<FP8>::type cur;
         const u32 stage = base + (t % STAGES) * STAGE_SPACE;
         if constexpr (FP8) {
@@ -843,7 +852,7 @@ __device__ __forceinline__ void staged_program(int cta, unsigned char *smem, con
             read_tile(cur, stage, warp, g, c);
             tile_math(cur, hi - (lo + t * T), p.qb, p.km0, p.km1, p.st, g);
         }
-    }
+    });
     write_output(p.st, vf[h] * (FP8 ? 1.0f : 64.0f), h, b, g, c, o_ptr, lse_ptr, split_base, split, split_stride);
 }
 
@@ -906,26 +915,13 @@ __device__ __forceinline__ void paired_program(int cta, unsigned char *smem, con
             issue_tile(stage, slot_lane, warp, lane, k + hg * CODE_ROW, v + hg * CODE_ROW, kb + hg * SCALE_ROW,
                        vb + hg * SCALE_ROW);
     };
-    u32 slot_lane = n_tiles > 0 ? slot_of(0) : 0;
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < n_tiles) issue(s, slot_lane);
-        cp_async_commit();
-        if (s + 1 < n_tiles) slot_lane = slot_of(s + 1);
-    }
-    for (int t = 0; t < n_tiles; ++t) {
-        cp_async_wait<STAGES - 2>();
-        barrier();
-        const int nt = t + STAGES - 1;
-        if (nt < n_tiles) issue(nt, slot_lane);
-        cp_async_commit();
-        if (nt + 1 < n_tiles) slot_lane = slot_of(nt + 1);
+    run_pipeline(n_tiles, slot_of, issue, [&](int t) {
         const u32 stage = base + (t % STAGES) * STAGE_SPACE;
         if (t < n8) {
             Tile8 cur;
             read_tile8(cur, stage, warp, g, c);
             tile_math8(cur, len8 - t * TILE8, qb, km0, km1, st, g);
-            continue;
+            return;
         }
         if (t == n8 && n8 > 0) {  // the switch from the FP8 part to the NVFP4 part
             const float r = vf8[h] / (vf[h] * 64.0f);
@@ -936,7 +932,7 @@ __device__ __forceinline__ void paired_program(int cta, unsigned char *smem, con
         Tile cur;
         read_tile(cur, stage, warp, g, c);
         tile_math(cur, len4 - (t - n8) * TILE, qb, km0, km1, st, g);
-    }
+    });
     write_output(st, n_tiles > n8 ? vf[h] * 64.0f : vf8[h], h, b, g, c, o_ptr, lse_ptr, split_base, split,
                  split_stride);
 }
