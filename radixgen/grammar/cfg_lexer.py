@@ -129,18 +129,40 @@ class LexerDfa:
             self._states.append(q)
         return sid
 
+    @classmethod
+    def from_token_automaton(cls, type_names: list[str], token_rows: list[list[int]],
+                             winner: list[int]) -> "LexerDfa":
+        """A lexer over terminals given as one automaton of a single token: `token_rows[s][b]` the
+        state after byte b inside the token (DEAD: the token cannot go on), FRESH its start,
+        `winner[s]` the type id of a token ending in s (-1: none). Maximal munch: a byte the
+        token can take always extends it (json_grammar's terminals, JSON tokens, need no other
+        rule). Nothing is ignored."""
+        lexer = cls.__new__(cls)
+        lexer.type_names = list(type_names)
+        lexer.type_id = {n: i for i, n in enumerate(lexer.type_names)}
+        lexer.ignored = frozenset()
+        lexer._finish(token_rows, list(winner))
+        return lexer
+
     def _build(self) -> None:
-        trans, emit = [[DEAD] * 256, None], [[-1] * 256, None]
-        fresh_row = [self._intern(self._step(self._states[FRESH], b)) for b in range(256)]
-        trans[FRESH], emit[FRESH] = fresh_row, [-1] * 256
+        rows = [[DEAD] * 256, [self._intern(self._step(self._states[FRESH], b)) for b in range(256)]]
         sid = 2
         while sid < len(self._states):
-            q = self._states[sid]
-            win, t_row, e_row = self._winner(q), [], []
-            for b in range(256):
-                nxt = self._step(q, b)
-                if nxt:
-                    t_row.append(self._intern(nxt))
+            rows.append([self._intern(nxt) if (nxt := self._step(self._states[sid], b)) else DEAD
+                         for b in range(256)])
+            sid += 1
+        self._finish(rows, [self._winner(q) for q in self._states])
+
+    def _finish(self, token_rows: list[list[int]], winner: list[int]) -> None:
+        """The lexer's tables from the automaton of one token: where the token cannot take a
+        byte, it ends as its winner and the byte starts the next token (DEAD where it has none)."""
+        fresh_row = token_rows[FRESH]
+        trans, emit = [[DEAD] * 256, list(fresh_row)], [[-1] * 256, [-1] * 256]
+        for sid in range(2, len(token_rows)):
+            win, t_row, e_row = winner[sid], [], []
+            for b, nxt in enumerate(token_rows[sid]):
+                if nxt != DEAD:
+                    t_row.append(nxt)
                     e_row.append(-1)
                 else:
                     ok = win >= 0 and fresh_row[b] != DEAD
@@ -148,23 +170,22 @@ class LexerDfa:
                     e_row.append(win if ok else -1)
             trans.append(t_row)
             emit.append(e_row)
-            sid += 1
         self.trans = np.array(trans, dtype=np.int32)  # [num_states, 256]
         self.emit = np.array(emit, dtype=np.int16)  # [num_states, 256]
         self.trans_rows = [tuple(r) for r in trans]
         self.emit_rows = [tuple(r) for r in emit]
-        self.winner = [self._winner(q) for q in self._states]
+        self.winner = winner
         self._winnable()
 
     def _winnable(self) -> None:
         """winnable[q]: frozenset of type names the current token may still end as."""
         bits = [(1 << w) if w >= 0 else 0 for w in self.winner]
-        preds: list[set[int]] = [set() for _ in self._states]
-        for q in range(2, len(self._states)):
+        preds: list[set[int]] = [set() for _ in self.winner]
+        for q in range(2, len(self.winner)):
             for b, t in enumerate(self.trans_rows[q]):
                 if t > FRESH and self.emit_rows[q][b] < 0:
                     preds[t].add(q)
-        todo = list(range(len(self._states)))
+        todo = list(range(len(self.winner)))
         while todo:
             t = todo.pop()
             for p in preds[t]:
@@ -179,4 +200,4 @@ class LexerDfa:
 
     @property
     def num_states(self) -> int:
-        return len(self._states)
+        return len(self.trans_rows)

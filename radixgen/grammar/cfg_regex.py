@@ -48,8 +48,8 @@ class _RegexParser:
     """Recursive descent over the pattern text; builds an AST of tuples:
     ("set", ranges) | ("cat", [nodes]) | ("alt", [nodes]) | ("rep", node, min, max|None)."""
 
-    def __init__(self, text: str) -> None:
-        self.text, self.pos, self.lazy = text, 0, False
+    def __init__(self, text: str, rust: bool = False) -> None:
+        self.text, self.pos, self.lazy, self.rust = text, 0, False, rust
 
     def error(self, message: str) -> ValueError:
         return ValueError(f"{message} at position {self.pos} of regex {self.text!r}")
@@ -160,6 +160,11 @@ class _RegexParser:
         if c in _CHAR_ESCAPES:
             return [(_CHAR_ESCAPES[c],) * 2]
         width = {"x": 2, "u": 4, "U": 8}.get(c)
+        if width and self.rust and self.peek() == "{":  # \x{1F600}
+            end = self.text.index("}", self.pos)
+            code = int(self.text[self.pos + 1:end], 16)
+            self.pos = end + 1
+            return [(code, code)]
         if width:
             code = int(self.text[self.pos:self.pos + width], 16)
             self.pos += width
@@ -169,6 +174,8 @@ class _RegexParser:
         return [(ord(c), ord(c))]
 
     def char_class(self) -> list[tuple[int, int]]:
+        if self.rust:
+            return self._rust_class()
         negated = self.peek() == "^"
         self.pos += negated
         ranges: list[tuple[int, int]] = []
@@ -187,6 +194,47 @@ class _RegexParser:
         self.pos += 1
         return _negate(ranges) if negated else _normalize(ranges)
 
+    def _rust_class(self) -> list[tuple[int, int]]:
+        """Rust's class syntax (the regexes json_schema writes): nested classes are unions, and
+        `--` (difference), `&&` (intersection) and `~~` (symmetric difference) combine the
+        unions around them, left to right."""
+        negated = self.peek() == "^"
+        self.pos += negated
+        ranges = self._rust_union(first=True)
+        while self.text.startswith(("--", "&&", "~~"), self.pos):
+            op = self.text[self.pos:self.pos + 2]
+            self.pos += 2
+            other = self._rust_union(first=False)
+            if op == "--":
+                ranges = _intersect(ranges, _negate(other))
+            elif op == "&&":
+                ranges = _intersect(ranges, other)
+            else:
+                ranges = _normalize(_intersect(ranges, _negate(other)) + _intersect(other, _negate(ranges)))
+        if self.peek() != "]":
+            raise self.error("unterminated character class")
+        self.pos += 1
+        return _negate(ranges) if negated else _normalize(ranges)
+
+    def _rust_union(self, first: bool) -> list[tuple[int, int]]:
+        ranges: list[tuple[int, int]] = []
+        while first or (self.peek() != "]" and not self.text.startswith(("--", "&&", "~~"), self.pos)):
+            if not self.peek():
+                raise self.error("unterminated character class")
+            first = False
+            if self.peek() == "[":  # a nested class: part of the union
+                self.pos += 1
+                ranges.extend(self._rust_class())
+                continue
+            lo = self._class_item()
+            if self.peek() == "-" and self.text[self.pos + 1:self.pos + 2] not in ("]", "-", ""):
+                self.pos += 1
+                hi = self._class_item()
+                ranges.append((lo[0][0], hi[0][1]))
+            else:
+                ranges.extend(lo)
+        return _normalize(ranges)
+
     def _class_item(self) -> list[tuple[int, int]]:
         c = self.peek()
         self.pos += 1
@@ -195,7 +243,22 @@ class _RegexParser:
         return [(ord(c), ord(c))]
 
 
-def parse_regex(text: str) -> tuple[tuple, bool]:
-    """AST of a Python regex, and whether it uses a lazy quantifier."""
-    parser = _RegexParser(text.replace(_ESCAPED_STRING, _ESCAPED_STRING_EQUIV))
+def parse_regex(text: str, rust: bool = False) -> tuple[tuple, bool]:
+    """AST of a Python regex (with `rust`: of the Rust syntax outlines-core reads, where classes
+    nest and combine, and `\\x{...}` escapes), and whether it uses a lazy quantifier."""
+    parser = _RegexParser(text.replace(_ESCAPED_STRING, _ESCAPED_STRING_EQUIV), rust)
     return parser.parse(), parser.lazy
+
+
+def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out, i, j = [], 0, 0
+    a, b = _normalize(a), _normalize(b)
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo <= hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out

@@ -22,11 +22,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from radixgen.core import Constraint
 
-from .json_schema import WHITESPACE, schema_to_guarded_regex
-from .matcher import CompiledGrammar, GrammarError
+from .json_schema import WHITESPACE, schema_to_compiled_form, schema_to_guarded_regex
+from .matcher import CompiledGrammar, GrammarError, RegexTooLarge
 from .regex_leaves import escape_literal
 from .regex_lookaround import LookaroundError, lookarounds_written_out
 from .regex_matcher import RegexGrammar
+from .schema_grammar import JsonGrammar
 from .regex_markers import exclude_chars
 from .size_budget import INDEX_ENTRY_BUDGET, check_index_size
 from .token_index import build_index, outlines_vocabulary
@@ -106,8 +107,15 @@ class GrammarCompiler:
         if constraint.kind in ("lark", "ebnf"):
             from radixgen.grammar.cfg import compile_cfg
             compile_cfg(constraint, self.tokenizer_info, precompute=False)
-        else:
-            check_index_size(self._regex(constraint)[0], self.tokenizer_info)
+            return
+        form = self._regex(constraint)[0]
+        if not isinstance(form, JsonGrammar):
+            try:
+                check_index_size(form, self.tokenizer_info)
+                return
+            except RegexTooLarge as exc:
+                form = self._grammar_instead(constraint, exc)[0]
+        _compile_json_grammar(form, self.tokenizer_info, precompute=False)
 
     def cached(self, constraint: Constraint) -> bool:
         """True when a finished compile of `constraint` is in the cache."""
@@ -176,16 +184,30 @@ class GrammarCompiler:
         if kind in ("lark", "ebnf"):
             return _compile_cfg(constraint, info), 0
         regex, unique_paths, prefix = self._regex(constraint)
-        entries = check_index_size(regex, info)
+        if not isinstance(regex, JsonGrammar):
+            try:
+                entries = check_index_size(regex, info)
+            except RegexTooLarge as exc:
+                regex, unique_paths = self._grammar_instead(constraint, exc)
         guard = UniqueGuard(unique_paths, info, prefix) if unique_paths else None
+        if isinstance(regex, JsonGrammar):  # a schema too large for one regex
+            return _compile_json_grammar(regex, info, guard=guard), 0
         return RegexGrammar(build_index(regex, info, entries), regex, kind, guard), entries
 
-    def _regex(self, constraint: Constraint) -> tuple[str, tuple, bytes]:
+    def _grammar_instead(self, constraint: Constraint, exc: RegexTooLarge) -> tuple[JsonGrammar, tuple]:
+        """A JSON Schema's grammar where its regex's automaton or index is too large (else the
+        error stands)."""
+        if constraint.kind != "json_schema":
+            raise exc
+        return schema_to_compiled_form(constraint.spec, self.whitespace, too_large=exc)
+
+    def _regex(self, constraint: Constraint) -> tuple["str | JsonGrammar", tuple, bytes]:
         """(regex, the paths UniqueGuard keeps, the text before the guarded JSON) of a
-        constraint compiled to a token index."""
+        constraint compiled to a token index; a JsonGrammar instead of the regex for a JSON
+        Schema too large for one."""
         kind = constraint.kind
         if kind == "json_schema":
-            return (*schema_to_guarded_regex(constraint.spec, self.whitespace), b"")
+            return (*schema_to_compiled_form(constraint.spec, self.whitespace), b"")
         if kind == "tool_calls":
             return tool_calls_regex(constraint.spec)
         if kind == "regex":
@@ -229,6 +251,12 @@ def _checked_regex(pattern: str) -> str:
     if pattern.endswith("$") and not pattern.endswith("\\$"):
         pattern = pattern[:-1]
     return pattern
+
+
+def _compile_json_grammar(grammar: JsonGrammar, info: TokenizerInfo, precompute: bool = True,
+                          guard: UniqueGuard | None = None) -> CompiledGrammar:
+    from radixgen.grammar.json_cfg import compile_json_grammar
+    return compile_json_grammar(grammar, info, precompute, guard)
 
 
 def _compile_cfg(constraint: Constraint, info: TokenizerInfo) -> CompiledGrammar:

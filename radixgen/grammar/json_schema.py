@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import secrets
 
-from .matcher import GrammarError
+from .matcher import GrammarError, RegexTooLarge
 from .schema_bundles import localize_embedded_refs
 from .schema_check import SchemaRewriter
 from .schema_guard_sites import GuardSites
 from .schema_keyed_objects import KeyedObjects
-from .schema_outlines import bound_any_depth, outlines_regex
+from .schema_grammar import JsonGrammar, SchemaGrammar
+from .schema_outlines import bound_any_depth, outlines_regex, ref_target
 from .schema_refs import hoist_deep_refs, restore_paths
 from .schema_unroll import RefWalk, Unroll
 from .size_budget import check_regex_size, written_size
@@ -52,13 +53,23 @@ def schema_to_guarded_regex(schema_json: str, whitespace: str = "compact") -> tu
     whose items `UniqueGuard` must keep unique (paths: tuples of property names, None for any key
     or index; kinds "string" or "integer"); the regex's matches that the guard lets through are
     exactly-valid instances."""
+    form, unique_paths = schema_to_compiled_form(schema_json, whitespace, grammar=False)
+    return form, unique_paths
+
+
+def schema_to_compiled_form(schema_json: str, whitespace: str = "compact", grammar: bool = True,
+                            too_large: RegexTooLarge | None = None) -> tuple["str | JsonGrammar", tuple]:
+    """As `schema_to_guarded_regex`, except that a schema whose regex would pass its size budget
+    comes back as a `JsonGrammar` (schema_grammar) where `grammar` allows it; `too_large`: the
+    error that the regex's automaton or token index would pass theirs (compiler), for the
+    grammar without the regex."""
     try:
-        return _schema_to_regex(schema_json, whitespace)
+        return _schema_to_regex(schema_json, whitespace, grammar, too_large)
     except RecursionError:  # reference chains thousands deep: the walks recurse per level
         raise GrammarError("json_schema nests its references too deeply") from None
 
 
-def _schema_to_regex(schema_json: str, whitespace: str) -> tuple[str, tuple]:
+def _schema_to_regex(schema_json: str, whitespace: str, grammar: bool, too_large) -> tuple:
     try:
         schema = json.loads(schema_json)
     except json.JSONDecodeError as exc:
@@ -67,13 +78,13 @@ def _schema_to_regex(schema_json: str, whitespace: str) -> tuple[str, tuple]:
         raise GrammarError(f"json_schema nests deeper than {MAX_NESTING} levels")
     origins: dict[str, str] = {}
     try:
-        return _rewritten_regex(schema, whitespace, origins)
+        return _rewritten_regex(schema, whitespace, origins, grammar, too_large)
     except GrammarError as exc:  # name the places the user wrote, not the copies hoisted from them
         exc.args = (restore_paths(str(exc), origins),)
         raise
 
 
-def _rewritten_regex(schema, whitespace: str, origins: dict[str, str]) -> tuple[str, tuple]:
+def _rewritten_regex(schema, whitespace: str, origins: dict[str, str], grammar: bool, too_large) -> tuple:
     try:
         schema = hoist_deep_refs(localize_embedded_refs(schema), origins)
         rewriter = SchemaRewriter(schema if isinstance(schema, dict) else {}, secrets.token_hex(4),
@@ -85,18 +96,37 @@ def _rewritten_regex(schema, whitespace: str, origins: dict[str, str]) -> tuple[
         # a malformed schema the checks above did not name: still the client's error
         raise GrammarError(f"invalid JSON Schema ({type(exc).__name__}: {exc})") from None
     bound_any_depth(rewritten)
-    if RefWalk(rewritten).needs_unrolling():
-        rewritten = Unroll(rewritten).run()
+    try:
+        if too_large is None and RefWalk(rewritten).needs_unrolling():
+            rewritten = Unroll(rewritten).run()
+    except RegexTooLarge as exc:  # references copied past the walks' budget: no regex of it
+        if not grammar:
+            raise
+        too_large = exc  # a grammar needs no copies (and recursion needs no unrolling)
     guarded = rewriter.unique_arrays or rewriter.length_strings or rewriter.counted_nodes or rewriter.unique_key_nodes
     unique_paths = GuardSites(rewritten, rewriter).guard_paths() if guarded else ()
     if rewriter.keyed_objects:
         rewritten = KeyedObjects(rewritten, rewriter, whitespace_pattern(whitespace)).run()
-    regex = outlines_regex(rewritten, whitespace_pattern(whitespace))
+    try:
+        if too_large is not None:
+            raise too_large
+        return _written_regex(rewritten, rewriter, whitespace_pattern(whitespace)), unique_paths
+    except RegexTooLarge as exc:
+        if not grammar:
+            raise
+        if whitespace_pattern(whitespace):
+            raise RegexTooLarge(f"{exc}; it cannot be compiled to a grammar instead: its whitespace is "
+                                "not compact") from None
+        return SchemaGrammar(rewritten, rewriter.placeholders, ref_target).build(), unique_paths
+
+
+def _written_regex(rewritten: dict, rewriter: SchemaRewriter, whitespace: str) -> str:
+    regex = outlines_regex(rewritten, whitespace)
     check_regex_size(written_size(regex, rewriter.placeholders))  # before writing them out
     for name, leaf in rewriter.placeholders.items():
         regex = regex.replace(name, f"(?:{leaf})")
     check_regex_size(len(regex))
-    return regex, unique_paths
+    return regex
 
 
 def _depth(node, level: int = 0) -> int:

@@ -58,3 +58,8 @@ class GrammarError(ValueError):
     """A constraint that cannot be compiled, or one that radixgen refuses because it could not be
     enforced exactly. The message names the problem (and, for JSON Schema, the keyword and its
     JSON path); the server turns it into an HTTP 400."""
+
+
+class RegexTooLarge(GrammarError):
+    """A constraint whose regex, or its automaton or token index, would pass its budget (a JSON
+    Schema is then compiled to a grammar instead, where it can be)."""

@@ -11,7 +11,7 @@ with a depth limit large enough that nothing is dropped.
 
 from __future__ import annotations
 
-from .matcher import GrammarError
+from .matcher import GrammarError, RegexTooLarge
 from .schema_outlines import NODE_BUDGET, OUTLINES_REF_DEPTH, ref_target
 
 RECURSIVE_REF_DEPTH = 3  # levels a reference cycle is unrolled (outlines-core's default too)
@@ -38,7 +38,7 @@ class RefWalk:
     def _walk(self, node, refs: tuple) -> None:
         self.nodes += 1
         if self.nodes > NODE_BUDGET:
-            raise GrammarError("json_schema expands to too large a grammar")
+            raise RegexTooLarge("json_schema expands to too large a grammar")
         if isinstance(node, list):
             for sub in node:
                 self._walk(sub, refs)
@@ -79,7 +79,7 @@ class Unroll:
     def _node(self, node, refs: tuple):
         self.nodes += 1
         if self.nodes > NODE_BUDGET:
-            raise GrammarError("json_schema expands to too large a grammar")
+            raise RegexTooLarge("json_schema expands to too large a grammar")
         if not isinstance(node, dict):
             return node
         if "$ref" in node:

@@ -24,7 +24,7 @@ import weakref
 import numpy as np
 
 from .automaton_probe import default_probe
-from .matcher import GrammarError
+from .matcher import RegexTooLarge
 from .regex_markers import escape_end
 from .token_index import outlines_vocabulary
 from .tokenizer_info import TokenizerInfo
@@ -40,7 +40,7 @@ _GROUP_HEAD = re.compile(r"\?(?:P?<[A-Za-z_][A-Za-z0-9_]*>|[A-Za-z-]*:|[A-Za-z-]
 
 def check_regex_size(size: int) -> None:
     if size > REGEX_BUDGET:
-        raise GrammarError(f"json_schema expands to too large a grammar (a regex of about {size >> 20} MiB; "
+        raise RegexTooLarge(f"json_schema expands to too large a grammar (a regex of about {size >> 20} MiB; "
                            f"the limit is {REGEX_BUDGET >> 20} MiB: nested objects with many optional "
                            "properties multiply, and each use of a reference copies its schema)")
 
@@ -65,7 +65,7 @@ def check_index_size(regex: str, info: TokenizerInfo) -> int:
     if entries <= INDEX_ENTRY_BUDGET:
         entries = index_entries(regex, info)
     if entries > INDEX_ENTRY_BUDGET:
-        raise GrammarError(
+        raise RegexTooLarge(
             f"constraint too large to index: its automaton's token table would hold about "
             f"{entries / 1e6:.0f} million entries (the limit is {INDEX_ENTRY_BUDGET / 1e6:.0f} million, "
             "about 1 GB and half a minute of compiling). Places that accept almost any text cost a row "

@@ -1,0 +1,103 @@
+"""A JSON Schema too large for one regex, compiled to the CFG matcher (cfg.CfgGrammar).
+
+schema_grammar writes the rules, json_tokens the lexer of their terminals (atoms); here the rules
+become an LALR table (Lark's analysis, fed the rules directly: a schema grammar has thousands of
+rules, and Lark's grammar-text front end would double the time) and the matcher gets the atoms'
+lexer instead of one built from terminals' regexes. A terminal matched by one atom is that atom
+in the rules; one matched by several is a rule choosing among them.
+
+The grammar may be ambiguous where the schema is (anyOf alternatives that both accept `{}`, two
+objects starting with the same property): the LALR table then keeps one action per conflict, a
+reduce/reduce by the rules' priorities (each rule has its own) and a shift/reduce as the shift.
+Every text the table accepts is still derived by the grammar, so it is valid; the table only
+accepts fewer of the schema's texts, and every stack it reaches still has a completion (a kept
+action leads to items the grammar completes), which the corpus walks check.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from lark.common import ParserConf
+from lark.exceptions import LarkError
+from lark.grammar import NonTerminal, Rule, RuleOptions, Terminal
+from lark.parsers.lalr_analysis import LALR_Analyzer
+
+from .cfg import CfgGrammar
+from .json_tokens import TokenAtoms
+from .matcher import GrammarError
+from .schema_grammar import PUNCTUATION, JsonGrammar
+from .tokenizer_info import TokenizerInfo
+from .unique_items import UniqueGuard
+
+
+def compile_json_grammar(grammar: JsonGrammar, info: TokenizerInfo, precompute: bool = True,
+                         guard: UniqueGuard | None = None) -> CfgGrammar:
+    """The matcher's grammar; `precompute` as in cfg.compile_cfg; `guard` what the schema needs
+    beside its grammar (json_schema's unique paths, as beside its regex)."""
+    atoms = TokenAtoms(grammar.terminals, frozenset(PUNCTUATION.values()))
+    rules = dict(grammar.rules)
+    symbols: dict[str, str] = {}
+    for name in grammar.terminals:
+        found = atoms.atoms_of[name]
+        if len(found) == 1:
+            symbols[name] = found[0]
+        else:
+            symbols[name] = f"x{name.lower()}"
+            rules[symbols[name]] = [[atom] for atom in found]
+    atom_names = set(atoms.type_names)
+    conf = ParserConf(_lark_rules(rules, symbols, atom_names), {}, [grammar.start])
+    try:
+        analyzer = _Analyzer(conf)
+        analyzer.compute_lalr()
+    except LarkError as exc:
+        first = str(exc).splitlines()[0]
+        raise GrammarError(f"json_schema is too large for one regex, and its grammar is ambiguous where "
+                           f"it would need to be deterministic ({first})") from None
+    table = SimpleNamespace(parser=SimpleNamespace(parse_table=analyzer.parse_table))
+    parsed = SimpleNamespace(parser=SimpleNamespace(parser=table, parser_conf=conf))  # (a Lark object's shape)
+    compiled = CfgGrammar(parsed, info, lexer=atoms.lexer())
+    compiled.guard = guard
+    if precompute:
+        compiled.precompute()
+    return compiled
+
+
+class _Analyzer(LALR_Analyzer):
+    """Lark's LALR(1) analysis, with the includes/lookback relations (DeRemer and Pennello)
+    computed from each state's items grouped by the rule they expand, instead of a scan of the
+    whole closure per nonterminal transition: a schema grammar's states hold hundreds of items
+    (an object's optional properties), and the scan took most of the compile time."""
+
+    def compute_includes_lookback(self):
+        by_origin: dict = {}
+        for transition in self.nonterminal_transitions:
+            state, nonterminal = transition
+            items = by_origin.get(state)
+            if items is None:
+                items = by_origin[state] = {}
+                for item in state.closure:
+                    items.setdefault(item.rule.origin, []).append(item)
+            for item in items.get(nonterminal, ()):
+                expansion, at = item.rule.expansion, state
+                for i in range(item.index, len(expansion)):
+                    inner = (at, expansion[i])
+                    at = at.transitions[expansion[i]]
+                    if inner in self.reads and all(x in self.NULLABLE for x in expansion[i + 1:]):
+                        self.includes[inner].add(transition)
+                if item.index == 0:  # `at` holds the rule's completed item
+                    self.lookback[transition].add((at, item.rule))
+
+
+def _lark_rules(rules: dict[str, list[list[str]]], symbols: dict[str, str], atoms: set[str]) -> list[Rule]:
+    """Lark's rules, each with a priority of its own (earlier rules higher), which decides its
+    reduce/reduce conflicts."""
+    out, priority = [], len(rules)
+    for name, alternatives in rules.items():
+        options = RuleOptions(priority=priority)
+        priority -= 1
+        origin = NonTerminal(name)
+        for order, alt in enumerate(alternatives):
+            expansion = [Terminal(s) if s in atoms else NonTerminal(s) for s in (symbols.get(x, x) for x in alt)]
+            out.append(Rule(origin, expansion, order, options=options))
+    return out

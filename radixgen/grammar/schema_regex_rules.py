@@ -1,0 +1,98 @@
+"""A regex that spans several JSON tokens, as schema-grammar rules over tokens.
+
+Some of the rewritten schema's placeholders stand for a whole container's regex (a keyed
+object's, a counted array's, a unique array of literals'): schema_grammar cannot give those one
+terminal, since a terminal is one JSON token (json_tokens). Here the regex's syntax tree is cut
+at token boundaries: a subtree whose texts are all single JSON scalar tokens is a terminal (its
+DFA), a single `{ } [ ] , :` is punctuation, and a concatenation whose children split a token
+(`"`, the characters, `"`) gathers them until they make one. Alternations and repeats around
+whole tokens become rules. A regex whose token boundaries fall anywhere else is refused.
+"""
+
+from __future__ import annotations
+
+from .cfg_dfa import compile_ast
+from .cfg_regex import parse_regex
+from .json_tokens import is_scalar_token
+from .matcher import GrammarError
+
+_PUNCT = {ord(c): c for c in "{}[],:"}
+_MAX_COUNT = 4096  # repeats written out as that many rules at most
+
+
+class NotAligned(Exception):
+    """A subtree that is part of a token, not a sequence of whole ones."""
+
+
+class RegexRules:
+    """`symbol(regex)`: a rule of `grammar` (a SchemaGrammar) matching exactly the regex."""
+
+    def __init__(self, grammar) -> None:
+        self.grammar = grammar
+        self._token: dict[tuple, bool] = {}
+
+    def symbol(self, regex: str, path: str) -> str:
+        try:
+            ast, lazy = parse_regex(regex, rust=True)
+            if lazy:
+                raise NotAligned
+            return self.grammar.rule([self._symbols(ast)])
+        except (NotAligned, ValueError, RecursionError):
+            raise GrammarError(f"json_schema: the value at {path} is a regex over several JSON tokens that "
+                               "cannot be cut into them") from None
+
+    def _symbols(self, node: tuple) -> list[str]:
+        """Grammar symbols whose texts in sequence are exactly the node's texts."""
+        kind = node[0]
+        if kind == "set" and len(node[1]) == 1 and node[1][0][0] == node[1][0][1] in _PUNCT:
+            return [self.grammar.punct(_PUNCT[node[1][0][0]])]
+        if self._is_token(node):
+            return [self.grammar.terminal_dfa(repr(node), compile_ast(node))]
+        if kind == "cat":
+            return self._sequence(node[1])
+        if kind == "alt":
+            return [self.grammar.rule([self._symbols(branch) for branch in node[1]])]
+        if kind == "rep":
+            return self._repeat(self._symbols(node[1]), node[2], node[3])
+        raise NotAligned
+
+    def _sequence(self, children: list) -> list[str]:
+        out, pending = [], []
+        for child in children:
+            if pending:
+                pending.append(child)
+                if self._is_token(("cat", pending)):
+                    out += self._symbols(("cat", pending))
+                    pending = []
+                continue
+            try:
+                out += self._symbols(child)
+            except NotAligned:
+                pending = [child]
+        if pending:
+            raise NotAligned
+        return out
+
+    def _repeat(self, body: list[str], low: int, high: int | None) -> list[str]:
+        if low > _MAX_COUNT or (high or 0) > _MAX_COUNT:
+            raise NotAligned
+        rule = self.grammar.rule
+        item = rule([body]) if len(body) != 1 else body[0]
+        if high is None:
+            tail = rule([[]], "m")
+            self.grammar.rules[tail] = [[], [item, tail]]
+        else:
+            tail = self.grammar.empty()
+            for _ in range(high - low):
+                tail = rule([[], [item, tail]], "t")
+        return [item] * low + [tail]
+
+    def _is_token(self, node: tuple) -> bool:
+        key = repr(node)
+        found = self._token.get(key)
+        if found is None:
+            try:
+                found = self._token[key] = is_scalar_token(compile_ast(node))
+            except ValueError:  # (matches nothing)
+                found = self._token[key] = False
+        return found

@@ -1,0 +1,239 @@
+"""JSON Schemas too large for one regex, compiled to the CFG matcher (schema_grammar, json_tokens,
+json_cfg): the atoms that type JSON tokens, the rules' language against the regex path's on the
+same schemas, and a schema past the regex budget end to end through GrammarCompiler."""
+
+import json
+
+import jsonschema
+import pytest
+
+from radixgen.core import Constraint
+from radixgen.grammar.cfg import CfgGrammar
+from radixgen.grammar.json_cfg import compile_json_grammar
+from radixgen.grammar.json_schema import schema_to_compiled_form
+from radixgen.grammar.json_tokens import TokenAtoms
+from radixgen.grammar.matcher import GrammarError
+from radixgen.grammar.regex_matcher import RegexGrammar
+from radixgen.grammar.schema_grammar import PUNCTUATION, JsonGrammar, SchemaGrammar
+from radixgen.grammar.schema_outlines import ref_target
+from radixgen.grammar.matcher import RegexTooLarge
+from radixgen.grammar.size_budget import REGEX_BUDGET
+from tests.grammar.walks import accepts_text, random_walk
+
+FREE_STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"'
+
+
+def _grammar(schema, info):
+    return compile_json_grammar(SchemaGrammar(schema, {}, ref_target).build(), info, precompute=False)
+
+
+def _lexed(atoms: TokenAtoms, text: bytes) -> list[str]:
+    """The atom types maximal munch gives `text` (a JSON text without whitespace)."""
+    lexer, q, out = atoms.lexer(), 1, []
+    for b in text:
+        if lexer.emit_rows[q][b] >= 0:
+            out.append(lexer.type_names[lexer.emit_rows[q][b]])
+        q = lexer.trans_rows[q][b]
+        assert q != 0, f"rejected at {b!r}"
+    out.append(lexer.type_names[lexer.winner[q]])
+    return out
+
+
+def test_atoms_split_overlapping_terminals_so_each_token_has_one_type():
+    atoms = TokenAtoms({"KEY": r'"name"', "STR": FREE_STRING, "LOWER": r'"[a-z]+"', "COMMA": ","},
+                       frozenset([","]))
+    key, string, lower = (set(atoms.atoms_of[n]) for n in ("KEY", "STR", "LOWER"))
+    assert key < lower < string  # "name" is all three; "abc" lower and free; "A" free only
+    assert len(key) == 1 and len(lower) == 2 and len(string) == 3
+    by_text = {t: _lexed(atoms, t.encode()) for t in ('"name"', '"abc"', '"A b"')}
+    assert by_text['"name"'][0] in key
+    assert by_text['"abc"'][0] in lower - key
+    assert by_text['"A b"'][0] in string - lower
+    # a number ends where the next byte cannot go on: 12 then `,` then 3
+    numbers = TokenAtoms({"INT": "-?(?:0|[1-9][0-9]*)", "ONE": "1", "COMMA": ","}, frozenset([","]))
+    assert len(_lexed(numbers, b"12,1")) == 3
+    assert _lexed(numbers, b"1")[0] in set(numbers.atoms_of["ONE"])
+
+
+@pytest.mark.parametrize("regex", [r'\{"a":1\}', r'"a"b', r"1,2", r"[0-9]+[a-z]"])
+def test_atoms_refuse_a_terminal_that_is_not_one_json_token(regex):
+    with pytest.raises(GrammarError, match="more than one JSON token"):
+        TokenAtoms({"X": regex})
+
+
+def test_punctuation_is_exempt_from_the_token_check():
+    atoms = TokenAtoms({"LB": PUNCTUATION["{"], "RB": PUNCTUATION["}"]}, frozenset(PUNCTUATION.values()))
+    assert atoms.atoms_of["LB"] != atoms.atoms_of["RB"]
+
+
+SAME_AS_REGEX = [
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}},
+     "required": ["b"]},
+    {"type": "object", "properties": {"a": {"type": "null"}, "b": {"type": "null"}, "c": {"type": "null"}}},
+    {"type": "array", "items": {"enum": ["x", 1, None]}, "minItems": 1, "maxItems": 3},
+    {"type": "array", "items": {"type": "boolean"}, "minItems": 2},
+    {"type": "array", "prefixItems": [{"type": "null"}, {"type": "boolean"}]},
+    {"anyOf": [{"type": "string", "pattern": "^[a-z]{1,3}$"}, {"type": "integer"}, {"type": "null"}]},
+    {"type": ["object", "null"], "properties": {"k": {"const": {"x": [1, "y"]}}}},
+    {"type": "object", "additionalProperties": {"type": "boolean"}, "minProperties": 1},
+    {"type": "object", "maxProperties": 0},
+    {"$defs": {"n": {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {
+        "type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 2}}, "required": ["v"]}}, "$ref": "#/$defs/n"},
+]
+TEXTS = ['{}', '{"b":""}', '{"a":1,"b":"x"}', '{"b":"x","a":1}', '{"a":1,"b":"x","c":true}', '{"a":null}',
+         '{"a":null,"c":null}', '{"c":null,"a":null}', '["x"]', '[]', '["x",1,null]', '["x",1,null,1]',
+         '[true,false]', '[true]', '[null,true]', '[null]', '"ab"', '"abcd"', '12', 'null', '"AB"',
+         '{"k":{"x":[1,"y"]}}', '{"k":{"x":[1]}}', '{"q":true}', '{"q":true,"r":false}', '{"v":1}',
+         '{"v":1,"kids":[{"v":2},{"v":3,"kids":[]}]}', '{"v":1,"kids":[{"v":2},{"v":3},{"v":4}]}', '{"kids":[]}']
+
+
+@pytest.mark.parametrize("schema", SAME_AS_REGEX, ids=range(len(SAME_AS_REGEX)))
+def test_the_grammar_reads_a_schema_as_its_regex_does(schema, small_info, small_compiler):
+    """Each schema compiled both ways accepts the same texts, and the grammar's walks validate."""
+    regex = small_compiler.compile(Constraint("json_schema", json.dumps(schema)))
+    assert isinstance(regex, RegexGrammar)
+    grammar = _grammar(schema, small_info)
+    for text in TEXTS:
+        assert accepts_text(grammar, small_info, text) == accepts_text(regex, small_info, text), text
+    assert any(accepts_text(grammar, small_info, t) for t in TEXTS)
+    for seed in range(6):
+        _, text = random_walk(grammar, small_info, seed, max_steps=300)
+        jsonschema.validate(json.loads(text), schema)
+
+
+def test_a_string_value_may_spell_a_property_name(small_info):
+    """The key "name" and a free string value share an atom: "name" is still a value."""
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "id": {"type": "string"}}}
+    grammar = _grammar(schema, small_info)
+    assert accepts_text(grammar, small_info, '{"name":"name","id":"id"}')
+    assert not accepts_text(grammar, small_info, '{"id":"x","name":"y"}')  # properties keep their order
+
+
+def _too_large_schema(width: int = 9, depth: int = 5) -> dict:
+    """Objects of `width` optional properties nested `depth` levels, each level its own $defs
+    member used twice: outlines-core's regex repeats each property per later one, per level."""
+    defs = {"l0": {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(width)}}}
+    for level in range(1, depth + 1):
+        props = {f"k{i}": {"$ref": f"#/$defs/l{level - 1}"} for i in range(width - 1)}
+        props["s"] = {"type": "string", "pattern": "^[a-z]+$"}
+        defs[f"l{level}"] = {"type": "object", "properties": props}
+    return {"$defs": defs, "$ref": f"#/$defs/l{depth}"}
+
+
+def test_a_schema_past_the_regex_budget_compiles_to_a_grammar(smol_info):
+    schema = _too_large_schema()
+    text = json.dumps(schema)
+    with pytest.raises(RegexTooLarge):
+        schema_to_compiled_form(text, grammar=False)
+    form, unique_paths = schema_to_compiled_form(text)
+    assert isinstance(form, JsonGrammar) and unique_paths == ()
+    from radixgen.grammar.compiler import GrammarCompiler
+    grammar = GrammarCompiler(smol_info).compile(Constraint("json_schema", text))
+    assert isinstance(grammar, CfgGrammar)
+    assert accepts_text(grammar, smol_info, '{"k0":{"k1":{"s":"ab"}},"s":"x"}')
+    assert not accepts_text(grammar, smol_info, '{"k0":{"k1":{"s":"AB"}}}')
+    assert not accepts_text(grammar, smol_info, '{"k0":{"p0":1}}')  # p0 is four levels down
+    for seed in range(8):
+        _, out = random_walk(grammar, smol_info, seed, max_steps=600)
+        jsonschema.validate(json.loads(out), schema)
+    assert REGEX_BUDGET > 0
+
+
+def test_a_too_large_schema_with_other_whitespace_is_refused_clearly():
+    with pytest.raises(GrammarError, match="whitespace is not compact"):
+        schema_to_compiled_form(json.dumps(_too_large_schema()), whitespace="flexible")
+
+
+def test_an_ambiguous_schema_keeps_one_reading_and_every_prefix_completes(small_info):
+    """anyOf alternatives that both accept `{}` and `{"s":...}`: the table keeps one reduction
+    per conflict; what it accepts is valid and no walk is left without a way to finish."""
+    schema = {"anyOf": [{"type": "object", "properties": {"s": {"type": "string"}, "a": {"type": "integer"}}},
+                        {"type": "object", "properties": {"s": {"type": "string"}, "b": {"type": "boolean"}}},
+                        {"type": "array", "items": {"type": "integer"}},
+                        {"type": "array", "items": {"type": "boolean"}}]}
+    grammar = _grammar(schema, small_info)
+    for text in ('{}', '{"s":"x"}', '[]', '{"s":"x","a":1}'):
+        assert accepts_text(grammar, small_info, text), text
+    assert not accepts_text(grammar, small_info, '{"a":1,"b":true}')
+    for seed in range(30):
+        _, text = random_walk(grammar, small_info, seed, max_steps=200)
+        jsonschema.validate(json.loads(text), schema)
+
+
+def test_the_faster_lalr_analysis_builds_lark_s_own_table(small_info):
+    """json_cfg's includes/lookback computation gives the table Lark's own analysis gives."""
+    from lark.common import ParserConf
+    from lark.parsers.lalr_analysis import LALR_Analyzer
+
+    from radixgen.grammar import json_cfg
+
+    for schema in SAME_AS_REGEX + [_too_large_schema(4, 2)]:
+        grammar = SchemaGrammar(schema, {}, ref_target).build()
+        atoms = TokenAtoms(grammar.terminals, frozenset(PUNCTUATION.values()))
+        symbols = {name: found[0] for name, found in atoms.atoms_of.items()}
+        conf = ParserConf(json_cfg._lark_rules(grammar.rules, symbols, set(atoms.type_names)), {}, ["start"])
+        tables = []
+        for analyzer in (LALR_Analyzer(conf, debug=True), json_cfg._Analyzer(conf, debug=True)):
+            analyzer.compute_lalr()  # (debug: states keyed by their items, comparable across runs)
+            named = {state: frozenset(map(str, state)) for state in analyzer.parse_table.states}
+            tables.append({named[state]: {t: (str(kind), named[arg] if arg in named else str(arg))
+                                          for t, (kind, arg) in row.items()}
+                           for state, row in analyzer.parse_table.states.items()})
+        assert tables[0] == tables[1] and len(tables[0]) >= 3
+
+
+def test_a_schema_whose_token_index_is_too_large_compiles_to_a_grammar(small_info, monkeypatch):
+    from radixgen.grammar import size_budget
+    from radixgen.grammar.compiler import GrammarCompiler
+
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"type": "string"}}},
+              "required": ["a"]}
+    constraint = Constraint("json_schema", json.dumps(schema))
+    assert isinstance(GrammarCompiler(small_info).compile(constraint), RegexGrammar)
+    monkeypatch.setattr(size_budget, "INDEX_ENTRY_BUDGET", 1000)
+    compiler = GrammarCompiler(small_info)
+    compiler.validate(constraint)
+    grammar = compiler.compile(constraint)
+    assert isinstance(grammar, CfgGrammar)
+    assert accepts_text(grammar, small_info, '{"a":"x","b":["y"]}')
+    assert not accepts_text(grammar, small_info, '{"b":["y"]}')
+    with pytest.raises(GrammarError, match="too large to index"):
+        GrammarCompiler(small_info).compile(Constraint("regex", "[a-z]{0,40}"))
+
+
+def test_rust_classes_nest_and_combine_in_token_regexes():
+    from radixgen.grammar.cfg_regex import parse_regex
+
+    assert parse_regex("[[a-e]--[aeiou]]", rust=True)[0] == ("cat", [("set", [(98, 100)])])
+    assert parse_regex("[a-e&&[^c]]", rust=True)[0] == ("cat", [("set", [(97, 98), (100, 101)])])
+    assert parse_regex("[a-c~~b-d]", rust=True)[0] == ("cat", [("set", [(97, 97), (100, 100)])])
+    assert parse_regex(r"\x{1F600}", rust=True)[0] == ("cat", [("set", [(0x1F600, 0x1F600)])])
+    # Python's (Lark's) reading is unchanged: `[` and `--` are characters there
+    assert parse_regex("[[a-]", rust=False)[0] == ("cat", [("set", [(45, 45), (91, 91), (97, 97)])])
+
+
+PLACEHOLDER = "RGPH0000000ax0"
+
+
+def _placeholder_grammar(regex: str, info):
+    form = SchemaGrammar({"type": "object", "properties": {"v": {"const": PLACEHOLDER}}, "required": ["v"]},
+                         {f'"{PLACEHOLDER}"': regex}, ref_target).build()
+    return compile_json_grammar(form, info, precompute=False)
+
+
+def test_a_placeholder_for_a_whole_container_is_cut_into_tokens(small_info):
+    """schema_check's placeholders may stand for a counted array's or a keyed object's regex."""
+    counted = r'\[(?:"[a-z]+"(?:,"[a-z]+"){0,2})?\]'
+    grammar = _placeholder_grammar(counted, small_info)
+    for text, ok in [('{"v":[]}', True), ('{"v":["a","bc","d"]}', True), ('{"v":["a","b","c","d"]}', False),
+                     ('{"v":["A"]}', False), ('{"v":[,]}', False)]:
+        assert accepts_text(grammar, small_info, text) == ok, text
+    keyed = r'\{(?:"k[0-9]+":(?:true|null)(?:,"k[0-9]+":(?:true|null))*)?\}'
+    grammar = _placeholder_grammar(keyed, small_info)
+    for text, ok in [('{"v":{}}', True), ('{"v":{"k1":true,"k22":null}}', True), ('{"v":{"x":true}}', False)]:
+        assert accepts_text(grammar, small_info, text) == ok, text
+
+
+def test_a_placeholder_whose_tokens_cannot_be_told_apart_is_refused(small_info):
+    with pytest.raises(GrammarError, match="cannot be cut"):
+        _placeholder_grammar(r'\["a(?:b",1|")\]', small_info)
