@@ -37,6 +37,19 @@ def test_outputs_at_max_new_tokens_validate(short_context_engine):
     assert sum(o["meta_info"]["finish_reason"]["type"] == "length" for o in outs) >= len(outs) // 2
 
 
+def test_grammar_compiled_schema_outputs_at_max_new_tokens_validate(short_context_engine):
+    """A schema past the regex budget runs on the CFG matcher: its outputs close in time too."""
+    from tests.grammar.test_json_cfg import _too_large_schema
+
+    schema = _too_large_schema()
+    params = [{"max_new_tokens": n, "temperature": 1.0, "seed": seed, "json_schema": json.dumps(schema)}
+              for n in (6, 14, 30) for seed in range(3)]
+    outs = short_context_engine.generate(input_ids=[[11, 12, 13]] * len(params), sampling_params=params)
+    for p, out in zip(params, outs):
+        assert len(out["output_ids"]) <= p["max_new_tokens"]
+        jsonschema.validate(json.loads(out["text"]), schema)
+
+
 def test_outputs_at_the_context_limit_validate(short_context_engine):
     prompt = list(range(100, 160))  # 60 of the 96 positions
     outs = short_context_engine.generate(

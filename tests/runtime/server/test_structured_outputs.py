@@ -117,6 +117,19 @@ def test_response_format_json_schema(embedded_server, model_name_e2e):
     assert isinstance(json.loads(resp.choices[0].message.content), dict)
 
 
+def test_a_schema_too_large_for_one_regex_generates_valid_json(embedded_server, model_name_e2e):
+    """Compiled to the CFG matcher (json_cfg): through response_format, greedy and cut short."""
+    from tests.grammar.test_json_cfg import _too_large_schema
+
+    schema = _too_large_schema()
+    for max_tokens in (12, 120):
+        resp = _client(embedded_server).chat.completions.create(
+            model=model_name_e2e, messages=[{"role": "user", "content": "Describe a nested config."}],
+            temperature=0, max_tokens=max_tokens,
+            response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": schema}})
+        jsonschema.validate(json.loads(resp.choices[0].message.content), schema)
+
+
 def test_openai_outputs_cut_by_max_tokens_still_parse(embedded_server, model_name_e2e):
     """max_tokens far below what the model writes: the content and the tool call's arguments
     close in time (finish_reason says the limit was reached)."""
