@@ -237,3 +237,34 @@ def test_a_placeholder_for_a_whole_container_is_cut_into_tokens(small_info):
 def test_a_placeholder_whose_tokens_cannot_be_told_apart_is_refused(small_info):
     with pytest.raises(GrammarError, match="cannot be cut"):
         _placeholder_grammar(r'\["a(?:b",1|")\]', small_info)
+
+
+def test_the_uniqueness_guard_runs_beside_a_grammar(small_info):
+    from radixgen.grammar.compiler import GrammarCompiler
+    from radixgen.grammar.guarded_matcher import GuardedMatcher
+
+    schema = _too_large_schema(9, 4)
+    schema["$defs"]["l4"]["properties"]["tags"] = {"type": "array", "items": {"type": "string", "maxLength": 3},
+                                                   "uniqueItems": True, "minItems": 2}
+    form, unique_paths = schema_to_compiled_form(json.dumps(schema))
+    assert isinstance(form, JsonGrammar) and unique_paths
+    grammar = GrammarCompiler(small_info).compile(Constraint("json_schema", json.dumps(schema)))
+    assert isinstance(grammar, CfgGrammar) and isinstance(grammar.matcher(), GuardedMatcher)
+    assert accepts_text(grammar, small_info, '{"tags":["a","b"]}')
+    assert not accepts_text(grammar, small_info, '{"tags":["a","a"]}')
+    for seed in range(10):
+        _, text = random_walk(grammar, small_info, seed, max_steps=150)
+        jsonschema.validate(json.loads(text), schema)
+
+
+def test_keep_closest_keeps_the_first_token_of_the_shortest_completion(small_info):
+    import numpy as np
+
+    grammar = _grammar({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}, small_info)
+    matcher = grammar.matcher()
+    for token in small_info.token_bytes.index(b"{"), small_info.token_bytes.index(b'"'):
+        assert matcher.accept_token(token)
+    words = np.full((small_info.vocab_size + 31) // 32, -1, dtype=np.int32)
+    matcher.keep_closest(words)
+    kept = [i for i in range(small_info.vocab_size) if words[i >> 5] >> (i & 31) & 1]
+    assert len(kept) == 1 and small_info.token_bytes[kept[0]].startswith(b'a')
