@@ -29,6 +29,12 @@ from .matcher import GrammarError
 from .schema_regex_rules import RegexRules
 
 ANY_DEPTH = 2  # outlines-core's nesting for a value with no constraints
+# An object's n optional properties put ~n items in each of its ~n parser states: the LALR
+# analysis (time and memory) grows with the sum of n * n over objects. The largest schema of the
+# corpora that compiles sums ~20,000 (about a minute); one of 35,588 properties sums 9.5 million
+# (minutes and 15 GB before it was stopped).
+ITEM_BUDGET = 1_000_000
+RULE_BUDGET = 50_000
 SCALAR_TYPES = ("string", "number", "integer", "boolean", "null")
 PUNCTUATION = {"{": r"\{", "}": r"\}", "[": r"\[", "]": r"\]", ",": ",", ":": ":"}
 # what outlines-core reads, in its order: the first a node has decides it
@@ -56,6 +62,7 @@ class SchemaGrammar:
         self._scalar_regex: dict[int, str | None] = {}  # id(node) -> regex (None: not a scalar)
         self._any: dict[int, str] = {}
         self._values: dict[str, str] = {}  # a node's JSON text -> its symbol
+        self._items = 0  # the parser items objects make (ITEM_BUDGET)
         self._dfas: dict[str, ByteDfa] = {}  # terminals given by a DFA
         self._regex_rules = RegexRules(self)
 
@@ -88,6 +95,8 @@ class SchemaGrammar:
         return "e"
 
     def rule(self, alternatives: list[list[str]], hint: str = "r") -> str:
+        if len(self.rules) >= RULE_BUDGET:
+            raise GrammarError(f"json_schema is too large even as a grammar (more than {RULE_BUDGET:,} rules)")
         name = f"{hint}{len(self.rules)}"
         self.rules[name] = [list(alt) for alt in dict.fromkeys(tuple(alt) for alt in alternatives)]
         return name
@@ -184,6 +193,11 @@ class SchemaGrammar:
         their number."""
         props = list(node["properties"].items())
         required = set(node.get("required", []))
+        self._items += len(props) ** 2
+        if self._items > ITEM_BUDGET:
+            raise GrammarError(f"json_schema is too large even as a grammar (its objects' optional properties "
+                               f"make more than {ITEM_BUDGET:,} parser items: the sum over objects of the number of "
+                               "properties squared)")
         pairs = [[self.terminal(re.escape(json.dumps(name, ensure_ascii=False))), self.punct(":"),
                   self.value(schema, f"{path}.properties.{name}")] for name, schema in props]
         first = later = self.empty()

@@ -268,3 +268,11 @@ def test_keep_closest_keeps_the_first_token_of_the_shortest_completion(small_inf
     matcher.keep_closest(words)
     kept = [i for i in range(small_info.vocab_size) if words[i >> 5] >> (i & 31) & 1]
     assert len(kept) == 1 and small_info.token_bytes[kept[0]].startswith(b'a')
+
+
+def test_a_schema_too_large_even_as_a_grammar_is_refused_before_its_tables(monkeypatch):
+    from radixgen.grammar import schema_grammar
+
+    monkeypatch.setattr(schema_grammar, "ITEM_BUDGET", 300)
+    with pytest.raises(GrammarError, match="too large even as a grammar"):
+        schema_to_compiled_form(json.dumps(_too_large_schema(9, 5)))
