@@ -115,7 +115,8 @@ class GrammarCompiler:
                 return
             except RegexTooLarge as exc:
                 form = self._grammar_instead(constraint, exc)[0]
-        _compile_json_grammar(form, self.tokenizer_info, precompute=False)
+        from radixgen.grammar.json_cfg import check_json_grammar
+        check_json_grammar(form)
 
     def cached(self, constraint: Constraint) -> bool:
         """True when a finished compile of `constraint` is in the cache."""
@@ -191,7 +192,7 @@ class GrammarCompiler:
                 regex, unique_paths = self._grammar_instead(constraint, exc)
         guard = UniqueGuard(unique_paths, info, prefix) if unique_paths else None
         if isinstance(regex, JsonGrammar):  # a schema too large for one regex
-            return _compile_json_grammar(regex, info, guard=guard), 0
+            return _compile_json_grammar(regex, info, guard), 0
         return RegexGrammar(build_index(regex, info, entries), regex, kind, guard), entries
 
     def _grammar_instead(self, constraint: Constraint, exc: RegexTooLarge) -> tuple[JsonGrammar, tuple]:
@@ -253,10 +254,9 @@ def _checked_regex(pattern: str) -> str:
     return pattern
 
 
-def _compile_json_grammar(grammar: JsonGrammar, info: TokenizerInfo, precompute: bool = True,
-                          guard: UniqueGuard | None = None) -> CompiledGrammar:
+def _compile_json_grammar(grammar: JsonGrammar, info: TokenizerInfo, guard: UniqueGuard | None) -> CompiledGrammar:
     from radixgen.grammar.json_cfg import compile_json_grammar
-    return compile_json_grammar(grammar, info, precompute, guard)
+    return compile_json_grammar(grammar, info, guard=guard)
 
 
 def _compile_cfg(constraint: Constraint, info: TokenizerInfo) -> CompiledGrammar:

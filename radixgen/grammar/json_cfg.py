@@ -31,6 +31,12 @@ from .tokenizer_info import TokenizerInfo
 from .unique_items import UniqueGuard
 
 
+def check_json_grammar(grammar: JsonGrammar) -> None:
+    """What can refuse a schema grammar, without its LALR table (whose conflicts are resolved):
+    its tokens (each a JSON scalar token) and the size of their lexer."""
+    TokenAtoms(grammar.terminals, frozenset(PUNCTUATION.values()))
+
+
 def compile_json_grammar(grammar: JsonGrammar, info: TokenizerInfo, precompute: bool = True,
                          guard: UniqueGuard | None = None) -> CfgGrammar:
     """The matcher's grammar; `precompute` as in cfg.compile_cfg; `guard` what the schema needs
