@@ -138,7 +138,9 @@ class SchemaGrammar:
             return self.ref(node["$ref"])
         if deciding == "type":
             types = node["type"] if isinstance(node["type"], list) else [node["type"]]
-            symbols = [self.typed(node, t, path) for t in types]
+            scalars = [self._outlines({**_scalar_part(node), "type": t}, path) for t in types if t in SCALAR_TYPES]
+            symbols = [self.terminal(_union(scalars))] if scalars else []  # (one token type: integer and number overlap)
+            symbols += [self.typed(node, t, path) for t in types if t not in SCALAR_TYPES]
             return symbols[0] if len(symbols) == 1 else self.rule([[s] for s in symbols])
         if node.get("depth") is not None or not set(node) & _STRUCTURAL:
             return self.any_value(node.get("depth", ANY_DEPTH))
@@ -168,8 +170,7 @@ class SchemaGrammar:
         return others[0] if len(others) == 1 else self.rule([[symbol] for symbol in others])
 
     def typed(self, node: dict, kind: str, path: str) -> str:
-        if kind in SCALAR_TYPES:
-            return self.terminal(self._outlines({**_scalar_part(node), "type": kind}, path))
+        """The values of a container type (`object` or `array`) as outlines-core reads them."""
         if kind == "object":
             if node.get("maxProperties") == 0:
                 return self.rule([[self.punct("{"), self.punct("}")]])
