@@ -5,7 +5,8 @@ deep ones hoisted into $defs (schema_refs); the schema checked and rewritten (sc
 reference cycles unrolled to their exits (schema_unroll); the places `UniqueGuard` keeps told
 apart (schema_guard_sites); keyed objects written around their values' regex
 (schema_keyed_objects); outlines-core's regex (schema_outlines), each placeholder in it replaced
-by its exact regex.
+by its exact regex. A schema whose regex, reference expansion, automaton or token index would
+pass its budget is given as rules for the CFG matcher instead (schema_grammar, json_cfg).
 """
 
 from __future__ import annotations
