@@ -52,9 +52,13 @@ class GuardSites:
 
     def _lengths(self) -> list:
         bounds = {name: info[:2] for name, info in self.rewriter.length_strings.items()}
+        strings, lengths = _PathIndex(), _PathIndex()  # (thousands of each in CloudFormation's largest)
+        for path in set(self.strings):
+            strings.add(path, None)
+        for path, name in set(self.lengths):
+            lengths.add(path, bounds[name])
         shared = {name for path, name in self.lengths
-                  if any(_overlap(path, other) for other in self.strings)
-                  or any(_overlap(path, p) and bounds[n] != bounds[name] for p, n in self.lengths)}
+                  if strings.overlapping(path) or lengths.overlapping(path) - {bounds[name]}}
         for name in shared:
             self.rewriter.placeholders[name] = self.rewriter.length_strings[name][2]
         return [(path, ("length", *bounds[name])) for path, name in self.lengths if name not in shared]
@@ -119,6 +123,35 @@ class GuardSites:
 def _identity(where):
     """A counted array's key: its placeholder's name, or its node's identity."""
     return where if isinstance(where, str) else id(where)
+
+
+class _PathIndex:
+    """Instance paths (None: any key or index) with a value each, as a trie: the values of the
+    paths that can name the same place as a given one, without comparing it with every path."""
+
+    def __init__(self) -> None:
+        self.root: dict = {}
+
+    def add(self, path: tuple, value) -> None:
+        node = self.root
+        for part in path:
+            node = node.setdefault(part, {})
+        node.setdefault(_END, set()).add(value)
+
+    def overlapping(self, path: tuple) -> set:
+        nodes = [self.root]
+        for part in path:
+            found = []
+            for node in nodes:
+                if part is None:
+                    found += [child for key, child in node.items() if key is not _END]
+                else:
+                    found += [child for child in (node.get(part), node.get(None)) if child is not None]
+            nodes = found
+        return set().union(*(node.get(_END, ()) for node in nodes))
+
+
+_END = ("end",)  # (a key no path part can be: parts are strings or None)
 
 
 def _overlap(path: tuple, other: tuple) -> bool:
