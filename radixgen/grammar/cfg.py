@@ -114,8 +114,10 @@ def compile_cfg(constraint: Constraint, tokenizer_info: TokenizerInfo,
 class CfgGrammar:
     """The compiled, shareable grammar: lexer DFA, LALR tables, vocabulary index and caches."""
 
-    def __init__(self, lark: Lark, info: TokenizerInfo, lexer: LexerDfa | None = None) -> None:
-        """`lexer`: the grammar's own (json_cfg's JSON tokens); by default Lark's terminals'."""
+    def __init__(self, lark: Lark, info: TokenizerInfo, lexer: LexerDfa | None = None, guard=None) -> None:
+        """`lexer`: the grammar's own (json_cfg's JSON tokens); by default Lark's terminals'.
+        `guard`: a UniqueGuard beside the grammar (json_cfg: a JSON Schema that needs one)."""
+        self.guard = guard
         try:
             self.lexer = lexer or LexerDfa(lark.terminals, list(lark.lexer_conf.ignore),
                                            lark.lexer_conf.g_regex_flags)
@@ -139,8 +141,6 @@ class CfgGrammar:
         if self._closer is None:
             self._closer = Closer(self)
         return self._closer
-
-    guard = None  # a UniqueGuard beside the grammar (json_cfg: a JSON Schema that needs one)
 
     def matcher(self) -> "CfgMatcher | GuardedMatcher":
         matcher = CfgMatcher(self, [(FRESH, self.parser.start_stack, False)])

@@ -26,9 +26,9 @@ from .json_schema import WHITESPACE, schema_to_compiled_form, schema_to_guarded_
 from .matcher import CompiledGrammar, GrammarError, RegexTooLarge
 from .regex_leaves import escape_literal
 from .regex_lookaround import LookaroundError, lookarounds_written_out
+from .regex_markers import exclude_chars
 from .regex_matcher import RegexGrammar
 from .schema_grammar import JsonGrammar
-from .regex_markers import exclude_chars
 from .size_budget import INDEX_ENTRY_BUDGET, check_index_size
 from .token_index import build_index, outlines_vocabulary
 from .tokenizer_info import TokenizerInfo
@@ -108,15 +108,10 @@ class GrammarCompiler:
             from radixgen.grammar.cfg import compile_cfg
             compile_cfg(constraint, self.tokenizer_info, precompute=False)
             return
-        form = self._regex(constraint)[0]
-        if not isinstance(form, JsonGrammar):
-            try:
-                check_index_size(form, self.tokenizer_info)
-                return
-            except RegexTooLarge as exc:
-                form = self._grammar_instead(constraint, exc)[0]
-        from radixgen.grammar.json_cfg import check_json_grammar
-        check_json_grammar(form)
+        form = self._indexable(constraint)[0]
+        if isinstance(form, JsonGrammar):
+            from radixgen.grammar.json_cfg import check_json_grammar
+            check_json_grammar(form)
 
     def cached(self, constraint: Constraint) -> bool:
         """True when a finished compile of `constraint` is in the cache."""
@@ -184,23 +179,25 @@ class GrammarCompiler:
         kind, info = constraint.kind, self.tokenizer_info
         if kind in ("lark", "ebnf"):
             return _compile_cfg(constraint, info), 0
-        regex, unique_paths, prefix = self._regex(constraint)
-        if not isinstance(regex, JsonGrammar):
-            try:
-                entries = check_index_size(regex, info)
-            except RegexTooLarge as exc:
-                regex, unique_paths = self._grammar_instead(constraint, exc)
+        regex, unique_paths, prefix, entries = self._indexable(constraint)
         guard = UniqueGuard(unique_paths, info, prefix) if unique_paths else None
         if isinstance(regex, JsonGrammar):  # a schema too large for one regex
             return _compile_json_grammar(regex, info, guard), 0
         return RegexGrammar(build_index(regex, info, entries), regex, kind, guard), entries
 
-    def _grammar_instead(self, constraint: Constraint, exc: RegexTooLarge) -> tuple[JsonGrammar, tuple]:
-        """A JSON Schema's grammar where its regex's automaton or index is too large (else the
-        error stands)."""
-        if constraint.kind != "json_schema":
-            raise exc
-        return schema_to_compiled_form(constraint.spec, self.whitespace, too_large=exc)
+    def _indexable(self, constraint: Constraint) -> tuple["str | JsonGrammar", tuple, bytes, int]:
+        """`_regex`'s result and the regex's estimated token-index entries, checked against
+        their budget; a JSON Schema whose regex's automaton or index is too large comes back as
+        its grammar (0 entries), any other constraint is refused."""
+        regex, unique_paths, prefix = self._regex(constraint)
+        if isinstance(regex, JsonGrammar):
+            return regex, unique_paths, prefix, 0
+        try:
+            return regex, unique_paths, prefix, check_index_size(regex, self.tokenizer_info)
+        except RegexTooLarge as exc:
+            if constraint.kind != "json_schema":
+                raise
+            return (*schema_to_compiled_form(constraint.spec, self.whitespace, too_large=exc), prefix, 0)
 
     def _regex(self, constraint: Constraint) -> tuple["str | JsonGrammar", tuple, bytes]:
         """(regex, the paths UniqueGuard keeps, the text before the guarded JSON) of a

@@ -62,8 +62,7 @@ def compile_json_grammar(grammar: JsonGrammar, info: TokenizerInfo, precompute: 
                            f"it would need to be deterministic ({first})") from None
     table = SimpleNamespace(parser=SimpleNamespace(parse_table=analyzer.parse_table))
     parsed = SimpleNamespace(parser=SimpleNamespace(parser=table, parser_conf=conf))  # (a Lark object's shape)
-    compiled = CfgGrammar(parsed, info, lexer=atoms.lexer())
-    compiled.guard = guard
+    compiled = CfgGrammar(parsed, info, lexer=atoms.lexer(), guard=guard)
     if precompute:
         compiled.precompute()
     return compiled

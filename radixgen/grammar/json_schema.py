@@ -54,8 +54,7 @@ def schema_to_guarded_regex(schema_json: str, whitespace: str = "compact") -> tu
     whose items `UniqueGuard` must keep unique (paths: tuples of property names, None for any key
     or index; kinds "string" or "integer"); the regex's matches that the guard lets through are
     exactly-valid instances."""
-    form, unique_paths = schema_to_compiled_form(schema_json, whitespace, grammar=False)
-    return form, unique_paths
+    return schema_to_compiled_form(schema_json, whitespace, grammar=False)
 
 
 def schema_to_compiled_form(schema_json: str, whitespace: str = "compact", grammar: bool = True,

@@ -94,6 +94,17 @@ class SchemaGrammar:
             self.rules["e"] = [[]]
         return "e"
 
+    def repeats(self, item: str, most: int | None) -> str:
+        """The rule of 0..`most` (None: any number of) `item`s in a row."""
+        if most is None:
+            tail = self.rule([[]], "m")
+            self.rules[tail] = [[], [item, tail]]
+            return tail
+        tail = self.empty()
+        for _ in range(most):
+            tail = self.rule([[], [item, tail]], "t")
+        return tail
+
     def rule(self, alternatives: list[list[str]], hint: str = "r") -> str:
         if len(self.rules) >= RULE_BUDGET:
             raise GrammarError(f"json_schema is too large even as a grammar (more than {RULE_BUDGET:,} rules)")
@@ -138,8 +149,8 @@ class SchemaGrammar:
             return self.ref(node["$ref"])
         if deciding == "type":
             types = node["type"] if isinstance(node["type"], list) else [node["type"]]
-            scalars = [self._outlines({**_scalar_part(node), "type": t}, path) for t in types if t in SCALAR_TYPES]
-            symbols = [self.terminal(_union(scalars))] if scalars else []  # (one token type: integer and number overlap)
+            scalars = [t for t in types if t in SCALAR_TYPES]  # (one terminal: integer and number overlap)
+            symbols = [self.terminal(self._types_regex(node, scalars, path))] if scalars else []
             symbols += [self.typed(node, t, path) for t in types if t not in SCALAR_TYPES]
             return symbols[0] if len(symbols) == 1 else self.rule([[s] for s in symbols])
         if node.get("depth") is not None or not set(node) & _STRUCTURAL:
@@ -232,13 +243,7 @@ class SchemaGrammar:
         if high == 0:
             return []
         more = self.rule([[self.punct(","), item]], "c")
-        if high is None:
-            tail = self.rule([[]], "m")
-            self.rules[tail] = [[], [more, tail]]
-        else:
-            tail = self.empty()
-            for _ in range(high - max(low, 1)):  # up to high - max(low, 1) more, optional
-                tail = self.rule([[], [more, tail]], "t")
+        tail = self.repeats(more, None if high is None else high - max(low, 1))
         body = [item] + [more] * (max(low, 1) - 1) + [tail]
         return body if low > 0 else [self.rule([[], body], "l")]
 
@@ -255,7 +260,7 @@ class SchemaGrammar:
         return name
 
     def any_array(self, depth: int) -> str:
-        return self.array(self.any_value(depth - 1) if depth > 0 else self.any_value(0), 0, None)
+        return self.array(self.any_value(max(depth - 1, 0)), 0, None)
 
     def literal(self, value, path: str) -> list[str]:
         """Symbols of one enum / const value's JSON text (a string const may be a placeholder)."""
@@ -308,8 +313,12 @@ class SchemaGrammar:
             types = node["type"] if isinstance(node["type"], list) else [node["type"]]
             if not types or any(t not in SCALAR_TYPES for t in types):
                 return None
-            return _union([self._outlines({**_scalar_part(node), "type": t}, path) for t in types])
+            return self._types_regex(node, types, path)
         return None
+
+    def _types_regex(self, node: dict, types: list[str], path: str) -> str:
+        """The union of outlines-core's regexes of `node` as each of the scalar `types`."""
+        return _union([self._outlines({**_scalar_part(node), "type": t}, path) for t in types])
 
     def _literal_regex(self, value) -> str:
         text = json.dumps(value, ensure_ascii=False)

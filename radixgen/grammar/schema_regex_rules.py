@@ -76,16 +76,8 @@ class RegexRules:
     def _repeat(self, body: list[str], low: int, high: int | None) -> list[str]:
         if low > _MAX_COUNT or (high or 0) > _MAX_COUNT:
             raise NotAligned
-        rule = self.grammar.rule
-        item = rule([body]) if len(body) != 1 else body[0]
-        if high is None:
-            tail = rule([[]], "m")
-            self.grammar.rules[tail] = [[], [item, tail]]
-        else:
-            tail = self.grammar.empty()
-            for _ in range(high - low):
-                tail = rule([[], [item, tail]], "t")
-        return [item] * low + [tail]
+        item = self.grammar.rule([body]) if len(body) != 1 else body[0]
+        return [item] * low + [self.grammar.repeats(item, None if high is None else high - low)]
 
     def _is_token(self, node: tuple) -> bool:
         key = repr(node)

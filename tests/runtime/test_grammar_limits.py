@@ -26,13 +26,20 @@ def short_context_engine(tmp_path_factory, tiny_model_path):
     return Engine(str(folder), load_format="dummy", max_total_tokens=1024)
 
 
-def test_outputs_at_max_new_tokens_validate(short_context_engine):
-    params = [{"max_new_tokens": n, "temperature": 1.0, "seed": seed, "json_schema": json.dumps(SCHEMA)}
-              for n in (18, 25, 40) for seed in range(4)]
-    outs = short_context_engine.generate(input_ids=[[11, 12, 13]] * len(params), sampling_params=params)
+def _sampled_to_limits(engine, schema: dict, limits: tuple, seeds: int) -> list:
+    """Sampled outputs of `schema` at each max_new_tokens in `limits`, each checked: within its
+    limit and valid."""
+    params = [{"max_new_tokens": n, "temperature": 1.0, "seed": seed, "json_schema": json.dumps(schema)}
+              for n in limits for seed in range(seeds)]
+    outs = engine.generate(input_ids=[[11, 12, 13]] * len(params), sampling_params=params)
     for p, out in zip(params, outs):
         assert len(out["output_ids"]) <= p["max_new_tokens"]
-        jsonschema.validate(json.loads(out["text"]), SCHEMA)
+        jsonschema.validate(json.loads(out["text"]), schema)
+    return outs
+
+
+def test_outputs_at_max_new_tokens_validate(short_context_engine):
+    outs = _sampled_to_limits(short_context_engine, SCHEMA, (18, 25, 40), seeds=4)
     # random weights rarely end by themselves: most outputs ran to the limit, closed in time
     assert sum(o["meta_info"]["finish_reason"]["type"] == "length" for o in outs) >= len(outs) // 2
 
@@ -41,13 +48,7 @@ def test_grammar_compiled_schema_outputs_at_max_new_tokens_validate(short_contex
     """A schema past the regex budget runs on the CFG matcher: its outputs close in time too."""
     from tests.grammar.test_json_cfg import _too_large_schema
 
-    schema = _too_large_schema()
-    params = [{"max_new_tokens": n, "temperature": 1.0, "seed": seed, "json_schema": json.dumps(schema)}
-              for n in (6, 14, 30) for seed in range(3)]
-    outs = short_context_engine.generate(input_ids=[[11, 12, 13]] * len(params), sampling_params=params)
-    for p, out in zip(params, outs):
-        assert len(out["output_ids"]) <= p["max_new_tokens"]
-        jsonschema.validate(json.loads(out["text"]), schema)
+    assert len(_sampled_to_limits(short_context_engine, _too_large_schema(), (6, 14, 30), seeds=3)) == 9
 
 
 def test_outputs_at_the_context_limit_validate(short_context_engine):
