@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from radixgen.core import Constraint
 
-from .json_schema import WHITESPACE, schema_to_compiled_form, schema_to_guarded_regex
+from .json_schema import WHITESPACE, schema_to_compiled_form
 from .matcher import CompiledGrammar, GrammarError, RegexTooLarge
 from .regex_leaves import escape_literal
 from .regex_lookaround import LookaroundError, lookarounds_written_out
@@ -30,6 +30,7 @@ from .regex_markers import exclude_chars
 from .regex_matcher import RegexGrammar
 from .schema_grammar import JsonGrammar
 from .size_budget import INDEX_ENTRY_BUDGET, check_index_size
+from .text_or_call import TextOrCallGrammar
 from .token_index import build_index, outlines_vocabulary
 from .tokenizer_info import TokenizerInfo
 from .unique_items import UniqueGuard
@@ -182,7 +183,10 @@ class GrammarCompiler:
         regex, unique_paths, prefix, entries = self._indexable(constraint)
         guard = UniqueGuard(unique_paths, info, prefix) if unique_paths else None
         if isinstance(regex, JsonGrammar):  # a schema too large for one regex
-            return _compile_json_grammar(regex, info, guard), 0
+            grammar = _compile_json_grammar(regex, info, guard)
+            if kind == "tool_calls":
+                grammar = TextOrCallGrammar(grammar, info, json.loads(constraint.spec)["open"])
+            return grammar, 0
         return RegexGrammar(build_index(regex, info, entries), regex, kind, guard), entries
 
     def _indexable(self, constraint: Constraint) -> tuple["str | JsonGrammar", tuple, bytes, int]:
@@ -195,6 +199,8 @@ class GrammarCompiler:
         try:
             return regex, unique_paths, prefix, check_index_size(regex, self.tokenizer_info)
         except RegexTooLarge as exc:
+            if constraint.kind == "tool_calls":
+                return (*tool_calls_form(constraint.spec, too_large=exc), 0)
             if constraint.kind != "json_schema":
                 raise
             return (*schema_to_compiled_form(constraint.spec, self.whitespace, too_large=exc), prefix, 0)
@@ -207,7 +213,7 @@ class GrammarCompiler:
         if kind == "json_schema":
             return (*schema_to_compiled_form(constraint.spec, self.whitespace), b"")
         if kind == "tool_calls":
-            return tool_calls_regex(constraint.spec)
+            return tool_calls_form(constraint.spec)
         if kind == "regex":
             vocab = outlines_vocabulary(self.tokenizer_info)
             return exclude_chars(_checked_regex(constraint.spec), vocab.start + vocab.sentinel), (), b""
@@ -220,11 +226,24 @@ def tool_calls_regex(spec: str) -> tuple[str, tuple, bytes]:
     """(regex, unique_paths, guard prefix) of a tool_calls constraint: free text that does not
     start with the opening tag's first character, or the opening tag, a JSON instance of the
     schema (compact) and the closing tag. The uniqueness guard starts after the opening tag."""
+    return _tool_calls(spec, grammar=False)
+
+
+def tool_calls_form(spec: str, too_large: RegexTooLarge | None = None) -> tuple["str | JsonGrammar", tuple, bytes]:
+    """As `tool_calls_regex`, except that calls whose schema is too large for one regex (or
+    whose regex's index is, `too_large`) come back as the grammar of the tagged calls, for
+    text_or_call to offer beside free text."""
+    return _tool_calls(spec, grammar=True, too_large=too_large)
+
+
+def _tool_calls(spec: str, grammar: bool, too_large: RegexTooLarge | None = None) -> tuple:
     frame = json.loads(spec)
     opener, closer = frame["open"], frame["close"]
-    regex, unique_paths = schema_to_guarded_regex(json.dumps(frame["schema"]))
+    form, unique_paths = schema_to_compiled_form(json.dumps(frame["schema"]), grammar=grammar, too_large=too_large)
+    if isinstance(form, JsonGrammar):
+        return form.framed(opener, closer), unique_paths, opener.encode()
     text = f"[^{escape_literal(opener[0])}][\\s\\S]*"
-    return (f"(?:{text}|{escape_literal(opener)}(?:{regex}){escape_literal(closer)})", unique_paths,
+    return (f"(?:{text}|{escape_literal(opener)}(?:{form}){escape_literal(closer)})", unique_paths,
             opener.encode())
 
 

@@ -34,14 +34,14 @@ from .unique_items import UniqueGuard
 def check_json_grammar(grammar: JsonGrammar) -> None:
     """What can refuse a schema grammar, without its LALR table (whose conflicts are resolved):
     its tokens (each a JSON scalar token) and the size of their lexer."""
-    TokenAtoms(grammar.terminals, frozenset(PUNCTUATION.values()))
+    TokenAtoms(grammar.terminals, _not_json_checked(grammar))
 
 
 def compile_json_grammar(grammar: JsonGrammar, info: TokenizerInfo, precompute: bool = True,
                          guard: UniqueGuard | None = None) -> CfgGrammar:
     """The matcher's grammar; `precompute` as in cfg.compile_cfg; `guard` what the schema needs
     beside its grammar (json_schema's unique paths, as beside its regex)."""
-    atoms = TokenAtoms(grammar.terminals, frozenset(PUNCTUATION.values()))
+    atoms = TokenAtoms(grammar.terminals, _not_json_checked(grammar))
     rules = dict(grammar.rules)
     symbols: dict[str, str] = {}
     for name in grammar.terminals:
@@ -66,6 +66,11 @@ def compile_json_grammar(grammar: JsonGrammar, info: TokenizerInfo, precompute: 
     if precompute:
         compiled.precompute()
     return compiled
+
+
+def _not_json_checked(grammar: JsonGrammar) -> frozenset[str]:
+    """The terminals TokenAtoms does not check to be JSON scalar tokens: punctuation, tags."""
+    return frozenset(PUNCTUATION.values()) | frozenset(grammar.tags)
 
 
 class _Analyzer(LALR_Analyzer):

@@ -43,11 +43,27 @@ _PLACEHOLDER = re.compile(r'"RGPH[0-9a-f]+x[0-9]+"')  # schema_check's placehold
 _STRUCTURAL = {"properties", "allOf", "anyOf", "oneOf", "prefixItems", "items", "additionalProperties"}
 
 
+# bytes a compact JSON token may start with, or a number continue with
+_JSON_BYTES = frozenset(b'"-+.0123456789eEtfn{}[],:')
+
+
 @dataclass
 class JsonGrammar:
     rules: dict[str, list[list[str]]]  # rule name -> alternatives (lists of rule / terminal names)
     terminals: dict[str, "str | ByteDfa"]  # terminal name -> regex (or DFA) of the JSON tokens it matches
     start: str = "start"
+    tags: tuple[str, ...] = ()  # terminals that are literal tags around the JSON, not JSON tokens
+
+    def framed(self, opener: str, closer: str) -> "JsonGrammar":
+        """The grammar of `opener`, an instance and `closer` (tool_calls' tags around the calls).
+        The tags lex by maximal munch beside JSON tokens only if neither starts with a byte a
+        JSON token starts or continues with, and neither is a prefix of the other."""
+        for tag in (opener, closer):
+            if not tag or tag.encode()[0] in _JSON_BYTES or opener.startswith(closer) or closer.startswith(opener):
+                raise GrammarError(f"tool call tags {opener!r} / {closer!r} cannot frame a JSON grammar")
+        tags = {"TAG_OPEN": re.escape(opener), "TAG_CLOSE": re.escape(closer)}
+        rules = {**self.rules, self.start: [["TAG_OPEN", *alt, "TAG_CLOSE"] for alt in self.rules[self.start]]}
+        return JsonGrammar(rules, {**self.terminals, **tags}, self.start, (*self.tags, *tags.values()))
 
 
 class SchemaGrammar:

@@ -295,3 +295,50 @@ def test_the_path_index_finds_what_pairwise_comparison_finds():
         for _ in range(5):
             query = tuple(rng.choice(parts) for _ in range(rng.randint(0, 3)))
             assert index.overlapping(query) == {i for i, p in enumerate(paths) if _overlap(query, p)}
+
+
+def test_tool_calls_too_large_for_one_regex_offer_text_or_tagged_calls(small_info):
+    """tool_choice "auto" with a schema past the regex budget: free text or the calls' grammar
+    between the tags (text_or_call), decided on the first token; rollback and fork across it."""
+    from radixgen.grammar.compiler import GrammarCompiler
+    from radixgen.grammar.text_or_call import TextOrCallMatcher
+    from radixgen.runtime.server.openai_tools import TOOL_CLOSE, TOOL_OPEN, tool_constraint
+
+    params = _too_large_schema(9, 4)
+    constraint = tool_constraint("auto", {"configure": params}, parallel=True)
+    compiler = GrammarCompiler(small_info)
+    compiler.validate(constraint)
+    grammar = compiler.compile(constraint)
+    assert isinstance(grammar.matcher(), TextOrCallMatcher)
+    call = '[{"name":"configure","arguments":{"k0":{"s":"ab"}}}]'
+    assert accepts_text(grammar, small_info, f"{TOOL_OPEN}{call}{TOOL_CLOSE}")
+    assert accepts_text(grammar, small_info, "It is sunny. <b>{")  # free text: anything after its first byte
+    assert not accepts_text(grammar, small_info, "")  # (EOS first)
+    assert not accepts_text(grammar, small_info, "<b>")
+    assert not accepts_text(grammar, small_info, f'{TOOL_OPEN}[{{"name":"configure","arguments":{{"k0":1}}}}]{TOOL_CLOSE}')
+    assert not accepts_text(grammar, small_info, f"{TOOL_OPEN}{call}")
+
+    tokens = small_info.token_bytes
+    matcher = grammar.matcher()
+    assert matcher.accept_token(tokens.index(b"It")) and matcher.is_accepting()
+    assert matcher.accept_token(tokens.index(b"<"))  # (inside free text, a tag's byte is text)
+    matcher.rollback(matcher.num_accepted)
+    assert matcher.accept_token(tokens.index(b"<")) and not matcher.is_accepting()
+    forked = matcher.fork()
+    assert not matcher.accept_token(tokens.index(b"It")) and forked.accept_token(tokens.index(b"t"))
+
+    class Tagged:  # walks that start with the opening tag
+        def matcher(self):
+            tagged = grammar.matcher()
+            assert all(tagged.accept_token(tokens.index(bytes([b]))) for b in TOOL_OPEN.encode())
+            return tagged
+
+    for seed in range(8):
+        _, text = random_walk(Tagged(), small_info, seed, max_steps=400)
+        assert text.endswith(TOOL_CLOSE)
+        for called in json.loads(text[:-len(TOOL_CLOSE)]):
+            assert called["name"] == "configure"
+            jsonschema.validate(called["arguments"], params)
+    for seed in range(4):  # the first token decides, both ways
+        _, text = random_walk(grammar, small_info, seed, max_steps=400)
+        assert text.startswith(TOOL_OPEN) or not text.startswith("<")

@@ -184,6 +184,31 @@ def test_tool_choice_auto_answers_text_or_a_valid_call(embedded_server, model_na
         assert message.content and not message.content.startswith("<")
 
 
+def test_tool_choice_auto_with_parameters_too_large_for_one_regex(embedded_server, model_name_e2e):
+    """The calls compile to the CFG matcher beside free text (text_or_call): asked again after an
+    earlier call, the model calls (greedy), with valid arguments; asked something else, it answers."""
+    from tests.grammar.test_json_cfg import _too_large_schema
+
+    params = _too_large_schema()
+    tool = {"type": "function", "function": {"name": "configure", "parameters": params}}
+    earlier = [{"role": "user", "content": "Call it."},
+               {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                   "name": "configure", "arguments": '{"s": "a"}'}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": "done"}]
+    answers = {}
+    for content in ("Call it again.", "What's the weather in Oslo?"):
+        resp = _client(embedded_server).chat.completions.create(
+            model=model_name_e2e, messages=[*earlier, {"role": "user", "content": content}],
+            tools=[tool], tool_choice="auto", temperature=0, max_tokens=120)
+        answers[content] = message = resp.choices[0].message
+        for call in message.tool_calls or []:
+            assert call.function.name == "configure"
+            jsonschema.validate(json.loads(call.function.arguments), params)
+    assert answers["Call it again."].tool_calls
+    weather = answers["What's the weather in Oslo?"]
+    assert weather.tool_calls or (weather.content and not weather.content.startswith("<"))
+
+
 TAGS = {"type": "function", "function": {"name": "tag_photo", "parameters": {
     "type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True,
                                               "minItems": 4, "maxItems": 6}}, "required": ["tags"]}}}
