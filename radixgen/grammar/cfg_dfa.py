@@ -9,7 +9,7 @@ from __future__ import annotations
 from radixgen.grammar.cfg_regex import ByteDfa, parse_regex
 
 _LENGTH_LIMITS = ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, 0x10FFFF))
-MAX_DFA_STATES = 5000
+MAX_DFA_STATES = 20000  # (as cfg_lexer.MAX_LEXER_STATES: no lexer of a larger terminal could be built)
 
 
 def _utf8_sequences(lo: int, hi: int) -> list[list[tuple[int, int]]]:
@@ -102,64 +102,111 @@ class _Nfa:
 def _determinize(nfa: _Nfa, final: int) -> tuple[list[list[int]], set[int]]:
     start = nfa.closure([0])
     ids, order, trans, accepting = {start: 0}, [start], [], set()
+    closures: dict[frozenset[int], frozenset[int]] = {}  # targets -> their closure
     while len(trans) < len(order):
         current = order[len(trans)]
         if final in current:
             accepting.add(len(trans))
-        bins: list[set[int]] = [set() for _ in range(256)]
-        for s in current:
-            for lo, hi, t in nfa.edges[s]:
-                for b in range(lo, hi + 1):
-                    bins[b].add(t)
-        row = []
-        for targets in bins:
+        edges = [edge for s in current for edge in nfa.edges[s]]
+        cuts = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges} | {0, 256})
+        row = [-1] * 256
+        for a, b in zip(cuts, cuts[1:]):  # byte intervals no edge boundary splits
+            targets = frozenset(t for lo, hi, t in edges if lo <= a <= hi)
             if not targets:
-                row.append(-1)
                 continue
-            key = nfa.closure(targets)
-            if key not in ids:
+            key = closures.get(targets)
+            if key is None:
+                key = closures[targets] = nfa.closure(targets)
+            target = ids.get(key)
+            if target is None:
                 if len(order) >= MAX_DFA_STATES:
                     raise ValueError("regex DFA is too large")
-                ids[key] = len(order)
+                target = ids[key] = len(order)
                 order.append(key)
-            row.append(ids[key])
+            row[a:b] = [target] * (b - a)
         trans.append(row)
     return trans, accepting
 
 
 def _minimize(trans: list[list[int]], accepting: set[int]) -> ByteDfa:
-    """Moore partition refinement; unreachable-to-accept states become dead (-1)."""
-    block = [1 if s in accepting else 0 for s in range(len(trans))]
-    while True:
-        sigs = {}
-        new_block = []
-        for s, row in enumerate(trans):
-            sig = (block[s], tuple(block[t] if t >= 0 else -1 for t in row))
-            new_block.append(sigs.setdefault(sig, len(sigs)))
-        if len(sigs) == len(set(block)):
-            break
-        block = new_block
+    """Hopcroft's partition refinement over byte classes (bytes no state tells apart); states
+    that cannot reach acceptance become dead (-1). Moore's rounds would be as many as the
+    longest chain of states (a `.{0,1023}` has a thousand), each over every state."""
     live = _live_states(trans, accepting)
+    states = [s for s in range(len(trans)) if s in live]  # (state 0 first: the start stays 0)
+    index = {s: i for i, s in enumerate(states)}
+    dead = len(states)  # one dead state for every missing transition
+    columns: dict[tuple[int, ...], int] = {}
+    for b in range(256):
+        column = tuple(index.get(trans[s][b], dead) for s in states)
+        columns.setdefault(column, b)
+    inverse = []  # per byte class: target -> the states that go there on it
+    for column in columns:
+        back: list[list[int]] = [[] for _ in range(dead + 1)]
+        for i, j in enumerate(column):
+            back[j].append(i)
+        back[dead].append(dead)
+        inverse.append(back)
+    block_of = _hopcroft(inverse, [index[s] for s in accepting if s in live], dead)
     remap: dict[int, int] = {}
-    for s in range(len(trans)):  # state 0's block first, so the start stays 0
-        if s in live and block[s] not in remap:
-            remap[block[s]] = len(remap)
+    for i in range(dead):
+        remap.setdefault(block_of[i], len(remap))
     rows: list[tuple[int, ...] | None] = [None] * len(remap)
-    for s, row in enumerate(trans):
-        if s in live and rows[remap[block[s]]] is None:
-            rows[remap[block[s]]] = tuple(remap.get(block[t], -1) if t in live else -1 for t in row)
-    final = frozenset(remap[block[s]] for s in accepting if s in live)
+    for i, s in enumerate(states):
+        if rows[remap[block_of[i]]] is None:
+            rows[remap[block_of[i]]] = tuple(remap[block_of[index[t]]] if t in index else -1 for t in trans[s])
+    final = frozenset(remap[block_of[index[s]]] for s in accepting if s in live)
     return ByteDfa(tuple(rows), final)
 
 
+def _hopcroft(inverse: list[list[list[int]]], accepting: list[int], dead: int) -> list[int]:
+    """Block of each state (0..dead) in the coarsest partition that refines accepting / not
+    and is stable under every byte class (`inverse[c][j]`: the states class c takes to j)."""
+    block_of = [1] * (dead + 1)
+    for i in accepting:
+        block_of[i] = 0
+    blocks = [set(accepting), set(range(dead + 1)) - set(accepting)]
+    if not blocks[1]:
+        blocks.pop()
+    smaller = min(range(len(blocks)), key=lambda k: len(blocks[k]))
+    todo = {(smaller, c) for c in range(len(inverse))}
+    while todo:
+        a, c = todo.pop()
+        back = inverse[c]
+        hit: dict[int, list[int]] = {}
+        for j in blocks[a]:
+            for i in back[j]:
+                hit.setdefault(block_of[i], []).append(i)
+        for y, members in hit.items():
+            if len(members) == len(blocks[y]):
+                continue
+            moved = set(members)
+            blocks[y] -= moved
+            z = len(blocks)
+            blocks.append(moved)
+            for i in moved:
+                block_of[i] = z
+            for d in range(len(inverse)):
+                if (y, d) in todo:
+                    todo.add((z, d))
+                else:
+                    todo.add((z, d) if len(moved) <= len(blocks[y]) else (y, d))
+    return block_of
+
+
 def _live_states(trans: list[list[int]], accepting: set[int]) -> set[int]:
-    live, changed = set(accepting), True
-    while changed:
-        changed = False
-        for s, row in enumerate(trans):
-            if s not in live and any(t in live for t in row if t >= 0):
+    """The states from which an accepting state can be reached (backwards from them)."""
+    back: list[list[int]] = [[] for _ in trans]
+    for s, row in enumerate(trans):
+        for t in set(row):
+            if t >= 0:
+                back[t].append(s)
+    live, todo = set(accepting), list(accepting)
+    while todo:
+        for s in back[todo.pop()]:
+            if s not in live:
                 live.add(s)
-                changed = True
+                todo.append(s)
     return live
 
 
