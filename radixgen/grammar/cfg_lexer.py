@@ -131,17 +131,18 @@ class LexerDfa:
 
     @classmethod
     def from_token_automaton(cls, type_names: list[str], token_rows: list[list[int]],
-                             winner: list[int]) -> "LexerDfa":
+                             winner: list[int], restart: list[int] | None = None) -> "LexerDfa":
         """A lexer over terminals given as one automaton of a single token: `token_rows[s][b]` the
         state after byte b inside the token (DEAD: the token cannot go on), FRESH its start,
         `winner[s]` the type id of a token ending in s (-1: none). Maximal munch: a byte the
         token can take always extends it (json_grammar's terminals, JSON tokens, need no other
-        rule). Nothing is ignored."""
+        rule). Nothing is ignored. `restart[type]`: the start of the token after one of that
+        type (json_tokens' whitespace), FRESH by default."""
         lexer = cls.__new__(cls)
         lexer.type_names = list(type_names)
         lexer.type_id = {n: i for i, n in enumerate(lexer.type_names)}
         lexer.ignored = frozenset()
-        lexer._finish(token_rows, list(winner))
+        lexer._finish(token_rows, list(winner), restart)
         return lexer
 
     def _build(self) -> None:
@@ -153,13 +154,13 @@ class LexerDfa:
             sid += 1
         self._finish(rows, [self._winner(q) for q in self._states])
 
-    def _finish(self, token_rows: list[list[int]], winner: list[int]) -> None:
+    def _finish(self, token_rows: list[list[int]], winner: list[int], restart: list[int] | None = None) -> None:
         """The lexer's tables from the automaton of one token: where the token cannot take a
         byte, it ends as its winner and the byte starts the next token (DEAD where it has none)."""
-        fresh_row = token_rows[FRESH]
-        trans, emit = [[DEAD] * 256, list(fresh_row)], [[-1] * 256, [-1] * 256]
+        trans, emit = [[DEAD] * 256, list(token_rows[FRESH])], [[-1] * 256, [-1] * 256]
         for sid in range(2, len(token_rows)):
             win, t_row, e_row = winner[sid], [], []
+            fresh_row = token_rows[FRESH if restart is None or win < 0 else restart[win]]
             for b, nxt in enumerate(token_rows[sid]):
                 if nxt != DEAD:
                     t_row.append(nxt)

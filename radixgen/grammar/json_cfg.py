@@ -34,14 +34,14 @@ from .unique_items import UniqueGuard
 def check_json_grammar(grammar: JsonGrammar) -> None:
     """What can refuse a schema grammar, without its LALR table (whose conflicts are resolved):
     its tokens (each a JSON scalar token) and the size of their lexer."""
-    TokenAtoms(grammar.terminals, _not_json_checked(grammar))
+    TokenAtoms(grammar.terminals, _not_json_checked(grammar), grammar.whitespace)
 
 
 def compile_json_grammar(grammar: JsonGrammar, info: TokenizerInfo, precompute: bool = True,
                          guard: UniqueGuard | None = None) -> CfgGrammar:
     """The matcher's grammar; `precompute` as in cfg.compile_cfg; `guard` what the schema needs
     beside its grammar (json_schema's unique paths, as beside its regex)."""
-    atoms = TokenAtoms(grammar.terminals, _not_json_checked(grammar))
+    atoms = TokenAtoms(grammar.terminals, _not_json_checked(grammar), grammar.whitespace)
     rules = dict(grammar.rules)
     symbols: dict[str, str] = {}
     for name in grammar.terminals:

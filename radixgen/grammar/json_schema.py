@@ -105,19 +105,18 @@ def _rewritten_regex(schema, whitespace: str, origins: dict[str, str], grammar: 
         too_large = exc  # a grammar needs no copies (and recursion needs no unrolling)
     guarded = rewriter.unique_arrays or rewriter.length_strings or rewriter.counted_nodes or rewriter.unique_key_nodes
     unique_paths = GuardSites(rewritten, rewriter).guard_paths() if guarded else ()
-    if rewriter.keyed_objects:
-        rewritten = KeyedObjects(rewritten, rewriter, whitespace_pattern(whitespace)).run()
     try:
         if too_large is not None:
             raise too_large
-        return _written_regex(rewritten, rewriter, whitespace_pattern(whitespace)), unique_paths
-    except RegexTooLarge as exc:
+        keyed = KeyedObjects(rewritten, rewriter, whitespace_pattern(whitespace)).run() if rewriter.keyed_objects \
+            else rewritten
+        return _written_regex(keyed, rewriter, whitespace_pattern(whitespace)), unique_paths
+    except RegexTooLarge:
         if not grammar:
             raise
-        if whitespace_pattern(whitespace):
-            raise RegexTooLarge(f"{exc}; it cannot be compiled to a grammar instead: its whitespace is "
-                                "not compact") from None
-        return SchemaGrammar(rewritten, rewriter.placeholders, ref_target).build(), unique_paths
+        # (keyed objects as rules, not as the regexes KeyedObjects writes: their values may be large)
+        return SchemaGrammar(rewritten, rewriter.placeholders, ref_target, rewriter.keyed_objects,
+                             whitespace_pattern(whitespace)).build(), unique_paths
 
 
 def _written_regex(rewritten: dict, rewriter: SchemaRewriter, whitespace: str) -> str:

@@ -29,25 +29,35 @@ from radixgen.grammar.matcher import GrammarError
 class TokenAtoms:
     """The product automaton of a set of terminals; `atoms_of[terminal]` its atom type names."""
 
-    def __init__(self, terminals: dict[str, "str | ByteDfa"], punctuation: frozenset[str] = frozenset()) -> None:
+    def __init__(self, terminals: dict[str, "str | ByteDfa"], punctuation: frozenset[str] = frozenset(),
+                 whitespace: str = "") -> None:
         """`terminals`: name -> regex (Rust syntax, see cfg_regex) or DFA of the JSON tokens it
         matches; each not in `punctuation` (regexes) is checked to match JSON scalar tokens only
-        (strings, numbers, literals)."""
+        (strings, numbers, literals). `whitespace`: the regex of the whitespace between tokens
+        (`with_whitespace`)."""
         self.names = list(terminals)
         dfas = [t if isinstance(t, ByteDfa) else _dfa(name, t) for name, t in terminals.items()]
         for name, dfa in zip(self.names, dfas):
             if terminals[name] not in punctuation and not is_scalar_token(dfa):
                 raise GrammarError(f"json_schema: a value's regex ({str(terminals[name])[:80]}) matches more than "
                                    "one JSON token")
-        # per terminal and state: its live transitions as (byte, next state) pairs
+        owners = list(range(len(dfas)))
+        starts = [tuple(range(len(dfas)))]
+        if whitespace:
+            dfas, owners, starts = with_whitespace(terminals, dfas, whitespace)
+        self._owners = owners
+        # per DFA and state: its live transitions as (byte, next state) pairs
         self._moves = [[[(b, t) for b, t in enumerate(row) if t >= 0] for row in dfa.trans] for dfa in dfas]
         self._accepting = [dfa.accepting for dfa in dfas]
-        self._build()
+        self._build([tuple((i, 0) for i in start) for start in starts])
+        self.restart = None  # per atom, the start state of the token after it (None: FRESH)
+        if whitespace:
+            opening = {i for i, name in enumerate(self.names) if terminals[name] in _OPENING}
+            self.restart = [FRESH if atom <= opening else FRESH + 1 for atom in self._atom_sets]
 
-    def _build(self) -> None:
-        start = tuple((i, 0) for i in range(len(self.names)))
-        states: list[tuple] = [(), start]
-        ids = {(): DEAD, start: FRESH}
+    def _build(self, starts: list[tuple]) -> None:
+        states: list[tuple] = [(), *starts]
+        ids = {state: i for i, state in enumerate(states)}
         rows: list[list[int]] = [[DEAD] * 256]
         sid = FRESH
         while sid < len(states):
@@ -68,11 +78,12 @@ class TokenAtoms:
                 row[b] = target
             rows.append(row)
             sid += 1
-        sets = [frozenset(i for i, s in q if s in self._accepting[i]) for q in states]
+        sets = [frozenset(self._owners[i] for i, s in q if s in self._accepting[i]) for q in states]
         atom_of_set: dict[frozenset, int] = {}
         for found in sets:
             if found and found not in atom_of_set:
                 atom_of_set[found] = len(atom_of_set)
+        self._atom_sets = list(atom_of_set)
         self.type_names = [f"A{k}" for k in range(len(atom_of_set))]
         self.winner = [atom_of_set[found] if found else -1 for found in sets]
         self.atoms_of: dict[str, list[str]] = {name: [] for name in self.names}
@@ -82,7 +93,42 @@ class TokenAtoms:
         self.rows = rows
 
     def lexer(self) -> LexerDfa:
-        return LexerDfa.from_token_automaton(self.type_names, self.rows, self.winner)
+        return LexerDfa.from_token_automaton(self.type_names, self.rows, self.winner, self.restart)
+
+
+# whitespace: after these (and at the start) a token takes none before it; after any other
+# token, `,` `:` `}` `]` take it before them
+_OPENING = frozenset((r"\{", r"\[", ",", ":"))
+_LEADING = frozenset((",", ":", r"\}", r"\]"))
+_JSON_WHITESPACE = "[ \t\n\r]*"
+
+
+def with_whitespace(terminals: dict, dfas: list[ByteDfa], whitespace: str) -> tuple[list, list, list]:
+    """(DFAs, the terminal each belongs to, the DFAs of the two starts) of terminals with
+    `whitespace` in each gap between tokens, once: `{` `[` `,` `:` take it after them; after a
+    value or `}` `]` (the second start), `,` `:` `}` `]` take it before them. So no gap has it twice
+    and the text neither starts nor ends with it. The pattern must match only JSON whitespace
+    (which no token starts or continues with: maximal munch still lexes exactly) and the empty
+    text (the shortest completions need none)."""
+    ws = _dfa("the whitespace", whitespace)
+    if not _within(ws, _compiled(_JSON_WHITESPACE)) or 0 not in ws.accepting:
+        raise GrammarError(f"the whitespace pattern {whitespace!r} must match only spaces, tabs and newlines, "
+                           "and the empty text, for a schema compiled to a grammar")
+    names = list(terminals)
+    dfas, owners = list(dfas), list(range(len(names)))
+    first, second = [], []
+    for i, name in enumerate(names):
+        regex = terminals[name]
+        if regex in _OPENING:
+            dfas[i] = _dfa(name, f"{regex}(?:{whitespace})")
+        first.append(i)
+        if regex in _LEADING:
+            dfas.append(_dfa(name, f"(?:{whitespace}){regex}" + (f"(?:{whitespace})" if regex in _OPENING else "")))
+            owners.append(i)
+            second.append(len(dfas) - 1)
+        else:
+            second.append(i)
+    return dfas, owners, [first, second]
 
 
 def starts_container(regex: str) -> bool:

@@ -26,6 +26,7 @@ from outlines_core.json_schema import build_regex_from_schema
 from .cfg_regex import ByteDfa
 from .json_tokens import starts_container
 from .matcher import GrammarError
+from .schema_collections import KEYED
 from .schema_regex_rules import RegexRules
 
 ANY_DEPTH = 2  # outlines-core's nesting for a value with no constraints
@@ -53,6 +54,7 @@ class JsonGrammar:
     terminals: dict[str, "str | ByteDfa"]  # terminal name -> regex (or DFA) of the JSON tokens it matches
     start: str = "start"
     tags: tuple[str, ...] = ()  # terminals that are literal tags around the JSON, not JSON tokens
+    whitespace: str = ""  # the regex of the whitespace in each gap between tokens (json_tokens)
 
     def framed(self, opener: str, closer: str) -> "JsonGrammar":
         """The grammar of `opener`, an instance and `closer` (tool_calls' tags around the calls).
@@ -63,6 +65,8 @@ class JsonGrammar:
                 raise GrammarError(f"tool call tags {opener!r} / {closer!r} cannot frame a JSON grammar")
         tags = {"TAG_OPEN": re.escape(opener), "TAG_CLOSE": re.escape(closer)}
         rules = {**self.rules, self.start: [["TAG_OPEN", *alt, "TAG_CLOSE"] for alt in self.rules[self.start]]}
+        if self.whitespace:
+            raise GrammarError("tool call tags frame compact JSON only")
         return JsonGrammar(rules, {**self.terminals, **tags}, self.start, (*self.tags, *tags.values()))
 
 
@@ -70,8 +74,14 @@ class SchemaGrammar:
     """One use: `build()` the grammar of a rewritten schema, with the placeholders its `const`s
     stand for (schema_check) and `ref_target` to resolve its `$ref`s."""
 
-    def __init__(self, root, placeholders: dict[str, str], ref_target) -> None:
+    def __init__(self, root, placeholders: dict[str, str], ref_target, keyed_objects: dict | None = None,
+                 whitespace: str = "") -> None:
+        """`keyed_objects`: the rewriter's records of its keyed-object carriers (placeholder ->
+        (name regex, nonempty, maxProperties)); `whitespace`: the regex of the whitespace between
+        tokens ("" for compact JSON)."""
         self.root, self.placeholders, self.ref_target = root, placeholders, ref_target
+        self.keyed_objects = keyed_objects or {}
+        self.whitespace = whitespace
         self.rules: dict[str, list[list[str]]] = {}
         self._terminal_names: dict[str, str] = {}  # regex -> terminal name
         self._ref_rules: dict[str, str] = {}
@@ -86,7 +96,7 @@ class SchemaGrammar:
         self.rules["start"] = [[self.value(self.root, "$")]]
         terminals = {name: self._dfas.get(name, regex) for regex, name in self._terminal_names.items()}
         _keep_productive(self.rules, terminals)
-        return JsonGrammar(self.rules, terminals)
+        return JsonGrammar(self.rules, terminals, whitespace=self.whitespace)
 
     # symbols -----------------------------------------------------------------------------
     def terminal(self, regex: str) -> str:
@@ -146,6 +156,8 @@ class SchemaGrammar:
             return self.any_value(ANY_DEPTH)
         if not isinstance(node, dict):
             raise GrammarError(f"json_schema: unsupported subschema {json.dumps(node)[:80]} at {path}")
+        if KEYED in node:
+            return self.keyed(node, path)
         deciding = next((k for k in _DECIDING if k in node), None)
         if deciding == "properties":
             return self.object(node, path)
@@ -243,6 +255,19 @@ class SchemaGrammar:
         pair = self.rule([[key, self.punct(":"), values]], "p")
         return self.rule([[self.punct("{")] + self.listed(pair, 1 if nonempty else 0, None) + [self.punct("}")]], "o")
 
+    def keyed(self, node: dict, path: str) -> str:
+        """A keyed object (schema_collections' carrier): names from its name regex, values of its
+        additionalProperties, as schema_keyed_objects writes its regex."""
+        names, nonempty, most = self.keyed_objects[f'"{node[KEYED]}"']
+        if "additionalProperties" not in node:  # the recursion was cut there (Unroll): the empty object
+            if nonempty:
+                raise GrammarError("recursive $ref without an exit: an object needing a property "
+                                   "recurses at every level")
+            return self.rule([[self.punct("{"), self.punct("}")]], "o")
+        values = self.value(node["additionalProperties"], f"{path}.additionalProperties")
+        pair = self.rule([[self.terminal(self._filled(names)), self.punct(":"), values]], "p")
+        return self.rule([[self.punct("{")] + self.listed(pair, 1 if nonempty else 0, most) + [self.punct("}")]], "o")
+
     def array(self, item: str, min_items: int, max_items: int | None) -> str:
         return self.rule([[self.punct("[")] + self.listed(item, min_items, max_items) + [self.punct("]")]], "a")
 
@@ -293,6 +318,9 @@ class SchemaGrammar:
             return symbols + [self.punct("]")]
         regex = self._literal_regex(value)
         if starts_container(regex):  # a placeholder for a whole object or array
+            if self.whitespace:
+                raise GrammarError(f"json_schema at {path}: an array or object written as one regex (unique or "
+                                   "counted items) in a schema too large for one regex needs compact whitespace")
             return [self._regex_rules.symbol(regex, path)]
         return [self.terminal(regex)]
 
@@ -347,6 +375,10 @@ class SchemaGrammar:
             regex = build_regex_from_schema(json.dumps(node), "", 1)
         except (ValueError, RuntimeError, TypeError) as exc:
             raise GrammarError(f"cannot compile json_schema at {path}: {exc}") from None
+        return self._filled(regex)
+
+    def _filled(self, regex: str) -> str:
+        """`regex` with its placeholders written out."""
         return _PLACEHOLDER.sub(lambda m: f"(?:{self.placeholders.get(m.group(0), m.group(0))})", regex)
 
 

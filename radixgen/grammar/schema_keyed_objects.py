@@ -3,7 +3,7 @@ regex outlines-core builds for their values (`KeyedObjects`)."""
 
 from __future__ import annotations
 
-from .matcher import GrammarError
+from .matcher import GrammarError, RegexTooLarge
 from .schema_check import SchemaRewriter
 from .schema_collections import KEYED
 from .schema_outlines import NODE_BUDGET, bound_any_depth, outlines_regex, ref_target
@@ -68,4 +68,4 @@ class KeyedObjects:
     def _count(self) -> None:
         self.nodes += 1
         if self.nodes > NODE_BUDGET:
-            raise GrammarError("json_schema expands to too large a grammar")
+            raise RegexTooLarge("json_schema expands to too large a grammar (its references written out)")

@@ -139,9 +139,63 @@ def test_a_schema_past_the_regex_budget_compiles_to_a_grammar(smol_info):
     assert REGEX_BUDGET > 0
 
 
-def test_a_too_large_schema_with_other_whitespace_is_refused_clearly():
-    with pytest.raises(GrammarError, match="whitespace is not compact"):
-        schema_to_compiled_form(json.dumps(_too_large_schema()), whitespace="flexible")
+def _keyed_too_large_schema() -> dict:
+    """A dictionary (names follow a pattern) whose values' regex alone passes the budget."""
+    big = _too_large_schema()
+    return {"$defs": big["$defs"], "type": "object", "propertyNames": {"pattern": "^[a-z]+$"},
+            "additionalProperties": {"$ref": big["$ref"]}, "maxProperties": 2}
+
+
+def test_a_keyed_object_whose_values_are_too_large_is_written_as_rules(small_info):
+    schema = _keyed_too_large_schema()
+    text = json.dumps(schema)
+    with pytest.raises(RegexTooLarge):
+        schema_to_compiled_form(text, grammar=False)
+    from radixgen.grammar.compiler import GrammarCompiler
+    grammar = GrammarCompiler(small_info).compile(Constraint("json_schema", text))
+    assert isinstance(grammar, CfgGrammar)
+    assert accepts_text(grammar, small_info, '{}')
+    assert accepts_text(grammar, small_info, '{"ab":{"k0":{"s":"x"}},"c":{}}')
+    assert not accepts_text(grammar, small_info, '{"aB":{}}')  # the names' pattern
+    assert not accepts_text(grammar, small_info, '{"a":{},"b":{},"c":{}}')  # maxProperties
+    assert not accepts_text(grammar, small_info, '{"a":{"k0":{"s":"X"}}}')  # the values' schema
+    for seed in range(8):
+        _, out = random_walk(grammar, small_info, seed, max_steps=400)
+        jsonschema.validate(json.loads(out), schema)
+
+
+@pytest.mark.parametrize("whitespace", ["flexible", "[ ]?"])
+def test_a_too_large_schema_takes_the_configured_whitespace_once_per_gap(small_info, whitespace):
+    """As on the regex path: one match of the pattern between tokens, none before or after the
+    value (the walks would otherwise run on in whitespace)."""
+    from radixgen.grammar.compiler import GrammarCompiler
+
+    schema = _too_large_schema()
+    form, _ = schema_to_compiled_form(json.dumps(schema), whitespace=whitespace)
+    assert isinstance(form, JsonGrammar) and form.whitespace
+    grammar = GrammarCompiler(small_info, whitespace=whitespace).compile(Constraint("json_schema", json.dumps(schema)))
+
+    def accepts(text: str) -> bool:
+        return accepts_text(grammar, small_info, text)
+
+    assert accepts('{ "k0" : { "s" : "ab" } , "s" : "x" }') and accepts('{"k0":{}}') and accepts("{ }")
+    assert not accepts(' {"k0":{}}') and not accepts('{"k0":{}} ') and not accepts('{"k0":{}}\n')
+    if whitespace == "flexible":
+        assert accepts('{\n  "k0": {\n    "k1": {}\n  }\n}')
+        assert not accepts("{" + " " * 33 + "}")
+    else:
+        assert not accepts('{  "k0":{}}') and not accepts('{"k0"  :{}}') and not accepts('{"k0":{}  }')
+    for seed in range(6):
+        _, out = random_walk(grammar, small_info, seed, max_steps=400)
+        assert out == out.strip()
+        jsonschema.validate(json.loads(out), schema)
+
+
+def test_a_whitespace_pattern_a_grammar_cannot_take_is_refused_clearly(small_info):
+    for pattern in ("[ a]*", "\n"):  # not only whitespace; not the empty text
+        with pytest.raises(GrammarError, match="whitespace pattern"):
+            from radixgen.grammar.json_cfg import check_json_grammar
+            check_json_grammar(schema_to_compiled_form(json.dumps(_too_large_schema()), whitespace=pattern)[0])
 
 
 def test_an_ambiguous_schema_keeps_one_reading_and_every_prefix_completes(small_info):

@@ -75,3 +75,15 @@ def test_sql_outputs_at_max_new_tokens_parse(short_context_engine):
         assert len(out["output_ids"]) <= p["max_new_tokens"]
         parser.parse(out["text"])
     assert sum(o["meta_info"]["finish_reason"]["type"] == "length" for o in outs) >= len(outs) // 2
+
+
+def test_grammar_compiled_schema_with_flexible_whitespace_closes_in_time(tiny_model_path):
+    """The same with whitespace in the gaps (json_tokens): the random model takes plenty of it,
+    and the outputs still close in time, without whitespace before or after the value."""
+    from radixgen.runtime.engine import Engine
+    from tests.grammar.test_json_cfg import _too_large_schema
+
+    engine = Engine(str(tiny_model_path), load_format="dummy", max_total_tokens=1024, grammar_whitespace="flexible")
+    outs = _sampled_to_limits(engine, _too_large_schema(), (6, 14, 30), seeds=3)
+    assert all(o["text"] == o["text"].strip() for o in outs)
+    assert any(c in o["text"] for o in outs for c in " \n\t")
