@@ -65,11 +65,26 @@ def schema_to_compiled_form(schema_json: str, whitespace: str = "compact", gramm
     grammar without the regex."""
     try:
         return _schema_to_regex(schema_json, whitespace, grammar, too_large)
+    except _SpacedGrammar as spaced:
+        # the grammar of the compact rewrite (the regexes it writes for whole containers then
+        # hold no whitespace to cut around), its tokens taking the whitespace (json_tokens)
+        form, unique_paths = _schema_to_regex(schema_json, "compact", True, spaced.too_large, regex_first=False)
+        form.whitespace = whitespace_pattern(whitespace)
+        return form, unique_paths
     except RecursionError:  # reference chains thousands deep: the walks recurse per level
         raise GrammarError("json_schema nests its references too deeply") from None
 
 
-def _schema_to_regex(schema_json: str, whitespace: str, grammar: bool, too_large) -> tuple:
+class _SpacedGrammar(Exception):
+    """A schema too large for one regex, with other whitespace than compact (`too_large`: the
+    error that came before the regex, if one did)."""
+
+    def __init__(self, too_large: RegexTooLarge | None) -> None:
+        super().__init__("a schema too large for one regex, with whitespace")
+        self.too_large = too_large
+
+
+def _schema_to_regex(schema_json: str, whitespace: str, grammar: bool, too_large, regex_first: bool = True) -> tuple:
     try:
         schema = json.loads(schema_json)
     except json.JSONDecodeError as exc:
@@ -78,13 +93,17 @@ def _schema_to_regex(schema_json: str, whitespace: str, grammar: bool, too_large
         raise GrammarError(f"json_schema nests deeper than {MAX_NESTING} levels")
     origins: dict[str, str] = {}
     try:
-        return _rewritten_regex(schema, whitespace, origins, grammar, too_large)
+        return _rewritten_regex(schema, whitespace, origins, grammar, too_large, regex_first)
     except GrammarError as exc:  # name the places the user wrote, not the copies hoisted from them
         exc.args = (restore_paths(str(exc), origins),)
         raise
 
 
-def _rewritten_regex(schema, whitespace: str, origins: dict[str, str], grammar: bool, too_large) -> tuple:
+def _rewritten_regex(schema, whitespace: str, origins: dict[str, str], grammar: bool, too_large,
+                     regex_first: bool = True) -> tuple:
+    """(regex or grammar, unique paths); `too_large`: the regex's error, known before (then no
+    references are unrolled either: a grammar needs no copies); `regex_first` False: the
+    grammar without trying the regex, references unrolled as for it."""
     try:
         schema = hoist_deep_refs(localize_embedded_refs(schema), origins)
         rewriter = SchemaRewriter(schema if isinstance(schema, dict) else {}, secrets.token_hex(4),
@@ -108,15 +127,18 @@ def _rewritten_regex(schema, whitespace: str, origins: dict[str, str], grammar: 
     try:
         if too_large is not None:
             raise too_large
+        if not regex_first:
+            raise RegexTooLarge("(the grammar asked for)")
         keyed = KeyedObjects(rewritten, rewriter, whitespace_pattern(whitespace)).run() if rewriter.keyed_objects \
             else rewritten
         return _written_regex(keyed, rewriter, whitespace_pattern(whitespace)), unique_paths
     except RegexTooLarge:
         if not grammar:
             raise
+        if whitespace_pattern(whitespace):
+            raise _SpacedGrammar(too_large) from None
         # (keyed objects as rules, not as the regexes KeyedObjects writes: their values may be large)
-        return SchemaGrammar(rewritten, rewriter.placeholders, ref_target, rewriter.keyed_objects,
-                             whitespace_pattern(whitespace)).build(), unique_paths
+        return SchemaGrammar(rewritten, rewriter.placeholders, ref_target, rewriter.keyed_objects).build(), unique_paths
 
 
 def _written_regex(rewritten: dict, rewriter: SchemaRewriter, whitespace: str) -> str:

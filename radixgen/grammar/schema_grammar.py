@@ -74,14 +74,11 @@ class SchemaGrammar:
     """One use: `build()` the grammar of a rewritten schema, with the placeholders its `const`s
     stand for (schema_check) and `ref_target` to resolve its `$ref`s."""
 
-    def __init__(self, root, placeholders: dict[str, str], ref_target, keyed_objects: dict | None = None,
-                 whitespace: str = "") -> None:
+    def __init__(self, root, placeholders: dict[str, str], ref_target, keyed_objects: dict | None = None) -> None:
         """`keyed_objects`: the rewriter's records of its keyed-object carriers (placeholder ->
-        (name regex, nonempty, maxProperties)); `whitespace`: the regex of the whitespace between
-        tokens ("" for compact JSON)."""
+        (name regex, nonempty, maxProperties))."""
         self.root, self.placeholders, self.ref_target = root, placeholders, ref_target
         self.keyed_objects = keyed_objects or {}
-        self.whitespace = whitespace
         self.rules: dict[str, list[list[str]]] = {}
         self._terminal_names: dict[str, str] = {}  # regex -> terminal name
         self._ref_rules: dict[str, str] = {}
@@ -96,7 +93,7 @@ class SchemaGrammar:
         self.rules["start"] = [[self.value(self.root, "$")]]
         terminals = {name: self._dfas.get(name, regex) for regex, name in self._terminal_names.items()}
         _keep_productive(self.rules, terminals)
-        return JsonGrammar(self.rules, terminals, whitespace=self.whitespace)
+        return JsonGrammar(self.rules, terminals)
 
     # symbols -----------------------------------------------------------------------------
     def terminal(self, regex: str) -> str:
@@ -318,9 +315,6 @@ class SchemaGrammar:
             return symbols + [self.punct("]")]
         regex = self._literal_regex(value)
         if starts_container(regex):  # a placeholder for a whole object or array
-            if self.whitespace:
-                raise GrammarError(f"json_schema at {path}: an array or object written as one regex (unique or "
-                                   "counted items) in a schema too large for one regex needs compact whitespace")
             return [self._regex_rules.symbol(regex, path)]
         return [self.terminal(regex)]
 

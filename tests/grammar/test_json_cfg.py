@@ -170,7 +170,9 @@ def test_a_too_large_schema_takes_the_configured_whitespace_once_per_gap(small_i
     value (the walks would otherwise run on in whitespace)."""
     from radixgen.grammar.compiler import GrammarCompiler
 
-    schema = _too_large_schema()
+    schema = _too_large_schema()  # (with a set of enum values: an array written as one regex)
+    schema["$defs"]["l5"]["properties"]["tags"] = {"type": "array", "items": {"enum": ["a", "b", "c"]},
+                                                   "uniqueItems": True}
     form, _ = schema_to_compiled_form(json.dumps(schema), whitespace=whitespace)
     assert isinstance(form, JsonGrammar) and form.whitespace
     grammar = GrammarCompiler(small_info, whitespace=whitespace).compile(Constraint("json_schema", json.dumps(schema)))
@@ -179,6 +181,7 @@ def test_a_too_large_schema_takes_the_configured_whitespace_once_per_gap(small_i
         return accepts_text(grammar, small_info, text)
 
     assert accepts('{ "k0" : { "s" : "ab" } , "s" : "x" }') and accepts('{"k0":{}}') and accepts("{ }")
+    assert accepts('{"tags": ["a", "c"]}') and not accepts('{"tags": ["a", "a"]}')
     assert not accepts(' {"k0":{}}') and not accepts('{"k0":{}} ') and not accepts('{"k0":{}}\n')
     if whitespace == "flexible":
         assert accepts('{\n  "k0": {\n    "k1": {}\n  }\n}')
