@@ -92,12 +92,23 @@ class _Analyzer(LALR_Analyzer):
         self.lr0_rules_by_origin: dict = {}
         for rule in rules:
             self.lr0_rules_by_origin.setdefault(rule.origin, []).append(rule)
+        self._expanded: dict = {}
         closure = self.expand_rule(root.origin, self.lr0_rules_by_origin)
         self.lr0_start_states = {start: LR0ItemSet([RulePtr(root, 0)], closure)}
         self.NULLABLE = _nullable(rules)
         self.nonterminal_transitions = []
         self.directly_reads, self.reads = defaultdict(set), defaultdict(set)
         self.includes, self.lookback = defaultdict(set), defaultdict(set)
+
+    def expand_rule(self, source_rule, rules_by_origin=None):
+        """The items that start `source_rule`'s expansions, transitively: the same for every
+        state whose kernel needs them, so computed once per nonterminal (Lark recomputes them
+        per kernel item)."""
+        found = self._expanded.get(source_rule)
+        if found is None:
+            found = frozenset(super().expand_rule(source_rule, rules_by_origin or self.lr0_rules_by_origin))
+            self._expanded[source_rule] = found
+        return found
 
     def compute_includes_lookback(self):
         by_origin: dict = {}

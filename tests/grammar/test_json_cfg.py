@@ -361,7 +361,9 @@ def test_tool_calls_too_large_for_one_regex_offer_text_or_tagged_calls(small_inf
     from radixgen.grammar.text_or_call import TextOrCallMatcher
     from radixgen.runtime.server.openai_tools import TOOL_CLOSE, TOOL_OPEN, tool_constraint
 
-    params = _too_large_schema(9, 4)
+    params = _too_large_schema(9, 4)  # (with a set of strings: the guard starts after the opening tag)
+    params["$defs"]["l4"]["properties"]["tags"] = {"type": "array", "items": {"type": "string", "maxLength": 3},
+                                                   "uniqueItems": True}
     constraint = tool_constraint("auto", {"configure": params}, parallel=True)
     compiler = GrammarCompiler(small_info)
     compiler.validate(constraint)
@@ -374,6 +376,9 @@ def test_tool_calls_too_large_for_one_regex_offer_text_or_tagged_calls(small_inf
     assert not accepts_text(grammar, small_info, "<b>")
     assert not accepts_text(grammar, small_info, f'{TOOL_OPEN}[{{"name":"configure","arguments":{{"k0":1}}}}]{TOOL_CLOSE}')
     assert not accepts_text(grammar, small_info, f"{TOOL_OPEN}{call}")
+    tagged = '[{"name":"configure","arguments":{"tags":["a",%s]}}]'
+    assert accepts_text(grammar, small_info, TOOL_OPEN + tagged % '"b"' + TOOL_CLOSE)
+    assert not accepts_text(grammar, small_info, TOOL_OPEN + tagged % '"a"' + TOOL_CLOSE)
 
     tokens = small_info.token_bytes
     matcher = grammar.matcher()
