@@ -217,26 +217,36 @@ def test_an_ambiguous_schema_keeps_one_reading_and_every_prefix_completes(small_
         jsonschema.validate(json.loads(text), schema)
 
 
-def test_the_faster_lalr_analysis_builds_lark_s_own_table(small_info):
-    """json_cfg's includes/lookback computation gives the table Lark's own analysis gives."""
+def test_the_integer_lalr_construction_builds_lark_s_own_table(small_info):
+    """lalr_table's table equals Lark's own analysis on the same rules, state by state (states
+    named by their LR(0) items), on schema grammars and an ambiguous one."""
     from lark.common import ParserConf
+    from lark.parsers.grammar_analysis import RulePtr
     from lark.parsers.lalr_analysis import LALR_Analyzer
 
     from radixgen.grammar import json_cfg
+    from radixgen.grammar.lalr_table import LalrTable
 
-    for schema in SAME_AS_REGEX + [_too_large_schema(4, 2)]:
+    ambiguous = {"anyOf": [{"type": "object", "properties": {"s": {"type": "string"}, "a": {"type": "integer"}}},
+                           {"type": "object", "properties": {"s": {"type": "string"}, "b": {"type": "boolean"}}}]}
+    for schema in SAME_AS_REGEX + [_too_large_schema(4, 2), ambiguous]:
         grammar = SchemaGrammar(schema, {}, ref_target).build()
         atoms = TokenAtoms(grammar.terminals, frozenset(PUNCTUATION.values()))
         symbols = {name: found[0] for name, found in atoms.atoms_of.items()}
         conf = ParserConf(json_cfg._lark_rules(grammar.rules, symbols, set(atoms.type_names)), {}, ["start"])
-        tables = []
-        for analyzer in (LALR_Analyzer(conf, debug=True), json_cfg._Analyzer(conf, debug=True)):
-            analyzer.compute_lalr()  # (debug: states keyed by their items, comparable across runs)
-            named = {state: frozenset(map(str, state)) for state in analyzer.parse_table.states}
-            tables.append({named[state]: {t: (str(kind), named[arg] if arg in named else str(arg))
-                                          for t, (kind, arg) in row.items()}
-                           for state, row in analyzer.parse_table.states.items()})
+        lark = LALR_Analyzer(conf, debug=True)
+        lark.compute_lalr()  # (debug: states keyed by their items, comparable across runs)
+        named = {state: frozenset(map(str, state)) for state in lark.parse_table.states}
+        ours = LalrTable(conf.rules, "start")
+        ours_named = {sid: frozenset(str(RulePtr(ours.rules[k], dot)) for k, dot in items)
+                      for sid, items in enumerate(ours.items)}
+        tables = [{names[state]: {t: (str(kind), names[arg] if str(kind) == "Shift" else str(arg))
+                                  for t, (kind, arg) in row.items()}
+                   for state, row in table.states.items()}
+                  for names, table in ((named, lark.parse_table), (ours_named, ours.table))]
         assert tables[0] == tables[1] and len(tables[0]) >= 3
+        assert named[lark.parse_table.start_states["start"]] == ours_named[ours.table.start_states["start"]]
+        assert named[lark.parse_table.end_states["start"]] == ours_named[ours.table.end_states["start"]]
 
 
 def test_a_schema_whose_token_index_is_too_large_compiles_to_a_grammar(small_info, monkeypatch):
