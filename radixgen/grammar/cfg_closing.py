@@ -59,7 +59,11 @@ class Closer:
         self.lexer, self.parser = grammar.lexer, grammar.parser
         lexer = self.lexer
         self._suffixes: dict[int, dict[str, bytes]] = {}
-        self.spelling = {t: s for t, s in self.suffixes(FRESH).items() if s}
+        self.spelling: dict[str, bytes] = {}  # each terminal's shortest text, from any start
+        for start in lexer.starts:
+            for t, s in self.suffixes(start).items():
+                if s and (t not in self.spelling or len(s) < len(self.spelling[t])):
+                    self.spelling[t] = s
         self.separator = next((s for t, s in sorted(self.spelling.items(), key=lambda x: len(x[1]))
                                if t in lexer.ignored and s.strip() == b""), b"")
         self._cost = {t: len(s) + len(self.separator) for t, s in self.spelling.items()}

@@ -88,6 +88,7 @@ class LexerDfa:
         self.type_names = sorted({c.name for c in self.cands})
         self.type_id = {n: i for i, n in enumerate(self.type_names)}
         self.ignored = frozenset(ignore)
+        self.starts = [FRESH]  # the states a token starts from (from_token_automaton: several)
         self._states: list[tuple] = [(), tuple((i, 0) for i in range(len(self.cands)))]
         self._ids = {s: i for i, s in enumerate(self._states)}
         self._build()
@@ -131,17 +132,20 @@ class LexerDfa:
 
     @classmethod
     def from_token_automaton(cls, type_names: list[str], token_rows: list[list[int]],
-                             winner: list[int], restart: list[int] | None = None) -> "LexerDfa":
+                             winner: list[int], restart: list[int] | None = None,
+                             starts: list[int] | None = None) -> "LexerDfa":
         """A lexer over terminals given as one automaton of a single token: `token_rows[s][b]` the
         state after byte b inside the token (DEAD: the token cannot go on), FRESH its start,
         `winner[s]` the type id of a token ending in s (-1: none). Maximal munch: a byte the
         token can take always extends it (json_grammar's terminals, JSON tokens, need no other
         rule). Nothing is ignored. `restart[type]`: the start of the token after one of that
-        type (json_tokens' whitespace), FRESH by default."""
+        type (json_tokens: the terminals that can follow it, whitespace), FRESH by default;
+        `starts`: every such start."""
         lexer = cls.__new__(cls)
         lexer.type_names = list(type_names)
         lexer.type_id = {n: i for i, n in enumerate(lexer.type_names)}
         lexer.ignored = frozenset()
+        lexer.starts = list(starts or [FRESH])
         lexer._finish(token_rows, list(winner), restart)
         return lexer
 

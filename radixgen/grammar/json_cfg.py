@@ -23,10 +23,10 @@ from lark.exceptions import LarkError
 from lark.grammar import NonTerminal, Rule, RuleOptions, Terminal
 
 from .cfg import CfgGrammar
-from .json_tokens import TokenAtoms
-from .lalr_table import LalrTable
+from .json_tokens import LexerTooLarge, TokenAtoms
+from .lalr_table import LalrTable, terminal_follows
 from .matcher import GrammarError
-from .schema_grammar import PUNCTUATION, JsonGrammar
+from .schema_grammar import PUNCTUATION, JsonGrammar, keep_productive
 from .tokenizer_info import TokenizerInfo
 from .unique_items import UniqueGuard
 
@@ -34,18 +34,22 @@ from .unique_items import UniqueGuard
 def check_json_grammar(grammar: JsonGrammar) -> None:
     """What can refuse a schema grammar, without its LALR table (whose conflicts are resolved):
     its tokens (each a JSON scalar token) and the size of their lexer."""
-    TokenAtoms(grammar.terminals, _not_json_checked(grammar), grammar.whitespace)
+    _atoms(grammar)
 
 
 def compile_json_grammar(grammar: JsonGrammar, info: TokenizerInfo, precompute: bool = True,
                          guard: UniqueGuard | None = None) -> CfgGrammar:
     """The matcher's grammar; `precompute` as in cfg.compile_cfg; `guard` what the schema needs
     beside its grammar (json_schema's unique paths, as beside its regex)."""
-    atoms = TokenAtoms(grammar.terminals, _not_json_checked(grammar), grammar.whitespace)
-    rules = dict(grammar.rules)
+    atoms = _atoms(grammar)
+    rules = {name: list(alternatives) for name, alternatives in grammar.rules.items()}
+    # (a terminal no context reads is in no text: its rules' alternatives go, as unreachable)
+    keep_productive(rules, {name for name in grammar.terminals if atoms.atoms_of[name]})
     symbols: dict[str, str] = {}
     for name in grammar.terminals:
         found = atoms.atoms_of[name]
+        if not found:
+            continue
         if len(found) == 1:
             symbols[name] = found[0]
         else:
@@ -65,6 +69,18 @@ def compile_json_grammar(grammar: JsonGrammar, info: TokenizerInfo, precompute: 
     if precompute:
         compiled.precompute()
     return compiled
+
+
+def _atoms(grammar: JsonGrammar) -> TokenAtoms:
+    """The token lexer's atoms: every token read among all terminals, or where that lexer
+    would be too large (long counted patterns in overlapping strings multiply), among those
+    that can follow the one before it (more states for most schemas: each context has its own
+    product, so only when the first is too large)."""
+    try:
+        return TokenAtoms(grammar.terminals, _not_json_checked(grammar), grammar.whitespace)
+    except LexerTooLarge:
+        follows = terminal_follows(grammar.rules, list(grammar.terminals), grammar.start)
+        return TokenAtoms(grammar.terminals, _not_json_checked(grammar), grammar.whitespace, follows)
 
 
 def _not_json_checked(grammar: JsonGrammar) -> frozenset[str]:

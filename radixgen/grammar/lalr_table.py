@@ -258,3 +258,56 @@ def _digraph(edges: list[list[int]], init: list[int]) -> list[int]:
                 low[parent] = min(low[parent], low[x])
                 result[parent] |= result[x]
     return result
+
+
+def terminal_follows(rules: dict[str, list[list[str]]], terminals: list[str],
+                     start: str) -> tuple[frozenset[str], dict[str, frozenset[str]]]:
+    """(the terminals a text of `start` can begin with, per terminal the terminals that can come
+    right after it) of a grammar given as rule name -> alternatives of symbol names: the FIRST
+    and FOLLOW sets, as bitsets through `_digraph`."""
+    bit = {name: 1 << i for i, name in enumerate(terminals)}
+    names = list(rules)
+    index = {name: i for i, name in enumerate(names)}
+    nullable: set[str] = set()
+    changed = True
+    while changed:  # (rounds over the rules: few, the grammars' empties are shallow)
+        changed = False
+        for name, alternatives in rules.items():
+            if name not in nullable and any(all(s in nullable for s in alt) for alt in alternatives):
+                nullable.add(name)
+                changed = True
+
+    def firsts(symbols: list[str]) -> tuple[int, list[int], bool]:
+        """(terminal bits, rules whose FIRST joins, all nullable) of a symbol sequence."""
+        bits, joined = 0, []
+        for s in symbols:
+            if s in bit:
+                return bits | bit[s], joined, False
+            joined.append(index[s])
+            if s not in nullable:
+                return bits, joined, False
+        return bits, joined, True
+
+    init, edges = [0] * len(names), [[] for _ in names]
+    for name, alternatives in rules.items():
+        for alt in alternatives:
+            bits, joined, _ = firsts(alt)
+            init[index[name]] |= bits
+            edges[index[name]] += joined
+    first = _digraph(edges, init)
+    # FOLLOW over every symbol: terminals after the rules
+    symbols = names + [t for t in terminals if t not in index]
+    where = {s: i for i, s in enumerate(symbols)}
+    init, edges = [0] * len(symbols), [[] for _ in symbols]
+    for name, alternatives in rules.items():
+        for alt in alternatives:
+            for i, s in enumerate(alt):
+                bits, joined, rest_nullable = firsts(alt[i + 1:])
+                for r in joined:
+                    bits |= first[r]
+                init[where[s]] |= bits
+                if rest_nullable:
+                    edges[where[s]].append(where[name])
+    follow = _digraph(edges, init)
+    return (frozenset(terminals[i] for i in _bits(first[index[start]])),
+            {t: frozenset(terminals[i] for i in _bits(follow[where[t]])) for t in terminals})

@@ -87,12 +87,14 @@ class SchemaGrammar:
         self._values: dict[str, str] = {}  # a node's JSON text -> its symbol
         self._items = 0  # the parser items objects make (ITEM_BUDGET)
         self._dfas: dict[str, ByteDfa] = {}  # terminals given by a DFA
+        self._colons: set[str] = set()  # terminals of a key's colon
         self._regex_rules = RegexRules(self)
 
     def build(self) -> JsonGrammar:
         self.rules["start"] = [[self.value(self.root, "$")]]
-        terminals = {name: self._dfas.get(name, regex) for regex, name in self._terminal_names.items()}
-        _keep_productive(self.rules, terminals)
+        terminals = {name: self._dfas.get(name, PUNCTUATION[":"] if name in self._colons else regex)
+                     for regex, name in self._terminal_names.items()}
+        keep_productive(self.rules, terminals)
         return JsonGrammar(self.rules, terminals)
 
     # symbols -----------------------------------------------------------------------------
@@ -106,6 +108,14 @@ class SchemaGrammar:
         """A terminal given by its DFA (schema_regex_rules), named by `key`."""
         name = self.terminal("\x00dfa " + key)
         self._dfas[name] = dfa
+        return name
+
+    def colon(self, key: str) -> str:
+        """The `:` after the key terminal `key`, a terminal of its own: the lexer starts a token
+        among the terminals that can follow the one before it (json_tokens), so a value is
+        lexed among its key's values only, not every value of the schema."""
+        name = self.terminal("\x00colon " + key)
+        self._colons.add(name)
         return name
 
     def punct(self, char: str) -> str:
@@ -235,8 +245,9 @@ class SchemaGrammar:
             raise GrammarError(f"json_schema is too large even as a grammar (its objects' optional properties "
                                f"make more than {ITEM_BUDGET:,} parser items: the sum over objects of the number of "
                                "properties squared)")
-        pairs = [[self.terminal(re.escape(json.dumps(name, ensure_ascii=False))), self.punct(":"),
-                  self.value(schema, f"{path}.properties.{name}")] for name, schema in props]
+        keys = [self.terminal(re.escape(json.dumps(name, ensure_ascii=False))) for name, _ in props]
+        pairs = [[key, self.colon(key), self.value(schema, f"{path}.properties.{name}")]
+                 for key, (name, schema) in zip(keys, props)]
         first = later = self.empty()
         for i in range(len(props) - 1, -1, -1):
             optional = props[i][0] not in required
@@ -249,7 +260,7 @@ class SchemaGrammar:
         """`{` any names, each with a value of `values` `}` (names may repeat, as outlines-core
         writes it; the validators read the last)."""
         key = self.terminal(self._outlines({"type": "string"}, "$"))
-        pair = self.rule([[key, self.punct(":"), values]], "p")
+        pair = self.rule([[key, self.colon(key), values]], "p")
         return self.rule([[self.punct("{")] + self.listed(pair, 1 if nonempty else 0, None) + [self.punct("}")]], "o")
 
     def keyed(self, node: dict, path: str) -> str:
@@ -262,7 +273,8 @@ class SchemaGrammar:
                                    "recurses at every level")
             return self.rule([[self.punct("{"), self.punct("}")]], "o")
         values = self.value(node["additionalProperties"], f"{path}.additionalProperties")
-        pair = self.rule([[self.terminal(self._filled(names)), self.punct(":"), values]], "p")
+        key = self.terminal(self._filled(names))
+        pair = self.rule([[key, self.colon(key), values]], "p")
         return self.rule([[self.punct("{")] + self.listed(pair, 1 if nonempty else 0, most) + [self.punct("}")]], "o")
 
     def array(self, item: str, min_items: int, max_items: int | None) -> str:
@@ -305,7 +317,8 @@ class SchemaGrammar:
         if isinstance(value, dict):
             symbols = [self.punct("{")]
             for i, (k, v) in enumerate(value.items()):
-                symbols += ([self.punct(",")] if i else []) + [self.terminal(_json_regex(k)), self.punct(":")]
+                key = self.terminal(_json_regex(k))
+                symbols += ([self.punct(",")] if i else []) + [key, self.colon(key)]
                 symbols += self.literal(v, path)
             return symbols + [self.punct("}")]
         if isinstance(value, list):
@@ -376,7 +389,7 @@ class SchemaGrammar:
         return _PLACEHOLDER.sub(lambda m: f"(?:{self.placeholders.get(m.group(0), m.group(0))})", regex)
 
 
-def _keep_productive(rules: dict[str, list[list[str]]], terminals: dict[str, str]) -> None:
+def keep_productive(rules: dict[str, list[list[str]]], terminals: dict[str, str]) -> None:
     """Drop the alternatives no finite text completes (a recursive `$ref` required at every
     level): a generation that entered one could never end. Refused when nothing is left."""
     done, changed = set(terminals), True

@@ -414,3 +414,34 @@ def test_tool_calls_too_large_for_one_regex_offer_text_or_tagged_calls(small_inf
     for seed in range(4):  # the first token decides, both ways
         _, text = random_walk(grammar, small_info, seed, max_steps=400)
         assert text.startswith(TOOL_OPEN) or not text.startswith("<")
+
+
+def test_a_lexer_too_large_reads_each_token_among_what_can_follow(small_info, monkeypatch):
+    """Two counted patterns under different keys multiply in one product automaton; read among
+    the terminals that can follow the token before (a value among its key's values), the lexer
+    is smaller, and compile_json_grammar falls back to it when the first is too large. Same
+    texts accepted, walks valid."""
+    from radixgen.grammar import json_cfg, json_tokens
+    from radixgen.grammar.lalr_table import terminal_follows
+
+    schema = {"type": "object", "properties": {
+        "a": {"type": "string", "pattern": "^[a-z]+-[a-z]{1,30}$"},
+        "b": {"type": "string", "pattern": "^[a-z-]{1,40}$"},
+        "c": {"type": "array", "items": {"type": "string", "pattern": "^[a-f]{2,30}$"}}}, "required": ["a"]}
+    grammar = SchemaGrammar(schema, {}, ref_target).build()
+    exempt = json_cfg._not_json_checked(grammar)
+    single = TokenAtoms(grammar.terminals, exempt)
+    follows = terminal_follows(grammar.rules, list(grammar.terminals), grammar.start)
+    contextual = TokenAtoms(grammar.terminals, exempt, "", follows)
+    assert len(contextual.rows) < len(single.rows) // 2
+    plain = compile_json_grammar(grammar, small_info, precompute=False)
+    monkeypatch.setattr(json_tokens, "MAX_LEXER_STATES", len(contextual.rows) + 1)
+    narrow = compile_json_grammar(grammar, small_info, precompute=False)
+    assert narrow.lexer.num_states == len(contextual.rows) and len(narrow.lexer.starts) > 1
+    for text in ['{"a":"x-y"}', '{"a":"x-y","b":"y-"}', '{"a":"x-y","c":["ab","cdef"]}', '{"a":"x-' + "y" * 30 + '"}',
+                 '{"a":"x-' + "y" * 31 + '"}', '{"a":"x"}', '{"a":"x-y","c":["a"]}', '{"b":"y"}', '{"a":"x-y","b":"-"}',
+                 '{"a":"x-y","b":"' + "-" * 41 + '"}', '{"a":"x-y","c":[]}', '{"a":"x-y","c":["x-y"]}']:
+        assert accepts_text(narrow, small_info, text) == accepts_text(plain, small_info, text), text
+    for seed in range(8):
+        _, out = random_walk(narrow, small_info, seed, max_steps=300)
+        jsonschema.validate(json.loads(out), schema)
