@@ -101,9 +101,9 @@ def _schema_to_regex(schema_json: str, whitespace: str, grammar: bool, too_large
 
 def _rewritten_regex(schema, whitespace: str, origins: dict[str, str], grammar: bool, too_large,
                      regex_first: bool = True) -> tuple:
-    """(regex or grammar, unique paths); `too_large`: the regex's error, known before (then no
-    references are unrolled either: a grammar needs no copies); `regex_first` False: the
-    grammar without trying the regex, references unrolled as for it."""
+    """(regex or grammar, unique paths); `too_large`: the regex's error, known before (then
+    references are unrolled only for the guard sites: a grammar needs no copies); `regex_first`
+    False: the grammar without trying the regex, references unrolled as for it."""
     try:
         schema = hoist_deep_refs(localize_embedded_refs(schema), origins)
         rewriter = SchemaRewriter(schema if isinstance(schema, dict) else {}, secrets.token_hex(4),
@@ -115,14 +115,14 @@ def _rewritten_regex(schema, whitespace: str, origins: dict[str, str], grammar: 
         # a malformed schema the checks above did not name: still the client's error
         raise GrammarError(f"invalid JSON Schema ({type(exc).__name__}: {exc})") from None
     bound_any_depth(rewritten)
-    try:
-        if too_large is None and RefWalk(rewritten).needs_unrolling():
+    guarded = rewriter.unique_arrays or rewriter.length_strings or rewriter.counted_nodes or rewriter.unique_key_nodes
+    try:  # (a grammar needs no copies and recursion no unrolling, but the guard sites do)
+        if (too_large is None or guarded) and RefWalk(rewritten).needs_unrolling():
             rewritten = Unroll(rewritten).run()
     except RegexTooLarge as exc:  # references copied past the walks' budget: no regex of it
         if not grammar:
             raise
-        too_large = exc  # a grammar needs no copies (and recursion needs no unrolling)
-    guarded = rewriter.unique_arrays or rewriter.length_strings or rewriter.counted_nodes or rewriter.unique_key_nodes
+        too_large = exc
     unique_paths = GuardSites(rewritten, rewriter).guard_paths() if guarded else ()
     try:
         if too_large is not None:

@@ -53,32 +53,9 @@ class LalrTable:
             self.name_id[END] = len(self.names)
             self.names.append(END)
             self.terminal.append(True)
-        self.nullable = self._nullable()
+        self.nullable = _nullable([(self._origin(k), e) for k, e in enumerate(self.expansions)],
+                                  lambda s: self.terminal[s])
         self._closures: dict[int, frozenset[tuple[int, int]]] = {}
-
-    def _nullable(self) -> set[int]:
-        waiting: dict[int, list[int]] = {}
-        left, todo = [], []
-        for k, expansion in enumerate(self.expansions):
-            if any(self.terminal[s] for s in expansion):
-                left.append(-1)
-                continue
-            left.append(len(expansion))
-            for s in expansion:
-                waiting.setdefault(s, []).append(k)
-            if not expansion:
-                todo.append(self._origin(k))
-        nullable: set[int] = set()
-        while todo:
-            symbol = todo.pop()
-            if symbol in nullable:
-                continue
-            nullable.add(symbol)
-            for k in waiting.get(symbol, ()):
-                left[k] -= 1
-                if left[k] == 0:
-                    todo.append(self._origin(k))
-        return nullable
 
     def _origin(self, k: int) -> int:
         return self.name_id[self.rules[k].origin.name]
@@ -211,6 +188,34 @@ class LalrTable:
                              {self.names[self.expansions[-1][0]]: self.end_state})
 
 
+def _nullable(rules: list[tuple], is_terminal) -> set:
+    """The origins of (origin, expansion) rules that derive the empty text: each rule waits for
+    the symbols of its expansion (none with a terminal can be empty), its origin nullable once
+    they all are."""
+    waiting: dict = {}
+    left, todo = [], []
+    for k, (origin, expansion) in enumerate(rules):
+        if any(is_terminal(s) for s in expansion):
+            left.append(-1)
+            continue
+        left.append(len(expansion))
+        for s in expansion:
+            waiting.setdefault(s, []).append(k)  # (once per occurrence)
+        if not expansion:
+            todo.append(origin)
+    nullable: set = set()
+    while todo:
+        symbol = todo.pop()
+        if symbol in nullable:
+            continue
+        nullable.add(symbol)
+        for k in waiting.get(symbol, ()):
+            left[k] -= 1
+            if left[k] == 0:
+                todo.append(rules[k][0])
+    return nullable
+
+
 def _bits(bits: int):
     """The set bits' positions."""
     while bits:
@@ -268,14 +273,8 @@ def terminal_follows(rules: dict[str, list[list[str]]], terminals: list[str],
     bit = {name: 1 << i for i, name in enumerate(terminals)}
     names = list(rules)
     index = {name: i for i, name in enumerate(names)}
-    nullable: set[str] = set()
-    changed = True
-    while changed:  # (rounds over the rules: few, the grammars' empties are shallow)
-        changed = False
-        for name, alternatives in rules.items():
-            if name not in nullable and any(all(s in nullable for s in alt) for alt in alternatives):
-                nullable.add(name)
-                changed = True
+    nullable = _nullable([(name, alt) for name, alternatives in rules.items() for alt in alternatives],
+                         lambda s: s in bit)
 
     def firsts(symbols: list[str]) -> tuple[int, list[int], bool]:
         """(terminal bits, rules whose FIRST joins, all nullable) of a symbol sequence."""

@@ -29,6 +29,7 @@ class GuardSites:
         self.lengths: list[tuple] = []  # (path, placeholder) of length-guarded strings
         self.strings: list[tuple] = []  # paths of other strings
         self.nodes = 0
+        self._walking: set[str] = set()  # the references being walked (a cycle is refused)
 
     def guard_paths(self) -> tuple:
         """(path, kind) for UniqueGuard: kind "string" / "integer" (a unique array's items),
@@ -86,7 +87,14 @@ class GuardSites:
         if not isinstance(node, dict):
             return
         if "$ref" in node:
-            self._walk(ref_target(self.root, node["$ref"]), path)
+            ref = node["$ref"]
+            if ref in self._walking:  # (references unrolled where they recurse, unless too large to be)
+                raise GrammarError(f"json_schema: the reference {ref!r} recurses, too deeply to be written out, "
+                                   "in a schema whose uniqueItems, maxLength or maxItems need a guard (the guard "
+                                   "tells places apart by their path, and a recursion has paths of every depth)")
+            self._walking.add(ref)
+            self._walk(ref_target(self.root, ref), path)
+            self._walking.discard(ref)
             return
         name = f'"{node["const"]}"' if isinstance(node.get("const"), str) else None
         if name in self.rewriter.unique_arrays:

@@ -268,6 +268,35 @@ def test_a_schema_whose_token_index_is_too_large_compiles_to_a_grammar(small_inf
         GrammarCompiler(small_info).compile(Constraint("regex", "[a-z]{0,40}"))
 
 
+TREE = {"$defs": {"node": {"type": "object", "properties": {
+    "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+    "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}}, "$ref": "#/$defs/node"}
+
+
+def test_a_recursive_guarded_schema_whose_index_is_too_large_is_unrolled_for_its_guard(small_info, monkeypatch):
+    """The grammar needs no unrolling, but the guard tells places apart by path: the references
+    are unrolled as on the regex path, and the guard keeps sets unique at every level."""
+    from radixgen.grammar import json_schema, size_budget
+    from radixgen.grammar.compiler import GrammarCompiler
+
+    monkeypatch.setattr(size_budget, "INDEX_ENTRY_BUDGET", 1000)
+    grammar = GrammarCompiler(small_info).compile(Constraint("json_schema", json.dumps(TREE)))
+    assert isinstance(grammar, CfgGrammar) and grammar.guard is not None
+    assert accepts_text(grammar, small_info, '{"tags":["a","b"],"kids":[{"tags":["a"]}]}')
+    assert not accepts_text(grammar, small_info, '{"kids":[{"tags":["a","a"]}]}')
+
+    class TooLarge:  # references too large to write out: refused by name, not as a RecursionError
+        def __init__(self, root):
+            pass
+
+        def run(self):
+            raise RegexTooLarge("too large")
+
+    monkeypatch.setattr(json_schema, "Unroll", TooLarge)
+    with pytest.raises(GrammarError, match="recurses"):
+        schema_to_compiled_form(json.dumps(TREE))
+
+
 def test_rust_classes_nest_and_combine_in_token_regexes():
     from radixgen.grammar.cfg_regex import parse_regex
 
