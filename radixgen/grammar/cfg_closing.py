@@ -68,7 +68,8 @@ class Closer:
                                if t in lexer.ignored and s.strip() == b""), b"")
         self._cost = {t: len(s) + len(self.separator) for t, s in self.spelling.items()}
         conf = grammar.lark.parser.parser_conf
-        self.completions = StackCompletions(conf.rules, self.parser, conf.start[0], self._cost)
+        self.completions = StackCompletions(conf.rules, self.parser, conf.start[0], self._cost,
+                                            getattr(grammar.lark.parser, "kernels", None))
         info = grammar.info
         self._pieces: dict[bytes, int] = {}
         for i, data in enumerate(info.token_bytes):

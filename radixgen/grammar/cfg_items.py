@@ -26,7 +26,10 @@ Yield = tuple[int, tuple[str, ...]]  # (cost, terminal names)
 
 
 class StackCompletions:
-    def __init__(self, rules: list, parser, start: str, cost: dict[str, int]) -> None:
+    def __init__(self, rules: list, parser, start: str, cost: dict[str, int],
+                 kernels: dict[int, tuple] | None = None) -> None:
+        """`kernels`: table state -> its kernel items, where the table's builder kept them
+        (json_cfg's lalr_table); else the LR(0) automaton is rebuilt and matched to the table."""
         self.parser = parser
         self._rhs = [tuple(s.name for s in r.expansion) for r in rules] + [(start,)]
         self._origin = [r.origin.name for r in rules] + ["$root"]
@@ -35,7 +38,7 @@ class StackCompletions:
         for i, name in enumerate(self._origin[:self._root]):
             self._by_origin.setdefault(name, []).append(i)
         self.yields = self._cheapest_yields(cost)
-        self.kernel = self._kernels(parser.start_stack[0])
+        self.kernel = kernels if kernels is not None else self._kernels(parser.start_stack[0])
         self._memo: dict = {}
 
     def _cheapest_yields(self, cost: dict[str, int]) -> dict[str, Yield]:

@@ -58,13 +58,14 @@ def compile_json_grammar(grammar: JsonGrammar, info: TokenizerInfo, precompute: 
     atom_names = set(atoms.type_names)
     conf = ParserConf(_lark_rules(rules, symbols, atom_names), {}, [grammar.start])
     try:
-        parse_table = LalrTable(conf.rules, grammar.start).table
+        built = LalrTable(conf.rules, grammar.start)
     except LarkError as exc:
         first = str(exc).splitlines()[0]
         raise GrammarError(f"json_schema is too large for one regex, and its grammar is ambiguous where "
                            f"it would need to be deterministic ({first})") from None
-    table = SimpleNamespace(parser=SimpleNamespace(parse_table=parse_table))
-    parsed = SimpleNamespace(parser=SimpleNamespace(parser=table, parser_conf=conf))  # (a Lark object's shape)
+    table = SimpleNamespace(parser=SimpleNamespace(parse_table=built.table))
+    # (a Lark object's shape, with the states' kernels for the shortest completions, cfg_items)
+    parsed = SimpleNamespace(parser=SimpleNamespace(parser=table, parser_conf=conf, kernels=built.kernels()))
     compiled = CfgGrammar(parsed, info, lexer=atoms.lexer(), guard=guard)
     if precompute:
         compiled.precompute()

@@ -31,6 +31,12 @@ class LalrTable:
         follow = self._lookaheads()
         self.table = self._table(follow)
 
+    def kernels(self) -> dict[int, tuple[tuple[int, int], ...]]:
+        """State -> its kernel items (rule index, dot): those past their start, and the root's."""
+        root = len(self.rules) - 1
+        return {sid: tuple(item for item in items if item[1] > 0 or item[0] == root)
+                for sid, items in enumerate(self.items)}
+
     # symbols and items ---------------------------------------------------------------------
     def _symbols(self) -> None:
         names: dict[str, int] = {}

@@ -247,6 +247,12 @@ def test_the_integer_lalr_construction_builds_lark_s_own_table(small_info):
         assert tables[0] == tables[1] and len(tables[0]) >= 3
         assert named[lark.parse_table.start_states["start"]] == ours_named[ours.table.start_states["start"]]
         assert named[lark.parse_table.end_states["start"]] == ours_named[ours.table.end_states["start"]]
+    # the kernels it hands the shortest completions (cfg_items) are those cfg_items rebuilds
+    compiled = compile_json_grammar(SchemaGrammar(_too_large_schema(4, 2), {}, ref_target).build(), small_info,
+                                    precompute=False)
+    completions = compiled.closer.completions
+    rebuilt = completions._kernels(compiled.parser.start_stack[0])
+    assert len(rebuilt) > 10 and all(set(completions.kernel[s]) == set(k) for s, k in rebuilt.items())
 
 
 def test_a_schema_whose_token_index_is_too_large_compiles_to_a_grammar(small_info, monkeypatch):
