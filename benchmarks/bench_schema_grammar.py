@@ -21,10 +21,10 @@ import sys
 import time
 
 import jsonschema
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.bench_grammar_cfg import _stats as mask_stats  # noqa: E402
 from radixgen.core import Constraint  # noqa: E402
 from radixgen.grammar.bitmask import allocate_bitmask  # noqa: E402
 from radixgen.grammar.cfg import CfgGrammar  # noqa: E402
@@ -47,8 +47,8 @@ def _mask_times(grammar, info, walks: list[list[int]]) -> list[float]:
 
 
 def _stats(times: list[float]) -> str:
-    us = np.array(times) * 1e6
-    return f"mean {us.mean():.0f} us, p50 {np.percentile(us, 50):.0f}, p99 {np.percentile(us, 99):.0f}, max {us.max():.0f}"
+    s = mask_stats(times)
+    return f"mean {s['mean_us']:.0f} us, p50 {s['p50_us']:.0f}, p99 {s['p99_us']:.0f}, max {s['max_us']:.0f}"
 
 
 def main() -> int:

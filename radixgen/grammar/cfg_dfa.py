@@ -136,10 +136,7 @@ def _minimize(trans: list[list[int]], accepting: set[int]) -> ByteDfa:
     states = [s for s in range(len(trans)) if s in live]  # (state 0 first: the start stays 0)
     index = {s: i for i, s in enumerate(states)}
     dead = len(states)  # one dead state for every missing transition
-    columns: dict[tuple[int, ...], int] = {}
-    for b in range(256):
-        column = tuple(index.get(trans[s][b], dead) for s in states)
-        columns.setdefault(column, b)
+    columns = dict.fromkeys(tuple(index.get(trans[s][b], dead) for s in states) for b in range(256))
     inverse = []  # per byte class: target -> the states that go there on it
     for column in columns:
         back: list[list[int]] = [[] for _ in range(dead + 1)]
@@ -165,9 +162,7 @@ def _hopcroft(inverse: list[list[list[int]]], accepting: list[int], dead: int) -
     block_of = [1] * (dead + 1)
     for i in accepting:
         block_of[i] = 0
-    blocks = [set(accepting), set(range(dead + 1)) - set(accepting)]
-    if not blocks[1]:
-        blocks.pop()
+    blocks = [set(accepting), set(range(dead + 1)) - set(accepting)]  # (the second holds `dead`)
     smaller = min(range(len(blocks)), key=lambda k: len(blocks[k]))
     todo = {(smaller, c) for c in range(len(inverse))}
     while todo:

@@ -184,13 +184,7 @@ class _RegexParser:
             if not self.peek():
                 raise self.error("unterminated character class")
             first = False
-            lo = self._class_item()
-            if self.peek() == "-" and self.text[self.pos + 1:self.pos + 2] not in ("]", ""):
-                self.pos += 1
-                hi = self._class_item()
-                ranges.append((lo[0][0], hi[0][1]))
-            else:
-                ranges.extend(lo)
+            ranges.extend(self._class_member(("]", "")))
         self.pos += 1
         return _negate(ranges) if negated else _normalize(ranges)
 
@@ -226,14 +220,18 @@ class _RegexParser:
                 self.pos += 1
                 ranges.extend(self._rust_class())
                 continue
-            lo = self._class_item()
-            if self.peek() == "-" and self.text[self.pos + 1:self.pos + 2] not in ("]", "-", ""):
-                self.pos += 1
-                hi = self._class_item()
-                ranges.append((lo[0][0], hi[0][1]))
-            else:
-                ranges.extend(lo)
+            ranges.extend(self._class_member(("]", "-", "")))
         return _normalize(ranges)
+
+    def _class_member(self, literal_before: tuple[str, ...]) -> list[tuple[int, int]]:
+        """One class item, or the range `a-b` (a `-` followed by one of `literal_before` is the
+        character itself)."""
+        lo = self._class_item()
+        if self.peek() == "-" and self.text[self.pos + 1:self.pos + 2] not in literal_before:
+            self.pos += 1
+            hi = self._class_item()
+            return [(lo[0][0], hi[0][1])]
+        return lo
 
     def _class_item(self) -> list[tuple[int, int]]:
         c = self.peek()

@@ -63,9 +63,9 @@ class TokenAtoms:
             self._opening = frozenset(i for i, name in enumerate(self.names) if terminals[name] in _OPENING)
         self._whitespace = bool(whitespace)
         position = {name: i for i, name in enumerate(self.names)}
-        everything = frozenset(range(len(self.names)))
+        self._everything = frozenset(range(len(self.names)))
         if follows is None:
-            self._first, self._follow = everything, None
+            self._first, self._follow = self._everything, None
         else:
             self._first = frozenset(position[t] for t in follows[0])
             self._follow = [frozenset(position[u] for u in follows[1][t]) for t in self.names]
@@ -82,7 +82,7 @@ class TokenAtoms:
     def _restart_key(self, found: frozenset[int]) -> tuple:
         """The start of the token after one whose atom is the terminal set `found`."""
         if self._follow is None:
-            context = frozenset(range(len(self.names)))
+            context = self._everything
         else:
             context = frozenset().union(*(self._follow[i] for i in found))
         return self._start(context, self._whitespace and not found <= self._opening)
@@ -103,6 +103,7 @@ class TokenAtoms:
                 states.append(key)
             return target
 
+        sets = [frozenset()]  # per state: the terminals accepting there
         sid = FRESH
         while sid < len(states):
             nexts: dict[int, list] = {}
@@ -114,10 +115,10 @@ class TokenAtoms:
                 row[b] = intern(tuple(nxt))
             rows.append(row)
             found = frozenset(self._owners[i] for i, s in states[sid] if s in self._accepting[i])
+            sets.append(found)
             if found and found not in restart_of:
                 restart_of[found] = intern(self._restart_key(found))
             sid += 1
-        sets = [frozenset(self._owners[i] for i, s in q if s in self._accepting[i]) for q in states]
         atom_of_set: dict[frozenset, int] = {}
         for found in sets:
             if found and found not in atom_of_set:

@@ -59,12 +59,9 @@ class LalrTable:
             self.name_id[END] = len(self.names)
             self.names.append(END)
             self.terminal.append(True)
-        self.nullable = _nullable([(self._origin(k), e) for k, e in enumerate(self.expansions)],
-                                  lambda s: self.terminal[s])
+        self.origins = [names[rule.origin.name] for rule in self.rules]
+        self.nullable = _nullable(list(zip(self.origins, self.expansions)), lambda s: self.terminal[s])
         self._closures: dict[int, frozenset[tuple[int, int]]] = {}
-
-    def _origin(self, k: int) -> int:
-        return self.name_id[self.rules[k].origin.name]
 
     def _closure_of(self, symbol: int) -> frozenset[tuple[int, int]]:
         """The items (rule, 0) that start `symbol`'s expansions, transitively."""
@@ -135,14 +132,13 @@ class LalrTable:
         direct[transitions[(self.start_state, self.expansions[-1][0])]] |= 1 << self.name_id[END]
         includes: list[list[int]] = [[] for _ in keys]
         lookback: dict[tuple[int, int], list[int]] = {}
-        origin = [self._origin(k) for k in range(len(self.rules))]
         by_state: dict[int, dict[int, list[tuple[int, int]]]] = {}
         for i, (sid, symbol) in enumerate(keys):
             grouped = by_state.get(sid)
             if grouped is None:
                 grouped = by_state[sid] = {}
                 for k, dot in self.items[sid]:
-                    grouped.setdefault(origin[k], []).append((k, dot))
+                    grouped.setdefault(self.origins[k], []).append((k, dot))
             # (every item of the state with that origin, from its dot, as Lark's analysis walks
             # them: the same table)
             for k, dot in grouped[symbol]:

@@ -256,12 +256,13 @@ class SchemaGrammar:
             first, later = self.rule(first_i, "f"), self.rule(later_i, "n")
         return self.rule([[self.punct("{"), first, self.punct("}")]], "o")
 
-    def dictionary(self, values: str, nonempty: bool) -> str:
-        """`{` any names, each with a value of `values` `}` (names may repeat, as outlines-core
-        writes it; the validators read the last)."""
-        key = self.terminal(self._outlines({"type": "string"}, "$"))
+    def dictionary(self, values: str, nonempty: bool, names: str | None = None, most: int | None = None) -> str:
+        """`{` names (any string, or the JSON strings the regex `names` matches), each with a
+        value of `values`, at most `most` of them `}` (names may repeat, as outlines-core writes
+        it; the validators read the last)."""
+        key = self.terminal(names if names is not None else self._outlines({"type": "string"}, "$"))
         pair = self.rule([[key, self.colon(key), values]], "p")
-        return self.rule([[self.punct("{")] + self.listed(pair, 1 if nonempty else 0, None) + [self.punct("}")]], "o")
+        return self.rule([[self.punct("{")] + self.listed(pair, 1 if nonempty else 0, most) + [self.punct("}")]], "o")
 
     def keyed(self, node: dict, path: str) -> str:
         """A keyed object (schema_collections' carrier): names from its name regex, values of its
@@ -273,9 +274,7 @@ class SchemaGrammar:
                                    "recurses at every level")
             return self.rule([[self.punct("{"), self.punct("}")]], "o")
         values = self.value(node["additionalProperties"], f"{path}.additionalProperties")
-        key = self.terminal(self._filled(names))
-        pair = self.rule([[key, self.colon(key), values]], "p")
-        return self.rule([[self.punct("{")] + self.listed(pair, 1 if nonempty else 0, most) + [self.punct("}")]], "o")
+        return self.dictionary(values, nonempty, self._filled(names), most)
 
     def array(self, item: str, min_items: int, max_items: int | None) -> str:
         return self.rule([[self.punct("[")] + self.listed(item, min_items, max_items) + [self.punct("]")]], "a")
