@@ -29,7 +29,7 @@ class RegexRules:
 
     def __init__(self, grammar) -> None:
         self.grammar = grammar
-        self._token: dict[tuple, bool] = {}
+        self._token: dict[str, object] = {}  # repr(node) -> its DFA if it is one JSON token, else None
 
     def symbol(self, regex: str, path: str) -> str:
         try:
@@ -46,8 +46,9 @@ class RegexRules:
         kind = node[0]
         if kind == "set" and len(node[1]) == 1 and node[1][0][0] == node[1][0][1] in _PUNCT:
             return [self.grammar.punct(_PUNCT[node[1][0][0]])]
-        if self._is_token(node):
-            return [self.grammar.terminal_dfa(repr(node), compile_ast(node))]
+        dfa = self._token_dfa(node)
+        if dfa is not None:
+            return [self.grammar.terminal_dfa(repr(node), dfa)]
         if kind == "cat":
             return self._sequence(node[1])
         if kind == "alt":
@@ -61,7 +62,7 @@ class RegexRules:
         for child in children:
             if pending:
                 pending.append(child)
-                if self._is_token(("cat", pending)):
+                if self._token_dfa(("cat", pending)) is not None:
                     out += self._symbols(("cat", pending))
                     pending = []
                 continue
@@ -79,12 +80,14 @@ class RegexRules:
         item = self.grammar.rule([body]) if len(body) != 1 else body[0]
         return [item] * low + [self.grammar.repeats(item, None if high is None else high - low)]
 
-    def _is_token(self, node: tuple) -> bool:
+    def _token_dfa(self, node: tuple):
+        """The node's DFA where its texts are single JSON scalar tokens, else None (compiled once:
+        the terminal takes the same DFA)."""
         key = repr(node)
-        found = self._token.get(key)
-        if found is None:
+        if key not in self._token:
             try:
-                found = self._token[key] = is_scalar_token(compile_ast(node))
+                dfa = compile_ast(node)
             except ValueError:  # (matches nothing)
-                found = self._token[key] = False
-        return found
+                dfa = None
+            self._token[key] = dfa if dfa is not None and is_scalar_token(dfa) else None
+        return self._token[key]
