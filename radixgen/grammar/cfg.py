@@ -148,6 +148,7 @@ class CfgGrammar:
 
     def precompute(self) -> None:
         """Index the vocabulary from every lexer state (when there are not too many)."""
+        self.vocab.uses_kernel()  # the C lexer's setup, off the scheduler loop
         if self.lexer.num_states <= _TRIE_CACHE_LIMIT:
             for q in range(FRESH, self.lexer.num_states):
                 self.trie(q)

@@ -2,9 +2,10 @@
 
 Lexing is context-free (cfg_lexer), so from lexer state q every token deterministically yields
 (the terminals it completes, the set of types its trailing partial terminal may still become).
-`VocabLexer.index(q)` lexes the whole vocabulary from q at once (numpy, one gather per byte
-position) and groups token ids by that outcome into a `SeqTrie`: a trie over completed-terminal
-sequences (ignored terminals dropped) whose nodes hold `(possible types, token ids)` groups.
+`VocabLexer.index(q)` lexes the whole vocabulary from q at once (in C, kernels/cpu_vocab_lexer:
+~0.3 ms for 49k tokens; without a C compiler numpy, one gather per byte position: ~3 ms) and
+groups token ids by that outcome into a `SeqTrie`: a trie over completed-terminal sequences
+(ignored terminals dropped) whose nodes hold `(possible types, token ids)` groups.
 A token is then allowed for a parser stack iff the parser accepts its terminal sequence and one
 of its possible trailing types is acceptable afterwards (or ignored, where some terminal may
 still follow): `SeqTrie.collect` walks the trie with the parser and prunes a whole subtree at the
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from radixgen.grammar.cfg_lexer import DEAD, LexerDfa
+from radixgen.kernels import cpu_vocab_lexer
 from radixgen.grammar.cfg_parser import LalrTables, Stack
 
 _SHORT = 6
@@ -49,7 +51,6 @@ class SeqTrie:
     terminal may still follow."""
 
     children: dict[str, "SeqTrie"] = field(default_factory=dict)
-    ids: np.ndarray | None = None  # int32 [num_ids]: the node's token ids (None: a path only)
     group_types: tuple[frozenset[str], ...] = ()  # non-ignored types per group
     always: tuple[bool, ...] = ()
     group_parts: tuple[Part, ...] = ()
@@ -66,18 +67,18 @@ class SeqTrie:
             node = self.children[name] = SeqTrie()
         return node
 
-    def fill(self, ids: np.ndarray, set_ids: np.ndarray, kept_types: list[frozenset[str]],
+    def fill(self, groups: list[tuple[int, np.ndarray]], kept_types: list[frozenset[str]],
              ignorable: list[bool], num_words: int, shared: dict) -> None:
-        """Set this node's tokens: ids with, per id, the index of its trailing type set; per
-        set, its non-ignored types and whether it has an ignored one. Equal type tuples are
-        shared across nodes through `shared` (fewer objects for the cyclic GC to walk)."""
-        self.ids = ids.astype(np.int32)
-        present = np.flatnonzero(np.bincount(set_ids, minlength=len(kept_types))).tolist()
+        """Set this node's tokens: (trailing type set index, int32 ids) per group, in ascending
+        set order; per set, its non-ignored types and whether it has an ignored one. Equal type
+        tuples are shared across nodes through `shared` (fewer objects for the cyclic GC)."""
+        present = [i for i, _ in groups]
         group_types = tuple(kept_types[i] for i in present)
         self.group_types = shared.setdefault(group_types, group_types)
         self.always = tuple(ignorable[i] for i in present)
-        self.group_parts = tuple(_part(self.ids[set_ids == i], num_words) for i in present)
-        self.whole = _part(self.ids, num_words)
+        self.group_parts = tuple(_part(ids, num_words) for _, ids in groups)
+        self.whole = self.group_parts[0] if len(groups) == 1 else \
+            _part(np.concatenate([ids for _, ids in groups]), num_words)
         self.num_groups = len(present)
         if len(present) > 1:
             key = ("by_type", tuple(present))
@@ -226,19 +227,79 @@ class VocabLexer:
         self._shared: dict[tuple, tuple] = {}
         self.ignorable = [not s.isdisjoint(lexer.ignored) for s in sets]
         self.state_set = np.array([sets[s] for s in lexer.winnable], dtype=np.int16)
+        self.token_bytes = token_bytes
+        self.base = len(lexer.type_names) + 1  # a completed sequence: digits t + 1 in this base
+        self.limit = min(_SHORT, int(62 / np.log2(self.base + 1)))  # base ** limit fits in an int64
+        self._kernel: cpu_vocab_lexer.VocabLexerKernel | bool | None = None  # False: numpy
 
     def index(self, q: int) -> SeqTrie:
         """Lex every token from lexer state q and group the ids by outcome."""
-        states, seqs, counts = self.outcomes(q)
         root, names = SeqTrie(), self.lexer.type_names
-        set_ids = self.state_set[states]
-        for seq, rows in self.sequences(states, seqs, counts):
+        groups = self._kernel_groups(q) if self.uses_kernel() else self._numpy_groups(q)
+        for seq, parts in groups:
             node = root
             for t in seq:
                 node = node.child(names[t])
-            node.fill(self.ids[rows], set_ids[rows], self.kept_types, self.ignorable,
-                      self.num_words, self._shared)
+            node.fill(parts, self.kept_types, self.ignorable, self.num_words, self._shared)
         return root
+
+    def uses_kernel(self) -> bool:
+        """Whether `index` lexes in C (kernels/cpu_vocab_lexer); sets the C lexer up on the
+        first call (its tables: ~10 ms, so compile-time callers make that call)."""
+        if self._kernel is None:
+            self._kernel = False
+            if cpu_vocab_lexer.available():
+                tokens = [self.token_bytes[i] for i in self.ids.tolist()]
+                self._kernel = cpu_vocab_lexer.VocabLexerKernel(
+                    self.lexer.trans, self.lexer.emit, self.ignored_type[:-1], self.state_set, tokens,
+                    self.limit)
+        return self._kernel is not False
+
+    def _kernel_groups(self, q: int):
+        """(completed type ids, [(set index, ids)] in ascending set order) per distinct
+        completed sequence, from the C lexer; rows completing more than `limit` types (runs
+        of brackets) are lexed here."""
+        found = self._kernel.lex(q)
+        by_seq: dict[int | tuple, list[tuple[int, np.ndarray]]] = {}
+        bounds = found.start.tolist()
+        for g, (key, set_index) in enumerate(zip(found.key.tolist(), found.sets.tolist())):
+            by_seq.setdefault(key, []).append((set_index, self.ids[found.order[bounds[g]:bounds[g + 1]]]))
+        long_rows: dict[tuple, list[int]] = {}  # (sequence, set index) -> rows
+        for row in np.flatnonzero(found.row_group == cpu_vocab_lexer.LONG_ROW).tolist():
+            state, seq = self._lex_row(q, row)
+            long_rows.setdefault((tuple(seq), int(self.state_set[state])), []).append(row)
+        for (seq, set_index), rows in long_rows.items():
+            by_seq.setdefault(seq, []).append((set_index, self.ids[rows]))
+        for key, parts in by_seq.items():
+            parts.sort(key=lambda part: part[0])
+            yield (list(key) if isinstance(key, tuple) else self._digits(key)), parts
+
+    def _lex_row(self, q: int, row: int) -> tuple[int, list[int]]:
+        """One live row's final state and completed non-ignored types."""
+        trans, emit, ignored, seq = self.lexer.trans_rows, self.lexer.emit_rows, self.ignored_type, []
+        for b in self.token_bytes[int(self.ids[row])]:
+            e, q = emit[q][b], trans[q][b]
+            if e >= 0 and not ignored[e]:
+                seq.append(e)
+        return q, seq
+
+    def _digits(self, key: int) -> list[int]:
+        """The type ids a sequence key stands for (cpu_vocab_lexer.sequence_key inverted)."""
+        seq = []
+        while key:
+            key, digit = divmod(key, self.base)
+            seq.append(digit - 1)
+        return seq[::-1]
+
+    def _numpy_groups(self, q: int):
+        states, seqs, counts = self.outcomes(q)
+        for seq, rows in self.sequences(states, seqs, counts):
+            yield seq, self._by_set(rows, states[rows])
+
+    def _by_set(self, rows: np.ndarray, states: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """Rows (ascending) ending in `states`, as (set index, ids) in ascending set order."""
+        ids, sets = self.ids[rows], self.state_set[states]
+        return [(int(i), ids[sets == i]) for i in np.flatnonzero(np.bincount(sets))]
 
     def sequence_ids(self, states: np.ndarray, seqs: np.ndarray,
                      counts: np.ndarray) -> tuple[np.ndarray, list[list[int]]]:
@@ -246,9 +307,8 @@ class VocabLexer:
         rows; those sequences). Rows completing at most `limit` terminals are keyed by one int64
         (digits in base number of types + 1); the rare longer ones (runs of brackets, dashes,
         ...) go through a dict and come after them."""
-        alive = states != DEAD
-        base = len(self.lexer.type_names) + 1
-        limit = min(_SHORT, int(62 / np.log2(base + 1)))  # base ** limit fits in an int64
+        alive, base = states != DEAD, self.base
+        limit = self.limit
         short = np.flatnonzero(alive & (counts <= limit))
         keys = np.zeros(len(short), dtype=np.int64)
         for j in range(limit):

@@ -17,7 +17,6 @@ feature flags and the torch version. Without a compiler, or with RADIXGEN_CPU_KE
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
+
+from radixgen.kernels.cpu_build import build_dir, enabled
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +155,7 @@ def _check_shared(shared: SharedSegments, batch: int, num_slots: int) -> None:
 
 
 def _load() -> bool:
-    if os.environ.get("RADIXGEN_CPU_KERNELS", "1") == "0":
+    if not enabled():
         _state["error"] = "disabled by RADIXGEN_CPU_KERNELS=0"
         return False
     try:
@@ -182,24 +183,5 @@ def _find_ninja() -> None:
 
 
 def _build_dir() -> Path:
-    """Per source, flags, torch version and CPU features: a kernel built with -march=native
-    on another machine must never be loaded here."""
-    key = hashlib.sha256()
-    key.update(_SOURCE.read_bytes())
-    key.update(" ".join(_CFLAGS).encode())
-    key.update(torch.__version__.encode())
-    key.update(_cpu_flags().encode())
-    root = os.environ.get("RADIXGEN_CACHE_DIR") or Path.home() / ".cache" / "radixgen"  # the model's cache
-    return Path(root) / "cpu_kernels" / key.hexdigest()[:16]
-
-
-def _cpu_flags() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return line
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine()
+    """Per source, flags, torch version and CPU features (cpu_build.build_dir)."""
+    return build_dir("cpu_kernels", _SOURCE.read_bytes(), " ".join(_CFLAGS).encode(), torch.__version__.encode())

@@ -3,6 +3,7 @@ Lark parses; every token of real tokenizations of valid SQL is allowed; invalid 
 
 from __future__ import annotations
 
+import json
 import os
 import random
 
@@ -15,6 +16,7 @@ from radixgen.core import Constraint
 from radixgen.grammar.cfg import compile_cfg, shipped_grammar
 from radixgen.grammar.ebnf import ebnf_to_lark
 from radixgen.grammar.tokenizer_info import TokenizerInfo
+from radixgen.kernels.cpu_vocab_lexer import LONG_ROW
 from tests.grammar.conftest import JSON_LARK
 
 MODEL_DIR = os.path.expanduser("~/.cache/radixgen/SmolLM2-135M-Instruct")
@@ -164,3 +166,43 @@ def test_finished_parse_allows_only_eos(name, text, end, tokenizer, info, sql):
     assert allowed_ids(m, info).tolist() == sorted(info.eos_ids)
     assert not any(m.accept_token(s) for s in spaces) and m.is_accepting()
     assert m.accept_token(info.eos_ids[0]) and m.is_terminated()
+
+
+def _trie_groups(trie) -> dict:
+    """Every node's groups: path -> (types, always, per-group id sets, all ids)."""
+    def ids(part):
+        short, row, _ = part
+        if short is not None:
+            return frozenset(np.frombuffer(short, dtype=np.intp).tolist())
+        return frozenset(np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")).tolist())
+    out, todo = {}, [((), trie)]
+    while todo:
+        path, node = todo.pop()
+        if node.num_groups:
+            out[path] = (node.group_types, node.always, tuple(ids(p) for p in node.group_parts), ids(node.whole))
+        todo += [(path + (t,), child) for t, child in node.children.items()]
+    return out
+
+
+@pytest.mark.parametrize("name", ["sql", "json_schema"])
+def test_vocabulary_index_is_the_same_with_the_c_lexer(name, info, sql):
+    # the C lexer (kernels/cpu_vocab_lexer) and numpy's column-at-a-time lexing index every
+    # lexer state alike: SQL's keyword prefixes, JSON's keys and values (long runs of brackets
+    # complete more terminals than one sequence key holds)
+    if name == "sql":
+        grammar = sql
+    else:
+        from radixgen.grammar.compiler import GrammarCompiler
+        from tests.grammar.test_json_cfg import _too_large_schema
+        grammar = GrammarCompiler(info).compile(Constraint("json_schema", json.dumps(_too_large_schema())))
+    vocab = grammar.vocab
+    assert vocab.uses_kernel()
+    states = range(1, grammar.lexer.num_states, 4 if name == "sql" else 1)
+    assert any((vocab._kernel.lex(q).row_group == LONG_ROW).any() for q in states)
+    with_c = [_trie_groups(vocab.index(q)) for q in states]
+    vocab._kernel = False  # numpy from here on
+    try:
+        assert [_trie_groups(vocab.index(q)) for q in states] == with_c
+    finally:
+        vocab._kernel = None
+    assert sum(len(groups) for groups in with_c) > len(states)
