@@ -24,12 +24,20 @@ round); a test that also checks a required property against a schema that is no 
 present and meeting it, fails with p absent (p present against the rest is not generated: a
 subset). A conditional with neither `then` nor `else` asserts nothing and is dropped.
 
+Tests combine: the `not` of a tag test swaps its outcomes (`{"not": {"properties": {"webpack":
+{"enum": [false]}}}}` holds with webpack present and not false); an `anyOf` of tag tests on one
+property holds with its values' union (`{"anyOf": [{... "const": "mysql"}, {... "const":
+"postgresql"}]}`); an `anyOf` of presence tests holds with one member's names present and fails
+with a name of every member absent.
+
 Outcomes that cannot hold together (the property fixed to two different values) merge to nothing
 and are dropped; so are outcomes whose merge is not exact (a subset again). A conditional of
 another shape, or no outcome left, leaves the node as it was, for the rewriter to refuse by name.
 """
 
 from __future__ import annotations
+
+from itertools import product
 
 from .schema_merge import merge
 from .schema_rules import asserts, is_type, value_key
@@ -103,20 +111,41 @@ def _without_inert_conditionals(node: dict) -> dict:
 
 def _presence_outcomes(test, resolve) -> tuple | None:
     """(holds, fails) for a presence test (see the module docstring): the schemas each outcome
-    adds, or None for another test."""
+    adds, or None for another test. An `anyOf` of presence tests holds with the names of one
+    member present and fails with a name of every member absent."""
     test = resolve(test)
     negated = isinstance(test, dict) and set(test) - _ANNOTATIONS == {"not"}
     inner = resolve(test["not"]) if negated else test
+    if isinstance(inner, dict) and set(inner) - _ANNOTATIONS == {"anyOf"} and isinstance(inner["anyOf"], list):
+        members = [_names_present(resolve(m)) for m in inner["anyOf"]]
+        if not members or None in members or any(props for _, props in members):
+            return None
+        holds = [{"type": "object", "required": names} for names, _ in members]
+        fails = [{"type": "object", "properties": {name: False for name in choice}}
+                 for choice in dict.fromkeys(frozenset(c) for c in product(*(names for names, _ in members)))]
+        if len(fails) > MAX_ALTERNATIVES:
+            return None
+    else:
+        found = _names_present(inner)
+        if found is None or (negated and found[1]):
+            return None  # (negated: a property checked but not required holds when absent)
+        names, props = found
+        holds = [{"type": "object", "required": names, **({"properties": props} if props else {})}]
+        fails = [{"type": "object", "properties": {name: False}} for name in names]
+    return (fails, holds) if negated else (holds, fails)
+
+
+def _names_present(inner) -> tuple[list, dict] | None:
+    """(names, the properties checked among them) for a test that names must be present, None
+    for another test (a property checked but not required holds when absent: not a presence)."""
     if not isinstance(inner, dict) or asserts(inner, ("properties", "required", "type")) \
             or inner.get("type", "object") != "object":
         return None
     names, props = inner.get("required", []), inner.get("properties", {})
     if not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)
-            and isinstance(props, dict) and set(props) <= set(names)) or (negated and props):
-        return None  # (a property checked but not required holds when absent: not a presence)
-    present = {"type": "object", "required": names, **({"properties": props} if props else {})}
-    absent = [{"type": "object", "properties": {name: False}} for name in names]
-    return (absent, [present]) if negated else ([present], absent)
+            and isinstance(props, dict) and set(props) <= set(names)):
+        return None
+    return names, props
 
 
 def _merged(alt: dict, holds: list, fails: list, branches: tuple, resolve) -> list:
@@ -151,10 +180,19 @@ def _is_conditional(member) -> bool:
 
 
 def _tag(test, resolve):
-    """(property, values, negated, required) for a test `{"properties": {p: C}}` (optionally
+    """(path, values, negated, required) for a test `{"properties": {p: C}}` (optionally
     `"type": "object"`, `"required": [p]`) where C accepts a finite set of values only, or all
-    values but those (`{"not": {"enum": [...]}}`, negated); None for any other test."""
+    values but those (`{"not": {"enum": [...]}}`, negated): path (p,); where C is itself such a
+    test on q (p not required by the test), path (p, q), and so on. Also the `not` of a
+    one-level test (its outcomes swapped: not of a nested one, which holds where p is absent or
+    no object either way) and an `anyOf` of tests on one path; None for any other test."""
     test = resolve(test)
+    keys = set(test) - _ANNOTATIONS if isinstance(test, dict) else set()
+    if keys == {"not"}:  # absent or in the values <-> present and not in them
+        inner = _tag(test["not"], resolve)
+        return None if inner is None or len(inner[0]) > 1 else (inner[0], inner[1], not inner[2], not inner[3])
+    if keys == {"anyOf"}:
+        return _any_tag(test["anyOf"], resolve)
     if not isinstance(test, dict) or asserts(test, ("properties", "required", "type")):
         return None
     props = test.get("properties")
@@ -166,20 +204,41 @@ def _tag(test, resolve):
     check = resolve(props[name])
     negated = isinstance(check, dict) and set(check) - _ANNOTATIONS == {"not"}
     values = finite_values(check["not"] if negated else check, resolve)
-    return None if values is None else (name, values, negated, bool(test.get("required")))
+    if values is None:  # a test on a property of p: holds where p is absent or no object
+        inner = None if test.get("required") else _tag(check, resolve)
+        return None if inner is None else ((name, *inner[0]), *inner[1:])
+    return (name,), values, negated, bool(test.get("required"))
+
+
+def _any_tag(members, resolve):
+    """The tag of an `anyOf` of tag tests on one property, all negated or none: the union of
+    their values (negated: the values outside every member's, their intersection); required
+    only where every member requires it."""
+    tags = [_tag(m, resolve) for m in members] if isinstance(members, list) and members else [None]
+    if None in tags or len({(name, negated) for name, _, negated, _ in tags}) != 1:
+        return None
+    name, negated = tags[0][0], tags[0][2]
+    sets = [{value_key(v): v for v in values} for _, values, _, _ in tags]
+    if negated:
+        values = [v for k, v in sets[0].items() if all(k in other for other in sets[1:])]
+    else:
+        values = list({k: v for one in sets for k, v in one.items()}.values())
+    return (name, values, negated, all(required for *_, required in tags)) if values else None
 
 
 def _outcomes(alternatives: list, tag: tuple, branches: tuple, known: list, resolve) -> list:
     """Each alternative merged with each outcome of one test: the test holds (with `then`), or
     it fails (with `else`). The tested property's other values are its own when they are a finite
-    set, else the values the other tests name (a subset: every output still validates)."""
-    name, values, negated, required = tag
+    set, else the values the other tests name (a subset: every output still validates). A test
+    on a property of p (path (p, q)) holds where p is absent, no object, or holds the outcome; it
+    fails with p present, an object, and failing it."""
+    path, values, negated, required = tag
+    *outer, name = path
     tested = {value_key(v) for v in values}
     absent = {"type": "object", "properties": {name: False}}  # the property never generated
     out = []
     for alt in alternatives:
-        own = alt.get("properties", {}).get(name) if isinstance(alt.get("properties"), dict) else None
-        universe = finite_values(own, resolve) if own is not None else None
+        universe = _path_values(alt, path, resolve)
         others = [v for v in (known if universe is None else universe) if value_key(v) not in tested]
         # (objects only: a test on properties holds for any other value, and `then` may not fit it)
         inside = {"type": "object", "properties": {name: {"enum": values}}, "required": [name]}
@@ -189,8 +248,37 @@ def _outcomes(alternatives: list, tag: tuple, branches: tuple, known: list, reso
             holds, fails = outside + ([] if required else [absent]), [inside] + ([absent] if required else [])
         else:
             holds, fails = matched, outside + ([absent] if required else [])
+        holds, fails = [_within(outer, h, True) for h in holds], [_within(outer, f, False) for f in fails]
         out.extend(m for m in _merged(alt, holds, fails, branches, resolve) if m not in out)
     return out
+
+
+def _within(outer: list, schema: dict, holds: bool) -> dict:
+    """An outcome for the object at the end of `outer` (a properties path), for the whole:
+    where the test holds, also with any of those properties absent or no object; where it
+    fails, with each present and an object."""
+    for name in reversed(outer):
+        if holds:
+            schema = {"type": "object", "properties": {name: {k: v for k, v in schema.items() if k != "type"}}}
+        else:
+            schema = {"type": "object", "required": [name], "properties": {name: schema}}
+    return schema
+
+
+def _path_values(node, path: tuple, resolve) -> list | None:
+    """The values the property at `path` (a properties path from `node`) may take when they are
+    a finite set: through anyOf / oneOf alternatives, the union of theirs. None otherwise."""
+    node = resolve(node)
+    if not path:
+        return finite_values(node, resolve)
+    if not isinstance(node, dict):
+        return None
+    if "properties" not in node and len([k for k in ("anyOf", "oneOf") if k in node]) == 1:
+        options = node.get("anyOf", node.get("oneOf"))
+        parts = [_path_values(o, path, resolve) for o in options] if isinstance(options, list) else [None]
+        return None if None in parts else list({value_key(v): v for part in parts for v in part}.values())
+    props = node.get("properties")
+    return _path_values(props[path[0]], path[1:], resolve) if isinstance(props, dict) and path[0] in props else None
 
 
 def finite_values(schema, resolve) -> list | None:

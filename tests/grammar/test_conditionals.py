@@ -27,6 +27,15 @@ CASES = {
     "free_tag": ({"type": "object", "properties": {**PROPS, "kind": {"type": "string"}},
                   "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
                   "then": {"properties": {"x": {"minimum": 5}}, "required": ["x"]}}, {"a"}),
+    # an anyOf of tests on the tag: its values' union (a deployment tool's "mysql or postgresql")
+    "any_of_tags": ({"type": "object", "properties": PROPS, "required": ["kind"],
+                     "if": {"anyOf": [{"properties": {"kind": {"const": "a"}}}, {"properties": {"kind": {"const": "b"}}}]},
+                     "then": {"required": ["x"]}, "else": {"required": ["y"], "properties": {"x": False}}},
+                    {"a", "b", "c"}),
+    # the not of a test on the tag: it holds for the tag's other values (a bundler's "webpack not false")
+    "not_tag": ({"type": "object", "properties": PROPS, "required": ["kind"],
+                 "if": {"not": {"properties": {"kind": {"enum": ["a"]}}}}, "then": {"required": ["y"]},
+                 "else": {"properties": {"y": False}}}, {"a", "b", "c"}),
     # then by reference, else false (nothing valid when the test fails)
     "ref_then": ({"$schema": "http://json-schema.org/draft-07/schema#",
                   "definitions": {"needs_x": {"required": ["x"], "properties": {"x": {"maximum": 3}}}},
@@ -46,7 +55,9 @@ def test_conditionals_validate(small_compiler, small_info, name):
 
 @pytest.mark.parametrize("test", [{"properties": {"kind": {"minLength": 1}}},  # not a finite set, not required
                                   {"not": {"properties": {"x": {"minimum": 1}}, "required": ["x"]}},
-                                  {"properties": {"kind": {"const": "a"}, "x": {"const": 1}}}])  # two properties
+                                  {"properties": {"kind": {"const": "a"}, "x": {"const": 1}}},  # two properties
+                                  # the not of a test inside a property: holds where it is absent either way
+                                  {"not": {"properties": {"x": {"properties": {"kind": {"const": "a"}}}}}}])
 def test_other_conditionals_are_refused(test):
     schema = {"type": "object", "properties": PROPS, "if": test, "then": {"required": ["y"]}}
     with pytest.raises(GrammarError, match="'if'"):
@@ -192,3 +203,46 @@ def test_a_required_property_checked_against_an_open_schema(small_compiler, smal
 def test_a_conditional_without_then_or_else_is_dropped(small_compiler, small_info, schema, kind):
     values = valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 8)
     assert all(isinstance(value, kind) for value in values)
+
+
+def test_any_of_presence_tests(small_compiler, small_info):
+    """A linter's rules: with pattern, patterns or pattern-regex present, one thing; with none, another.
+    Here: x, or kind and y, present -> kind "c" if any; neither -> kind "a" (so y absent)."""
+    schema = {"type": "object", "properties": PROPS,
+              "if": {"anyOf": [{"required": ["x"]}, {"required": ["kind", "y"]}]},
+              "then": {"properties": {"kind": {"const": "c"}}},
+              "else": {"required": ["kind"], "properties": {"kind": {"const": "a"}}}}
+    values = valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 40)
+    assert any(value.get("kind") == "a" for value in values)
+    assert any("x" in value or "y" in value for value in values)
+    assert all(value.get("kind", "c") == "c" for value in values if "x" in value or "y" in value)
+
+
+ACTION = {  # a GitHub Action's metadata: outputs differ for composite actions
+    "type": "object", "required": ["runs"],
+    "properties": {
+        "runs": {"oneOf": [
+            {"type": "object", "properties": {"using": {"const": "composite"}, "steps": {"type": "integer"}},
+             "required": ["using", "steps"], "additionalProperties": False},
+            {"type": "object", "properties": {"using": {"enum": ["node16", "node20"]}, "main": {"type": "boolean"}},
+             "required": ["using", "main"], "additionalProperties": False}]},
+        "outputs": {"type": "integer"}},
+    "if": {"properties": {"runs": {"properties": {"using": {"const": "composite"}}}}},
+    "then": {"required": ["outputs"], "properties": {"outputs": {"minimum": 5}}},
+    "else": {"properties": {"outputs": False}}}
+
+
+@pytest.mark.parametrize("schema, inner, tag", [
+    (ACTION, "runs", "using"),
+    # the tag one object down, its values the object's own, not required
+    ({"type": "object", "properties": {"inner": {"type": "object", "properties": PROPS}, "x": {"type": "integer"}},
+      "if": {"properties": {"inner": {"properties": {"kind": {"const": "a"}}}}},
+      "then": {"required": ["x"]}, "else": {"properties": {"x": False}}}, "inner", "kind"),
+])
+def test_a_tag_inside_a_property(small_compiler, small_info, schema, inner, tag):
+    """The test holds where the property is absent, no object, or its tag has the value; it
+    fails with the property an object whose tag has another (found through its oneOf)."""
+    values = valid_walks(small_compiler.compile(Constraint("json_schema", schema)), small_info, schema, 40)
+    tested = schema["if"]["properties"][inner]["properties"][tag]["const"]
+    tags = {value[inner].get(tag) for value in values if isinstance(value.get(inner), dict)}
+    assert tested in tags and tags - {tested, None}, tags
