@@ -114,6 +114,11 @@ class GrammarCompiler:
             from radixgen.grammar.json_cfg import check_json_grammar
             check_json_grammar(form)
 
+    def checked(self, constraint: Constraint) -> bool:
+        """True when `validate` has a result for `constraint` (so it returns at once)."""
+        with self._lock:
+            return self._key(constraint) in self._checked
+
     def cached(self, constraint: Constraint) -> bool:
         """True when a finished compile of `constraint` is in the cache."""
         with self._lock:

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from radixgen.core import FinishReason
+from radixgen.core import Constraint, FinishReason
 from radixgen.grammar.bitmask import RowMasker, allocate_bitmask, apply_bitmask, fill_all, numpy_rows
 from radixgen.grammar.compiler import GrammarCompiler
 from radixgen.grammar.tokenizer_info import TokenizerInfo
@@ -58,6 +58,11 @@ class GrammarBackend:
     def submit(self, req: Request) -> None:
         """Start compiling req's constraint (instant on a cache hit); req waits here."""
         self.pending.append((req, self.compiler.submit(req.params.constraint)))
+
+    def prefetch(self, constraint: Constraint) -> None:
+        """Start compiling a constraint a request will need (server mode: sent while the HTTP
+        edge still checks it, so the two overlap); nothing waits on it."""
+        self.compiler.submit(constraint)
 
     def poll(self) -> tuple[list[Request], list[tuple[Request, str]]]:
         """Requests whose constraint compiled (now holding a matcher), and those that failed."""

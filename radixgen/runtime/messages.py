@@ -7,7 +7,7 @@ from typing import Any, Union
 
 import msgspec
 
-from radixgen.core import SamplingParams
+from radixgen.core import Constraint, SamplingParams
 
 
 class GenerateReq(msgspec.Struct, frozen=True, tag=True):
@@ -65,7 +65,15 @@ class GetInfoReq(msgspec.Struct, frozen=True, tag=True):
     """Ask the scheduler process for its cache and queue statistics (answered by InfoResp)."""
 
 
-ToSchedulerProcess = Union[GenerateReq, AbortReq, FlushCacheReq, GetInfoReq]
+class CompileReq(msgspec.Struct, frozen=True, tag=True):
+    """Start compiling a constraint a request being checked at the HTTP edge will need, so the
+    scheduler's compile runs while the edge checks it (no answer; a failed compile is cached
+    like any other, and the request, if it comes, fails the edge's check first)."""
+
+    constraint: Constraint
+
+
+ToSchedulerProcess = Union[GenerateReq, AbortReq, FlushCacheReq, GetInfoReq, CompileReq]
 
 
 # ---- scheduler process -> detokenizer process -----------------------------------------------

@@ -17,7 +17,7 @@ import zmq
 
 from radixgen.config import EngineConfig
 from radixgen.runtime.engine import build_scheduler, load_tokenizer
-from radixgen.runtime.messages import (AbortReq, DetokRegister, FlushCacheReq, FlushCacheResp, GenerateReq,
+from radixgen.runtime.messages import (AbortReq, CompileReq, DetokRegister, FlushCacheReq, FlushCacheResp, GenerateReq,
                                        GetInfoReq, InfoResp, SchedulerFailed, SchedulerReady,
                                        ToDetokenizer, ToFrontend, TokenBatch, ToSchedulerProcess)
 from radixgen.runtime.scheduler import Scheduler
@@ -75,6 +75,9 @@ class SchedulerProcess:
         elif isinstance(msg, GetInfoReq):
             stats = {**scheduler_stats(self.scheduler), "num_abort_requests": self.num_abort_requests}
             self._reply(InfoResp(stats=stats))
+        elif isinstance(msg, CompileReq):
+            if self.scheduler.grammar is not None:  # (else constrained requests are refused)
+                self.scheduler.grammar.prefetch(msg.constraint)
         else:
             self.num_abort_requests += isinstance(msg, AbortReq)
             self.scheduler.handle(msg)

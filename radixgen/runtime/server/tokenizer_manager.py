@@ -13,7 +13,7 @@ import zmq
 import zmq.asyncio
 
 from radixgen.core import SamplingParams
-from radixgen.runtime.messages import (AbortReq, FlushCacheReq, FlushCacheResp, GenerateReq, GetInfoReq,
+from radixgen.runtime.messages import (AbortReq, CompileReq, FlushCacheReq, FlushCacheResp, GenerateReq, GetInfoReq,
                                        InfoResp, SchedulerFailed, SchedulerReady, TextBatch, ToFrontend,
                                        ToSchedulerProcess)
 from radixgen.runtime.server.errors import invalid, unavailable
@@ -200,6 +200,9 @@ class TokenizerManager:
             self._grammar_checker = GrammarCompiler(TokenizerInfo.from_hf(self.tokenizer), self.grammar_whitespace)
         from radixgen.grammar.matcher import GrammarError
 
+        for constraint in constraints:  # the scheduler compiles each new one meanwhile
+            if not self._grammar_checker.checked(constraint) and self.dead_reason is None:
+                self._send(CompileReq(constraint))
         for constraint in constraints:
             try:
                 await asyncio.to_thread(self._grammar_checker.validate, constraint)
