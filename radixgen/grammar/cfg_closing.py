@@ -221,18 +221,13 @@ class Closer:
 
     def _outcomes_from(self, q: int) -> tuple[np.ndarray, list[tuple[int, tuple[str, ...]]]]:
         """Per vocabulary row, the index of its outcome from lexer state q; the outcomes as
-        (final lexer state, completed terminal names): the row's completed sequence
-        (`VocabLexer.sequence_ids`) and final state, keyed together."""
+        (final lexer state, completed terminal names) (`VocabLexer.final_outcomes`)."""
         hit = self._outcomes.get(q)
         if hit is not None:
             return hit
-        vocab, names = self.grammar.vocab, self.lexer.type_names
-        states, seqs, counts = vocab.outcomes(q)
-        seq_ids, found = vocab.sequence_ids(states, seqs, counts)
-        _, first, outcome_of = np.unique(seq_ids * self.lexer.num_states + states, return_index=True,
-                                         return_inverse=True)
-        outcomes = [(int(states[r]), tuple(names[t] for t in found[seq_ids[r]]) if seq_ids[r] >= 0 else ())
-                    for r in first.tolist()]
+        names = self.lexer.type_names
+        outcome_of, found = self.grammar.vocab.final_outcomes(q)
+        outcomes = [(state, tuple(names[t] for t in seq)) for state, seq in found]
         if len(self._outcomes) >= _OUTCOMES_LIMIT:
             del self._outcomes[next(iter(self._outcomes))]
         small = np.int16 if len(outcomes) < 1 << 15 else np.int32

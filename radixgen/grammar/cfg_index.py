@@ -231,6 +231,7 @@ class VocabLexer:
         self.base = len(lexer.type_names) + 1  # a completed sequence: digits t + 1 in this base
         self.limit = min(_SHORT, int(62 / np.log2(self.base + 1)))  # base ** limit fits in an int64
         self._kernel: cpu_vocab_lexer.VocabLexerKernel | bool | None = None  # False: numpy
+        self._identity: np.ndarray | None = None  # int16 [num_states]: final_outcomes groups by state
 
     def index(self, q: int) -> SeqTrie:
         """Lex every token from lexer state q and group the ids by outcome."""
@@ -282,6 +283,29 @@ class VocabLexer:
             if e >= 0 and not ignored[e]:
                 seq.append(e)
         return q, seq
+
+    def final_outcomes(self, q: int) -> tuple[np.ndarray, list[tuple[int, tuple[int, ...]]]]:
+        """Per row, the index of its outcome from lexer state q; the outcomes as (final lexer
+        state, completed non-ignored type ids). Dead rows share (DEAD, ())."""
+        if not self.uses_kernel():
+            states, seqs, counts = self.outcomes(q)
+            seq_ids, found = self.sequence_ids(states, seqs, counts)
+            _, first, outcome_of = np.unique(seq_ids * self.lexer.num_states + states, return_index=True,
+                                             return_inverse=True)
+            return outcome_of.reshape(-1), [(int(states[r]), tuple(found[seq_ids[r]]) if seq_ids[r] >= 0 else ())
+                                            for r in first.tolist()]
+        if self._identity is None:
+            self._identity = np.arange(self.lexer.num_states, dtype=np.int16)
+        found = self._kernel.lex(q, self._identity)
+        outcomes = [(s, tuple(self._digits(k))) for k, s in zip(found.key.tolist(), found.sets.tolist())]
+        outcome_of = np.full(len(self.ids), len(outcomes), dtype=np.int64)  # dead rows: the next one
+        outcome_of[found.order] = np.repeat(np.arange(len(outcomes)), np.diff(found.start))
+        outcomes.append((DEAD, ()))
+        extra: dict[tuple, int] = {}
+        for row in np.flatnonzero(found.row_group == cpu_vocab_lexer.LONG_ROW).tolist():
+            state, seq = self._lex_row(q, row)
+            outcome_of[row] = extra.setdefault((state, tuple(seq)), len(outcomes) + len(extra))
+        return outcome_of, outcomes + list(extra)
 
     def _digits(self, key: int) -> list[int]:
         """The type ids a sequence key stands for (cpu_vocab_lexer.sequence_key inverted)."""

@@ -85,9 +85,15 @@ class VocabLexerKernel:
         self.num_rows, self.base, self.limit = len(tokens), num_types + 1, limit
         self.table_size = 1 << max(4, (2 * len(tokens)).bit_length())
 
-    def lex(self, q: int) -> Groups:
+    def lex(self, q: int, state_set: np.ndarray | None = None) -> Groups:
+        """Groups of the tokens lexed from state q; `state_set`: another int16 [num_states]
+        to group final states by (an identity: by the state itself)."""
         if not 0 <= q < len(self.state_set):
             raise ValueError(f"lexer state {q} out of range")
+        if state_set is None:
+            state_set = self.state_set
+        elif state_set.dtype != np.int16 or state_set.shape != self.state_set.shape or not state_set.flags.c_contiguous:
+            raise ValueError("state_set must be a contiguous int16 [num_states]")
         if not available():
             raise RuntimeError(f"the C vocabulary lexer is not available: {_state.get('error')}")
         n = self.num_rows
@@ -98,7 +104,7 @@ class VocabLexerKernel:
         ptr = ctypes.c_void_p
         num_groups = _state["lib"].lex_vocab(
             ptr(self.trans.ctypes.data), ptr(self.emit.ctypes.data), ptr(self.ignored.ctypes.data),
-            ptr(self.state_set.ctypes.data), ptr(self.data.ctypes.data), ptr(self.offsets.ctypes.data),
+            ptr(state_set.ctypes.data), ptr(self.data.ctypes.data), ptr(self.offsets.ctypes.data),
             n, q, self.base, self.limit, ptr(row_group.ctypes.data), ptr(key.ctypes.data),
             ptr(sets.ctypes.data), ptr(start.ctypes.data), ptr(order.ctypes.data),
             ptr(table.ctypes.data), self.table_size)
@@ -106,8 +112,9 @@ class VocabLexerKernel:
                       order[:start[num_groups]])
 
 
-def lex_vocab_ref(kernel: VocabLexerKernel, q: int) -> Groups:
+def lex_vocab_ref(kernel: VocabLexerKernel, q: int, state_set: np.ndarray | None = None) -> Groups:
     """`VocabLexerKernel.lex` in plain Python (one row at a time)."""
+    state_set = kernel.state_set if state_set is None else state_set
     row_group, found, rows_of = [], {}, []
     for r in range(kernel.num_rows):
         s, types = q, []
@@ -120,7 +127,7 @@ def lex_vocab_ref(kernel: VocabLexerKernel, q: int) -> Groups:
         if s == 0 or len(types) > kernel.limit:
             row_group.append(DEAD_ROW if s == 0 else LONG_ROW)
             continue
-        g = found.setdefault((sequence_key(types, kernel.base), int(kernel.state_set[s])), len(found))
+        g = found.setdefault((sequence_key(types, kernel.base), int(state_set[s])), len(found))
         if g == len(rows_of):
             rows_of.append([])
         rows_of[g].append(r)

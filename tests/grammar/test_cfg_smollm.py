@@ -184,6 +184,12 @@ def _trie_groups(trie) -> dict:
     return out
 
 
+def _row_outcomes(found) -> list:
+    """Each row's (final state, completed types) (the shortest completions' per-token outcomes)."""
+    outcome_of, outcomes = found
+    return [outcomes[o] for o in outcome_of.tolist()]
+
+
 @pytest.mark.parametrize("name", ["sql", "json_schema"])
 def test_vocabulary_index_is_the_same_with_the_c_lexer(name, info, sql):
     # the C lexer (kernels/cpu_vocab_lexer) and numpy's column-at-a-time lexing index every
@@ -200,9 +206,11 @@ def test_vocabulary_index_is_the_same_with_the_c_lexer(name, info, sql):
     states = range(1, grammar.lexer.num_states, 4 if name == "sql" else 1)
     assert any((vocab._kernel.lex(q).row_group == LONG_ROW).any() for q in states)
     with_c = [_trie_groups(vocab.index(q)) for q in states]
+    outcomes_c = [_row_outcomes(vocab.final_outcomes(q)) for q in states[:12]]
     vocab._kernel = False  # numpy from here on
     try:
         assert [_trie_groups(vocab.index(q)) for q in states] == with_c
+        assert [_row_outcomes(vocab.final_outcomes(q)) for q in states[:12]] == outcomes_c
     finally:
         vocab._kernel = None
     assert sum(len(groups) for groups in with_c) > len(states)

@@ -47,6 +47,20 @@ def test_matches_reference(seed, limit):
         assert vl.LONG_ROW in kinds
 
 
+def test_grouped_by_final_state():
+    # the shortest completions group tokens by the state they end in: an identity state_set
+    lexer = _random_lexer(3)
+    kernel = vl.VocabLexerKernel(*lexer, limit=6)
+    identity = np.arange(len(lexer[0]), dtype=np.int16)
+    for q in range(1, 6):
+        got, want = kernel.lex(q, identity), vl.lex_vocab_ref(kernel, q, identity)
+        for field in vl.Groups._fields:
+            assert np.array_equal(getattr(got, field), getattr(want, field)), (q, field)
+        assert len(got.key) > len(kernel.lex(q).key)  # finer than by winnable set
+    with pytest.raises(ValueError, match="int16"):
+        kernel.lex(1, identity.astype(np.int32))
+
+
 def test_groups_partition_the_live_rows():
     kernel = vl.VocabLexerKernel(*_random_lexer(7, dead=0.05), limit=6)
     groups = kernel.lex(1)
