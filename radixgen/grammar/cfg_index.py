@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from radixgen.grammar.cfg_lexer import DEAD, LexerDfa
-from radixgen.kernels import cpu_vocab_lexer
 from radixgen.grammar.cfg_parser import LalrTables, Stack
+from radixgen.kernels import cpu_vocab_lexer
 
 _SHORT = 6
 
@@ -287,7 +287,7 @@ class VocabLexer:
     def final_outcomes(self, q: int) -> tuple[np.ndarray, list[tuple[int, tuple[int, ...]]]]:
         """Per row, the index of its outcome from lexer state q; the outcomes as (final lexer
         state, completed non-ignored type ids). Dead rows share (DEAD, ())."""
-        if not self.uses_kernel():
+        if not self.uses_kernel() or self.lexer.num_states > np.iinfo(np.int16).max:  # (states as int16 sets)
             states, seqs, counts = self.outcomes(q)
             seq_ids, found = self.sequence_ids(states, seqs, counts)
             _, first, outcome_of = np.unique(seq_ids * self.lexer.num_states + states, return_index=True,

@@ -28,7 +28,10 @@ Tests combine: the `not` of a tag test swaps its outcomes (`{"not": {"properties
 {"enum": [false]}}}}` holds with webpack present and not false); an `anyOf` of tag tests on one
 property holds with its values' union (`{"anyOf": [{... "const": "mysql"}, {... "const":
 "postgresql"}]}`); an `anyOf` of presence tests holds with one member's names present and fails
-with a name of every member absent.
+with a name of every member absent; a tag test on a property of a property (GitHub Actions'
+`{"properties": {"runs": {"properties": {"using": {"const": "composite"}}}}}`) holds where the
+outer property is absent, no object, or holds the value, and fails with it an object holding
+another value (its values found through the outer property's anyOf / oneOf).
 
 Outcomes that cannot hold together (the property fixed to two different values) merge to nothing
 and are dropped; so are outcomes whose merge is not exact (a subset again). A conditional of
@@ -37,6 +40,7 @@ another shape, or no outcome left, leaves the node as it was, for the rewriter t
 
 from __future__ import annotations
 
+import math
 from itertools import product
 
 from .schema_merge import merge
@@ -118,7 +122,8 @@ def _presence_outcomes(test, resolve) -> tuple | None:
     inner = resolve(test["not"]) if negated else test
     if isinstance(inner, dict) and set(inner) - _ANNOTATIONS == {"anyOf"} and isinstance(inner["anyOf"], list):
         members = [_names_present(resolve(m)) for m in inner["anyOf"]]
-        if not members or None in members or any(props for _, props in members):
+        if not members or None in members or any(props for _, props in members) \
+                or math.prod(len(names) for names, _ in members) > 8 * MAX_ALTERNATIVES:
             return None
         holds = [{"type": "object", "required": names} for names, _ in members]
         fails = [{"type": "object", "properties": {name: False for name in choice}}
