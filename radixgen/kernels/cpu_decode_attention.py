@@ -17,7 +17,6 @@ feature flags and the torch version. Without a compiler, or with RADIXGEN_CPU_KE
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import sys
@@ -27,9 +26,8 @@ from typing import NamedTuple
 
 import torch
 
-from radixgen.kernels.cpu_build import build_dir, enabled
+from radixgen.kernels.cpu_build import build_dir, load_once
 
-log = logging.getLogger(__name__)
 
 _SOURCE = Path(__file__).with_name("csrc") / "cpu_decode_attention.cpp"
 _CFLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno"]
@@ -41,10 +39,7 @@ _lock = threading.Lock()
 
 def available() -> bool:
     """True once the kernel is compiled and loaded (compiles it on the first call)."""
-    with _lock:
-        if "ok" not in _state:
-            _state["ok"] = _load()
-        return bool(_state["ok"])
+    return load_once(_state, _lock, "CPU decode kernel", "the torch path", _load)
 
 
 class SharedSegments(NamedTuple):
@@ -154,24 +149,14 @@ def _check_shared(shared: SharedSegments, batch: int, num_slots: int) -> None:
             raise ValueError(f"shared segment {what} must lie in [0, {bound})")
 
 
-def _load() -> bool:
-    if not enabled():
-        _state["error"] = "disabled by RADIXGEN_CPU_KERNELS=0"
-        return False
-    try:
-        from torch.utils.cpp_extension import load
+def _load() -> None:
+    from torch.utils.cpp_extension import load
 
-        _find_ninja()
-        build = _build_dir()
-        build.mkdir(parents=True, exist_ok=True)
-        load(name="radixgen_cpu_decode", sources=[str(_SOURCE)], extra_cflags=_CFLAGS,
-             extra_ldflags=["-fopenmp"], build_directory=str(build), is_python_module=False,
-             verbose=False)
-        return True
-    except Exception as exc:  # no compiler, no ninja, a failed build: keep the torch path
-        _state["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
-        log.warning("CPU decode kernel unavailable, using the torch path (%s)", _state["error"])
-        return False
+    _find_ninja()
+    build = _build_dir()
+    build.mkdir(parents=True, exist_ok=True)
+    load(name="radixgen_cpu_decode", sources=[str(_SOURCE)], extra_cflags=_CFLAGS,
+         extra_ldflags=["-fopenmp"], build_directory=str(build), is_python_module=False, verbose=False)
 
 
 def _find_ninja() -> None:

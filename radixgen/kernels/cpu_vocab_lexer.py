@@ -15,7 +15,6 @@ compiler, or with RADIXGEN_CPU_KERNELS=0, `available()` is False and callers kee
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 import shutil
 import subprocess
@@ -25,9 +24,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from radixgen.kernels.cpu_build import build_dir, enabled
+from radixgen.kernels.cpu_build import build_dir, load_once
 
-log = logging.getLogger(__name__)
 
 _SOURCE = Path(__file__).with_name("csrc") / "vocab_lexer.c"
 _CFLAGS = ["-O3", "-march=native", "-shared", "-fPIC"]
@@ -140,28 +138,15 @@ def lex_vocab_ref(kernel: VocabLexerKernel, q: int, state_set: np.ndarray | None
 
 def available() -> bool:
     """True once the library is compiled and loaded (compiles it on the first call)."""
-    with _lock:
-        if "ok" not in _state:
-            _state["ok"] = _load()
-        return bool(_state["ok"])
+    return load_once(_state, _lock, "C vocabulary lexer", "numpy", _load)
 
 
-def _load() -> bool:
-    if not enabled():
-        _state["error"] = "disabled by RADIXGEN_CPU_KERNELS=0"
-        return False
-    try:
-        library = _build()
-        lib = ctypes.CDLL(str(library))
-        lib.lex_vocab.restype = ctypes.c_int64
-        lib.lex_vocab.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64, ctypes.c_int32, ctypes.c_int64,
-                                                          ctypes.c_int32] + [ctypes.c_void_p] * 6 + [ctypes.c_int64]
-        _state["lib"] = lib
-        return True
-    except Exception as exc:  # no compiler, a failed build: keep numpy
-        _state["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
-        log.warning("C vocabulary lexer unavailable, using numpy (%s)", _state["error"])
-        return False
+def _load() -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(_build()))
+    lib.lex_vocab.restype = ctypes.c_int64
+    lib.lex_vocab.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64, ctypes.c_int32, ctypes.c_int64,
+                                                      ctypes.c_int32] + [ctypes.c_void_p] * 6 + [ctypes.c_int64]
+    return lib
 
 
 def _build() -> Path:
