@@ -178,19 +178,26 @@ def launch(name: str, args, log_path: Path) -> tuple[subprocess.Popen, str]:
     log = open(log_path, "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                             env={**os.environ, **env}, start_new_session=True)
-    base, t0 = f"http://127.0.0.1:{port}", time.time()
-    while time.time() - t0 < args.startup_timeout:
+    base = f"http://127.0.0.1:{port}"
+    wait_healthy(proc, base, name, args.startup_timeout, log_path)
+    return proc, base
+
+
+def wait_healthy(proc: subprocess.Popen, base: str, name: str, timeout: float, log_path: Path):
+    """Poll /health until 200; RuntimeError (the server stopped) if it exits or times out."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
         if proc.poll() is not None:
             raise RuntimeError(f"{name} exited with {proc.returncode}; see {log_path}")
         try:
             if httpx.get(base + "/health", timeout=2).status_code == 200:
                 _log(f"{name} healthy after {time.time() - t0:.0f} s")
-                return proc, base
+                return
         except httpx.HTTPError:
             pass
         time.sleep(1)
     stop(proc)
-    raise RuntimeError(f"{name} not healthy after {args.startup_timeout} s")
+    raise RuntimeError(f"{name} not healthy after {timeout} s")
 
 
 def stop(proc: subprocess.Popen):
