@@ -6,7 +6,7 @@ STAMP := $(VENV)/.radixgen-installed
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve test install model clean
+.PHONY: serve test install model clean docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ serve: model
 
 test: model
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# docs/configuration.md is rendered from radixgen/config.py (tests/test_config_docs.py checks it).
+docs: install
+	$(BIN)/python -m radixgen.config_docs
 
 clean:
 	rm -rf $(VENV) build *.egg-info
