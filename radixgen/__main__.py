@@ -24,6 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     for config_cls in SERVE_CONFIGS:
         group = serve.add_argument_group(config_cls.__name__)
         add_arguments(group, config_cls)
+    serve.add_argument("--oltp-traces-endpoint", dest="otlp_traces_endpoint", default=argparse.SUPPRESS,
+                       help="SGLang's spelling of --otlp-traces-endpoint")
     return parser
 
 

@@ -142,6 +142,27 @@ class ServerConfig:
     api_key: str | None = option(None, "if set, every route but /health needs 'Authorization: Bearer <key>'")
     served_model_name: str | None = option(None, "model name in the OpenAI API (default: the model folder's name)")
     log_level: str = option("info", "log level of every server process", ("debug", "info", "warning", "error"))
+    otlp_traces_endpoint: str | None = option(None, "OTLP HTTP/protobuf collector that receives one trace span per "
+                                              "request, e.g. http://localhost:4318 (path /v1/traces when none is "
+                                              "given); off when unset. --oltp-traces-endpoint (SGLang's spelling) "
+                                              "is the same flag")
+
+    def __post_init__(self) -> None:
+        self.otlp_traces_url  # noqa: B018 (validates the flag)
+
+    @property
+    def otlp_traces_url(self) -> str | None:
+        """--otlp-traces-endpoint as the exporter's URL: `host:port` gets http://, a URL
+        without a path gets /v1/traces (the OTLP HTTP traces path)."""
+        if not self.otlp_traces_endpoint:
+            return None
+        url = self.otlp_traces_endpoint.strip()
+        url = url if "://" in url else f"http://{url}"
+        scheme, _, rest = url.partition("://")
+        host, _, path = rest.partition("/")
+        if scheme not in ("http", "https") or not host:
+            raise ValueError(f"otlp_traces_endpoint must be an http(s) URL or host:port, got {self.otlp_traces_endpoint!r}")
+        return url if path else f"{scheme}://{host}/v1/traces"
 
 
 _SUBCONFIGS = {"model": ModelConfig, "cache": CacheConfig, "scheduler": SchedulerConfig,

@@ -42,6 +42,17 @@ class TokenOut(msgspec.Struct, frozen=True):
     # prompt-token logprobs from logprob_start_len on (None where there is none), sent once
     input_logprobs: list[float | None] | None = None
     spec: "SpecCounts | None" = None  # speculative decoding, on the finishing message
+    times: "ReqTimes | None" = None  # once, on the first message after the prompt's prefill
+
+
+class ReqTimes(msgspec.Struct, frozen=True):
+    """When the scheduler received a request, admitted it into a batch (its first prefill
+    chunk) and finished its prefill forward. Unix seconds (`time.time()`), so the main process
+    can place them beside its own clock on the same host."""
+
+    received: float
+    admitted: float
+    prefilled: float
 
 
 class SpecCounts(msgspec.Struct, frozen=True):
@@ -106,6 +117,7 @@ class TextOut(msgspec.Struct, frozen=True):
     top_logprobs: list[list[tuple[int, float]]] | None = None
     input_logprobs: list[float | None] | None = None
     spec: SpecCounts | None = None
+    times: ReqTimes | None = None
 
 
 class TextBatch(msgspec.Struct, frozen=True, tag=True):

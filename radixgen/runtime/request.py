@@ -40,6 +40,11 @@ class Request:
     input_logprobs: list[float] = field(default_factory=list)  # of prompt tokens, see below
     input_logprobs_sent: bool = False
     first_token_time: float | None = None
+    # wall-clock stamps (time.time()) reported once, as messages.ReqTimes, after the prefill
+    received_time: float = field(default_factory=time.time)
+    admitted_time: float | None = None  # first planned into a batch
+    prefilled_time: float | None = None  # the forward that finished its prompt's prefill returned
+    times_sent: bool = False
     spec_verify_ct: int = 0  # speculative verify steps, drafts accepted, drafts cut by the grammar
     spec_accepted: int = 0
     spec_pruned: int = 0

@@ -17,7 +17,7 @@ from radixgen.core import FinishReason
 from radixgen.radix import PrefixCache
 from radixgen.runtime.grammar_backend import CONSTRAINT_ERROR, GrammarBackend
 from radixgen.runtime.kv_manager import KVManager
-from radixgen.runtime.messages import AbortReq, FlushCacheReq, GenerateReq, SpecCounts, TokenOut, ToScheduler
+from radixgen.runtime.messages import AbortReq, FlushCacheReq, GenerateReq, ReqTimes, SpecCounts, TokenOut, ToScheduler
 from radixgen.runtime.model_runner import ModelRunner
 from radixgen.runtime.prompt_logprobs import input_logprob_rows, record_input_logprobs
 from radixgen.runtime.request import Request
@@ -127,6 +127,7 @@ class Scheduler:
         drafts = self.spec.draft(self.running) if self.spec is not None and self.running else []
         dec_reqs, dec_slots, drafts, tree_slots = self._alloc_decode(drafts)
         ext_slots = self._alloc_plan(plan) if plan.reqs else []
+        self._stamp_admitted(plan.reqs)
         group_slots = self._alloc_groups(plan) if plan.groups else []
         if not plan.reqs and not dec_reqs and not drafts and not plan.groups:
             if self.grammar is not None and self.grammar.pending:
@@ -177,6 +178,13 @@ class Scheduler:
         plan.reqs, plan.extend_lens = kept.reqs, kept.extend_lens
         return slots
 
+    @staticmethod
+    def _stamp_admitted(reqs: list[Request]) -> None:
+        now = time.time()
+        for req in reqs:
+            if req.admitted_time is None:
+                req.admitted_time = now
+
     def _alloc_groups(self, plan: PrefillPlan) -> list[torch.Tensor]:
         """Slots for each scoring tree's rows (prompt positions: the prefix pool); a group that
         cannot get them goes back to the queue."""
@@ -226,6 +234,8 @@ class Scheduler:
             self.kv.cache_unfinished(req)
             if req.kv_len == req.prefill_len:
                 done.append(i)
+                if req.prefilled_time is None:
+                    req.prefilled_time = time.time()
                 if req in self.chunked:
                     self.chunked.remove(req)
             elif req not in self.chunked:
@@ -373,5 +383,13 @@ class Scheduler:
             cached_tokens=req.cached_tokens, completion_tokens=len(req.output_ids),
             finish=reason.to_dict() if reason else None, logprobs=logprobs,
             top_logprobs=[[list(p) for p in t] for t in top] if top else None,
-            input_logprobs=input_logprobs, spec=spec,
+            input_logprobs=input_logprobs, spec=spec, times=self._times_once(req),
         ))
+
+    @staticmethod
+    def _times_once(req: Request) -> ReqTimes | None:
+        """The request's scheduler timestamps, on its first output after its prefill."""
+        if req.prefilled_time is None or req.times_sent:
+            return None
+        req.times_sent = True
+        return ReqTimes(req.received_time, req.admitted_time, req.prefilled_time)

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from radixgen.runtime.server import metrics, native_api, openai_chat, openai_common, openai_completions
 from radixgen.runtime.server.errors import error_body, install_handlers
 from radixgen.runtime.server.http_common import ServerState
+from radixgen.runtime.server.tracing import TraceContextMiddleware
 
 OPEN_PATHS = frozenset({"/health"})
 
@@ -25,6 +26,8 @@ def build_app(state: ServerState) -> FastAPI:
         app.include_router(module.router)
     if state.server_cfg.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=state.server_cfg.api_key)
+    if state.server_cfg.otlp_traces_url:  # the caller's traceparent, for the request's span
+        app.add_middleware(TraceContextMiddleware)
     return app
 
 

@@ -24,6 +24,7 @@ from radixgen.runtime.server.detokenizer_proc import run_detokenizer_process
 from radixgen.runtime.server.http_common import ServerState
 from radixgen.runtime.server.ipc import Endpoints
 from radixgen.runtime.server.metrics import ServerMetrics
+from radixgen.runtime.server.tracing import build_tracer
 from radixgen.runtime.server.scheduler_proc import run_scheduler_process
 from radixgen.runtime.server.tokenizer_manager import StartupError, TokenizerManager
 
@@ -116,7 +117,8 @@ async def _serve(model_path: Path, tokenizer: Any, engine_cfg: EngineConfig,
                  server_cfg: ServerConfig, signals: _Signals) -> int:
     endpoints, ipc_dir = Endpoints.in_new_dir()
     model_name = server_cfg.served_model_name or model_path.name
-    tm = TokenizerManager(tokenizer, endpoints, ServerMetrics(model_name), engine_cfg.scheduler.grammar_whitespace)
+    metrics = ServerMetrics(model_name, build_tracer(server_cfg.otlp_traces_url, model_name))
+    tm = TokenizerManager(tokenizer, endpoints, metrics, engine_cfg.scheduler.grammar_whitespace)
     children = Children(model_path, engine_cfg, endpoints, server_cfg.log_level)
     children.start()
     try:

@@ -93,6 +93,7 @@ def scheduler_stats(s: Scheduler) -> dict[str, Any]:
     prompt = s.num_prompt_tokens
     return {
         "num_waiting_reqs": len(s.waiting), "num_running_reqs": len(s.running),
+        "num_grammar_queue_reqs": len(s.grammar.pending) if s.grammar is not None else 0,
         "num_slots": num_slots, "num_free_slots": free, "cache_size": s.cache.total_size(),
         "token_usage": round(1 - free / num_slots, 4) if num_slots else 0.0,
         "num_prompt_tokens": prompt, "num_cached_tokens": s.num_cached_tokens,
@@ -115,6 +116,7 @@ def pool_stats(s: Scheduler) -> dict[str, Any]:
         out.update({f"{name}_pool_dtype": s.runner.kv_dtypes[tier], f"{name}_pool_capacity_tokens": capacity,
                     f"{name}_pool_token_usage": round(1 - free / capacity, 4) if capacity else 0.0,
                     f"{name}_pool_cached_tokens": s.cache.total_size(tier) if capacity else 0,
+                    f"{name}_pool_cache_hit_tokens": hits,
                     f"{name}_pool_cache_hit_rate": round(hits / prompt, 4) if prompt else 0.0})
     return out
 

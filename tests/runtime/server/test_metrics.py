@@ -1,19 +1,29 @@
-"""GET /metrics on the tiny dummy-weight server: Prometheus text that parses, counters and
-histograms that move by what a request did, gauges that agree with the scheduler; and
-ServerMetrics' bookkeeping on its own."""
+"""GET /metrics on the tiny dummy-weight server: Prometheus text that parses, one prefix
+spelling, counters and histograms that move by what a request did (TTFT and its three parts),
+gauges and per-pool series that agree with the scheduler; ServerMetrics' bookkeeping on its
+own; and the scheduler's per-request timestamps."""
 
 from __future__ import annotations
 
+import time
+
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from radixgen.runtime.messages import TextOut
+from radixgen.core import SamplingParams
+from radixgen.runtime.engine import Engine
+from radixgen.runtime.messages import GenerateReq, ReqTimes, TextOut
 from radixgen.runtime.server.metrics import ServerMetrics
 from tests.runtime.server.conftest import assert_error, scrape, wait_idle
 
-GAUGES = ("num_running_reqs", "num_queue_reqs", "token_usage", "cache_hit_rate")
-COUNTERS = ("prompt_tokens_total", "generation_tokens_total", "num_requests_total")
-HISTOGRAMS = ("time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_request_latency_seconds")
+GAUGES = ("num_running_reqs", "num_queue_reqs", "num_grammar_queue_reqs", "token_usage", "cache_hit_rate",
+          "max_total_num_tokens")
+COUNTERS = ("prompt_tokens_total", "cached_tokens_total", "generation_tokens_total", "num_requests_total",
+            "num_aborted_requests_total", "num_retracted_requests_total")
+HISTOGRAMS = ("time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_request_latency_seconds",
+              "queue_time_seconds", "prefill_time_seconds", "first_decode_time_seconds")
+TTFT_PARTS = ("queue_time_seconds", "prefill_time_seconds", "first_decode_time_seconds")
 
 
 def test_metrics_needs_the_key_and_has_every_metric(tiny_server, client):
@@ -43,6 +53,11 @@ def test_counters_and_histograms_move_by_one_request(client, tokenizer):
     assert moved("inter_token_latency_seconds_count") == 3  # one per token after the first
     assert moved("e2e_request_latency_seconds_count") == 1
     assert moved("e2e_request_latency_seconds_sum") >= moved("time_to_first_token_seconds_sum") > 0
+    # TTFT = queue + prefill + first decode, each measured once
+    assert all(moved(f"{part}_count") == 1 for part in TTFT_PARTS)
+    parts = sum(moved(f"{part}_sum") for part in TTFT_PARTS)
+    assert parts == pytest.approx(moved("time_to_first_token_seconds_sum"), abs=1e-3)
+    assert moved("prefill_time_seconds_sum") > 0
 
 
 def test_gauges_agree_with_the_scheduler(client):
@@ -90,3 +105,89 @@ def test_speculation_gauges_follow_the_scheduler_stats():
     assert values["radixgen:spec_verify_steps"] == 12 and values["radixgen:spec_draft_tokens_pruned"] == 4
     by_position = {s.labels["position"]: s.value for s in samples if s.name == "radixgen:spec_position_accept_rate"}
     assert by_position == {"1": 0.9, "2": 0.5}
+
+
+def _families(text: str) -> dict:
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def test_every_family_has_the_one_prefix_spelling(client):
+    text = client.get("/metrics").text
+    names = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")}
+    assert names and all(name.startswith("radixgen:") for name in names), sorted(names)
+    samples = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert all(line.startswith("radixgen:") for line in samples)
+    assert "radixgen_" not in text and "sglang" not in text
+
+
+def test_cache_hits_are_counters_and_pools_are_labels(client):
+    body = {"text": "a prompt shared by two requests in a row", "sampling_params": {"max_new_tokens": 1}}
+    before = scrape(client)
+    first = client.post("/generate", json=body).json()
+    second = client.post("/generate", json=body).json()
+    stats = wait_idle(client)
+    after = scrape(client)
+    cached = second["meta_info"]["cached_tokens"] + first["meta_info"]["cached_tokens"]
+    assert second["meta_info"]["cached_tokens"] > 0
+    assert after["radixgen:cached_tokens_total"] - before["radixgen:cached_tokens_total"] == cached
+    families = _families(client.get("/metrics").text)
+    by_pool = {s.labels["pool"]: s.value for s in families["radixgen:kv_pool_cache_hit_tokens"].samples}
+    assert set(by_pool) == {"prefix", "branch"}
+    assert sum(by_pool.values()) == stats["num_cached_tokens"]  # the scheduler's own total, monotonic
+    capacity = {s.labels["pool"]: s.value for s in families["radixgen:kv_pool_capacity_tokens"].samples}
+    assert capacity == {pool: stats[f"{pool}_pool_capacity_tokens"] for pool in ("prefix", "branch")}
+    assert not any("_pool_" in name and not name.startswith("radixgen:kv_pool_") for name in families)
+
+
+def test_request_series_carry_the_version_and_adapter_slots(client):
+    family = _families(client.get("/metrics").text)["radixgen:num_requests"]
+    labels = {tuple(sorted(s.labels.items())) for s in family.samples if s.name.endswith("_total")}
+    assert labels == {(("adapter", "base"), ("model_name", client.get("/v1/models").json()["data"][0]["id"]),
+                       ("weight_version", "default"))}
+
+
+def test_ttft_parts_sum_to_ttft_from_the_scheduler_times():
+    metrics = ServerMetrics("m")
+    arrival = time.perf_counter() - 1.0  # arrived a second ago
+    metrics.on_submit("a", prompt_tokens=5, arrival=arrival)
+    start = metrics._timings["a"].arrival_wall
+    times = ReqTimes(received=start + 0.05, admitted=start + 0.25, prefilled=start + 0.75)
+    metrics.on_output(TextOut(rid="a", text="x", token_ids=[7], prompt_tokens=5, cached_tokens=2,
+                              completion_tokens=1, times=times))
+    metrics.on_output(_out("a", 0, {"type": "stop"}))
+    values = {s.name: s.value for f in text_string_to_metric_families(metrics.render({}).decode())
+              for s in f.samples if "le" not in s.labels}
+    assert values["radixgen:queue_time_seconds_sum"] == pytest.approx(0.25, abs=1e-3)
+    assert values["radixgen:prefill_time_seconds_sum"] == pytest.approx(0.5, abs=1e-6)
+    ttft = values["radixgen:time_to_first_token_seconds_sum"]
+    assert ttft >= 1.0
+    assert values["radixgen:first_decode_time_seconds_sum"] == pytest.approx(ttft - 0.75, abs=1e-3)
+    assert values["radixgen:cached_tokens_total"] == 0  # `_out` reports the latest count: 0
+
+
+def test_aborted_requests_are_counted():
+    metrics = ServerMetrics("m")
+    for rid in "abc":
+        metrics.on_submit(rid, prompt_tokens=2)
+    metrics.on_drop("a")  # its client left
+    metrics.on_output(_out("b", 0, {"type": "abort", "message": "refused"}))
+    metrics.on_output(_out("c", 1, {"type": "length"}))
+    values = {s.name: s.value for f in text_string_to_metric_families(metrics.render({}).decode())
+              for s in f.samples}
+    assert values["radixgen:num_aborted_requests_total"] == 2 and values["radixgen:num_requests_total"] == 3
+
+
+def test_the_scheduler_sends_its_timestamps_once_after_the_prefill(tiny_model_path):
+    engine = Engine(str(tiny_model_path), load_format="dummy", chunked_prefill_size=8, max_total_tokens=512)
+    sched = engine.scheduler
+    params = SamplingParams(max_new_tokens=3, ignore_eos=True, temperature=0)
+    before = time.time()
+    sched.handle(GenerateReq(rid="a", input_ids=list(range(100, 130)), params=params))  # 4 prefill chunks
+    outs = []
+    while sched.has_work or sched.outputs:
+        outs += [(out, time.time()) for out in sched.step()]
+    stamped = [(out, at) for out, at in outs if out.times is not None]
+    assert len(stamped) == 1
+    out, at = stamped[0]
+    assert out.token_ids and out is next(o for o, _ in outs if o.token_ids)  # the first token's message
+    assert before <= out.times.received <= out.times.admitted <= out.times.prefilled <= at
