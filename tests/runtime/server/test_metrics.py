@@ -5,7 +5,10 @@ own; and the scheduler's per-request timestamps."""
 
 from __future__ import annotations
 
+import json
+import re
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -24,6 +27,9 @@ COUNTERS = ("prompt_tokens_total", "cached_tokens_total", "generation_tokens_tot
 HISTOGRAMS = ("time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_request_latency_seconds",
               "queue_time_seconds", "prefill_time_seconds", "first_decode_time_seconds")
 TTFT_PARTS = ("queue_time_seconds", "prefill_time_seconds", "first_decode_time_seconds")
+DASHBOARD = Path(__file__).parents[3] / "deploy" / "grafana" / "radixgen.json"
+METRIC_NAME = re.compile(r"radixgen:[A-Za-z0-9_:]+")
+SUFFIXES = {"_bucket": "histogram", "_sum": "histogram", "_count": "histogram", "_total": "counter"}
 
 
 def test_metrics_needs_the_key_and_has_every_metric(tiny_server, client):
@@ -191,3 +197,42 @@ def test_the_scheduler_sends_its_timestamps_once_after_the_prefill(tiny_model_pa
     out, at = stamped[0]
     assert out.token_ids and out is next(o for o, _ in outs if o.token_ids)  # the first token's message
     assert before <= out.times.received <= out.times.admitted <= out.times.prefilled <= at
+
+
+def _family_of(name: str, types: dict[str, str]) -> tuple[str, str] | None:
+    """(family, type) of a sample name PromQL refers to: a histogram's `_bucket` / `_sum` /
+    `_count` or a counter's `_total` belong to the family without the suffix; anything else
+    must be a family itself (a gauge)."""
+    for suffix, kind in SUFFIXES.items():
+        base = name[:-len(suffix)]
+        if name.endswith(suffix) and types.get(base) == kind:
+            return base, kind
+    return (name, types[name]) if types.get(name) == "gauge" else None
+
+
+def _panel_queries() -> list[tuple[str, str]]:
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    return [(p["title"], t["expr"]) for p in panels if p["type"] != "row" for t in p["targets"]]
+
+
+def test_every_dashboard_query_names_a_live_metric(client):
+    types = {f.name: f.type for f in text_string_to_metric_families(client.get("/metrics").text)}
+    queries = _panel_queries()
+    assert len(queries) >= 20
+    for title, expr in queries:
+        names = METRIC_NAME.findall(expr)
+        assert names, f"{title}: {expr}"
+        for name in names:
+            family = _family_of(name, types)
+            assert family is not None, f"panel {title!r} refers to {name}, which /metrics does not expose"
+        for name in re.findall(r"rate\((radixgen:[A-Za-z0-9_:]+)", expr):  # rate() only over counters
+            assert _family_of(name, types)[1] in ("counter", "histogram"), f"{title}: rate() of a gauge {name}"
+
+
+def test_the_dashboard_covers_the_serving_signals():
+    exprs = " ".join(expr for _, expr in _panel_queries())
+    for name in ("generation_tokens_total", "time_to_first_token_seconds_bucket", *(f"{p}_sum" for p in TTFT_PARTS),
+                 "inter_token_latency_seconds_bucket", "e2e_request_latency_seconds_bucket", "num_queue_reqs",
+                 "kv_pool_token_usage", "cached_tokens_total", "spec_accept_length"):
+        assert f"radixgen:{name}" in exprs, name
+    assert _family_of("radixgen:num_requests_count", {"radixgen:num_requests": "counter"}) is None
