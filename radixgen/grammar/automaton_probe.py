@@ -16,7 +16,18 @@ automaton itself serves the uniqueItems counts (`unique_values`).
 
 The child (`python -m radixgen.grammar.automaton_probe`) serves requests one at a time over its
 stdin/stdout (length-prefixed pickles); it is started on first use and again after it dies or
-times out.
+times out, and says when it is ready, so its start-up is not counted against a regex's time.
+
+Time limit: a regex gets `PROBE_BASE_SECONDS` plus `PROBE_SECONDS_PER_CHAR` per character, at
+most `seconds` (20 s). Automata that explode do so from short text (`(a|b)*a(a|b){40}` is 17
+characters), while the regex of a large schema is long; so a short bomb is refused in under two
+seconds, and a large schema keeps several times what it needs: the slowest regex of the schema
+corpus (tests/grammar/schemas.py), 6,466 characters, takes 2.7 s of its 14.4 s.
+
+The child dies with its parent, even while it is busy inside outlines-core (which holds the
+GIL): on Linux through `PR_SET_PDEATHSIG`, which fires when the *thread* that forked the child
+ends, so children are forked from one long-lived spawner thread; elsewhere a watch thread in the
+child exits once its parent is gone (when outlines-core next lets it run).
 """
 
 from __future__ import annotations
@@ -24,15 +35,22 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
+import queue
 import select
+import signal
 import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import Future
 
 PROBE_MEMORY = 4 << 30  # bytes of address space the child may map (outlines-core's failed allocations abort)
-PROBE_SECONDS = 20.0  # per regex; the largest schemas the index budget admits take a few seconds
+PROBE_SECONDS = 20.0  # at most, per regex; the largest schemas the index budget admits take a few seconds
+PROBE_BASE_SECONDS = 1.5  # per regex, plus PROBE_SECONDS_PER_CHAR per character (see the module doc)
+PROBE_SECONDS_PER_CHAR = 0.002
+_START_SECONDS = 30.0  # for the child to import outlines-core and say it is ready
 _HEADER = 8
+_READY = b"ready"
 
 
 class AutomatonProbe:
@@ -43,6 +61,10 @@ class AutomatonProbe:
         self._lock = threading.Lock()
         self._child: subprocess.Popen | None = None
         atexit.register(self.close)
+
+    def seconds_for(self, regex: str) -> float:
+        """The time a regex's automaton may take to build."""
+        return min(self.seconds, PROBE_BASE_SECONDS + PROBE_SECONDS_PER_CHAR * len(regex))
 
     def automaton(self, regex: str) -> tuple:
         """(start state, final states, {state: {byte: next state}}) of `regex` (Rust syntax,
@@ -62,18 +84,19 @@ class AutomatonProbe:
     def _ask(self, request: tuple):
         from .matcher import GrammarError, RegexTooLarge  # (not at the top: the child must not import torch)
 
+        seconds = self.seconds_for(request[0])
         with self._lock:
-            child = self._child if self._child and self._child.poll() is None else self._start()
             try:
+                child = self._child if self._child and self._child.poll() is None else self._start()
                 _write(child.stdin, pickle.dumps(request))
-                status, value = pickle.loads(_read(child.stdout, time.monotonic() + self.seconds))
+                status, value = pickle.loads(_read(child.stdout, time.monotonic() + seconds))
             except BaseException as exc:
                 self._stop()  # (a request interrupted midway would leave its reply in the pipe)
                 if not isinstance(exc, (OSError, EOFError, TimeoutError)):
                     raise
                 raise RegexTooLarge(
                     "constraint too large to compile: its automaton "
-                    + ("took more than %g s to build" % self.seconds if isinstance(exc, TimeoutError)
+                    + ("took more than %.1f s to build" % seconds if isinstance(exc, TimeoutError)
                        else "needed more than %.1f GiB to build" % (self.memory / (1 << 30)))
                     + " (regexes with ambiguous repeats, like `(a|b)*a(a|b){40}` or a pattern "
                     "`^.*[a-z]+.*$` under a maxLength, have exponentially many states)") from None
@@ -85,8 +108,9 @@ class AutomatonProbe:
         self._stop()
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-        self._child = subprocess.Popen([sys.executable, "-m", __name__, str(self.memory)], env=env,
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._child = _spawn([sys.executable, "-m", __name__, str(self.memory), str(os.getpid())], env)
+        if _read(self._child.stdout, time.monotonic() + _START_SECONDS) != _READY:
+            raise EOFError
         return self._child
 
     def _stop(self) -> None:
@@ -108,6 +132,32 @@ def default_probe() -> AutomatonProbe:
         if _default is None:
             _default = AutomatonProbe()
         return _default
+
+
+_spawns: "queue.SimpleQueue[tuple[list, dict, Future]]" = queue.SimpleQueue()
+_spawner: threading.Thread | None = None
+
+
+def _spawn(args: list, env: dict) -> subprocess.Popen:
+    """Popen(args) with pipes, forked from the spawner thread, which lives as long as the
+    process (a child's PR_SET_PDEATHSIG fires when the thread that forked it ends)."""
+    global _spawner
+    with _default_lock:
+        if _spawner is None or not _spawner.is_alive():
+            _spawner = threading.Thread(target=_spawn_forever, name="automaton-probe-spawner", daemon=True)
+            _spawner.start()
+    done: Future = Future()
+    _spawns.put((args, env, done))
+    return done.result()
+
+
+def _spawn_forever() -> None:
+    while True:
+        args, env, done = _spawns.get()
+        try:
+            done.set_result(subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+        except BaseException as exc:  # (reaches the caller waiting on `done`)
+            done.set_exception(exc)
 
 
 def _write(pipe, data: bytes) -> None:
@@ -147,13 +197,34 @@ def _build(regex: str, extra_tokens: tuple, weights: list | None):
     return index.get_initial_state(), frozenset(index.get_final_states()), moves
 
 
-def _serve(memory: int) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Exit when the process that started this one is gone (see the module doc)."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the watch below still holds
+    if os.getppid() != parent:  # it died before prctl took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _serve(memory: int, parent: int) -> None:
+    _die_with_parent(parent)
+    import outlines_core  # noqa: F401  (before `ready`: its import is start-up, not a regex's time)
     try:
         import resource
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     except (ImportError, ValueError, OSError):
         pass  # no address-space limit here (macOS): the time limit still holds
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    _write(stdout, _READY)
     while True:
         header = stdin.read(_HEADER)
         if len(header) < _HEADER:
@@ -167,4 +238,4 @@ def _serve(memory: int) -> None:
 
 
 if __name__ == "__main__":
-    _serve(int(sys.argv[1]))
+    _serve(int(sys.argv[1]), int(sys.argv[2]))

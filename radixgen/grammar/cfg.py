@@ -52,6 +52,7 @@ from lark.exceptions import LarkError
 
 from radixgen.core import Constraint
 from radixgen.grammar.cfg_closing import Closer
+from radixgen.grammar.cfg_language import check_finite_string
 from radixgen.grammar.cfg_index import SeqTrie, VocabLexer, ids_of, pack_ids, partial_allowed
 from radixgen.grammar.cfg_lexer import DEAD, FRESH, LexerDfa
 from radixgen.grammar.cfg_parser import LalrTables, Stack
@@ -60,6 +61,7 @@ from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.tokenizer_info import TokenizerInfo
 
 _MASK_CACHE_LIMIT = 8192
+_MASK_KEY_STATES = 2_000_000  # stack states _masks' keys may hold together (~16 MB)
 _TRIE_CACHE_LIMIT = 1024
 _MAX_JUMP_TOKENS = 32
 
@@ -123,6 +125,8 @@ class CfgGrammar:
                                            lark.lexer_conf.g_regex_flags)
         except ValueError as exc:
             raise GrammarError(str(exc)) from None
+        conf = lark.parser.parser_conf
+        check_finite_string(conf.rules, self.lexer, conf.start[0])
         self.lark = lark
         self.parser = LalrTables(lark)
         self.info = info
@@ -132,6 +136,7 @@ class CfgGrammar:
         self.eos_ids = frozenset(info.eos_ids)
         self._tries: dict[int, SeqTrie] = {}
         self._masks: dict[tuple[int, Stack], MaskEntry] = {}
+        self._mask_key_states = 0  # total length of the stacks in _masks' keys
         self._closer: Closer | None = None
 
     @property
@@ -169,9 +174,13 @@ class CfgGrammar:
         entry = self._masks.get(key)
         if entry is None:
             entry = self._compute_mask(q, stack)
-            if len(self._masks) >= _MASK_CACHE_LIMIT:
+            # bounded in entries and in the stack states their keys hold (deep outputs' stacks)
+            while self._masks and (len(self._masks) >= _MASK_CACHE_LIMIT
+                                   or self._mask_key_states + len(stack) > _MASK_KEY_STATES):
+                self._mask_key_states -= len(next(iter(self._masks))[1])
                 del self._masks[next(iter(self._masks))]
             self._masks[key] = entry
+            self._mask_key_states += len(stack)
         return entry
 
     def _compute_mask(self, q: int, stack: Stack) -> MaskEntry:
@@ -228,6 +237,7 @@ class CfgMatcher:
         self._grammar = grammar
         self._history = history
         self._deadline = deadline  # the most tokens num_accepted may reach (None: no limit)
+        self._check_at = 0  # num_accepted from which the deadline is checked again
 
     def limit_tokens(self, num_tokens: int) -> None:
         """From here on at most `num_tokens` more tokens will be accepted (the request's
@@ -235,6 +245,7 @@ class CfgMatcher:
         text can still be completed in time (cfg_closing), so an output that runs to its limit
         still parses."""
         self._deadline = self.num_accepted + num_tokens
+        self._check_at = 0
 
     @property
     def num_accepted(self) -> int:
@@ -270,9 +281,8 @@ class CfgMatcher:
             bitmask[row].zero_()
             return False
         words, narrowed = self._grammar.mask(q, stack).words, None
-        if within_limit and self._deadline is not None:
-            narrowed = self._grammar.closer.narrow(q, stack, self._deadline - self.num_accepted,
-                                                   words.numpy().view(np.uint32))
+        if within_limit and self._deadline is not None and self.num_accepted >= self._check_at:
+            narrowed = self._narrowed(q, stack, words)
             if narrowed is not None:
                 words = torch.from_numpy(narrowed.view(np.int32))
         target = bitmask[row]
@@ -283,6 +293,16 @@ class CfgMatcher:
             target[:n].copy_(words[:n])
             target[n:].zero_()
         return narrowed is not None
+
+    def _narrowed(self, q: int, stack: Stack, words: torch.Tensor) -> np.ndarray | None:
+        """The row narrowed to the tokens that still finish in time, or None (not close yet:
+        the next check is then scheduled, see `Closer.steps_until_close`)."""
+        closer, left = self._grammar.closer, self._deadline - self.num_accepted
+        skip = closer.steps_until_close(q, stack, left)
+        if skip > 0:
+            self._check_at = self.num_accepted + skip
+            return None
+        return closer.narrow(q, stack, left, words.numpy().view(np.uint32))
 
     def keep_closest(self, words: np.ndarray) -> None:
         """Narrow an allowed row (numpy int32 words, in place) to the first token of the
@@ -302,10 +322,13 @@ class CfgMatcher:
             raise ValueError(f"cannot roll back {num_tokens} tokens: {self.num_accepted} accepted")
         if num_tokens:
             del self._history[-num_tokens:]
+            self._check_at = 0  # (scheduled from a state now undone)
 
     def fork(self) -> "CfgMatcher":
         """An independent copy in the same state (states are immutable, so a shallow copy)."""
-        return CfgMatcher(self._grammar, list(self._history), self._deadline)
+        fork = CfgMatcher(self._grammar, list(self._history), self._deadline)
+        fork._check_at = self._check_at
+        return fork
 
     def is_terminated(self) -> bool:
         return self._history[-1][2]
@@ -317,6 +340,7 @@ class CfgMatcher:
 
     def reset(self) -> None:
         del self._history[1:]
+        self._check_at = 0
 
     def jump_forward_token_ids(self) -> list[int]:
         """Tokens forced next: while exactly one non-EOS token is allowed (see module doc)."""

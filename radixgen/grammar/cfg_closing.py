@@ -21,7 +21,10 @@ it matters: in a request's last tokens.
 
 Outside the window nothing is checked: that is sound as long as no single token lengthens the
 plan by more than `WINDOW` (a token opens at most a few brackets or a quote; the SQL test walks
-measure the largest jump). Inside it the budget is kept exactly, up to the plan being an upper
+measure the largest jump). The same bound spaces the checks: with a slack of s tokens beyond
+the window, the next s // (WINDOW + 1) tokens cannot reach it (`steps_until_close`), so a
+budget of thousands of tokens costs a plan every few dozen tokens, and a plan of a thousand
+tokens (a large schema's required fields) is still closed in time. Inside it the budget is kept exactly, up to the plan being an upper
 bound: a token whose own plan does not fit is dropped even if a shorter tokenization would. If
 no token fits (the grammar's shortest text is longer than the budget), the tokens with the shortest
 plans are kept, as `TokenIndex.keep_closest` does for regexes.
@@ -30,6 +33,7 @@ plans are kept, as `TokenIndex.keep_closest` does for regexes.
 from __future__ import annotations
 
 import heapq
+import logging
 from collections import deque
 
 import numpy as np
@@ -37,17 +41,23 @@ import numpy as np
 from radixgen.grammar.cfg_index import pack_ids
 from radixgen.grammar.cfg_items import StackCompletions
 from radixgen.grammar.cfg_lexer import FRESH
+from radixgen.grammar.search_budget import OutOfBudget, SizedMemo, WorkBudget
 
 WINDOW = 16  # plan length + WINDOW >= budget: narrow the row
-_WATCH = 512  # budgets above this are not checked (no plan is that long)
 _SEARCH_LIMIT = 20_000  # stacks a Dijkstra may expand before giving up (no narrowing then)
-_MEMO_LIMIT = 100_000
+# work units (search_budget: a stack state copied or built, ~1-10 ns each) of one completion's
+# searches, and of one narrowed row's (a few hundred completions); a completion of a stack d
+# deep copies ~d^2/2 states (3,000 open brackets: 4.5 million)
+_SEARCH_UNITS = 20_000_000
+_NARROW_UNITS = 100_000_000
+_MEMO_WEIGHT = 4_000_000  # stack states (and tokens) each memo may hold, ~32 MB
 _OUTCOMES_LIMIT = 256  # lexer states whose vocabulary outcomes are kept (~100 KB each)
 # spelling preference: letters, digits, a space, punctuation, then any byte
 _BYTE_ORDER = (list(range(ord("a"), ord("z") + 1)) + list(range(ord("0"), ord("9") + 1)) + [ord(" ")]
                + [b for b in range(33, 127) if not chr(b).isalnum()])
 _BYTE_ORDER += [b for b in range(256) if b not in set(_BYTE_ORDER)]
 _MISS = object()
+logger = logging.getLogger(__name__)
 _FAR = 1 << 30  # the plan length of a dead end
 
 
@@ -70,14 +80,11 @@ class Closer:
         conf = grammar.lark.parser.parser_conf
         self.completions = StackCompletions(conf.rules, self.parser, conf.start[0], self._cost,
                                             getattr(grammar.lark.parser, "kernels", None))
-        info = grammar.info
-        self._pieces: dict[bytes, int] = {}
-        for i, data in enumerate(info.token_bytes):
-            if data and i not in info.special_ids:
-                self._pieces.setdefault(data, i)
-        self._longest = max(map(len, self._pieces), default=0)
-        self._ends: dict = {}  # stack -> terminal names to feed to reach $END, or None
-        self._plans: dict = {}  # (q, stack) -> token ids, or None
+        self._pieces, self._prefixes = _vocabulary_pieces(grammar.info)
+        self._ends = SizedMemo(_MEMO_WEIGHT)  # stack -> terminal names to feed to reach $END, or None
+        self._plans = SizedMemo(_MEMO_WEIGHT)  # (q, stack) -> token ids, or None
+        self._budget: WorkBudget | None = None  # the current narrow's, shared by its searches
+        self._gave_up = False  # (a narrow ran out of budget: logged once)
         self._outcomes: dict[int, tuple[np.ndarray, list]] = {}  # see _outcomes_from
 
     def suffixes(self, q: int) -> dict[str, bytes]:
@@ -108,10 +115,16 @@ class Closer:
         known = self._ends.get(stack, _MISS)
         if known is not _MISS:
             return known
-        found = self.completions.complete(stack)
-        if found is None or not self._completes(stack, found):
-            found = self.search_to_end(stack)
-        _remember(self._ends, stack, found)
+        budget = WorkBudget(_SEARCH_UNITS, self._budget)
+        try:
+            found = self.completions.complete(stack, budget)
+            if found is None or not self._completes(stack, found):
+                found = self.search_to_end(stack, budget)
+        except OutOfBudget as out:
+            if out.budget is not budget:  # the narrow's, not this search's: give up the narrow
+                raise
+            found = None  # (remembered: the same stack gives up at once next time)
+        self._ends.put(stack, found, len(stack) + len(found or ()))
         return found
 
     def _completes(self, stack, terms: tuple[str, ...]) -> bool:
@@ -121,25 +134,29 @@ class Closer:
                 return False
         return self.parser.accepts_end(stack)
 
-    def search_to_end(self, stack) -> tuple[str, ...] | None:
+    def search_to_end(self, stack, budget: WorkBudget | None = None) -> tuple[str, ...] | None:
         """`terminals_to_end` by a Dijkstra over parser stacks, fed the acceptable terminals at
         their costs (None past _SEARCH_LIMIT stacks: long completions from grammars with many
-        cheap terminals)."""
+        cheap terminals). Paths are parent links, and each stack built costs its length in
+        `budget`, so a grammar whose stacks only grow (no completion) spends it instead of
+        memory."""
         parser, cost_of = self.parser, self._cost
-        heap, best, order = [(0, 0, stack, ())], {stack: 0}, 0
+        budget = budget or WorkBudget(_SEARCH_UNITS)
+        heap, best, order = [(0, 0, stack, None)], {stack: 0}, 0
         while heap and order < _SEARCH_LIMIT:
-            cost, _, st, path = heapq.heappop(heap)
+            cost, _, st, link = heapq.heappop(heap)
             if cost > best[st]:
                 continue
             if parser.accepts_end(st):
-                return path
+                return _path(link)
             for term in parser.acceptable(st):
                 step = cost_of.get(term)
                 nxt = parser.feed(st, term) if step is not None else None
                 if nxt is not None and cost + step < best.get(nxt, cost + step + 1):
+                    budget.spend(len(nxt))
                     best[nxt] = cost + step
                     order += 1
-                    heapq.heappush(heap, (cost + step, order, nxt, path + (term,)))
+                    heapq.heappush(heap, (cost + step, order, nxt, (term, link)))
         return None
 
     def text(self, q: int, stack) -> bytes | None:
@@ -167,15 +184,21 @@ class Closer:
             return hit
         text, out = self.text(q, stack), None
         if text is not None:
+            if self._budget is not None:
+                self._budget.spend(len(text))
             out = self._tokenize(q, stack, text)
-        _remember(self._plans, key, out)
+        self._plans.put(key, out, len(stack) + len(out or ()))
         return out
 
     def _tokenize(self, q: int, stack, text: bytes) -> tuple[int, ...] | None:
-        g, ids, pos = self.grammar, [], 0
+        """Greedy longest pieces of `text` that the grammar accepts in turn (None: none fits)."""
+        g, ids, pos, pieces, prefixes = self.grammar, [], 0, self._pieces, self._prefixes
         while pos < len(text):
-            for end in range(min(len(text), pos + self._longest), pos, -1):
-                tid = self._pieces.get(text[pos:end])
+            end = pos + 1  # (only as far as some piece starts with the text: a few bytes, not the longest piece)
+            while end < len(text) and text[pos:end + 1] in prefixes:
+                end += 1
+            for end in range(end, pos, -1):
+                tid = pieces.get(text[pos:end])
                 nxt = None if tid is None else g.advance(q, stack, text[pos:end])
                 if nxt is not None:
                     ids.append(tid)
@@ -187,9 +210,37 @@ class Closer:
 
     def narrow(self, q: int, stack, budget: int, words: np.ndarray) -> np.ndarray | None:
         """The allowed row `words` (uint32) narrowed to the tokens after which a completion fits
-        in `budget - 1` more tokens; None when the budget is not close (nothing to narrow)."""
-        if budget > _WATCH:
+        in `budget - 1` more tokens; None when the budget is not close (nothing to narrow), or
+        when its searches spent _NARROW_UNITS (the row is then left as it is: an output that
+        may not close in time, never a stalled scheduler)."""
+        self._budget = WorkBudget(_NARROW_UNITS)
+        try:
+            return self._narrow(q, stack, budget, words)
+        except (OutOfBudget, RecursionError):
+            if not self._gave_up:
+                self._gave_up = True
+                logger.warning("grammar: the shortest completions of a state took more than their "
+                               "search budget; rows from such states are not narrowed to max_new_tokens")
             return None
+        finally:
+            self._budget = None
+
+    def steps_until_close(self, q: int, stack, budget: int) -> int:
+        """How many tokens may be accepted from (q, stack) before a row can need narrowing: a
+        token spends one of `budget` and lengthens the plan by at most WINDOW (the module doc),
+        so `budget - plan - WINDOW` shrinks by at most WINDOW + 1 per token. 0: check now."""
+        self._budget = WorkBudget(_NARROW_UNITS)
+        try:
+            plan = self.plan(q, stack)
+        except (OutOfBudget, RecursionError):
+            return 0
+        finally:
+            self._budget = None
+        if plan is None:
+            return 0
+        return max(0, (budget - len(plan) - WINDOW) // (WINDOW + 1))
+
+    def _narrow(self, q: int, stack, budget: int, words: np.ndarray) -> np.ndarray | None:
         plan = self.plan(q, stack)
         if plan is None or len(plan) + WINDOW < budget:
             return None
@@ -235,7 +286,27 @@ class Closer:
         return hit
 
 
-def _remember(memo: dict, key, value) -> None:
-    if len(memo) >= _MEMO_LIMIT:
-        memo.clear()
-    memo[key] = value
+_VOCABULARIES: dict[int, tuple] = {}  # id(TokenizerInfo) -> (info, pieces, prefixes)
+
+
+def _vocabulary_pieces(info) -> tuple[dict[bytes, int], frozenset[bytes]]:
+    """Per token text its (first) id, and every prefix of a token text; shared by the grammars
+    of one tokenizer (a few MB)."""
+    hit = _VOCABULARIES.get(id(info))
+    if hit is None or hit[0] is not info:
+        pieces: dict[bytes, int] = {}
+        for i, data in enumerate(info.token_bytes):
+            if data and i not in info.special_ids:
+                pieces.setdefault(data, i)
+        prefixes = frozenset(p[:n] for p in pieces for n in range(1, len(p) + 1))
+        hit = _VOCABULARIES[id(info)] = (info, pieces, prefixes)
+    return hit[1], hit[2]
+
+
+def _path(link) -> tuple[str, ...]:
+    """The terminals of a parent-linked path ((terminal, parent) ... None), first to last."""
+    out = []
+    while link is not None:
+        out.append(link[0])
+        link = link[1]
+    return tuple(reversed(out))

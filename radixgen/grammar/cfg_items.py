@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from lark.parsers.lalr_analysis import Shift
 
+from .search_budget import SizedMemo, WorkBudget
+
 _MISS = object()
-_MEMO_LIMIT = 100_000
+_MEMO_WEIGHT = 4_000_000  # stack states the memo's keys may hold together (~32 MB)
 
 Yield = tuple[int, tuple[str, ...]]  # (cost, terminal names)
 
@@ -39,7 +41,7 @@ class StackCompletions:
             self._by_origin.setdefault(name, []).append(i)
         self.yields = self._cheapest_yields(cost)
         self.kernel = kernels if kernels is not None else self._kernels(parser.start_stack[0])
-        self._memo: dict = {}
+        self._memo = SizedMemo(_MEMO_WEIGHT)
 
     def _cheapest_yields(self, cost: dict[str, int]) -> dict[str, Yield]:
         """Per symbol, its cheapest terminal string (terminals without a cost never appear)."""
@@ -99,37 +101,90 @@ class StackCompletions:
                     todo.append((nxt, out[nxt]))
         return {s: tuple(k) for s, k in out.items()}
 
-    def complete(self, stack) -> tuple[str, ...] | None:
-        """The cheapest terminal sequence completing `stack` (None: no item path found)."""
-        found = self._complete(stack, set())
-        return None if found is None else found[1]
+    def complete(self, stack, budget: WorkBudget | None = None) -> tuple[str, ...] | None:
+        """The cheapest terminal sequence completing `stack` (None: no item path found).
+        `budget`: work units (a stack state each) it may spend, else OutOfBudget."""
+        found = self._complete(stack, budget or WorkBudget(1 << 62))
+        return None if found is None else _flatten(found[1])
 
-    def _complete(self, stack, active: set) -> Yield | None:
-        known = self._memo.get(stack, _MISS)
-        if known is not _MISS:
-            return known
-        if self.parser.accepts_end(stack):
-            return 0, ()
-        if stack in active:  # a chain of unit reductions came back: no progress this way
-            return None
-        active.add(stack)
-        best = None
-        for rule, dot in self.kernel.get(stack[-1], ()):
+    def _complete(self, stack, budget: WorkBudget) -> "Linked | None":
+        """Depth first over the reductions (one frame per stack; an explicit stack of frames,
+        since a completion reduces once per nesting level and outputs nest deeper than Python
+        recurses). A frame is [stack, its kernel items left, best so far, the item waited on]."""
+        found = self._known(stack)
+        if found is not _MISS:
+            return found
+        frames, active, returned = [[stack, iter(self.kernel.get(stack[-1], ())), None, None]], {stack}, _MISS
+        while frames:
+            frame = frames[-1]
+            if returned is not _MISS:  # the frame's waited-on item came back with `returned`
+                frame[2] = _better(frame[2], frame[3], returned)
+                returned = _MISS
+            child = self._next_child(frame, active, budget)
+            if child is not None:
+                active.add(child)
+                frames.append([child, iter(self.kernel.get(child[-1], ())), None, None])
+                continue
+            frames.pop()
+            active.discard(frame[0])
+            self._memo.put(frame[0], frame[2], len(frame[0]))
+            returned = frame[2]
+        return returned
+
+    def _next_child(self, frame: list, active: set, budget: WorkBudget):
+        """Fold the frame's items whose completion is known into its best; the stack below the
+        first that needs a search of its own (frame[3] = that item's own cost), or None."""
+        stack, items = frame[0], frame[1]
+        for rule, dot in items:
             rest = self._sequence(self.yields, self._rhs[rule][dot:])
-            if rest is None or (best is not None and rest[0] >= best[0]):
+            if rest is None or (frame[2] is not None and rest[0] >= frame[2][0]):
                 continue
             if rule == self._root:  # $root -> . start: the whole input is still to come
-                after = (0, ())
-            elif dot >= len(stack):
+                frame[2] = _better(frame[2], rest, (0, None))
                 continue
-            else:
-                below = stack[:-dot]
-                goto = self.parser.actions[below[-1]].get(self._origin[rule])
-                after = None if goto is None else self._complete(below + (goto[1],), active)
-            if after is not None and (best is None or rest[0] + after[0] < best[0]):
-                best = rest[0] + after[0], rest[1] + after[1]
-        active.discard(stack)
-        if len(self._memo) >= _MEMO_LIMIT:
-            self._memo.clear()
-        self._memo[stack] = best
+            if dot >= len(stack):
+                continue
+            below = stack[:-dot]
+            budget.spend(len(below))
+            goto = self.parser.actions[below[-1]].get(self._origin[rule])
+            if goto is None:
+                continue
+            child = below + (goto[1],)
+            known = self._known(child)
+            if known is _MISS and child in active:  # a chain of unit reductions came back
+                continue
+            if known is _MISS:
+                frame[3] = rest
+                return child
+            frame[2] = _better(frame[2], rest, known)
+        return None
+
+    def _known(self, stack):
+        """The memoised completion of `stack`, (0, None) where it may end, or _MISS."""
+        known = self._memo.get(stack, _MISS)
+        if known is _MISS and self.parser.accepts_end(stack):
+            return (0, None)
+        return known
+
+
+# a completion's terminals as a linked list ((terminals, rest) or None), so that the frames of a
+# deep stack share their tails instead of each holding its whole completion
+Linked = tuple[int, "tuple | None"]
+
+
+def _better(best, rest: Yield, after):
+    """The cheaper of `best` and `rest` followed by `after` (either may be None: no path)."""
+    if after is None or rest is None:
         return best
+    cost = rest[0] + after[0]
+    if best is not None and cost >= best[0]:
+        return best
+    return cost, (rest[1], after[1])
+
+
+def _flatten(linked) -> tuple[str, ...]:
+    out: list[str] = []
+    while linked is not None:
+        out.extend(linked[0])
+        linked = linked[1]
+    return tuple(out)

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from lark.parsers.lalr_analysis import Shift
 
+from radixgen.grammar.search_budget import SizedMemo
+
 END = "$END"
 _CACHE_LIMIT = 200_000
 
@@ -61,7 +63,7 @@ class LalrTables:
         self._end_state = table.end_states[start]
         self._feed = SuffixMemo()  # term -> None or (states popped, states pushed)
         self._acceptable = SuffixMemo()
-        self._end: dict[Stack, bool] = {}
+        self._end = SizedMemo(_CACHE_LIMIT * 8)  # stack -> may the input end (keys weigh their length)
         # per state: the terminals it shifts, and its reductions as (states popped, nonterminal
         # pushed, terminals) triples
         self._shifts: dict[int, frozenset[str]] = {}
@@ -127,9 +129,10 @@ class LalrTables:
 
     def accepts_end(self, stack: Stack) -> bool:
         """True if the input may end here."""
-        out = self._end.get(stack)
+        out = self._end.get(stack, None)
         if out is None:
-            out = self._end[stack] = self._simulate(stack, END)[0] is not None
+            out = self._simulate(stack, END)[0] is not None
+            self._end.put(stack, out, len(stack))
         return out
 
     def acceptable(self, stack: Stack) -> frozenset[str]:
