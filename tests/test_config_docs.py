@@ -15,8 +15,10 @@ def test_every_flag_is_documented_with_its_default():
     for config_cls in SERVE_CONFIGS:
         assert f"## {config_cls.__name__}" in page
         for f in dataclasses.fields(config_cls):
-            row = next(line for line in page.splitlines() if line.startswith(f"| `--{f.name.replace('_', '-')}`"))
-            assert (f"`{f.default}`" if f.default is not None else "none") in row
+            flag = "--" + f.name.replace("_", "-")
+            rows = [line for line in page.splitlines() if line.startswith(f"| `{flag}`")]
+            assert len(rows) == 1, f"{flag}: {len(rows)} rows"
+            assert (f"`{f.default}`" if f.default is not None else "none") in rows[0], flag
 
 
 def test_check_mode_reports_a_stale_page(tmp_path):
