@@ -142,6 +142,8 @@ class ServerConfig:
     api_key: str | None = option(None, "if set, every route but /health needs 'Authorization: Bearer <key>'")
     served_model_name: str | None = option(None, "model name in the OpenAI API (default: the model folder's name)")
     log_level: str = option("info", "log level of every server process", ("debug", "info", "warning", "error"))
+    max_request_bytes: int = option(8 * 1024 * 1024, "largest request body accepted; a larger one gets 413 "
+                                    "before it is read")
     otlp_traces_endpoint: str | None = option(None, "OTLP HTTP/protobuf collector that receives one trace span per "
                                               "request, e.g. http://localhost:4318 (path /v1/traces when none is "
                                               "given); off when unset. --oltp-traces-endpoint (SGLang's spelling) "

@@ -13,6 +13,11 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+# The widest integers a request may carry: counts and token ids fit int32, seeds int64 (what
+# torch.Generator.manual_seed and the msgpack channel to the scheduler take).
+INT32_MAX = 2**31 - 1
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -41,13 +46,13 @@ class SamplingParams:
         if isinstance(self.stop, str):
             object.__setattr__(self, "stop", (self.stop,))
         object.__setattr__(self, "stop", tuple(self.stop))
-        object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
-        _check(isinstance(self.max_new_tokens, int) and self.max_new_tokens >= 0,
-               "max_new_tokens must be an integer >= 0")
+        _check(isinstance(self.stop_token_ids, (list, tuple)), "stop_token_ids must be a list of integers")
+        object.__setattr__(self, "stop_token_ids", tuple(self.stop_token_ids))
+        _check(_int_in(self.max_new_tokens, 0, INT32_MAX), f"max_new_tokens must be an integer in [0, {INT32_MAX}]")
         _check(_finite(self.temperature) and self.temperature >= 0, "temperature must be >= 0")
         _check(_finite(self.top_p) and 0 < self.top_p <= 1, "top_p must be in (0, 1]")
-        _check(isinstance(self.top_k, int) and (self.top_k == -1 or self.top_k >= 1),
-               "top_k must be -1 (disabled) or >= 1")
+        _check(self.top_k == -1 or _int_in(self.top_k, 1, INT32_MAX),
+               f"top_k must be -1 (disabled) or an integer in [1, {INT32_MAX}]")
         _check(_finite(self.min_p) and 0 <= self.min_p <= 1, "min_p must be in [0, 1]")
         _check(_finite(self.repetition_penalty) and self.repetition_penalty > 0,
                "repetition_penalty must be > 0")
@@ -55,11 +60,13 @@ class SamplingParams:
             value = getattr(self, name)
             _check(_finite(value) and -2 <= value <= 2, f"{name} must be in [-2, 2]")
         _check(all(isinstance(s, str) and s for s in self.stop), "stop must be non-empty strings")
-        _check(isinstance(self.top_logprobs_num, int) and 0 <= self.top_logprobs_num <= 20,
-               "top_logprobs_num must be in [0, 20]")
-        _check(isinstance(self.logprob_start_len, int) and self.logprob_start_len >= -1,
-               "logprob_start_len must be an integer >= -1")
-        _check(self.seed is None or isinstance(self.seed, int), "seed must be an integer")
+        _check(all(_int_in(t, 0, INT32_MAX) for t in self.stop_token_ids),
+               f"stop_token_ids must be integers in [0, {INT32_MAX}]")
+        _check(_int_in(self.top_logprobs_num, 0, 20), "top_logprobs_num must be an integer in [0, 20]")
+        _check(_int_in(self.logprob_start_len, -1, INT32_MAX),
+               f"logprob_start_len must be an integer in [-1, {INT32_MAX}]")
+        _check(self.seed is None or _int_in(self.seed, SEED_MIN, SEED_MAX),
+               f"seed must be an integer in [{SEED_MIN}, {SEED_MAX}]")
 
     @property
     def is_greedy(self) -> bool:
@@ -165,6 +172,10 @@ class FinishReason:
         return {"stop": "stop", "length": "length", "abort": "abort"}[self.kind]
 
 
+def _int_in(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -174,4 +185,4 @@ def _check(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
-__all__ = ["CONSTRAINT_KINDS", "Constraint", "SamplingParams", "FinishReason"]
+__all__ = ["CONSTRAINT_KINDS", "INT32_MAX", "SEED_MIN", "SEED_MAX", "Constraint", "SamplingParams", "FinishReason"]

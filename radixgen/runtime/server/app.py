@@ -1,5 +1,6 @@
-"""The FastAPI application: routes, the OpenAI error shape for every failure, and the API-key
-guard (every route but /health, /metrics included)."""
+"""The FastAPI application: routes, the OpenAI error shape for every failure, the request-size
+limit (413 before a body is parsed), the API-key guard (every route but /health, /metrics
+included), and an OpenAPI spec that describes every request body."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import json
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic.json_schema import models_json_schema
 
 from radixgen.runtime.server import metrics, native_api, openai_chat, openai_common, openai_completions
-from radixgen.runtime.server.errors import error_body, install_handlers
-from radixgen.runtime.server.http_common import ServerState
+from radixgen.runtime.server.errors import body_too_large, error_body, install_handlers
+from radixgen.runtime.server.http_common import ServerState, version
+from radixgen.runtime.server.protocol import BODY_MODELS
 from radixgen.runtime.server.tracing import TraceContextMiddleware
 
 OPEN_PATHS = frozenset({"/health"})
@@ -19,16 +23,66 @@ OPEN_PATHS = frozenset({"/health"})
 
 def build_app(state: ServerState) -> FastAPI:
     """The app for one server; routes read `state` from `app.state.server`."""
-    app = FastAPI(title="radixgen", version="0.1.0")
+    app = FastAPI(title="radixgen", version=version())
     app.state.server = state
     install_handlers(app)
     for module in (native_api, openai_common, openai_chat, openai_completions, metrics):
         app.include_router(module.router)
-    if state.server_cfg.api_key:
+    app.openapi = lambda: _openapi_with_bodies(app)
+    app.add_middleware(BodyLimitMiddleware, limit=state.server_cfg.max_request_bytes)
+    if state.server_cfg.api_key:  # outermost: no body is read for a client without the key
         app.add_middleware(ApiKeyMiddleware, api_key=state.server_cfg.api_key)
     if state.server_cfg.otlp_traces_url:  # the caller's traceparent, for the request's span
         app.add_middleware(TraceContextMiddleware)
     return app
+
+
+def _openapi_with_bodies(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's spec plus the schemas of the request bodies the routes parse themselves
+    (`json_body`), which their `openapi_extra` refers to."""
+    if app.openapi_schema is None:
+        spec = get_openapi(title=app.title, version=app.version, routes=app.routes)
+        _, defs = models_json_schema([(m, "validation") for m in BODY_MODELS],
+                                     ref_template="#/components/schemas/{model}")
+        spec.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
+        app.openapi_schema = spec
+    return app.openapi_schema
+
+
+async def send_error(send: Any, status: int, body: dict[str, Any], headers: tuple = ()) -> None:
+    """A JSON error response straight from an ASGI middleware."""
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), *headers]})
+    await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+
+
+class BodyLimitMiddleware:
+    """Pure ASGI: 413 for a body over `limit` bytes before any of it is parsed: at once when
+    Content-Length says so, else as soon as the chunks received pass the limit."""
+
+    def __init__(self, app: Any, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.limit:
+            await send_error(send, 413, body_too_large(self.limit).body(), ((b"connection", b"close"),))
+            return
+        received = 0
+
+        async def limited_receive() -> dict:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise body_too_large(self.limit)  # the APIError handler answers 413
+            return message
+
+        await self.app(scope, limited_receive, send)
 
 
 class ApiKeyMiddleware:
@@ -42,12 +96,8 @@ class ApiKeyMiddleware:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS or self._authorized(scope):
             await self.app(scope, receive, send)
             return
-        body = json.dumps(error_body("invalid or missing API key; send 'Authorization: Bearer <key>'",
-                                     code="invalid_api_key")).encode()
-        await send({"type": "http.response.start", "status": 401,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"www-authenticate", b"Bearer")]})
-        await send({"type": "http.response.body", "body": body})
+        body = error_body("invalid or missing API key; send 'Authorization: Bearer <key>'", code="invalid_api_key")
+        await send_error(send, 401, body, ((b"www-authenticate", b"Bearer"),))
 
     def _authorized(self, scope: dict) -> bool:
         headers = dict(scope.get("headers") or [])

@@ -40,6 +40,11 @@ def invalid(message: str, param: str | None = None, code: str | None = None) -> 
     return APIError(400, message, param, code)
 
 
+def body_too_large(limit: int) -> APIError:
+    return APIError(413, f"the request body is larger than {limit} bytes (--max-request-bytes)",
+                    code="request_too_large")
+
+
 def unavailable(message: str) -> APIError:
     return APIError(503, message, code="server_unavailable", type="server_error")
 
@@ -50,10 +55,12 @@ def error_body(message: str, type: str = "invalid_request_error", param: str | N
 
 
 def from_validation_error(errors: list[dict[str, Any]]) -> APIError:
-    """The first pydantic error as a 400 naming the offending field."""
+    """A pydantic error as a 400 naming the offending field: the deepest one, since a union
+    (`content`: a string or a list of parts) reports each member's error and the deepest is
+    the member the client meant."""
     if not errors:
         return invalid("invalid request body")
-    first = errors[0]
+    first = max(errors, key=lambda e: len(e.get("loc", ())))
     loc = [str(p) for p in first.get("loc", ()) if p != "body" and not _UNION_TAG.match(str(p))]
     param = ".".join(loc) or None
     if first.get("type") == "json_invalid":

@@ -1,9 +1,14 @@
-"""Helpers every route uses: the shared server state, sampling-parameter validation, waiting
-for a request group while watching for a client that disconnects, and SSE streaming."""
+"""Helpers every route uses: the shared server state, body parsing (off the event loop when
+large) and sampling-parameter validation, waiting for a request group while watching for a
+client that disconnects, and SSE streaming."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
+import hashlib
+import importlib.metadata
 import json
 import math
 from dataclasses import dataclass, field
@@ -23,6 +28,7 @@ from radixgen.runtime.server.request_group import ReqState, RequestGroup
 from radixgen.runtime.server.tokenizer_manager import TokenizerManager
 
 DISCONNECT_POLL_S = 0.25
+INLINE_PARSE_BYTES = 64 * 1024  # bodies up to this size are parsed on the event loop (~0.1 ms)
 
 
 @dataclass
@@ -37,6 +43,13 @@ class ServerState:
     child_pids: dict[str, int] = field(default_factory=dict)
     token_text_cache: dict[int, str] = field(default_factory=dict)
 
+    @functools.cached_property
+    def system_fingerprint(self) -> str:
+        """OpenAI's `system_fingerprint`: changes when the version, model or engine config do."""
+        config = json.dumps([version(), str(self.model_path), dataclasses.asdict(self.engine_cfg)],
+                            sort_keys=True, default=str)
+        return "fp_" + hashlib.sha256(config.encode()).hexdigest()[:12]
+
     def token_text(self, token_id: int) -> str:
         """The text of one token, for logprobs (a partial character shows as U+FFFD)."""
         text = self.token_text_cache.get(token_id)
@@ -49,20 +62,51 @@ def server_state(request: Request) -> ServerState:
     return request.app.state.server
 
 
+def version() -> str:
+    try:
+        return importlib.metadata.version("radixgen")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def json_body(model: type[BaseModel]) -> Callable[[Request], Awaitable[Any]]:
     """A dependency that validates the raw body as JSON against `model` (whatever the
-    content-type header says), strictly; a 400 naming the field otherwise."""
+    content-type header says), strictly; a 400 naming the field otherwise. Large bodies are
+    parsed in a thread, so the event loop keeps answering."""
 
-    async def parse(request: Request) -> Any:
-        raw = await request.body()
-        if not raw.strip():
-            raise invalid("the request body is empty; send a JSON object", None, "invalid_json")
+    def validate(raw: bytes) -> Any:
         try:
             return model.model_validate_json(raw)
         except ValidationError as exc:
             raise from_validation_error(exc.errors()) from None
 
+    async def parse(request: Request) -> Any:
+        raw = await request.body()
+        if not raw.strip():
+            raise invalid("the request body is empty; send a JSON object", None, "invalid_json")
+        if len(raw) <= INLINE_PARSE_BYTES:
+            return validate(raw)
+        return await asyncio.to_thread(validate, raw)
+
     return parse
+
+
+def body_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """`openapi_extra` of a route whose body `json_body(model)` reads (FastAPI cannot see it):
+    the schema lives in the spec's components (app.py puts it there)."""
+    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
+
+
+def checked_rids(st: ServerState, rids: list[str] | None, n: int) -> list[str] | None:
+    """Client-chosen rids of n requests: distinct, non-empty, none of them running."""
+    if rids is None:
+        return None
+    if len(rids) != n or len(set(rids)) != n or any(not r for r in rids):
+        raise invalid(f"rid must be {n} distinct non-empty strings", "rid")
+    if any(r in st.tm.queues for r in rids):
+        raise invalid("a request with this rid is already running", "rid")
+    return rids
 
 
 def make_params(fields: dict[str, Any], param: str | None = None) -> SamplingParams:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import importlib.metadata
 import os
 from typing import Any, AsyncIterator
 
@@ -13,8 +12,8 @@ from fastapi import APIRouter, Depends, Request
 
 from radixgen.core import SamplingParams
 from radixgen.runtime.server.errors import APIError, invalid, unavailable
-from radixgen.runtime.server.http_common import (ServerState, client_gone, collect, finite, json_body,
-                                                 make_params, server_state, sse)
+from radixgen.runtime.server.http_common import (ServerState, body_schema, checked_rids, client_gone, collect,
+                                                 finite, json_body, make_params, server_state, sse, version)
 from radixgen.runtime.server.protocol import AbortRequest, GenerateRequest
 from radixgen.runtime.server.request_group import ReqState, RequestGroup
 
@@ -23,17 +22,18 @@ router = APIRouter()
 HEALTH_GENERATE_TIMEOUT_S = 20.0
 
 
-@router.post("/generate")
+@router.post("/generate", openapi_extra=body_schema(GenerateRequest))
 async def generate(request: Request, body: GenerateRequest = Depends(json_body(GenerateRequest))) -> Any:
     """Text or token ids (one or a batch) -> {"text", "output_ids", "meta_info"} (a list for
     a batch); with stream=true, SSE chunks of the cumulative result."""
     st = server_state(request)
-    prompts, single = _prompts(st, body)
+    prompts, single = await _prompts(st, body)
     params = _params_per_prompt(body, len(prompts), _logprob_start(body, prompts, single))
     for ids, p in zip(prompts, params):
         st.tm.check_prompt(ids, p.max_new_tokens, "input_ids" if body.input_ids is not None else "text")
     await st.tm.check_constraints(params, "sampling_params")
-    group = RequestGroup(st.tm, list(zip(prompts, params)), _rids(st, body.rid, len(prompts)))
+    rids = None if body.rid is None else [body.rid] if isinstance(body.rid, str) else list(body.rid)
+    group = RequestGroup(st.tm, list(zip(prompts, params)), checked_rids(st, rids, len(prompts)))
     group.start()
     if body.stream:
         return sse(_stream(group, single), group)
@@ -44,14 +44,14 @@ async def generate(request: Request, body: GenerateRequest = Depends(json_body(G
     return results[0] if single else results
 
 
-def _prompts(st: ServerState, body: GenerateRequest) -> tuple[list[list[int]], bool]:
+async def _prompts(st: ServerState, body: GenerateRequest) -> tuple[list[list[int]], bool]:
     if (body.text is None) == (body.input_ids is None):
         raise invalid("give exactly one of text or input_ids", "text")
     if body.text is not None:
         texts = [body.text] if isinstance(body.text, str) else body.text
         if not texts:
             raise invalid("text is an empty list", "text")
-        return [st.tm.encode(t) for t in texts], isinstance(body.text, str)
+        return await st.tm.encode_async(texts, "text"), isinstance(body.text, str)
     ids = body.input_ids
     if not ids:
         raise invalid("input_ids is empty", "input_ids")
@@ -90,17 +90,6 @@ def _params_per_prompt(body: GenerateRequest, n: int, logprob_start_len: int) ->
             d["logprob_start_len"] = logprob_start_len
         out.append(make_params(d, "sampling_params"))
     return out
-
-
-def _rids(st: ServerState, rid: str | list[str] | None, n: int) -> list[str] | None:
-    if rid is None:
-        return None
-    rids = [rid] if isinstance(rid, str) else list(rid)
-    if len(rids) != n or len(set(rids)) != n or any(not r for r in rids):
-        raise invalid(f"rid must be {n} distinct non-empty strings", "rid")
-    if any(r in st.tm.queues for r in rids):
-        raise invalid("a request with this rid is already running", "rid")
-    return rids
 
 
 def native_result(s: ReqState) -> dict[str, Any]:
@@ -173,18 +162,17 @@ async def get_server_info(request: Request) -> Any:
     st = server_state(request)
     server_cfg = dataclasses.asdict(st.server_cfg)
     server_cfg["api_key"] = "<set>" if st.server_cfg.api_key else None
-    return {"version": _version(), "model_path": str(st.model_path),
+    return {"version": version(), "model_path": str(st.model_path),
             "served_model_name": st.served_model_name,
             "engine_config": dataclasses.asdict(st.engine_cfg), "server_config": server_cfg,
             "max_context_length": st.tm.limits.max_context_len, "pids": st.child_pids,
             "scheduler": await st.tm.get_stats()}
 
 
-def _version() -> str:
-    try:
-        return importlib.metadata.version("radixgen")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+@router.get("/version")
+async def get_version() -> Any:
+    """The radixgen version (vLLM's and SGLang's route)."""
+    return {"version": version()}
 
 
 @router.api_route("/flush_cache", methods=["GET", "POST"])
@@ -195,9 +183,10 @@ async def flush_cache(request: Request) -> Any:
     return {"success": True, "message": "cache flushed"}
 
 
-@router.post("/abort_request")
+@router.post("/abort_request", openapi_extra=body_schema(AbortRequest))
 async def abort_request(request: Request, body: AbortRequest = Depends(json_body(AbortRequest))) -> Any:
-    """Abort a running request by rid; its client receives finish_reason `abort`."""
+    """Abort a running request by rid: a /generate client receives finish_reason `abort`
+    (SGLang's shape), an OpenAI client an error."""
     if not server_state(request).tm.abort(body.rid, notify=True):
         raise APIError(404, f"no running request with rid {body.rid!r}", "rid", "not_found")
     return {"success": True}

@@ -1,5 +1,6 @@
-"""POST /v1/chat/completions: messages through the tokenizer's chat template; n samples share
-the prompt's KV through the radix tree; SSE `chat.completion.chunk` streaming."""
+"""POST /v1/chat/completions: messages through the tokenizer's chat template (off the event
+loop); n samples share the prompt's KV through the radix tree; SSE `chat.completion.chunk`
+streaming, tool calls as deltas (the name, then argument fragments as they are generated)."""
 
 from __future__ import annotations
 
@@ -9,20 +10,23 @@ from typing import Any, AsyncIterator
 
 from fastapi import APIRouter, Depends, Request
 
+from radixgen.core import Constraint
 from radixgen.runtime.server.errors import invalid
-from radixgen.runtime.server.http_common import (ServerState, client_gone, collect, finite, json_body,
-                                                 server_state, sse)
-from radixgen.runtime.server.openai_common import check_common, finish_reason, n_params, sampling_dict, usage
+from radixgen.runtime.server.http_common import (ServerState, body_schema, checked_rids, client_gone, collect,
+                                                 finite, json_body, server_state, sse)
+from radixgen.runtime.server.openai_common import (check_common, field_constraint, finish_reason, n_params,
+                                                   request_rids, sampling_dict, usage)
 from radixgen.runtime.server.openai_tools import (checked_tools, parse_tool_calls, render_tool_history,
                                                   response_constraint, tool_constraint, tool_mode,
                                                   tool_schema_error, tools_system_prompt)
-from radixgen.runtime.server.protocol import ChatCompletionRequest, ChatMessage
+from radixgen.runtime.server.protocol import ChatCompletionRequest, ChatMessage, MediaPart
 from radixgen.runtime.server.request_group import ReqState, RequestGroup
+from radixgen.runtime.server.tool_calls import ToolCallReader
 
 router = APIRouter()
 
 
-@router.post("/v1/chat/completions")
+@router.post("/v1/chat/completions", openapi_extra=body_schema(ChatCompletionRequest))
 async def chat_completions(request: Request,
                            body: ChatCompletionRequest = Depends(json_body(ChatCompletionRequest))) -> Any:
     """OpenAI chat completions; n samples share the prompt's KV."""
@@ -30,8 +34,9 @@ async def chat_completions(request: Request,
     _check_chat(st, body)
     tools = checked_tools(body)
     mode = tool_mode(body, tools)
-    constraint = _constraint(body, tools, mode)
-    ids = apply_chat_template(st, body.messages, tools_system_prompt(body) if mode else None)
+    constraint, constraint_param = _constraint(body, tools, mode)
+    tools_prompt = tools_system_prompt(body) if mode else None
+    ids = await st.tm.off_loop(prompt_ids, st, body.messages, tools_prompt)
     max_new = body.max_completion_tokens or body.max_tokens or st.tm.limits.max_context_len - len(ids)
     st.tm.check_prompt(ids, max_new, "messages")
     fields = sampling_dict(body, max_new)
@@ -39,10 +44,11 @@ async def chat_completions(request: Request,
     if constraint is not None:
         fields[constraint.kind] = constraint.spec
     params = n_params(fields, body.n)
-    await st.tm.check_constraints(params, "tools" if mode else "response_format", tool_schema_error if mode else None)
-    group = RequestGroup(st.tm, [(ids, p) for p in params])
+    await st.tm.check_constraints(params, constraint_param, tool_schema_error if mode else None)
+    group = RequestGroup(st.tm, [(ids, p) for p in params], checked_rids(st, request_rids(body.rid, body.n), body.n))
     group.start()
-    head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
+    head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model,
+            "system_fingerprint": st.system_fingerprint}
     if body.stream:
         chunks = _chunks(st, body, group, head) if mode is None else _tool_chunks(group, head, mode)
         return sse(chunks, group)
@@ -57,38 +63,57 @@ async def chat_completions(request: Request,
     return {**head, "object": "chat.completion", "choices": choices, "usage": usage(states, body.n)}
 
 
-def _constraint(body: ChatCompletionRequest, tools: dict, mode: str | None):
-    response = response_constraint(body)
+def _constraint(body: ChatCompletionRequest, tools: dict, mode: str | None) -> tuple[Constraint | None, str]:
+    """The output's constraint and the field it came from; 400 when two fields ask for one."""
+    response, (field, field_name) = response_constraint(body), field_constraint(body)
     if response is not None and mode is not None:
         raise invalid("response_format cannot be combined with tools; use tool_choice \"none\"",
                       "response_format", "unsupported_parameter")
-    return response or tool_constraint(mode, tools, body.parallel_tool_calls is not False)
+    if field is not None and (response is not None or mode is not None):
+        raise invalid(f"{field_name} cannot be combined with {'tools' if mode else 'response_format'}",
+                      "tools" if mode else "response_format", "unsupported_parameter")
+    if field is not None:
+        return field, field_name
+    if mode is not None:
+        return tool_constraint(mode, tools, body.parallel_tool_calls is not False), "tools"
+    return response, "response_format"
 
 
 def _message(s: ReqState, mode: str | None) -> tuple[dict[str, Any], str | None]:
     """The assistant message of a finished output and its finish reason."""
+    reason = finish_reason(s)
     content, calls = parse_tool_calls(s.text, mode)
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = calls
         return message, "tool_calls"
-    return message, finish_reason(s)
+    return message, reason
 
 
 async def _tool_chunks(group: RequestGroup, head: dict[str, Any], mode: str) -> AsyncIterator[dict[str, Any]]:
-    """With tools, each choice's output is sent once it is complete: as content, or as
-    tool-call deltas (one per call, arguments whole)."""
+    """With tools: a role chunk per choice, then content deltas, or per call a delta with its
+    id and name and then argument fragments, as the tokens arrive; finish_reason "tool_calls"
+    on a choice's last chunk when it called."""
     head = {**head, "object": "chat.completion.chunk"}
+    readers = {s.rid: ToolCallReader(mode) for s in group.states}
+    for s in group.states:
+        yield _chunk(head, s.index, {"role": "assistant", "content": None})
     async for s, out in group:
+        reader = readers[s.rid]
+        for delta in reader.feed(out.text):
+            yield _chunk(head, s.index, delta)
         if out.finish is None:
             continue
-        message, reason = _message(s, mode)
-        delta: dict[str, Any] = {"role": "assistant"}
-        if message.get("tool_calls"):
-            delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
-        else:
-            delta["content"] = message["content"]
-        yield {**head, "choices": [{"index": s.index, "delta": delta, "logprobs": None, "finish_reason": reason}]}
+        reason = finish_reason(s)
+        if reader.calls and reader.complete:
+            reason = "tool_calls"
+        elif reader.kind == "calls" and not reader.calls:  # cut short before a call began
+            yield _chunk(head, s.index, {"content": reader.text})
+        yield _chunk(head, s.index, {}, reason)
+
+
+def _chunk(head: dict[str, Any], index: int, delta: dict[str, Any], reason: str | None = None) -> dict[str, Any]:
+    return {**head, "choices": [{"index": index, "delta": delta, "logprobs": None, "finish_reason": reason}]}
 
 
 def _check_chat(st: ServerState, body: ChatCompletionRequest) -> None:
@@ -96,38 +121,46 @@ def _check_chat(st: ServerState, body: ChatCompletionRequest) -> None:
     if body.top_logprobs and not body.logprobs:
         raise invalid("top_logprobs needs logprobs to be true", "top_logprobs")
     for i, msg in enumerate(body.messages):
+        param = f"messages.{i}"
         if msg.tool_calls and msg.role != "assistant":
-            raise invalid("only assistant messages carry tool_calls", f"messages.{i}.tool_calls")
+            raise invalid("only assistant messages carry tool_calls", f"{param}.tool_calls")
         if msg.content is None and msg.role != "assistant":
-            raise invalid(f"a {msg.role} message needs content", f"messages.{i}.content")
+            raise invalid(f"a {msg.role} message needs content", f"{param}.content")
+        if msg.role == "tool" and not msg.tool_call_id:
+            raise invalid("a tool message needs the tool_call_id of the call it answers", f"{param}.tool_call_id")
+        for j, part in enumerate(msg.content if isinstance(msg.content, list) else ()):
+            if isinstance(part, MediaPart):
+                raise invalid(f"{part.type} content parts are not supported: this model reads text only",
+                              f"{param}.content.{j}", "unsupported_content")
 
 
-def apply_chat_template(st: ServerState, messages: list[ChatMessage], tools_prompt: str | None = None) -> list[int]:
-    """Prompt token ids of the conversation, ending with the assistant's turn opened;
-    `tools_prompt` joins the system message."""
+def prompt_ids(st: ServerState, messages: list[ChatMessage], tools_prompt: str | None = None) -> list[int]:
+    """Blocking (run it off the event loop): prompt token ids of the conversation, ending with
+    the assistant's turn opened; `tools_prompt` joins the system message."""
     tokenizer = st.tm.tokenizer
     if not getattr(tokenizer, "chat_template", None):
         raise invalid("this model has no chat template; use /v1/completions", "messages")
-    convo = []
-    for msg in messages:
-        content = msg.content if isinstance(msg.content, str) or msg.content is None else \
-            "".join(part.text for part in msg.content)
-        if msg.tool_calls:
-            content = render_tool_history({"content": content}, msg.tool_calls)
-        entry = {"role": "system" if msg.role == "developer" else msg.role, "content": content or ""}
-        entry.update({k: v for k, v in (("name", msg.name), ("tool_call_id", msg.tool_call_id)) if v})
-        convo.append(entry)
+    convo = [_template_entry(msg, f"messages.{i}.tool_calls") for i, msg in enumerate(messages)]
     if tools_prompt:
         if convo and convo[0]["role"] == "system":
             convo[0]["content"] = convo[0]["content"] + "\n\n" + tools_prompt
         else:
             convo.insert(0, {"role": "system", "content": tools_prompt})
     try:
-        out = tokenizer.apply_chat_template(convo, add_generation_prompt=True, tokenize=True)
+        text = tokenizer.apply_chat_template(convo, add_generation_prompt=True, tokenize=False)
     except Exception as exc:  # noqa: BLE001 - the template raises on conversations it rejects
         raise invalid(f"the chat template rejected these messages: {exc}", "messages") from None
-    ids = out["input_ids"] if hasattr(out, "keys") else out
-    return [int(t) for t in ids]
+    return st.tm.encode_checked([text], "messages")[0]  # as tokenize=True does: no special tokens added
+
+
+def _template_entry(msg: ChatMessage, param: str) -> dict[str, Any]:
+    content = msg.content if isinstance(msg.content, str) or msg.content is None else \
+        "".join(part.text for part in msg.content)
+    if msg.tool_calls:
+        content = render_tool_history(content, msg.tool_calls, param)
+    entry = {"role": "system" if msg.role == "developer" else msg.role, "content": content or ""}
+    entry.update({k: v for k, v in (("name", msg.name), ("tool_call_id", msg.tool_call_id)) if v})
+    return entry
 
 
 def _logprobs(st: ServerState, s: ReqState, start: int, wanted: bool) -> dict[str, Any] | None:

@@ -1,5 +1,6 @@
-"""What the OpenAI endpoints share: model-name and unsupported-field checks, the mapping of
-request fields onto SamplingParams, usage, and `/v1/models`."""
+"""What the OpenAI endpoints share: model-name and unsupported-field checks, constraints given
+as top-level fields, the mapping of request fields onto SamplingParams, usage, finish reasons,
+and `/v1/models`."""
 
 from __future__ import annotations
 
@@ -8,14 +9,21 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from radixgen.core import SamplingParams
-from radixgen.runtime.server.errors import invalid
+from radixgen.core import SEED_MAX, SEED_MIN, Constraint, SamplingParams
+from radixgen.runtime.grammar_backend import CONSTRAINT_ERROR
+from radixgen.runtime.server.errors import APIError, invalid
 from radixgen.runtime.server.http_common import ServerState, make_params, server_state
 from radixgen.runtime.server.protocol import SamplingFields
 from radixgen.runtime.server.request_group import ReqState
 
 router = APIRouter()
 CREATED = int(time.time())
+OPENAI_FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
+
+# top-level constraint field -> Constraint kind (SGLang's names, then vLLM's guided_*)
+CONSTRAINT_FIELDS = {"regex": "regex", "ebnf": "ebnf", "json_schema": "json_schema",
+                     "guided_json": "json_schema", "guided_regex": "regex",
+                     "guided_grammar": "ebnf", "guided_choice": "choices"}
 
 
 @router.get("/v1/models")
@@ -28,15 +36,35 @@ async def list_models(request: Request) -> Any:
 
 
 def check_common(st: ServerState, body: SamplingFields) -> None:
-    """400 for an unknown model and for fields that would change the output but are not
-    supported."""
+    """404 for an unknown model (as OpenAI answers); 400 for token ids outside the vocabulary
+    and for fields that would change the output but are not supported."""
     if body.model not in (st.served_model_name, str(st.model_path)):
-        raise invalid(f"the model {body.model!r} does not exist; this server serves "
-                      f"{st.served_model_name!r}", "model", "model_not_found")
+        raise APIError(404, f"the model {body.model!r} does not exist; this server serves "
+                       f"{st.served_model_name!r}", "model", "model_not_found")
+    vocab = st.tm.limits.vocab_size
+    if any(t >= vocab for t in body.stop_token_ids or ()):
+        raise invalid(f"stop_token_ids must be token ids in [0, {vocab})", "stop_token_ids")
     if body.logit_bias:
+        if not all(key.isdigit() and int(key) < vocab for key in body.logit_bias):
+            raise invalid(f"logit_bias keys must be token ids in [0, {vocab}) written as strings",
+                          "logit_bias")
         raise invalid("logit_bias is not supported yet", "logit_bias", "unsupported_parameter")
     if body.stream_options is not None and not body.stream:
         raise invalid("stream_options is only allowed when stream is true", "stream_options")
+
+
+def field_constraint(body: SamplingFields) -> tuple[Constraint, str] | tuple[None, None]:
+    """The constraint given as a top-level field (`extra_body` of the OpenAI client) and that
+    field's name; 400 if more than one is given or it is malformed."""
+    given = [name for name in CONSTRAINT_FIELDS if getattr(body, name) is not None]
+    if len(given) > 1:
+        raise invalid(f"give at most one of {', '.join(CONSTRAINT_FIELDS)}; got {', '.join(given)}", given[1])
+    if not given:
+        return None, None
+    try:
+        return Constraint(CONSTRAINT_FIELDS[given[0]], getattr(body, given[0])), given[0]
+    except ValueError as exc:
+        raise invalid(str(exc), given[0], "invalid_constraint") from None
 
 
 def sampling_dict(body: SamplingFields, max_new_tokens: int) -> dict[str, Any]:
@@ -57,21 +85,50 @@ def sampling_dict(body: SamplingFields, max_new_tokens: int) -> dict[str, Any]:
 
 
 def n_params(fields: dict[str, Any], n: int) -> list[SamplingParams]:
-    """One SamplingParams per sample: with a seed, sample i uses seed + i (so the n samples
-    differ but the response is reproducible)."""
+    """One SamplingParams per sample: with a seed, sample i uses seed + i, wrapped into the
+    int64 range (so the n samples differ but the response is reproducible)."""
     seed = fields.get("seed")
-    return [make_params({**fields, "seed": None if seed is None else seed + i}) for i in range(n)]
+    return [make_params({**fields, "seed": None if seed is None else _wrapped_seed(seed + i)})
+            for i in range(n)]
+
+
+def _wrapped_seed(seed: int) -> int:
+    return (seed - SEED_MIN) % (SEED_MAX - SEED_MIN + 1) + SEED_MIN
+
+
+def request_rids(rid: str | None, count: int) -> list[str] | None:
+    """The rids of a request's `count` requests when the client names it (SGLang's `rid`):
+    the rid itself for one, `<rid>-<i>` for several (what /abort_request takes)."""
+    if rid is None:
+        return None
+    return [rid] if count == 1 else [f"{rid}-{i}" for i in range(count)]
 
 
 def usage(states: list[ReqState], n: int) -> dict[str, Any]:
-    """Prompt tokens counted once per prompt (not per sample); completion and cached tokens
-    summed over all samples (SGLang's convention)."""
+    """Prompt and cached tokens counted once per prompt (the first sample's: its copies read
+    the prompt's KV that sample wrote), completion tokens summed over all samples."""
     prompt = sum(s.prompt_tokens for s in states[::n])
+    cached = sum(min(s.cached_tokens, s.prompt_tokens) for s in states[::n])
     completion = sum(s.completion_tokens for s in states)
     return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": sum(s.cached_tokens for s in states)}}
+            "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": cached}}
 
 
 def finish_reason(state: ReqState) -> str | None:
-    return None if state.finish is None else state.finish.get("type")
+    """OpenAI's finish_reason (None while running). An aborted request has none: it raises
+    its error (a response of its own, or an error event in a stream)."""
+    if state.finish is None:
+        return None
+    if state.finish.get("type") == "abort":
+        raise abort_error(state.finish.get("message") or "the request was aborted")
+    return state.finish["type"]
+
+
+def abort_error(message: str) -> APIError:
+    """Why a request was aborted, as an error: a constraint that did not compile or a request
+    the KV pool cannot hold is the client's (400), a grammar failure while decoding is ours."""
+    if message.startswith(CONSTRAINT_ERROR):
+        return invalid(message, None, "invalid_constraint")
+    if message.startswith("internal error"):
+        return APIError(500, message, code="internal_error", type="server_error")
+    return APIError(400, message, code="request_aborted")

@@ -10,32 +10,38 @@ from typing import Any, AsyncIterator
 from fastapi import APIRouter, Depends, Request
 
 from radixgen.runtime.server.errors import invalid
-from radixgen.runtime.server.http_common import (ServerState, client_gone, collect, finite, json_body,
-                                                 server_state, sse)
-from radixgen.runtime.server.openai_common import check_common, finish_reason, n_params, sampling_dict, usage
+from radixgen.runtime.server.http_common import (ServerState, body_schema, checked_rids, client_gone, collect,
+                                                 finite, json_body, server_state, sse)
+from radixgen.runtime.server.openai_common import (check_common, field_constraint, finish_reason, n_params,
+                                                   request_rids, sampling_dict, usage)
 from radixgen.runtime.server.protocol import CompletionRequest
 from radixgen.runtime.server.request_group import ReqState, RequestGroup
 
 router = APIRouter()
 
 
-@router.post("/v1/completions")
+@router.post("/v1/completions", openapi_extra=body_schema(CompletionRequest))
 async def completions(request: Request,
                       body: CompletionRequest = Depends(json_body(CompletionRequest))) -> Any:
     """OpenAI (legacy) completions; choice index = prompt index * n + sample index."""
     st = server_state(request)
     _check_completion(st, body)
-    prompts = _prompts(st, body.prompt)
+    constraint, constraint_param = field_constraint(body)
+    prompts = await _prompts(st, body.prompt)
+    fields = sampling_dict(body, body.max_tokens)
+    fields.update(return_logprob=body.logprobs is not None, top_logprobs_num=body.logprobs or 0)
+    if constraint is not None:
+        fields[constraint.kind] = constraint.spec
+    params = n_params(fields, body.n)
+    await st.tm.check_constraints(params, constraint_param or "prompt")
     specs = []
     for ids in prompts:
         st.tm.check_prompt(ids, body.max_tokens, "prompt")
-        fields = sampling_dict(body, body.max_tokens)
-        fields.update(return_logprob=body.logprobs is not None, top_logprobs_num=body.logprobs or 0)
-        specs += [(ids, p) for p in n_params(fields, body.n)]
-    group = RequestGroup(st.tm, specs)
+        specs += [(ids, p) for p in params]
+    group = RequestGroup(st.tm, specs, checked_rids(st, request_rids(body.rid, len(specs)), len(specs)))
     group.start()
-    head = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
-            "created": int(time.time()), "model": body.model}
+    head = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
+            "model": body.model, "system_fingerprint": st.system_fingerprint}
     if body.stream:
         return sse(_chunks(st, body, group, head), group)
     states = await collect(request, group)
@@ -58,15 +64,15 @@ def _check_completion(st: ServerState, body: CompletionRequest) -> None:
                       "unsupported_parameter")
 
 
-def _prompts(st: ServerState, prompt: Any) -> list[list[int]]:
+async def _prompts(st: ServerState, prompt: Any) -> list[list[int]]:
     if isinstance(prompt, str):
-        return [st.tm.encode(prompt)]
+        return await st.tm.encode_async([prompt], "prompt")
     if not prompt:
         raise invalid("prompt is an empty list", "prompt")
     if isinstance(prompt[0], int):
         return [list(prompt)]
     if isinstance(prompt[0], str):
-        return [st.tm.encode(p) for p in prompt]
+        return await st.tm.encode_async(prompt, "prompt")
     return [list(p) for p in prompt]
 
 

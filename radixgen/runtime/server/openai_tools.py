@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from typing import Any
 
 from radixgen.core import Constraint
 from radixgen.grammar.schema_refs import map_refs
 from radixgen.runtime.server.errors import invalid
-from radixgen.runtime.server.protocol import ChatCompletionRequest
-
-TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
+from radixgen.runtime.server.protocol import ChatCompletionRequest, ToolCall
+from radixgen.runtime.server.tool_calls import TOOL_CLOSE, TOOL_OPEN, ToolCallReader
 
 
 def response_constraint(body: ChatCompletionRequest) -> Constraint | None:
@@ -74,7 +72,8 @@ def tool_mode(body: ChatCompletionRequest, tools: dict[str, dict]) -> str | None
     if choice in (None, "auto", "required"):
         return choice or "auto"
     if isinstance(choice, dict) and choice.get("type") == "function":
-        name = (choice.get("function") or {}).get("name")
+        fn = choice.get("function")
+        name = fn.get("name") if isinstance(fn, dict) else None
         if name not in tools:
             raise invalid(f"tool_choice names {name!r}, which is not in tools", "tool_choice")
         return name
@@ -161,31 +160,19 @@ def parse_tool_calls(text: str, mode: str | None) -> tuple[str | None, list[dict
     """(content, tool_calls) of a finished output; tool_calls None when it holds no call."""
     if mode is None:
         return text, None
-    raw = text
-    if mode == "auto":
-        if not (text.startswith(TOOL_OPEN) and text.endswith(TOOL_CLOSE)):
-            return text, None
-        raw = text[len(TOOL_OPEN):-len(TOOL_CLOSE)]
-    try:
-        calls = json.loads(raw)
-    except json.JSONDecodeError:  # cut short (max_tokens or a stop string): leave it as text
-        return text, None
-    calls = calls if isinstance(calls, list) else [calls]
-    return None, [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-                   "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
-                  for c in calls]
+    reader = ToolCallReader(mode)
+    reader.feed(text)
+    return reader.result()  # the text, if cut short (max_tokens or a stop string)
 
 
-def render_tool_history(message: dict[str, Any], tool_calls: list[dict[str, Any]] | None) -> str:
+def render_tool_history(content: str | None, tool_calls: list[ToolCall], param: str) -> str:
     """An assistant message's earlier tool calls, written in the call format."""
-    if not tool_calls:
-        return message.get("content") or ""
     calls = []
-    for call in tool_calls:
-        fn = call.get("function", {}) if isinstance(call, dict) else {}
+    for i, call in enumerate(tool_calls):
         try:
-            args = json.loads(fn.get("arguments", "{}"))
-        except (TypeError, json.JSONDecodeError):
-            raise invalid("assistant tool_calls arguments must be a JSON string", "messages") from None
-        calls.append({"name": fn.get("name"), "arguments": args})
-    return (message.get("content") or "") + TOOL_OPEN + json.dumps(calls) + TOOL_CLOSE
+            args = json.loads(call.function.arguments)
+        except json.JSONDecodeError:
+            raise invalid("tool_calls arguments must be a JSON object written as a string",
+                          f"{param}.{i}.function.arguments") from None
+        calls.append({"name": call.function.name, "arguments": args})
+    return (content or "") + TOOL_OPEN + json.dumps(calls) + TOOL_CLOSE

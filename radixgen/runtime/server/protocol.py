@@ -1,23 +1,35 @@
 """Pydantic request models of the HTTP API. Strict types (a string where a number belongs is a
 400, never coerced), unknown fields rejected (`extra="forbid"`).
 
+Every integer is bounded (int32 counts, int64 seeds), so nothing a client sends can overflow
+on the way to the scheduler; limits that depend on the model (vocabulary, context) are checked
+by the routes.
+
 Accepted but ignored, because they cannot change an output: `user`, `metadata`, `store`,
-`service_tier`. Rejected with a 400 until supported: non-empty `logit_bias`, `suffix`,
-`best_of` > 1, `echo` together with `logprobs`. `response_format`, `tools`, `tool_choice` and
-`parallel_tool_calls`: see openai_tools.py.
+`service_tier`. Rejected with a 400 until supported: non-empty `logit_bias` (its shape and
+ranges checked first), `suffix`, `best_of` > 1, `echo` together with `logprobs`, image and
+audio content parts. `response_format`, `tools`, `tool_choice` and `parallel_tool_calls`: see
+openai_tools.py.
 Extensions (SGLang names): `top_k`, `min_p`, `repetition_penalty`, `ignore_eos`,
-`stop_token_ids`, `skip_special_tokens`.
+`stop_token_ids`, `skip_special_tokens`, `rid`, and the constraints `regex`, `ebnf`,
+`json_schema` (what the OpenAI client sends through `extra_body`); vLLM's `guided_json`,
+`guided_regex`, `guided_grammar` (GBNF) and `guided_choice`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from radixgen.core import INT32_MAX, SEED_MAX, SEED_MIN
 
 STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
 Stop = Optional[Union[str, list[str]]]
+Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
+TokenId = Annotated[int, Field(ge=0, le=INT32_MAX)]  # and < the vocabulary, checked by the routes
+JsonSchema = Union[str, dict[str, Any]]
 
 
 class StrictModel(BaseModel):
@@ -28,7 +40,19 @@ class StreamOptions(StrictModel):
     include_usage: bool = False
 
 
-class SamplingFields(StrictModel):
+class ConstraintFields(StrictModel):
+    """Constraints as top-level fields of the OpenAI routes (at most one per request)."""
+
+    regex: Optional[str] = None
+    ebnf: Optional[str] = None
+    json_schema: Optional[JsonSchema] = None
+    guided_json: Optional[JsonSchema] = None
+    guided_regex: Optional[str] = None
+    guided_grammar: Optional[str] = None
+    guided_choice: Optional[list[str]] = None
+
+
+class SamplingFields(ConstraintFields):
     """Fields the OpenAI endpoints share; each maps onto a SamplingParams field."""
 
     model: str
@@ -38,21 +62,22 @@ class SamplingFields(StrictModel):
     stop: Stop = None
     stream: bool = False
     stream_options: Optional[StreamOptions] = None
-    seed: Optional[int] = None
+    seed: Optional[int] = Field(None, ge=SEED_MIN, le=SEED_MAX)
     presence_penalty: float = Field(0.0, ge=-2, le=2)
     frequency_penalty: float = Field(0.0, ge=-2, le=2)
-    logit_bias: Optional[dict[str, float]] = None
+    logit_bias: Optional[dict[str, Annotated[float, Field(ge=-100, le=100)]]] = None
     user: Optional[str] = None
     metadata: Optional[dict[str, Any]] = None
     store: Optional[bool] = None
     service_tier: Optional[str] = None
     # extensions
-    top_k: int = Field(-1, ge=-1)
+    top_k: int = Field(-1, ge=-1, le=INT32_MAX)
     min_p: float = Field(0.0, ge=0, le=1)
     repetition_penalty: float = Field(1.0, gt=0)
     ignore_eos: bool = False
-    stop_token_ids: Optional[list[int]] = None
+    stop_token_ids: Optional[list[TokenId]] = None
     skip_special_tokens: bool = True
+    rid: Optional[str] = Field(None, min_length=1, max_length=256)
 
 
 class TextPart(StrictModel):
@@ -60,18 +85,37 @@ class TextPart(StrictModel):
     text: str
 
 
+class MediaPart(BaseModel):
+    """An image, audio or file part: parsed so its refusal names it (the models served take
+    text only)."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal["image_url", "input_audio", "file", "image", "audio"]
+
+
+class FunctionCall(StrictModel):
+    name: str = Field(min_length=1)
+    arguments: str  # a JSON object as text, as OpenAI returned it
+
+
+class ToolCall(StrictModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class ChatMessage(StrictModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: Optional[Union[str, list[TextPart]]] = None
+    content: Optional[Union[str, list[Union[TextPart, MediaPart]]]] = None
     name: Optional[str] = None
     tool_call_id: Optional[str] = None
-    tool_calls: Optional[list[dict[str, Any]]] = None
+    tool_calls: Optional[list[ToolCall]] = None
 
 
 class ChatCompletionRequest(SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
-    max_tokens: Optional[int] = Field(None, ge=1)
-    max_completion_tokens: Optional[int] = Field(None, ge=1)
+    max_tokens: Optional[int] = Field(None, ge=1, le=INT32_MAX)
+    max_completion_tokens: Optional[int] = Field(None, ge=1, le=INT32_MAX)
     logprobs: bool = False
     top_logprobs: Optional[int] = Field(None, ge=0, le=20)
     response_format: Optional[dict[str, Any]] = None
@@ -80,15 +124,15 @@ class ChatCompletionRequest(SamplingFields):
     parallel_tool_calls: Optional[bool] = None
 
 
-PromptIds = list[int]
+PromptIds = list[int]  # each checked against the vocabulary by the routes
 
 
 class CompletionRequest(SamplingFields):
     prompt: Union[str, list[str], PromptIds, list[PromptIds]]
-    max_tokens: int = Field(16, ge=0)
+    max_tokens: int = Field(16, ge=0, le=INT32_MAX)
     logprobs: Optional[int] = Field(None, ge=0, le=5)
     echo: bool = False
-    best_of: Optional[int] = Field(None, ge=1)
+    best_of: Optional[int] = Field(None, ge=1, le=INT32_MAX)
     suffix: Optional[str] = None
 
 
@@ -101,7 +145,7 @@ class GenerateRequest(StrictModel):
     stream: bool = False
     return_logprob: bool = False
     top_logprobs_num: int = Field(0, ge=0, le=20)
-    logprob_start_len: int = Field(-1, ge=-1)  # >= 0 with return_logprob: prompt logprobs too
+    logprob_start_len: int = Field(-1, ge=-1, le=INT32_MAX)  # >= 0 with return_logprob: prompt logprobs too
     # extension: prompt logprobs of a batch from where its prompts' token ids first differ
     # (what scoring continuations of one prefix needs, without knowing its token count)
     logprob_start_common_prefix: bool = False
@@ -110,3 +154,6 @@ class GenerateRequest(StrictModel):
 
 class AbortRequest(StrictModel):
     rid: str
+
+
+BODY_MODELS = (ChatCompletionRequest, CompletionRequest, GenerateRequest, AbortRequest)

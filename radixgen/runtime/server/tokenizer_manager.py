@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import zmq
@@ -62,6 +63,10 @@ class TokenizerManager:
         self._waiters: dict[type, collections.deque[asyncio.Future]] = {
             FlushCacheResp: collections.deque(), InfoResp: collections.deque()}
         self._loop_task: asyncio.Task | None = None
+        # Tokenization and chat templates run here, off the event loop, so a huge prompt holds
+        # up neither /health nor the small prompts beside it. Several threads are safe: they
+        # only read the Rust tokenizer (`encode_batch`), never set its padding or truncation.
+        self._tokenize_pool = ThreadPoolExecutor(4, thread_name_prefix="tokenize")
 
     # ---- lifecycle ----------------------------------------------------------------------
     async def wait_ready(self, alive: Callable[[], str | None], timeout: float) -> SchedulerReady:
@@ -90,6 +95,7 @@ class TokenizerManager:
         if self._loop_task is not None:
             self._loop_task.cancel()
             await asyncio.gather(self._loop_task, return_exceptions=True)
+        self._tokenize_pool.shutdown(wait=False, cancel_futures=True)
         self.ctx.destroy(linger=0)
 
     @property
@@ -181,6 +187,30 @@ class TokenizerManager:
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
+    async def off_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` on the tokenizer's thread (anything that tokenizes or renders a template)."""
+        return await asyncio.get_running_loop().run_in_executor(self._tokenize_pool, fn, *args)
+
+    async def encode_async(self, texts: list[str], param: str) -> list[list[int]]:
+        """Token ids of each text, computed off the event loop; 400 for a text longer than the
+        context (found before its ids become a Python list)."""
+        return await self.off_loop(self.encode_checked, texts, param)
+
+    def encode_checked(self, texts: list[str], param: str) -> list[list[int]]:
+        """Blocking: token ids of each text, 400 for one longer than the context. A fast
+        tokenizer's batch encode releases the GIL, so the event loop runs meanwhile."""
+        backend = getattr(self.tokenizer, "_tokenizer", None)
+        if backend is None or not hasattr(backend, "encode_batch"):
+            encoded = [self.encode(t) for t in texts]
+        else:
+            encoded = backend.encode_batch(texts, add_special_tokens=False)
+        max_len = self.limits.max_context_len
+        for enc in encoded:
+            if len(enc) >= max_len:
+                raise invalid(f"the prompt has {len(enc)} tokens; this model's context is {max_len} tokens",
+                              param, "context_length_exceeded")
+        return [list(e) if isinstance(e, list) else list(e.ids) for e in encoded]
+
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
@@ -214,7 +244,8 @@ class TokenizerManager:
         limits = self.limits
         if not ids:
             raise invalid("the prompt is empty", param)
-        if any(not isinstance(t, int) or t < 0 or t >= limits.vocab_size for t in ids):
+        if len(ids) < limits.max_context_len and any(
+                not isinstance(t, int) or t < 0 or t >= limits.vocab_size for t in ids):
             raise invalid(f"token ids must be integers in [0, {limits.vocab_size})", param)
         if len(ids) >= limits.max_context_len:
             raise invalid(f"the prompt has {len(ids)} tokens; this model's context is "
