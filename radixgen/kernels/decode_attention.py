@@ -46,7 +46,7 @@ LOG2E = 1.4426950408889634
 # contiguous read of heads * row bytes per slot), prefetching and register caps were all slower there.
 # nvfp4 runs one warp over 32-token tiles: its dequantize is latency-bound, and more, smaller
 # programs per SM hide it (0.227 -> 0.19 ms there; 2 or 4 warps over 64-128 tokens: 0.21-0.38 ms).
-# fp8: 64-token tiles, 3 stages on an H100 (session 23, benchmarks/probe_mixed_decode.py: 0.191 ms
+# fp8: 64-token tiles, 3 stages on an H100 (benchmarks/probe_mixed_decode.py: 0.191 ms
 # whole, 0.100 at half the tokens, against 0.202 / 0.109 for 128-token tiles in 3 stages).
 DECODE_CONFIGS = {0: (128, 4, 2, 1, False, None), 1: (64, 4, 3, 1, False, None), 2: (32, 1, 3, 1, False, None)}
 # code-shape variants: nvfp4 / fp8 (fp8_eo) as even/odd halves (fp8: 0.197 -> 0.148 ms there, no
@@ -58,7 +58,7 @@ MIN_SPLIT_TOKENS = 256  # a split gets at least this many tokens on average
 USE_CUDA_NVFP4 = True
 # an fp8 part and an nvfp4 part in one launch of the CUDA kernel where it takes both (MixedCall;
 # RADIXGEN_CUDA_MIXED=0: one launch per pool). H100, 64 x 4096 tokens half in each: 0.164 ms
-# against 0.172 for one launch per pool (docs/BENCHMARKS.md)
+# against 0.172 for one launch per pool (docs/benchmarks-history.md)
 USE_CUDA_MIXED = os.environ.get("RADIXGEN_CUDA_MIXED", "1") != "0"
 # the time of an fp8 token in the mixed launch, in nvfp4 tokens (_mixed_splits shares splits by it)
 FP8_TOKEN_COST = 1.5
@@ -296,7 +296,7 @@ def _use_paired(call, wanted: list, splits: list[int]) -> bool:
     of resident CTAs. On an H100 (264 resident CTAs), half of each request's keys in each pool:
     256 x 1024 keys, splits 1 + 1 = 512 CTAs: +13.0% over the parts' average, paired (256 CTAs, no
     reduce) +3.8%; where one wave holds a CTA per part's split (64 x 4096, 128 x 2048, 16 x 16384)
-    the parts were 2-9% faster than pairs (docs/BENCHMARKS.md)."""
+    the parts were 2-9% faster than pairs (docs/benchmarks-history.md)."""
     if MIXED_PAIRED == "auto":
         return wanted == [None, None] and call.batch * call.head_groups * sum(splits) > call.resident()
     return bool(MIXED_PAIRED) and wanted[0] == wanted[1]
@@ -323,7 +323,7 @@ def _mixed_splits(call, fp8_tokens: int, nvfp4_tokens: int) -> tuple[int, int]:
     shared between the parts by their work (an fp8 token costing FP8_TOKEN_COST nvfp4 tokens);
     each split keeps >= MIN_SPLIT_TOKENS keys on average. On an H100 at 64 x 4096 tokens, half in
     each pool (264 resident CTAs of 64 per split): 2 + 2 splits, one wave, 0.164 ms; a work-
-    balanced 7 + 5 over three waves took 0.181 and 3 + 2 (1.2 waves) 0.194 (docs/BENCHMARKS.md):
+    balanced 7 + 5 over three waves took 0.181 and 3 + 2 (1.2 waves) 0.194 (docs/benchmarks-history.md):
     co-resident CTAs share an SM's bandwidth, so a wave's time follows its SMs' summed work."""
     resident = call.resident()
     key = (call.batch, call.head_groups, resident, fp8_tokens, nvfp4_tokens)

@@ -13,15 +13,15 @@ copy each token's codes and scales for all of them, one contiguous run of the sl
 memory by cp.async, two tiles deep; the register pipeline (one warp per CTA loading its head's
 64-byte rows itself) is kept for pools whose scales are not 16-byte aligned or whose stages do
 not fit a CTA's shared memory (`_stageable`, `_fits`). On an H100 at 64 x
-4096 tokens the shared-memory one took 0.130 ms, the register one 0.151 (session 22; 0.125 with
-session 23's timer, docs/BENCHMARKS.md).
+4096 tokens the shared-memory one took 0.130 ms, the register one 0.151 (0.125 timed as ten calls
+per graph, without one launch's floor; docs/benchmarks-history.md).
 
 A sequence split between an FP8 pool and an NVFP4 pool (the mixed-precision radix tree's prefix
 and branch pools) takes one launch of the staged pipeline compiled with FP8_PART (`MixedCall`;
 decode_attention.USE_CUDA_MIXED). Two launches paid two ramps and two tails: on an H100 at 64 x
 4096 tokens, half in each pool, 0.172 ms (+8.8% over the average of the parts) against 0.164
 (+4.2%) in one launch whose first CTAs attend the FP8 part and the others the NVFP4 part, all
-writing split partials for one reduce (docs/BENCHMARKS.md). Compiled with PAIRED as well, each CTA
+writing split partials for one reduce (docs/benchmarks-history.md). Compiled with PAIRED as well, each CTA
 attends one split of both parts in one pipeline and one softmax state (decode_attention.MIXED_PAIRED).
 
 The kernel is launched through the CUDA driver API (ctypes): no torch extension build, no host

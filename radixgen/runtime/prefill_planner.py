@@ -18,7 +18,7 @@ from radixgen.runtime.request import Request
 from radixgen.runtime.schedule_policy import PrefillPlan, in_batch_share_min, order_waiting, shares_uncached_prefix
 from radixgen.runtime.score_group import group_for, scoreable
 
-MIXED_CHUNK_CPU = 128  # measured: ITL p99 605 -> 340 ms, throughput and TTFT p50 unchanged (BENCHMARKS.md)
+MIXED_CHUNK_CPU = 128  # measured: ITL p99 605 -> 340 ms, throughput and TTFT p50 unchanged (docs/benchmarks-history.md)
 
 
 class PrefillPlanner:

@@ -193,7 +193,7 @@ def test_mixed_split_counts_fill_waves_and_share_the_work():
             assert 0.5 < ratio < 2, (fp8_len, nv_len, a, b)
     assert da._mixed_splits(call, 64 * 100, 64 * 100) == (1, 1)
     # 4 splits x 64 CTAs fill the 264 resident ones to 97% in one wave: the best pair measured
-    # on an H100 (docs/BENCHMARKS.md), where a work-balanced 7 + 5 over three waves was slower
+    # on an H100 (docs/benchmarks-history.md), where a work-balanced 7 + 5 over three waves was slower
     assert da._mixed_splits(call, 64 * 2048, 64 * 2048) == (2, 2)
     # requests too many for one wave at 2 splits: one split per part
     many = type("Call", (), {"batch": 256, "head_groups": 1, "resident": lambda self: 264})()

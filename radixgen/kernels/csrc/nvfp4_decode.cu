@@ -4,7 +4,7 @@
 // Each (KV head, request, split) program is one warp. It walks its split's tokens in tiles of 32
 // and keeps an online softmax, like decode_tile.py, but with the MMA operands chosen so that the
 // dequantize costs about two instructions per value (the Triton kernel spends about six per value
-// on dequantize, block-scale broadcast and layout shuffles; docs/BENCHMARKS.md counts them):
+// on dequantize, block-scale broadcast and layout shuffles; docs/benchmarks-history.md counts them):
 //   scores  S^T [tokens x q heads] = K [tokens x D] . Q^T  (m16n8k16: 16 tokens, the GQA group
 //           padded to 8 columns, 16 values of D per step), so the 4-8 query heads of a KV head
 //           waste at most half an MMA instead of three quarters;
@@ -28,7 +28,7 @@
 //   STAGES 0, "registers": each warp is its own CTA and loads its head's rows straight into
 //     registers, the next tile's while it computes this one. A token's codes for one head are a
 //     64-byte row (D 128) and its scales an 8-byte row, at a random slot: fetches that small reach
-//     a fraction of the copy bandwidth (BENCHMARKS.md: random 64-byte rows 2.68 TB/s, 32-byte
+//     a fraction of the copy bandwidth (docs/benchmarks-history.md: random 64-byte rows 2.68 TB/s, 32-byte
 //     ones 1.36, 512-byte ones 4.45 on an H200).
 //   STAGES >= 2, "staged": a CTA holds the HC KV heads that share a (request, split) and copies
 //     each token's codes and scales for all of them, HC contiguous rows of the slot (512 bytes at

@@ -20,7 +20,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 def prepare_weight(weight: torch.Tensor) -> torch.Tensor:
     """The form `linear` runs fastest with. On the CPU: oneDNN's pre-packed (blocked) layout,
     which measured 1.3-1.6x the plain oneDNN GEMM and ~2x the default BLAS at decode batch
-    sizes here (docs/BENCHMARKS.md). Elsewhere: the weight itself."""
+    sizes here (docs/benchmarks-history.md). Elsewhere: the weight itself."""
     if weight.device.type == "cpu" and weight.dtype in _ONEDNN_DTYPES and _ONEDNN:
         try:
             return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), _PACK_BATCH_HINT)
@@ -70,7 +70,7 @@ def hadamard_rotation(head_dim: int, dtype: torch.dtype, device: torch.device | 
     sqrt(block). q.k is unchanged (H.T @ H = I); the rotation spreads the few large channels of
     each key over all channels of its block, which is what quantized KV pools need: the
     quantization error of a dot product is sum_d q_d * err(k_d), and err(k_d) grows with |k_d|,
-    so keys and queries that are large in the same channels amplify it (docs/BENCHMARKS.md)."""
+    so keys and queries that are large in the same channels amplify it (docs/benchmarks-history.md)."""
     block = head_dim & -head_dim
     h = torch.ones(1, 1, dtype=torch.float64)
     while h.shape[0] < block:
