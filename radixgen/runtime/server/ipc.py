@@ -3,9 +3,11 @@ msgspec (msgpack) codecs for one message family per socket, and child-process he
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +78,18 @@ def setup_child(name: str, log_level: str) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    die_with_parent()
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Have the kernel send `sig` to this process when its parent dies, even by SIGKILL (Linux;
+    elsewhere ParentWatch's polling is the only check). The parent that spawned this process
+    must outlive the thread that started it: true of the main process's main thread."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:

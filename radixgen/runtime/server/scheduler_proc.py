@@ -121,13 +121,14 @@ def pool_stats(s: Scheduler) -> dict[str, Any]:
     return out
 
 
-def run_scheduler_process(model_path: str, cfg: EngineConfig, endpoints: Endpoints, log_level: str) -> None:
+def run_scheduler_process(model_path: str, tokenizer_path: str, cfg: EngineConfig, endpoints: Endpoints,
+                          log_level: str) -> None:
     """Child entry point (multiprocessing spawn). A load failure is reported to the main
     process as SchedulerFailed and ends the process with exit code 1."""
     setup_child("scheduler", log_level)
     ctx = zmq.Context()
     try:
-        scheduler = build_scheduler(Path(model_path), cfg, load_tokenizer(Path(model_path)))
+        scheduler = build_scheduler(Path(model_path), cfg, load_tokenizer(Path(tokenizer_path)))
     except Exception as exc:  # noqa: BLE001 - every load error must reach the user
         logger.error("model failed to load:\n%s", traceback.format_exc())
         _report_failure(ctx, endpoints, f"{type(exc).__name__}: {exc}")

@@ -59,6 +59,7 @@ class TokenizerManager:
         self.queues: dict[str, asyncio.Queue] = {}
         self.limits: SchedulerReady | None = None
         self.dead_reason: str | None = None
+        self.draining: str | None = None  # set on SIGTERM: new requests are refused with it
         self._grammar_checker = None  # a GrammarCompiler used only to validate, built on first use
         self._waiters: dict[type, collections.deque[asyncio.Future]] = {
             FlushCacheResp: collections.deque(), InfoResp: collections.deque()}
@@ -100,7 +101,16 @@ class TokenizerManager:
 
     @property
     def healthy(self) -> bool:
-        return self.limits is not None and self.dead_reason is None
+        return self.limits is not None and self.dead_reason is None and self.draining is None
+
+    @property
+    def num_inflight(self) -> int:
+        """Requests submitted and not yet finished or aborted."""
+        return len(self.queues)
+
+    def start_drain(self, reason: str) -> None:
+        """From now on /health and new requests get 503 with `reason`; running ones go on."""
+        self.draining = reason
 
     def fail_all(self, reason: str) -> None:
         """The runtime is gone: every waiting handler gets a Failure (then a 503)."""
@@ -120,8 +130,8 @@ class TokenizerManager:
                arrival: float | None = None) -> None:
         """Send one request; its TextOut messages (then nothing) arrive on `queue`.
         `arrival` (perf_counter, default now) is where its latency metrics start."""
-        if self.dead_reason is not None:
-            raise unavailable(self.dead_reason)
+        if self.dead_reason is not None or self.draining is not None:
+            raise unavailable(self.dead_reason or self.draining)
         self.queues[rid] = queue
         self.metrics.on_submit(rid, len(input_ids), arrival)
         self._send(GenerateReq(rid=rid, input_ids=input_ids, params=params))
