@@ -62,7 +62,7 @@ class ModelRunner:
         self.dtype = resolve_dtype(model_cfg.dtype, self.arch, self.device)
         weights = load_state_dict(model_path, self.arch, self.dtype, model_cfg.load_format,
                                   self.device, model_cfg.seed)
-        weight_bytes = sum(t.numel() * t.element_size() for t in weights.values())
+        self.weight_bytes = weight_bytes = sum(t.numel() * t.element_size() for t in weights.values())
         self.model = LlamaModel(self.arch, weights, self.device)
         a = self.arch
         self.kv_dtypes = resolve_kv_dtypes(cache_cfg, self.device)  # (prefix, branch)

@@ -1,10 +1,15 @@
-"""`radixgen serve` flags are generated from the config dataclasses."""
+"""`radixgen serve` flags are generated from the config dataclasses; the SGLang flags users type
+are accepted (or refused with a clear error); `make serve` installs no test-only packages."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
-from radixgen.__main__ import build_parser, serve_configs
+from radixgen.__main__ import build_parser, main, serve_configs
 from radixgen.config import EngineConfig, ServerConfig
 
 
@@ -33,3 +38,36 @@ def test_bad_flag_values_are_rejected():
     for bad in (["serve", "--port", "x"], ["serve", "--log-level", "loud"], ["serve", "--nope"]):
         with pytest.raises(SystemExit):
             build_parser().parse_args(bad)
+
+
+def test_sglang_flags_map_onto_configs():
+    engine, server = serve_configs(build_parser().parse_args([
+        "serve", "--context-length", "512", "--tokenizer-path", "/t", "--trust-remote-code", "--enable-metrics",
+        "--tp-size", "1", "--shutdown-timeout", "2.5"]))
+    assert (engine.model.context_length, engine.model.tokenizer_path) == (512, "/t")
+    assert engine.model.trust_remote_code and server.enable_metrics and engine.model.tp_size == 1
+    assert server.shutdown_timeout == 2.5
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--tp-size", "2"], "tensor parallelism is not implemented"),
+    (["--context-length", "1"], "context_length must be >= 2"),
+    (["--shutdown-timeout", "-1"], "shutdown_timeout must be >= 0"),
+])
+def test_unsupported_flag_values_are_clear_errors(flags, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["serve", *flags])
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_make_serve_installs_no_test_extra():
+    if shutil.which("make") is None:
+        pytest.skip("no make on this machine")
+    root = Path(__file__).resolve().parents[3]
+
+    def commands(target: str) -> str:  # -n: print, run nothing; -B: as on a fresh clone
+        return subprocess.run(["make", "-n", "-B", target], cwd=root, capture_output=True, text=True,
+                              check=True).stdout
+
+    assert "pip install -e ." in commands("serve") and "[test]" not in commands("serve")
+    assert "[test]" in commands("test")
