@@ -163,14 +163,23 @@ def test_tool_calls_parse_into_declared_arguments(embedded_server, model_name_e2
 
 
 def test_tool_calls_stream_as_deltas(embedded_server, model_name_e2e):
-    stream = _client(embedded_server).chat.completions.create(
-        model=model_name_e2e, messages=[{"role": "user", "content": "Weather in Rome?"}], tools=[WEATHER],
-        tool_choice="required", temperature=0, max_tokens=120, stream=True)
-    chunks = list(stream)
-    calls = [tc for ch in chunks for tc in (ch.choices[0].delta.tool_calls or []) if ch.choices]
-    assert calls and calls[0].function.name == "get_weather"
-    jsonschema.validate(json.loads(calls[0].function.arguments), WEATHER["function"]["parameters"])
-    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    """As OpenAI streams them: the call's id, type and name first (arguments ""), then argument
+    fragments as the tokens arrive; they add up to the non-stream response's arguments."""
+    request = dict(model=model_name_e2e, messages=[{"role": "user", "content": "Weather in Rome?"}], tools=[WEATHER],
+                   tool_choice="required", temperature=0, max_tokens=120)
+    chunks = list(_client(embedded_server).chat.completions.create(**request, stream=True))
+    deltas = [tc for ch in chunks for tc in (ch.choices[0].delta.tool_calls or []) if ch.choices]
+    streamed = []
+    for index in sorted({d.index for d in deltas}):
+        first, *fragments = [d for d in deltas if d.index == index]
+        assert first.id and first.type == "function" and first.function.name == "get_weather"
+        assert first.function.arguments == ""
+        assert len(fragments) > 3 and all(d.id is None and d.function.name is None for d in fragments)
+        streamed.append(("get_weather", "".join(d.function.arguments for d in fragments)))
+        jsonschema.validate(json.loads(streamed[-1][1]), WEATHER["function"]["parameters"])
+    assert chunks[-1].choices[0].finish_reason == "tool_calls" and not chunks[-1].choices[0].delta.tool_calls
+    whole = _client(embedded_server).chat.completions.create(**request).choices[0].message.tool_calls
+    assert [(c.function.name, c.function.arguments) for c in whole] == streamed
 
 
 def test_tool_choice_auto_answers_text_or_a_valid_call(embedded_server, model_name_e2e):
