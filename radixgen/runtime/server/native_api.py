@@ -28,7 +28,7 @@ async def generate(request: Request, body: GenerateRequest = Depends(json_body(G
     a batch); with stream=true, SSE chunks of the cumulative result."""
     st = server_state(request)
     prompts, single = await _prompts(st, body)
-    params = _params_per_prompt(body, len(prompts), _logprob_start(body, prompts, single))
+    params = await asyncio.to_thread(_params_per_prompt, body, len(prompts), _logprob_start(body, prompts, single))
     for ids, p in zip(prompts, params):
         st.tm.check_prompt(ids, p.max_new_tokens, "input_ids" if body.input_ids is not None else "text")
     await st.tm.check_constraints(params, "sampling_params")

@@ -4,6 +4,7 @@ streaming, tool calls as deltas (the name, then argument fragments as they are g
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any, AsyncIterator
@@ -34,7 +35,7 @@ async def chat_completions(request: Request,
     _check_chat(st, body)
     tools = checked_tools(body)
     mode = tool_mode(body, tools)
-    constraint, constraint_param = _constraint(body, tools, mode)
+    constraint, constraint_param = await asyncio.to_thread(_constraint, body, tools, mode)  # may dump a large schema
     tools_prompt = tools_system_prompt(body) if mode else None
     ids = await st.tm.off_loop(prompt_ids, st, body.messages, tools_prompt)
     max_new = body.max_completion_tokens or body.max_tokens or st.tm.limits.max_context_len - len(ids)
@@ -43,7 +44,7 @@ async def chat_completions(request: Request,
     fields.update(return_logprob=body.logprobs, top_logprobs_num=body.top_logprobs or 0)
     if constraint is not None:
         fields[constraint.kind] = constraint.spec
-    params = n_params(fields, body.n)
+    params = await asyncio.to_thread(n_params, fields, body.n)  # a large schema parses off the loop
     await st.tm.check_constraints(params, constraint_param, tool_schema_error if mode else None)
     group = RequestGroup(st.tm, [(ids, p) for p in params], checked_rids(st, request_rids(body.rid, body.n), body.n))
     group.start()

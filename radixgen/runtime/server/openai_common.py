@@ -4,6 +4,7 @@ and `/v1/models`."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -86,10 +87,11 @@ def sampling_dict(body: SamplingFields, max_new_tokens: int) -> dict[str, Any]:
 
 def n_params(fields: dict[str, Any], n: int) -> list[SamplingParams]:
     """One SamplingParams per sample: with a seed, sample i uses seed + i, wrapped into the
-    int64 range (so the n samples differ but the response is reproducible)."""
-    seed = fields.get("seed")
-    return [make_params({**fields, "seed": None if seed is None else _wrapped_seed(seed + i)})
-            for i in range(n)]
+    int64 range (so the n samples differ but the response is reproducible). Checked once: the
+    copies share its constraint (a large schema is parsed once)."""
+    first, seed = make_params(fields), fields.get("seed")
+    return [first] + [dataclasses.replace(first, seed=None if seed is None else _wrapped_seed(seed + i))
+                      for i in range(1, n)]
 
 
 def _wrapped_seed(seed: int) -> int:

@@ -3,6 +3,7 @@ n samples per prompt (sharing its KV), echo, logprobs, SSE streaming."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any, AsyncIterator
@@ -26,13 +27,13 @@ async def completions(request: Request,
     """OpenAI (legacy) completions; choice index = prompt index * n + sample index."""
     st = server_state(request)
     _check_completion(st, body)
-    constraint, constraint_param = field_constraint(body)
+    constraint, constraint_param = await asyncio.to_thread(field_constraint, body)
     prompts = await _prompts(st, body.prompt)
     fields = sampling_dict(body, body.max_tokens)
     fields.update(return_logprob=body.logprobs is not None, top_logprobs_num=body.logprobs or 0)
     if constraint is not None:
         fields[constraint.kind] = constraint.spec
-    params = n_params(fields, body.n)
+    params = await asyncio.to_thread(n_params, fields, body.n)  # a large schema parses off the loop
     await st.tm.check_constraints(params, constraint_param or "prompt")
     specs = []
     for ids in prompts:
