@@ -76,11 +76,11 @@ def main(argv: list[str] | None = None) -> float:
     batch = [{"role_instruction": text, "task": args.task, "max_tokens": args.max_tokens}
              for text in AGENTS.values()]
     states = agent.run_batch(batch, backend=backend)
-    notes = [f"{name}: {state.error or state['output']}" for name, state in zip(AGENTS, states)]
+    notes = [f"{name}: {state.error() or state['output']}" for name, state in zip(AGENTS, states)]
     writer = agent.run(role_instruction=WRITER + "\n" + "\n".join(notes), task=args.task,
                        max_tokens=args.max_tokens, backend=backend)
     print("\n".join(f"--- {n}" for n in notes + [f"writer: {writer['output']}"]))
-    done = [s for s in states if s.error is None] + [writer]
+    done = [s for s in states if s.error() is None] + [writer]
     metas = [s.get_meta_info("output") for s in done]
     rate, optimum = cache_hit_rate(metas), optimum_hit_rate(backend, [s.text() for s in done], metas)
     print(f"cache hit rate (cached_tokens / prompt_tokens): {rate:.1%}, optimum {optimum:.1%} "

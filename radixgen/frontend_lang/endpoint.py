@@ -18,16 +18,19 @@ DEFAULT_TIMEOUT_S = 600.0
 
 
 class RuntimeEndpoint(Backend):
-    """A running server at `url`. `chat_template`: a registry name or a ChatTemplate that
-    overrides the one derived from the server's model (see chat_template.py)."""
+    """A running server at `base_url` (SGLang's signature; `verify` is httpx's TLS check).
+    `chat_template` (or SGLang's `chat_template_name`): a registry name or a ChatTemplate
+    that overrides the one derived from the server's model (see chat_template.py)."""
 
-    def __init__(self, url: str, api_key: str | None = None, chat_template: str | ChatTemplate | None = None,
-                 timeout: float = DEFAULT_TIMEOUT_S):
-        self.url = url.rstrip("/")
+    def __init__(self, base_url: str, api_key: str | None = None, verify: Any = None,
+                 chat_template_name: str | None = None, chat_template: str | ChatTemplate | None = None,
+                 timeout: float = DEFAULT_TIMEOUT_S, transport: httpx.BaseTransport | None = None):
+        self.url = self.base_url = base_url.rstrip("/")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout,
+                                   verify=True if verify is None else verify, transport=transport,
                                    limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
-        self._template_override = chat_template
+        self._template_override = chat_template or chat_template_name
         self._template: ChatTemplate | None = None
         self._model_info: dict[str, Any] | None = None
         self._lock = threading.Lock()
@@ -49,11 +52,18 @@ class RuntimeEndpoint(Backend):
                 self._model_info = self._request("GET", "/get_model_info")
             return self._model_info
 
+    def get_model_name(self) -> str:
+        """The served model's path (SGLang's answer), else its served name."""
+        info = self.get_model_info()
+        return str(info.get("model_path") or info.get("served_model_name") or "")
+
     def get_server_info(self) -> dict[str, Any]:
         return self._request("GET", "/get_server_info")
 
-    def flush_cache(self) -> None:
+    def flush_cache(self) -> bool:
+        """Empty the server's radix cache; True when it did."""
         self._request("POST", "/flush_cache")
+        return True
 
     def chat_template(self) -> ChatTemplate:
         info = self.get_model_info()
@@ -63,12 +73,18 @@ class RuntimeEndpoint(Backend):
             return self._template
 
     # ---- generation ---------------------------------------------------------------------------
-    def generate(self, text: str | list[str], sampling_params: dict[str, Any]) -> Any:
-        return self._request("POST", "/generate", {"text": text, "sampling_params": sampling_params})
+    def generate(self, text: str | list[str], sampling_params: dict[str, Any],
+                 request: dict[str, Any] | None = None) -> Any:
+        """SGLang's body: sampling fields (`min_new_tokens`, `stop_regex`, ...) in
+        sampling_params, logprob fields (`return_logprob`, `return_text_in_logprobs`, ...)
+        at the top level. A server without one of them answers 400 naming it."""
+        return self._request("POST", "/generate", {"text": text, "sampling_params": sampling_params,
+                                                   **(request or {})})
 
-    def generate_stream(self, text: str, sampling_params: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-        body = {"text": text, "sampling_params": sampling_params, "stream": True}
-        sent = ""
+    def generate_stream(self, text: str, sampling_params: dict[str, Any],
+                        request: dict[str, Any] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+        body = {"text": text, "sampling_params": sampling_params, "stream": True, **(request or {})}
+        sent, seen = "", 0
         try:
             with self.client.stream("POST", "/generate", json=body) as resp:
                 if resp.status_code >= 400:
@@ -76,6 +92,7 @@ class RuntimeEndpoint(Backend):
                 for chunk in _sse_payloads(resp.iter_lines()):
                     text_so_far = chunk.get("text", "")
                     delta, sent = text_so_far[len(sent):], text_so_far
+                    seen = _per_chunk_logprobs(chunk, seen)
                     yield delta, chunk
         except httpx.HTTPError as exc:
             raise BackendError(f"stream from {self.url}/generate failed: {exc}") from exc
@@ -83,17 +100,25 @@ class RuntimeEndpoint(Backend):
     def cache_prefix(self, text: str) -> dict[str, Any]:
         return self.generate(text, {"max_new_tokens": 0})["meta_info"]
 
-    def select(self, text: str, choices: list[str], normalize: bool = True) -> SelectResult:
+    def select(self, text: str, choices: list[str], unconditional: bool = False) -> SelectResult:
         """One batched prefill-only request over `[text, text + c_1, ...]` whose prompt
         logprobs start where the prompts' token ids first differ (the server's
         `logprob_start_common_prefix`), so the prefix is computed once and no extra round trip
         is needed (select_scoring.py). A server without that field (SGLang) gets SGLang's two
         requests: a pin that returns the prefix's token count, then the scoring batch."""
+        result = self._select(text, choices)
+        if unconditional:
+            result.unconditional_token_logprobs = [_input_logprobs(r) for r in self._request(
+                "POST", "/generate", {"text": list(choices), "sampling_params": {"max_new_tokens": 0},
+                                      "return_logprob": True, "logprob_start_len": 0})]
+        return result
+
+    def _select(self, text: str, choices: list[str]) -> SelectResult:
         if not text:
-            return self._score(text, choices, normalize, {"logprob_start_len": 0})
+            return self._score(text, choices, {"logprob_start_len": 0})
         if self._common_prefix_logprobs:
             try:
-                return self._score(text, choices, normalize, {"logprob_start_common_prefix": True})
+                return self._score(text, choices, {"logprob_start_common_prefix": True})
             except _NoCommonPrefixStart:
                 self._common_prefix_logprobs = False
             except BackendError as exc:
@@ -101,21 +126,22 @@ class RuntimeEndpoint(Backend):
                     raise
                 self._common_prefix_logprobs = False
         start = select_scoring.logprob_start(self.cache_prefix(text)["prompt_tokens"])
-        return self._score(text, choices, normalize, {"logprob_start_len": start})
+        return self._score(text, choices, {"logprob_start_len": start})
 
-    def _score(self, text: str, choices: list[str], normalize: bool, start: dict[str, Any]) -> SelectResult:
+    def _score(self, text: str, choices: list[str], start: dict[str, Any]) -> SelectResult:
         """Score the choices from one batched request; `start` says where prompt logprobs begin."""
         prompts = ([text] if text else []) + [text + c for c in choices]
         results = self._request("POST", "/generate", {
             "text": prompts, "sampling_params": {"max_new_tokens": 0}, "return_logprob": True, **start})
         entries = _choice_entries(results, "logprob_start_common_prefix" in start)
         prefix_entries = entries.pop(0) if text else []
-        sums, counts = select_scoring.score_choices(prefix_entries, entries)
+        tails = select_scoring.choice_tails(prefix_entries, entries)
+        sums, counts = [float(sum(e[0] for e in t)) for t in tails], [len(t) for t in tails]
         normalized = select_scoring.normalize(sums, counts)
-        scores = normalized if normalize else sums
         meta = {"prompt_tokens": sum(r["meta_info"]["prompt_tokens"] for r in results),
                 "cached_tokens": sum(r["meta_info"]["cached_tokens"] for r in results)}
-        return SelectResult(choices[select_scoring.argmax(scores)], scores, normalized, sums, counts, meta)
+        return SelectResult(choices[select_scoring.argmax(normalized)], normalized, normalized, sums, counts,
+                            meta, tails)
 
     def close(self) -> None:
         self.client.close()
@@ -146,6 +172,19 @@ def _input_logprobs(result: dict[str, Any]) -> list[list[Any]]:
         raise BackendError("the server returned no input_token_logprobs: select needs /generate "
                            "with logprob_start_len (prompt logprobs)")
     return entries
+
+
+def _per_chunk_logprobs(chunk: dict[str, Any], seen: int) -> int:
+    """Make a stream chunk's output logprobs its own (SGLang's shape), whether the server
+    sent them per chunk or cumulatively (a list as long as completion_tokens); returns how
+    many logprobs the stream has carried so far."""
+    meta = chunk.get("meta_info") or {}
+    for key in ("output_token_logprobs", "output_top_logprobs"):
+        entries = meta.get(key)
+        if entries and len(entries) == meta.get("completion_tokens") and len(entries) > seen and seen:
+            meta[key] = entries[seen:]
+    entries = meta.get("output_token_logprobs")
+    return seen + len(entries) if entries else seen
 
 
 def _sse_payloads(lines: Iterator[str]) -> Iterator[dict[str, Any]]:

@@ -72,30 +72,31 @@ _END = object()
 
 
 class TextStream:
-    """Text chunks as a streaming program produces them: `(var_name or None, text)`."""
+    """Text chunks as a streaming program produces them: `(var_name or None, text, meta)`;
+    `meta` is the chunk's own meta_info (its logprobs only) for generated text, else None."""
 
     def __init__(self) -> None:
         self._queue: queue.Queue = queue.Queue()
         self.error: BaseException | None = None
 
-    def push(self, text: str, var_name: str | None = None) -> None:
+    def push(self, text: str, var_name: str | None = None, meta: dict[str, Any] | None = None) -> None:
         if text:
-            self._queue.put((var_name, text))
+            self._queue.put((var_name, text, meta))
 
     def close(self, error: BaseException | None = None) -> None:
         self.error = error
         self._queue.put(_END)
 
-    def chunks(self, var_name: str | None = None) -> Iterator[str]:
-        """Every chunk (var_name None) or only those generated into `var_name`; raises the
-        program's error, if any, after the last chunk."""
+    def chunks(self, var_name: str | None = None, with_meta: bool = False) -> Iterator[Any]:
+        """Every chunk (var_name None) or only those generated into `var_name`, as text or
+        (with_meta) `(text, meta)`; raises the program's error, if any, after the last chunk."""
         while True:
             item: Any = self._queue.get()
             if item is _END:
                 self._queue.put(_END)  # a second iterator also ends
                 break
-            name, text = item
+            name, text, meta = item
             if var_name is None or name == var_name:
-                yield text
+                yield (text, meta) if with_meta else text
         if self.error is not None:
             raise self.error

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -16,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from radixgen.frontend_lang.backend import BackendError
 from radixgen.frontend_lang.endpoint import RuntimeEndpoint
 
 STARTUP_TIMEOUT_S = 600.0
@@ -78,6 +80,40 @@ class Runtime:
                 pass
             time.sleep(0.2)
         raise RuntimeError(f"the server was not healthy after {timeout:.0f}s:\n{self.output()}")
+
+    # ---- SGLang's Runtime methods (JSON strings, as SGLang returns them) ---------------------
+    def generate(self, prompt: str | list[str], sampling_params: dict[str, Any] | None = None,
+                 return_logprob: bool = False, logprob_start_len: int | None = None,
+                 top_logprobs_num: int | None = None, **fields: Any) -> str:
+        """One native /generate, answered as SGLang's Runtime does: the JSON text."""
+        request = {"return_logprob": return_logprob or None, "logprob_start_len": logprob_start_len,
+                   "top_logprobs_num": top_logprobs_num, **fields}
+        result = self.endpoint.generate(prompt, dict(sampling_params or {}),
+                                        {k: v for k, v in request.items() if v is not None})
+        return json.dumps(result)
+
+    def encode(self, prompt: str | list[str]) -> str:
+        """SGLang's /encode (embeddings), as JSON text. radixgen serves generative models and
+        has no /encode route: the server's 404 comes back as a BackendError saying so."""
+        try:
+            return json.dumps(self.endpoint._request("POST", "/encode", {"text": prompt}))
+        except BackendError as exc:
+            if exc.status == 404:
+                raise BackendError("encode needs an embedding model and the /encode route, which radixgen's "
+                                   "server does not have", 404) from exc
+            raise
+
+    def get_tokenizer(self) -> Any:
+        """The served model's Hugging Face tokenizer (loaded here from its model path)."""
+        from transformers import AutoTokenizer  # loaded only when asked for
+
+        return AutoTokenizer.from_pretrained(self.endpoint.get_model_name())
+
+    def cache_prefix(self, prefix: str) -> None:
+        self.endpoint.cache_prefix(prefix)
+
+    def get_server_info(self) -> dict[str, Any]:
+        return self.endpoint.get_server_info()
 
     def output(self) -> str:
         """The server's log so far."""

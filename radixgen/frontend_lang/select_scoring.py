@@ -45,20 +45,21 @@ def first_divergence(prefix_ids: list[int], choice_ids: list[int]) -> int:
     return min(len(prefix_ids), len(choice_ids))
 
 
-def score_choices(prefix_entries: list[list[Any]], choice_entries: list[list[list[Any]]]
-                  ) -> tuple[list[float], list[int]]:
-    """Summed logprob and token count of each choice's tokens after the common divergence.
-    Entries are `[logprob | None, token_id, ...]` lists aligned at the same `start` (a third
-    item, SGLang's token text, is ignored)."""
+def choice_tails(prefix_entries: list[list[Any]], choice_entries: list[list[list[Any]]]) -> list[list[list[Any]]]:
+    """Each choice's `[logprob, token_id]` entries after the common divergence (the tokens
+    the choices are scored on). Entries are lists aligned at the same `start` (a third item,
+    SGLang's token text, is kept)."""
     prefix_ids = [int(e[1]) for e in prefix_entries]
     ids = [[int(e[1]) for e in entries] for entries in choice_entries]
     common = min(first_divergence(prefix_ids, c) for c in ids)
-    sums, counts = [], []
-    for entries in choice_entries:
-        tail = [e[0] for e in entries[common:] if e[0] is not None]
-        sums.append(float(sum(tail)))
-        counts.append(len(tail))
-    return sums, counts
+    return [[list(e) for e in entries[common:] if e[0] is not None] for entries in choice_entries]
+
+
+def score_choices(prefix_entries: list[list[Any]], choice_entries: list[list[list[Any]]]
+                  ) -> tuple[list[float], list[int]]:
+    """Summed logprob and token count of each choice's tokens after the common divergence."""
+    tails = choice_tails(prefix_entries, choice_entries)
+    return [float(sum(e[0] for e in tail)) for tail in tails], [len(tail) for tail in tails]
 
 
 def normalize(sums: list[float], counts: list[int]) -> list[float]:

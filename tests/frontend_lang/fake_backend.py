@@ -20,6 +20,8 @@ class FakeBackend(Backend):
         self.reply = reply or (lambda text, params: f"<{len(self.calls)}>")
         self.delay, self.template, self.fail_on = delay, template, fail_on
         self.calls: list[tuple[str, Any, dict]] = []
+        self.logprobs: dict[str, list[float]] = {}  # select: per-token logprobs of a choice
+        self.unconditional: dict[str, list[float]] = {}  # the same, scored without the text
         self.lock = threading.Lock()
         self.active = self.max_active = 0
 
@@ -46,26 +48,33 @@ class FakeBackend(Backend):
             "prompt_tokens": len(text), "completion_tokens": len(out), "cached_tokens": 0,
             "finish_reason": {"type": "stop"}}}
 
-    def generate(self, text, sampling_params):
-        self._enter("generate", text, sampling_params)
+    def generate(self, text, sampling_params, request=None):
+        self._enter("generate", text, {**sampling_params, **(request or {})})
         if isinstance(text, str):
             return self._result(text, sampling_params)
         return [self._result(t, sampling_params) for t in text]
 
-    def generate_stream(self, text, sampling_params):
-        self._enter("stream", text, sampling_params)
+    def generate_stream(self, text, sampling_params, request=None):
+        self._enter("stream", text, {**sampling_params, **(request or {})})
         result = self._result(text, sampling_params)
         full = result["text"]
         for i in range(1, len(full) + 1):
-            yield full[i - 1], {**result, "text": full[:i]}
+            meta = {**result["meta_info"], "output_token_logprobs": [[-0.5, i]]} if request else result["meta_info"]
+            yield full[i - 1], {**result, "text": full[:i], "meta_info": meta}
 
     def cache_prefix(self, text):
         self._enter("cache_prefix", text, {"max_new_tokens": 0})
         return {"prompt_tokens": len(text), "cached_tokens": 0}
 
-    def select(self, text, choices, normalize=True):
-        self._enter("select", text, {"choices": choices, "normalize": normalize})
-        scores = [-float(len(c)) for c in choices]  # the shortest choice wins
-        best = max(range(len(choices)), key=lambda i: scores[i])
-        return SelectResult(choices[best], scores, scores, scores, [1] * len(choices),
-                            {"prompt_tokens": 0, "cached_tokens": 0})
+    def select(self, text, choices, unconditional=False):
+        """A choice is one token of logprob -len(choice), so the shortest wins (or its
+        tokens' logprobs are `self.logprobs[choice]`)."""
+        self._enter("select", text, {"choices": choices, "unconditional": unconditional})
+        entries = [[[lp, i] for i, lp in enumerate(self.logprobs.get(c, [-float(len(c))]))] for c in choices]
+        sums = [sum(e[0] for e in es) for es in entries]
+        normalized = [s / len(es) for s, es in zip(sums, entries)]
+        uncond = [[[lp, i] for i, lp in enumerate(self.unconditional.get(c, [-1.0] * len(es)))]
+                  for c, es in zip(choices, entries)] if unconditional else None
+        best = max(range(len(choices)), key=lambda i: (normalized[i], -i))
+        return SelectResult(choices[best], normalized, normalized, sums, [len(e) for e in entries],
+                            {"prompt_tokens": 0, "cached_tokens": 0}, entries, uncond)

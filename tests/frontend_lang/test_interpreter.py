@@ -165,8 +165,8 @@ def test_run_batch_keeps_order_isolates_errors_and_precaches():
 
     words = [f"w{i}" for i in range(10)] + ["poison"]
     states = prog.run_batch([{"word": w} for w in words], num_threads=4, backend=backend)
-    assert [s.error is None for s in states] == [True] * 10 + [False]
-    assert isinstance(states[-1].error, BackendError)
+    assert [s.error() is None for s in states] == [True] * 10 + [False]
+    assert isinstance(states[-1].error(), BackendError)
     assert [s["out"] for s in states[:10]] == [w.upper() for w in words[:10]]
     assert backend.calls[0] == ("cache_prefix", shared, {"max_new_tokens": 0})
     assert sum(c[0] == "cache_prefix" for c in backend.calls) == 1
@@ -200,7 +200,7 @@ def test_stream_raises_after_the_last_chunk():
     state = prog.run(stream=True, backend=FakeBackend(fail_on="bad"))
     with pytest.raises(BackendError):
         list(state.text_iter())
-    assert isinstance(state.error, BackendError)
+    assert isinstance(state.error(), BackendError)
 
 
 def test_default_backend_and_unknown_variable():

@@ -122,7 +122,7 @@ def test_run_batch_of_32_programs_shares_the_system_prompt(backend):
 
     items = [f"Place number {i}" for i in range(32)]
     states = classify.run_batch([{"item": x} for x in items], backend=backend, progress_bar=True)
-    assert [s.error for s in states] == [None] * 32
+    assert [s.error() for s in states] == [None] * 32
     metas = [s.get_meta_info("answer") for s in states]
     cached = sum(m["cached_tokens"] for m in metas)
     assert cached > 0.6 * sum(m["prompt_tokens"] for m in metas)
@@ -137,8 +137,8 @@ def test_server_errors_become_exceptions_and_stay_per_program(backend):
         prog.run(temp=-1.0, backend=backend)
     assert info.value.status == 400
     states = prog.run_batch([{"temp": 0.0}, {"temp": -1.0}, {"temp": 0.0}], backend=backend)
-    assert states[0].error is None and states[2].error is None
-    assert "temperature must be >= 0" in str(states[1].error)
+    assert states[0].error() is None and states[2].error() is None
+    assert "temperature must be >= 0" in str(states[1].error())
 
 
 def test_constraints_pass_through_and_bad_ones_raise(backend):
