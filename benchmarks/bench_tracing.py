@@ -202,6 +202,8 @@ def main(argv=None) -> int:
            "otlp_posts": receiver.num_posts, "otlp_bytes": receiver.num_bytes,
            "date": dt.datetime.now().isoformat(timespec="seconds"), "commit": _commit(), "args": vars(args)}
     out.write_text(json.dumps(res, indent=1))
+    if args.control:
+        print("--control: neither server traces; 'on' is the second server, untraced")
     print(f"tracing off {off:.1f} tok/s, on {on:.1f} tok/s: cost {100 * res['cost']:+.2f}% "
           f"(per round {', '.join(f'{100 * c:+.1f}%' for c in pairs)}; target <= 1%); "
           f"{receiver.num_posts} OTLP posts, {receiver.num_bytes} bytes")
