@@ -6,10 +6,17 @@ bytes of tokens, including tokens that end in the middle of a multi-byte charact
 
 from __future__ import annotations
 
+from array import array
+
 from radixgen.grammar.cfg_regex import ByteDfa, parse_regex
 
 _LENGTH_LIMITS = ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, 0x10FFFF))
 MAX_DFA_STATES = 20000  # (as cfg_lexer.MAX_LEXER_STATES: no lexer of a larger terminal could be built)
+MAX_NFA_STATES = 100_000  # a counted repeat is unrolled: `"a"{100000}` stops here, not in memory
+# NFA states visited while determinizing (each DFA state reads its subset, each new closure is
+# built): the budget that refuses `(("a"?){50}){50}` (2,500 optional bytes: every subset holds
+# ~2,500 states) in under a second instead of 18 s; the shipped grammars' terminals need ~100
+MAX_SUBSET_WORK = 500_000
 
 
 def _utf8_sequences(lo: int, hi: int) -> list[list[tuple[int, int]]]:
@@ -43,6 +50,9 @@ class _Nfa:
         self.eps: list[list[int]] = []
 
     def new(self) -> int:
+        if len(self.edges) >= MAX_NFA_STATES:
+            raise ValueError("regex DFA is too large (its counted repeats unroll to more than "
+                             f"{MAX_NFA_STATES} states)")
         self.edges.append([])
         self.eps.append([])
         return len(self.edges) - 1
@@ -103,8 +113,13 @@ def _determinize(nfa: _Nfa, final: int) -> tuple[list[list[int]], set[int]]:
     start = nfa.closure([0])
     ids, order, trans, accepting = {start: 0}, [start], [], set()
     closures: dict[frozenset[int], frozenset[int]] = {}  # targets -> their closure
+    work = 0
     while len(trans) < len(order):
         current = order[len(trans)]
+        work += len(current)
+        if work > MAX_SUBSET_WORK:
+            raise ValueError("regex DFA is too large (building it visits more than "
+                             f"{MAX_SUBSET_WORK} NFA states: nested or ambiguous optional repeats)")
         if final in current:
             accepting.add(len(trans))
         edges = [edge for s in current for edge in nfa.edges[s]]
@@ -117,6 +132,7 @@ def _determinize(nfa: _Nfa, final: int) -> tuple[list[list[int]], set[int]]:
             key = closures.get(targets)
             if key is None:
                 key = closures[targets] = nfa.closure(targets)
+                work += len(key)
             target = ids.get(key)
             if target is None:
                 if len(order) >= MAX_DFA_STATES:
@@ -124,7 +140,7 @@ def _determinize(nfa: _Nfa, final: int) -> tuple[list[list[int]], set[int]]:
                 target = ids[key] = len(order)
                 order.append(key)
             row[a:b] = [target] * (b - a)
-        trans.append(row)
+        trans.append(array("i", row))  # (1 KB a state, half a list's: MAX_DFA_STATES of them is 20 MB)
     return trans, accepting
 
 

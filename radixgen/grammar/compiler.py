@@ -163,9 +163,9 @@ class GrammarCompiler:
                 self._keep_within_budget(self._key(constraint), entries)
             future.set_result(grammar)
         except GrammarError as exc:
-            future.set_exception(exc)
+            future.set_exception(_detached(exc))
         except Exception as exc:  # an internal failure must still reach the waiting request
-            future.set_exception(GrammarError(f"grammar compilation failed: {exc!r}"))
+            future.set_exception(_detached(GrammarError(f"grammar compilation failed: {exc!r}")))
 
     def _keep_within_budget(self, key: tuple, entries: int) -> None:
         """Record a new grammar's index entries and drop the least recently used others that
@@ -225,6 +225,14 @@ class GrammarCompiler:
         if kind == "choices":
             return choices_regex(constraint.spec), (), b""
         raise GrammarError(f"unknown constraint kind {kind!r}")
+
+
+def _detached(exc: GrammarError) -> GrammarError:
+    """`exc` without its traceback and the exceptions it was raised in: the cache keeps a failed
+    compile's error, and its frames would keep what the compile built until it failed (the
+    subsets of a DFA that grew past its budget: tens of MB per cached bomb)."""
+    exc.__traceback__ = exc.__context__ = exc.__cause__ = None
+    return exc
 
 
 def tool_calls_regex(spec: str) -> tuple[str, tuple, bytes]:
