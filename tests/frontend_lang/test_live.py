@@ -96,7 +96,7 @@ def test_select_scores_equal_the_model_logprobs(backend):
     prefix = "The capital of France is"
     greedy = backend.generate(prefix, {"max_new_tokens": 1, "temperature": 0, "return_logprob": True})
     token_text, (logprob, _) = greedy["text"], greedy["meta_info"]["output_token_logprobs"][0]
-    res = backend.select(prefix, [token_text, " zebra"], normalize=False)
+    res = backend.select(prefix, [token_text, " zebra"])
     assert res.choice == token_text
     assert res.unnormalized_logprobs[0] == pytest.approx(logprob, abs=2e-3)
 
@@ -147,8 +147,10 @@ def test_constraints_pass_through_and_bad_ones_raise(backend):
         s += "Digits: " + rg.gen("d", max_tokens=4, regex=regex)
 
     assert prog.run(regex="[0-9]+", backend=backend)["d"].isdigit()
-    with pytest.raises(BackendError, match="regex") as info:
+    with pytest.raises(ValueError, match="invalid regex"):  # refused before anything is sent
         prog.run(regex="[0-9", backend=backend)
+    with pytest.raises(BackendError, match="regex") as info:  # the server's own check
+        backend.generate("Digits: ", {"max_new_tokens": 4, "regex": "[0-9"})
     assert info.value.status == 400
 
 
