@@ -31,7 +31,7 @@ def test_counts_fit_the_length_without_exploding(pattern, max_length, expected):
 
 
 @pytest.mark.parametrize("pattern,max_length", [
-    ("^.*[a-zA-Z0-9]+.*$", 128), (".*\\S.*", 64), ("arn:aws(-[\\w]+)*:.+:.+:[0-9]{12}:.+", 256),
+    ("^.*[a-zA-Z0-9]+.*$", 128), (".*\\S.*", 64), pytest.param("arn:aws(-[\\w]+)*:.+:.+:[0-9]{12}:.+", 256, marks=pytest.mark.slow),
     ("^[a-zA-Z0-9](-*[a-zA-Z0-9])*$", 63),
 ])
 def test_bounded_patterns_compile_and_validate(pattern, max_length, smol_compiler, smol_info):

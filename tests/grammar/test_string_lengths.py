@@ -8,6 +8,7 @@ import json
 import re
 
 import jsonschema
+import pytest
 
 from radixgen.core import Constraint
 from radixgen.grammar import guard_tables
@@ -27,6 +28,7 @@ BOUNDED = {"type": "object", "properties": {"t": {"type": "string", "minLength":
            "required": ["t", "u"]}
 
 
+@pytest.mark.slow
 def test_guarded_lengths_allow_exactly_the_counted_regex(monkeypatch):
     info = toy_info([b""] + [p.encode() for p in PIECES])
     exact = GrammarCompiler(info).compile(Constraint("json_schema", BOUNDED))  # threshold 16: counted

@@ -16,7 +16,9 @@ KV = [{}, {"kv_cache_dtype": "fp8_e4m3"}, {"kv_cache_dtype": "nvfp4"},
       {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4"}]
 
 
-@pytest.mark.parametrize("kv", KV, ids=["fp32", "fp8", "nvfp4", "mixed"])
+@pytest.mark.parametrize("kv", [KV[0], pytest.param(KV[1], marks=pytest.mark.slow),
+                                pytest.param(KV[2], marks=pytest.mark.slow), KV[3]],
+                         ids=["fp32", "fp8", "nvfp4", "mixed"])
 def test_kernel_backend_matches_torch_backend(tiny_model_path, kv):
     prompts = [[7, 8, 9, 10] * 5, [7, 8, 9, 10] * 5 + [11, 12], [300, 301, 302]]
     outputs = []

@@ -49,7 +49,7 @@ def _stores(gen, hkv=3, d=32):
     ]
 
 
-@pytest.mark.parametrize("kind", ["fp8", "nvfp4"])
+@pytest.mark.parametrize("kind", ["fp8", pytest.param("nvfp4", marks=pytest.mark.slow)])
 def test_device_store_matches_the_torch_path(kind):
     gen = torch.Generator().manual_seed(0)
     dev = POOLS[kind](200, 2, 3, 32, torch.float32, DEV, store_backend="triton")
@@ -104,6 +104,7 @@ def test_mixed_pool_routes_rows_on_the_device(prefix_kind, branch_kind):
     assert torch.equal(got[0].cpu(), want[0]) and torch.equal(got[1].cpu(), want[1])
 
 
+@pytest.mark.slow  # ~35 s each under the interpreter; the small-store routing test runs by default
 @pytest.mark.parametrize("prefix_kind, branch_kind", [("fp8", "nvfp4"), ("nvfp4", "fp8")])
 def test_mixed_pool_large_stores_stay_in_each_pool(prefix_kind, branch_kind):
     """Stores of more than FUSE_MAX_ROWS rows (the three-kernel path) where the prefix pool sees

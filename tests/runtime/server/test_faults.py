@@ -9,6 +9,7 @@ import socket
 import time
 
 import httpx
+import pytest
 
 from tests.runtime.server.conftest import API_KEY, ServerProcess, sse_events, wait_idle
 
@@ -91,6 +92,7 @@ def _greedy_outputs(server: ServerProcess) -> tuple[list[list[int]], int]:
     return [r.json()["output_ids"] for r in resps], sum(m["prompt_tokens"] for m in metas)
 
 
+@pytest.mark.slow
 def test_an_oversubscribed_kv_pool_completes_every_request_unchanged(tiny_model_path, tmp_path, tiny_server):
     small = ServerProcess(tiny_model_path, tmp_path, "--load-format", "dummy", "--max-total-tokens", "256",
                           api_key=API_KEY).wait_healthy()

@@ -51,6 +51,7 @@ def _wait_running(server: ServerProcess, num: int = 1, timeout: float = 30) -> N
     raise AssertionError("the request never started running")
 
 
+@pytest.mark.slow
 def test_sigterm_shuts_down_and_reaps_children(tiny_model_path, tmp_path):
     server = ServerProcess(tiny_model_path, tmp_path, *TINY_ARGS).wait_healthy()
     try:
@@ -97,6 +98,7 @@ def test_sigterm_drains_in_flight_requests_and_refuses_new_ones(tiny_model_path,
     assert events[-2]["meta_info"]["completion_tokens"] == LONG["max_new_tokens"]
 
 
+@pytest.mark.slow
 def test_streams_running_at_the_drain_timeout_end_with_an_error_event(tiny_model_path, tmp_path):
     server = ServerProcess(tiny_model_path, tmp_path, *TINY_ARGS, "--shutdown-timeout", "0.5").wait_healthy()
     try:
@@ -124,7 +126,7 @@ def _watch_health(server: ServerProcess, killed_at: float, timeout: float = 15) 
     return first_503
 
 
-@pytest.mark.parametrize("child", ["scheduler", "detokenizer"])
+@pytest.mark.parametrize("child", ["scheduler", pytest.param("detokenizer", marks=pytest.mark.slow)])
 def test_dead_child_fails_health_and_exits_nonzero(tiny_model_path, tmp_path, child):
     server = ServerProcess(tiny_model_path, tmp_path, *TINY_ARGS).wait_healthy()
     try:
@@ -148,6 +150,7 @@ def test_dead_child_fails_health_and_exits_nonzero(tiny_model_path, tmp_path, ch
         server.stop()
 
 
+@pytest.mark.slow
 def test_model_load_failure_exits_with_the_error(tiny_model_path, tmp_path):
     # the tiny folder has a config and a tokenizer but no weights: loading safetensors fails
     server = ServerProcess(tiny_model_path, tmp_path, "--load-format", "safetensors")
@@ -173,6 +176,7 @@ def test_port_in_use_is_refused_before_the_model_loads(tiny_model_path, tmp_path
             server.stop()
 
 
+@pytest.mark.slow
 def test_startup_says_each_phase_and_honours_sglang_flags(tiny_model_path, tmp_path):
     # the embedded tokenizer lives next to the tiny model's config: --tokenizer-path points at it
     server = ServerProcess(tiny_model_path, tmp_path, *TINY_ARGS, "--log-level", "info", "--context-length", "256",
