@@ -228,7 +228,8 @@ def decode_row(eng, dev: dict, batch: int, ctx: int, steps: int, seed: int) -> d
 
 
 def long_prefill(eng, dev: dict, num_long: int, args, seed: int, short_rate: float = 0.0) -> dict:
-    """num_long long prompts at t=0 (and, with short_rate, short requests arriving meanwhile)."""
+    """num_long long prompts at t=0 (and, with short_rate, short requests arriving meanwhile).
+    Every prompt is new to the radix cache: callers give seeds no other run of this process uses."""
     vocab = eng.scheduler.runner.arch.vocab_size
     longs = [random_ids(vocab, args.long_len, seed + i) for i in range(num_long)]
     schedule = [(0.0, ids, {"max_new_tokens": 1}) for ids in longs]
@@ -282,7 +283,7 @@ def run_config(name: str, folder: Path, dev: dict, args, rows: set[str]) -> dict
                   f"(p50 {r['step_ms_p50']:.2f}, p90 {r['step_ms_p90']:.2f}); floor {r['floor_ms']:.2f} ms = "
                   f"{r['floor_tok_s']:.0f} tok/s; {100 * r['of_floor']:.0f}% of floor", flush=True)
     if "prefill" in rows or "interference" in rows:
-        alone = [long_prefill(eng, dev, n, args, seed=100_000 * n) for n in (1, 2)]
+        alone = [long_prefill(eng, dev, n, args, seed=1_000_000 + 100 * n) for n in (1, 2)]
         args.alone_tok_s = alone[0]["long_tok_s"]
         res["prefill_alone"] = alone
         for r in alone:
@@ -296,7 +297,7 @@ def run_config(name: str, folder: Path, dev: dict, args, rows: set[str]) -> dict
               f"ITL p50 {idle['itl_p50_ms']:.1f} ms, p99 {idle['itl_p99_ms']:.1f} ms", flush=True)
         res["interference"] = []
         for n, alone_row in zip((1, 2), res["prefill_alone"]):
-            r = long_prefill(eng, dev, n, args, seed=200_000 * n, short_rate=args.short_rate)
+            r = long_prefill(eng, dev, n, args, seed=2_000_000 + 100_000 * n, short_rate=args.short_rate)
             r["long_vs_alone"] = r["long_tok_s"] / alone_row["long_tok_s"]
             r["itl_p99_vs_idle"] = r["itl_p99_ms"] / idle["itl_p99_ms"]
             res["interference"].append(r)
