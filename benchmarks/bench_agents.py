@@ -304,10 +304,11 @@ def run_config(args, name: str, model_path: Path, kv: dict, turn1, tasks, tok, t
     return res
 
 
-def gpu_model_folder(src: Path) -> Path:
-    """A temp folder with the Llama-3-8B-shaped config.json and the embedded tokenizer files."""
-    folder = Path(tempfile.mkdtemp(prefix="llama3-8b-shape-"))
-    (folder / "config.json").write_text(json.dumps(LLAMA3_8B, indent=1))
+def gpu_model_folder(src: Path, config: dict | None = None) -> Path:
+    """A temp folder with a real model shape's config.json (default Llama-3-8B) and the embedded
+    tokenizer files."""
+    folder = Path(tempfile.mkdtemp(prefix="gpu-shape-"))
+    (folder / "config.json").write_text(json.dumps(config or LLAMA3_8B, indent=1))
     for f in TOKENIZER_FILES:
         if (src / f).exists():
             shutil.copy(src / f, folder / f)

@@ -33,7 +33,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from bench_agents import TOKENIZER_FILES  # noqa: E402
+from bench_agents import gpu_model_folder  # noqa: E402
+from bench_quant_gpu import cuda_median_s  # noqa: E402
 from model_shapes import LLAMA3_8B  # noqa: E402
 
 LLAMA31_8B = dict(LLAMA3_8B, max_position_embeddings=131072, rope_scaling={
@@ -71,35 +72,17 @@ def engine_args(items: list[str]) -> dict:
 
 
 # ---------------------------------------------------------------- floors, measured here
-def _cuda_time(fn, iters: int = 20) -> float:
-    for _ in range(3):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(iters):
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return sorted(times)[len(times) // 2]
-
-
 def measure_device() -> dict:
     x = torch.randn(256 * 1024 * 1024, device="cuda", dtype=torch.bfloat16)  # 512 MiB, past L2
-    copy_s = _cuda_time(lambda: x.clone())
+    copy_s = cuda_median_s(lambda: x.clone())
     bandwidth = 2 * x.numel() * 2 / copy_s
     del x
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    mm_s = _cuda_time(lambda: a @ a)
+    mm_s = cuda_median_s(lambda: a @ a)
     del a
     torch.cuda.empty_cache()
     return {"card": torch.cuda.get_device_name(), "copy_bandwidth": bandwidth,
             "matmul_flops": 2 * 8192 ** 3 / mm_s}
-
-
-def kv_token_bytes(runner) -> dict[str, float]:
-    return {kind: runner._token_bytes(kind) for kind in runner.kv_dtypes}
 
 
 def decode_floor_s(runner, batch: int, ctx: float, generated: float, bandwidth: float) -> float:
@@ -181,18 +164,6 @@ def random_ids(vocab: int, n: int, seed: int) -> list[int]:
 
 
 # ---------------------------------------------------------------- rows
-def model_folder(tokenizer: Path) -> Path:
-    import shutil
-    import tempfile
-
-    folder = Path(tempfile.mkdtemp(prefix="llama31-8b-shape-"))
-    (folder / "config.json").write_text(json.dumps(LLAMA31_8B, indent=1))
-    for f in TOKENIZER_FILES:
-        if (tokenizer / f).exists():
-            shutil.copy(tokenizer / f, folder / f)
-    return folder
-
-
 def startup_row(folder: Path, kv: dict, args) -> tuple[object, dict]:
     from radixgen.runtime.engine import Engine
 
@@ -227,13 +198,14 @@ def decode_row(eng, dev: dict, batch: int, ctx: int, steps: int, seed: int) -> d
             "floor_ms": 1e3 * floor, "floor_tok_s": batch / floor, "of_floor": floor / mean}
 
 
-def long_prefill(eng, dev: dict, num_long: int, args, seed: int, short_rate: float = 0.0) -> dict:
+def long_prefill(eng, dev: dict, num_long: int, args, seed: int, short_rate: float = 0.0,
+                 alone_tok_s: float | None = None) -> dict:
     """num_long long prompts at t=0 (and, with short_rate, short requests arriving meanwhile).
     Every prompt is new to the radix cache: callers give seeds no other run of this process uses."""
     vocab = eng.scheduler.runner.arch.vocab_size
     longs = [random_ids(vocab, args.long_len, seed + i) for i in range(num_long)]
     schedule = [(0.0, ids, {"max_new_tokens": 1}) for ids in longs]
-    alone_s = num_long * args.long_len / args.alone_tok_s if getattr(args, "alone_tok_s", None) else 4.0 * num_long
+    alone_s = num_long * args.long_len / alone_tok_s if alone_tok_s else 4.0 * num_long
     if short_rate:
         n_short = max(8, int((alone_s * 1.3 + 0.5) * short_rate))
         schedule += [(0.05 + k / short_rate, random_ids(vocab, 50, seed + 1000 + k),
@@ -284,7 +256,6 @@ def run_config(name: str, folder: Path, dev: dict, args, rows: set[str]) -> dict
                   f"{r['floor_tok_s']:.0f} tok/s; {100 * r['of_floor']:.0f}% of floor", flush=True)
     if "prefill" in rows or "interference" in rows:
         alone = [long_prefill(eng, dev, n, args, seed=1_000_000 + 100 * n) for n in (1, 2)]
-        args.alone_tok_s = alone[0]["long_tok_s"]
         res["prefill_alone"] = alone
         for r in alone:
             print(f"[{name}] prefill {r['num_long']} x {args.long_len} alone: {r['long_tok_s']:.0f} tok/s "
@@ -297,7 +268,8 @@ def run_config(name: str, folder: Path, dev: dict, args, rows: set[str]) -> dict
               f"ITL p50 {idle['itl_p50_ms']:.1f} ms, p99 {idle['itl_p99_ms']:.1f} ms", flush=True)
         res["interference"] = []
         for n, alone_row in zip((1, 2), res["prefill_alone"]):
-            r = long_prefill(eng, dev, n, args, seed=2_000_000 + 100_000 * n, short_rate=args.short_rate)
+            r = long_prefill(eng, dev, n, args, seed=2_000_000 + 100_000 * n, short_rate=args.short_rate,
+                             alone_tok_s=res["prefill_alone"][0]["long_tok_s"])
             r["long_vs_alone"] = r["long_tok_s"] / alone_row["long_tok_s"]
             r["itl_p99_vs_idle"] = r["itl_p99_ms"] / idle["itl_p99_ms"]
             res["interference"].append(r)
@@ -321,7 +293,7 @@ def main(argv=None) -> None:
     dev = measure_device()
     print(f"{dev['card']}: copy bandwidth {dev['copy_bandwidth'] / 1e12:.2f} TB/s, bf16 matmul "
           f"{dev['matmul_flops'] / 1e12:.0f} TFLOP/s (measured here)", flush=True)
-    folder, rows = model_folder(Path(args.tokenizer)), set(args.rows.split(","))
+    folder, rows = gpu_model_folder(Path(args.tokenizer), LLAMA31_8B), set(args.rows.split(","))
     results = {"device": dev, "args": vars(args), "configs": {}}
     for name in args.kv.split(","):
         results["configs"][name] = run_config(name, folder, dev, args, rows)

@@ -10,7 +10,8 @@ import torch
 from radixgen.kernels import dequantize_fp8, dequantize_nvfp4, quantize_fp8, quantize_nvfp4
 
 
-def _time(fn, iters: int = 50) -> float:
+def cuda_median_s(fn, iters: int = 50) -> float:
+    """Median seconds of fn over iters CUDA-event-timed runs, after 5 warm-up runs."""
     for _ in range(5):
         fn()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -28,7 +29,7 @@ def main() -> None:
     rows, cols = 65536, 1024  # 64k tokens x (8 KV heads x 128): 128 MiB of bf16, beyond L2
     x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
     n = x.numel()
-    copy_s = _time(lambda: x.clone())
+    copy_s = cuda_median_s(lambda: x.clone())
     floor = 2 * n * 2 / copy_s
     print(f"copy bandwidth (read + write): {floor / 1e12:.2f} TB/s")
     s_t = x.abs().amax().float() / (6 * 448)
@@ -42,7 +43,7 @@ def main() -> None:
     }
     print(f"{'op':<18}{'ms':>8}{'TB/s':>8}{'of copy':>9}")
     for name, (fn, nbytes) in cases.items():
-        t = _time(fn)
+        t = cuda_median_s(fn)
         print(f"{name:<18}{t * 1e3:8.3f}{nbytes / t / 1e12:8.2f}{nbytes / t / floor:9.0%}")
 
 
