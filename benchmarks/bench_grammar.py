@@ -98,7 +98,7 @@ def outlines_engine(info, tokenizer):
     from outlines_core import Guide, Index
     from outlines_core.json_schema import build_regex_from_schema
 
-    from radixgen.grammar.token_index import outlines_vocabulary
+    from radixgen.grammar.index.token_index import outlines_vocabulary
 
     def compile_(constraint):
         if constraint.kind not in ("json_schema", "regex"):

@@ -106,7 +106,7 @@ def _stats(times: list[float]) -> dict:
 def benchmark_sql_masks(num_walks: int = 30, seed: int = 0, peers: bool = True, freeze: bool = True) -> dict:
     """Mask times (µs) of radixgen's CFG matcher on the SQL grammar; peers when installed."""
     from radixgen.core import Constraint
-    from radixgen.grammar.cfg import compile_cfg
+    from radixgen.grammar.cfg.grammar import compile_cfg
     from radixgen.grammar.tokenizer_info import TokenizerInfo
 
     tok = _tokenizer()
@@ -136,7 +136,7 @@ def benchmark_sql_masks(num_walks: int = 30, seed: int = 0, peers: bool = True, 
     result["lexer_states"] = grammar.lexer.num_states
     result["indexed_lexer_states"] = len(grammar._tries)
     result["warm_real_queries"] = _stats(time_masks(grammar, real))
-    # under max_new_tokens (cfg_closing): with 256 tokens left every step checks how far the
+    # under max_new_tokens (cfg.closing): with 256 tokens left every step checks how far the
     # end is and nothing narrows; walks capped at 24 tokens narrow their last ~20 masks
     grammar = compiled()
     result["cold_cpu_time_limit_256"] = _stats(time_masks(grammar, real + walks, time.thread_time, limit=256))
@@ -168,7 +168,7 @@ def _peer_stats(tok, sequences: list[list[int]]) -> dict:
 
 
 def _sql_text() -> str:
-    from radixgen.grammar.cfg import shipped_grammar
+    from radixgen.grammar.cfg.grammar import shipped_grammar
     return shipped_grammar("sql")
 
 

@@ -1,4 +1,4 @@
-"""JSON Schemas too large for one regex, compiled to the CFG matcher (json_cfg): compile time and
+"""JSON Schemas too large for one regex, compiled to the CFG matcher (json_grammar.cfg): compile time and
 per-token mask time on the SmolLM2 tokenizer (49k vocab), CPU.
 
 Schemas: a synthetic one past the regex budget (objects of 9 optional properties nested 5 levels,
@@ -27,10 +27,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.bench_grammar_cfg import _stats as mask_stats  # noqa: E402
 from radixgen.core import Constraint  # noqa: E402
 from radixgen.grammar.bitmask import allocate_bitmask  # noqa: E402
-from radixgen.grammar.cfg import CfgGrammar  # noqa: E402
+from radixgen.grammar.cfg.grammar import CfgGrammar  # noqa: E402
 from radixgen.grammar.compiler import GrammarCompiler  # noqa: E402
 from radixgen.grammar.tokenizer_info import TokenizerInfo  # noqa: E402
-from tests.grammar.test_json_cfg import _too_large_schema  # noqa: E402
+from tests.grammar.json_grammar.test_cfg import _too_large_schema  # noqa: E402
 from tests.grammar.walks import random_walk  # noqa: E402
 
 

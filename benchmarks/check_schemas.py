@@ -37,7 +37,7 @@ import jsonschema  # noqa: E402
 
 from radixgen.core import Constraint  # noqa: E402
 from radixgen.grammar.compiler import GrammarCompiler  # noqa: E402
-from radixgen.grammar.json_cfg import compile_json_grammar  # noqa: E402
+from radixgen.grammar.json_grammar.cfg import compile_json_grammar  # noqa: E402
 from radixgen.grammar.json_schema import schema_to_compiled_form  # noqa: E402
 from radixgen.grammar.matcher import GrammarError  # noqa: E402
 from radixgen.grammar.tokenizer_info import TokenizerInfo  # noqa: E402

@@ -1,13 +1,21 @@
-"""Constraint compilation, matchers and token bitmasks (the grammar issue).
+"""Constraint compilation, matchers and token bitmasks, as a pipeline:
 
-    compiler.py       GrammarCompiler: Constraint -> CompiledGrammar (cached; async `submit`)
-    matcher.py        the Matcher / CompiledGrammar protocols, bitmask and EOS conventions, GrammarError
-    bitmask.py        allocate_bitmask, fill_all, apply_bitmask (Triton kernel on CUDA)
-    json_schema.py    JSON Schema -> regex (schema_check / schema_rules / regex_leaves make it exact)
-    schema_refs.py    local $refs: rewriting them, deep references hoisted into $defs
-    token_index.py    regex -> token automaton (outlines-core) with per-state bitmask rows
-    regex_matcher.py  RegexGrammar / RegexMatcher (json_schema, regex, choices)
-    cfg*.py           Lark / EBNF grammars (kinds lark, ebnf)
+    Constraint ─ compiler.py (GrammarCompiler: cached, async `submit`)
+     ├─ json_schema ─ json_schema.py
+     │    schema/        $refs and bundles, merged branches, conditionals, oneOf, enum values
+     │    rewrite/       SchemaRewriter: keyword -> handler, into what is enforced exactly
+     │    regex/         leaves, patterns, formats, numbers as one exact regex
+     │    json_grammar/  or, when that regex is too large, a CFG over JSON tokens ──────┐
+     ├─ regex / choices / tool_calls (tool_calls.py: free text or the calls' grammar)   │
+     │    index/         size budgets -> token automaton (outlines-core) -> RegexMatcher │
+     │    unique/        UniqueGuard beside the automaton (uniqueItems, long counts)     │
+     └─ lark / ebnf                                                                       │
+          cfg/           Lark / GBNF -> lexer DFA + LALR tables -> CfgGrammar <──────────┘
+    matcher.py (Matcher / CompiledGrammar protocols, GrammarError) -> bitmask.py (token rows)
+
+Below them all: automata/ (lookaround NFA/DFA, write-out, code point sets, outlines-core probe),
+tokenizer_info.py, matcher.py and bitmask.py. A subpackage imports only from those below it:
+automata < regex < unique < index < schema < rewrite < cfg < json_grammar (tests/test_layering.py).
 
 Submodules are imported on use, so `import radixgen.grammar` stays cheap.
 """

@@ -7,7 +7,7 @@
 
 kinds: json_schema and regex (outlines-core token index), choices (an alternation of the escaped
 strings), tool_calls (text, or a JSON Schema instance between two tags), lark and ebnf
-(`radixgen.grammar.cfg.compile_cfg`, imported lazily). Results are cached by (constraint,
+(`radixgen.grammar.cfg.grammar.compile_cfg`, imported lazily). Results are cached by (constraint,
 tokenizer, whitespace); errors are cached too, so a bad schema fails fast again.
 """
 
@@ -22,18 +22,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from radixgen.core import Constraint
 
-from .json_schema import WHITESPACE, schema_to_compiled_form
-from .matcher import CompiledGrammar, GrammarError, RegexTooLarge
-from .regex_leaves import escape_literal
-from .regex_lookaround import LookaroundError, lookarounds_written_out
-from .regex_markers import exclude_chars
-from .regex_matcher import RegexGrammar
-from .schema_grammar import JsonGrammar
-from .size_budget import INDEX_ENTRY_BUDGET, check_index_size
-from .text_or_call import TextOrCallGrammar
-from .token_index import build_index, outlines_vocabulary
-from .tokenizer_info import TokenizerInfo
-from .unique_items import UniqueGuard
+from radixgen.grammar.json_schema import WHITESPACE, schema_to_compiled_form
+from radixgen.grammar.matcher import CompiledGrammar, GrammarError, RegexTooLarge
+from radixgen.grammar.regex.leaves import escape_literal
+from radixgen.grammar.regex.lookaround import LookaroundError, lookarounds_written_out
+from radixgen.grammar.regex.markers import exclude_chars
+from radixgen.grammar.index.regex_matcher import RegexGrammar
+from radixgen.grammar.json_grammar.rules import JsonGrammar
+from radixgen.grammar.index.size_budget import INDEX_ENTRY_BUDGET, check_index_size
+from radixgen.grammar.tool_calls import TextOrCallGrammar
+from radixgen.grammar.index.token_index import build_index, outlines_vocabulary
+from radixgen.grammar.tokenizer_info import TokenizerInfo
+from radixgen.grammar.unique.guard import UniqueGuard
 
 __all__ = ["GrammarCompiler", "GrammarError", "choices_regex", "tool_calls_regex", "JSON_OBJECT"]
 
@@ -106,12 +106,12 @@ class GrammarCompiler:
 
     def _validate_now(self, constraint: Constraint) -> None:
         if constraint.kind in ("lark", "ebnf"):
-            from radixgen.grammar.cfg import compile_cfg
+            from radixgen.grammar.cfg.grammar import compile_cfg
             compile_cfg(constraint, self.tokenizer_info, precompute=False)
             return
         form = self._indexable(constraint)[0]
         if isinstance(form, JsonGrammar):
-            from radixgen.grammar.json_cfg import check_json_grammar
+            from radixgen.grammar.json_grammar.cfg import check_json_grammar
             check_json_grammar(form)
 
     def checked(self, constraint: Constraint) -> bool:
@@ -245,7 +245,7 @@ def tool_calls_regex(spec: str) -> tuple[str, tuple, bytes]:
 def tool_calls_form(spec: str, too_large: RegexTooLarge | None = None) -> tuple["str | JsonGrammar", tuple, bytes]:
     """As `tool_calls_regex`, except that calls whose schema is too large for one regex (or
     whose regex's index is, `too_large`) come back as the grammar of the tagged calls, for
-    text_or_call to offer beside free text."""
+    tool_calls to offer beside free text."""
     return _tool_calls(spec, grammar=True, too_large=too_large)
 
 
@@ -272,7 +272,7 @@ def _checked_regex(pattern: str) -> str:
     if re.search(r"(?<!\\)(?:\\\\)*(?:\\[1-9]|\(\?P=)", pattern):  # (not after an escaped backslash)
         raise GrammarError(f"regex {pattern!r}: backreferences are not supported")
     if re.search(r"(?<!\\)(?:\\\\)*(?:\(\?<?[=!]|\\[bB])", pattern):  # (not after an escaped backslash)
-        try:  # lookarounds and word boundaries written out through an automaton (regex_lookaround)
+        try:  # lookarounds and word boundaries written out through an automaton (regex.lookaround)
             return lookarounds_written_out(pattern, pattern, whole=True)[0][1:-1]
         except LookaroundError as why:
             raise GrammarError(f"regex {pattern!r}: {why}") from None
@@ -284,13 +284,13 @@ def _checked_regex(pattern: str) -> str:
 
 
 def _compile_json_grammar(grammar: JsonGrammar, info: TokenizerInfo, guard: UniqueGuard | None) -> CompiledGrammar:
-    from radixgen.grammar.json_cfg import compile_json_grammar
+    from radixgen.grammar.json_grammar.cfg import compile_json_grammar
     return compile_json_grammar(grammar, info, guard=guard)
 
 
 def _compile_cfg(constraint: Constraint, info: TokenizerInfo) -> CompiledGrammar:
     try:
-        from radixgen.grammar.cfg import compile_cfg
+        from radixgen.grammar.cfg.grammar import compile_cfg
     except ImportError as exc:
         raise GrammarError(f"{constraint.kind} constraints need radixgen.grammar.cfg, which is not "
                            f"available: {exc}") from None

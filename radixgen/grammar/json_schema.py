@@ -1,12 +1,12 @@
-"""JSON Schema -> regex: checked and rewritten by `schema_check`, converted by outlines-core.
+"""JSON Schema -> regex: checked and rewritten by `rewrite.rewriter`, converted by outlines-core.
 
-The steps, each in its module: references to embedded documents made local (schema_bundles) and
-deep ones hoisted into $defs (schema_refs); the schema checked and rewritten (schema_check);
-reference cycles unrolled to their exits (schema_unroll); the places `UniqueGuard` keeps told
-apart (schema_guard_sites); keyed objects written around their values' regex
-(schema_keyed_objects); outlines-core's regex (schema_outlines), each placeholder in it replaced
+The steps, each in its module: references to embedded documents made local (schema.bundles) and
+deep ones hoisted into $defs (schema.refs); the schema checked and rewritten (rewrite.rewriter);
+reference cycles unrolled to their exits (rewrite.unroll); the places `UniqueGuard` keeps told
+apart (rewrite.guard_sites); keyed objects written around their values' regex
+(rewrite.keyed_objects); outlines-core's regex (rewrite.outlines), each placeholder in it replaced
 by its exact regex. A schema whose regex, reference expansion, automaton or token index would
-pass its budget is given as rules for the CFG matcher instead (schema_grammar, json_cfg).
+pass its budget is given as rules for the CFG matcher instead (json_grammar.rules, json_grammar.cfg).
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ from __future__ import annotations
 import json
 import secrets
 
-from .matcher import GrammarError, RegexTooLarge
-from .schema_bundles import localize_embedded_refs
-from .schema_check import SchemaRewriter
-from .schema_guard_sites import GuardSites
-from .schema_keyed_objects import KeyedObjects
-from .schema_grammar import JsonGrammar, SchemaGrammar
-from .schema_outlines import bound_any_depth, outlines_regex, ref_target
-from .schema_refs import hoist_deep_refs, restore_paths
-from .schema_unroll import RefWalk, Unroll
-from .size_budget import check_regex_size, written_size
+from radixgen.grammar.matcher import GrammarError, RegexTooLarge
+from radixgen.grammar.schema.bundles import localize_embedded_refs
+from radixgen.grammar.rewrite.rewriter import SchemaRewriter
+from radixgen.grammar.rewrite.guard_sites import GuardSites
+from radixgen.grammar.rewrite.keyed_objects import KeyedObjects
+from radixgen.grammar.json_grammar.rules import JsonGrammar, SchemaGrammar
+from radixgen.grammar.rewrite.outlines import bound_any_depth, outlines_regex, ref_target
+from radixgen.grammar.schema.refs import hoist_deep_refs, restore_paths
+from radixgen.grammar.rewrite.unroll import RefWalk, Unroll
+from radixgen.grammar.index.size_budget import check_regex_size, written_size
 
 WHITESPACE = {
     "compact": "",  # no whitespace at all: {"a":1,"b":[1,2]}
@@ -60,14 +60,14 @@ def schema_to_guarded_regex(schema_json: str, whitespace: str = "compact") -> tu
 def schema_to_compiled_form(schema_json: str, whitespace: str = "compact", grammar: bool = True,
                             too_large: RegexTooLarge | None = None) -> tuple["str | JsonGrammar", tuple]:
     """As `schema_to_guarded_regex`, except that a schema whose regex would pass its size budget
-    comes back as a `JsonGrammar` (schema_grammar) where `grammar` allows it; `too_large`: the
+    comes back as a `JsonGrammar` (json_grammar.rules) where `grammar` allows it; `too_large`: the
     error that the regex's automaton or token index would pass theirs (compiler), for the
     grammar without the regex."""
     try:
         return _schema_to_regex(schema_json, whitespace, grammar, too_large)
     except _SpacedGrammar as spaced:
         # the grammar of the compact rewrite (the regexes it writes for whole containers then
-        # hold no whitespace to cut around), its tokens taking the whitespace (json_tokens)
+        # hold no whitespace to cut around), its tokens taking the whitespace (json_grammar.tokens)
         form, unique_paths = _schema_to_regex(schema_json, "compact", True, spaced.too_large, regex_first=False)
         form.whitespace = whitespace_pattern(whitespace)
         return form, unique_paths

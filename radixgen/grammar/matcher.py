@@ -63,3 +63,8 @@ class GrammarError(ValueError):
 class RegexTooLarge(GrammarError):
     """A constraint whose regex, or its automaton or token index, would pass its budget (a JSON
     Schema is then compiled to a grammar instead, where it can be)."""
+
+
+def refuse(keyword: str, path: str, why: str, error: type[GrammarError] = GrammarError):
+    """Raise `error` naming the JSON Schema keyword that cannot be enforced exactly, and where."""
+    raise error(f"unsupported JSON Schema keyword {keyword!r} at {path}: {why}")

@@ -123,7 +123,7 @@ SUPPORTED = {
     "unique_booleans_or_single": {"type": "object", "properties": {
         "flags": {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True},
         "one": {"type": "array", "items": {"type": "string", "maxLength": 3}, "uniqueItems": True, "maxItems": 1}}},
-    # uniqueItems over free strings (pydantic set[str]): kept unique by unique_items.UniqueGuard
+    # uniqueItems over free strings (pydantic set[str]): kept unique by unique.guard.UniqueGuard
     "unique_string_set": {"title": "Item", "type": "object", "properties": {
         "name": {"title": "Name", "type": "string"},
         "tags": {"title": "Tags", "type": "array", "items": {"type": "string"}, "uniqueItems": True,
@@ -191,7 +191,7 @@ SUPPORTED = {
                    "patternProperties": {"^x-": {"description": "extensions"}, "^[0-9]+$": {"type": "string"}},
                    "propertyNames": {"pattern": "^[a-z-]+$", "maxLength": 8},
                    "dependentRequired": {"card": ["billing"]}, "additionalProperties": False},
-    # combinations merged into one schema (schema_merge): allOf members, $ref siblings (2020-12),
+    # combinations merged into one schema (schema.merge): allOf members, $ref siblings (2020-12),
     # anyOf/oneOf beside properties or type, keywords of other types dropped
     "merged_all_of": {"$defs": {"Base": {"type": "object", "properties": {"id": {"type": "integer", "minimum": 1}},
                                          "required": ["id"]}},

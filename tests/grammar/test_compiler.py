@@ -70,7 +70,7 @@ def test_invalid_regex(small_compiler):
                                      "(?=.*[0-9])[a-c0-9]{2,4}", "(?!\\s)[^,]{1,3}"])
 def test_regex_lookarounds_are_written_out(pattern, small_compiler, small_info):
     """A regex constraint matches the whole output: lookarounds and word boundaries written out
-    through the automaton (regex_lookaround), every output a full match."""
+    through the automaton (regex.lookaround), every output a full match."""
     grammar = small_compiler.compile(Constraint("regex", pattern))
     for seed in range(8):
         _, text = random_walk(grammar, small_info, seed)
@@ -80,8 +80,8 @@ def test_regex_lookarounds_are_written_out(pattern, small_compiler, small_info):
 def test_cfg_kinds_go_to_the_cfg_compiler(small_compiler, monkeypatch):
     import sys
 
-    monkeypatch.setitem(sys.modules, "radixgen.grammar.cfg", None)  # as if absent
-    with pytest.raises(GrammarError, match="radixgen.grammar.cfg"):
+    monkeypatch.setitem(sys.modules, "radixgen.grammar.cfg.grammar", None)  # as if absent
+    with pytest.raises(GrammarError, match="radixgen.grammar.cfg.grammar"):
         GrammarCompiler(small_compiler.tokenizer_info).compile(Constraint("lark", "start: \"a\""))
 
 

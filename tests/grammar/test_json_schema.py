@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from radixgen.core import Constraint
-from radixgen.grammar import schema_values
+from radixgen.grammar.schema import values as schema_values
 from radixgen.grammar.compiler import JSON_OBJECT, GrammarCompiler
 from radixgen.grammar.json_schema import schema_to_guarded_regex, schema_to_regex
 from radixgen.grammar.matcher import GrammarError
@@ -128,7 +128,7 @@ def test_property_order_follows_the_schema(small_compiler, small_info):
 def test_huge_integer_bounds_compile_small_and_exact():
     """Integer bounds give regexes that grow with the square of their digit count at most (they
     doubled with each digit: 2^53 never finished), and match exactly the integers in range."""
-    from radixgen.grammar.regex_numbers import number_range_regex
+    from radixgen.grammar.regex.number_ranges import number_range_regex
 
     gen = __import__("random").Random(0)
     for lo, hi in ((-2 ** 31, 2 ** 31 - 1), (0, 2 ** 53 - 1), (5, 10 ** 22), (-10 ** 300, 10 ** 300), (-7, -3)):
@@ -232,7 +232,7 @@ def test_top_level_bounded_string_compiles_fast(small_compiler, small_info):
     """A top-level bounded string ("a short answer") is a regex that starts with a literal which
     recurs inside its bounded repeat; the automaton library's unanchored search state was
     exponential in the bound for it (maxLength 20: 100 s on the full vocabulary, 24: never).
-    token_index's start character removes that; every walk still validates."""
+    index.token_index's start character removes that; every walk still validates."""
 
     schema = {"type": "string", "maxLength": 40}
     start = time.perf_counter()
@@ -311,7 +311,7 @@ def test_unique_items_over_an_enum():
 def test_recursion_is_unrolled_to_its_exit():
     """A recursive reference required at every level is unrolled RECURSIVE_REF_DEPTH levels; the
     last level takes the null exit (outlines-core alone would drop the required property)."""
-    from radixgen.grammar.schema_unroll import RECURSIVE_REF_DEPTH
+    from radixgen.grammar.rewrite.unroll import RECURSIVE_REF_DEPTH
     from tests.grammar.schemas import SUPPORTED
 
     schema = SUPPORTED["recursive_required_null_exit"]
@@ -452,7 +452,7 @@ def test_decimal_number_bounds_are_exact_where_generated():
     import random
     from decimal import Decimal
 
-    from radixgen.grammar.regex_numbers import number_range_regex
+    from radixgen.grammar.regex.number_ranges import number_range_regex
 
     gen = random.Random(0)
     for _ in range(300):

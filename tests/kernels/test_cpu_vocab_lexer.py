@@ -1,7 +1,7 @@
 """The C vocabulary lexer against its plain-Python reference on random lexer tables (dead
 states, ignored types, tokens completing more types than a key holds), and its input checks.
 The grammar-level check (a whole vocabulary index equal to numpy's) is in
-tests/grammar/test_cfg_smollm.py."""
+tests/grammar/cfg/test_smollm.py."""
 
 from __future__ import annotations
 

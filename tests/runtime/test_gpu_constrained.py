@@ -36,7 +36,7 @@ def _check(case: dict, out: dict) -> bool:
     elif "choices" in case:
         assert text in case["choices"]
     else:
-        from radixgen.grammar.cfg import build_lark, shipped_grammar
+        from radixgen.grammar.cfg.grammar import build_lark, shipped_grammar
 
         build_lark(shipped_grammar("sql")).parse(text)
     return True

@@ -46,7 +46,7 @@ def test_outputs_at_max_new_tokens_validate(short_context_engine):
 
 def test_grammar_compiled_schema_outputs_at_max_new_tokens_validate(short_context_engine):
     """A schema past the regex budget runs on the CFG matcher: its outputs close in time too."""
-    from tests.grammar.test_json_cfg import _too_large_schema
+    from tests.grammar.json_grammar.test_cfg import _too_large_schema
 
     assert len(_sampled_to_limits(short_context_engine, _too_large_schema(), (6, 14, 30), seeds=3)) == 9
 
@@ -65,7 +65,7 @@ def test_outputs_at_the_context_limit_validate(short_context_engine):
 def test_sql_outputs_at_max_new_tokens_parse(short_context_engine):
     from lark import Lark
 
-    from radixgen.grammar.cfg import shipped_grammar
+    from radixgen.grammar.cfg.grammar import shipped_grammar
 
     params = [{"max_new_tokens": n, "temperature": 1.0, "seed": seed, "lark": "sql"}
               for n in (4, 9, 16, 30) for seed in range(3)]
@@ -78,10 +78,10 @@ def test_sql_outputs_at_max_new_tokens_parse(short_context_engine):
 
 
 def test_grammar_compiled_schema_with_flexible_whitespace_closes_in_time(tiny_model_path):
-    """The same with whitespace in the gaps (json_tokens): the random model takes plenty of it,
+    """The same with whitespace in the gaps (json_grammar.tokens): the random model takes plenty of it,
     and the outputs still close in time, without whitespace before or after the value."""
     from radixgen.runtime.engine import Engine
-    from tests.grammar.test_json_cfg import _too_large_schema
+    from tests.grammar.json_grammar.test_cfg import _too_large_schema
 
     engine = Engine(str(tiny_model_path), load_format="dummy", max_total_tokens=1024, grammar_whitespace="flexible")
     outs = _sampled_to_limits(engine, _too_large_schema(), (6, 14, 30), seeds=3)

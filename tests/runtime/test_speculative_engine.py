@@ -92,7 +92,7 @@ def _constrained(tokenizer):
 
 
 def _assert_valid(cases, outs):
-    from radixgen.grammar.cfg import build_lark, shipped_grammar
+    from radixgen.grammar.cfg.grammar import build_lark, shipped_grammar
 
     texts = [o["text"] for o in outs]
     jsonschema.validate(json.loads(texts[0]), SCHEMA)

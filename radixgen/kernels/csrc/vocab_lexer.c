@@ -1,6 +1,6 @@
 /* Lex every vocabulary token from one lexer state and group the tokens by outcome.
  *
- * The grammar's per-lexer-state vocabulary index (radixgen/grammar/cfg_index.py) needs, for
+ * The grammar's per-lexer-state vocabulary index (radixgen/grammar/cfg/vocabulary_index.py) needs, for
  * lexer state q and every token, the terminals the token's bytes complete (ignored ones
  * dropped) and the set of types its trailing partial terminal may still become. numpy does it
  * a byte column at a time over all ~49k tokens (~3 ms a state, dead tokens included); this loop

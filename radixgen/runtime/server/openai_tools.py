@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from radixgen.core import Constraint
-from radixgen.grammar.schema_refs import map_refs
+from radixgen.grammar.schema.refs import map_refs
 from radixgen.runtime.server.errors import invalid
 from radixgen.runtime.server.protocol import ChatCompletionRequest, ToolCall
 from radixgen.runtime.server.tool_calls import TOOL_CLOSE, TOOL_OPEN, ToolCallReader

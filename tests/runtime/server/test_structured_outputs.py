@@ -69,7 +69,7 @@ def test_regex_choices_and_sql(embedded_server):
         {**GREEDY, "lark": "sql"}])
     assert re.fullmatch(regex, outs[0]["text"]), outs[0]["text"]
     assert outs[1]["text"] in ("yes", "no", "maybe not")
-    from radixgen.grammar.cfg import build_lark, shipped_grammar
+    from radixgen.grammar.cfg.grammar import build_lark, shipped_grammar
 
     assert outs[2]["meta_info"]["finish_reason"]["type"] == "stop", outs[2]["text"]
     build_lark(shipped_grammar("sql")).parse(outs[2]["text"])
@@ -118,8 +118,8 @@ def test_response_format_json_schema(embedded_server, model_name_e2e):
 
 
 def test_a_schema_too_large_for_one_regex_generates_valid_json(embedded_server, model_name_e2e):
-    """Compiled to the CFG matcher (json_cfg): through response_format, greedy and cut short."""
-    from tests.grammar.test_json_cfg import _too_large_schema
+    """Compiled to the CFG matcher (json_grammar.cfg): through response_format, greedy and cut short."""
+    from tests.grammar.json_grammar.test_cfg import _too_large_schema
 
     schema = _too_large_schema()
     for max_tokens in (12, 120):
@@ -194,9 +194,9 @@ def test_tool_choice_auto_answers_text_or_a_valid_call(embedded_server, model_na
 
 
 def test_tool_choice_auto_with_parameters_too_large_for_one_regex(embedded_server, model_name_e2e):
-    """The calls compile to the CFG matcher beside free text (text_or_call): asked again after an
+    """The calls compile to the CFG matcher beside free text (tool_calls): asked again after an
     earlier call, the model calls (greedy), with valid arguments; asked something else, it answers."""
-    from tests.grammar.test_json_cfg import _too_large_schema
+    from tests.grammar.json_grammar.test_cfg import _too_large_schema
 
     params = _too_large_schema()
     tool = {"type": "function", "function": {"name": "configure", "parameters": params}}

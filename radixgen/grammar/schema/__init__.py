@@ -1,0 +1,2 @@
+"""JSON Schema semantics the rewriter reads: references and bundles, merged branches, conditionals,
+exclusions, kinds, oneOf exactness, enum/const values, and the schema as outlines-core takes it."""
