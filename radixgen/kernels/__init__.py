@@ -17,6 +17,7 @@ otherwise. The op modules (and so triton) are imported lazily, on first use.
     extend_attention(q, kv, qo_indptr, kv_indptr, kv_indices, num_new, sm_scale,
                      custom_mask=None, mask_indptr=None) -> (o, lse)
     merge_state(o_a, lse_a, o_b, lse_b) -> (o, lse)
+    fused_experts(x, w13, w2, topk_weights, topk_ids) -> [T, H] (mixture-of-experts FFN)
 KV pools are passed as `KVBuffers` (kv_layout.py). decode_attention and extend_attention have no
 wrapper here (importing their modules would shadow it): call `dispatch("decode_attention", ...)`. `flashinfer_ops` wraps flashinfer's paged
 decode/prefill for benchmarks and runtime dispatch; import it directly (never from here).
@@ -38,6 +39,7 @@ _OPS = {
     "decode_attention_pools": "decode_attention",
     "merge_state": "state_merge",
     "extend_attention": "extend_attention",
+    "fused_experts": "fused_moe",
 }
 # helpers without a Triton variant, loaded lazily from their module
 _HELPERS = {
@@ -122,6 +124,11 @@ def store_kv_nvfp4(codes, bscale, tscale, slots, x, *, backend: str = "auto"):
 def merge_state(o_a, lse_a, o_b, lse_b, *, backend: str = "auto"):
     """Merge two attention states over disjoint key sets; see `radixgen.kernels.decode_attention`."""
     return dispatch("merge_state", o_a, lse_a, o_b, lse_b, backend=backend)
+
+
+def fused_experts(x, w13, w2, topk_weights, topk_ids, *, backend: str = "auto"):
+    """Routed mixture-of-experts output [T, H]; see `radixgen.kernels.fused_moe`."""
+    return dispatch("fused_experts", x, w13, w2, topk_weights, topk_ids, backend=backend)
 
 
 def __getattr__(name: str) -> Any:

@@ -19,8 +19,8 @@ from radixgen.runtime.attention_kernels import KernelAttention, make_attention
 from radixgen.runtime.cuda_graph import DecodeGraphs
 from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
 from radixgen.runtime.model.arch import ModelArch
-from radixgen.runtime.model.llama import LlamaModel
 from radixgen.runtime.model.loader import load_state_dict, resolve_dtype
+from radixgen.runtime.model.registry import build_model
 from radixgen.runtime.request import Request
 
 logger = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ class ModelRunner:
         weights = load_state_dict(model_path, self.arch, self.dtype, model_cfg.load_format,
                                   self.device, model_cfg.seed)
         self.weight_bytes = weight_bytes = sum(t.numel() * t.element_size() for t in weights.values())
-        self.model = LlamaModel(self.arch, weights, self.device)
+        self.model = build_model(self.arch, weights, self.device)
         a = self.arch
         self.kv_dtypes = resolve_kv_dtypes(cache_cfg, self.device)  # (prefix, branch)
         self.kv_rotation = resolve_kv_rotation(cache_cfg, self.kv_dtypes)

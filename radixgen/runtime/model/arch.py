@@ -1,4 +1,5 @@
-"""The decoder architecture read from an HF `config.json` (Llama 2/3, SmolLM2, Qwen2, Mistral)."""
+"""The decoder architecture read from an HF `config.json`: dense Llama-family models (Llama 2/3,
+SmolLM2, Qwen2, Mistral, Qwen3) and mixture-of-experts ones (Qwen2-MoE, Qwen3-MoE, Mixtral)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,67 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM")
-_BY_MODEL_TYPE = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mistral": "MistralForCausalLM"}
+SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM",
+                           "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM")
+_BY_MODEL_TYPE = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mistral": "MistralForCausalLM",
+                  "qwen3": "Qwen3ForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
+                  "qwen3_moe": "Qwen3MoeForCausalLM", "mixtral": "MixtralForCausalLM"}
+_QK_NORM = ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM")  # RMSNorm of each q and k head before RoPE
+_QKV_BIAS = ("Qwen2ForCausalLM", "Qwen2MoeForCausalLM")
+
+
+@dataclass(frozen=True)
+class MoEArch:
+    """The sparse feed-forward of a mixture-of-experts model: a router picks `top_k` of
+    `num_experts` experts per token (each a SwiGLU MLP of width `expert_size`), optionally
+    beside always-on shared experts.
+
+    Routing (moe.route): scores = softmax or sigmoid of the router logits; with `num_groups`,
+    experts form groups and only the `topk_groups` best groups are eligible (a group's score is
+    its best expert's, or with `correction_bias` the sum of its two best biased scores); top_k
+    by score (+ the per-expert correction bias, which only chooses, never weighs); the weights
+    renormalised to sum 1 if `renormalize`, then times `routed_scaling_factor`."""
+
+    num_experts: int
+    top_k: int
+    expert_size: int
+    renormalize: bool
+    scoring: str = "softmax"  # or "sigmoid"
+    num_groups: int | None = None
+    topk_groups: int | None = None
+    correction_bias: bool = False  # DeepSeek-V3's e_score_correction_bias (topk_method noaux_tc)
+    routed_scaling_factor: float = 1.0
+    shared_expert_size: int = 0  # 0: no shared expert
+    shared_expert_gate: bool = False  # Qwen2-MoE: the shared output times sigmoid(x @ w)
+    dense_layers: tuple[int, ...] = ()  # layers with a dense MLP of intermediate_size instead
+
+    @classmethod
+    def from_config(cls, arch: str, cfg: dict[str, Any]) -> "MoEArch | None":
+        """The MoE fields of an HF config (Qwen2/3-MoE, Mixtral, DeepSeek-V2/V3 keys); None for
+        a dense model."""
+        num_experts = cfg.get("num_experts") or cfg.get("num_local_experts") or cfg.get("n_routed_experts")
+        if not num_experts:
+            return None
+        layers = cfg["num_hidden_layers"]
+        step = cfg.get("decoder_sparse_step") or cfg.get("moe_layer_freq") or 1
+        dense = set(cfg.get("mlp_only_layers") or ()) | {n for n in range(layers) if (n + 1) % step}
+        dense |= set(range(cfg.get("first_k_dense_replace") or 0))
+        shared = cfg.get("shared_expert_intermediate_size") or 0
+        if cfg.get("n_shared_experts"):
+            shared = cfg["n_shared_experts"] * cfg["moe_intermediate_size"]
+        method = cfg.get("topk_method") or ("noaux_tc" if cfg.get("n_group") else "greedy")
+        grouped = method != "greedy" and (cfg.get("n_group") or 1) > 1
+        return cls(
+            num_experts=num_experts, top_k=cfg["num_experts_per_tok"],
+            expert_size=cfg.get("moe_intermediate_size") or cfg["intermediate_size"],
+            renormalize=arch == "MixtralForCausalLM" or bool(cfg.get("norm_topk_prob", False)),
+            scoring=cfg.get("scoring_func") or ("sigmoid" if method == "noaux_tc" else "softmax"),
+            num_groups=cfg["n_group"] if grouped else None,
+            topk_groups=cfg["topk_group"] if grouped else None, correction_bias=method == "noaux_tc",
+            routed_scaling_factor=float(cfg.get("routed_scaling_factor") or 1.0),
+            shared_expert_size=shared, shared_expert_gate=arch == "Qwen2MoeForCausalLM",
+            dense_layers=tuple(sorted(dense)),
+        )
 
 
 @dataclass(frozen=True)
@@ -30,6 +90,11 @@ class ModelArch:
     sliding_window: int | None
     eos_token_ids: tuple[int, ...]
     torch_dtype: str
+    qk_norm: bool = False
+    moe: MoEArch | None = None
+
+    def is_moe_layer(self, n: int) -> bool:
+        return self.moe is not None and n not in self.moe.dense_layers
 
     @property
     def q_size(self) -> int:
@@ -57,9 +122,10 @@ class ModelArch:
             rope_theta=rope_theta, rope_scaling=rope_scaling,
             max_position_embeddings=cfg.get("max_position_embeddings", 4096),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            qkv_bias=arch == "Qwen2ForCausalLM" or bool(cfg.get("attention_bias", False)),
+            qkv_bias=bool(cfg.get("qkv_bias", arch in _QKV_BIAS) or cfg.get("attention_bias", False)),
             sliding_window=cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None,
             eos_token_ids=eos_ids, torch_dtype=str(cfg.get("torch_dtype") or cfg.get("dtype") or "float32"),
+            qk_norm=arch in _QK_NORM, moe=MoEArch.from_config(arch, cfg),
         )
 
     @classmethod

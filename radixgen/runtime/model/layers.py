@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -106,3 +107,22 @@ def _llama3_inv_freq(inv_freq: torch.Tensor, s: dict[str, Any]) -> torch.Tensor:
     blended = (1 - smooth) * scaled / factor + smooth * scaled
     is_medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
     return torch.where(is_medium, blended, scaled)
+
+
+@dataclass
+class DenseMLP:
+    """SwiGLU feed-forward with gate and up fused into one GEMM: down(silu(gate x) * up x)."""
+
+    gate_up: torch.Tensor  # [2 * intermediate, hidden], from prepare_weight
+    down: torch.Tensor  # [hidden, intermediate]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = linear(x, self.gate_up).chunk(2, dim=-1)
+        return linear(F.silu(gate) * up, self.down)
+
+    @classmethod
+    def take(cls, weights: dict[str, torch.Tensor], prefix: str, gate: str = "gate_proj",
+             up: str = "up_proj", down: str = "down_proj") -> "DenseMLP":
+        """Pop `prefix{gate,up,down}.weight` from an HF state dict."""
+        take = lambda name: weights.pop(f"{prefix}{name}.weight")  # noqa: E731
+        return cls(prepare_weight(torch.cat([take(gate), take(up)])), prepare_weight(take(down)))

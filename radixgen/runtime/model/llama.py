@@ -1,9 +1,11 @@
-"""Llama-family decoder (Llama 2/3, SmolLM2, Qwen2, Mistral) in plain PyTorch, over flattened
-ragged batches and a paged KV pool. q/k/v and gate/up projections are fused into one GEMM each."""
+"""Llama-family decoder (Llama 2/3, SmolLM2, Qwen2, Mistral, Qwen3) in plain PyTorch, over
+flattened ragged batches and a paged KV pool. q/k/v and gate/up projections are fused into one
+GEMM each. Mixture-of-experts families (moe_models.py) reuse it and replace the feed-forward."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -12,8 +14,8 @@ from radixgen.radix.kv_pool import KVPool
 from radixgen.runtime.attention import AttentionBackend
 from radixgen.runtime.forward_batch import ForwardBatch
 from radixgen.runtime.model.arch import ModelArch
-from radixgen.runtime.model.layers import (RotaryEmbedding, hadamard_rotation, linear, prepare_weight,
-                                            rms_norm)
+from radixgen.runtime.model.layers import (DenseMLP, RotaryEmbedding, hadamard_rotation, linear,
+                                            prepare_weight, rms_norm)
 
 
 @dataclass
@@ -21,10 +23,10 @@ class DecoderLayer:
     input_norm: torch.Tensor  # [hidden]
     qkv: torch.Tensor  # [q_size + 2 * kv_size, hidden]
     qkv_bias: torch.Tensor | None
+    qk_norm: tuple[torch.Tensor, torch.Tensor] | None  # q_norm, k_norm [head_dim] (Qwen3)
     o_proj: torch.Tensor  # [hidden, q_size]
     post_norm: torch.Tensor  # [hidden]
-    gate_up: torch.Tensor  # [2 * intermediate, hidden]
-    down: torch.Tensor  # [hidden, intermediate]
+    mlp: Callable[[torch.Tensor], torch.Tensor]  # [T, hidden] -> [T, hidden]
 
 
 class LlamaModel:
@@ -35,7 +37,7 @@ class LlamaModel:
         lm_head = self.embed if arch.tie_word_embeddings or lm_head is None else lm_head
         self.lm_head = prepare_weight(lm_head)  # [vocab, hidden]
         self.final_norm = weights.pop("model.norm.weight")
-        self.layers = [_take_layer(weights, n) for n in range(arch.num_layers)]
+        self.layers = [self._take_layer(weights, n) for n in range(arch.num_layers)]
         unused = [k for k in weights if "rotary_emb" not in k]
         if unused:
             raise ValueError(f"unexpected weights in checkpoint: {unused[:5]}")
@@ -43,6 +45,35 @@ class LlamaModel:
         self.rope = RotaryEmbedding(arch.head_dim, arch.rope_theta, max_pos, arch.rope_scaling, device)
         self.dtype = self.embed.dtype
         self.qk_rotation: torch.Tensor | None = None  # [D, D], see rotate_qk
+
+    @classmethod
+    def param_shapes(cls, arch: ModelArch) -> dict[str, tuple[int, ...]]:
+        """HF parameter name -> shape of every weight a checkpoint of `arch` holds (what the
+        dummy loader builds, in this order)."""
+        h, q, kv = arch.hidden_size, arch.q_size, arch.kv_size
+        shapes = {"model.embed_tokens.weight": (arch.vocab_size, h), "model.norm.weight": (h,)}
+        if not arch.tie_word_embeddings:
+            shapes["lm_head.weight"] = (arch.vocab_size, h)
+        for n in range(arch.num_layers):
+            p = f"model.layers.{n}."
+            shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+                           p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
+                           p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q)})
+            shapes.update(cls._mlp_shapes(arch, n))
+            if arch.qkv_bias:
+                shapes.update({p + f"self_attn.{proj}.bias": (size,)
+                               for proj, size in (("q_proj", q), ("k_proj", kv), ("v_proj", kv))})
+            if arch.qk_norm:
+                shapes.update({p + "self_attn.q_norm.weight": (arch.head_dim,),
+                               p + "self_attn.k_norm.weight": (arch.head_dim,)})
+        return shapes
+
+    @classmethod
+    def _mlp_shapes(cls, arch: ModelArch, n: int) -> dict[str, tuple[int, ...]]:
+        return dense_mlp_shapes(f"model.layers.{n}.mlp.", arch.hidden_size, arch.intermediate_size)
+
+    def _take_mlp(self, weights: dict[str, torch.Tensor], n: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        return DenseMLP.take(weights, f"model.layers.{n}.mlp.")
 
     def rotate_qk(self) -> None:
         """Multiply q and k by a Hadamard matrix after RoPE (layers.hadamard_rotation), before
@@ -71,30 +102,39 @@ class LlamaModel:
         x = rms_norm(hidden, layer.input_norm, a.rms_norm_eps)
         qkv = linear(x, layer.qkv, layer.qkv_bias)  # [T, q_size + 2 * kv_size]
         qk, v = qkv.split([a.q_size + a.kv_size, a.kv_size], dim=-1)
-        qk = self.rope.apply(qk.view(-1, a.num_heads + a.num_kv_heads, a.head_dim), *rope)
+        qk = qk.view(-1, a.num_heads + a.num_kv_heads, a.head_dim)
+        if layer.qk_norm is not None:  # per head, before RoPE
+            q, k = qk.split([a.num_heads, a.num_kv_heads], dim=1)
+            qk = torch.cat([rms_norm(q, layer.qk_norm[0], a.rms_norm_eps),
+                            rms_norm(k, layer.qk_norm[1], a.rms_norm_eps)], dim=1)
+        qk = self.rope.apply(qk, *rope)
         if self.qk_rotation is not None:
             qk = qk @ self.qk_rotation  # symmetric: each head's row times H
         q, k = qk.split([a.num_heads, a.num_kv_heads], dim=1)  # [T, Hq, D], [T, Hkv, D]
         out = attn.attend(n, q, k, v.view(-1, a.num_kv_heads, a.head_dim), pool)  # [T, Hq, D]
         hidden = hidden + linear(out.reshape(-1, a.q_size), layer.o_proj)
-        x = rms_norm(hidden, layer.post_norm, a.rms_norm_eps)
-        gate, up = linear(x, layer.gate_up).chunk(2, dim=-1)
-        return hidden + linear(F.silu(gate) * up, layer.down)
+        return hidden + layer.mlp(rms_norm(hidden, layer.post_norm, a.rms_norm_eps))
+
+    def _take_layer(self, w: dict[str, torch.Tensor], n: int) -> DecoderLayer:
+        p = f"model.layers.{n}."
+        take = lambda name: w.pop(p + name)  # noqa: E731
+        qkv = torch.cat([take("self_attn.q_proj.weight"), take("self_attn.k_proj.weight"),
+                         take("self_attn.v_proj.weight")])
+        bias = qk_norm = None
+        if p + "self_attn.q_proj.bias" in w:
+            bias = torch.cat([take("self_attn.q_proj.bias"), take("self_attn.k_proj.bias"),
+                              take("self_attn.v_proj.bias")])
+        if self.arch.qk_norm:
+            qk_norm = take("self_attn.q_norm.weight"), take("self_attn.k_norm.weight")
+        return DecoderLayer(
+            input_norm=take("input_layernorm.weight"), qkv=prepare_weight(qkv), qkv_bias=bias,
+            qk_norm=qk_norm, o_proj=prepare_weight(take("self_attn.o_proj.weight")),
+            post_norm=take("post_attention_layernorm.weight"), mlp=self._take_mlp(w, n),
+        )
 
 
-def _take_layer(w: dict[str, torch.Tensor], n: int) -> DecoderLayer:
-    p = f"model.layers.{n}."
-    take = lambda name: w.pop(p + name)  # noqa: E731
-    qkv = torch.cat([take("self_attn.q_proj.weight"), take("self_attn.k_proj.weight"),
-                     take("self_attn.v_proj.weight")])
-    bias = None
-    if p + "self_attn.q_proj.bias" in w:
-        bias = torch.cat([take("self_attn.q_proj.bias"), take("self_attn.k_proj.bias"),
-                          take("self_attn.v_proj.bias")])
-    return DecoderLayer(
-        input_norm=take("input_layernorm.weight"), qkv=prepare_weight(qkv), qkv_bias=bias,
-        o_proj=prepare_weight(take("self_attn.o_proj.weight")),
-        post_norm=take("post_attention_layernorm.weight"),
-        gate_up=prepare_weight(torch.cat([take("mlp.gate_proj.weight"), take("mlp.up_proj.weight")])),
-        down=prepare_weight(take("mlp.down_proj.weight")),
-    )
+def dense_mlp_shapes(prefix: str, hidden: int, inter: int, names=("gate_proj", "up_proj", "down_proj")):
+    """Shapes of one SwiGLU MLP's HF weights under `prefix` (gate, up, down)."""
+    gate, up, down = names
+    return {f"{prefix}{gate}.weight": (inter, hidden), f"{prefix}{up}.weight": (inter, hidden),
+            f"{prefix}{down}.weight": (hidden, inter)}

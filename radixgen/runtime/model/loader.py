@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from radixgen.runtime.model.arch import ModelArch
+from radixgen.runtime.model.registry import param_shapes
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -62,33 +63,23 @@ def dummy_state_dict(arch: ModelArch, dtype: torch.dtype, device: torch.device,
     """Random weights with the real shapes (uniform, std 0.02; norms at 1), built on `device`
     from a counter-based hash in exact integer arithmetic, so every device gets the same weights
     (a generator's randn differs between CPU and CUDA) and CUDA can be checked against the CPU."""
-    h, i, q, kv = arch.hidden_size, arch.intermediate_size, arch.q_size, arch.kv_size
     offset = [0]
 
-    def rand(*shape: int) -> torch.Tensor:
+    def make(name: str, shape: tuple[int, ...]) -> torch.Tensor:
+        if name.endswith("norm.weight"):
+            return torch.ones(shape, dtype=dtype, device=device)
         count = math.prod(shape)
         values = _hashed_uniform(offset[0], count, seed, device)  # in [0, 1)
         offset[0] += count
         return ((values - 0.5) * (0.02 * math.sqrt(12.0))).view(shape).to(dtype)
 
-    out = {"model.embed_tokens.weight": rand(arch.vocab_size, h),
-           "model.norm.weight": torch.ones(h, dtype=dtype, device=device)}
-    if not arch.tie_word_embeddings:
-        out["lm_head.weight"] = rand(arch.vocab_size, h)
-    for n in range(arch.num_layers):
-        p = f"model.layers.{n}."
-        out.update({
-            p + "input_layernorm.weight": torch.ones(h, dtype=dtype, device=device),
-            p + "post_attention_layernorm.weight": torch.ones(h, dtype=dtype, device=device),
-            p + "self_attn.q_proj.weight": rand(q, h), p + "self_attn.k_proj.weight": rand(kv, h),
-            p + "self_attn.v_proj.weight": rand(kv, h), p + "self_attn.o_proj.weight": rand(h, q),
-            p + "mlp.gate_proj.weight": rand(i, h), p + "mlp.up_proj.weight": rand(i, h),
-            p + "mlp.down_proj.weight": rand(h, i),
-        })
-        if arch.qkv_bias:
-            for proj, size in (("q_proj", q), ("k_proj", kv), ("v_proj", kv)):
-                out[p + f"self_attn.{proj}.bias"] = rand(size)
-    return out
+    return {name: make(name, shape) for name, shape in param_shapes(arch).items()}
+
+
+def param_bytes(arch: ModelArch, dtype: torch.dtype) -> int:
+    """Bytes of all weights of `arch` in `dtype`, from the shapes alone (nothing allocated)."""
+    size = torch.empty((), dtype=dtype).element_size()
+    return sum(math.prod(shape) for shape in param_shapes(arch).values()) * size
 
 
 _MASK31 = (1 << 31) - 1
