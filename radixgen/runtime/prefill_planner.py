@@ -3,11 +3,12 @@
 The step's token budget (the chunk size, or the smaller mixed chunk size while requests decode)
 is shared by several prefills at once (`--max-num-partial-prefills`). A prompt with more than
 `--long-prefill-token-threshold` uncached tokens is long: it gets at most that many tokens a
-step, and at most `--max-long-partial-prefills` long prompts prefill at once. Short prompts
+step, and at most `--max-long-partial-prefills` long prompts prefill at once. New short prompts
 are planned first, so one that arrives while long prompts prefill runs in the very next step;
-they may use the budget except a floor kept for the long prompts (up to half of it), so long
-prompts progress every step under any stream of short ones. Among long prompts the one with the
-fewest tokens left goes first (it finishes soonest); each other one gets at least
+they may use the budget except a floor kept for the prompts mid-prefill and the long ones that
+can start (up to half of it), so long prompts progress every step under any stream of short
+ones; what is left after all of them goes to more short prompts. Among prompts mid-prefill the
+one with the fewest tokens left goes first (it finishes soonest); each other one gets at least
 `MIN_LONG_CHUNK` tokens (or its part of the budget). With a step-time target (`--max-step-ms`)
 the long prompts' chunks are cut to what a cost model fitted to measured step times predicts
 fits in it (step_cost.py).
@@ -81,17 +82,19 @@ class PrefillPlanner:
         budget = self.mixed_chunk_size if running else self.chunk_size
         rnd = _Round(PrefillPlan(), budget, self._reserved(running, chunked), len(running) + len(chunked),
                      self._decode_shape(running), chosen=list(chunked))
-        in_flight_long = sorted((r for r in chunked if self._is_long(r, r.kv_len)), key=self._left)
-        rnd.partial = rnd.long = len(in_flight_long)
+        jumps = [r for r in chunked if r.output_ids and not self._is_long(r, r.kv_len)]
+        in_flight = sorted((r for r in chunked if r not in jumps), key=self._left)  # prompts mid-prefill
+        rnd.partial, rnd.long = len(in_flight), sum(self._is_long(r, r.kv_len) for r in in_flight)
+        for req in jumps:  # jump-forward runs: a few forced tokens' KV
+            self._add(rnd, req, min(self._left(req), rnd.budget))
         cached = {id(r): self.kv.match(r) for r in waiting}
         ordered = order_waiting(waiting, cached, self.cfg) if waiting else []
-        new_long = [r for r in ordered if self._is_long(r, cached[id(r)])]
-        floor = self._long_floor(rnd, budget, in_flight_long, new_long, cached, len(chunked))
-        for req in chunked:
-            if req not in in_flight_long:
-                self._continue(rnd, req, min(self._left(req), rnd.budget - floor))
-        self._admit_short(rnd, ordered, {id(r) for r in new_long}, waiting, cached, floor)
-        self._plan_long(rnd, in_flight_long, new_long, waiting, cached)
+        long_ids = {id(r) for r in ordered if self._is_long(r, cached[id(r)])}
+        floor = self._long_floor(rnd, in_flight, [r for r in ordered if id(r) in long_ids], cached)
+        self._admit_short(rnd, ordered, long_ids, waiting, cached, floor)
+        self._plan_in_flight(rnd, in_flight)
+        self._admit_long(rnd, [r for r in ordered if id(r) in long_ids], waiting, cached)
+        self._admit_short(rnd, ordered, long_ids, waiting, cached, 0)  # what the prompts above left
         return rnd.plan
 
     # ---- the long prompts' share ---------------------------------------------------------
@@ -102,24 +105,26 @@ class PrefillPlanner:
     def _left(req: Request) -> int:
         return req.prefill_len - req.kv_len
 
-    def _long_floor(self, rnd: _Round, budget: int, in_flight: list[Request], new: list[Request],
-                    cached: dict[int, int], num_chunked: int) -> int:
-        """Budget kept from short prompts for the long ones that can prefill this step: what
-        they want (<= the threshold each), at most half the budget."""
-        slots = max(0, min(self.cfg.max_long_partial_prefills - len(in_flight),
-                           self.cfg.max_num_partial_prefills - num_chunked))
+    def _long_floor(self, rnd: _Round, in_flight: list[Request], new_long: list[Request],
+                    cached: dict[int, int]) -> int:
+        """Budget kept from new short prompts for the prompts mid-prefill and the long ones
+        that can start this step: what they want (<= the threshold each), at most half."""
+        slots = max(0, min(self.cfg.max_long_partial_prefills - rnd.long,
+                           self.cfg.max_num_partial_prefills - rnd.partial))
         wants = [min(self._left(r), self.long_threshold) for r in in_flight]
-        wants += [min(r.prefill_len - cached[id(r)], self.long_threshold) for r in new[:slots]]
-        return min(sum(wants), budget // 2)
+        wants += [min(r.prefill_len - cached[id(r)], self.long_threshold) for r in new_long[:slots]]
+        return min(sum(wants), rnd.budget // 2)
 
-    def _plan_long(self, rnd: _Round, in_flight: list[Request], new: list[Request], waiting: list[Request],
-                   cached: dict[int, int]) -> None:
-        """Chunks of the long prompts mid-prefill, fewest tokens left first, then long prompts
-        newly admitted while the limits allow."""
+    def _plan_in_flight(self, rnd: _Round, in_flight: list[Request]) -> None:
+        """Chunks of the prompts mid-prefill, fewest tokens left first; each later one keeps
+        its least share."""
         least = min(MIN_LONG_CHUNK, rnd.budget // max(len(in_flight), 1))  # each one's progress
         for i, req in enumerate(in_flight):
             later = sum(min(self._left(r), least) for r in in_flight[i + 1:])
             self._continue(rnd, req, self._long_chunk(rnd, req, req.kv_len, self._left(req), later))
+
+    def _admit_long(self, rnd: _Round, new: list[Request], waiting: list[Request], cached: dict[int, int]) -> None:
+        """Long prompts newly admitted while the limits allow."""
         for req in (r for r in new if r in waiting):  # (a scoring group may have taken some)
             if (rnd.budget <= 0 or rnd.long >= self.cfg.max_long_partial_prefills
                     or rnd.partial >= self.cfg.max_num_partial_prefills
@@ -148,13 +153,13 @@ class PrefillPlanner:
                      cached: dict[int, int], floor: int) -> None:
         """Short prompts and scoring groups (of any length: one tree each) in the policy's
         order, within the budget less the long prompts' floor; one that would stay mid-prefill
-        only while a partial slot is free. Long prompts are left to `_plan_long`."""
+        only while a partial slot is free. Long prompts are left to `_admit_long`."""
         grouped: set[int] = set()
         for req in ordered:
             short_budget = rnd.budget - floor
             if short_budget <= 0 or rnd.num_rows >= self.cfg.max_running_requests:
                 return
-            if id(req) in grouped:
+            if id(req) in grouped or req not in waiting:
                 continue
             if scoreable(req):
                 group = group_for(req, waiting, cached, grouped, short_budget, self.max_context_len)
@@ -213,9 +218,9 @@ class PrefillPlanner:
 
     def _continue(self, rnd: _Round, req: Request, ext: int) -> None:
         """Plan the next chunk (ext may be 0: none this step) of a request already mid-prefill
-        (its KV is reserved)."""
-        if ext < self._left(req) and not self._is_long(req, req.kv_len):
-            rnd.partial += 1  # a short one that stays partial (long ones were counted up front)
+        (its KV is reserved; prompts mid-prefill were counted as partial up front)."""
+        if ext >= self._left(req):
+            rnd.partial -= 1  # its last chunk
         if ext > 0:
             self._add(rnd, req, ext)
 
