@@ -94,6 +94,27 @@ class SchedulerConfig:
     in_batch_prefix_tokens: int | None = option(None, "a waiting request sharing at least this many uncached prompt "
                                                 "tokens with one admitted this step waits a step to hit the cache "
                                                 "(default 8 on CPU, where prefill is compute-bound, 32 on GPU)")
+    max_num_partial_prefills: int = option(4, "max prompts prefilled in part at once (mid-prefill after a step), "
+                                           "each with its own share of the step's token budget; a short prompt "
+                                           "prefilled whole in one step does not count. 1: one chunked prompt at a "
+                                           "time, the others wait for its last chunk")
+    max_long_partial_prefills: int = option(2, "max long prompts (see --long-prefill-token-threshold) prefilled at "
+                                            "once; more wait while short prompts go ahead. 2, so a long prompt "
+                                            "arriving behind a much longer one is not blocked by it (the one with "
+                                            "fewer tokens left goes first)")
+    long_prefill_token_threshold: int | None = option(None, "a prompt with more uncached tokens than this is long: "
+                                                      "it gets at most this many tokens a step and keeps at most "
+                                                      "half the step's budget from short prompts, which are "
+                                                      "prefilled in the step after they arrive (default: the "
+                                                      "chunked prefill size / 2 on CPU = 256, where smaller chunks "
+                                                      "cost little: 215 vs 220 tok/s at 256 vs 512; / 4 on GPU = "
+                                                      "2048)")
+    max_step_ms: float | None = option(None, "step-time target: long prompts' chunks shrink to what a cost model, "
+                                       "fitted to measured step times (attention cost growing with a chunk's "
+                                       "depth in its prompt), predicts fits, so decode steps and new prompts wait "
+                                       "about one step at most; 0: off (default: off on CPU, where chunks are "
+                                       "already short and step times noisy; 50 on GPU, so a short request's TTFT "
+                                       "is the step in flight plus its own: about 100 ms)")
     grammar_whitespace: str = option("compact", "whitespace JSON-schema outputs may use", ("compact", "flexible"))
     disable_jump_forward: bool = option(False, "decode grammar-forced tokens one step at a time")
 
@@ -104,6 +125,15 @@ class SchedulerConfig:
             raise ValueError("mixed_chunk_size must be >= 1")
         if self.max_prefill_tokens < 1:
             raise ValueError("max_prefill_tokens must be >= 1")
+        if self.max_num_partial_prefills < 1 or self.max_long_partial_prefills < 1:
+            raise ValueError("max_num_partial_prefills and max_long_partial_prefills must be >= 1")
+        if self.max_long_partial_prefills > self.max_num_partial_prefills:
+            raise ValueError(f"max_long_partial_prefills ({self.max_long_partial_prefills}) must be <= "
+                             f"max_num_partial_prefills ({self.max_num_partial_prefills})")
+        if self.long_prefill_token_threshold is not None and self.long_prefill_token_threshold < 1:
+            raise ValueError("long_prefill_token_threshold must be >= 1")
+        if self.max_step_ms is not None and not self.max_step_ms >= 0:
+            raise ValueError("max_step_ms must be >= 0 (0 turns the step-time target off)")
 
 
 SPECULATIVE_ALGORITHMS = ("none", "radix", "draft", "radix+draft")

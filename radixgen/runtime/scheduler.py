@@ -26,6 +26,7 @@ from radixgen.runtime.prefill_planner import PrefillPlanner
 from radixgen.runtime.schedule_policy import PrefillPlan
 from radixgen.runtime.score_group import ScoreGroup
 from radixgen.runtime.speculation import Draft, Speculator
+from radixgen.runtime.step_cost import StepShape
 from radixgen.runtime.stop_checker import StopChecker
 
 logger = logging.getLogger(__name__)
@@ -136,6 +137,7 @@ class Scheduler:
         extra = [input_logprob_rows(r, e) for r, e in zip(plan.reqs, plan.extend_lens)]
         trees = ([d.tree_input(s) for d, s in zip(drafts, tree_slots)]
                  + [g.tree_input(s) for g, s in zip(plan.groups, group_slots)])
+        shape, started = step_shape(plan, dec_reqs, trees), time.perf_counter()
         logits = self.runner.forward_mixed(plan.reqs, plan.extend_lens, ext_slots, dec_reqs, dec_slots,
                                            extra if any(c for _, c in extra) else None, trees)
         n, d, n_extra = len(plan.reqs), len(dec_reqs), sum(c for _, c in extra)
@@ -152,6 +154,8 @@ class Scheduler:
             self._after_verify(drafts, tree_slots, logits[n + d + n_extra:n + d + n_extra + n_verify])
         if plan.groups:
             self._after_scoring(plan.groups, group_slots, logits[n + d + n_extra + n_verify:])
+        if plan.reqs or plan.groups:  # sampling read the logits back: the device's time is in
+            self.planner.observe_step(shape, time.perf_counter() - started)
         self.num_demoted += self.kv.demote(self.running)  # branch window: older tokens to the branch pool
         return self._take_outputs()
 
@@ -393,3 +397,15 @@ class Scheduler:
             return None
         req.times_sent = True
         return ReqTimes(req.received_time, req.admitted_time, req.prefilled_time)
+
+
+def step_shape(plan: PrefillPlan, dec_reqs: list[Request], trees: list) -> StepShape:
+    """The forward about to run, in the step cost model's terms (before kv_len moves on)."""
+    shape = StepShape()
+    for req, ext in zip(plan.reqs, plan.extend_lens):
+        shape.add_prefill(req.kv_len, ext)
+    for req in dec_reqs:
+        shape.add_decode(req.kv_len + 1)
+    for tree in trees:
+        shape.add_decode(tree.req.kv_len + len(tree.slots), rows=len(tree.slots))
+    return shape

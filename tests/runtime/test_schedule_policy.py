@@ -88,8 +88,10 @@ def test_scoring_prompt_skips_its_last_token_a_pin_does_not(tiny_model_path):
 def test_prefill_chunks_shrink_while_requests_decode(tiny_model_path):
     """Alone, a prompt prefills in chunks of chunked_prefill_size; while another request
     decodes, in chunks of mixed_chunk_size (its decode step waits for the chunk);
-    max_prefill_tokens caps both."""
-    engine = Engine(str(tiny_model_path), load_format="dummy", chunked_prefill_size=64, mixed_chunk_size=16)
+    max_prefill_tokens caps both. (The long-prompt threshold is raised to the chunk size: by
+    default it would cap this prompt's share at half a chunk.)"""
+    engine = Engine(str(tiny_model_path), load_format="dummy", chunked_prefill_size=64, mixed_chunk_size=16,
+                    long_prefill_token_threshold=64)
     sched = engine.scheduler
     sched.handle(GenerateReq(rid="long", input_ids=list(range(1000, 1100)),
                              params=SamplingParams(max_new_tokens=40, ignore_eos=True)))
