@@ -58,6 +58,8 @@ class SamplingParams:
         object.__setattr__(self, "stop_token_ids", tuple(self.stop_token_ids))
         _check(_int_in(self.max_new_tokens, 0, INT32_MAX), f"max_new_tokens must be an integer in [0, {INT32_MAX}]")
         _check(_int_in(self.min_new_tokens, 0, INT32_MAX), f"min_new_tokens must be an integer in [0, {INT32_MAX}]")
+        _check(self.min_new_tokens <= self.max_new_tokens,
+               f"min_new_tokens ({self.min_new_tokens}) must be at most max_new_tokens ({self.max_new_tokens})")
         _check(_finite(self.temperature) and self.temperature >= 0, "temperature must be >= 0")
         _check(_finite(self.top_p) and 0 < self.top_p <= 1, "top_p must be in (0, 1]")
         _check(self.top_k == -1 or _int_in(self.top_k, 1, INT32_MAX),
