@@ -13,10 +13,13 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import regex
+
 # The widest integers a request may carry: counts and token ids fit int32, seeds int64 (what
 # torch.Generator.manual_seed and the msgpack channel to the scheduler take).
 INT32_MAX = 2**31 - 1
 SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
+MAX_STOP_REGEX_LEN = 4096
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,7 @@ class SamplingParams:
     """How to pick the next tokens of one request. Validated on construction (ValueError)."""
 
     max_new_tokens: int = 128
+    min_new_tokens: int = 0  # no EOS, stop token, stop string or stop regex before this many
     temperature: float = 1.0  # 0 means greedy
     top_p: float = 1.0
     top_k: int = -1  # -1: whole vocabulary
@@ -33,22 +37,29 @@ class SamplingParams:
     presence_penalty: float = 0.0  # OpenAI-style: subtracts penalty once per seen output token
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()
+    stop_regex: tuple[str, ...] = ()  # a stop where the output text matches one (re.search)
+    no_stop_trim: bool = False  # keep the matched stop string / regex match in the text
     ignore_eos: bool = False
     seed: int | None = None
     return_logprob: bool = False
     top_logprobs_num: int = 0
     logprob_start_len: int = -1  # >= 0: also return logprobs of prompt tokens from here on
     skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True  # honoured by slow tokenizers (fast ones never add them)
     constraint: "Constraint | None" = None  # the grammar the output must follow
     no_jump_forward: bool = False  # decode grammar-forced tokens one step at a time
 
     def __post_init__(self) -> None:
-        if isinstance(self.stop, str):
-            object.__setattr__(self, "stop", (self.stop,))
-        object.__setattr__(self, "stop", tuple(self.stop))
+        for name in ("stop", "stop_regex"):
+            value = getattr(self, name)
+            _check(isinstance(value, (str, list, tuple)), f"{name} must be a string or a list of strings")
+            object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
         _check(isinstance(self.stop_token_ids, (list, tuple)), "stop_token_ids must be a list of integers")
         object.__setattr__(self, "stop_token_ids", tuple(self.stop_token_ids))
         _check(_int_in(self.max_new_tokens, 0, INT32_MAX), f"max_new_tokens must be an integer in [0, {INT32_MAX}]")
+        _check(_int_in(self.min_new_tokens, 0, INT32_MAX), f"min_new_tokens must be an integer in [0, {INT32_MAX}]")
+        _check(self.min_new_tokens <= self.max_new_tokens,
+               f"min_new_tokens ({self.min_new_tokens}) must be at most max_new_tokens ({self.max_new_tokens})")
         _check(_finite(self.temperature) and self.temperature >= 0, "temperature must be >= 0")
         _check(_finite(self.top_p) and 0 < self.top_p <= 1, "top_p must be in (0, 1]")
         _check(self.top_k == -1 or _int_in(self.top_k, 1, INT32_MAX),
@@ -60,6 +71,9 @@ class SamplingParams:
             value = getattr(self, name)
             _check(_finite(value) and -2 <= value <= 2, f"{name} must be in [-2, 2]")
         _check(all(isinstance(s, str) and s for s in self.stop), "stop must be non-empty strings")
+        for pattern in self.stop_regex:
+            _check(isinstance(pattern, str) and pattern != "", "stop_regex must be non-empty strings")
+            _check_regex(pattern)
         _check(all(_int_in(t, 0, INT32_MAX) for t in self.stop_token_ids),
                f"stop_token_ids must be integers in [0, {INT32_MAX}]")
         _check(_int_in(self.top_logprobs_num, 0, 20), "top_logprobs_num must be an integer in [0, 20]")
@@ -88,8 +102,9 @@ class SamplingParams:
         _check(not unknown, f"unknown sampling parameter(s): {', '.join(unknown)}")
         if params.get("stop") is None:
             params.pop("stop", None)
-        if params.get("stop_token_ids") is None:
-            params.pop("stop_token_ids", None)
+        for key in ("stop_token_ids", "stop_regex"):
+            if params.get(key) is None:
+                params.pop(key, None)
         try:
             return cls(**params)
         except TypeError as exc:  # e.g. a list where a number belongs
@@ -178,6 +193,16 @@ def _int_in(value: Any, low: int, high: int) -> bool:
 
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_regex(pattern: str) -> None:
+    """ValueError unless pattern compiles (the `regex` module: the stop checker runs it with a
+    timeout, so a pattern that backtracks badly cannot stall the scheduler)."""
+    _check(len(pattern) <= MAX_STOP_REGEX_LEN, f"stop_regex patterns must be at most {MAX_STOP_REGEX_LEN} characters")
+    try:
+        regex.compile(pattern)
+    except (regex.error, OverflowError, RecursionError) as exc:
+        raise ValueError(f"stop_regex {pattern!r} is not a valid regular expression: {exc}") from None
 
 
 def _check(condition: bool, message: str) -> None:

@@ -84,15 +84,14 @@ class RuntimeEndpoint(Backend):
     def generate_stream(self, text: str, sampling_params: dict[str, Any],
                         request: dict[str, Any] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
         body = {"text": text, "sampling_params": sampling_params, "stream": True, **(request or {})}
-        sent, seen = "", 0
+        sent = ""
         try:
             with self.client.stream("POST", "/generate", json=body) as resp:
                 if resp.status_code >= 400:
                     raise _error_of(resp.status_code, resp.read().decode(errors="replace"))
-                for chunk in _sse_payloads(resp.iter_lines()):
+                for chunk in _sse_payloads(resp.iter_lines()):  # output logprobs come per chunk
                     text_so_far = chunk.get("text", "")
                     delta, sent = text_so_far[len(sent):], text_so_far
-                    seen = _per_chunk_logprobs(chunk, seen)
                     yield delta, chunk
         except httpx.HTTPError as exc:
             raise BackendError(f"stream from {self.url}/generate failed: {exc}") from exc
@@ -172,19 +171,6 @@ def _input_logprobs(result: dict[str, Any]) -> list[list[Any]]:
         raise BackendError("the server returned no input_token_logprobs: select needs /generate "
                            "with logprob_start_len (prompt logprobs)")
     return entries
-
-
-def _per_chunk_logprobs(chunk: dict[str, Any], seen: int) -> int:
-    """Make a stream chunk's output logprobs its own (SGLang's shape), whether the server
-    sent them per chunk or cumulatively (a list as long as completion_tokens); returns how
-    many logprobs the stream has carried so far."""
-    meta = chunk.get("meta_info") or {}
-    for key in ("output_token_logprobs", "output_top_logprobs"):
-        entries = meta.get(key)
-        if entries and len(entries) == meta.get("completion_tokens") and len(entries) > seen and seen:
-            meta[key] = entries[seen:]
-    entries = meta.get("output_token_logprobs")
-    return seen + len(entries) if entries else seen
 
 
 def _sse_payloads(lines: Iterator[str]) -> Iterator[dict[str, Any]]:

@@ -13,6 +13,9 @@ from radixgen.frontend_lang.primitives import (Concat, Expr, Gen, Media, RoleBeg
                                                SeparateReasoning, Text, VarScopeBegin, VarScopeEnd)
 from radixgen.frontend_lang.state_data import StateData
 
+# meta_info lists a stream sends piecewise, each chunk its own entries
+_STREAMED_LOGPROBS = ("output_token_logprobs", "output_top_logprobs")
+
 
 def execute(state: StateData, expr: Expr) -> None:
     """Run `expr`; mutates the state's text, variables, meta info and messages."""
@@ -126,22 +129,23 @@ def _prompt(state: StateData, params: dict[str, Any], request: dict[str, Any], n
 
 def _gen_streaming(state: StateData, name: str | None, params: dict[str, Any],
                    request: dict[str, Any]) -> dict[str, Any]:
-    """Push each chunk as it comes; the variable's meta_info gets every chunk's logprobs."""
+    """Push each chunk as it comes; the variable's meta_info gets every chunk's output
+    logprobs (each chunk carries only its own, as SGLang streams them)."""
     if state.backend.is_chat_model:
         spec.check_chat_position(state)
         chunks = state.backend.generate_chat_stream(state.messages_, params, request)
     else:
         chunks = state.backend.generate_stream(state.text_, params, request)
     result: dict[str, Any] = {"text": "", "meta_info": {}}
-    logprobs: list[Any] = []
+    logprobs: dict[str, list[Any]] = {key: [] for key in _STREAMED_LOGPROBS}
     for delta, chunk in chunks:
         chunk_meta = chunk.get("meta_info", {})
-        logprobs += chunk_meta.get("output_token_logprobs") or []
+        for key, entries in logprobs.items():
+            entries += chunk_meta.get(key) or []
         state.stream.push(delta, name, chunk_meta)
         result = chunk
     meta = dict(result.get("meta_info", {}))
-    if logprobs:
-        meta["output_token_logprobs"] = logprobs
+    meta.update({key: entries for key, entries in logprobs.items() if key in meta or entries})
     state.append(result["text"], push=False)
     return {**result, "meta_info": meta}
 

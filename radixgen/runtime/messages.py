@@ -41,6 +41,7 @@ class TokenOut(msgspec.Struct, frozen=True):
     top_logprobs: list[list[tuple[int, float]]] | None = None
     # prompt-token logprobs from logprob_start_len on (None where there is none), sent once
     input_logprobs: list[float | None] | None = None
+    input_top_logprobs: list[list[tuple[int, float]] | None] | None = None  # the same positions
     spec: "SpecCounts | None" = None  # speculative decoding, on the finishing message
     times: "ReqTimes | None" = None  # once, on the first message after the prompt's prefill
 
@@ -116,6 +117,7 @@ class TextOut(msgspec.Struct, frozen=True):
     logprobs: list[float] | None = None
     top_logprobs: list[list[tuple[int, float]]] | None = None
     input_logprobs: list[float | None] | None = None
+    input_top_logprobs: list[list[tuple[int, float]] | None] | None = None
     spec: SpecCounts | None = None
     times: ReqTimes | None = None
 

@@ -31,4 +31,13 @@ def record_input_logprobs(reqs: list[Request], rows: list[tuple[int, int]], logi
         targets = torch.tensor(req.input_ids[first:first + count], device=logits.device)
         lp = torch.log_softmax(logits[start:start + count].float(), dim=-1)
         req.input_logprobs.extend(lp.gather(1, targets[:, None])[:, 0].tolist())
+        record_input_top_logprobs(req, lp)
         start += count
+
+
+def record_input_top_logprobs(req: Request, logprobs: torch.Tensor) -> None:
+    """The top_logprobs_num most likely tokens of each scored prompt row (logprobs [rows, vocab])."""
+    k = req.params.top_logprobs_num
+    if k and logprobs.shape[0]:
+        values, indices = logprobs.topk(k, dim=-1)
+        req.input_top_logprobs.extend([list(zip(i, v)) for i, v in zip(indices.tolist(), values.tolist())])

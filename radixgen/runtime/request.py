@@ -38,6 +38,7 @@ class Request:
     output_logprobs: list[float] = field(default_factory=list)
     output_top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
     input_logprobs: list[float] = field(default_factory=list)  # of prompt tokens, see below
+    input_top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)  # with top_logprobs_num
     input_logprobs_sent: bool = False
     first_token_time: float | None = None
     # wall-clock stamps (time.time()) reported once, as messages.ReqTimes, after the prefill

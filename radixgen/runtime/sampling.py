@@ -39,6 +39,23 @@ def sample(logits: torch.Tensor, reqs: list[Request]) -> SampleResult:
     return SampleResult(token_ids, chosen, top)
 
 
+@torch.inference_mode()
+def hold_back_stop_tokens(logits: torch.Tensor, reqs: list[Request], eos_token_ids: set[int]) -> None:
+    """logits [batch, vocab] (in place): a request short of min_new_tokens cannot pick EOS
+    (unless ignore_eos) or a stop token id, unless nothing else is left (a grammar that
+    allows only EOS ends the request at its own length)."""
+    for i, req in enumerate(reqs):
+        p = req.params
+        if len(req.output_ids) >= p.min_new_tokens:
+            continue
+        stops = set(p.stop_token_ids) | (set() if p.ignore_eos else eos_token_ids)
+        ids = torch.tensor(sorted(t for t in stops if t < logits.shape[1]), dtype=torch.int64, device=logits.device)
+        kept = logits[i, ids].clone()
+        logits[i, ids] = float("-inf")
+        if not torch.isfinite(logits[i]).any():
+            logits[i, ids] = kept
+
+
 def _apply_penalties(logits: torch.Tensor, reqs: list[Request]) -> None:
     for i, req in enumerate(reqs):
         p = req.params

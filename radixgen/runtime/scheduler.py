@@ -21,7 +21,7 @@ from radixgen.runtime.messages import AbortReq, FlushCacheReq, GenerateReq, ReqT
 from radixgen.runtime.model_runner import ModelRunner
 from radixgen.runtime.prompt_logprobs import input_logprob_rows, record_input_logprobs
 from radixgen.runtime.request import Request
-from radixgen.runtime.sampling import sample
+from radixgen.runtime.sampling import hold_back_stop_tokens, sample
 from radixgen.runtime.prefill_planner import PrefillPlanner
 from radixgen.runtime.schedule_policy import PrefillPlan
 from radixgen.runtime.score_group import ScoreGroup
@@ -311,6 +311,8 @@ class Scheduler:
     def _append_tokens(self, reqs: list[Request], logits: torch.Tensor) -> None:
         if self.grammar is not None:
             self.grammar.mask_logits(logits, reqs)
+        if any(len(r.output_ids) < r.params.min_new_tokens for r in reqs):
+            hold_back_stop_tokens(logits, reqs, self.stop_checker.eos_token_ids)
         result = sample(logits, reqs)
         for i, (req, token) in enumerate(zip(reqs, result.token_ids)):
             lp = result.logprobs[i] if result.logprobs else None
@@ -378,16 +380,19 @@ class Scheduler:
         if reason is not None and self.spec is not None:
             self.spec.release(req)
             spec = SpecCounts(req.spec_verify_ct, req.spec_accepted, req.spec_pruned)
-        input_logprobs = None
+        input_logprobs = input_top = None
         if req.params.logprob_start_len >= 0 and not req.input_logprobs_sent:
             req.input_logprobs_sent = True
-            input_logprobs = [None] * (req.input_logprob_start - req.params.logprob_start_len) + req.input_logprobs
+            pad = [None] * (req.input_logprob_start - req.params.logprob_start_len)  # position 0 has none
+            input_logprobs = pad + req.input_logprobs
+            if req.params.top_logprobs_num:
+                input_top = pad + [[list(p) for p in t] for t in req.input_top_logprobs]
         self.outputs.append(TokenOut(
             rid=req.rid, token_ids=token_ids, prompt_tokens=len(req.input_ids),
             cached_tokens=req.cached_tokens, completion_tokens=len(req.output_ids),
             finish=reason.to_dict() if reason else None, logprobs=logprobs,
             top_logprobs=[[list(p) for p in t] for t in top] if top else None,
-            input_logprobs=input_logprobs, spec=spec, times=self._times_once(req),
+            input_logprobs=input_logprobs, input_top_logprobs=input_top, spec=spec, times=self._times_once(req),
         ))
 
     @staticmethod

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from radixgen.runtime.model_runner import TreeInput
+from radixgen.runtime.prompt_logprobs import record_input_top_logprobs
 from radixgen.runtime.request import Request
 
 
@@ -91,6 +92,7 @@ class ScoreGroup:
         for req, rows, targets in self.wanted_rows():
             picked = logprobs[[index[r] for r in rows], targets] if rows else logprobs[:0, 0]
             req.input_logprobs.extend(picked.tolist())
+            record_input_top_logprobs(req, logprobs[[index[r] for r in rows]])
 
 
 def build_group(members: list[Request], cached_len: int) -> ScoreGroup:

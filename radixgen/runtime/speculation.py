@@ -57,7 +57,9 @@ class Speculator:
     @staticmethod
     def eligible(req: Request) -> bool:
         p = req.params
-        return (req.remaining_new_tokens >= 2 and not p.return_logprob and not p.top_logprobs_num
+        # short of min_new_tokens, verification could accept a draft EOS the sampler would mask
+        return (req.remaining_new_tokens >= 2 and len(req.output_ids) >= p.min_new_tokens
+                and not p.return_logprob and not p.top_logprobs_num
                 and p.repetition_penalty == 1.0 and not p.frequency_penalty and not p.presence_penalty)
 
     def draft(self, reqs: list[Request]) -> list[Draft]:

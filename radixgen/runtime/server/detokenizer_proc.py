@@ -58,7 +58,8 @@ class DetokenizerProcess:
                        prompt_tokens=out.prompt_tokens, cached_tokens=out.cached_tokens,
                        completion_tokens=out.completion_tokens, finish=out.finish,
                        logprobs=out.logprobs, top_logprobs=out.top_logprobs,
-                       input_logprobs=out.input_logprobs, spec=out.spec, times=out.times)
+                       input_logprobs=out.input_logprobs, input_top_logprobs=out.input_top_logprobs,
+                       spec=out.spec, times=out.times)
 
 
 def run_detokenizer_process(tokenizer_path: str, endpoints: Endpoints, log_level: str) -> None:

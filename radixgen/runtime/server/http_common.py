@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from fastapi.responses import Response, StreamingResponse
 
 from radixgen.config import EngineConfig, ServerConfig
-from radixgen.core import SamplingParams
+from radixgen.core import SEED_MAX, SEED_MIN, SamplingParams
 from radixgen.runtime.grammar_backend import CONSTRAINT_ERROR
 from radixgen.runtime.server.errors import APIError, from_validation_error, invalid
 from radixgen.runtime.server.request_group import ReqState, RequestGroup
@@ -118,6 +118,27 @@ def make_params(fields: dict[str, Any], param: str | None = None) -> SamplingPar
     except (ValueError, TypeError, msgspec.ValidationError) as exc:
         raise invalid(str(exc), param, "invalid_value") from None
     return params
+
+
+def n_params(fields: dict[str, Any], n: int) -> list[SamplingParams]:
+    """One SamplingParams per sample: with a seed, sample i uses seed + i, wrapped into the
+    int64 range (so the n samples differ but the response is reproducible). Checked once: the
+    copies share its constraint (a large schema is parsed once)."""
+    first, seed = make_params(fields), fields.get("seed")
+    return [first] + [dataclasses.replace(first, seed=None if seed is None else _wrapped_seed(seed + i))
+                      for i in range(1, n)]
+
+
+def _wrapped_seed(seed: int) -> int:
+    return (seed - SEED_MIN) % (SEED_MAX - SEED_MIN + 1) + SEED_MIN
+
+
+def request_rids(rid: str | None, count: int) -> list[str] | None:
+    """The rids of a request's `count` requests when the client names it (SGLang's `rid`):
+    the rid itself for one, `<rid>-<i>` for several (what /abort_request takes)."""
+    if rid is None:
+        return None
+    return [rid] if count == 1 else [f"{rid}-{i}" for i in range(count)]
 
 
 def finite(value: float) -> float:

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
-from typing import Any, AsyncIterator
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
 from radixgen.core import SamplingParams
 from radixgen.runtime.server.errors import APIError, invalid, unavailable
 from radixgen.runtime.server.http_common import (ServerState, body_schema, checked_rids, client_gone, collect,
-                                                 finite, json_body, make_params, server_state, sse, version)
+                                                 json_body, request_rids, server_state, sse, version)
+from radixgen.runtime.server.native_fields import native_specs, refuse_unsupported
+from radixgen.runtime.server.native_result import LogprobFormat, native_result, stream_chunks
 from radixgen.runtime.server.protocol import AbortRequest, GenerateRequest
-from radixgen.runtime.server.request_group import ReqState, RequestGroup
+from radixgen.runtime.server.request_group import RequestGroup
 
 router = APIRouter()
 
@@ -25,23 +26,26 @@ HEALTH_GENERATE_TIMEOUT_S = 20.0
 @router.post("/generate", openapi_extra=body_schema(GenerateRequest))
 async def generate(request: Request, body: GenerateRequest = Depends(json_body(GenerateRequest))) -> Any:
     """Text or token ids (one or a batch) -> {"text", "output_ids", "meta_info"} (a list for
-    a batch); with stream=true, SSE chunks of the cumulative result."""
+    a batch or n > 1, each prompt's samples in a row); with stream=true, SSE chunks of the
+    cumulative text and ids with each chunk's own output logprobs."""
     st = server_state(request)
+    refuse_unsupported(body)
     prompts, single = await _prompts(st, body)
-    params = await asyncio.to_thread(_params_per_prompt, body, len(prompts), _logprob_start(body, prompts, single))
-    for ids, p in zip(prompts, params):
+    specs = await asyncio.to_thread(native_specs, body, prompts, single, st.tm.limits)
+    for ids, p in specs:
         st.tm.check_prompt(ids, p.max_new_tokens, "input_ids" if body.input_ids is not None else "text")
-    await st.tm.check_constraints(params, "sampling_params")
-    rids = None if body.rid is None else [body.rid] if isinstance(body.rid, str) else list(body.rid)
-    group = RequestGroup(st.tm, list(zip(prompts, params)), checked_rids(st, rids, len(prompts)))
+    await st.tm.check_constraints([p for _, p in specs], "sampling_params")
+    group = RequestGroup(st.tm, specs, checked_rids(st, _rids(body.rid, len(specs)), len(specs)))
     group.start()
+    fmt = LogprobFormat(body.return_text_in_logprobs, st.token_text)
+    one = single and len(specs) == 1
     if body.stream:
-        return sse(_stream(group, single), group)
+        return sse(stream_chunks(group, fmt, with_index=not one), group)
     states = await collect(request, group)
     if states is None:
         return client_gone()
-    results = [native_result(s) for s in states]
-    return results[0] if single else results
+    results = [native_result(s, fmt) for s in states]
+    return results[0] if one else results
 
 
 async def _prompts(st: ServerState, body: GenerateRequest) -> tuple[list[list[int]], bool]:
@@ -59,64 +63,10 @@ async def _prompts(st: ServerState, body: GenerateRequest) -> tuple[list[list[in
     return ([list(ids)] if single else [list(x) for x in ids]), single
 
 
-def _logprob_start(body: GenerateRequest, prompts: list[list[int]], single: bool) -> int:
-    """Where prompt logprobs start: `logprob_start_len`, or with `logprob_start_common_prefix`
-    the length of the longest token prefix every prompt of the batch shares."""
-    if not body.logprob_start_common_prefix:
-        return body.logprob_start_len
-    param = "logprob_start_common_prefix"
-    if not body.return_logprob:
-        raise invalid("logprob_start_common_prefix needs return_logprob", param)
-    if body.logprob_start_len != -1:
-        raise invalid("give logprob_start_len or logprob_start_common_prefix, not both", param)
-    if single or len(prompts) < 2:
-        raise invalid("logprob_start_common_prefix needs a batch of at least two prompts", param)
-    return len(os.path.commonprefix(prompts))
-
-
-def _params_per_prompt(body: GenerateRequest, n: int, logprob_start_len: int) -> list[SamplingParams]:
-    raw = body.sampling_params
-    if isinstance(raw, list) and len(raw) != n:
-        raise invalid(f"{len(raw)} sampling_params for {n} prompts", "sampling_params")
-    dicts = raw if isinstance(raw, list) else [raw or {}] * n
-    out = []
-    for d in dicts:
-        d = dict(d)
-        if body.return_logprob:
-            d["return_logprob"] = True
-        if body.top_logprobs_num:
-            d["top_logprobs_num"] = body.top_logprobs_num
-        if body.return_logprob and logprob_start_len >= 0:
-            d["logprob_start_len"] = logprob_start_len
-        out.append(make_params(d, "sampling_params"))
-    return out
-
-
-def native_result(s: ReqState) -> dict[str, Any]:
-    """SGLang's result shape; logprobs as [logprob, token_id] pairs."""
-    meta: dict[str, Any] = {
-        "id": s.rid, "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
-        "cached_tokens": s.cached_tokens, "finish_reason": s.finish, "e2e_latency": s.e2e_latency,
-        **(s.spec.meta_info() if s.spec else {})}
-    if s.params.return_logprob or s.params.top_logprobs_num:
-        meta["output_token_logprobs"] = [[finite(lp), t] for lp, t in zip(s.logprobs, s.output_ids)]
-    if s.params.logprob_start_len >= 0 and s.input_logprobs is not None:
-        start = s.params.logprob_start_len
-        meta["logprob_start_len"] = start  # where the entries begin (a common-prefix batch's start)
-        meta["input_token_logprobs"] = [[None if lp is None else finite(lp), t]
-                                        for lp, t in zip(s.input_logprobs, s.input_ids[start:])]
-    if s.params.top_logprobs_num:
-        meta["output_top_logprobs"] = [[[finite(lp), t] for t, lp in top] for top in s.top_logprobs]
-    return {"text": s.text, "output_ids": list(s.output_ids), "meta_info": meta}
-
-
-async def _stream(group: RequestGroup, single: bool) -> AsyncIterator[dict[str, Any]]:
-    """One chunk per scheduler output: cumulative text and ids (SGLang's shape)."""
-    async for state, _ in group:
-        chunk = native_result(state)
-        if not single:
-            chunk["index"] = state.index
-        yield chunk
+def _rids(rid: str | list[str] | None, count: int) -> list[str] | None:
+    """Client-chosen rids: a list with one per request, or one string (SGLang: the prefix of
+    a batch's rids)."""
+    return rid if isinstance(rid, list) else request_rids(rid, count)
 
 
 @router.get("/health")

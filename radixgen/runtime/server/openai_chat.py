@@ -14,9 +14,9 @@ from fastapi import APIRouter, Depends, Request
 from radixgen.core import Constraint
 from radixgen.runtime.server.errors import invalid
 from radixgen.runtime.server.http_common import (ServerState, body_schema, checked_rids, client_gone, collect,
-                                                 finite, json_body, server_state, sse)
-from radixgen.runtime.server.openai_common import (check_common, field_constraint, finish_reason, n_params,
-                                                   request_rids, sampling_dict, usage)
+                                                 finite, json_body, n_params, request_rids, server_state, sse)
+from radixgen.runtime.server.openai_common import (check_common, field_constraint, finish_reason,
+                                                   sampling_dict, usage)
 from radixgen.runtime.server.openai_tools import (checked_tools, parse_tool_calls, render_tool_history,
                                                   response_constraint, tool_constraint, tool_mode,
                                                   tool_schema_error, tools_system_prompt)

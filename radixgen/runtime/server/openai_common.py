@@ -4,16 +4,15 @@ and `/v1/models`."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
 from fastapi import APIRouter, Request
 
-from radixgen.core import SEED_MAX, SEED_MIN, Constraint, SamplingParams
+from radixgen.core import Constraint
 from radixgen.runtime.grammar_backend import CONSTRAINT_ERROR
 from radixgen.runtime.server.errors import APIError, invalid
-from radixgen.runtime.server.http_common import ServerState, make_params, server_state
+from radixgen.runtime.server.http_common import ServerState, server_state
 from radixgen.runtime.server.protocol import SamplingFields
 from radixgen.runtime.server.request_group import ReqState
 
@@ -74,7 +73,7 @@ def sampling_dict(body: SamplingFields, max_new_tokens: int) -> dict[str, Any]:
         "max_new_tokens": max_new_tokens, "top_k": body.top_k, "min_p": body.min_p,
         "repetition_penalty": body.repetition_penalty, "frequency_penalty": body.frequency_penalty,
         "presence_penalty": body.presence_penalty, "ignore_eos": body.ignore_eos,
-        "skip_special_tokens": body.skip_special_tokens, "seed": body.seed,
+        "skip_special_tokens": body.skip_special_tokens, "seed": body.seed, "min_new_tokens": body.min_tokens,
         "temperature": 1.0 if body.temperature is None else body.temperature,
         "top_p": 1.0 if body.top_p is None else body.top_p,
     }
@@ -82,28 +81,9 @@ def sampling_dict(body: SamplingFields, max_new_tokens: int) -> dict[str, Any]:
         fields["stop"] = [body.stop] if isinstance(body.stop, str) else body.stop
     if body.stop_token_ids is not None:
         fields["stop_token_ids"] = body.stop_token_ids
+    if body.stop_regex is not None:
+        fields["stop_regex"] = body.stop_regex
     return fields
-
-
-def n_params(fields: dict[str, Any], n: int) -> list[SamplingParams]:
-    """One SamplingParams per sample: with a seed, sample i uses seed + i, wrapped into the
-    int64 range (so the n samples differ but the response is reproducible). Checked once: the
-    copies share its constraint (a large schema is parsed once)."""
-    first, seed = make_params(fields), fields.get("seed")
-    return [first] + [dataclasses.replace(first, seed=None if seed is None else _wrapped_seed(seed + i))
-                      for i in range(1, n)]
-
-
-def _wrapped_seed(seed: int) -> int:
-    return (seed - SEED_MIN) % (SEED_MAX - SEED_MIN + 1) + SEED_MIN
-
-
-def request_rids(rid: str | None, count: int) -> list[str] | None:
-    """The rids of a request's `count` requests when the client names it (SGLang's `rid`):
-    the rid itself for one, `<rid>-<i>` for several (what /abort_request takes)."""
-    if rid is None:
-        return None
-    return [rid] if count == 1 else [f"{rid}-{i}" for i in range(count)]
 
 
 def usage(states: list[ReqState], n: int) -> dict[str, Any]:

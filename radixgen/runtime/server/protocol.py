@@ -11,7 +11,7 @@ ranges checked first), `suffix`, `best_of` > 1, `echo` together with `logprobs`,
 audio content parts. `response_format`, `tools`, `tool_choice` and `parallel_tool_calls`: see
 openai_tools.py.
 Extensions (SGLang names): `top_k`, `min_p`, `repetition_penalty`, `ignore_eos`,
-`stop_token_ids`, `skip_special_tokens`, `rid`, and the constraints `regex`, `ebnf`,
+`stop_token_ids`, `stop_regex`, `skip_special_tokens`, `rid`, vLLM's `min_tokens`, and the constraints `regex`, `ebnf`,
 `json_schema` (what the OpenAI client sends through `extra_body`); vLLM's `guided_json`,
 `guided_regex`, `guided_grammar` (GBNF) and `guided_choice`.
 """
@@ -76,6 +76,8 @@ class SamplingFields(ConstraintFields):
     repetition_penalty: float = Field(1.0, gt=0)
     ignore_eos: bool = False
     stop_token_ids: Optional[list[TokenId]] = None
+    stop_regex: Stop = None
+    min_tokens: Count = 0  # vLLM's name: no stop or EOS before this many tokens
     skip_special_tokens: bool = True
     rid: Optional[str] = Field(None, min_length=1, max_length=256)
 
@@ -136,20 +138,44 @@ class CompletionRequest(SamplingFields):
     suffix: Optional[str] = None
 
 
+TopLogprobsNum = Annotated[int, Field(ge=0, le=20)]
+LogprobStart = Annotated[int, Field(ge=-1, le=INT32_MAX)]
+
+
 class GenerateRequest(StrictModel):
-    """Native /generate (SGLang's shape). `sampling_params` is checked by SamplingParams."""
+    """Native /generate (SGLang's shape). `sampling_params` is checked by SamplingParams (see
+    native_fields.py); the logprob fields take one value or a list with one per prompt."""
 
     text: Optional[Union[str, list[str]]] = None
     input_ids: Optional[Union[PromptIds, list[PromptIds]]] = None
     sampling_params: Optional[Union[dict[str, Any], list[dict[str, Any]]]] = None
     stream: bool = False
-    return_logprob: bool = False
-    top_logprobs_num: int = Field(0, ge=0, le=20)
-    logprob_start_len: int = Field(-1, ge=-1, le=INT32_MAX)  # >= 0 with return_logprob: prompt logprobs too
+    return_logprob: Optional[Union[bool, list[bool]]] = None
+    top_logprobs_num: Optional[Union[TopLogprobsNum, list[TopLogprobsNum]]] = None
+    # >= 0 with return_logprob: prompt logprobs too; -1 (the default): output logprobs only
+    logprob_start_len: Optional[Union[LogprobStart, list[LogprobStart]]] = None
+    return_text_in_logprobs: bool = False  # entries [logprob, token_id, token_text]
     # extension: prompt logprobs of a batch from where its prompts' token ids first differ
     # (what scoring continuations of one prefix needs, without knowing its token count)
     logprob_start_common_prefix: bool = False
     rid: Optional[Union[str, list[str]]] = None
+    # SGLang fields radixgen cannot honour: parsed so that the 400 names them (native_fields.py)
+    input_embeds: Any = None
+    image_data: Any = None
+    video_data: Any = None
+    audio_data: Any = None
+    modalities: Any = None
+    token_ids_logprob: Any = None
+    return_hidden_states: Any = None
+    custom_logit_processor: Any = None
+    lora_path: Any = None
+    lora_id: Any = None
+    session_params: Any = None
+    bootstrap_host: Any = None
+    bootstrap_port: Any = None
+    bootstrap_room: Any = None
+    data_parallel_rank: Any = None
+    priority: Any = None
 
 
 class AbortRequest(StrictModel):

@@ -30,6 +30,7 @@ class ReqState:
     logprobs: list[float] = field(default_factory=list)
     top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
     input_logprobs: list[float | None] | None = None
+    input_top_logprobs: list[list[tuple[int, float]] | None] | None = None
     finish: dict[str, Any] | None = None
     prompt_tokens: int = 0
     cached_tokens: int = 0
@@ -45,6 +46,7 @@ class ReqState:
         self.top_logprobs.extend(out.top_logprobs or [])
         if out.input_logprobs is not None:
             self.input_logprobs = out.input_logprobs
+            self.input_top_logprobs = out.input_top_logprobs
         self.prompt_tokens, self.cached_tokens = out.prompt_tokens, out.cached_tokens
         self.completion_tokens = out.completion_tokens
         if out.spec is not None:

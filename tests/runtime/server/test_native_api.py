@@ -33,7 +33,7 @@ def test_generate_text_ids_and_batches(client, tokenizer):
     one = client.post("/generate", json={"text": "Hello there", "sampling_params": GREEDY}).json()
     meta = one["meta_info"]
     assert len(one["output_ids"]) == meta["completion_tokens"] == 8
-    assert meta["prompt_tokens"] == 2 and meta["finish_reason"] == {"type": "length"}
+    assert meta["prompt_tokens"] == 2 and meta["finish_reason"] == {"type": "length", "length": 8}
     assert {"id", "cached_tokens", "e2e_latency"} <= set(meta)
     assert one["text"] == tokenizer.decode(one["output_ids"])
     ids = tokenizer.encode("Hello there", add_special_tokens=False)
@@ -46,7 +46,7 @@ def test_generate_text_ids_and_batches(client, tokenizer):
     assert len(id_batch) == 2 and id_batch[0]["output_ids"] == one["output_ids"]
 
 
-def test_generate_stream_is_cumulative_and_matches(client):
+def test_generate_stream_text_is_cumulative_and_matches(client):
     body = {"text": "Once upon", "sampling_params": GREEDY}
     full = client.post("/generate", json=body).json()
     with client.stream("POST", "/generate", json={**body, "stream": True}) as resp:
@@ -55,7 +55,7 @@ def test_generate_stream_is_cumulative_and_matches(client):
     assert events[-1] == "[DONE]"
     chunks = events[:-1]
     assert chunks[-1]["text"] == full["text"] and chunks[-1]["output_ids"] == full["output_ids"]
-    assert chunks[-1]["meta_info"]["finish_reason"] == {"type": "length"}
+    assert chunks[-1]["meta_info"]["finish_reason"] == {"type": "length", "length": 8}
     assert all(c["meta_info"]["finish_reason"] is None for c in chunks[:-1])
 
 
