@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 
 # pydantic names the union member in an error's location (`stop.str`, `prompt.list[int]`,
 # `content.list[TextPart]`): not a field, so left out of `param`
-_UNION_TAG = re.compile(r"^(str|int|float|bool|none|[A-Z]\w*|.*\[.*)$")
+_UNION_TAG = re.compile(r"^(str|int|float|bool|none|constrained-[\w-]+|function-[\w-]+|[A-Z]\w*|.*\[.*)$")
 
 
 class APIError(Exception):

@@ -120,11 +120,11 @@ def make_params(fields: dict[str, Any], param: str | None = None) -> SamplingPar
     return params
 
 
-def n_params(fields: dict[str, Any], n: int) -> list[SamplingParams]:
+def n_params(fields: dict[str, Any], n: int, param: str | None = None) -> list[SamplingParams]:
     """One SamplingParams per sample: with a seed, sample i uses seed + i, wrapped into the
     int64 range (so the n samples differ but the response is reproducible). Checked once: the
     copies share its constraint (a large schema is parsed once)."""
-    first, seed = make_params(fields), fields.get("seed")
+    first, seed = make_params(fields, param), fields.get("seed")
     return [first] + [dataclasses.replace(first, seed=None if seed is None else _wrapped_seed(seed + i))
                       for i in range(1, n)]
 

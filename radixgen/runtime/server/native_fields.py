@@ -11,7 +11,7 @@ from typing import Any
 from radixgen.core import SamplingParams
 from radixgen.runtime.messages import SchedulerReady
 from radixgen.runtime.server.errors import invalid
-from radixgen.runtime.server.http_common import n_params
+from radixgen.runtime.server.http_common import make_params, n_params
 from radixgen.runtime.server.protocol import GenerateRequest
 
 MAX_N = 64
@@ -66,8 +66,9 @@ def native_specs(body: GenerateRequest, prompts: list[list[int]], single: bool,
         fields, n = sampling_fields(d)
         if fields.get("max_new_tokens", 0) is None:  # SGLang: up to the context
             fields["max_new_tokens"] = max(limits.max_context_len - len(ids), 0)
+        _check_top_level(start, top)
         fields.update(_logprob_fields(bool(want), int(top or 0), int(start)))
-        params = n_params(fields, n)
+        params = n_params(fields, n, "sampling_params")
         _check_token_ids(params[0], limits.vocab_size)
         specs += [(ids, p) for p in params]
     return specs
@@ -86,6 +87,14 @@ def sampling_fields(raw: dict[str, Any]) -> tuple[dict[str, Any], int]:
     if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_N:
         raise invalid(f"n must be an integer in [1, {MAX_N}]", "sampling_params.n", "invalid_value")
     return fields, n
+
+
+def _check_top_level(start: Any, top: Any) -> None:
+    """The request's own logprob fields, so a bad one is named (not its sampling_params)."""
+    if start is not None and start != -1:
+        make_params({"logprob_start_len": start}, "logprob_start_len")
+    if top:
+        make_params({"top_logprobs_num": top}, "top_logprobs_num")
 
 
 def _logprob_fields(want: bool, top: int, start: int) -> dict[str, Any]:
