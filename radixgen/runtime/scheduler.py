@@ -137,7 +137,9 @@ class Scheduler:
         extra = [input_logprob_rows(r, e) for r, e in zip(plan.reqs, plan.extend_lens)]
         trees = ([d.tree_input(s) for d, s in zip(drafts, tree_slots)]
                  + [g.tree_input(s) for g, s in zip(plan.groups, group_slots)])
-        shape, started = step_shape(plan, dec_reqs, trees), time.perf_counter()
+        timed = self.planner.step_cost is not None and bool(plan.reqs or plan.groups)
+        shape = step_shape(plan, dec_reqs, trees) if timed else None
+        started = time.perf_counter()
         logits = self.runner.forward_mixed(plan.reqs, plan.extend_lens, ext_slots, dec_reqs, dec_slots,
                                            extra if any(c for _, c in extra) else None, trees)
         n, d, n_extra = len(plan.reqs), len(dec_reqs), sum(c for _, c in extra)
@@ -154,7 +156,7 @@ class Scheduler:
             self._after_verify(drafts, tree_slots, logits[n + d + n_extra:n + d + n_extra + n_verify])
         if plan.groups:
             self._after_scoring(plan.groups, group_slots, logits[n + d + n_extra + n_verify:])
-        if plan.reqs or plan.groups:  # sampling read the logits back: the device's time is in
+        if timed:  # sampling read the logits back: the device's time is in
             self.planner.observe_step(shape, time.perf_counter() - started)
         self.num_demoted += self.kv.demote(self.running)  # branch window: older tokens to the branch pool
         return self._take_outputs()
