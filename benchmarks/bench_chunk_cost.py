@@ -80,9 +80,12 @@ def profile_step(eng, chunk: int, depth: int, decode_rows: int, seed: int) -> di
     walls = []
     from torch.profiler import ProfilerActivity, profile
 
-    for k in range(3):
+    for k in range(4):
         drv.submit(prefix + random_ids(vocab, chunk, seed + 99 + k), {"max_new_tokens": 1})
         torch.cuda.synchronize()
+        if k == 2:  # the host's Python functions, by own time
+            python_top = _python_profile(sched.step)
+            continue
         if k < 2:
             t = time.perf_counter()
             sched.step()
@@ -108,7 +111,22 @@ def profile_step(eng, chunk: int, depth: int, decode_rows: int, seed: int) -> di
         sched.step()
     return {"chunk": chunk, "depth": depth, "decode_rows": decode_rows, "wall_ms": [1e3 * w for w in walls],
             "kernel_ms_total": sum(k[0] for k in kernels), "kernels": kernels[:8], "host": host[:12],
-            "syncs": syncs}
+            "syncs": syncs, "python": python_top}
+
+
+def _python_profile(step, top: int = 14) -> list[tuple[float, int, str]]:
+    """One call of `step` under cProfile: (own ms, calls, function) of its top functions."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    step()
+    torch.cuda.synchronize()
+    prof.disable()
+    stats = pstats.Stats(prof).stats
+    rows = [(1e3 * tt, nc, f"{Path(fn).name}:{line}:{name}") for (fn, line, name), (_, nc, tt, _, _) in stats.items()]
+    return sorted(rows, reverse=True)[:top]
 
 
 def main(argv=None) -> None:
@@ -125,7 +143,7 @@ def main(argv=None) -> None:
                  sampling_params={"max_new_tokens": 4})
     out = {"device": dev, "args": vars(args), "first_request_s": time.perf_counter() - t, "prefill": [], "profile": []}
     print(f"first request {out['first_request_s']:.1f} s")
-    for i, chunk in enumerate(int(c) for c in args.chunks.split(",")):
+    for i, chunk in enumerate(int(c) for c in args.chunks.split(",") if c):
         row = chunked_prefill(eng, dev, chunk, args.long_len, seed=100 + i)
         out["prefill"].append(row)
         print(f"chunk {chunk}: {row['tok_s']:.0f} tok/s ({100 * row['tok_s'] / row['floor_tok_s']:.0f}% of FLOP floor), "
@@ -133,7 +151,7 @@ def main(argv=None) -> None:
                           for k in ("0-8k", "24-32k", "last8k")), flush=True)
     for j, spec in enumerate(args.profile.split(",")):
         chunk, depth = (int(x) for x in spec.split(":"))
-        for rows in (0, 8):
+        for rows in (0, 8, 32):
             r = profile_step(eng, chunk, depth, rows, seed=5000 + 100 * j + rows)
             out["profile"].append(r)
             print(f"profile chunk {chunk} at depth {depth} + {rows} decode rows: wall "
@@ -143,6 +161,8 @@ def main(argv=None) -> None:
                 print(f"    dev  {ms:8.2f} ms  x{count:<5d} {key}")
             for ms, count, key in r["host"][:10]:
                 print(f"    host {ms:8.2f} ms  x{count:<5d} {key}")
+            for ms, count, key in r["python"]:
+                print(f"    py   {ms:8.2f} ms  x{count:<5d} {key}")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=str))
     eng.shutdown()

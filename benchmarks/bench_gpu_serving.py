@@ -108,11 +108,29 @@ class Driver:
     """Submits requests at given times and steps the scheduler, recording when each request's
     tokens came out (host clock, after the step that produced them)."""
 
-    def __init__(self, eng):
+    def __init__(self, eng, record_chunks: bool = False):
         self.sched, self.t0 = eng.scheduler, time.perf_counter()
         self.events: dict[str, list[tuple[float, int]]] = {}
         self.arrival: dict[str, float] = {}
         self.step_times: list[float] = []
+        self.long_chunks: list[int] = []  # each step's prompt tokens of long prompts (record_chunks)
+        if record_chunks:
+            self._record_chunks()
+
+    def _record_chunks(self) -> None:
+        planner, plan = self.sched.planner, self.sched.planner.plan
+
+        def recorded_plan(waiting, running, chunked):
+            out = plan(waiting, running, chunked)
+            self.long_chunks.append(sum(e for r, e in zip(out.reqs, out.extend_lens)
+                                        if r.prefill_len > planner.long_threshold))
+            return out
+
+        planner.plan = recorded_plan
+
+    def close(self) -> None:
+        """Stop recording the planner's plans."""
+        self.sched.planner.__dict__.pop("plan", None)
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -211,19 +229,30 @@ def long_prefill(eng, dev: dict, num_long: int, args, seed: int, short_rate: flo
         schedule += [(0.05 + k / short_rate, random_ids(vocab, 50, seed + 1000 + k),
                       {"max_new_tokens": 16, "ignore_eos": True}) for k in range(n_short)]
         schedule.sort(key=lambda x: x[0])
-    drv = Driver(eng)
+    drv = Driver(eng, record_chunks=True)
     drv.run(schedule)
+    drv.close()
     rids = list(drv.arrival)
     is_long = {rid: i < num_long for i, rid in enumerate(rids)}  # submitted in schedule order: longs first
     long_done = max(drv.events[r][0][0] for r in rids if is_long[r])
     row = {"num_long": num_long, "long_tok_s": num_long * args.long_len / long_done,
            "floor_tok_s": num_long * args.long_len * dev["matmul_flops"] / (
                num_long * prefill_flops(LLAMA31_8B, args.long_len)),
-           "step_ms_p50": 1e3 * pct(drv.step_times, 0.5), "step_ms_max": 1e3 * max(drv.step_times)}
+           "step_ms_p50": 1e3 * pct(drv.step_times, 0.5), "step_ms_p90": 1e3 * pct(drv.step_times, 0.9),
+           "step_ms_max": 1e3 * max(drv.step_times), "long_chunk_p50": pct([c for c in drv.long_chunks if c], 0.5),
+           "cost_model": cost_model_summary(eng.scheduler.planner.step_cost)}
     shorts = [r for r in rids if not is_long[r]]
     if shorts:
         row.update(short_summary(drv, shorts))
     return row
+
+
+def cost_model_summary(model) -> dict | None:
+    """The step-time target's fitted cost model: samples and weights of its host and device fits."""
+    if model is None:
+        return None
+    return {name: {"samples": fit.num_samples, "weights": [round(w, 6) for w in fit.weights.tolist()]}
+            for name, fit in (("host", model.host), ("device", model.device))}
 
 
 def short_summary(drv: Driver, rids: list[str]) -> dict:
@@ -260,7 +289,8 @@ def run_config(name: str, folder: Path, dev: dict, args, rows: set[str]) -> dict
         for r in alone:
             print(f"[{name}] prefill {r['num_long']} x {args.long_len} alone: {r['long_tok_s']:.0f} tok/s "
                   f"(FLOP floor {r['floor_tok_s']:.0f}; {100 * r['long_tok_s'] / r['floor_tok_s']:.0f}%), "
-                  f"step p50 {r['step_ms_p50']:.0f} ms, max {r['step_ms_max']:.0f} ms", flush=True)
+                  f"step p50 {r['step_ms_p50']:.0f} ms, max {r['step_ms_max']:.0f} ms, long tokens a step p50 "
+                  f"{r['long_chunk_p50']}", flush=True)
     if "interference" in rows:
         idle = idle_shorts(eng, args, seed=7)
         res["idle_shorts"] = idle
@@ -276,7 +306,9 @@ def run_config(name: str, folder: Path, dev: dict, args, rows: set[str]) -> dict
             print(f"[{name}] {n} long + {r['short_n']} short at {args.short_rate:g}/s: short TTFT p50 "
                   f"{r['ttft_p50_ms']:.0f} ms, p99 {r['ttft_p99_ms']:.0f} ms (target <= 120); ITL p99 "
                   f"{r['itl_p99_ms']:.1f} ms = {r['itl_p99_vs_idle']:.2f}x idle (target <= 2); long prefill "
-                  f"{r['long_tok_s']:.0f} tok/s = {100 * r['long_vs_alone']:.0f}% of alone (target >= 90%)", flush=True)
+                  f"{r['long_tok_s']:.0f} tok/s = {100 * r['long_vs_alone']:.0f}% of alone (target >= 90%); step p50 "
+                  f"{r['step_ms_p50']:.0f} ms, p90 {r['step_ms_p90']:.0f}, max {r['step_ms_max']:.0f}; long tokens a "
+                  f"step p50 {r['long_chunk_p50']}; cost model {r['cost_model']}", flush=True)
     eng.shutdown()
     del eng
     import gc

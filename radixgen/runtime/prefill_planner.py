@@ -32,7 +32,7 @@ from radixgen.runtime.kv_manager import KVManager
 from radixgen.runtime.request import Request
 from radixgen.runtime.schedule_policy import PrefillPlan, in_batch_share_min, order_waiting, shares_uncached_prefix
 from radixgen.runtime.score_group import group_for, scoreable
-from radixgen.runtime.step_cost import StepCostModel, StepShape
+from radixgen.runtime.step_cost import StepCostModel, StepShape, step_shape
 
 MIXED_CHUNK_CPU = 128  # measured: ITL p99 605 -> 340 ms, throughput and TTFT p50 unchanged (docs/benchmarks-history.md)
 # the long-prompt threshold as a fraction of the chunk size: on the CPU prefill is compute-bound
@@ -81,7 +81,7 @@ class PrefillPlanner:
         `waiting` (whose KV the caller then allocates); chunked prompts stay in `chunked`."""
         budget = self.mixed_chunk_size if running else self.chunk_size
         rnd = _Round(PrefillPlan(), budget, self._reserved(running, chunked), len(running) + len(chunked),
-                     self._decode_shape(running), chosen=list(chunked))
+                     step_shape((), running), chosen=list(chunked))
         jumps = [r for r in chunked if r.output_ids and not self._is_long(r, r.kv_len)]
         in_flight = sorted((r for r in chunked if r not in jumps), key=self._left)  # prompts mid-prefill
         rnd.partial, rnd.long = len(in_flight), sum(self._is_long(r, r.kv_len) for r in in_flight)
@@ -144,8 +144,7 @@ class PrefillPlanner:
         cap = max(min(left, self.long_threshold, rnd.budget - later_floor), 0)
         if self.step_cost is None or cap == 0:
             return cap
-        spare = self.max_step_s - self.step_cost.predict(rnd.shape)
-        fitted = self.step_cost.max_chunk(start, spare, cap)
+        fitted = self.step_cost.max_chunk(rnd.shape, start, self.max_step_s, cap)
         return max(fitted, min(cap, MIN_LONG_CHUNK, rnd.budget))
 
     # ---- short prompts ---------------------------------------------------------------------
@@ -251,15 +250,9 @@ class PrefillPlanner:
         return self.kv.generated_need(int(req.remaining_new_tokens * self.cfg.new_token_ratio))
 
     # ---- step timings ----------------------------------------------------------------------
-    @staticmethod
-    def _decode_shape(running: list[Request]) -> StepShape:
-        shape = StepShape()
-        for req in running:
-            shape.add_decode(req.seq_len)
-        return shape
-
-    def observe_step(self, shape: StepShape, seconds: float) -> None:
-        """A measured step with prompt tokens (device time included: the step read its
-        sampled tokens back), for the step-time target's cost model."""
+    def observe_step(self, shape: StepShape, seconds: float, launched: float | None = None) -> None:
+        """A measured step with prompt tokens, for the step-time target's cost model: seconds
+        until its sampled tokens were read back (the device's time is in), launched until its
+        forward's launches returned."""
         if self.step_cost is not None:
-            self.step_cost.observe(shape, seconds)
+            self.step_cost.observe(shape, seconds, launched)

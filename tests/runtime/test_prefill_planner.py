@@ -169,22 +169,53 @@ def _true_seconds(shape: StepShape) -> float:
 
 def test_step_cost_model_learns_the_device():
     model = StepCostModel()
-    shapes = []
-    for ext, prefix in [(100, 0), (400, 0), (200, 3000), (50, 9000), (300, 500), (120, 6000), (80, 20)]:
+    shapes = [(100, 0, 1), (400, 0, 3), (200, 3000, 0), (50, 9000, 2), (300, 500, 5), (120, 6000, 1), (80, 20, 4)]
+    for ext, prefix, decoding in shapes:
         shape = StepShape()
         shape.add_prefill(prefix, ext)
-        shape.add_decode(700, rows=3)
-        shapes.append(shape)
+        for _ in range(decoding):
+            shape.add_decode(700)
         model.observe(shape, _true_seconds(shape))
     assert model.ready
     probe = StepShape()
     probe.add_prefill(4000, 250)
     assert model.predict(probe) == pytest.approx(_true_seconds(probe), rel=0.05)
-    c = model.max_chunk(4000, 0.02, cap=10_000)
+    c = model.max_chunk(StepShape(), 4000, 0.022, cap=10_000)
     assert 20e-6 * c + 4e-9 * prefill_pairs(4000, c) == pytest.approx(0.02, rel=0.05)
-    assert model.max_chunk(40_000, 0.02, cap=10_000) < c  # deeper in the prompt: fewer tokens
+    assert model.max_chunk(StepShape(), 40_000, 0.022, cap=10_000) < c  # deeper in the prompt: fewer tokens
+    busy = StepShape()
+    busy.add_prefill(0, 200)
+    assert model.max_chunk(busy, 4000, 0.022, cap=10_000) < c  # the step's other work counts
     stall = StepShape(rows=100)
     assert not model.observe(stall, 50.0)  # a stall (a compile) is not fitted
+
+
+def _host_seconds(shape: StepShape) -> float:
+    """A host that launches a step in 25 ms plus 0.5 ms a request, whatever its tokens."""
+    return 0.025 + 0.0005 * shape.requests
+
+
+def test_a_step_costs_the_longer_of_host_and_device():
+    """Launches overlap the device's work: a step bounded by the host carries prefill tokens
+    for free up to the host's time, so the model predicts max(host, device), not their sum."""
+    model = StepCostModel()
+    for i in range(24):
+        shape = StepShape()
+        shape.add_prefill(3000 * (i % 7), 128 * (1 + i % 12))
+        for _ in range(i % 4):
+            shape.add_decode(500)
+        device = _true_seconds(shape)
+        host = _host_seconds(shape)
+        assert model.observe(shape, max(host, device) + 1e-4, launched=host) or i == 0
+    assert model.host.ready and model.device.ready
+    small, large = StepShape(), StepShape()
+    small.add_prefill(0, 64)
+    large.add_prefill(0, 1500)
+    assert model.predict(small) == pytest.approx(_host_seconds(small), rel=0.1)
+    assert model.predict(large) == pytest.approx(_true_seconds(large), rel=0.1)
+    c = model.max_chunk(StepShape(), 0, 0.04, cap=10_000)
+    assert max(_true_seconds(StepShape(1, c, prefill_pairs(0, c))), _host_seconds(small)) == pytest.approx(
+        0.04, rel=0.1)
 
 
 def test_chunks_adapt_to_the_step_target_under_a_fake_clock():
