@@ -115,6 +115,11 @@ class SchedulerConfig:
                                        "about one step at most; 0: off (default: off on CPU, where chunks are "
                                        "already short and step times noisy; 50 on GPU, so a short request's TTFT "
                                        "is the step in flight plus its own: about 100 ms)")
+    warmup: bool | None = option(None, "before reporting ready, run a few requests of each step kind (chunked "
+                                 "and mixed prefill, a prefix hit, greedy, sampled and logprob decoding) so the first "
+                                 "request pays no kernel compilation and the step-time target's cost model has "
+                                 "learnt the device; nothing of it stays in the cache or the counters (default: on "
+                                 "a GPU, off on CPU)")
     grammar_whitespace: str = option("compact", "whitespace JSON-schema outputs may use", ("compact", "flexible"))
     disable_jump_forward: bool = option(False, "decode grammar-forced tokens one step at a time")
 

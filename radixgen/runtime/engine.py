@@ -20,6 +20,7 @@ from radixgen.runtime.model_runner import ModelRunner
 from radixgen.runtime.scheduler import Scheduler
 from radixgen.runtime.speculation import Speculator
 from radixgen.runtime.stop_checker import StopChecker
+from radixgen.runtime.warmup import warm_up
 from radixgen.speculative import DraftModelDrafter, RadixDrafter, UnionDrafter
 
 
@@ -43,7 +44,11 @@ def build_scheduler(model_path: Path, cfg: EngineConfig, tokenizer: Any) -> Sche
     grammar = GrammarBackend(tokenizer, runner.arch.vocab_size, eos, cfg.scheduler.grammar_whitespace,
                              jump_forward=not cfg.scheduler.disable_jump_forward,
                              max_context_len=runner.max_context_len)
-    return Scheduler(runner, cache, cfg.scheduler, checker, grammar, build_speculator(cfg, runner, grammar))
+    sched = Scheduler(runner, cache, cfg.scheduler, checker, grammar, build_speculator(cfg, runner, grammar))
+    warmup = cfg.scheduler.warmup
+    if warmup or (warmup is None and runner.device.type == "cuda"):
+        warm_up(sched)
+    return sched
 
 
 def build_speculator(cfg: EngineConfig, runner: ModelRunner, grammar: GrammarBackend) -> Speculator | None:
