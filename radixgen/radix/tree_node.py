@@ -46,13 +46,25 @@ class TreeNode:
 def common_prefix_len(key: tuple[int, ...], ids: tuple[int, ...], start: int, end: int,
                       page_size: int) -> int:
     """Length of the common prefix of `key` and `ids[start:end]`, compared page by page, so
-    the result is a multiple of `page_size` (a partial last page never matches)."""
+    the result is a multiple of `page_size` (a partial last page never matches).
+
+    Whole-edge and block comparisons run in C; only the block holding the first difference is
+    walked page by page. (Page by page throughout cost ~1 us a token in Python: ~30 ms a step
+    while a 32k-token prompt prefilled, as much host time as its chunk's device time.)"""
     limit = min(len(key), end - start)
     limit -= limit % page_size
+    if key[:limit] == ids[start:start + limit]:
+        return limit
+    block = page_size * -(-_COMPARE_BLOCK // page_size)
     n = 0
-    while n < limit and key[n:n + page_size] == ids[start + n:start + n + page_size]:
+    while key[n:n + block] == ids[start + n:start + n + block]:  # stops inside [0, limit)
+        n += block
+    while key[n:n + page_size] == ids[start + n:start + n + page_size]:
         n += page_size
     return n
+
+
+_COMPARE_BLOCK = 256  # tokens compared at once before the walk page by page
 
 
 def split_node(node: TreeNode, at: int, page_size: int) -> TreeNode:
