@@ -1,7 +1,7 @@
 """GPU serving against its floor, on one card, through the public Engine (its Scheduler, as the
 server drives it). Llama-3.1-8B shape with dummy bf16 weights (131,072 context, llama3 RoPE).
 
-Rows, each per KV configuration (`bf16`, and `default`: what the GPU picks with no KV flags):
+Rows, each per KV configuration (`bf16`, `fp8` and `default`: what the GPU picks with no KV flags):
 - startup: Engine construction, and the first request (a prefill and a decode) after it;
 - decode at batch 1 x 512, 64 x 512 and 64 x 2048 context: tok/s and step time next to the byte
   floor (every weight and each sequence's KV read once a step, at the copy bandwidth measured in
@@ -40,7 +40,7 @@ from model_shapes import LLAMA3_8B  # noqa: E402
 LLAMA31_8B = dict(LLAMA3_8B, max_position_embeddings=131072, rope_scaling={
     "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
     "original_max_position_embeddings": 8192})
-KV_CONFIGS = {"bf16": {"kv_cache_dtype": "bf16"}, "default": {}}
+KV_CONFIGS = {"bf16": {"kv_cache_dtype": "bf16"}, "fp8": {"kv_cache_dtype": "fp8_e4m3"}, "default": {}}
 DECODE_SHAPES = ((1, 512), (64, 512), (64, 2048))
 ROWS = ("startup", "decode", "prefill", "interference")
 
@@ -331,9 +331,10 @@ def main(argv=None) -> None:
         results["configs"][name] = run_config(name, folder, dev, args, rows)
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1, default=str))
-    if "decode" in rows and {"bf16", "default"} <= set(results["configs"]):
-        for b, d in zip(results["configs"]["bf16"]["decode"], results["configs"]["default"]["decode"]):
-            print(f"default / bf16 at {b['batch']} x {b['ctx']}: {d['tok_s'] / b['tok_s']:.2f}x")
+    configs = results["configs"]
+    for name in (n for n in configs if n != "bf16" and "bf16" in configs and "decode" in rows):
+        for b, d in zip(configs["bf16"]["decode"], configs[name]["decode"]):
+            print(f"{name} / bf16 at {b['batch']} x {b['ctx']}: {d['tok_s'] / b['tok_s']:.2f}x")
 
 
 if __name__ == "__main__":
