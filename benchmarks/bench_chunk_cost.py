@@ -42,7 +42,7 @@ def parse_args(argv=None):
 
 def set_chunk(planner, chunk: int) -> None:
     planner.chunk_size = planner.mixed_chunk_size = planner.long_threshold = chunk
-    planner.step_cost = None
+    planner.long_control = None
 
 
 def chunked_prefill(eng, dev: dict, chunk: int, length: int, seed: int) -> dict:

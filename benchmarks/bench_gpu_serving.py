@@ -240,19 +240,11 @@ def long_prefill(eng, dev: dict, num_long: int, args, seed: int, short_rate: flo
                num_long * prefill_flops(LLAMA31_8B, args.long_len)),
            "step_ms_p50": 1e3 * pct(drv.step_times, 0.5), "step_ms_p90": 1e3 * pct(drv.step_times, 0.9),
            "step_ms_max": 1e3 * max(drv.step_times), "long_chunk_p50": pct([c for c in drv.long_chunks if c], 0.5),
-           "cost_model": cost_model_summary(eng.scheduler.planner.step_cost)}
+           "long_allowance_end": getattr(eng.scheduler.planner.long_control, "tokens", None)}
     shorts = [r for r in rids if not is_long[r]]
     if shorts:
         row.update(short_summary(drv, shorts))
     return row
-
-
-def cost_model_summary(model) -> dict | None:
-    """The step-time target's fitted cost model: samples and weights of its host and device fits."""
-    if model is None:
-        return None
-    return {name: {"samples": fit.num_samples, "weights": [round(w, 6) for w in fit.weights.tolist()]}
-            for name, fit in (("host", model.host), ("device", model.device))}
 
 
 def short_summary(drv: Driver, rids: list[str]) -> dict:
@@ -308,7 +300,7 @@ def run_config(name: str, folder: Path, dev: dict, args, rows: set[str]) -> dict
                   f"{r['itl_p99_ms']:.1f} ms = {r['itl_p99_vs_idle']:.2f}x idle (target <= 2); long prefill "
                   f"{r['long_tok_s']:.0f} tok/s = {100 * r['long_vs_alone']:.0f}% of alone (target >= 90%); step p50 "
                   f"{r['step_ms_p50']:.0f} ms, p90 {r['step_ms_p90']:.0f}, max {r['step_ms_max']:.0f}; long tokens a "
-                  f"step p50 {r['long_chunk_p50']}; cost model {r['cost_model']}", flush=True)
+                  f"step p50 {r['long_chunk_p50']} (allowance at the end {r['long_allowance_end']})", flush=True)
     eng.shutdown()
     del eng
     import gc

@@ -109,12 +109,11 @@ class SchedulerConfig:
                                                       "chunked prefill size / 2 on CPU = 256, where smaller chunks "
                                                       "cost little: 215 vs 220 tok/s at 256 vs 512; / 4 on GPU = "
                                                       "2048)")
-    max_step_ms: float | None = option(None, "step-time target: long prompts' chunks shrink to what a cost model, "
-                                       "fitted to measured step times (attention cost growing with a chunk's "
-                                       "depth in its prompt), predicts fits, so decode steps and new prompts wait "
-                                       "about one step at most; 0: off (default: off on CPU, where chunks are "
-                                       "already short and step times noisy; 50 on GPU, so a short request's TTFT "
-                                       "is the step in flight plus its own: about 100 ms)")
+    max_step_ms: float | None = option(None, "step-time target: the long prompts' tokens a step are steered by the "
+                                       "measured step times so a step takes about this long, so decode steps and "
+                                       "new prompts wait about one step at most; 0: off (default: off on CPU, "
+                                       "where chunks are already short and step times noisy; 50 on GPU, so a "
+                                       "short request's TTFT is the step in flight plus its own: about 100 ms)")
     warmup: bool | None = option(None, "before reporting ready, run a few requests of each step kind (chunked "
                                  "and mixed prefill, a prefix hit, greedy, sampled and logprob decoding) so the first "
                                  "request pays no kernel compilation and the step-time target's cost model has "

@@ -10,8 +10,8 @@ can start (up to half of it), so long prompts progress every step under any stre
 ones; what is left after all of them goes to more short prompts. Among prompts mid-prefill the
 one with the fewest tokens left goes first (it finishes soonest); each other one gets at least
 `MIN_LONG_CHUNK` tokens (or its part of the budget). With a step-time target (`--max-step-ms`)
-the long prompts' chunks are cut to what a cost model fitted to measured step times predicts
-fits in it (step_cost.py).
+the long prompts together get an allowance of tokens a step, steered by the measured step
+times towards the target (step_cost.py).
 
 Requests are admitted in the policy's order (`schedule_policy.order_waiting`) while the budget,
 the running-request limit and their KV allow. While other requests hold KV, fitting includes a
@@ -32,7 +32,7 @@ from radixgen.runtime.kv_manager import KVManager
 from radixgen.runtime.request import Request
 from radixgen.runtime.schedule_policy import PrefillPlan, in_batch_share_min, order_waiting, shares_uncached_prefix
 from radixgen.runtime.score_group import group_for, scoreable
-from radixgen.runtime.step_cost import StepCostModel, StepShape, step_shape
+from radixgen.runtime.step_cost import LongChunkController
 
 MIXED_CHUNK_CPU = 128  # measured: ITL p99 605 -> 340 ms, throughput and TTFT p50 unchanged (docs/benchmarks-history.md)
 # the long-prompt threshold as a fraction of the chunk size: on the CPU prefill is compute-bound
@@ -41,6 +41,7 @@ MIXED_CHUNK_CPU = 128  # measured: ITL p99 605 -> 340 ms, throughput and TTFT p5
 LONG_THRESHOLD_DIVISOR = {"cpu": 2, "gpu": 4}
 MAX_STEP_MS_GPU = 50.0
 MIN_LONG_CHUNK = 64  # tokens a long prompt gets each step at least, where the budget has them
+INITIAL_LONG_CHUNK = 512  # the step-time target's allowance before any step steered it
 
 
 @dataclass
@@ -51,7 +52,7 @@ class _Round:
     budget: int  # prompt tokens left this step
     reserved: list[int]  # KV positions (tier 0, tier 1) held back for requests already admitted
     num_rows: int  # requests holding a table row after this round (the running-request limit)
-    shape: StepShape  # the step planned so far, for the step-time target
+    long_tokens: int = 0  # prompt tokens of long prompts planned (the step-time target's allowance)
     partial: int = 0  # requests left mid-prefill after this step
     long: int = 0  # long prompts among them
     chosen: list[Request] = field(default_factory=list)  # prefilling this round (in-batch sharing)
@@ -73,15 +74,16 @@ class PrefillPlanner:
         self.long_threshold = cfg.long_prefill_token_threshold or max(
             self.chunk_size // LONG_THRESHOLD_DIVISOR["cpu" if cpu else "gpu"], 1)
         step_ms = cfg.max_step_ms if cfg.max_step_ms is not None else (0.0 if cpu else MAX_STEP_MS_GPU)
-        self.max_step_s = step_ms / 1000
-        self.step_cost = StepCostModel() if step_ms > 0 else None
+        self.long_control = (LongChunkController(step_ms / 1000, INITIAL_LONG_CHUNK, MIN_LONG_CHUNK,
+                                                 self.long_threshold) if step_ms > 0 else None)
+        self.planned_long_tokens = 0  # in the last plan, for `observe_step`
 
     def plan(self, waiting: list[Request], running: list[Request], chunked: list[Request]) -> PrefillPlan:
         """Prompt tokens for this step (see the module docstring). Admitted requests leave
         `waiting` (whose KV the caller then allocates); chunked prompts stay in `chunked`."""
         budget = self.mixed_chunk_size if running else self.chunk_size
         rnd = _Round(PrefillPlan(), budget, self._reserved(running, chunked), len(running) + len(chunked),
-                     step_shape((), running), chosen=list(chunked))
+                     chosen=list(chunked))
         jumps = [r for r in chunked if r.output_ids and not self._is_long(r, r.kv_len)]
         in_flight = sorted((r for r in chunked if r not in jumps), key=self._left)  # prompts mid-prefill
         rnd.partial, rnd.long = len(in_flight), sum(self._is_long(r, r.kv_len) for r in in_flight)
@@ -95,6 +97,7 @@ class PrefillPlanner:
         self._plan_in_flight(rnd, in_flight)
         self._admit_long(rnd, [r for r in ordered if id(r) in long_ids], waiting, cached)
         self._admit_short(rnd, ordered, long_ids, waiting, cached, 0)  # what the prompts above left
+        self.planned_long_tokens = rnd.long_tokens
         return rnd.plan
 
     # ---- the long prompts' share ---------------------------------------------------------
@@ -139,13 +142,14 @@ class PrefillPlanner:
 
     def _long_chunk(self, rnd: _Round, req: Request, start: int, left: int, later_floor: int) -> int:
         """Tokens for one long prompt: <= the threshold and the budget (less the floor of the
-        long prompts after it); with a step-time target, what the cost model says still fits,
-        but at least MIN_LONG_CHUNK so it progresses."""
+        long prompts after it); with a step-time target, within what is left of the long
+        prompts' allowance this step (step_cost.py), but at least MIN_LONG_CHUNK so it
+        progresses."""
         cap = max(min(left, self.long_threshold, rnd.budget - later_floor), 0)
-        if self.step_cost is None or cap == 0:
+        if self.long_control is None or cap == 0:
             return cap
-        fitted = self.step_cost.max_chunk(rnd.shape, start, self.max_step_s, cap)
-        return max(fitted, min(cap, MIN_LONG_CHUNK, rnd.budget))
+        allowed = min(cap, self.long_control.tokens - rnd.long_tokens)
+        return max(allowed, min(cap, MIN_LONG_CHUNK, rnd.budget))
 
     # ---- short prompts ---------------------------------------------------------------------
     def _admit_short(self, rnd: _Round, ordered: list[Request], long_ids: set[int], waiting: list[Request],
@@ -187,7 +191,6 @@ class PrefillPlanner:
         rnd.budget -= group.num_rows
         rnd.reserved[0] += group.num_rows
         rnd.num_rows += 1
-        rnd.shape.add_prefill(group.cached_len, group.num_rows)
         return True
 
     # ---- bookkeeping -----------------------------------------------------------------------
@@ -223,12 +226,12 @@ class PrefillPlanner:
         if ext > 0:
             self._add(rnd, req, ext)
 
-    @staticmethod
-    def _add(rnd: _Round, req: Request, ext: int) -> None:
+    def _add(self, rnd: _Round, req: Request, ext: int) -> None:
         rnd.plan.reqs.append(req)
         rnd.plan.extend_lens.append(ext)
         rnd.budget -= ext
-        rnd.shape.add_prefill(req.kv_len, ext)
+        if self._is_long(req, req.kv_len):
+            rnd.long_tokens += ext
         if req not in rnd.chosen:
             rnd.chosen.append(req)
 
@@ -250,9 +253,8 @@ class PrefillPlanner:
         return self.kv.generated_need(int(req.remaining_new_tokens * self.cfg.new_token_ratio))
 
     # ---- step timings ----------------------------------------------------------------------
-    def observe_step(self, shape: StepShape, seconds: float, launched: float | None = None) -> None:
-        """A measured step with prompt tokens, for the step-time target's cost model: seconds
-        until its sampled tokens were read back (the device's time is in), launched until its
-        forward's launches returned."""
-        if self.step_cost is not None:
-            self.step_cost.observe(shape, seconds, launched)
+    def observe_step(self, seconds: float) -> None:
+        """The last planned step's measured seconds, until its sampled tokens were read back
+        (the device's time is in), for the step-time target."""
+        if self.long_control is not None:
+            self.long_control.observe(self.planned_long_tokens, seconds)

@@ -26,7 +26,6 @@ from radixgen.runtime.prefill_planner import PrefillPlanner
 from radixgen.runtime.schedule_policy import PrefillPlan
 from radixgen.runtime.score_group import ScoreGroup
 from radixgen.runtime.speculation import Draft, Speculator
-from radixgen.runtime.step_cost import step_shape
 from radixgen.runtime.stop_checker import StopChecker
 
 logger = logging.getLogger(__name__)
@@ -137,12 +136,9 @@ class Scheduler:
         extra = [input_logprob_rows(r, e) for r, e in zip(plan.reqs, plan.extend_lens)]
         trees = ([d.tree_input(s) for d, s in zip(drafts, tree_slots)]
                  + [g.tree_input(s) for g, s in zip(plan.groups, group_slots)])
-        timed = self.planner.step_cost is not None and bool(plan.reqs or plan.groups)
-        shape = step_shape(zip(plan.reqs, plan.extend_lens), dec_reqs, trees) if timed else None
         started = time.perf_counter()
         logits = self.runner.forward_mixed(plan.reqs, plan.extend_lens, ext_slots, dec_reqs, dec_slots,
                                            extra if any(c for _, c in extra) else None, trees)
-        launched = time.perf_counter() - started
         n, d, n_extra = len(plan.reqs), len(dec_reqs), sum(c for _, c in extra)
         n_verify = sum(dr.num_rows for dr in drafts)
         if n_extra:
@@ -157,8 +153,8 @@ class Scheduler:
             self._after_verify(drafts, tree_slots, logits[n + d + n_extra:n + d + n_extra + n_verify])
         if plan.groups:
             self._after_scoring(plan.groups, group_slots, logits[n + d + n_extra + n_verify:])
-        if timed:  # sampling read the logits back: the device's time is in
-            self.planner.observe_step(shape, time.perf_counter() - started, launched)
+        if self.planner.planned_long_tokens:  # sampling read the logits back: the device's time is in
+            self.planner.observe_step(time.perf_counter() - started)
         self.num_demoted += self.kv.demote(self.running)  # branch window: older tokens to the branch pool
         return self._take_outputs()
 

@@ -1,10 +1,10 @@
 """Warm-up before a scheduler reports ready: a few requests of each step kind run through the
 scheduler itself, so the first user request pays no kernel compilation (on a GPU, flashinfer's
 JIT and the Triton kernels' first launches took ~45-50 s at the first extend) and the
-step-time target's cost model has learnt the device.
+step-time target's allowance for long prompts has been steered by steps of this device.
 
-Two rounds of the same shapes on fresh random prompts: the first compiles, the second is timed
-into a fresh cost model (the first round's compile stalls would skew its fit for many steps).
+Two rounds of the same shapes on fresh random prompts: the first compiles, the second runs at
+the speed requests will see (the first round's compile stalls only shrank the allowance).
 The shapes: a long prompt prefilled in chunks while short ones decode (mixed steps, chunks deep
 in a prompt), a prompt that hits the long one's cached prefix, greedy, sampled and logprob
 decoding, and decode steps at a few batch sizes. Afterwards nothing of it is left: the prefix
@@ -21,7 +21,6 @@ import torch
 from radixgen.core import SamplingParams
 from radixgen.runtime.messages import GenerateReq
 from radixgen.runtime.scheduler import Scheduler
-from radixgen.runtime.step_cost import StepCostModel
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +36,6 @@ def warm_up(sched: Scheduler) -> float:
     on_insert, sched.kv.on_insert = sched.kv.on_insert, None  # the drafter learns from users only
     try:
         for round_ in range(2):
-            if round_ == 1 and sched.planner.step_cost is not None:
-                sched.planner.step_cost = StepCostModel()
             _run_round(sched, long_len, seed=round_)
     finally:
         sched.kv.on_insert = on_insert

@@ -11,7 +11,7 @@ from radixgen.config import SchedulerConfig
 from radixgen.core import SamplingParams
 from radixgen.runtime.prefill_planner import MIN_LONG_CHUNK, PrefillPlanner
 from radixgen.runtime.request import Request
-from radixgen.runtime.step_cost import StepCostModel, StepShape, prefill_pairs
+from radixgen.runtime.step_cost import LongChunkController
 
 
 class FakeKV:
@@ -70,9 +70,9 @@ def _step(planner, waiting, running, chunked) -> dict[str, int]:
 
 def test_defaults_per_device_and_validation():
     cpu, gpu = _planner(device="cpu"), _planner(device="cuda")
-    assert (cpu.long_threshold, cpu.step_cost) == (256, None)
-    assert gpu.long_threshold == 2048 and gpu.max_step_s == pytest.approx(0.05)
-    assert _planner(device="cuda", max_step_ms=0).step_cost is None
+    assert (cpu.long_threshold, cpu.long_control) == (256, None)
+    assert gpu.long_threshold == 2048 and gpu.long_control.target_s == pytest.approx(0.05)
+    assert _planner(device="cuda", max_step_ms=0).long_control is None
     assert _planner(long_prefill_token_threshold=77).long_threshold == 77
     with pytest.raises(ValueError, match="max_long_partial_prefills"):
         SchedulerConfig(max_num_partial_prefills=1, max_long_partial_prefills=2)
@@ -162,85 +162,77 @@ def test_a_mid_prefill_prompt_keeps_its_remaining_kv():
     assert _step(planner, waiting, running, chunked).get("short") == 50
 
 
-def _true_seconds(shape: StepShape) -> float:
-    """A device: 2 ms a step, 20 us a token, 4 ns per attention pair, 1 ns per decode KV token."""
-    return 0.002 + 20e-6 * shape.rows + 4e-9 * shape.prefill_pairs + 1e-9 * shape.decode_kv
+def _device_seconds(steps: list[tuple[int, int]], decoding: int) -> float:
+    """A device: 2 ms a step, 20 us a token, 4 ns per causal attention pair, for prefill chunks
+    (prefix, ext) and decode rows of 500-token contexts."""
+    pairs = sum(ext * (prefix + (ext + 1) / 2) for prefix, ext in steps)
+    rows = sum(ext for _, ext in steps) + decoding
+    return 0.002 + 20e-6 * rows + 4e-9 * pairs + 1e-9 * 500 * decoding
 
 
-def test_step_cost_model_learns_the_device():
-    model = StepCostModel()
-    shapes = [(100, 0, 1), (400, 0, 3), (200, 3000, 0), (50, 9000, 2), (300, 500, 5), (120, 6000, 1), (80, 20, 4)]
-    for ext, prefix, decoding in shapes:
-        shape = StepShape()
-        shape.add_prefill(prefix, ext)
-        for _ in range(decoding):
-            shape.add_decode(700)
-        model.observe(shape, _true_seconds(shape))
-    assert model.ready
-    probe = StepShape()
-    probe.add_prefill(4000, 250)
-    assert model.predict(probe) == pytest.approx(_true_seconds(probe), rel=0.05)
-    c = model.max_chunk(StepShape(), 4000, 0.022, cap=10_000)
-    assert 20e-6 * c + 4e-9 * prefill_pairs(4000, c) == pytest.approx(0.02, rel=0.05)
-    assert model.max_chunk(StepShape(), 40_000, 0.022, cap=10_000) < c  # deeper in the prompt: fewer tokens
-    busy = StepShape()
-    busy.add_prefill(0, 200)
-    assert model.max_chunk(busy, 4000, 0.022, cap=10_000) < c  # the step's other work counts
-    stall = StepShape(rows=100)
-    assert not model.observe(stall, 50.0)  # a stall (a compile) is not fitted
-
-
-def _host_seconds(shape: StepShape) -> float:
+def _host_seconds(num_requests: int) -> float:
     """A host that launches a step in 25 ms plus 0.5 ms a request, whatever its tokens."""
-    return 0.025 + 0.0005 * shape.requests
+    return 0.025 + 0.0005 * num_requests
 
 
-def test_a_step_costs_the_longer_of_host_and_device():
-    """Launches overlap the device's work: a step bounded by the host carries prefill tokens
-    for free up to the host's time, so the model predicts max(host, device), not their sum."""
-    model = StepCostModel()
-    for i in range(24):
-        shape = StepShape()
-        shape.add_prefill(3000 * (i % 7), 128 * (1 + i % 12))
-        for _ in range(i % 4):
-            shape.add_decode(500)
-        device = _true_seconds(shape)
-        host = _host_seconds(shape)
-        assert model.observe(shape, max(host, device) + 1e-4, launched=host) or i == 0
-    assert model.host.ready and model.device.ready
-    small, large = StepShape(), StepShape()
-    small.add_prefill(0, 64)
-    large.add_prefill(0, 1500)
-    assert model.predict(small) == pytest.approx(_host_seconds(small), rel=0.1)
-    assert model.predict(large) == pytest.approx(_true_seconds(large), rel=0.1)
-    c = model.max_chunk(StepShape(), 0, 0.04, cap=10_000)
-    assert max(_true_seconds(StepShape(1, c, prefill_pairs(0, c))), _host_seconds(small)) == pytest.approx(
-        0.04, rel=0.1)
-
-
-def test_chunks_adapt_to_the_step_target_under_a_fake_clock():
-    """A long prompt with short requests decoding beside it: after a few steps the planner's
-    chunks keep the (fake) step time near --max-step-ms, shrinking as the prompt gets deeper."""
-    planner = _planner(device="cuda", chunked_prefill_size=8192, max_step_ms=40)
-    long = _req("long", 60_000)
-    waiting, running, chunked = [long], [], []
-    times, chunks = [], []
+def _steer(planner, long_len: int, seconds) -> tuple[list[float], list[int]]:
+    """A long prompt prefilled with 4 short requests decoding beside it, each step timed by
+    `seconds(chunks, num_decoding)`: the step times and the long prompt's chunks."""
+    long = _req("long", long_len)
+    waiting, chunked, times, chunks = [long], [], [], []
     while long.kv_len < long.prefill_len:
         decoding = [_req(f"d{i}", 500) for i in range(4)]
         for r in decoding:
             r.kv_len = r.seq_len - 1
-        shape = StepShape()
-        for r in decoding:
-            shape.add_decode(r.seq_len)
         plan = planner.plan(waiting, decoding, chunked)
+        steps = [(req.kv_len, ext) for req, ext in zip(plan.reqs, plan.extend_lens)]
         for req, ext in zip(plan.reqs, plan.extend_lens):
-            shape.add_prefill(req.kv_len, ext)
             req.kv_len += ext
             chunks.append(ext)
         if long not in chunked and long.kv_len < long.prefill_len:
             chunked.append(long)
-        planner.observe_step(shape, _true_seconds(shape))
-        times.append(_true_seconds(shape))
-    settled = times[10:-1]
-    assert max(settled) <= 0.040 * 1.1 and min(settled) >= 0.040 * 0.8
-    assert chunks[10] > chunks[-2] * 1.5  # the same step time buys fewer tokens deep in the prompt
+        times.append(seconds(steps, len(decoding)))
+        planner.observe_step(times[-1])
+    return times, chunks
+
+
+def test_chunks_adapt_to_the_step_target_under_a_fake_clock():
+    """After a few steps the planner's chunks keep the (fake) step time near --max-step-ms,
+    shrinking as the prompt gets deeper."""
+    planner = _planner(device="cuda", chunked_prefill_size=8192, max_step_ms=40)
+    times, chunks = _steer(planner, 60_000, _device_seconds)
+    settled = times[20:-1]
+    assert max(settled) <= 0.040 * 1.1 and min(settled) >= 0.040 * 0.85
+    assert chunks[20] > chunks[-2] * 1.5  # the same step time buys fewer tokens deep in the prompt
+
+
+def test_a_host_bound_step_carries_tokens_up_to_the_target():
+    """Launches overlap the device's work: a step costs the longer of the two, so the
+    allowance grows past the host's fixed time until the device's work fills the target."""
+    planner = _planner(device="cuda", chunked_prefill_size=8192, max_step_ms=40)
+    device_times = []
+
+    def step_seconds(steps, decoding):
+        device_times.append(_device_seconds(steps, decoding))
+        return max(_host_seconds(len(steps) + decoding), device_times[-1])
+
+    times, _ = _steer(planner, 30_000, step_seconds)
+    settled = times[20:-1]
+    assert max(settled) <= 0.040 * 1.1 and min(settled) >= 0.040 * 0.85
+    # the device's work fills the step, not what the host's 27.5 ms leave of it (additively)
+    assert min(device_times[20:-1]) >= 0.040 * 0.85
+
+
+def test_the_controller_steps_are_bounded_and_ignore_unused_allowance():
+    ctl = LongChunkController(0.05, initial=512, least=64, most=2048)
+    ctl.observe(512, 5.0)  # a 5 s stall (a compile): halved, not cut to nothing
+    assert ctl.tokens == 256
+    ctl.observe(256, 0.001)  # far under target: at most x1.5
+    assert ctl.tokens == 384
+    ctl.observe(10, 0.001)  # a prompt's last 10 tokens: the allowance was not used, it stays
+    assert ctl.tokens == 384
+    ctl.observe(0, 1.0)  # a step without long tokens does not steer
+    assert ctl.tokens == 384
+    for _ in range(20):
+        ctl.observe(ctl.tokens, 0.001)
+    assert ctl.tokens == 2048  # bounded by the long-prompt threshold
