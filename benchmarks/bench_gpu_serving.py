@@ -20,6 +20,7 @@ Rows, each per KV configuration (`bf16`, and `default`: what the GPU picks with 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -74,11 +75,11 @@ def engine_args(items: list[str]) -> dict:
 # ---------------------------------------------------------------- floors, measured here
 def measure_device() -> dict:
     x = torch.randn(256 * 1024 * 1024, device="cuda", dtype=torch.bfloat16)  # 512 MiB, past L2
-    copy_s = cuda_median_s(lambda: x.clone())
+    copy_s = cuda_median_s(x.clone)
     bandwidth = 2 * x.numel() * 2 / copy_s
     del x
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    mm_s = cuda_median_s(lambda: a @ a)
+    mm_s = cuda_median_s(functools.partial(torch.matmul, a, a))
     del a
     torch.cuda.empty_cache()
     return {"card": torch.cuda.get_device_name(), "copy_bandwidth": bandwidth,

@@ -404,7 +404,6 @@ def summarize(runs: list[dict], workload: list[dict], constrained: bool) -> dict
 
 def bench_dtype(args, dtype: str, workload: list[dict]) -> dict:
     res: dict = {"dtype": dtype}
-    engines: list[tuple[str, object]] = []
     vllm = None
     if not args.skip_vllm:
         print(f"[{dtype}] starting the vLLM worker (60-100 s start-up, then its grammar compiles)", flush=True)

@@ -148,7 +148,7 @@ def bench_decode(s, dev, timer, rows, sweep: set, order: str = "random"):
         for label, use_cuda in runs:
             da.USE_CUDA_NVFP4 = use_cuda
             o, _ = da.decode_attention(qs[0], kv, indptr, indices, sm, out_dtype=torch.float32)
-            t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm), qs)
+            t = timer(lambda q, kv=kv: da.decode_attention(q, kv, indptr, indices, sm), qs)
             rows.append(dict(op=label, ms=t * 1e3, bytes=nbytes, err=rel_err(o[:2], want[fmt])))
         da.USE_CUDA_NVFP4 = True
     bench_mixed(s, da, pools, qs, indices, sm, timer, rows)
@@ -198,7 +198,7 @@ def bench_flashinfer_decode(s, dev, pools, qs, indptr, indices, sm, want, timer,
         op, kv = fi.FlashInferDecode(dev), pools[fmt]
         op.plan(indptr, indices, hq, s["hkv"], d, torch.bfloat16, kv.k.dtype, sm)
         o, _ = op.run(qs[0], kv)
-        t, how = timed(timer, lambda q: op.run(q, kv), qs)
+        t, how = timed(timer, lambda q, op=op, kv=kv: op.run(q, kv), qs)
         nbytes = b * n * (kv_row_bytes(fmt, s["hkv"], d) + 4) + 2 * b * hq * d * 2
         rows.append(dict(op=f"flashinfer decode {fmt}{how}", ms=t * 1e3, bytes=nbytes, err=rel_err(o[:2], want[fmt])))
 
@@ -224,7 +224,7 @@ def _new_kernels(fn, seen: set) -> str:
     out = []
     try:
         for entry in fn.device_caches.values():
-            for key, k in entry[0].items():
+            for k in entry[0].values():
                 if id(k) not in seen:
                     seen.add(id(k))
                     out.append(f"regs {getattr(k, 'n_regs', '?')} spills {getattr(k, 'n_spills', '?')} "
@@ -270,7 +270,7 @@ def sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer, want):
     print(f"  sweep {fmt}: best {best[1]} {best[2]}")
     # split-KV sizing of the best config (the heuristic's choice is what the plain call takes)
     for splits in SWEEP_SPLITS:
-        t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm, num_splits=splits), qs)
+        t = timer(lambda q, splits=splits: da.decode_attention(q, kv, indptr, indices, sm, num_splits=splits), qs)
         print(f"  sweep {fmt} splits {splits}: {t * 1e3:.3f} ms", flush=True)
 
 
@@ -315,7 +315,7 @@ def sweep_cuda_nvfp4(da, kv, qs, indptr, indices, sm, timer, want):
     cu.CONFIG.update(default, **best[2])
     print(f"  sweep cuda nvfp4: best {best[1]}")
     for splits in (1, 2, 3, 4, 6, 8):
-        t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm, num_splits=splits), qs)
+        t = timer(lambda q, splits=splits: da.decode_attention(q, kv, indptr, indices, sm, num_splits=splits), qs)
         print(f"  sweep cuda nvfp4 splits {splits}: {t * 1e3:.3f} ms", flush=True)
 
 
@@ -341,7 +341,8 @@ def gather_bandwidth(dev, timer) -> None:
         for how, idx in (("random", torch.randperm(n, device=dev, dtype=torch.int32)),
                          ("in order", torch.arange(n, device=dev, dtype=torch.int32))):
             out = torch.empty(n // rows, device=dev, dtype=torch.int32)
-            t = timer(lambda _, i=idx: _sum_rows[(n // rows,)](src, i, out, RB=rb, ROWS=rows, num_warps=4), [None])
+            t = timer(lambda _, i=idx, n=n, rows=rows, out=out, rb=rb:
+                      _sum_rows[(n // rows,)](src, i, out, RB=rb, ROWS=rows, num_warps=4), [None])
             res.append(f"{how} {total / t / 1e12:.2f} TB/s")
             del idx
         print(f"  gather {rb:5d}-byte rows: " + ", ".join(res), flush=True)

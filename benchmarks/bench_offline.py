@@ -108,7 +108,7 @@ def run_radixgen(args, dtype, prompts, warm, optimum):
     params = {"max_new_tokens": args.max_new_tokens, "temperature": 0, "ignore_eos": True}
     engine, times, other, first = None, [], [], None
     try:
-        for r in range(args.repeats):
+        for _ in range(args.repeats):
             if engine is not None and not _radixgen_flush(engine):
                 engine.shutdown()  # no flush_cache: a cold cache needs a fresh engine
                 engine = None

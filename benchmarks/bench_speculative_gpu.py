@@ -20,6 +20,7 @@ matmul rate measured in the same run; the larger one is printed.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import tempfile
@@ -100,8 +101,8 @@ def measure_ceilings(device) -> tuple[float, float]:
         e.synchronize()
         return s.elapsed_time(e) / 1e3 / n
 
-    copy = 2 * x.numel() * 4 / t(lambda: y.copy_(x))
-    mm = 2 * 8192 ** 3 / t(lambda: mm_a @ mm_b)
+    copy = 2 * x.numel() * 4 / t(functools.partial(y.copy_, x))
+    mm = 2 * 8192 ** 3 / t(functools.partial(torch.matmul, mm_a, mm_b))
     del x, y, mm_a, mm_b
     return copy, mm
 
@@ -230,7 +231,6 @@ class Setup:
     def count_syncs(self, kv: str, make_batch) -> tuple[int, list[str]]:
         """Host syncs torch reports in one forward (set_sync_debug_mode warnings; the batch is built
         before) and the distinct places they come from."""
-        import traceback
         import warnings
 
         batch = make_batch()
@@ -272,7 +272,7 @@ def main(argv=None):
     lines = [header, "|" + "---|" * 13]
     for kv in args.kv:
         for bsz in args.batches:
-            dec_batch = lambda: s.batch(bsz, 1, None)
+            dec_batch = lambda bsz=bsz: s.batch(bsz, 1, None)
             dec = s.time_forward(kv, dec_batch, args.iters)
             dec_busy = s.busy_ms(kv, dec_batch)
             dec_floor = max(s.floor_ms(kv, bsz, 1, copy_bw, mm_rate))
@@ -286,7 +286,7 @@ def main(argv=None):
             print(lines[-1], flush=True)
             for n in [] if args.decode_only else args.drafts:
                 for tree in args.trees:
-                    ver_batch = lambda: s.batch(bsz, n + 1, tree)
+                    ver_batch = lambda bsz=bsz, n=n, tree=tree: s.batch(bsz, n + 1, tree)
                     ms = s.time_forward(kv, ver_batch, args.iters)
                     busy = s.busy_ms(kv, ver_batch)
                     byte_ms, flop_ms = s.floor_ms(kv, bsz, n + 1, copy_bw, mm_rate)

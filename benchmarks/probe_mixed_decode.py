@@ -91,10 +91,10 @@ def main() -> None:
         mid = output_buffers(None, (b, hq, sum(sp), d), torch.float32, q.device)
         o, lse = output_buffers(None, (b, hq, d), torch.float32, q.device)
         mid[0].zero_(), mid[1].zero_()
-        red = timer(lambda _: da.reduce_splits(*mid, o, lse), [q]) * 1e3
+        red = timer(lambda _, mid=mid, o=o, lse=lse: da.reduce_splits(*mid, o, lse), [q]) * 1e3
         show(f"reduce alone over {sum(sp)} splits", red)
         one = torch.zeros(1, device=dev)
-        show("  a one-element kernel (the time of a launch in a graph)", timer(lambda _: one.add_(1), [q]) * 1e3)
+        show("  a one-element kernel (the time of a launch in a graph)", timer(lambda _, one=one: one.add_(1), [q]) * 1e3)
         for ka, kb in itertools.product((1, 2, 3), (2, 4)):
             show(f"  mixed, splits fp8 {ka} + nvfp4 {kb}", timer(run(parts, [ka, kb]), [q]) * 1e3, avg)
 

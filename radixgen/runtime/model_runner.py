@@ -192,7 +192,7 @@ class ModelRunner:
             seq_lens.extend(p + 1 for p in dec_pos)
             out_slots.append(dec_slots)
         ext_lens = list(extend_lens) + [len(t.slots) for t in trees]
-        t_pre, t_ext = sum(extend_lens), sum(ext_lens)
+        t_ext = sum(ext_lens)
         starts = [0, *torch.tensor(ext_lens, dtype=torch.int64).cumsum(0).tolist()]
         rows = torch.cat([torch.tensor(starts[1:len(ext_reqs) + 1], dtype=torch.int64) - 1,
                           torch.arange(t_ext, t_ext + len(dec_reqs)),

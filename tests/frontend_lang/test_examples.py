@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-import radixgen as rg
 
 pytestmark = pytest.mark.model
 

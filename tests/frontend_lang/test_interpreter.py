@@ -221,7 +221,7 @@ def test_states_are_thread_safe_per_program():
 
     @rg.function
     def prog(s, i):
-        for k in range(5):
+        for _ in range(5):
             s += str(i) + rg.gen()
 
     results = {}

@@ -3,7 +3,6 @@
 these check the API (every program runs, variables exist with the right types), not a model."""
 
 import json
-import re
 
 import pytest
 

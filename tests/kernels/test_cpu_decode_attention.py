@@ -85,7 +85,7 @@ def test_runtime_decode_same_as_gather_path(monkeypatch, shared):
                          kv_slots[torch.arange(b), torch.tensor(lens) - 1], kv_slots, lens, [1] * b,
                          torch.arange(b))
     q = torch.randn(b, hq, d, generator=gen)
-    for direct, attn in _attend_both_ways(monkeypatch, batch, q, pool, hq, hkv, d):
+    for _direct, attn in _attend_both_ways(monkeypatch, batch, q, pool, hq, hkv, d):
         assert bool(attn.plan.groups) == bool(shared)
 
 

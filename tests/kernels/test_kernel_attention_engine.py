@@ -4,11 +4,9 @@ bf16-free float pools, FP8, NVFP4 and mixed pools, through prefill, decode, cach
 batches."""
 
 import pytest
-import torch
 
 from radixgen.runtime.engine import Engine
 from tests.kernels.conftest import KERNEL_DEVICE
-from tests.runtime.conftest import tiny_model_path  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.skipif(KERNEL_DEVICE != "cpu", reason="the GPU run uses the real kernels elsewhere")
 GREEDY = {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True}

@@ -8,7 +8,6 @@ from radixgen.core import SamplingParams
 from radixgen.runtime.engine import Engine
 from radixgen.runtime.messages import GenerateReq
 from tests.kernels.conftest import KERNEL_DEVICE
-from tests.runtime.conftest import tiny_model_path  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.skipif(KERNEL_DEVICE != "cpu", reason="the GPU run uses the real kernels elsewhere")
 PROMPTS = {"long-a": list(range(1000, 1130)), "long-b": list(range(2000, 2090)), "short": [300, 301, 302, 303]}

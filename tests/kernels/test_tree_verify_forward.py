@@ -10,7 +10,6 @@ from radixgen.runtime.engine import Engine
 from radixgen.runtime.model_runner import TreeInput
 from radixgen.runtime.request import Request
 from radixgen.speculative import TokenTree
-from tests.runtime.conftest import tiny_model_path  # noqa: F401 (fixture)
 
 CONTEXT = [11, 12, 13, 14, 15, 16, 17, 18, 19, 20]
 #   root -> 31 -> 33 -> 36

@@ -52,7 +52,7 @@ def test_static_decode_equals_eager(tiny_model_path, dtype, kv):
                                          runner.device, max_bs=8, capture=False)
             calls = []
             run = runner.graphs.run
-            runner.graphs.run = lambda *a: calls.append(len(a[0])) or run(*a)
+            runner.graphs.run = lambda *a, calls=calls, run=run: calls.append(len(a[0])) or run(*a)
         outs.append([r["output_ids"] for r in engine.generate(input_ids=prompts, sampling_params=params)])
     assert outs[0] == outs[1]
     # 11 decode steps each; a step that shares its forward with a prefill chunk runs eagerly

@@ -4,7 +4,6 @@ the cascade (shared-prefix) decode path too."""
 import random
 
 import pytest
-import torch
 
 from radixgen.runtime.engine import Engine
 

@@ -24,7 +24,7 @@ def _hf_block(module_path: str, block: str, config_cls: str, **overrides):
     torch.manual_seed(0)
     hf = getattr(importlib.import_module(module_path), block)(config).eval()
     with torch.no_grad():
-        for name, param in hf.named_parameters():
+        for param in hf.parameters():
             param.normal_(0, 0.5)
         if hasattr(hf.gate, "e_score_correction_bias"):
             hf.gate.e_score_correction_bias.normal_(0, 0.3)

@@ -192,7 +192,7 @@ def test_chunks_adapt_to_the_step_target_under_a_fake_clock():
     chunks keep the (fake) step time near --max-step-ms, shrinking as the prompt gets deeper."""
     planner = _planner(device="cuda", chunked_prefill_size=8192, max_step_ms=40)
     long = _req("long", 60_000)
-    waiting, running, chunked = [long], [], []
+    waiting, chunked = [long], []
     times, chunks = [], []
     while long.kv_len < long.prefill_len:
         decoding = [_req(f"d{i}", 500) for i in range(4)]

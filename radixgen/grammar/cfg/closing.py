@@ -194,10 +194,10 @@ class Closer:
         """Greedy longest pieces of `text` that the grammar accepts in turn (None: none fits)."""
         g, ids, pos, pieces, prefixes = self.grammar, [], 0, self._pieces, self._prefixes
         while pos < len(text):
-            end = pos + 1  # (only as far as some piece starts with the text: a few bytes, not the longest piece)
-            while end < len(text) and text[pos:end + 1] in prefixes:
-                end += 1
-            for end in range(end, pos, -1):
+            longest = pos + 1  # (only as far as some piece starts with the text: a few bytes, not the longest piece)
+            while longest < len(text) and text[pos:longest + 1] in prefixes:
+                longest += 1
+            for end in range(longest, pos, -1):
                 tid = pieces.get(text[pos:end])
                 nxt = None if tid is None else g.advance(q, stack, text[pos:end])
                 if nxt is not None:

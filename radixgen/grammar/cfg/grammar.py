@@ -159,7 +159,7 @@ class CfgGrammar:
         if self.lexer.num_states <= _TRIE_CACHE_LIMIT:
             for q in range(FRESH, self.lexer.num_states):
                 self.trie(q)
-        self.closer  # (its LR(0) items: tens of ms, not on the scheduler loop)
+        _ = self.closer  # (its LR(0) items: tens of ms, not on the scheduler loop)
 
     def trie(self, q: int) -> SeqTrie:
         trie = self._tries.get(q)

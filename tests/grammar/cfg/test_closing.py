@@ -59,7 +59,7 @@ def uniform_walk(grammar, info, rng: random.Random, steps: int, limit: int | Non
 def test_plans_complete_every_state(name, info, compiled):
     grammar, parser = compiled[name], Lark(GRAMMARS[name][1], parser="lalr")
     rng, closer = random.Random(7), compiled[name].closer
-    for walk in range(12):
+    for _ in range(12):
         m, ids = uniform_walk(grammar, info, rng, rng.randrange(1, 30), None)
         if m.is_terminated():
             continue
