@@ -27,9 +27,9 @@ token of its precision; mixed: `max_total_tokens` is a budget in model-dtype tok
 The mixed config's `kv_branch_fraction` defaults to the byte share of generated tokens in a
 turn-1 session (own prompt in FP8 vs generated in NVFP4), so neither pool runs out first.
 
-    .venv/bin/python benchmarks/bench_agents.py --quick        # CPU, embedded model, 8 agents x 32 tokens
-    .venv/bin/python benchmarks/bench_agents.py                 # CPU, 64 agents x 256 tokens
-    python benchmarks/bench_agents.py --gpu --tokenizer build/bench-agents-tokenizer   # H200
+    .venv/bin/python benchmarks/bench_agents.py --quick  # CPU, embedded model, 8 agents x 32 tokens
+    .venv/bin/python benchmarks/bench_agents.py          # CPU, 64 agents x 256 tokens
+    python benchmarks/bench_agents.py --gpu --tokenizer build/bench-agents-tokenizer  # H200
 
 `--gpu`: a temp folder gets a Llama-3-8B-shaped config.json (hidden 4096, intermediate 14336, 32
 layers, 32 heads, 8 KV heads, vocab 128256) and the embedded model's tokenizer files; weights
@@ -498,7 +498,8 @@ def table(rows: dict, base: str = "bf16") -> str:
         lines.append(
             f"| {name} | {r['prefix']} / {r['branch']} | {' + '.join(map(str, r['capacity']))} "
             f"| {r['max_sessions_math']} | {r['peak_running']} | {r['retractions']} "
-            f"| {r['kv_bytes_per_session'] / 1e3:.0f} kB | {ratio} | {r['kv_bytes_per_running_at_peak'] / 1e3:.0f} kB "
+            f"| {r['kv_bytes_per_session'] / 1e3:.0f} kB | {ratio} | "
+            f"{r['kv_bytes_per_running_at_peak'] / 1e3:.0f} kB "
             f"| {r['tok_s']:.1f} | {r['hit_rate']:.3f} ({r['hit_rate_turn2']:.3f}) |"
         )
     return "\n".join(lines)
@@ -538,9 +539,9 @@ def main(argv=None):
     )
     info = machine_info(args.gpu)
     _log(
-        f"{args.agents} agents, shared prompt {shared} tokens, own prompt {own:.1f}, {gen} new tokens x 2 "
-        f"turns; budget {budget_tokens} bf16 tokens = {budget / 1e6:.1f} MB; branch fraction {frac:.3f}; "
-        f"load {info['load_avg_at_start'][0]:.2f}"
+        f"{args.agents} agents, shared prompt {shared} tokens, own prompt {own:.1f}, {gen} new "
+        f"tokens x 2 turns; budget {budget_tokens} bf16 tokens = {budget / 1e6:.1f} MB; branch "
+        f"fraction {frac:.3f}; load {info['load_avg_at_start'][0]:.2f}"
     )
     out = (
         args.json

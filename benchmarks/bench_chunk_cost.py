@@ -151,7 +151,8 @@ def main(argv=None) -> None:
 
     dev = measure_device()
     print(
-        f"{dev['card']}: copy {dev['copy_bandwidth'] / 1e12:.2f} TB/s, matmul {dev['matmul_flops'] / 1e12:.0f} TFLOP/s"
+        f"{dev['card']}: copy {dev['copy_bandwidth'] / 1e12:.2f} TB/s, matmul "
+        f"{dev['matmul_flops'] / 1e12:.0f} TFLOP/s"
     )
     folder = gpu_model_folder(Path(args.tokenizer), LLAMA31_8B)
     kv = {"kv_cache_dtype": "bf16"} if args.kv == "bf16" else {}
@@ -173,7 +174,8 @@ def main(argv=None) -> None:
         row = chunked_prefill(eng, dev, chunk, args.long_len, seed=100 + i)
         out["prefill"].append(row)
         print(
-            f"chunk {chunk}: {row['tok_s']:.0f} tok/s ({100 * row['tok_s'] / row['floor_tok_s']:.0f}% of FLOP floor), "
+            f"chunk {chunk}: {row['tok_s']:.0f} tok/s "
+            f"({100 * row['tok_s'] / row['floor_tok_s']:.0f}% of FLOP floor), "
             + ", ".join(
                 f"{k} step {row[k]['ms_p50']:.1f} ms ({100 * row[k]['of_floor']:.0f}%)"
                 for k in ("0-8k", "24-32k", "last8k")
@@ -187,8 +189,8 @@ def main(argv=None) -> None:
             out["profile"].append(r)
             print(
                 f"profile chunk {chunk} at depth {depth} + {rows} decode rows: wall "
-                f"{', '.join(f'{w:.1f}' for w in r['wall_ms'])} ms; kernels {r['kernel_ms_total']:.1f} ms; "
-                f"syncs {r['syncs']}",
+                f"{', '.join(f'{w:.1f}' for w in r['wall_ms'])} ms; kernels "
+                f"{r['kernel_ms_total']:.1f} ms; syncs {r['syncs']}",
                 flush=True,
             )
             for ms, count, key in r["kernels"][:5]:

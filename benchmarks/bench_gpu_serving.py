@@ -324,7 +324,8 @@ def run_config(name: str, folder: Path, dev: dict, args, rows: set[str]) -> dict
     eng, start = startup_row(folder, KV_CONFIGS[name], args)
     res = {"startup": start}
     print(
-        f"[{name}] startup: engine {start['engine_s']:.1f} s, first request {start['first_request_s']:.2f} s, "
+        f"[{name}] startup: engine {start['engine_s']:.1f} s, first request "
+        f"{start['first_request_s']:.2f} s, "
         f"second {start['second_request_s']:.2f} s; {start['kv']}",
         flush=True,
     )
@@ -335,9 +336,10 @@ def run_config(name: str, folder: Path, dev: dict, args, rows: set[str]) -> dict
         ]
         for r in res["decode"]:
             print(
-                f"[{name}] decode {r['batch']} x {r['ctx']}: {r['tok_s']:.0f} tok/s, step {r['step_ms_mean']:.2f} ms "
-                f"(p50 {r['step_ms_p50']:.2f}, p90 {r['step_ms_p90']:.2f}); floor {r['floor_ms']:.2f} ms = "
-                f"{r['floor_tok_s']:.0f} tok/s; {100 * r['of_floor']:.0f}% of floor",
+                f"[{name}] decode {r['batch']} x {r['ctx']}: {r['tok_s']:.0f} tok/s, step "
+                f"{r['step_ms_mean']:.2f} ms (p50 {r['step_ms_p50']:.2f}, p90 "
+                f"{r['step_ms_p90']:.2f}); floor {r['floor_ms']:.2f} ms = {r['floor_tok_s']:.0f} "
+                f"tok/s; {100 * r['of_floor']:.0f}% of floor",
                 flush=True,
             )
     if "prefill" in rows or "interference" in rows:
@@ -345,16 +347,18 @@ def run_config(name: str, folder: Path, dev: dict, args, rows: set[str]) -> dict
         res["prefill_alone"] = alone
         for r in alone:
             print(
-                f"[{name}] prefill {r['num_long']} x {args.long_len} alone: {r['long_tok_s']:.0f} tok/s "
-                f"(FLOP floor {r['floor_tok_s']:.0f}; {100 * r['long_tok_s'] / r['floor_tok_s']:.0f}%), "
-                f"step p50 {r['step_ms_p50']:.0f} ms, max {r['step_ms_max']:.0f} ms",
+                f"[{name}] prefill {r['num_long']} x {args.long_len} alone: {r['long_tok_s']:.0f} "
+                f"tok/s (FLOP floor {r['floor_tok_s']:.0f}; "
+                f"{100 * r['long_tok_s'] / r['floor_tok_s']:.0f}%), step p50 "
+                f"{r['step_ms_p50']:.0f} ms, max {r['step_ms_max']:.0f} ms",
                 flush=True,
             )
     if "interference" in rows:
         idle = idle_shorts(eng, args, seed=7)
         res["idle_shorts"] = idle
         print(
-            f"[{name}] idle: short TTFT p50 {idle['ttft_p50_ms']:.0f} ms, p99 {idle['ttft_p99_ms']:.0f} ms; "
+            f"[{name}] idle: short TTFT p50 {idle['ttft_p50_ms']:.0f} ms, p99 "
+            f"{idle['ttft_p99_ms']:.0f} ms; "
             f"ITL p50 {idle['itl_p50_ms']:.1f} ms, p99 {idle['itl_p99_ms']:.1f} ms",
             flush=True,
         )
@@ -373,10 +377,11 @@ def run_config(name: str, folder: Path, dev: dict, args, rows: set[str]) -> dict
             r["itl_p99_vs_idle"] = r["itl_p99_ms"] / idle["itl_p99_ms"]
             res["interference"].append(r)
             print(
-                f"[{name}] {n} long + {r['short_n']} short at {args.short_rate:g}/s: short TTFT p50 "
-                f"{r['ttft_p50_ms']:.0f} ms, p99 {r['ttft_p99_ms']:.0f} ms (target <= 120); ITL p99 "
-                f"{r['itl_p99_ms']:.1f} ms = {r['itl_p99_vs_idle']:.2f}x idle (target <= 2); long prefill "
-                f"{r['long_tok_s']:.0f} tok/s = {100 * r['long_vs_alone']:.0f}% of alone (target >= 90%)",
+                f"[{name}] {n} long + {r['short_n']} short at {args.short_rate:g}/s: short TTFT "
+                f"p50 {r['ttft_p50_ms']:.0f} ms, p99 {r['ttft_p99_ms']:.0f} ms (target <= 120); "
+                f"ITL p99 {r['itl_p99_ms']:.1f} ms = {r['itl_p99_vs_idle']:.2f}x idle (target <= "
+                f"2); long prefill {r['long_tok_s']:.0f} tok/s = {100 * r['long_vs_alone']:.0f}% "
+                "of alone (target >= 90%)",
                 flush=True,
             )
     eng.shutdown()

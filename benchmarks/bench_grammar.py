@@ -280,7 +280,8 @@ def run_case(name, constraint, engines, walks) -> list[dict]:
 
 def _print_table(rows: list[dict]) -> None:
     print(
-        f"{'case':20s} {'engine':14s} {'compile ms':>11s} {'tokens':>7s} {'mean us':>8s} {'p99 us':>8s}"
+        f"{'case':20s} {'engine':14s} {'compile ms':>11s} {'tokens':>7s} {'mean us':>8s} "
+        f"{'p99 us':>8s}"
     )
     for r in rows:
         if "error" in r:

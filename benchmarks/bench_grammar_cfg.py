@@ -8,7 +8,8 @@ out preemption on a shared machine), and the first visits alone; load averages a
 Like the server (runtime/grammar_backend.py), the process calls `gc.freeze()` after each compile,
 so cyclic-GC passes walk only what the masks allocate; `--no-freeze` leaves the GC as it is.
 If `llguidance` or `xgrammar` are importable, their SQL mask times are measured on the same
-token sequences for comparison (benchmark only; radixgen never imports them). Usage: `python benchmarks/bench_grammar_cfg.py [--walks N]`.
+token sequences for comparison (benchmark only; radixgen never imports them). Usage: `python
+benchmarks/bench_grammar_cfg.py [--walks N]`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ SQL_QUERIES = [
     "SELECT DISTINCT city FROM customers WHERE country IN ('FR', 'DE') AND NOT city LIKE 'B%'",
     "SELECT * FROM products WHERE price BETWEEN 10 AND 20.5 OR stock IS NULL",
     "SELECT name FROM employees WHERE salary > (SELECT AVG(salary) FROM employees)",
-    "SELECT a.x, b.y FROM a INNER JOIN b USING (id) WHERE EXISTS (SELECT 1 FROM c WHERE c.id = a.id)",
+    "SELECT a.x, b.y FROM a INNER JOIN b USING (id) WHERE EXISTS (SELECT 1 FROM c WHERE c.id = "
+    "a.id)",
     "INSERT INTO logs (level, message) VALUES ('info', 'started'), ('warn', 'slow');",
     "UPDATE accounts SET balance = balance - 100, updated = 1 WHERE id = 42;",
     "DELETE FROM sessions WHERE expires < 1700000000",

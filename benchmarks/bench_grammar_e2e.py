@@ -180,12 +180,14 @@ def _user_text(kind: str, rng: random.Random) -> str:
         cur = rng.choice([("$", "USD"), ("EUR ", "EUR"), ("GBP ", "GBP")])
         stock = rng.choice(["in stock", "sold out"])
         return (
-            f'Extract the product: "The {prod} costs {cur[0]}{rng.randint(20, 900)}.{rng.randint(0, 99):02d}, '
+            f'Extract the product: "The {prod} costs '
+            f"{cur[0]}{rng.randint(20, 900)}.{rng.randint(0, 99):02d}, "
             f'currently {stock}; tagged sale and new."'
         )
     if kind == "event":
         return (
-            f'Extract the event: "Team offsite in {city} on 2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}, '
+            f'Extract the event: "Team offsite in {city} on '
+            f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}, "
             f'organised by {name}, with {rng.choice(_FIRST)} and {rng.choice(_FIRST)} attending."'
         )
     if kind == "review":
@@ -199,18 +201,22 @@ def _user_text(kind: str, rng: random.Random) -> str:
         return f'Analyse this review of a {rng.choice(_PRODUCTS)}: "{mood}."'
     if kind == "order":
         return (
-            f'Extract the order: "Order {rng.choice(["ABC", "XQZ", "LMN"])}-{rng.randint(1000, 9999)}: '
-            f"{rng.randint(1, 5)} x SKU-{rng.randint(100, 999)} and {rng.randint(1, 5)} x SKU-{rng.randint(100, 999)}, "
+            'Extract the order: "Order '
+            f"{rng.choice(['ABC', 'XQZ', 'LMN'])}-{rng.randint(1000, 9999)}: "
+            f"{rng.randint(1, 5)} x SKU-{rng.randint(100, 999)} and {rng.randint(1, 5)} x "
+            f"SKU-{rng.randint(100, 999)}, "
             f'{rng.choice(["express", "standard"])} shipping."'
         )
     if kind == "search_call":
         return (
             f"Call a search tool to find the {rng.randint(3, 10)} latest news articles about "
-            f"{rng.choice(['solar power', 'the World Cup', 'electric cars', 'the stock market'])} in {city}."
+            f"{rng.choice(['solar power', 'the World Cup', 'electric cars', 'the stock market'])} "
+            f"in {city}."
         )
     if kind == "contacts":
         return (
-            f'List the contacts in: "Call {name} at {rng.randint(200, 999)}-{rng.randint(200, 999)}-'
+            f'List the contacts in: "Call {name} at '
+            f"{rng.randint(200, 999)}-{rng.randint(200, 999)}-"
             f"{rng.randint(1000, 9999)} or {rng.choice(_FIRST)} at {rng.randint(200, 999)}-"
             f'{rng.randint(200, 999)}-{rng.randint(1000, 9999)}."'
         )
@@ -604,8 +610,8 @@ def bench_dtype(args, dtype: str, workload: list[dict]) -> dict:
     if vllm:
         res["vllm"] = vllm.ready
         print(
-            f"[{dtype}] vLLM {vllm.ready['vllm_version']} ready in {vllm.ready['startup_s']:.0f} s; "
-            f"xgrammar compiles {['%.3f' % c for c in vllm.ready['compile_s']]} s",
+            f"[{dtype}] vLLM {vllm.ready['vllm_version']} ready in {vllm.ready['startup_s']:.0f} "
+            f"s; xgrammar compiles {['%.3f' % c for c in vllm.ready['compile_s']]} s",
             flush=True,
         )
     rg = RadixgenRunner(args.model, dtype, args.max_new_tokens)
@@ -632,8 +638,8 @@ def bench_dtype(args, dtype: str, workload: list[dict]) -> dict:
             r = eng.run(mode, workload)
             runs[mode].append(r)
             print(
-                f"[{dtype}] round {rep + 1} {mode:22s} {r['seconds']:7.2f} s  {sum(r['output_tokens']):6d} tok  "
-                f"other-cpu {r['other_cpu']:.0%}",
+                f"[{dtype}] round {rep + 1} {mode:22s} {r['seconds']:7.2f} s  "
+                f"{sum(r['output_tokens']):6d} tok  other-cpu {r['other_cpu']:.0%}",
                 flush=True,
             )
     rg.close()
@@ -671,8 +677,9 @@ def report(results: list[dict], n: int) -> str:
             oc = "/".join(f"{x:.0%}" for x in m["other_cpu"])
             lines.append(
                 f"| {mode} | {m['median_s']:.2f} ({', '.join(f'{s:.2f}' for s in m['seconds'])}) "
-                f"| {m['req_per_s']:.2f} | {m['output_tokens']} | {m['tok_per_s']:.0f} | {m['s_per_req']:.3f} "
-                f"| {m['tokens_per_req']:.1f} | {fw} | {ft} | {m['parsed']}/{m['valid']} of {m['n']} | {oc} |"
+                f"| {m['req_per_s']:.2f} | {m['output_tokens']} | {m['tok_per_s']:.0f} | "
+                f"{m['s_per_req']:.3f} | {m['tokens_per_req']:.1f} | {fw} | {ft} | "
+                f"{m['parsed']}/{m['valid']} of {m['n']} | {oc} |"
             )
         md = res["modes"]
         u, j, nj = md["unconstrained"], md["json+jf"], md["json no-jf"]
@@ -680,24 +687,29 @@ def report(results: list[dict], n: int) -> str:
         lines.append(
             f"\nradixgen json+jf vs unconstrained: tok/s x{j['tok_per_s'] / u['tok_per_s']:.2f}, "
             f"req/s x{j['req_per_s'] / u['req_per_s']:.2f}; vs unconstrained with the same output "
-            f"lengths: wall x{same['median_s'] / j['median_s']:.2f} (tok/s x{j['tok_per_s'] / same['tok_per_s']:.2f}, "
-            f"forwards {j['forwards']} vs {same['forwards']}); json+jf vs no-jf: tok/s "
-            f"x{j['tok_per_s'] / nj['tok_per_s']:.2f}, forwards {j['forwards']} vs {nj['forwards']}; "
-            f"greedy ids identical jf/no-jf: {res['jf_vs_nojf_identical']}/{n}"
+            f"lengths: wall x{same['median_s'] / j['median_s']:.2f} (tok/s "
+            f"x{j['tok_per_s'] / same['tok_per_s']:.2f}, forwards {j['forwards']} vs "
+            f"{same['forwards']}); json+jf vs no-jf: tok/s "
+            f"x{j['tok_per_s'] / nj['tok_per_s']:.2f}, forwards {j['forwards']} vs "
+            f"{nj['forwards']}; greedy ids identical jf/no-jf: {res['jf_vs_nojf_identical']}/{n}"
         )
         if "vLLM unconstrained" in md:
             vu, vj = md["vLLM unconstrained"], md["vLLM json (xgrammar)"]
             lines.append(
                 f"vLLM json vs unconstrained: tok/s x{vj['tok_per_s'] / vu['tok_per_s']:.2f}, "
                 f"req/s x{vj['req_per_s'] / vu['req_per_s']:.2f}. radixgen / vLLM: unconstrained "
-                f"tok/s x{u['tok_per_s'] / vu['tok_per_s']:.2f}, req/s x{u['req_per_s'] / vu['req_per_s']:.2f}; "
-                f"constrained tok/s x{j['tok_per_s'] / vj['tok_per_s']:.2f}, req/s x{j['req_per_s'] / vj['req_per_s']:.2f}. "
+                f"tok/s x{u['tok_per_s'] / vu['tok_per_s']:.2f}, req/s "
+                f"x{u['req_per_s'] / vu['req_per_s']:.2f}; "
+                f"constrained tok/s x{j['tok_per_s'] / vj['tok_per_s']:.2f}, req/s "
+                f"x{j['req_per_s'] / vj['req_per_s']:.2f}. "
                 f"greedy ids equal to vLLM's: unconstrained {res['unconstrained_agree_vllm']}/{n}, "
                 f"constrained {res['constrained_agree_vllm']}/{n}"
             )
+            compile_s = res["radixgen_compile_s"]
             lines.append(
-                f"compile: radixgen cold {sum(v for k, v in res['radixgen_compile_s'].items() if not k.startswith('_')):.1f} s "
-                f"for {len(SCHEMAS)} schemas (cached {res['radixgen_compile_s']['_cached_us']:.0f} us); "
+                "compile: radixgen cold "
+                f"{sum(v for k, v in compile_s.items() if not k.startswith('_')):.1f} s "
+                f"for {len(SCHEMAS)} schemas (cached {compile_s['_cached_us']:.0f} us); "
                 f"vLLM/xgrammar cold ~{sum(res['vllm']['compile_s']):.2f} s"
             )
     return "\n".join(lines)

@@ -1,9 +1,11 @@
 """KV-cache kernels on one GPU: decode/extend attention and quantize-on-write stores, against
 flashinfer and the device-to-device copy bandwidth measured in the same run.
 
-    PYTHONPATH=. python benchmarks/bench_kernels.py [--json OUT] [--sweep]   # an H200: ~1-2 min
-    PYTHONPATH=. python benchmarks/bench_kernels.py --smoke   # tiny shapes; on the CPU (TRITON_INTERPRET=1)
-    ... --order both --decode-only --gather   # decode also over in-order slots; scattered-read ceilings
+    PYTHONPATH=. python benchmarks/bench_kernels.py [--json OUT] [--sweep]  # an H200: ~1-2 min
+    # tiny shapes; on the CPU (TRITON_INTERPRET=1):
+    PYTHONPATH=. python benchmarks/bench_kernels.py --smoke
+    # decode also over in-order slots; scattered-read ceilings:
+    ... --order both --decode-only --gather
 
 Decode: batch 64 x 4096 tokens, 32 q / 8 kv heads, dim 128, slots in random order; bf16, fp8,
 nvfp4 and mixed (half of each request's tokens fp8, half nvfp4: one launch of the CUDA kernel for
@@ -82,7 +84,8 @@ class Timer:
 
 
 def timed(timer: Timer, fn, inputs: list) -> tuple[float, str]:
-    """(seconds, label suffix): graph replays, or plain calls (" (eager)") where fn is not capturable."""
+    """(seconds, label suffix): graph replays, or plain calls (" (eager)") where fn is not
+    capturable."""
     try:
         return timer(fn, inputs), ""
     except RuntimeError:  # e.g. a host-side check that synchronizes
@@ -103,7 +106,8 @@ def rel_err(got, want) -> float:
 
 def build_pools(s, dev, gen, order: str = "random"):
     """bf16 / fp8 / nvfp4 pools of the same random bf16 K/V ([slots, Hkv, D]) and a CSR of the slots
-    in random order, or ("contiguous") request b holding slots b * seq .. (b + 1) * seq - 1 in order."""
+    in random order, or ("contiguous") request b holding slots b * seq .. (b + 1) * seq - 1 in
+    order."""
     from radixgen.kernels.kv_layout import KVBuffers
     from radixgen.kernels.kv_store import store_kv_fp8, store_kv_nvfp4
 
@@ -180,7 +184,8 @@ def bench_decode(s, dev, timer, rows, sweep: set, order: str = "random"):
 
 
 def bench_mixed(s, da, pools, qs, indices, sm, timer, rows):
-    """The first half of each request's tokens in the fp8 pool, the second in nvfp4: 2 passes + merge."""
+    """The first half of each request's tokens in the fp8 pool, the second in nvfp4: 2 passes +
+    merge."""
     b, hq, d, half = s["batch"], s["hq"], s["d"], s["seq"] // 2
     ind2 = indices.view(b, 2 * half)
     ptr_half = torch.arange(0, b * half + 1, half, device=indices.device, dtype=torch.int32)
@@ -204,7 +209,8 @@ def bench_mixed(s, da, pools, qs, indices, sm, timer, rows):
         + 4 * b * hq * d
     )
     want = mixed_reference(pools, qs[0], ind2, half, sm)
-    # the runtime's path launches both pools at once where it can (paired or a part per CTA by its rule)
+    # the runtime's path launches both pools at once where it can (paired or a part per CTA by its
+    # rule)
     for name, fn, one_launch, paired in (
         ("decode mixed fp8+nvfp4", pools_one_reduce, True, "auto"),
         ("decode mixed, one launch, both parts per CTA", pools_one_reduce, True, True),
@@ -241,7 +247,8 @@ def bench_flashinfer_decode(s, dev, pools, qs, indptr, indices, sm, want, timer,
 
 
 def mixed_reference(pools, q, ind2, half, sm):
-    """Torch reference of the first two split sequences: both halves dequantized, attended as one."""
+    """Torch reference of the first two split sequences: both halves dequantized, attended as
+    one."""
     from radixgen.kernels.kv_layout import attend_ref
 
     outs = []
@@ -259,7 +266,8 @@ SWEEP_SPLITS = (2, 3, 4, 5, 8)
 
 
 def _new_kernels(fn, seen: set) -> str:
-    """n_regs / n_spills / shared bytes of the compiled variants of `fn` not in `seen` (best effort)."""
+    """n_regs / n_spills / shared bytes of the compiled variants of `fn` not in `seen` (best
+    effort)."""
     out = []
     try:
         for entry in fn.device_caches.values():
@@ -277,7 +285,8 @@ def _new_kernels(fn, seen: set) -> str:
 
 def sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer, want):
     """Print the time of each kernel variant and tile config (BLOCK_N, warps, stages, KV heads per
-    program, prefetch[, register cap]); keep the fastest for `fmt`, then time forced split counts for it."""
+    program, prefetch[, register cap]); keep the fastest for `fmt`, then time forced split counts
+    for it."""
     base = [
         (128, 4, 3, 1, False),
         (128, 4, 2, 1, False),
@@ -336,13 +345,15 @@ def sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer, want):
 
 
 def cuda_nvfp4(da, q, kv) -> bool:
-    """True when decode_attention runs the CUDA NVFP4 kernel (nvfp4_decode_cuda.py) for this pool."""
+    """True when decode_attention runs the CUDA NVFP4 kernel (nvfp4_decode_cuda.py) for this
+    pool."""
     from radixgen.kernels import nvfp4_decode_cuda as cu
 
     return da.USE_CUDA_NVFP4 and cu.supports(q, kv) and cu.available(q.device)
 
 
-CUDA_NVFP4_CONFIGS = (  # nvfp4_decode_cuda.CONFIG entries: the register pipeline, then the shared-memory one
+# nvfp4_decode_cuda.CONFIG entries: the register pipeline, then the shared-memory one
+CUDA_NVFP4_CONFIGS = (
     dict(stages=0, warps=1, min_warps=10),
     dict(stages=0, warps=1, min_warps=12),
     dict(stages=0, warps=1, min_warps=8),
@@ -376,8 +387,9 @@ def sweep_cuda_nvfp4(da, kv, qs, indptr, indices, sm, timer, want):
         call = da._kernel_call(qs[0], kv, indptr, indices, sm, torch.bfloat16)
         k = call.compiled(torch.float32)
         print(
-            f"  sweep cuda nvfp4 {name}: {t * 1e3:.3f} ms (rel err {err:.1e}; regs {k.num_regs}; smem "
-            f"{k.smem}; resident {call.resident()}; splits {da._num_splits(call, indices.numel())})",
+            f"  sweep cuda nvfp4 {name}: {t * 1e3:.3f} ms (rel err {err:.1e}; regs {k.num_regs}; "
+            f"smem {k.smem}; resident {call.resident()}; "
+            f"splits {da._num_splits(call, indices.numel())})",
             flush=True,
         )
         if err < 1e-2 and (best is None or t < best[0]):

@@ -264,7 +264,8 @@ def _print_table(runs: list[dict]) -> None:
         (r["config"], r["num_long"]): r.get("long_prefill_tok_s") for r in runs if not r["shorts"]
     }
     print(
-        "| config | long prompts | short TTFT p50 / p99 / max ms | short ITL p50 / p99 ms | long prefill tok/s (alone) |"
+        "| config | long prompts | short TTFT p50 / p99 / max ms | short ITL p50 / p99 ms | long "
+        "prefill tok/s (alone) |"
     )
     print("|---|---|---|---|---|")
     for r in (r for r in runs if r["shorts"]):

@@ -222,7 +222,8 @@ class RecordingEndpoint(RuntimeEndpoint):
 def summarize(
     wall: float, num: int, prompt: int, cached: int, completion: int, requests: int, prompts: int
 ) -> dict[str, Any]:
-    """`requests`: HTTP requests; `prompts`: sequences they carried (a batched select has several)."""
+    """`requests`: HTTP requests; `prompts`: sequences they carried (a batched select has
+    several)."""
     return {
         "wall_s": round(wall, 3),
         "programs_per_s": round(num / wall, 3),
@@ -320,8 +321,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     results: dict[str, Any] = {}
     print(
-        f"{'workload':<11} {'mode':<11} {'wall_s':>7} {'prog/s':>7} {'reqs':>5} {'seqs':>5} {'prompt':>7} "
-        f"{'cached':>7} {'hit':>6}"
+        f"{'workload':<11} {'mode':<11} {'wall_s':>7} {'prog/s':>7} {'reqs':>5} {'seqs':>5} "
+        f"{'prompt':>7} {'cached':>7} {'hit':>6}"
     )
     for name in args.workloads.split(","):
         topics = [f"{SUBJECTS[i % len(SUBJECTS)]} (case {i})" for i in range(args.num)]
@@ -331,8 +332,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         }
         for mode, r in results[name].items():
             print(
-                f"{name:<11} {mode:<11} {r['wall_s']:>7.2f} {r['programs_per_s']:>7.2f} {r['requests']:>5} "
-                f"{r['prompts']:>5} {r['prompt_tokens']:>7} {r['cached_tokens']:>7} {r['cache_hit_rate']:>6.1%}"
+                f"{name:<11} {mode:<11} {r['wall_s']:>7.2f} {r['programs_per_s']:>7.2f} "
+                f"{r['requests']:>5} {r['prompts']:>5} {r['prompt_tokens']:>7} "
+                f"{r['cached_tokens']:>7} {r['cache_hit_rate']:>6.1%}"
             )
     if args.out:
         with open(args.out, "w") as f:

@@ -76,7 +76,8 @@ TOOLS = {
 FC_ASKS = [
     "What is the weather in {city} today, in celsius?",
     "Find the open orders of customer {cid}.",
-    "Email {name} at {name_l}@example.com with the subject 'Invoice {cid}' and say the invoice is attached.",
+    "Email {name} at {name_l}@example.com with the subject 'Invoice {cid}' and say the invoice is "
+    "attached.",
     "Open a high priority ticket titled 'Login fails for {name}'.",
     "Show the shipped orders of customer {cid}, at most 5.",
     "Is it cold in {city}? Use fahrenheit.",
@@ -145,7 +146,8 @@ def build_workloads(tok, count: int) -> dict[str, list[tuple[list[int], dict]]]:
     fc_system = (
         "You are a support agent. You can call these functions:\n"
         + json.dumps(specs)
-        + '\nTo call functions, answer with [{"name": <function name>, "arguments": <arguments object>}].'
+        + '\nTo call functions, answer with [{"name": <function name>, "arguments": <arguments '
+        "object>}]."
     )
     calls = tool_constraint("required", TOOLS, parallel=True)
     sql = Constraint("lark", "sql")
@@ -162,7 +164,8 @@ def build_workloads(tok, count: int) -> dict[str, list[tuple[list[int], dict]]]:
                 {"constraint": calls},
             )
         )
-        q = f"{SQL_SCHEMA}\nWrite one SQL query that returns {_fill(SQL_ASKS[i % len(SQL_ASKS)], i)}."
+        ask = _fill(SQL_ASKS[i % len(SQL_ASKS)], i)
+        q = f"{SQL_SCHEMA}\nWrite one SQL query that returns {ask}."
         out["sql"].append((_chat(tok, [{"role": "user", "content": q}]), {"constraint": sql}))
         out["agent_trace"].append(_agent_session(i))
         out["free_chat"].append(
@@ -182,12 +185,14 @@ def _agent_session(i: int) -> list[dict]:
         turns.append(
             {
                 "role": "user",
-                "content": f"Tool result: {result}\nReport this tool result to me: quote it, then one sentence.",
+                "content": f"Tool result: {result}\nReport this tool result to me: quote it, then "
+                "one sentence.",
             }
         )
     system = {
         "role": "system",
-        "content": "You are an operations agent. You quote tool results verbatim before commenting.",
+        "content": "You are an operations agent. "
+        "You quote tool results verbatim before commenting.",
     }
     return [system, *turns]
 
@@ -344,7 +349,8 @@ def main() -> None:
         rows.append(row)
         print(
             f"{name:18s} off {row['off_tok_s']:7.1f} tok/s  on {row['on_tok_s']:7.1f} tok/s  "
-            f"speedup {row['speedup']:.2f}x  accept length {row['accept_length']:.2f}  identical {same}",
+            f"speedup {row['speedup']:.2f}x  accept length {row['accept_length']:.2f}  identical "
+            f"{same}",
             flush=True,
         )
     stats = {k: v for k, v in _stats(spec).items()}

@@ -2,7 +2,8 @@
 of N+1 rows per request (an EXTEND with ForwardBatch.tree_masks) against one plain decode
 forward (1 token per request), Llama-3-8B shape, dummy bf16 weights, kernel attention.
 
-    PYTHONPATH=. python benchmarks/bench_speculative_gpu.py [--json OUT] [--quick]   # an H200: ~2 min
+    # an H200: ~2 min
+    PYTHONPATH=. python benchmarks/bench_speculative_gpu.py [--json OUT] [--quick]
 
 Per request ~`--context` (1024) cached tokens. Trees of N+1 rows (root = the last accepted token,
 N draft tokens), N in 4, 8, 16, 32, 64: `causal` (a chain without a mask: the kernel's causal
@@ -12,9 +13,9 @@ NVFP4 pool: two attention passes + merge_state). Times: model.forward(batch, poo
 runtime calls it (host-side metadata included), CUDA events around each call, median of
 --iters after warm-up; the KV of the new rows is rewritten each call, the context is random.
 GPU busy: the sum of kernel durations of one forward (torch.profiler), i.e. the forward without
-the host's launch overhead and syncs. Floors: bytes (every weight except the embedding table once, plus each request's KV once) over
-the device-to-device copy bandwidth measured in the same run, and 2 x params x rows over the bf16
-matmul rate measured in the same run; the larger one is printed.
+the host's launch overhead and syncs. Floors: bytes (every weight except the embedding table once,
+plus each request's KV once) over the device-to-device copy bandwidth measured in the same run, and
+2 x params x rows over the bf16 matmul rate measured in the same run; the larger one is printed.
 """
 
 from __future__ import annotations
@@ -313,7 +314,8 @@ def main(argv=None):
     t0 = time.perf_counter()
     copy_bw, mm_rate = measure_ceilings(device) if device.type == "cuda" else (4.18e12, 755e12)
     print(
-        f"ceilings: copy {copy_bw / 1e12:.2f} TB/s (read + write), bf16 matmul {mm_rate / 1e12:.0f} TFLOP/s",
+        f"ceilings: copy {copy_bw / 1e12:.2f} TB/s (read + write), bf16 matmul "
+        f"{mm_rate / 1e12:.0f} TFLOP/s",
         flush=True,
     )
     s = Setup(args, device)
@@ -324,8 +326,8 @@ def main(argv=None):
     )
     rows_out = []
     header = (
-        "| KV | batch | tree | N | rows/req | verify ms | decode ms | verify/decode | GPU busy verify ms "
-        "| GPU busy decode ms | busy ratio | floor ms (max byte, flop) | floor ratio |"
+        "| KV | batch | tree | N | rows/req | verify ms | decode ms | verify/decode | GPU busy "
+        "verify ms | GPU busy decode ms | busy ratio | floor ms (max byte, flop) | floor ratio |"
     )
     lines = [header, "|" + "---|" * 13]
     for kv in args.kv:
@@ -354,8 +356,8 @@ def main(argv=None):
                     flush=True,
                 )
             lines.append(
-                f"| {kv} | {bsz} | decode | 0 | 1 | - | {dec:.2f} | 1.00 | - | {dec_busy:.2f} | 1.00 "
-                f"| {dec_floor:.2f} | 1.00 |"
+                f"| {kv} | {bsz} | decode | 0 | 1 | - | {dec:.2f} | 1.00 | - | {dec_busy:.2f} | "
+                f"1.00 | {dec_floor:.2f} | 1.00 |"
             )
             print(lines[-1], flush=True)
             for n in [] if args.decode_only else args.drafts:
@@ -383,8 +385,9 @@ def main(argv=None):
                         )
                     )
                     lines.append(
-                        f"| {kv} | {bsz} | {tree} | {n} | {n + 1} | {ms:.2f} | {dec:.2f} | {ms / dec:.2f} "
-                        f"| {busy:.2f} | {dec_busy:.2f} | {busy / dec_busy:.2f} | {fl:.2f} | {fl / dec_floor:.2f} |"
+                        f"| {kv} | {bsz} | {tree} | {n} | {n + 1} | {ms:.2f} | {dec:.2f} | "
+                        f"{ms / dec:.2f} | {busy:.2f} | {dec_busy:.2f} | {busy / dec_busy:.2f} | "
+                        f"{fl:.2f} | {fl / dec_floor:.2f} |"
                     )
                     print(lines[-1], flush=True)
     print("\n" + "\n".join(lines))

@@ -283,8 +283,9 @@ def main(argv=None) -> int:
         f"cost {100 * res['cpu_cost']:+.2f}% of the server's CPU"
     )
     print(
-        f"request telemetry CPU per request in-process: {micro['off']} µs without a tracer, {micro['on']} µs "
-        f"with one: the tracer is {100 * res['tracer_share_of_server_cpu']:.3f}% of the server's CPU per request"
+        f"request telemetry CPU per request in-process: {micro['off']} µs without a tracer, "
+        f"{micro['on']} µs with one: the tracer is {100 * res['tracer_share_of_server_cpu']:.3f}% "
+        "of the server's CPU per request"
     )
     print(f"wrote {out}")
     return 0

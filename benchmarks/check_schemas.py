@@ -180,7 +180,8 @@ def check_test_suite(folder: str, drafts: list[str], walks: int, optional: bool)
                 except GrammarError:
                     continue
                 totals["compiled"] += 1
-                where = f"{draft}/{os.path.relpath(path, os.path.join(folder, draft))}: {group['description']}"
+                rel = os.path.relpath(path, os.path.join(folder, draft))
+                where = f"{draft}/{rel}: {group['description']}"
                 for case in group["tests"]:
                     if case["valid"]:
                         continue

@@ -355,9 +355,9 @@ def table(rows: list[dict], max_new: int) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {r['config']} | {' / '.join(r['kv_dtypes'])} | {r['mean_tokens_to_divergence']:.1f} "
-            f"| {100 * r['exact_match']:.1f}% | {r['kl']:.5f} | {r['ppl']:.4f} | {r['ppl_delta_pct']:+.3f}% "
-            f"| {r['positions']} |"
+            f"| {r['config']} | {' / '.join(r['kv_dtypes'])} | "
+            f"{r['mean_tokens_to_divergence']:.1f} | {100 * r['exact_match']:.1f}% | "
+            f"{r['kl']:.5f} | {r['ppl']:.4f} | {r['ppl_delta_pct']:+.3f}% | {r['positions']} |"
         )
     lines += [
         "",
@@ -376,7 +376,8 @@ def table(rows: list[dict], max_new: int) -> str:
             "",
             "one-extend vs step-by-step teacher forcing (first positions): "
             + "; ".join(
-                f"{n} KL {c['mean_kl_step_vs_extend']:.1e}, max |Δlogprob| {c['max_abs_logprob_diff']:.1e}"
+                f"{n} KL {c['mean_kl_step_vs_extend']:.1e}, max |Δlogprob| "
+                f"{c['max_abs_logprob_diff']:.1e}"
                 for n, c in checks
             ),
         ]
@@ -450,8 +451,8 @@ def main(argv=None):
     prompts, text_ids = build_inputs(args, tok)
     info = machine_info()
     _log(
-        f"{len(prompts)} prompts ({sum(map(len, prompts))} tokens), passage {len(text_ids)} tokens, "
-        f"load {info['load_avg_at_start'][0]:.2f}"
+        f"{len(prompts)} prompts ({sum(map(len, prompts))} tokens), passage {len(text_ids)} "
+        f"tokens, load {info['load_avg_at_start'][0]:.2f}"
     )
     torch.manual_seed(0)
     targets, raw = text_ids[args.tf_prompt_len :], {}

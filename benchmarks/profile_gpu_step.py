@@ -1,9 +1,10 @@
 """Where a GPU decode step's time goes: host (Python, launches, syncs) against device.
 
 Llama-3-8B shape with dummy bf16 weights (as `bench_agents.py --gpu`), `--batch` requests of
-`--prompt` random tokens, greedy (or sampled: --temperature, --top-p). A warm-up generation of the same requests compiles the kernels
-and leaves the prompts in the radix cache, so the profiled generation of `--steps` tokens is all
-decode steps but its first (a one-token extend per request). Printed:
+`--prompt` random tokens, greedy (or sampled: --temperature, --top-p). A warm-up generation of the
+same requests compiles the kernels and leaves the prompts in the radix cache, so the profiled
+generation of `--steps` tokens is all decode steps but its first (a one-token extend per request).
+Printed:
 - wall time per step, and the CUDA kernel time summed over the profile per step (the device's
   share: if it is far below the wall time, the step is host-bound);
 - kernel launches and host syncs per step (`cudaStreamSynchronize`, `cudaMemcpyAsync` to the
@@ -125,8 +126,8 @@ def main(argv=None):
         if k in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx")
     )
     print(
-        f"{args.kv}: batch {args.batch} x prompt {args.prompt} ({100 * cached:.1f}% cached), {steps} steps, "
-        f"wall {wall * 1e3:.0f} ms = {wall * 1e3 / steps:.1f} ms per step"
+        f"{args.kv}: batch {args.batch} x prompt {args.prompt} ({100 * cached:.1f}% cached), "
+        f"{steps} steps, wall {wall * 1e3:.0f} ms = {wall * 1e3 / steps:.1f} ms per step"
     )
     print(
         f"without the profiler: {plain * 1e3 / steps:.1f} ms per step (CUDA graphs: "

@@ -69,9 +69,8 @@ KV_CHOICES = ("auto", "bf16", "fp16", "fp32", "fp8_e4m3", "nvfp4")
 class CacheConfig:
     max_total_tokens: int | None = option(
         None,
-        "KV pool capacity in tokens (default on a GPU: from "
-        "--mem-fraction-static; on the CPU: 4 x the context length, capped "
-        "by --mem-fraction-static of total RAM)",
+        "KV pool capacity in tokens (default on a GPU: from --mem-fraction-static; on the CPU: 4 "
+        "x the context length, capped by --mem-fraction-static of total RAM)",
     )
     mem_fraction_static: float = option(
         0.2, "fraction of free GPU memory (CPU: of total RAM, as a cap) for weights + KV pool"
@@ -155,36 +154,30 @@ class SchedulerConfig:
     )
     max_num_partial_prefills: int = option(
         4,
-        "max prompts prefilled in part at once (mid-prefill after a step), "
-        "each with its own share of the step's token budget; a short prompt "
-        "prefilled whole in one step does not count. 1: one chunked prompt at a "
-        "time, the others wait for its last chunk",
+        "max prompts prefilled in part at once (mid-prefill after a step), each with its own "
+        "share of the step's token budget; a short prompt prefilled whole in one step does not "
+        "count. 1: one chunked prompt at a time, the others wait for its last chunk",
     )
     max_long_partial_prefills: int = option(
         2,
-        "max long prompts (see --long-prefill-token-threshold) prefilled at "
-        "once; more wait while short prompts go ahead. 2, so a long prompt "
-        "arriving behind a much longer one is not blocked by it (the one with "
-        "fewer tokens left goes first)",
+        "max long prompts (see --long-prefill-token-threshold) prefilled at once; more wait "
+        "while short prompts go ahead. 2, so a long prompt arriving behind a much longer one is "
+        "not blocked by it (the one with fewer tokens left goes first)",
     )
     long_prefill_token_threshold: int | None = option(
         None,
-        "a prompt with more uncached tokens than this is long: "
-        "it gets at most this many tokens a step and keeps at most "
-        "half the step's budget from short prompts, which are "
-        "prefilled in the step after they arrive (default: the "
-        "chunked prefill size / 2 on CPU = 256, where smaller chunks "
-        "cost little: 215 vs 220 tok/s at 256 vs 512; / 4 on GPU = "
-        "2048)",
+        "a prompt with more uncached tokens than this is long: it gets at most this many tokens "
+        "a step and keeps at most half the step's budget from short prompts, which are prefilled "
+        "in the step after they arrive (default: the chunked prefill size / 2 on CPU = 256, "
+        "where smaller chunks cost little: 215 vs 220 tok/s at 256 vs 512; / 4 on GPU = 2048)",
     )
     max_step_ms: float | None = option(
         None,
-        "step-time target: long prompts' chunks shrink to what a cost model, "
-        "fitted to measured step times (attention cost growing with a chunk's "
-        "depth in its prompt), predicts fits, so decode steps and new prompts wait "
-        "about one step at most; 0: off (default: off on CPU, where chunks are "
-        "already short and step times noisy; 50 on GPU, so a short request's TTFT "
-        "is the step in flight plus its own: about 100 ms)",
+        "step-time target: long prompts' chunks shrink to what a cost model, fitted to measured "
+        "step times (attention cost growing with a chunk's depth in its prompt), predicts fits, "
+        "so decode steps and new prompts wait about one step at most; 0: off (default: off on "
+        "CPU, where chunks are already short and step times noisy; 50 on GPU, so a short "
+        "request's TTFT is the step in flight plus its own: about 100 ms)",
     )
     grammar_whitespace: str = option(
         "compact", "whitespace JSON-schema outputs may use", ("compact", "flexible")
@@ -227,7 +220,8 @@ class SpeculativeConfig:
     )
     speculative_num_draft_tokens: int = option(
         12,
-        "max draft tokens (tree nodes) verified per request and step (fewer while its drafts are rejected)",
+        "max draft tokens (tree nodes) verified per request and step (fewer while its drafts are "
+        "rejected)",
     )
     speculative_depth: int = option(12, "max draft tree depth (tokens ahead)")
     speculative_draft_max_total_tokens: int = option(
@@ -241,7 +235,8 @@ class SpeculativeConfig:
             raise ValueError("speculative_num_draft_tokens and speculative_depth must be >= 1")
         if "draft" in self.speculative_algorithm and not self.speculative_draft_model_path:
             raise ValueError(
-                f"--speculative-algorithm {self.speculative_algorithm} needs --speculative-draft-model-path"
+                f"--speculative-algorithm {self.speculative_algorithm} needs "
+                "--speculative-draft-model-path"
             )
 
     @property
@@ -294,10 +289,9 @@ class ServerConfig:
     )
     otlp_traces_endpoint: str | None = option(
         None,
-        "OTLP HTTP/protobuf collector that receives one trace span per "
-        "request, e.g. http://localhost:4318 (path /v1/traces when none is "
-        "given); off when unset. --oltp-traces-endpoint (SGLang's spelling) "
-        "is the same flag",
+        "OTLP HTTP/protobuf collector that receives one trace span per request, e.g. "
+        "http://localhost:4318 (path /v1/traces when none is given); off when unset. "
+        "--oltp-traces-endpoint (SGLang's spelling) is the same flag",
     )
 
     def __post_init__(self) -> None:
@@ -317,7 +311,8 @@ class ServerConfig:
         host, _, path = rest.partition("/")
         if scheme not in ("http", "https") or not host:
             raise ValueError(
-                f"otlp_traces_endpoint must be an http(s) URL or host:port, got {self.otlp_traces_endpoint!r}"
+                "otlp_traces_endpoint must be an http(s) URL or host:port, got "
+                f"{self.otlp_traces_endpoint!r}"
             )
         return url if path else f"{scheme}://{host}/v1/traces"
 

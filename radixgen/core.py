@@ -74,7 +74,8 @@ class SamplingParams:
         )
         _check(
             self.min_new_tokens <= self.max_new_tokens,
-            f"min_new_tokens ({self.min_new_tokens}) must be at most max_new_tokens ({self.max_new_tokens})",
+            f"min_new_tokens ({self.min_new_tokens}) must be at most max_new_tokens "
+            f"({self.max_new_tokens})",
         )
         _check(_finite(self.temperature) and self.temperature >= 0, "temperature must be >= 0")
         _check(_finite(self.top_p) and 0 < self.top_p <= 1, "top_p must be in (0, 1]")
@@ -191,7 +192,8 @@ class Constraint:
                 and isinstance(spec["open"], str)
                 and spec["open"] != ""
                 and isinstance(spec["close"], str),
-                'tool_calls must be {"schema": a JSON schema, "open": a non-empty string, "close": a string}',
+                'tool_calls must be {"schema": a JSON schema, "open": a non-empty string, "close": '
+                "a string}",
             )
             object.__setattr__(self, "spec", json.dumps(spec, separators=(",", ":")))
         else:

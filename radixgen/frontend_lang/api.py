@@ -76,7 +76,8 @@ def _choices_method(method: Any) -> Any:
             return method
         if method not in METHODS_BY_NAME:
             raise ValueError(
-                f"unknown choices_method {method!r}; known: {', '.join(METHODS_BY_NAME)}, constraint"
+                f"unknown choices_method {method!r}; known: {', '.join(METHODS_BY_NAME)}, "
+                "constraint"
             )
         return METHODS_BY_NAME[method]
     if not callable(method):

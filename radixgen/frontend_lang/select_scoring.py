@@ -20,7 +20,8 @@ BOUNDARY_TOKENS = 4
 
 
 def logprob_start(prefix_len: int) -> int:
-    """Where prompt logprobs begin for a prefix of `prefix_len` tokens (>= 1: position 0 has none)."""
+    """Where prompt logprobs begin for a prefix of `prefix_len` tokens (>= 1: position 0 has
+    none)."""
     return max(prefix_len - BOUNDARY_TOKENS, 1) if prefix_len > 1 else 0
 
 

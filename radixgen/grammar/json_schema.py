@@ -6,7 +6,8 @@ reference cycles unrolled to their exits (rewrite.unroll); the places `UniqueGua
 apart (rewrite.guard_sites); keyed objects written around their values' regex
 (rewrite.keyed_objects); outlines-core's regex (rewrite.outlines), each placeholder in it replaced
 by its exact regex. A schema whose regex, reference expansion, automaton or token index would
-pass its budget is given as rules for the CFG matcher instead (json_grammar.rules, json_grammar.cfg).
+pass its budget is given as rules for the CFG matcher instead (json_grammar.rules,
+json_grammar.cfg).
 """
 
 from __future__ import annotations
@@ -166,7 +167,8 @@ def _rewritten_regex(
             raise
         if whitespace_pattern(whitespace):
             raise _SpacedGrammar(too_large) from None
-        # (keyed objects as rules, not as the regexes KeyedObjects writes: their values may be large)
+        # (keyed objects as rules, not as the regexes KeyedObjects writes: their values may be
+        # large)
         return SchemaGrammar(
             rewritten, rewriter.placeholders, ref_target, rewriter.keyed_objects
         ).build(), unique_paths

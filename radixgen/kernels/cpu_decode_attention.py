@@ -160,7 +160,8 @@ def _check(q, k_pool, v_pool, slots, lens) -> None:
         or slots.stride(1) != 1
     ):
         raise ValueError(
-            f"slots must be int64 [B, L] with contiguous rows, got {slots.dtype} {tuple(slots.shape)}"
+            f"slots must be int64 [B, L] with contiguous rows, got {slots.dtype} "
+            f"{tuple(slots.shape)}"
         )
     if lens.dtype != torch.int64 or lens.shape != (b,) or not lens.is_contiguous():
         raise ValueError(f"lens must be contiguous int64 [B], got {lens.dtype} {tuple(lens.shape)}")

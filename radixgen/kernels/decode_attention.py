@@ -55,12 +55,12 @@ __all__ = [
 ]
 
 LOG2E = 1.4426950408889634
-# format -> (BLOCK_N, num_warps, num_stages, KV heads per program, prefetch the next tile's bits into
-# registers, register cap per thread (None: the compiler's; a cap fits more programs per SM)),
+# format -> (BLOCK_N, num_warps, num_stages, KV heads per program, prefetch the next tile's bits
+# into registers, register cap per thread (None: the compiler's; a cap fits more programs per SM)),
 # module-level so a benchmark can sweep them; the defaults were the fastest on an H200
 # (bench_kernels.py --sweep, batch 64 x 4096, 32/8 heads, D 128). Several KV heads per program (one
-# contiguous read of heads * row bytes per slot), prefetching and register caps were all slower there.
-# nvfp4 runs one warp over 32-token tiles: its dequantize is latency-bound, and more, smaller
+# contiguous read of heads * row bytes per slot), prefetching and register caps were all slower
+# there. nvfp4 runs one warp over 32-token tiles: its dequantize is latency-bound, and more, smaller
 # programs per SM hide it (0.227 -> 0.19 ms there; 2 or 4 warps over 64-128 tokens: 0.21-0.38 ms).
 # fp8: 64-token tiles, 3 stages on an H100 (benchmarks/probe_mixed_decode.py: 0.191 ms
 # whole, 0.100 at half the tokens, against 0.202 / 0.109 for 128-token tiles in 3 stages).
@@ -98,7 +98,8 @@ def _pdl(device: torch.device) -> bool:
     """Whether launches after the first of a decode call are programmatic dependent launches
     (sm_90+): each decode launch lets the next one start at once (its CTAs take the SMs the
     previous launch's last CTAs leave idle), a later pool's launch waits for the earlier ones only
-    before it exits, and the split reduce waits for all of them before reading. USE_PDL turns it off."""
+    before it exits, and the split reduce waits for all of them before reading. USE_PDL turns it
+    off."""
     return (
         USE_PDL
         and device.type == "cuda"
@@ -116,7 +117,8 @@ def _check_decode(q, kv: KVBuffers, kv_indptr, kv_indices, out_dtype) -> torch.d
     kv.check()
     if q.shape[2] != kv.head_dim or q.shape[1] % kv.num_kv_heads:
         raise ValueError(
-            f"q {tuple(q.shape)} does not fit a pool with {kv.num_kv_heads} KV heads of dim {kv.head_dim}"
+            f"q {tuple(q.shape)} does not fit a pool with {kv.num_kv_heads} KV heads of dim "
+            f"{kv.head_dim}"
         )
     if kv.k.device != q.device:
         raise ValueError(f"q is on {q.device} but the pool on {kv.k.device}")
@@ -140,7 +142,8 @@ def _num_splits(call: "_KernelCall", nnz: int) -> int:
 
 
 def _split_cap(call, nnz: int, most: int) -> int:
-    """The most splits (<= `most`, >= 1) that keep >= MIN_SPLIT_TOKENS of `nnz` keys each on average."""
+    """The most splits (<= `most`, >= 1) that keep >= MIN_SPLIT_TOKENS of `nnz` keys each on
+    average."""
     return max(1, min(nnz // max(call.batch * MIN_SPLIT_TOKENS, 1), most))
 
 
@@ -192,7 +195,8 @@ class _KernelCall:
         if eo and kv.fmt == FMT_FP8:  # fp8 bytes read as int16 words of an even and an odd byte
             self.inputs = (q, kv.k.view(torch.int16), kv.v.view(torch.int16), *self.inputs[3:])
         # lazy rescaling pays off where the dequantize makes the kernel issue-bound (nvfp4); the
-        # fp8 kernel is memory-bound and its branch costs registers (168 -> 196, one program less per SM)
+        # fp8 kernel is memory-bound and its branch costs registers (168 -> 196, one program less
+        # per SM)
         self.fn, self.head_groups = decode_tile_kernel, hkv // hpp
         self.kwargs = dict(
             HQ=hq,
@@ -222,7 +226,8 @@ class _KernelCall:
     ) -> None:
         """Write (o, lse) per (request, head, split) into mid_o [B, Hq, stride, D] / mid_lse [B, Hq,
         stride] at split_base + split (stride 1: the final o [B, Hq, D], lse [B, Hq]). gdc (_pdl):
-        1 lets the next launch start early, 2 also makes this a dependent launch of the one before."""
+        1 lets the next launch start early, 2 also makes this a dependent launch of the one
+        before."""
         flags = {} if self.fn is decode_rows_kernel else {"GDC": gdc}
         if gdc == 2 and flags:
             flags["launch_pdl"] = True
@@ -385,7 +390,8 @@ def decode_attention_pools(
 
 def _kernel_call(q, kv: KVBuffers, kv_indptr, kv_indices, sm_scale: float, out_dtype: torch.dtype):
     """The launch for one pool: the CUDA NVFP4 kernel where it is available and built for the
-    shape (compiled here, so a failed compile falls back before anything is launched), else Triton."""
+    shape (compiled here, so a failed compile falls back before anything is launched), else
+    Triton."""
     if (
         USE_CUDA_NVFP4
         and nvfp4_decode_cuda.supports(q, kv)
@@ -450,7 +456,8 @@ def _paired_decode(call, num_splits: int | None, keys: int, o: torch.Tensor, lse
     return o, lse
 
 
-_MIXED_SPLITS: dict = {}  # (batch, head groups, resident CTAs, fp8 tokens, nvfp4 tokens) -> split counts
+# (batch, head groups, resident CTAs, fp8 tokens, nvfp4 tokens) -> split counts
+_MIXED_SPLITS: dict = {}
 
 
 def _mixed_splits(call, fp8_tokens: int, nvfp4_tokens: int) -> tuple[int, int]:
@@ -459,8 +466,9 @@ def _mixed_splits(call, fp8_tokens: int, nvfp4_tokens: int) -> tuple[int, int]:
     shared between the parts by their work (an fp8 token costing FP8_TOKEN_COST nvfp4 tokens);
     each split keeps >= MIN_SPLIT_TOKENS keys on average. On an H100 at 64 x 4096 tokens, half in
     each pool (264 resident CTAs of 64 per split): 2 + 2 splits, one wave, 0.164 ms; a work-
-    balanced 7 + 5 over three waves took 0.181 and 3 + 2 (1.2 waves) 0.194 (docs/benchmarks-history.md):
-    co-resident CTAs share an SM's bandwidth, so a wave's time follows its SMs' summed work."""
+    balanced 7 + 5 over three waves took 0.181 and 3 + 2 (1.2 waves) 0.194
+    (docs/benchmarks-history.md): co-resident CTAs share an SM's bandwidth, so a wave's time follows
+    its SMs' summed work."""
     resident = call.resident()
     key = (call.batch, call.head_groups, resident, fp8_tokens, nvfp4_tokens)
     if key not in _MIXED_SPLITS:
@@ -512,7 +520,8 @@ def decode_attention_ref(
 def decode_attention_pools_ref(
     q, parts, sm_scale: float, *, out_dtype=None, num_splits=None, out=None
 ):
-    """Plain-torch decode_attention_pools: one reference pass per part, merged by merge_state_ref."""
+    """Plain-torch decode_attention_pools: one reference pass per part, merged by
+    merge_state_ref."""
     if not parts:
         raise ValueError(
             "decode_attention_pools needs at least one (kv, kv_indptr, kv_indices) part"

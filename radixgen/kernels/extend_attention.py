@@ -156,7 +156,8 @@ def _check_extend(
     kv.check()
     if q.shape[2] != kv.head_dim or q.shape[1] % kv.num_kv_heads:
         raise ValueError(
-            f"q {tuple(q.shape)} does not fit a pool with {kv.num_kv_heads} KV heads of dim {kv.head_dim}"
+            f"q {tuple(q.shape)} does not fit a pool with {kv.num_kv_heads} KV heads of dim "
+            f"{kv.head_dim}"
         )
     if kv.k.device != q.device:
         raise ValueError(f"q is on {q.device} but the pool on {kv.k.device}")
@@ -218,11 +219,12 @@ def extend_attention(
     max_qo_len: int | None = None,
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
 ):
-    """Attend the new tokens' queries q [T, Hq, D] over each request's keys in one pool (masks: module
-    docstring). qo_indptr, kv_indptr [B+1], kv_indices, num_new [B]: int32/int64; custom_mask: flat
-    bool with mask_indptr [B+1]. Returns (o [T, Hq, D] out_dtype (default q.dtype), lse [T, Hq] float32,
-    natural log), new or written into `out`. Without max_qo_len (the longest query run) the index
-    values are cross-checked (one host sync). Raises ValueError for bad inputs."""
+    """Attend the new tokens' queries q [T, Hq, D] over each request's keys in one pool (masks:
+    module docstring). qo_indptr, kv_indptr [B+1], kv_indices, num_new [B]: int32/int64;
+    custom_mask: flat bool with mask_indptr [B+1]. Returns (o [T, Hq, D] out_dtype (default
+    q.dtype), lse [T, Hq] float32, natural log), new or written into `out`. Without max_qo_len (the
+    longest query run) the index values are cross-checked (one host sync). Raises ValueError for bad
+    inputs."""
     out_dtype = _check_extend(
         q, kv, qo_indptr, kv_indptr, kv_indices, num_new, custom_mask, mask_indptr, out_dtype
     )
@@ -279,7 +281,8 @@ def extend_attention(
 
 
 def _visible(n_q: int, n_old: int, n_new: int, block: torch.Tensor | None, device) -> torch.Tensor:
-    """[n_q, n_old + n_new] bool: earlier keys always, new keys causally or by `block` [n_new, n_new]."""
+    """[n_q, n_old + n_new] bool: earlier keys always, new keys causally or by `block` [n_new,
+    n_new]."""
     if n_new == 0:
         return torch.ones(n_q, n_old, dtype=torch.bool, device=device)
     new = (

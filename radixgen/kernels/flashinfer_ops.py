@@ -50,7 +50,8 @@ def _kv_dtype_and_cache(kv: KVBuffers):
 
 
 def _fold_scales(q: torch.Tensor, kv: KVBuffers):
-    """q with the fp8 per-head K scale folded in, and the per-head V scale [Hq, 1] for the output."""
+    """q with the fp8 per-head K scale folded in, and the per-head V scale [Hq, 1] for the
+    output."""
     if kv.fmt != FMT_FP8:
         return q, None
     group = q.shape[1] // kv.num_kv_heads
@@ -162,7 +163,8 @@ def decode_attention(
     kv_indices: torch.Tensor,
     sm_scale: float,
 ):
-    """One-shot flashinfer decode (plan + run) with decode_attention's contract (non-empty requests)."""
+    """One-shot flashinfer decode (plan + run) with decode_attention's contract (non-empty
+    requests)."""
     kv_dtype, _ = _kv_dtype_and_cache(kv)
     op = FlashInferDecode(q.device)
     op.plan(

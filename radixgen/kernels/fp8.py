@@ -81,8 +81,8 @@ def dequantize_fp8_ref(q: torch.Tensor, scale, dtype=torch.bfloat16) -> torch.Te
 def _quantize_fp8_kernel(
     x_ptr, s_ptr, q_ptr, flag_ptr, numel, inner, num_scales, BLOCK: tl.constexpr, WIDE: tl.constexpr
 ):
-    # element i uses scale (i // inner) % num_scales (see _scale_layout); bad inputs set bits of *flag_ptr;
-    # offsets are int32 unless the tensor needs int64 (WIDE)
+    # element i uses scale (i // inner) % num_scales (see _scale_layout); bad inputs set bits of
+    # *flag_ptr; offsets are int32 unless the tensor needs int64 (WIDE)
     offs = program_offsets(BLOCK, WIDE)
     mask = offs < numel
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
@@ -108,7 +108,8 @@ def _dequantize_fp8_kernel(
 
 
 def _scale_layout(scale: torch.Tensor, shape: torch.Size) -> tuple[torch.Tensor, int, int]:
-    """(flat scales, inner, num_scales) so that flat element i of `shape` uses scale (i // inner) % num_scales.
+    """(flat scales, inner, num_scales) so that flat element i of `shape` uses scale (i // inner) %
+    num_scales.
 
     The scale's non-1 dims (right-aligned against `shape`) must form one run of full dims, which
     covers per-tensor, per-head [1, H, 1] and per-token-head [T, H, 1] scales.

@@ -80,7 +80,8 @@ class KVBuffers:
                 or s.device != k.device
             ):
                 raise ValueError(
-                    f"kv.{name} must be a float32 tensor [{h}] on {k.device}: scales are never implied"
+                    f"kv.{name} must be a float32 tensor [{h}] on {k.device}: scales are never "
+                    "implied"
                 )
         if self.fmt == FMT_NVFP4:
             if d % 16:
@@ -211,6 +212,7 @@ def attend_ref(
 # s.e1.e0.m placed at fp16 bits 15 / 11..9 is exactly e2m1 * 2^-14 (code 1 becomes a subnormal).
 # Each pair of code bytes is first spread to the high bytes of two 16-bit halves (prmt), where an
 # odd nibble's sign already sits at bit 15: three shifts per byte pair instead of four.
+# A constexpr: jitted functions may only read constexpr globals.
 _E2M1_ASM = tl.constexpr("""
 {
 .reg .b32 u, a, b, z;
@@ -226,12 +228,13 @@ mul.rn.f16x2 $1, a, $6;
 shr.b32 a, u, 3;  and.b32 a, a, 0x0E000E00;  and.b32 b, u, 0x80008000;  or.b32 a, a, b;
 mul.rn.f16x2 $3, a, $6;
 }
-""")  # a constexpr: jitted functions may only read constexpr globals
+""")  # noqa: E501 (PTX text: an instruction group a line)
 
 
 @triton.jit
 def _e2m1_pairs(codes, scale, USE_ASM: tl.constexpr):
-    """codes uint8 [N, D/2], scale fp16 [N, D/2] -> (even, odd) fp16 [N, D/2]: e2m1 * scale * 2^-14."""
+    """codes uint8 [N, D/2], scale fp16 [N, D/2] -> (even, odd) fp16 [N, D/2]: e2m1 * scale *
+    2^-14."""
     if USE_ASM:
         even, odd = tl.inline_asm_elementwise(
             _E2M1_ASM,
@@ -431,7 +434,8 @@ def decode_raw(
 
 @triton.jit
 def head_factor(scale_ptr, head, FMT: tl.constexpr):
-    """x = raw * factor for KV head(s) `head` (valid indices): 1 (float), scale (fp8), s_T * 2^8 (nvfp4)."""
+    """x = raw * factor for KV head(s) `head` (valid indices): 1 (float), scale (fp8), s_T * 2^8
+    (nvfp4)."""
     if FMT == 0:
         return 1.0
     elif FMT == 1:

@@ -1,7 +1,9 @@
 """Quantize-on-write stores of new K (or V) rows into an fp8 or nvfp4 pool (layouts: kv_layout.py).
 
-store_kv_fp8(cache, scale, slots, x):        cache[slots] = quantize_fp8(x, scale per head)
-store_kv_nvfp4(codes, bscale, tscale, slots, x): codes[slots], bscale[slots] = quantize_nvfp4(x, s_T per head)
+store_kv_fp8(cache, scale, slots, x):
+    cache[slots] = quantize_fp8(x, scale per head)
+store_kv_nvfp4(codes, bscale, tscale, slots, x):
+    codes[slots], bscale[slots] = quantize_nvfp4(x, s_T per head)
 x is [n, Hkv, D] bf16/fp16/fp32, slots [n] int32/int64 (distinct; a negative slot skips its row).
 Scales are the caller's calibrated per-head float32 [Hkv] scales, never implied; results are
 bit-identical to the quantize_fp8 / quantize_nvfp4 references with those scales. Call once for K
@@ -221,11 +223,11 @@ def store_kv_nvfp4_ref(codes, bscale, tscale, slots, x) -> None:
     bscale[slots[keep].long()] = q_scales[keep]
 
 
-# ---------------------------------------------------------------- calibrating pool stores (no host sync)
+# ------------------------------------------------------- calibrating pool stores (no host sync)
 #
 # The quantized KV pools (radix/quant_kv_pool.py) keep one float32 scale per (layer, KV head) that
-# is calibrated by the first store (HEADROOM * amax / range) and grown by a power of two, 2^k, when a
-# later store's amax exceeds it; the head's stored values (FP8 values, or NVFP4 block scales) of
+# is calibrated by the first store (HEADROOM * amax / range) and grown by a power of two, 2^k, when
+# a later store's amax exceeds it; the head's stored values (FP8 values, or NVFP4 block scales) of
 # every slot below the high-water mark are then rescaled by 2^-k (E4M3 round to nearest even, as
 # torch's cast). `pool_store` does all of it on the device: per KV head one program finds the amax
 # of the new rows, updates the scale in place, rescales the head only when it grew (a device-side
@@ -301,7 +303,8 @@ def _fit_store_kernel(
     BLOCK_T: tl.constexpr,
     BLOCK_S: tl.constexpr,
 ):
-    # grid (Hkv,): one KV head. val_ptr: fp8 values (uint8 view) or nvfp4 codes; bs_ptr: nvfp4 block scales
+    # grid (Hkv,): one KV head. val_ptr: fp8 values (uint8 view) or nvfp4 codes; bs_ptr: nvfp4 block
+    # scales
     h = tl.program_id(0)
     d = tl.arange(0, D_P2)[None, :]
     if FUSED:  # the amax of the head's rows (and the high-water mark), here
@@ -330,7 +333,8 @@ def _fit_store_kernel(
     scale = tl.load(scale_ptr + h)
     need = tl.maximum(tl.div_rn(amax, RANGE_MAX), FLOAT32_TINY)
     fresh = scale == 0.0
-    # k = ceil(log2(need / scale)) exactly, from the exponents: need / scale lies in (2^(e-1), 2^(e+1))
+    # k = ceil(log2(need / scale)) exactly, from the exponents: need / scale lies in (2^(e-1),
+    # 2^(e+1))
     e = ((need.to(tl.int32, bitcast=True) >> 23) & 255) - (
         (scale.to(tl.int32, bitcast=True) >> 23) & 255
     )

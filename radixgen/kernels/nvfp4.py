@@ -1,8 +1,8 @@
 """NVFP4 quantization: E2M1 codes, one E4M3 scale per 16 values, one FP32 tensor scale.
 
 Format (NVIDIA ModelOpt convention), for x [..., n] with n % 16 == 0:
-  codes         uint8 [..., n / 2]              two E2M1 codes per byte, element 2i in the low nibble
-  block_scales  float8_e4m3fn [..., n / 16]     one per 16 consecutive values of the last dim
+  codes         uint8 [..., n / 2]            two E2M1 codes per byte, element 2i in the low nibble
+  block_scales  float8_e4m3fn [..., n / 16]   one per 16 consecutive values of the last dim
   tensor_scale  float32, 0-d (per tensor) or broadcastable to [..., 1] (e.g. per head)
   x ~= e2m1(code) * block_scale * tensor_scale
 
@@ -103,7 +103,8 @@ def _checked_codes(codes, block_scales, tensor_scale, dtype) -> torch.Tensor:
     """Validate dequantize inputs; return s_T (float32, broadcastable to codes[..., :1])."""
     if codes.dtype != torch.uint8 or block_scales.dtype != torch.float8_e4m3fn:
         raise ValueError(
-            f"need uint8 codes and float8_e4m3fn block_scales, got {codes.dtype}, {block_scales.dtype}"
+            f"need uint8 codes and float8_e4m3fn block_scales, got {codes.dtype}, "
+            f"{block_scales.dtype}"
         )
     if dtype not in FLOAT_DTYPES:
         raise ValueError(f"dtype must be float32, float16 or bfloat16, got {dtype}")
@@ -205,7 +206,8 @@ def _quantize_nvfp4_kernel(
     WIDE: tl.constexpr,
 ):
     # one program: BLOCKS consecutive 16-value blocks of the flat input (rows of row_blocks blocks,
-    # s_ptr one tensor scale per row); pairs (2i, 2i+1) share a byte; bad inputs set bits of *flag_ptr
+    # s_ptr one tensor scale per row); pairs (2i, 2i+1) share a byte; bad inputs set bits of
+    # *flag_ptr
     blk = program_offsets(BLOCKS, WIDE)  # [BLOCKS] block indices
     pair = tl.arange(0, 8)[None, :]  # [1, 8]
     in_range = blk < num_blocks

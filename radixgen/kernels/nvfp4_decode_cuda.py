@@ -21,8 +21,9 @@ and branch pools) takes one launch of the staged pipeline compiled with FP8_PART
 decode_attention.USE_CUDA_MIXED). Two launches paid two ramps and two tails: on an H100 at 64 x
 4096 tokens, half in each pool, 0.172 ms (+8.8% over the average of the parts) against 0.164
 (+4.2%) in one launch whose first CTAs attend the FP8 part and the others the NVFP4 part, all
-writing split partials for one reduce (docs/benchmarks-history.md). Compiled with PAIRED as well, each CTA
-attends one split of both parts in one pipeline and one softmax state (decode_attention.MIXED_PAIRED).
+writing split partials for one reduce (docs/benchmarks-history.md). Compiled with PAIRED as well,
+each CTA attends one split of both parts in one pipeline and one softmax state
+(decode_attention.MIXED_PAIRED).
 
 The kernel is launched through the CUDA driver API (ctypes): no torch extension build, no host
 compiler. Compiled kernels are kept per (device, head dim, group, KV heads, dtypes, pipeline).
@@ -82,7 +83,8 @@ def supports(q: torch.Tensor, kv: KVBuffers) -> bool:
 
 
 class DecodeCall:
-    """One launch of the kernel for a pool, less its split count (as decode_attention's _KernelCall)."""
+    """One launch of the kernel for a pool, less its split count (as decode_attention's
+    _KernelCall)."""
 
     def __init__(
         self,
@@ -142,8 +144,8 @@ class DecodeCall:
         gdc: int = 0,
     ) -> None:
         """Write (o, lse) per (request, head, split) into mid_o [B, Hq, stride, D] / mid_lse [B, Hq,
-        stride] at split_base + split (stride 1: the final o [B, Hq, D], lse [B, Hq]). Always a plain
-        launch that lets the next launch start early (sm_90+), whatever `gdc` asks."""
+        stride] at split_base + split (stride 1: the final o [B, Hq, D], lse [B, Hq]). Always a
+        plain launch that lets the next launch start early (sm_90+), whatever `gdc` asks."""
         kv = self.kv
         programs = kv.num_kv_heads * self.batch * splits
         k = self.compiled(mid_o.dtype)

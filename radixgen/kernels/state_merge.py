@@ -86,8 +86,9 @@ def reduce_splits(
     *,
     pdl: bool = False,
 ) -> None:
-    """o [B, Hq, D], lse [B, Hq] = merge_state over the splits of mid_o [B, Hq, S, D] / mid_lse [B, Hq, S].
-    pdl: launch it as a programmatic dependent launch of the decode launch before it (_pdl)."""
+    """o [B, Hq, D], lse [B, Hq] = merge_state over the splits of mid_o [B, Hq, S, D] / mid_lse [B,
+    Hq, S]. pdl: launch it as a programmatic dependent launch of the decode launch before it
+    (_pdl)."""
     b, hq, splits, d = mid_o.shape
     chunk = min(triton.next_power_of_2(splits), 8)
     extra = {"launch_pdl": True} if pdl else {}

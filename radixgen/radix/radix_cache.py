@@ -79,7 +79,8 @@ class PrefixCache(Protocol):
         Returns the tokens freed."""
 
     def evictable_size(self, tier: int | None = None) -> int:
-        """Tokens in unlocked nodes (of `tier`, or all): what `evict` could free. Mutates nothing."""
+        """Tokens in unlocked nodes (of `tier`, or all): what `evict` could free. Mutates
+        nothing."""
 
     def protected_size(self, tier: int | None = None) -> int:
         """Tokens in locked nodes (of `tier`, or all). Mutates nothing."""

@@ -184,8 +184,9 @@ class KernelAttention:
 
     def _flashinfer_eligible(self, q: torch.Tensor, kv) -> bool:
         """Whether this extend goes to flashinfer: enabled and installed, q bf16/fp16 on CUDA, a
-        pool of q's dtype, a head dim it compiles for, no tree mask in the batch (a single pool holds every request's new
-        tokens, so the mask is causal, bottom-right aligned as flashinfer's)."""
+        pool of q's dtype, a head dim it compiles for, no tree mask in the batch (a single pool
+        holds every request's new tokens, so the mask is causal, bottom-right aligned as
+        flashinfer's)."""
         if self.flashinfer_extend is False or self.backend != "triton" or not q.is_cuda:
             return False
         if q.dtype not in (torch.bfloat16, torch.float16) or self.meta["tree_blocks"] is not None:
@@ -205,7 +206,8 @@ class KernelAttention:
         return self.flashinfer_extend
 
     def _extend_flashinfer(self, q: torch.Tensor, kv) -> torch.Tensor:
-        """Causal paged prefill by flashinfer, planned once per forward (host work) and run per layer."""
+        """Causal paged prefill by flashinfer, planned once per forward (host work) and run per
+        layer."""
         if "fi_planned" not in self.meta:
             if self._fi_extend is None:
                 from radixgen.kernels import flashinfer_ops
@@ -310,7 +312,8 @@ def make_attention(
         kind = "triton" if device.type == "cuda" else "torch"
     if kind == "torch":
         if device.type == "cpu":
-            cpu_kernel_available()  # compile the C++ decode kernel now (once per machine), not mid-request
+            # compile the C++ decode kernel now (once per machine), not mid-request
+            cpu_kernel_available()
         return TorchAttention(num_heads, num_kv_heads, head_dim)
     if kind == "triton":
         return KernelAttention(num_heads, num_kv_heads, head_dim, backend="triton")

@@ -80,7 +80,8 @@ EXTEND_BLOCK = 64  # new tokens that share one segment in a causal extend (plan_
 
 @dataclass
 class CausalExtendPlan:
-    """Causal extend attention as decode-style rows for a cascade kernel (see plan_causal_extend)."""
+    """Causal extend attention as decode-style rows for a cascade kernel (see
+    plan_causal_extend)."""
 
     token_rows: torch.Tensor  # [T] rows of the extend part's tokens the plan covers, in row order
     own_slots: (

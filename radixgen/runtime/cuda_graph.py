@@ -1,8 +1,8 @@
 """Decode steps replayed from CUDA graphs.
 
 A decode step on the GPU is bound by the host: ~30 kernels per layer, each a few microseconds of
-Python and launch overhead, while the device works ~15% of the step (docs/benchmarks-history.md, "where
-a decode step's time goes"). `DecodeGraphs` records the whole decode forward once per (padded
+Python and launch overhead, while the device works ~15% of the step (docs/benchmarks-history.md,
+"where a decode step's time goes"). `DecodeGraphs` records the whole decode forward once per (padded
 batch size, context bucket) and replays it: one launch per step.
 
 What makes the forward capturable:

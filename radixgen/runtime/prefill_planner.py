@@ -39,7 +39,8 @@ from radixgen.runtime.schedule_policy import (
 from radixgen.runtime.score_group import group_for, scoreable
 from radixgen.runtime.step_cost import StepCostModel, StepShape
 
-MIXED_CHUNK_CPU = 128  # measured: ITL p99 605 -> 340 ms, throughput and TTFT p50 unchanged (docs/benchmarks-history.md)
+# measured: ITL p99 605 -> 340 ms, throughput and TTFT p50 unchanged (docs/benchmarks-history.md)
+MIXED_CHUNK_CPU = 128
 # the long-prompt threshold as a fraction of the chunk size: on the CPU prefill is compute-bound
 # at any chunk (measured 215 vs 220 tok/s at 256 vs 512 tokens), on a GPU the step target cuts
 # long chunks further and the threshold mostly says which prompts count as short

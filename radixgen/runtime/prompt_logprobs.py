@@ -38,7 +38,8 @@ def record_input_logprobs(
 
 
 def record_input_top_logprobs(req: Request, logprobs: torch.Tensor) -> None:
-    """The top_logprobs_num most likely tokens of each scored prompt row (logprobs [rows, vocab])."""
+    """The top_logprobs_num most likely tokens of each scored prompt row (logprobs [rows,
+    vocab])."""
     k = req.params.top_logprobs_num
     if k and logprobs.shape[0]:
         values, indices = logprobs.topk(k, dim=-1)

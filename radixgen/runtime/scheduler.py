@@ -110,9 +110,15 @@ class Scheduler:
         if req.params.constraint is not None and self.grammar is None:
             return "this scheduler has no grammar backend"
         if len(req.input_ids) >= self.runner.max_context_len:
-            return f"the prompt has {len(req.input_ids)} tokens; the model's context is {self.runner.max_context_len}"
+            return (
+                f"the prompt has {len(req.input_ids)} tokens; "
+                f"the model's context is {self.runner.max_context_len}"
+            )
         if len(req.input_ids) + 1 > self.runner.capacity[0]:
-            return f"the prompt has {len(req.input_ids)} tokens; the KV pool holds {self.runner.capacity[0]}"
+            return (
+                f"the prompt has {len(req.input_ids)} tokens; "
+                f"the KV pool holds {self.runner.capacity[0]}"
+            )
         if max(req.input_ids) >= self.runner.arch.vocab_size or min(req.input_ids) < 0:
             return "input_ids contain token ids outside the vocabulary"
         return ""

@@ -1,12 +1,12 @@
 """Scoring prompts that share a prefix, computed as one token tree.
 
 A select sends `[prefix, prefix + c_1, ..., prefix + c_n]` as prompt-only requests whose
-prompt logprobs start where the prompts part. Computed one by one they repeat the shared uncached tokens (or wait a step for
-each other, see schedule_policy.py). Grouped, the first request (the leader) runs one extend:
-the trunk (the tokens every member computes, causal), then a trie of the members' remaining
-tokens, each row seeing the cached prefix, the trunk and its trie ancestors (the tree mask of
-speculative verification). Each member reads its prompt logprobs from the rows on its path; a
-prompt-only request skips its last token (Request.prefill_len), so one-token choices cost no
+prompt logprobs start where the prompts part. Computed one by one they repeat the shared uncached
+tokens (or wait a step for each other, see schedule_policy.py). Grouped, the first request (the
+leader) runs one extend: the trunk (the tokens every member computes, causal), then a trie of the
+members' remaining tokens, each row seeing the cached prefix, the trunk and its trie ancestors (the
+tree mask of speculative verification). Each member reads its prompt logprobs from the rows on its
+path; a prompt-only request skips its last token (Request.prefill_len), so one-token choices cost no
 rows at all. Afterwards every member's computed tokens go to the radix cache (the trunk
 once), so the text a select chose is cached for the program's next call.
 """

@@ -74,7 +74,8 @@ class StopChecker:
         return None
 
     def _tail(self, req: Request, num_tokens: int) -> tuple[str, int]:
-        """The text of req's newest num_tokens output tokens, and where the newest token's begins."""
+        """The text of req's newest num_tokens output tokens, and where the newest token's
+        begins."""
         tail_ids = req.output_ids[-num_tokens:]
         text = self.decode(tail_ids)
         return text, len(self.decode(tail_ids[:-1])) if len(tail_ids) > 1 else 0

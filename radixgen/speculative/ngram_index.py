@@ -5,10 +5,11 @@ An occurrence of an n-gram (n in `key_lens`) is a position `end` of a sequence w
 `seq[end - n:end]` is that n-gram and `end < len(seq)`: `seq[end:]` is what followed it. It is
 packed into one int, `seq_id << 32 | end`. Keys are 64-bit polynomial hashes of the n-gram
 (computed vectorised with numpy when a sequence is added); a collision only yields a candidate
-whose match the reader re-checks token by token (`match_len`). Each key keeps at least its `max_occurrences` most recent
-occurrences (oldest first; at most twice that, trimmed in bulk), so memory per key is bounded. A
-key seen once holds its occurrence as a bare int (most 4-grams occur once: ~10x smaller than a
-container). Sequences are added incrementally (only new ends) and removed lazily (`drop_stale`).
+whose match the reader re-checks token by token (`match_len`). Each key keeps at least its
+`max_occurrences` most recent occurrences (oldest first; at most twice that, trimmed in bulk), so
+memory per key is bounded. A key seen once holds its occurrence as a bare int (most 4-grams occur
+once: ~10x smaller than a container). Sequences are added incrementally (only new ends) and removed
+lazily (`drop_stale`).
 """
 
 from __future__ import annotations

@@ -23,20 +23,21 @@ from radixgen.frontend_lang.select_scoring import (
 )
 
 SMOLLM_TEMPLATE = (
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\nDefault.<|im_end|>\n' }}{% endif %}"
-    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' "
+    "%}{{ '<|im_start|>system\nDefault.<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + "
+    "message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if "
+    "add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 LLAMA3_TEMPLATE = (
     "{{- bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
     "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% "
+    "endif %}"
 )
 LLAMA2_TEMPLATE = (  # the system prompt folded into the first user turn: not splittable per message
-    "{% for m in messages %}{% if m['role'] == 'system' %}{% set sys = m['content'] %}"
-    "{% elif m['role'] == 'user' %}[INST] {{ m['content'] }} [/INST]{% else %} {{ m['content'] }}</s>"
-    "{% endif %}{% endfor %}"
+    "{% for m in messages %}{% if m['role'] == 'system' %}{% set sys = m['content'] %}{% "
+    "elif m['role'] == 'user' %}[INST] {{ m['content'] }} [/INST]{% else %} {{ "
+    "m['content'] }}</s>{% endif %}{% endfor %}"
 )
 
 

@@ -603,7 +603,8 @@ SUPPORTED = {
         },
         "required": ["d", "n"],
     },
-    # several patterns: names follow the first, values meet every pattern's schema (SageMaker's Environment)
+    # several patterns: names follow the first, values meet every pattern's schema (SageMaker's
+    # Environment)
     "pattern_properties_several": {
         "type": "object",
         "additionalProperties": False,
@@ -620,7 +621,8 @@ SUPPORTED = {
         "maxProperties": 2,
     },
     # CloudFormation's names: lookaheads that bound the length, bounded and optional repeats fitted
-    # to minLength / maxLength, a search that needs a tail to reach its minLength, not only digits, alternatives fitted one by one
+    # to minLength / maxLength, a search that needs a tail to reach its minLength, not only digits,
+    # alternatives fitted one by one
     "length_fitted_names": {
         "type": "object",
         "properties": {

@@ -1,4 +1,5 @@
-"""GrammarCompiler: dispatch, cache, async submit, errors; regex/choices on the SmolLM2 tokenizer."""
+"""GrammarCompiler: dispatch, cache, async submit, errors; regex/choices on the SmolLM2
+tokenizer."""
 
 import re
 import time

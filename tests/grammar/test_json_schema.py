@@ -500,7 +500,8 @@ _FOUND_UNSOUND = [
         },
         '{"c":' * 69 + "{}" + "}" * 69,
     ),
-    # found by the JSON-Schema-Test-Suite (2026-12-04): unevaluatedItems sees no cousin's prefixItems
+    # found by the JSON-Schema-Test-Suite (2026-12-04): unevaluatedItems sees no cousin's
+    # prefixItems
     ({"allOf": [{"prefixItems": [True]}, {"unevaluatedItems": False}]}, "[1]"),
     ({"allOf": [{"unevaluatedItems": False}, {"prefixItems": [True]}]}, "[1]"),
     (
@@ -714,14 +715,16 @@ def test_ecma_named_groups_in_patterns(small_compiler, small_info):
         # \u escapes of such characters in a class are dropped like \t (CloudFormation's policies)
         ("^[\\u0009\\u000A\\u000D\\u0020-\\u007E]+$", ['"a b"', '"{}"'], ['"\\t"', '"a\\nb"']),
         ('^\\{[\\w\\s:\\"]*}$', ['"{a: b}"'], ['"{\\"}"']),  # an escaped quote in a class, as \t is
-        # a control escape that may repeat zero times matches nothing on strings without one (a phone number's `x \t*`)
+        # a control escape that may repeat zero times matches nothing on strings without one (a
+        # phone number's `x \t*`)
         ("^a\\t*b\\r?$", ['"ab"'], ['"a\\tb"', '"ab\\r"']),
         ("^a\\\\t*$", ['"a\\\\tt"', '"a\\\\"'], ['"a"']),  # (a backslash, then t*)
         # ranges from or to them are kept as ranges, those characters taken out (`\\-a`: a range
         # from the backslash to "a", CloudFormation's `[\\x09-\\x0D\\x20-\\x7E]`)
         ("^[\\x09-\\x0D\\x20-\\x7E]+$", ['"a b"', '"~"'], ['"\\t"', '"\\""']),
         ("^[\\\\-a]+$", ['"]^_a"'], ['"b"', '"-"']),  # (the backslash itself is left out: a subset)
-        # a negated class listing a shorthand: the printable ASCII it matches (never U+00A0 for [^\s])
+        # a negated class listing a shorthand: the printable ASCII it matches (never U+00A0 for
+        # [^\s])
         ("^[^\\s]+$", ['"a-b"', '"x"'], ['"a b"', '"\u00a0"', '""']),
         ("^[^\\s,]*$", ['"a;b"', '""'], ['"a,b"', '"\u2028"']),
         ("^[^\\d\\W]{2}$", ['"ab"', '"_Z"'], ['"a1"', '"a-"', '"\u00e9a"']),
@@ -729,7 +732,8 @@ def test_ecma_named_groups_in_patterns(small_compiler, small_info):
         # lone surrogates listed in a class are in no string (AWS's [...\uD800\uDBFF-\uDC00\uDFFF])
         ("^[\\u0020-\\u007E\\uD800\\uDBFF-\\uDC00\\uDFFF]+$", ['"a b"'], ['"\\t"']),
         ("^[^\\uD800a]$", ['"b"'], ['"a"']),
-        # an escape ending in a shorthand's letter (\u004d: "d") is one character: it may start a range
+        # an escape ending in a shorthand's letter (\u004d: "d") is one character: it may start a
+        # range
         ("^[\\u004d-z]+$", ['"Mz"', '"a"'], ['"L"', '"{"']),
         ("^[\\x4d-Z]$", ['"M"', '"Z"'], ['"A"']),
         # an unescaped "[" in a class is a character in ECMA-262 and Python (CloudFormation's
@@ -861,7 +865,8 @@ def test_unevaluated_items_sees_adjacent_and_in_place_annotations(small_compiler
     [
         ("a.b+c@x-y.example.com", True),
         ("_a@b.co", True),
-        # from the JSON-Schema-Test-Suite's email format tests, and a host label that starts with "-"
+        # from the JSON-Schema-Test-Suite's email format tests, and a host label that starts with
+        # "-"
         (".a@b.co", False),
         ("a.@b.co", False),
         ("a..b@b.co", False),

@@ -30,7 +30,8 @@ def make_pool(
 def pool_of(
     fmt: str, k: torch.Tensor, v: torch.Tensor, device="cpu", float_dtype=torch.float32
 ) -> KVBuffers:
-    """A pool holding K/V [slots, Hkv, D] (float32), quantized with per-head scales from their amax."""
+    """A pool holding K/V [slots, Hkv, D] (float32), quantized with per-head scales from their
+    amax."""
     if fmt == "bf16":
         pool = KVBuffers(k.to(float_dtype), v.to(float_dtype))
     elif fmt == "fp8":
@@ -55,7 +56,8 @@ def to_device(kv: KVBuffers, device) -> KVBuffers:
 
 
 def dequant64(kv: KVBuffers, slots: torch.Tensor):
-    """(k, v) float64 [n, Hkv, D] of the slots (on the pool's device), each value scaled exactly once."""
+    """(k, v) float64 [n, Hkv, D] of the slots (on the pool's device), each value scaled exactly
+    once."""
     slots = slots.to(kv.k.device).long()
     if kv.fmt == FMT_FP8:
         return tuple(

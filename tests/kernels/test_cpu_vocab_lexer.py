@@ -12,7 +12,8 @@ from radixgen.kernels import cpu_vocab_lexer as vl
 
 
 def test_library_compiles_here():
-    # the machines this project targets have a C compiler: a silent fallback would hide a broken build
+    # the machines this project targets have a C compiler: a silent fallback would hide a broken
+    # build
     assert vl.available(), vl._state.get("error")
 
 

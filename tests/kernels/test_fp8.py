@@ -75,7 +75,8 @@ def test_saturates_at_448_not_fnuz(backend):
 
 
 def _e4m3_sweep() -> torch.Tensor:
-    """Every finite E4M3 value, the midpoints between neighbours (ties), and their fp32 neighbours."""
+    """Every finite E4M3 value, the midpoints between neighbours (ties), and their fp32
+    neighbours."""
     values = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).float()
     values = values[torch.isfinite(values) & (values >= 0)].unique()  # 0 .. 448, sorted
     mids = (values[1:] + values[:-1]) / 2

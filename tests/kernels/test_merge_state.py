@@ -1,4 +1,5 @@
-"""merge_state: the log-sum-exp merge of attention states over disjoint key sets (Triton and ref)."""
+"""merge_state: the log-sum-exp merge of attention states over disjoint key sets (Triton and
+ref)."""
 
 import math
 

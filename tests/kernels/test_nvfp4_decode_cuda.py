@@ -237,7 +237,8 @@ def test_a_failed_compile_falls_back_to_triton(monkeypatch):
     assert rel_err(o, want_o) < 1e-2
 
 
-# ---------------------------------------------------------------- one launch for an fp8 and an nvfp4 part
+# ---------------------------------------------------------------- one launch for an fp8 and an
+# nvfp4 part
 
 
 def test_mixed_split_counts_fill_waves_and_share_the_work():
@@ -260,7 +261,8 @@ def test_mixed_split_counts_fill_waves_and_share_the_work():
             assert 0.5 < ratio < 2, (fp8_len, nv_len, a, b)
     assert da._mixed_splits(call, 64 * 100, 64 * 100) == (1, 1)
     # 4 splits x 64 CTAs fill the 264 resident ones to 97% in one wave: the best pair measured
-    # on an H100 (docs/benchmarks-history.md), where a work-balanced 7 + 5 over three waves was slower
+    # on an H100 (docs/benchmarks-history.md), where a work-balanced 7 + 5 over three waves was
+    # slower
     assert da._mixed_splits(call, 64 * 2048, 64 * 2048) == (2, 2)
     # requests too many for one wave at 2 splits: one split per part
     many = type("Call", (), {"batch": 256, "head_groups": 1, "resident": lambda self: 264})()

@@ -36,7 +36,8 @@ def _both(dev, ref, layer, slots, k, v):
 
 
 def _stores(gen, hkv=3, d=32):
-    """(layer, slots, k, v): calibrate, stay in range, grow some heads, a large store that grows, strided."""
+    """(layer, slots, k, v): calibrate, stay in range, grow some heads, a large store that grows,
+    strided."""
     r = lambda n: torch.randn(n, hkv, d, generator=gen).to(DEV)
     big = torch.ones(1, hkv, 1, device=DEV)
     big[0, 1] = 100 * HEADROOM  # only head 1 grows
@@ -77,7 +78,8 @@ def test_device_store_matches_the_torch_path(kind):
 
 
 def test_growth_factor_is_exact_at_powers_of_two():
-    """need / scale just above, at, and just below 2^k: k from the exponents, never a rounded log2."""
+    """need / scale just above, at, and just below 2^k: k from the exponents, never a rounded
+    log2."""
     pool = FP8KVPool(4, 1, 1, 16, torch.float32, DEV, store_backend="triton")
     ref = FP8KVPool(4, 1, 1, 16, torch.float32, store_backend="torch")
     base = torch.full((1, 1, 16), 1.0, device=DEV)

@@ -176,7 +176,8 @@ def test_tree_mask_mixed_batch_triton_matches_torch(kind):
 def test_extend_dispatch_matches_torch(kind):
     """Extends without tree masks: a bf16 pool goes to flashinfer where it is installed (the
     dispatch is checked), FP8, NVFP4 and mixed pools to the Triton kernel; every path against the
-    float64 reference and TorchAttention, incl. a request with no cached prefix and a 600-token prompt."""
+    float64 reference and TorchAttention, incl. a request with no cached prefix and a 600-token
+    prompt."""
     from radixgen.kernels import flashinfer_ops
 
     gen = torch.Generator().manual_seed(7)

@@ -86,7 +86,8 @@ def test_dense_pool_casts_to_the_compute_dtype_and_rejects_unknown_kinds():
 
 def test_mixed_pool_demote_moves_prefix_kv_into_the_branch_pool():
     """MixedKVPool.demote: the branch pool ends up holding what storing the prefix pool's
-    (dequantized) values there directly gives; the prefix slots and other branch slots keep theirs."""
+    (dequantized) values there directly gives; the prefix slots and other branch slots keep
+    theirs."""
     from radixgen.radix.mixed_kv_pool import MixedKVPool
 
     layers, hkv, d, boundary = 2, 2, 32, 16

@@ -103,8 +103,8 @@ def test_sql_outputs_at_max_new_tokens_parse(short_context_engine):
 
 
 def test_grammar_compiled_schema_with_flexible_whitespace_closes_in_time(tiny_model_path):
-    """The same with whitespace in the gaps (json_grammar.tokens): the random model takes plenty of it,
-    and the outputs still close in time, without whitespace before or after the value."""
+    """The same with whitespace in the gaps (json_grammar.tokens): the random model takes plenty of
+    it, and the outputs still close in time, without whitespace before or after the value."""
     from radixgen.runtime.engine import Engine
     from tests.grammar.json_grammar.test_cfg import _too_large_schema
 

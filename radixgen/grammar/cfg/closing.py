@@ -1,8 +1,8 @@
 """Closing a CFG output in time: the tokens a matcher state needs to reach a complete text, and
 the mask that keeps an output within its max_new_tokens.
 
-A regex automaton tables every state's token distance to a match (index.token_index). A CFG state is a
-lexer state plus an unbounded LALR stack, so its distance is computed on demand, and only where
+A regex automaton tables every state's token distance to a match (index.token_index). A CFG state is
+a lexer state plus an unbounded LALR stack, so its distance is computed on demand, and only where
 it matters: in a request's last tokens.
 
 - `text(q, stack)`: a shortest completion in bytes. The partial terminal is finished first (a
@@ -24,10 +24,10 @@ plan by more than `WINDOW` (a token opens at most a few brackets or a quote; the
 measure the largest jump). The same bound spaces the checks: with a slack of s tokens beyond
 the window, the next s // (WINDOW + 1) tokens cannot reach it (`steps_until_close`), so a
 budget of thousands of tokens costs a plan every few dozen tokens, and a plan of a thousand
-tokens (a large schema's required fields) is still closed in time. Inside it the budget is kept exactly, up to the plan being an upper
-bound: a token whose own plan does not fit is dropped even if a shorter tokenization would. If
-no token fits (the grammar's shortest text is longer than the budget), the tokens with the shortest
-plans are kept, as `TokenIndex.keep_closest` does for regexes.
+tokens (a large schema's required fields) is still closed in time. Inside it the budget is kept
+exactly, up to the plan being an upper bound: a token whose own plan does not fit is dropped even if
+a shorter tokenization would. If no token fits (the grammar's shortest text is longer than the
+budget), the tokens with the shortest plans are kept, as `TokenIndex.keep_closest` does for regexes.
 """
 
 from __future__ import annotations
@@ -211,9 +211,8 @@ class Closer:
         """Greedy longest pieces of `text` that the grammar accepts in turn (None: none fits)."""
         g, ids, pos, pieces, prefixes = self.grammar, [], 0, self._pieces, self._prefixes
         while pos < len(text):
-            longest = (
-                pos + 1
-            )  # (only as far as some piece starts with the text: a few bytes, not the longest piece)
+            # (only as far as some piece starts with the text: a few bytes, not the longest piece)
+            longest = pos + 1
             while longest < len(text) and text[pos : longest + 1] in prefixes:
                 longest += 1
             for end in range(longest, pos, -1):

@@ -1,4 +1,5 @@
-"""Regex AST (cfg.terminal_regex) -> byte NFA (Thompson) -> minimal byte DFA (subset construction + Moore).
+"""Regex AST (cfg.terminal_regex) -> byte NFA (Thompson) -> minimal byte DFA (subset construction +
+Moore).
 
 Code-point sets become UTF-8 byte-range sequences (surrogates excluded), so a DFA walks the raw
 bytes of tokens, including tokens that end in the middle of a multi-byte character.
@@ -232,14 +233,15 @@ def _live_states(trans: list[list[int]], accepting: set[int]) -> set[int]:
 
 
 def compile_regex(pattern: str, rust: bool = False) -> ByteDfa:
-    """A minimal byte DFA for the full-match language of a Python regex (see cfg.terminal_regex; `rust`:
-    of the Rust syntax outlines-core reads)."""
+    """A minimal byte DFA for the full-match language of a Python regex (see cfg.terminal_regex;
+    `rust`: of the Rust syntax outlines-core reads)."""
     ast, lazy = parse_regex(pattern, rust)
     return compile_ast(ast, lazy, pattern)
 
 
 def compile_ast(ast: tuple, lazy: bool = False, pattern: str = "") -> ByteDfa:
-    """A minimal byte DFA for the full-match language of a regex AST (cfg.terminal_regex's tuples)."""
+    """A minimal byte DFA for the full-match language of a regex AST (cfg.terminal_regex's
+    tuples)."""
     nfa = _Nfa()
     nfa.new()
     final = nfa.build(ast, 0)

@@ -6,7 +6,8 @@ Pipeline: `compile_cfg` builds a Lark LALR parser for the grammar (Lark resolves
   (ordering, greedy matches, unless-keywords), so a token may span any number of terminals and
   a prefix may still become several terminals (keyword vs identifier) at once;
 - cfg.parser: the LALR table driven over an immutable state stack;
-- cfg.vocabulary_index: per lexer state q, the whole vocabulary lexed from q (numpy) and grouped by outcome
+- cfg.vocabulary_index: per lexer state q, the whole vocabulary lexed from q (numpy) and grouped by
+  outcome
   into a trie over completed-terminal sequences.
 
 Matcher state = (lexer state q, parser stack). Mask method (a per-lexer-state variant of the
@@ -127,8 +128,9 @@ class CfgGrammar:
     def __init__(
         self, lark: Lark, info: TokenizerInfo, lexer: LexerDfa | None = None, guard=None
     ) -> None:
-        """`lexer`: the grammar's own (json_grammar.cfg's JSON tokens); by default Lark's terminals'.
-        `guard`: a UniqueGuard beside the grammar (json_grammar.cfg: a JSON Schema that needs one)."""
+        """`lexer`: the grammar's own (json_grammar.cfg's JSON tokens); by default Lark's
+        terminals'. `guard`: a UniqueGuard beside the grammar (json_grammar.cfg: a JSON Schema that
+        needs one)."""
         self.guard = guard
         try:
             self.lexer = lexer or LexerDfa(

@@ -37,7 +37,8 @@ class StackCompletions:
         kernels: dict[int, tuple] | None = None,
     ) -> None:
         """`kernels`: table state -> its kernel items, where the table's builder kept them
-        (json_grammar.cfg's cfg.lalr_table); else the LR(0) automaton is rebuilt and matched to the table."""
+        (json_grammar.cfg's cfg.lalr_table); else the LR(0) automaton is rebuilt and matched to the
+        table."""
         self.parser = parser
         self._rhs = [tuple(s.name for s in r.expansion) for r in rules] + [(start,)]
         self._origin = [r.origin.name for r in rules] + ["$root"]

@@ -1,7 +1,7 @@
 """LALR(1) parse tables over integer items (DeRemer and Pennello), in Lark's table format.
 
-A JSON Schema compiled to a grammar (json_grammar.cfg) has thousands of rules and states whose item sets
-hold hundreds of items (an object's optional properties); Lark's analysis, written for grammars
+A JSON Schema compiled to a grammar (json_grammar.cfg) has thousands of rules and states whose item
+sets hold hundreds of items (an object's optional properties); Lark's analysis, written for grammars
 a person writes, spends most of a large schema's compile time hashing its item and symbol
 objects. The same construction over ints: items are (rule, dot) numbered per rule, item sets
 of LR(0) states are closures of their kernels (a nonterminal's closure computed once),

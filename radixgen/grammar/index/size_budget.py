@@ -70,11 +70,12 @@ def check_index_size(regex: str, info: TokenizerInfo) -> int:
         entries = index_entries(regex, info)
     if entries > INDEX_ENTRY_BUDGET:
         raise RegexTooLarge(
-            f"constraint too large to index: its automaton's token table would hold about "
-            f"{entries / 1e6:.0f} million entries (the limit is {INDEX_ENTRY_BUDGET / 1e6:.0f} million, "
-            "about 1 GB and half a minute of compiling). Places that accept almost any text cost a row "
-            "over the whole vocabulary each, and counted repeats multiply them: a long {m,n} in a "
-            "pattern, free strings in many alternatives, large schemas of free strings"
+            "constraint too large to index: its automaton's token table would hold about "
+            f"{entries / 1e6:.0f} million entries (the limit is {INDEX_ENTRY_BUDGET / 1e6:.0f} "
+            "million, about 1 GB and half a minute of compiling). Places that accept almost any "
+            "text cost a row over the whole vocabulary each, and counted repeats multiply them: "
+            "a long {m,n} in a pattern, free strings in many alternatives, large schemas of "
+            "free strings"
         )
     return entries
 

@@ -112,7 +112,8 @@ def outlines_vocabulary(info: TokenizerInfo) -> OutlinesVocab:
 def build_index(regex: str, info: TokenizerInfo, entries: int | None = None) -> "TokenIndex":
     """Compile `regex` (Rust regex syntax, matched against the whole output) over `info`'s
     vocabulary. Raises GrammarError when the regex is invalid or no token can follow a state.
-    `entries`: the estimated transitions (index.size_budget), which decide how the automaton is read."""
+    `entries`: the estimated transitions (index.size_budget), which decide how the automaton is
+    read."""
     vocab = outlines_vocabulary(info)
     try:
         index = Index(f"{vocab.start}(?:{regex}){vocab.sentinel}", vocab.vocabulary)
@@ -203,7 +204,8 @@ class TokenIndex:
         return successors, eager
 
     def _moves(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        """All tokens outlines-core allows in `state` (the fake ones too) and the states they lead to."""
+        """All tokens outlines-core allows in `state` (the fake ones too) and the states they lead
+        to."""
         ids = np.asarray(self.index.get_allowed_tokens(state), dtype=np.int64)
         step = self.index.get_next_state
         nxt = np.fromiter(

@@ -1,10 +1,11 @@
 """A JSON Schema too large for one regex, compiled to the CFG matcher (cfg.CfgGrammar).
 
-json_grammar.rules writes the rules, json_grammar.tokens the lexer of their terminals (atoms); here the rules
-become an LALR table (cfg.lalr_table: Lark's construction and table format over integer items, fed
-the rules directly: a schema grammar has thousands of rules, and Lark's grammar-text front end
-and object-based analysis took most of the compile time) and the matcher gets the atoms' lexer instead of one built from terminals' regexes. A terminal matched by one atom is that atom
-in the rules; one matched by several is a rule choosing among them.
+json_grammar.rules writes the rules, json_grammar.tokens the lexer of their terminals (atoms); here
+the rules become an LALR table (cfg.lalr_table: Lark's construction and table format over integer
+items, fed the rules directly: a schema grammar has thousands of rules, and Lark's grammar-text
+front end and object-based analysis took most of the compile time) and the matcher gets the atoms'
+lexer instead of one built from terminals' regexes. A terminal matched by one atom is that atom in
+the rules; one matched by several is a rule choosing among them.
 
 The grammar may be ambiguous where the schema is (anyOf alternatives that both accept `{}`, two
 objects starting with the same property): the LALR table then keeps one action per conflict, a

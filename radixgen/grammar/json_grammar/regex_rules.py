@@ -2,8 +2,8 @@
 
 Some of the rewritten schema's placeholders stand for a whole container's regex (a keyed
 object's, a counted array's, a unique array of literals'): json_grammar.rules cannot give those one
-terminal, since a terminal is one JSON token (json_grammar.tokens). Here the regex's syntax tree is cut
-at token boundaries: a subtree whose texts are all single JSON scalar tokens is a terminal (its
+terminal, since a terminal is one JSON token (json_grammar.tokens). Here the regex's syntax tree is
+cut at token boundaries: a subtree whose texts are all single JSON scalar tokens is a terminal (its
 DFA), a single `{ } [ ] , :` is punctuation, and a concatenation whose children split a token
 (`"`, the characters, `"`) gathers them until they make one. Alternations and repeats around
 whole tokens become rules. A regex whose token boundaries fall anywhere else is refused.

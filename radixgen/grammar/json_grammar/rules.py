@@ -11,8 +11,8 @@ node has decides it; properties in their order, the required ones present), so a
 the same on both paths; anything else is refused, naming the keyword.
 
 Output: `JsonGrammar`, the rules (name -> alternatives, each a list of symbols) and the
-terminals (name -> regex over one JSON token); json_grammar.tokens types the tokens, json_grammar.cfg builds
-the matcher. Whitespace is compact (no whitespace between tokens).
+terminals (name -> regex over one JSON token); json_grammar.tokens types the tokens,
+json_grammar.cfg builds the matcher. Whitespace is compact (no whitespace between tokens).
 """
 
 from __future__ import annotations
@@ -299,9 +299,9 @@ class SchemaGrammar:
         self._items += len(props) ** 2
         if self._items > ITEM_BUDGET:
             raise GrammarError(
-                f"json_schema is too large even as a grammar (its objects' optional properties "
-                f"make more than {ITEM_BUDGET:,} parser items: the sum over objects of the number of "
-                "properties squared)"
+                "json_schema is too large even as a grammar (its objects' optional properties "
+                f"make more than {ITEM_BUDGET:,} parser items: the sum over objects of the number "
+                "of properties squared)"
             )
         keys = [self.terminal(re.escape(json.dumps(name, ensure_ascii=False))) for name, _ in props]
         pairs = [

@@ -1,4 +1,5 @@
-"""The lexer of a schema grammar (json_grammar.rules): JSON tokens typed by the terminals they match.
+"""The lexer of a schema grammar (json_grammar.rules): JSON tokens typed by the terminals they
+match.
 
 A schema grammar's terminals are sets of JSON tokens (a key `"name"`, a string pattern, a number
 range, `{`, ...) and they overlap: the key `"name"` is also a free string, 7 is an integer and a
@@ -46,12 +47,12 @@ class TokenAtoms:
         whitespace: str = "",
         follows: tuple | None = None,
     ) -> None:
-        """`terminals`: name -> regex (Rust syntax, see cfg.terminal_regex) or DFA of the JSON tokens it
-        matches; each not in `punctuation` (regexes) is checked to match JSON scalar tokens only
-        (strings, numbers, literals). `whitespace`: the regex of the whitespace between tokens
-        (`with_whitespace`). `follows`: (the terminals a text can start with, per terminal those
-        that can come right after it; cfg.lalr_table.terminal_follows): each token is then read
-        among the terminals that can follow the one before it (the union over its atom's
+        """`terminals`: name -> regex (Rust syntax, see cfg.terminal_regex) or DFA of the JSON
+        tokens it matches; each not in `punctuation` (regexes) is checked to match JSON scalar
+        tokens only (strings, numbers, literals). `whitespace`: the regex of the whitespace between
+        tokens (`with_whitespace`). `follows`: (the terminals a text can start with, per terminal
+        those that can come right after it; cfg.lalr_table.terminal_follows): each token is then
+        read among the terminals that can follow the one before it (the union over its atom's
         terminals) instead of among all of them, so terminals that never meet (two long
         counted patterns under different keys) never multiply in one product."""
         self.names = list(terminals)

@@ -56,7 +56,8 @@ def escape_piece(
         members = property_members(m[1], m[2] or m[3]) if m else None
         if members is None:
             raise refuse(
-                f"unsupported property escape {body[i : i + 12]!r} (general categories and POSIX names only)"
+                f"unsupported property escape {body[i : i + 12]!r} (general categories and POSIX "
+                "names only)"
             )
         if negated:
             raise refuse("a Unicode property inside a negated class is not supported")
@@ -75,7 +76,8 @@ def escape_piece(
         if 0xD800 <= code <= 0xDFFF:
             raise refuse("a surrogate code point matches no character")
         if (code < 0x20 or chr(code) in '"\\') and not negated:
-            if in_class:  # dropped from the class, as \t is below (CloudFormation's [\u0009\u000A\u0020-\u00FF])
+            # dropped from the class, as \t is below (CloudFormation's [\u0009\u000A\u0020-\u00FF])
+            if in_class:
                 return "", i + 2 + width
             raise refuse("it matches characters that JSON strings must escape")
         # (in a negated class it stays, so `[^\u0000-\u001F]` works: char_class takes the

@@ -15,7 +15,10 @@ _MONTH_DAY = (
     r"|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
 )
 _DATE = rf"(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
-_TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_TIME = (
+    r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?"
+    r"(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+)
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 _DIGITS = "[0-9]{1,6}"
 _DUR_TIME = rf"T(?:{_DIGITS}H(?:{_DIGITS}M(?:{_DIGITS}S)?)?|{_DIGITS}M(?:{_DIGITS}S)?|{_DIGITS}S)"
@@ -42,7 +45,8 @@ FORMATS = {
     "uuid": r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
     # unbounded repetitions: bounded ones multiply automaton states (and compile time)
     # a dot-atom local part (no dot at either end or twice), host labels with no "-" at either end
-    "email": r"[a-z0-9_+-]+(?:\.[a-z0-9_+-]+)*@[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+",
+    "email": r"[a-z0-9_+-]+(?:\.[a-z0-9_+-]+)*"
+    r"@[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+",
     "ipv4": rf"(?:{_OCTET}\.){{3}}{_OCTET}",
     "uri": _URI,
     # RFC 3339 appendix A (what JSON Schema means): weeks alone, a year then optional month then
@@ -79,8 +83,8 @@ FORMATS = {
     # anchors at the ends; no backslash, so its JSON text is the value
     "regex": rf"\^?{_REGEX_BRANCH}(?:\|{_REGEX_BRANCH})*\$?",
     # draft 3's CSS 2.1 color: a hex code or one of its 17 names
-    "color": "(?:#[0-9a-f]{6}|#[0-9a-f]{3}|aqua|black|blue|fuchsia|gray|green|lime|maroon|navy|olive|orange|"
-    "purple|red|silver|teal|white|yellow)",
+    "color": "(?:#[0-9a-f]{6}|#[0-9a-f]{3}|aqua|black|blue|fuchsia|gray|green|lime|maroon|navy|"
+    "olive|orange|purple|red|silver|teal|white|yellow)",
 }
 FORMATS["iri"] = FORMATS["uri"]  # ASCII URIs are IRIs
 FORMATS["iri-reference"] = FORMATS["uri-reference"]

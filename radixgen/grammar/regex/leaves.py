@@ -93,10 +93,10 @@ def string_pattern_regex(
     open_from: int | None = None,
 ) -> str:
     """Translate a JSON Schema `pattern` into a safe fullmatch regex over raw string contents,
-    whose strings are `min_length`..`max_length` characters long (see `regex.lengths.fit_length`). A format's
-    regex goes through here too when the format has length bounds (keyword "format", name: the
-    format's name, for error messages). With `open_from` (default: max_length + 1), a repeat `{a,b}`
-    with b >= open_from becomes `{a,}`: for strings of at most open_from characters the same
+    whose strings are `min_length`..`max_length` characters long (see `regex.lengths.fit_length`). A
+    format's regex goes through here too when the format has length bounds (keyword "format", name:
+    the format's name, for error messages). With `open_from` (default: max_length + 1), a repeat
+    `{a,b}` with b >= open_from becomes `{a,}`: for strings of at most open_from characters the same
     strings (no repeat counts past the string's length), which fit_length then bounds, or a
     string length guard does, in one automaton state per piece. A pattern with lookarounds or
     anchors inside that the rewrites here do not take is written out without them through an
@@ -384,7 +384,8 @@ _RANGED = re.compile(r"\{([0-9]+),([0-9]+)\}")
 
 
 def _literal_brace(body: str, i: int) -> bool:
-    """Whether the brace at i is a literal: no quantifier ({n}, {n,} or {n,m}) starts or ends there."""
+    """Whether the brace at i is a literal: no quantifier ({n}, {n,} or {n,m}) starts or ends
+    there."""
     if body[i] == "{":
         return not _QUANTIFIER.match(body, i)
     j = body.rfind("{", 0, i)

@@ -1,7 +1,8 @@
 """Lookarounds and inner anchors written out: a pattern as an equal pattern without them.
 
 outlines-core's regexes have no lookaround, and the pattern translation (regex.leaves) reads `^` and
-`$` only at the ends. (A `regex` constraint, matched whole, goes through here too: `whole`.) A lookahead or lookbehind without backreferences keeps a language regular, so
+`$` only at the ends. (A `regex` constraint, matched whole, goes through here too: `whole`.) A
+lookahead or lookbehind without backreferences keeps a language regular, so
 `lookarounds_written_out` builds the automaton of the whole strings a pattern accepts (as a JSON
 Schema pattern: a search, lookarounds seeing the whole string) and writes it back as a pattern of
 classes, groups and `* ? |` that the translation takes like any other. What CloudFormation writes

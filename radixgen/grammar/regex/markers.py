@@ -1,8 +1,9 @@
 """Keep a user's regex from matching the private-use marker characters of the token index.
 
-`index.token_index` compiles every regex as `<start>(?:regex)<end>` (see `OutlinesVocab`); the automaton
-library also builds an unanchored search, which starts a new match at every `<start>`. Where the
-regex's own classes can match `<start>` inside a bounded repeat (`.{0,30}`, `[^\\n]{0,30}`,
+`index.token_index` compiles every regex as `<start>(?:regex)<end>` (see `OutlinesVocab`); the
+automaton library also builds an unanchored search, which starts a new match at every `<start>`.
+Where the regex's own classes can match `<start>` inside a bounded repeat (`.{0,30}`,
+`[^\\n]{0,30}`,
 `\\W{0,30}`), every position of the repeat may hold a restarted match, and the automaton is
 exponential in the bound: `.{0,16}` took 6.5 s to compile and each further count doubles it, so
 `.{0,40}` never finished and held the compile thread. No real token spells a marker, so taking

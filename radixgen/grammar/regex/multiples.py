@@ -47,7 +47,8 @@ def is_multiple(value, step) -> bool:
 
 
 def _decimal(x) -> Fraction:
-    """The exact value of a JSON number's text (a float's shortest decimal, not its binary value)."""
+    """The exact value of a JSON number's text (a float's shortest decimal, not its binary
+    value)."""
     return Fraction(repr(x)) if isinstance(x, float) else Fraction(x)
 
 
@@ -98,8 +99,8 @@ def multiple_of_regex(step, lo, hi, lo_excl: bool, hi_excl: bool, integer: bool,
             path,
             "no integer lies within the bounds"
             if integer
-            else f"more than {MAX_SPELT:,} multiples of {step} lie within the bounds (then only integers are "
-            "generated) and no integer among them",
+            else f"more than {MAX_SPELT:,} multiples of {step} lie within the bounds (then only "
+            "integers are generated) and no integer among them",
         )
     return number_range_regex(int_lo, int_hi, False, False, True)
 

@@ -113,9 +113,8 @@ def _fraction_magnitude(a, b, a_excl: bool, b_excl: bool, digits: int) -> str:
             lo, hi = math.ceil(low * scale), math.floor(high * scale)
             lo, hi = lo + (low_excl and lo == low * scale), hi - (high_excl and hi == high * scale)
             if lo <= min(hi, scale - 1):
-                alts.append(
-                    rf"{whole}\.{_same_width(str(lo).zfill(width), str(min(hi, scale - 1)).zfill(width))}"
-                )
+                fraction = _same_width(str(lo).zfill(width), str(min(hi, scale - 1)).zfill(width))
+                alts.append(rf"{whole}\.{fraction}")
 
     at_b = b is not None and ib == int(b)  # b's integer part can carry a fraction
     if ia == ib:

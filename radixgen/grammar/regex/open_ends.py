@@ -30,7 +30,8 @@ T = TypeVar("T")
 def searched_translation(pattern: str, translate: Callable[[str], T]) -> T:
     """translate() of the strings a validator's search of `pattern` finds, as radixgen generates
     them: the pattern in the syntax it reads (regex.dialects.neutral), opened at an unanchored
-    end, else (where the opened pattern is refused: lookarounds, sizes) its full matches, a subset."""
+    end, else (where the opened pattern is refused: lookarounds, sizes) its full matches, a
+    subset."""
     pattern = neutral(pattern)
     opened = open_ends(pattern)
     if opened != pattern:

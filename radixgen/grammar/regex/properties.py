@@ -1,11 +1,11 @@
 """Unicode property escapes in JSON Schema patterns (`\\p{L}`, `\\P{C}`), narrowed to ASCII.
 
-ECMA-262 patterns (AWS writes tag values as `^([\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*)$`) may name a Unicode
-general category, Java and PCRE ones a POSIX class (`\\p{Graph}`, `\\p{ASCII}`). Python's `re` has no
-such escapes and Rust's tables follow another Unicode version, so, like the shorthand classes, a
-property becomes the printable ASCII characters of that category (minus `"` and `\\`, which JSON
-strings escape): a subset of what it names in every Unicode version, so every output validates.
-Inside a negated class a subset would widen the negation, so there it is refused.
+ECMA-262 patterns (AWS writes tag values as `^([\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*)$`) may name a
+Unicode general category, Java and PCRE ones a POSIX class (`\\p{Graph}`, `\\p{ASCII}`). Python's
+`re` has no such escapes and Rust's tables follow another Unicode version, so, like the shorthand
+classes, a property becomes the printable ASCII characters of that category (minus `"` and `\\`,
+which JSON strings escape): a subset of what it names in every Unicode version, so every output
+validates. Inside a negated class a subset would widen the negation, so there it is refused.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The branch rewrites of `rewrite.rewriter.SchemaRewriter` for the keywords outlines-core picks before
-`type` (its order: allOf, anyOf, oneOf, prefixItems, enum, const, $ref; `properties` is
+"""The branch rewrites of `rewrite.rewriter.SchemaRewriter` for the keywords outlines-core picks
+before `type` (its order: allOf, anyOf, oneOf, prefixItems, enum, const, $ref; `properties` is
 rewrite.objects', `type` rewrite.type_keyword'). A mixin: the methods use the rewriter's `rewrite`,
 `_unless_empty`, `_placeholder`, `_resolve`, `_resolved`, `_resolve_chain`, its reading flags
 (`draft_3_to_7`, `const_unknown`, `draft_4`) and its record `literal_arrays`."""
@@ -36,7 +36,8 @@ class BranchRewrites:
     def _anyOf(self, node: dict, path: str) -> dict:
         # alternatives that differ only in keywords JSON Schema does not define are one
         # (CloudFormation's items `{"type": "string", "pattern": ..., "anyOf": [{"relationshipRef":
-        # ...}, ...]}` distribute into two copies of the pattern: strings, as uniqueItems can then see)
+        # ...}, ...]}` distribute into two copies of the pattern: strings, as uniqueItems can then
+        # see)
         alternatives = list(
             {
                 json.dumps(_defined(option), sort_keys=True): option

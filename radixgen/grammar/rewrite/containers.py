@@ -42,9 +42,10 @@ class CollectionRewrites:
     def _keyed_object(self, node: dict, path: str) -> dict:
         """A free-form object whose names follow `propertyNames` (pydantic's dict[Literal[...], X]
         or dict[constr(pattern=...), X]) or the first `patternProperties` pattern (its names match
-        it; other names are never generated; values meet every pattern's schema). Returned as a carrier, {"type": "object",
-        "additionalProperties": <values>, KEYED: <placeholder>}, so references and recursion in
-        the values are handled as elsewhere; json_schema then writes the object's regex."""
+        it; other names are never generated; values meet every pattern's schema). Returned as a
+        carrier, {"type": "object", "additionalProperties": <values>, KEYED: <placeholder>}, so
+        references and recursion in the values are handled as elsewhere; json_schema then writes the
+        object's regex."""
         patterns = node.get("patternProperties", {})
         if "propertyNames" in node and patterns:
             refuse("patternProperties", path, "it is not supported together with propertyNames")
@@ -245,12 +246,12 @@ class CollectionRewrites:
             refuse(
                 "uniqueItems",
                 path,
-                "uniqueness is only enforced over items from a finite set "
-                "(enum, const, boolean), over strings (free, with a maxLength, a pattern or a "
-                "format), over integers (and numbers, generated as integers) with no upper bound (from 0 "
-                "or more up), or over objects "
-                "with a required string property; not over other integers, numbers, arrays or "
-                "other objects (those with minItems 0 or 1 are generated with at most one item)",
+                "uniqueness is only enforced over items from a finite set (enum, const, "
+                "boolean), over strings (free, with a maxLength, a pattern or a format), over "
+                "integers (and numbers, generated as integers) with no upper bound (from 0 or "
+                "more up), or over objects with a required string property; not over other "
+                "integers, numbers, arrays or other objects (those with minItems 0 or 1 are "
+                "generated with at most one item)",
             )
         distinct = list({value_key(v): v for v in reversed(values)}.values())[::-1]
         least, most = node.get("minItems", 0), node.get("maxItems", len(distinct))
@@ -357,7 +358,8 @@ class CollectionRewrites:
         return self.length_strings[key][:2] if plain else None
 
     def _guarded_pattern(self, key: str | None) -> bool:
-        """Whether placeholder `key` is a pattern whose length the guard keeps (not a free string)."""
+        """Whether placeholder `key` is a pattern whose length the guard keeps (not a free
+        string)."""
         return key in self.length_strings and self.placeholders[key] != f'"{FREE_STRING}"'
 
     def _placeholder_item(self, items, new: dict, kind: str) -> str | None:
@@ -436,5 +438,6 @@ def _may_be_strings(items) -> bool:
 
 
 def _placeholder_key(new) -> str | None:
-    """The `placeholders` key of rewritten schema `new` when it is a placeholder const, else None."""
+    """The `placeholders` key of rewritten schema `new` when it is a placeholder const, else
+    None."""
     return f'"{new["const"]}"' if isinstance(new, dict) and set(new) == {"const"} else None

@@ -12,7 +12,8 @@ from radixgen.grammar.index.size_budget import SchemaRegexSize, check_regex_size
 from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.schema.refs import MISSING, follow_pointer, pointer_parts
 
-OUTLINES_REF_DEPTH = 64  # the $ref nesting outlines-core is told to expand; deeper nesting is unrolled (rewrite.unroll)
+# the $ref nesting outlines-core is told to expand; deeper nesting is unrolled (rewrite.unroll)
+OUTLINES_REF_DEPTH = 64
 ANY_VALUE_DEPTH = 1  # nesting allowed inside objects/arrays whose contents are unconstrained
 NODE_BUDGET = 200_000  # schema nodes one walk of a rewritten schema visits at most
 

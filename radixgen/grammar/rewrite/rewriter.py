@@ -14,8 +14,8 @@ the keyword and its JSON path) anything it cannot make exact, and rewrites the r
 - annotations and unknown keywords (ignored by validators too) are dropped.
 
 The rewriter here walks the schema and keeps its records; its rewrites are mixins, one module per
-concern: rewrite.branches (allOf, anyOf, oneOf, prefixItems, enum/const, $ref), rewrite.type_keyword (each
-type), rewrite.objects, rewrite.containers and rewrite.ref_reading.
+concern: rewrite.branches (allOf, anyOf, oneOf, prefixItems, enum/const, $ref), rewrite.type_keyword
+(each type), rewrite.objects, rewrite.containers and rewrite.ref_reading.
 """
 
 from __future__ import annotations
@@ -110,7 +110,8 @@ class SchemaRewriter(
         self._merge_follows = 0  # references schema.merge followed (see _merge_target)
         self.placeholders: dict[str, str] = {}
         # placeholders that are arrays, for json_schema's check of where uniqueness is guarded:
-        # uniqueItems kept by UniqueGuard: -> item kind ("string", "integer", ("bounded", item regex))
+        # uniqueItems kept by UniqueGuard: -> item kind ("string", "integer", ("bounded", item
+        # regex))
         self.unique_arrays: dict[str, str | tuple] = {}
         self.literal_arrays: dict[
             str, list

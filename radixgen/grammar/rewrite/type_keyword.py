@@ -124,7 +124,8 @@ class TypeRewrites:
     def _pattern_strings(
         self, pattern: str, path: str, lengths: tuple, guarded: bool, name: str | None = None
     ) -> dict:
-        """A placeholder for the strings of `pattern` of `lengths` (name: the pattern errors show)."""
+        """A placeholder for the strings of `pattern` of `lengths` (name: the pattern errors
+        show)."""
         exact = string_pattern_regex(pattern, path, *lengths, name=name)
         free = (
             string_pattern_regex(pattern, path, open_from=lengths[1], name=name)

@@ -26,8 +26,8 @@ class UniqueKeyRewrites:
         """uniqueItems over objects (OpenAPI's `tags`, lists of named things): objects whose values
         of one required property differ are distinct, so the guard keeps the first required
         string property it can keep unique (its rewritten schema, as merged: a free string, a
-        pattern, format or maxLength, as for string items in rewrite.containers) unique across the array's
-        objects: a subset (objects that share that value but differ elsewhere are never
+        pattern, format or maxLength, as for string items in rewrite.containers) unique across the
+        array's objects: a subset (objects that share that value but differ elsewhere are never
         generated). Where no required property qualifies, the first optional one that does is
         generated always, and kept unique (a subset too: CloudFormation's lists of settings
         objects require nothing). Items that are an anyOf / oneOf of such objects (CloudFormation's

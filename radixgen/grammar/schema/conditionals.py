@@ -54,7 +54,8 @@ _ANNOTATIONS = frozenset(("$comment", "description", "title"))
 def expand_conditionals(node: dict, resolve, read_test=None) -> dict:
     """`node` with its conditionals as `anyOf` alternatives (see the module docstring), or as it
     was. `resolve` follows a `$ref` chain as the node is generated; `read_test` as validators
-    read a test (drafts 3-7 ignore keywords beside a `$ref`; None: cannot tell), default `resolve`."""
+    read a test (drafts 3-7 ignore keywords beside a `$ref`; None: cannot tell), default
+    `resolve`."""
     node = _without_inert_conditionals(node)
     members = node.get("allOf") if isinstance(node.get("allOf"), list) else []
     tests = [m for m in members if _is_conditional(m)]

@@ -19,12 +19,12 @@ string). An alternative is proved to exclude another by:
   Gte or Lte); an alternative that
   generates arrays stops generating `[]` (valid under every array alternative, so under none); an
   alternative that generates strings, where each overlapping one accepts only strings of a
-  pattern, from a list or of a length range, stops generating those (its enum loses the values they accept, as
-  Python's `re` searches; a pattern or free string gets negative lookaheads, which the pattern
-  translation writes out: `oneOf: [{"enum": ["any", ""]}, {"pattern": "^\\^\\d+"}, {"pattern":
-  "^[<>]=?\\d+"}]`), or generates no strings where an overlapping one may accept every string
-  (`{"type": "string", "format": "date-time"}`: validators need not assert a format). Its outputs
-  are a subset of what it accepted, so they stay valid;
+  pattern, from a list or of a length range, stops generating those (its enum loses the values they
+  accept, as Python's `re` searches; a pattern or free string gets negative lookaheads, which the
+  pattern translation writes out: `oneOf: [{"enum": ["any", ""]}, {"pattern": "^\\^\\d+"},
+  {"pattern": "^[<>]=?\\d+"}]`), or generates no strings where an overlapping one may accept every
+  string (`{"type": "string", "format": "date-time"}`: validators need not assert a format). Its
+  outputs are a subset of what it accepted, so they stay valid;
 - and, failing those, by dropping: an alternative no narrowing sets apart, or whose narrowing
   still leaves values another accepts, generates nothing, so the others' outputs are valid under
   exactly one (a subset), unless two such alternatives accept each other's values.
@@ -173,7 +173,8 @@ def _strings_narrowed(gen, overlapping: list, const_ignored: bool = False):
             and not asserts(acc, ("type", "format"))
             and not _OPEN & set(acc)
         ):
-            return False  # it may accept every string (a format need not be asserted): gen none of them
+            # it may accept every string (a format need not be asserted): gen none of them
+            return False
         if not isinstance(acc, dict) or _OPEN & set(acc) or "not" in acc:
             return None
         if isinstance(acc.get("pattern"), str):

@@ -2,10 +2,10 @@
 (`pointer_parts`, `follow_pointer`), and pointing every reference into the inside of a schema at
 a copy of its target in the root's $defs (`hoist_deep_refs`).
 
-The schema rewriter (rewrite.rewriter) changes the shape of what it rewrites: a guarded array becomes
-a placeholder const, an object with minProperties an anyOf, a keyed object a carrier. A reference
-such as "#/properties/a/items" would then lead nowhere, or somewhere else. References to the root
-and to members of $defs / definitions keep their meaning, because the rewriter keeps those
+The schema rewriter (rewrite.rewriter) changes the shape of what it rewrites: a guarded array
+becomes a placeholder const, an object with minProperties an anyOf, a keyed object a carrier. A
+reference such as "#/properties/a/items" would then lead nowhere, or somewhere else. References to
+the root and to members of $defs / definitions keep their meaning, because the rewriter keeps those
 places; every other target is copied into $defs first, so after hoisting only those two kinds
 remain (json_schema's walks refuse anything else)."""
 

@@ -72,8 +72,8 @@ def check_counts(node: dict, path: str) -> None:
 
 def value_key(value):
     """(JSON type name, ...): equal under JSON Schema equality: 1 and 1.0 are the same value
-    (inside arrays and objects too), true is not 1. Numbers compare exactly (Python's int/float equality and hash are
-    exact: 2**53 + 1 is not 2.0**53)."""
+    (inside arrays and objects too), true is not 1. Numbers compare exactly (Python's int/float
+    equality and hash are exact: 2**53 + 1 is not 2.0**53)."""
     if isinstance(value, bool):
         return ("boolean", value)
     if isinstance(value, (int, float)):

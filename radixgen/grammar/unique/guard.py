@@ -4,9 +4,9 @@ one of their properties: a guard beside the regex automaton.
 No regular language says "no string twice", so the schema's regex only shapes such an array, and
 `UniqueGuard` enforces the rest:
 
-- The regex spells every item value one way (`canonical_string_regex`: the only escapes are \\" \\\\ \\b
-  \\f \\n \\r \\t; no \\/ and no \\u; `CANONICAL_INTEGER`: no -0), so two items are equal exactly
-  when their texts are.
+- The regex spells every item value one way (`canonical_string_regex`: the only escapes are
+  \\" \\\\ \\b \\f \\n \\r \\t; no \\/ and no \\u; `CANONICAL_INTEGER`: no -0), so two items are
+  equal exactly when their texts are.
 - The guard follows the output as JSON (`advance`, in unique.walk: one immutable state per token,
   so rollback and fork are list operations). An array whose instance path (object keys; `None`
   for any key or index) is one of the schema's guarded paths remembers its items' texts.
@@ -144,7 +144,8 @@ class UniqueGuard(JsonWalk):
             self._length_quoted = tuple(np.union1d(q, long_openers).astype(np.int64) for q in whole)
 
     def ban(self, state, words: np.ndarray, seen) -> None:
-        """Clear from `words` (one int32 bitmask row) the tokens that would close a repeated item."""
+        """Clear from `words` (one int32 bitmask row) the tokens that would close a repeated
+        item."""
         if state is INACTIVE:
             return
         _, stack, lexeme, _ = state

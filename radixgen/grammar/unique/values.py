@@ -47,7 +47,8 @@ def integer_grows(item_regex: str) -> bool:
     """Whether an integer item regex spells each value one way (digits after an optional minus,
     no leading zero, no -0) and can take another digit wherever it can end, but after a lone 0
     (UniqueGuard bans a second 0 up front): then a ban never leaves a dead end. Integers from a
-    bound >= 0 up (`minimum: 1`, pydantic's PositiveInt); not `minimum: -5`, whose -5 cannot grow."""
+    bound >= 0 up (`minimum: 1`, pydantic's PositiveInt); not `minimum: -5`, whose -5 cannot
+    grow."""
     # followed by a comma, as in the array (alone, leftmost-first alternation would stop the
     # automaton at the first alternative's end: "[1-9]|[1-9][0-9]+" would take one digit)
     start, _, moves, live = _byte_automaton(f"(?:{item_regex}),")

@@ -127,7 +127,8 @@ class ModelArch:
         arch = (cfg.get("architectures") or [_BY_MODEL_TYPE.get(cfg.get("model_type"), "")])[0]
         if arch not in SUPPORTED_ARCHITECTURES:
             raise ValueError(
-                f"unsupported architecture {arch or cfg.get('model_type')!r}; supported: {', '.join(SUPPORTED_ARCHITECTURES)}"
+                f"unsupported architecture {arch or cfg.get('model_type')!r}; supported: "
+                f"{', '.join(SUPPORTED_ARCHITECTURES)}"
             )
         heads = cfg["num_attention_heads"]
         eos = cfg.get("eos_token_id")

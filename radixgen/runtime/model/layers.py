@@ -85,7 +85,8 @@ def hadamard_rotation(
     sqrt(block). q.k is unchanged (H.T @ H = I); the rotation spreads the few large channels of
     each key over all channels of its block, which is what quantized KV pools need: the
     quantization error of a dot product is sum_d q_d * err(k_d), and err(k_d) grows with |k_d|,
-    so keys and queries that are large in the same channels amplify it (docs/benchmarks-history.md)."""
+    so keys and queries that are large in the same channels amplify it
+    (docs/benchmarks-history.md)."""
     block = head_dim & -head_dim
     h = torch.ones(1, 1, dtype=torch.float64)
     while h.shape[0] < block:

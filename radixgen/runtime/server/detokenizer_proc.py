@@ -91,7 +91,8 @@ def run_detokenizer_process(tokenizer_path: str, endpoints: Endpoints, log_level
     ctx = zmq.Context()
     try:
         proc = DetokenizerProcess(load_tokenizer(Path(tokenizer_path)), ctx, endpoints)
-        gc.freeze()  # the tokenizer lives as long as the process: no full GC passes over it, nor one at exit
+        # the tokenizer lives as long as the process: no full GC passes over it, nor one at exit
+        gc.freeze()
         proc.run()
     finally:
         ctx.destroy(linger=0)

@@ -172,7 +172,8 @@ def bind_socket(host: str, port: int) -> socket.socket:
 def _warn_no_ops(cfg: EngineConfig) -> None:
     if cfg.model.trust_remote_code:
         logger.warning(
-            "--trust-remote-code has no effect: radixgen runs its own model code, never the model folder's"
+            "--trust-remote-code has no effect: radixgen runs its own model code, never the model "
+            "folder's"
         )
 
 

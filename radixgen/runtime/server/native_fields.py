@@ -24,10 +24,12 @@ UNSUPPORTED_REQUEST_FIELDS = {
     "modalities": "radixgen serves text-only models",
     "token_ids_logprob": "logprobs of chosen token ids are not supported; use top_logprobs_num",
     "return_hidden_states": "hidden states are not returned by radixgen",
-    "custom_logit_processor": "custom logit processors (serialized Python code) are not run by radixgen",
+    "custom_logit_processor": "custom logit processors (serialized Python code) are not run by "
+    "radixgen",
     "lora_path": "radixgen serves no LoRA adapters",
     "lora_id": "radixgen serves no LoRA adapters",
-    "session_params": "radixgen keeps no sessions: send the full text (the radix cache reuses its prefix)",
+    "session_params": "radixgen keeps no sessions: send the full text (the radix cache reuses its "
+    "prefix)",
     "bootstrap_host": "prefill/decode disaggregation is not supported",
     "bootstrap_port": "prefill/decode disaggregation is not supported",
     "bootstrap_room": "prefill/decode disaggregation is not supported",
@@ -39,7 +41,8 @@ UNSUPPORTED_SAMPLING_FIELDS = {
     "structural_tag": "structural_tag is not supported; use json_schema, regex or ebnf",
     "custom_params": "custom_params belong to custom logit processors, which radixgen does not run",
     "logit_bias": "logit_bias is not supported yet",
-    "stream_interval": "radixgen streams every scheduler step; stream_interval cannot be set per request",
+    "stream_interval": "radixgen streams every scheduler step; stream_interval cannot be set per "
+    "request",
 }
 
 

@@ -161,7 +161,8 @@ class RequestTracer:
 
 
 def build_tracer(traces_url: str | None, model_name: str) -> RequestTracer | None:
-    """A tracer exporting to `traces_url` (an OTLP HTTP/protobuf `/v1/traces` URL), None without one."""
+    """A tracer exporting to `traces_url` (an OTLP HTTP/protobuf `/v1/traces` URL), None without
+    one."""
     if not traces_url:
         return None
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

@@ -32,13 +32,15 @@ VALID_SQL = [
     "SELECT DISTINCT city FROM customers WHERE country IN ('FR', 'DE') AND NOT city LIKE 'B%'",
     "SELECT * FROM products WHERE price BETWEEN 10 AND 20.5 OR stock IS NOT NULL",
     "SELECT name FROM employees WHERE salary > (SELECT AVG(salary) FROM employees)",
-    "SELECT a.x, b.y FROM a INNER JOIN b USING (id) WHERE EXISTS (SELECT 1 FROM c WHERE c.id = a.id)",
+    "SELECT a.x, b.y FROM a INNER JOIN b USING (id) WHERE EXISTS (SELECT 1 FROM c WHERE c.id = "
+    "a.id)",
     "SELECT x FROM (SELECT x FROM t) AS s CROSS JOIN u RIGHT OUTER JOIN v ON s.x = v.x",
     "INSERT INTO logs (level, message) VALUES ('info', 'it''s started'), ('warn', 'slow');",
     "INSERT INTO archive SELECT * FROM logs WHERE level = 'debug'",
     "UPDATE accounts SET balance = balance - 100, updated = 1 WHERE id = 42;",
     "DELETE FROM sessions WHERE expires < 1700000000",
-    "SELECT title FROM books UNION ALL SELECT title FROM magazines ORDER BY title LIMIT 5 OFFSET 10",
+    "SELECT title FROM books UNION ALL SELECT title FROM magazines "
+    "ORDER BY title LIMIT 5 OFFSET 10",
     "SELECT CASE WHEN score >= 90 THEN 'A' ELSE 'B' END AS grade FROM results",
 ]
 ARITH_GBNF = r"""

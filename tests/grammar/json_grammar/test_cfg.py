@@ -1,6 +1,7 @@
-"""JSON Schemas too large for one regex, compiled to the CFG matcher (json_grammar.rules, json_grammar.tokens,
-json_grammar.cfg): the atoms that type JSON tokens, the rules' language against the regex path's on the
-same schemas, and a schema past the regex budget end to end through GrammarCompiler."""
+"""JSON Schemas too large for one regex, compiled to the CFG matcher (json_grammar.rules,
+json_grammar.tokens, json_grammar.cfg): the atoms that type JSON tokens, the rules' language against
+the regex path's on the same schemas, and a schema past the regex budget end to end through
+GrammarCompiler."""
 
 import json
 

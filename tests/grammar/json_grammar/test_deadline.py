@@ -1,6 +1,6 @@
-"""A schema large enough for the CFG matcher (json_grammar.cfg), whose shortest completion is hundreds of
-tokens, still ends valid when max_new_tokens is just above that completion: random walks (nothing
-pulls them towards an end) stopped at the limit parse and validate."""
+"""A schema large enough for the CFG matcher (json_grammar.cfg), whose shortest completion is
+hundreds of tokens, still ends valid when max_new_tokens is just above that completion: random walks
+(nothing pulls them towards an end) stopped at the limit parse and validate."""
 
 from __future__ import annotations
 

@@ -16,7 +16,8 @@ from tests.grammar.walks import random_walk
 @pytest.mark.parametrize(
     "pattern,max_length,expected",
     [
-        # one repeat, or repeats a separator keeps apart: equal counts (the automaton grows linearly)
+        # one repeat, or repeats a separator keeps apart: equal counts (the automaton grows
+        # linearly)
         ("^[a-z0-9_]+$", 32, '(?:[[a-z0-9_]--["\\\\\\x00-\\x1f]]{1,32})'),
         (
             "^[a-z]+-[a-z]+$",
@@ -175,7 +176,8 @@ def _check_generated(
     pattern: str, min_length: int, max_length: int | None, alphabet: str, longest: int
 ) -> None:
     """Every string over `alphabet` of up to `longest` characters that the translation of `pattern`
-    under the lengths generates matches the pattern (a search) and has an allowed length; some is."""
+    under the lengths generates matches the pattern (a search) and has an allowed length; some
+    is."""
     import itertools
 
     from radixgen.grammar.unique.values import fullmatches

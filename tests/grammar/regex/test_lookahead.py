@@ -223,7 +223,10 @@ def test_anchors_at_the_ends_inside_groups(pattern, examples):
 def test_an_empty_alternative_of_inner_anchors_beside_long_repeats(small_compiler, small_info):
     """CloudFormation's "empty or an ARN", `^(^$|arn:...{0,1023})$`: the inner anchors are implied
     (the pattern is anchored at its end), so its long repeats need no writing out."""
-    pattern = "^(^$|arn:aws:iam:[A-Za-z0-9_\\/.-]{0,63}:[A-Za-z0-9_\\/.-]{0,63}:[A-Za-z0-9][A-Za-z0-9:_\\/+=,@.-]{0,1023})$"
+    pattern = (
+        "^(^$|arn:aws:iam:[A-Za-z0-9_\\/.-]{0,63}:[A-Za-z0-9_\\/.-]{0,63}:"
+        "[A-Za-z0-9][A-Za-z0-9:_\\/+=,@.-]{0,1023})$"
+    )
     schema = {"type": "string", "pattern": pattern}
     grammar = small_compiler.compile(Constraint("json_schema", schema))
     for text in ('""', '"arn:aws:iam:a:b:c"', '"arn:aws:iam:::x/y"'):
@@ -256,7 +259,8 @@ def test_anchors_before_more_of_the_pattern_are_not_dropped(pattern, texts):
 
 @pytest.mark.parametrize("pattern", ["x(^a)", "a^b"])
 def test_anchors_no_string_can_meet_are_refused(pattern):
-    """(Anchors inside a pattern that some string can meet are written out: test_pattern_lookaround.)"""
+    """(Anchors inside a pattern that some string can meet are written out:
+    test_pattern_lookaround.)"""
     with pytest.raises(GrammarError, match="anchor.*matches no string"):
         string_pattern_regex(pattern, "x")
 

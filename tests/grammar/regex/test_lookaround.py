@@ -62,7 +62,8 @@ def test_written_out_strings_are_the_patterns(pattern, alphabet):
     [
         ("^[a-c](?!.*--)[a-c-]*$", 2, 4),
         ("^[a-c.-]*(?<!\\.)$", 1, 3),
-        # lengths of the pattern's own: a length lookahead, a counted repeat taken out of the automaton
+        # lengths of the pattern's own: a length lookahead, a counted repeat taken out of the
+        # automaton
         ("^(?=^.{2,4}$)(?!.*--)[a-c-]*$", 0, None),
         ("^(?![-b])[a-c-]{0,5}[ac]$", 0, None),
     ],

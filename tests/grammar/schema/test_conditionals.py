@@ -71,7 +71,8 @@ CASES = {
         },
         {"a", "b", "c"},
     ),
-    # the not of a test on the tag: it holds for the tag's other values (a bundler's "webpack not false")
+    # the not of a test on the tag: it holds for the tag's other values (a bundler's "webpack not
+    # false")
     "not_tag": (
         {
             "type": "object",
@@ -331,7 +332,8 @@ def test_an_alternative_nothing_satisfies_is_left_out(small_compiler, small_info
 @pytest.mark.parametrize(
     "alternative",
     [
-        # b is generated for the dependency, not required: {} is valid, so this is no empty alternative
+        # b is generated for the dependency, not required: {} is valid, so this is no empty
+        # alternative
         {
             "type": "object",
             "properties": {"a": {"type": "integer"}, "b": {}},
@@ -433,8 +435,9 @@ def test_a_conditional_without_then_or_else_is_dropped(small_compiler, small_inf
 
 
 def test_any_of_presence_tests(small_compiler, small_info):
-    """A linter's rules: with pattern, patterns or pattern-regex present, one thing; with none, another.
-    Here: x, or kind and y, present -> kind "c" if any; neither -> kind "a" (so y absent)."""
+    """A linter's rules: with pattern, patterns or pattern-regex present, one thing; with none,
+    another. Here: x, or kind and y, present -> kind "c" if any; neither -> kind "a" (so y
+    absent)."""
     schema = {
         "type": "object",
         "properties": PROPS,

@@ -146,7 +146,8 @@ def test_references_to_a_definition_no_value_meets_are_empty(definition):
 @pytest.mark.parametrize(
     "schema",
     [
-        # CloudFormation's KmsEncryptionContext: a dictionary of any names, one of which needs another
+        # CloudFormation's KmsEncryptionContext: a dictionary of any names, one of which needs
+        # another
         {
             "type": "object",
             "additionalProperties": False,

@@ -279,7 +279,8 @@ def test_string_alternatives_generate_what_no_other_accepts(small_compiler, smal
             ['"b"', '""', '"ba"'],
             ['"a"', '"ab"'],
         ),
-        # a format's strings are the validator's to say: the date alternative may accept every string
+        # a format's strings are the validator's to say: the date alternative may accept every
+        # string
         (
             {"oneOf": [{"type": "string", "pattern": "^2"}, {"type": "string", "format": "date"}]},
             ['"1999-01-31"'],
@@ -292,7 +293,8 @@ def test_string_alternatives_generate_what_no_other_accepts(small_compiler, smal
                     {"type": "string", "format": "date-time"},
                     {
                         "type": "string",
-                        "pattern": "^((19|20)\\d\\d)\\-(0?[1-9]|1[012])\\-(0?[1-9]|[12][0-9]|3[01])$",
+                        "pattern": "^((19|20)\\d\\d)\\-(0?[1-9]|1[012])"
+                        "\\-(0?[1-9]|[12][0-9]|3[01])$",
                     },
                 ]
             },
@@ -369,7 +371,8 @@ def test_strings_another_alternative_may_all_accept_are_not_generated(
             ['{"handle":"a"}', '{"handle":"b","n":1}'],
             ['{"src":"x","handle":"a"}', "{}"],
         ),
-        # allOf alternatives that merge into overlapping schemas (the second accepts the first's {"a": 1})
+        # allOf alternatives that merge into overlapping schemas (the second accepts the first's
+        # {"a": 1})
         (
             {
                 "oneOf": [
@@ -385,8 +388,8 @@ def test_strings_another_alternative_may_all_accept_are_not_generated(
             ["{}"],
             ['{"a":1}'],
         ),
-        # the names a reference's merged sibling adds are generated: the first's {x, y} is valid under
-        # the second, whose {y} is not under the first
+        # the names a reference's merged sibling adds are generated: the first's {x, y} is valid
+        # under the second, whose {y} is not under the first
         (
             {
                 "$defs": {
@@ -408,8 +411,8 @@ def test_strings_another_alternative_may_all_accept_are_not_generated(
             ['{"y":1}'],
             ['{"x":1,"y":1}'],
         ),
-        # an untyped object schema accepts every array: its arrays are valid under both (SchemaStore's
-        # AWS resources: one resource or a list of them)
+        # an untyped object schema accepts every array: its arrays are valid under both
+        # (SchemaStore's AWS resources: one resource or a list of them)
         (
             {
                 "$defs": {
@@ -499,7 +502,8 @@ def test_an_alternative_another_accepts_generates_nothing(
             "$schema": "http://json-schema.org/draft-04/schema#",
             "oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "const": "ab"}],
         },
-        # two alternatives that accept each other's values, neither narrowed: both would generate nothing
+        # two alternatives that accept each other's values, neither narrowed: both would generate
+        # nothing
         {
             "oneOf": [
                 {"type": "object", "properties": {"a": {"type": "integer"}}},
@@ -824,7 +828,8 @@ def test_a_type_two_alternatives_accept_whole_is_never_generated(small_compiler,
     [
         # integers are shared, the first's other numbers are not: not expressible as a type
         {"oneOf": [{"type": ["number", "null"]}, {"type": ["integer", "null"]}]},
-        # the second constrains null through its enum: it does not accept null whole, so the first's null overlaps
+        # the second constrains null through its enum: it does not accept null whole, so the first's
+        # null overlaps
         {"oneOf": [{"type": ["string", "null"]}, {"type": ["integer", "null"], "enum": [1, None]}]},
     ],
 )

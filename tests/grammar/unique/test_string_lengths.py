@@ -194,7 +194,8 @@ def test_patterns_that_cannot_close_everywhere_keep_the_counted_regex():
 
 
 def test_huge_pattern_max_length_compiles_small_and_validates(smol_compiler, smol_info):
-    """CloudFormation's Tag value: `^[\\s\\S]*$` with maxLength 10,000,000, exact under the guard."""
+    """CloudFormation's Tag value: `^[\\s\\S]*$` with maxLength 10,000,000, exact under the
+    guard."""
     tag = {"type": "string", "pattern": "^[\\s\\S]*$", "minLength": 1, "maxLength": 10_000_000}
     key = {"type": "string", "pattern": "^[a-zA-Z0-9_.:/=+@-]+$", "minLength": 1, "maxLength": 128}
     schema = {

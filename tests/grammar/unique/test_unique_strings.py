@@ -574,7 +574,8 @@ def test_tool_calls_guard_starts_after_the_tag():
             "minItems": 95,
         },
         {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True, "minItems": 3},
-        # (below: minItems 2, so not arrays of at most one item, test_one_item_arrays_where_items_cannot_be_kept_unique)
+        # (below: minItems 2, so not arrays of at most one item,
+        # test_one_item_arrays_where_items_cannot_be_kept_unique)
         {
             "type": "array",
             "items": {"type": "integer", "maximum": 5},
@@ -696,7 +697,8 @@ def test_many_items_mask_matches_acceptance(smol_compiler, smol_info, smol_token
 
 
 def test_custom_whitespace_does_not_hide_repeats():
-    """A whitespace regex may allow bytes JSON does not (\\f): the guard skips them as whitespace."""
+    """A whitespace regex may allow bytes JSON does not (\\f): the guard skips them as
+    whitespace."""
     pieces = PIECES + ["\f", '\f"']
     info = toy_info([b""] + [p.encode() for p in pieces])
     grammar = GrammarCompiler(info, whitespace=r"[ \f]{0,2}").compile(
@@ -1124,7 +1126,8 @@ def test_unique_items_from_options_of_values(items, values):
         {"type": "integer", "minimum": 0, "maximum": 65535},  # ports: bounded integers
         {"type": "integer", "minimum": -5},
         {"type": "number", "maximum": 3},
-        # objects with no string property to keep unique (CloudFormation's number filters, step adjustments)
+        # objects with no string property to keep unique (CloudFormation's number filters, step
+        # adjustments)
         {
             "type": "object",
             "additionalProperties": False,

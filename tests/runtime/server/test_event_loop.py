@@ -45,7 +45,8 @@ def test_health_answers_while_the_largest_body_is_handled(tiny_server, model_nam
     assert len(latencies) >= 5 and small_status == 200
     print(
         f"/health during an {len(body)}-byte body: {len(latencies)} polls, "
-        f"max {max(latencies) * 1000:.1f} ms, median {sorted(latencies)[len(latencies) // 2] * 1000:.1f} ms"
+        f"max {max(latencies) * 1000:.1f} ms, median "
+        f"{sorted(latencies)[len(latencies) // 2] * 1000:.1f} ms"
     )
     assert max(latencies) < HEALTH_BOUND_S
 

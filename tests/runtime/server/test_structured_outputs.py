@@ -180,7 +180,8 @@ def test_response_format_json_schema(embedded_server, model_name_e2e):
 
 
 def test_a_schema_too_large_for_one_regex_generates_valid_json(embedded_server, model_name_e2e):
-    """Compiled to the CFG matcher (json_grammar.cfg): through response_format, greedy and cut short."""
+    """Compiled to the CFG matcher (json_grammar.cfg): through response_format, greedy and cut
+    short."""
     from tests.grammar.json_grammar.test_cfg import _too_large_schema
 
     schema = _too_large_schema()
@@ -304,7 +305,8 @@ def test_tool_choice_auto_answers_text_or_a_valid_call(embedded_server, model_na
 
 def test_tool_choice_auto_with_parameters_too_large_for_one_regex(embedded_server, model_name_e2e):
     """The calls compile to the CFG matcher beside free text (tool_calls): asked again after an
-    earlier call, the model calls (greedy), with valid arguments; asked something else, it answers."""
+    earlier call, the model calls (greedy), with valid arguments; asked something else, it
+    answers."""
     from tests.grammar.json_grammar.test_cfg import _too_large_schema
 
     params = _too_large_schema()
