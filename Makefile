@@ -7,7 +7,7 @@ TEST_STAMP := $(VENV)/.radixgen-test-installed
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: serve test install install-test model clean docs
+.PHONY: serve test lint install install-test model clean docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,13 @@ serve: model
 
 test: model install-test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# ruff's rule set and line length are in pyproject.toml ([tool.ruff]).
+LINT_PATHS := radixgen tests benchmarks
+
+lint: install-test
+	$(BIN)/python -m ruff check $(LINT_PATHS)
+	$(BIN)/python -m ruff format --check $(LINT_PATHS)
 
 # docs/configuration.md is rendered from radixgen/config.py (tests/test_config_docs.py checks it).
 docs: install

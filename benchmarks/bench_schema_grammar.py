@@ -1,5 +1,5 @@
-"""JSON Schemas too large for one regex, compiled to the CFG matcher (json_grammar.cfg): compile time and
-per-token mask time on the SmolLM2 tokenizer (49k vocab), CPU.
+"""JSON Schemas too large for one regex, compiled to the CFG matcher (json_grammar.cfg): compile
+time and per-token mask time on the SmolLM2 tokenizer (49k vocab), CPU.
 
 Schemas: a synthetic one past the regex budget (objects of 9 optional properties nested 5 levels,
 each level a $defs member used 8 times: outlines-core's regex would be gigabytes), plus any JSON
@@ -48,7 +48,10 @@ def _mask_times(grammar, info, walks: list[list[int]]) -> list[float]:
 
 def _stats(times: list[float]) -> str:
     s = mask_stats(times)
-    return f"mean {s['mean_us']:.0f} us, p50 {s['p50_us']:.0f}, p99 {s['p99_us']:.0f}, max {s['max_us']:.0f}"
+    return (
+        f"mean {s['mean_us']:.0f} us, p50 {s['p50_us']:.0f}, p99 {s['p99_us']:.0f}, "
+        f"max {s['max_us']:.0f}"
+    )
 
 
 def main() -> int:
@@ -81,9 +84,13 @@ def main() -> int:
             cold = _mask_times(grammar, info, walks)
         warm = _mask_times(grammar, info, walks)
         tokens = sum(map(len, walks))
-        print(f"{name}: {kind}, compile {compile_s:.2f} s (lexer states "
-              f"{grammar.lexer.num_states if kind == 'grammar' else '-'}), {args.walks} walks, {tokens} tokens, "
-              f"all valid\n  cold {_stats(cold)}\n  warm {_stats(warm)}\n  e.g. {texts[0][:100]}", flush=True)
+        print(
+            f"{name}: {kind}, compile {compile_s:.2f} s (lexer states "
+            f"{grammar.lexer.num_states if kind == 'grammar' else '-'}), {args.walks} walks, "
+            f"{tokens} tokens, "
+            f"all valid\n  cold {_stats(cold)}\n  warm {_stats(warm)}\n  e.g. {texts[0][:100]}",
+            flush=True,
+        )
     return 0
 
 

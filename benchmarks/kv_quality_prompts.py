@@ -28,8 +28,8 @@ CHAT = [
 JSON = [
     "Return a JSON object describing a fictional book with the keys title, author, year, genres "
     "(a list) and a short summary. Output only the JSON.",
-    "Extract the people and places from this sentence as JSON with keys \"people\" and "
-    "\"places\": Maria met Tom in Lisbon before they both flew to Oslo to visit Erik.",
+    'Extract the people and places from this sentence as JSON with keys "people" and '
+    '"places": Maria met Tom in Lisbon before they both flew to Oslo to visit Erik.',
     "Create a JSON array of five grocery items, each an object with name, quantity and unit.",
     "Give me a JSON configuration for a web server with host, port, a list of allowed origins "
     "and a logging section with level and file.",
@@ -50,15 +50,18 @@ JSON = [
     "a list of reminders in minutes.",
     "Return a JSON object with the fields name, version, dependencies (an object) and scripts "
     "(an object) for a small JavaScript project.",
-    "Give a JSON array describing the planets of the solar system with name and order from the sun.",
+    "Give a JSON array describing the planets of the solar system with name and "
+    "order from the sun.",
 ]
 
 CODE = [
-    "Write a Python function that checks whether a string is a palindrome, ignoring case and spaces.",
+    "Write a Python function that checks whether a string is a palindrome, ignoring case and "
+    "spaces.",
     "Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring.",
     "Implement binary search in Python over a sorted list and explain its running time.",
     "Write a SQL query that returns the five customers with the highest total order amount.",
-    "Write a JavaScript function that debounces another function by a given number of milliseconds.",
+    "Write a JavaScript function that debounces another function by a given number "
+    "of milliseconds.",
     "Write a Python class for a simple stack with push, pop, peek and is_empty methods.",
     "Show how to read a CSV file in Python and compute the average of one numeric column.",
     "Write a bash script that counts the lines of every .txt file in the current directory.",
@@ -77,23 +80,31 @@ REASONING = [
     "step by step.",
     "Is it better to pay off a credit card with 20% interest or to save money earning 3%? "
     "Reason it through carefully.",
-    "Sam is older than Lea, and Lea is older than Max. Who is the youngest? Explain your reasoning.",
+    "Sam is older than Lea, and Lea is older than Max. Who is the youngest? Explain "
+    "your reasoning.",
     "How many minutes are there in a week? Work it out step by step.",
     "A shop gives 25% off, then another 10% off the reduced price. What is the total discount? "
     "Think step by step.",
     "Explain why the sum of two odd numbers is always even.",
     "If a recipe for four people needs 300 g of flour, how much flour is needed for ten people? "
     "Explain.",
-    "Compare the advantages and disadvantages of working from home, and give a balanced conclusion.",
+    "Compare the advantages and disadvantages of working from home, and give a "
+    "balanced conclusion.",
     "A tank fills in 6 hours with one pipe and in 3 hours with another. How long with both "
     "pipes together? Reason step by step.",
     "Why do we have seasons on Earth? Give a careful explanation.",
     "What is 15% of 240, and how can you compute it in your head? Explain.",
-    "Plan the steps to move house with as little stress as possible, and explain the order you chose.",
+    "Plan the steps to move house with as little stress as possible, and explain the order you "
+    "chose.",
 ]
 
 PROMPTS = CHAT + JSON + CODE + REASONING
-KINDS = ["chat"] * len(CHAT) + ["json"] * len(JSON) + ["code"] * len(CODE) + ["reasoning"] * len(REASONING)
+KINDS = (
+    ["chat"] * len(CHAT)
+    + ["json"] * len(JSON)
+    + ["code"] * len(CODE)
+    + ["reasoning"] * len(REASONING)
+)
 
 # Composed for this benchmark: plain expository and narrative prose, no quotations.
 PASSAGE = """\

@@ -29,7 +29,7 @@ Every option is one field of a frozen config dataclass in `radixgen/config.py`. 
 takes it as `--flag-name`; `radixgen.Engine(**options)` takes the engine options (all but
 `ServerConfig`'s) as keyword arguments with the field's name (`Engine(max_total_tokens=4096)`).
 A boolean flag takes no value (`--disable-radix-cache`).
-"""
+"""  # noqa: E501 (the generated file's comment line is written as it reads)
 
 SECTION_INTRO = {
     "ModelConfig": "The model, its weights and how the forward runs.",

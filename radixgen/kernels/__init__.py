@@ -19,8 +19,9 @@ otherwise. The op modules (and so triton) are imported lazily, on first use.
     merge_state(o_a, lse_a, o_b, lse_b) -> (o, lse)
     fused_experts(x, w13, w2, topk_weights, topk_ids) -> [T, H] (mixture-of-experts FFN)
 KV pools are passed as `KVBuffers` (kv_layout.py). decode_attention and extend_attention have no
-wrapper here (importing their modules would shadow it): call `dispatch("decode_attention", ...)`. `flashinfer_ops` wraps flashinfer's paged
-decode/prefill for benchmarks and runtime dispatch; import it directly (never from here).
+wrapper here (importing their modules would shadow it): call `dispatch("decode_attention", ...)`.
+`flashinfer_ops` wraps flashinfer's paged decode/prefill for benchmarks and runtime dispatch; import
+it directly (never from here).
 """
 
 import importlib
@@ -89,9 +90,17 @@ def quantize_nvfp4(x, tensor_scale=None, *, backend: str = "auto"):
 
 
 def dequantize_nvfp4(codes, block_scales, tensor_scale, dtype=None, *, backend: str = "auto"):
-    """Dequantize NVFP4 to `dtype` (default bfloat16); see `radixgen.kernels.nvfp4.dequantize_nvfp4`."""
+    """Dequantize NVFP4 to `dtype` (default bfloat16); see
+    `radixgen.kernels.nvfp4.dequantize_nvfp4`."""
     kwargs = {} if dtype is None else {"dtype": dtype}
-    return dispatch("dequantize_nvfp4", _dense(codes), _dense(block_scales), tensor_scale, backend=backend, **kwargs)
+    return dispatch(
+        "dequantize_nvfp4",
+        _dense(codes),
+        _dense(block_scales),
+        tensor_scale,
+        backend=backend,
+        **kwargs,
+    )
 
 
 def quantize_fp8(x, scale=None, per_head_dim=None, *, backend: str = "auto"):
@@ -122,7 +131,8 @@ def store_kv_nvfp4(codes, bscale, tscale, slots, x, *, backend: str = "auto"):
 
 
 def merge_state(o_a, lse_a, o_b, lse_b, *, backend: str = "auto"):
-    """Merge two attention states over disjoint key sets; see `radixgen.kernels.decode_attention`."""
+    """Merge two attention states over disjoint key sets; see
+    `radixgen.kernels.decode_attention`."""
     return dispatch("merge_state", o_a, lse_a, o_b, lse_b, backend=backend)
 
 
@@ -134,6 +144,8 @@ def fused_experts(x, w13, w2, topk_weights, topk_ids, *, backend: str = "auto"):
 def __getattr__(name: str) -> Any:
     if name in _HELPERS:
         return getattr(_module(_HELPERS[name]), name)
-    if _OPS.get(name) == name:  # an op whose module has its name: the module, as an import would set
+    if (
+        _OPS.get(name) == name
+    ):  # an op whose module has its name: the module, as an import would set
         return _module(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -36,7 +36,9 @@ def build_scheduler(model_path: Path, cfg: EngineConfig, tokenizer: Any) -> Sche
     cache_cls = NoPrefixCache if cfg.cache.disable_radix_cache else RadixCache
     cache = cache_cls(page_size=cfg.cache.page_size, free_slots=runner.allocator.free)
     if runner.mixed_kv and isinstance(cache, RadixCache):
-        cache = RadixCache(cfg.cache.page_size, runner.allocator.free, tier_boundary=runner.capacity[0])
+        cache = RadixCache(
+            cfg.cache.page_size, runner.allocator.free, tier_boundary=runner.capacity[0]
+        )
     eos = set(runner.arch.eos_token_ids)
     if tokenizer.eos_token_id is not None:
         eos.add(tokenizer.eos_token_id)
@@ -51,7 +53,9 @@ def build_scheduler(model_path: Path, cfg: EngineConfig, tokenizer: Any) -> Sche
     return sched
 
 
-def build_speculator(cfg: EngineConfig, runner: ModelRunner, grammar: GrammarBackend) -> Speculator | None:
+def build_speculator(
+    cfg: EngineConfig, runner: ModelRunner, grammar: GrammarBackend
+) -> Speculator | None:
     """The drafter(s) of --speculative-algorithm behind a Speculator; None when it is 'none'."""
     spec = cfg.speculative
     if not spec.enabled:
@@ -60,9 +64,13 @@ def build_speculator(cfg: EngineConfig, runner: ModelRunner, grammar: GrammarBac
     if "radix" in spec.speculative_algorithm:
         drafters.append(RadixDrafter())
     if "draft" in spec.speculative_algorithm:
-        draft = DraftModelRunner(Path(spec.speculative_draft_model_path), cfg.model,
-                                 spec.speculative_draft_max_total_tokens,
-                                 cfg.scheduler.max_running_requests, runner.arch.vocab_size)
+        draft = DraftModelRunner(
+            Path(spec.speculative_draft_model_path),
+            cfg.model,
+            spec.speculative_draft_max_total_tokens,
+            cfg.scheduler.max_running_requests,
+            runner.arch.vocab_size,
+        )
         drafters.append(DraftModelDrafter(draft.next_logits))
     drafter = drafters[0] if len(drafters) == 1 else UnionDrafter(drafters)
     return Speculator(spec, drafter, runner.max_context_len, grammar)
@@ -92,10 +100,15 @@ class _Pending:
 
     def result(self) -> dict[str, Any]:
         out = self.last
-        meta = {"id": self.rid, "prompt_tokens": out.prompt_tokens,
-                "completion_tokens": out.completion_tokens, "cached_tokens": out.cached_tokens,
-                "finish_reason": out.finish, "e2e_latency": time.perf_counter() - self.start,
-                **(out.spec.meta_info() if out.spec else {})}
+        meta = {
+            "id": self.rid,
+            "prompt_tokens": out.prompt_tokens,
+            "completion_tokens": out.completion_tokens,
+            "cached_tokens": out.cached_tokens,
+            "finish_reason": out.finish,
+            "e2e_latency": time.perf_counter() - self.start,
+            **(out.spec.meta_info() if out.spec else {}),
+        }
         if self.params.return_logprob or self.params.top_logprobs_num:
             meta["output_token_logprobs"] = list(zip(self.logprobs, self.output_ids))
         if self.params.top_logprobs_num:
@@ -114,10 +127,13 @@ class Engine:
         self.tokenizer = load_tokenizer(self.model_path)
         self.scheduler = build_scheduler(self.model_path, self.config, self.tokenizer)
 
-    def generate(self, prompt: str | list[str] | None = None,
-                 sampling_params: dict | list[dict] | None = None,
-                 input_ids: list[int] | list[list[int]] | None = None,
-                 stream: bool = False) -> Any:
+    def generate(
+        self,
+        prompt: str | list[str] | None = None,
+        sampling_params: dict | list[dict] | None = None,
+        input_ids: list[int] | list[list[int]] | None = None,
+        stream: bool = False,
+    ) -> Any:
         """One dict per prompt ({"text", "output_ids", "meta_info"}); a list for a list.
         With stream=True, an iterator of chunks {"index", "text" (so far), "delta", ...}."""
         batch, single = self._normalize(prompt, input_ids)

@@ -5,10 +5,11 @@ An occurrence of an n-gram (n in `key_lens`) is a position `end` of a sequence w
 `seq[end - n:end]` is that n-gram and `end < len(seq)`: `seq[end:]` is what followed it. It is
 packed into one int, `seq_id << 32 | end`. Keys are 64-bit polynomial hashes of the n-gram
 (computed vectorised with numpy when a sequence is added); a collision only yields a candidate
-whose match the reader re-checks token by token (`match_len`). Each key keeps at least its `max_occurrences` most recent
-occurrences (oldest first; at most twice that, trimmed in bulk), so memory per key is bounded. A
-key seen once holds its occurrence as a bare int (most 4-grams occur once: ~10x smaller than a
-container). Sequences are added incrementally (only new ends) and removed lazily (`drop_stale`).
+whose match the reader re-checks token by token (`match_len`). Each key keeps at least its
+`max_occurrences` most recent occurrences (oldest first; at most twice that, trimmed in bulk), so
+memory per key is bounded. A key seen once holds its occurrence as a bare int (most 4-grams occur
+once: ~10x smaller than a container). Sequences are added incrementally (only new ends) and removed
+lazily (`drop_stale`).
 """
 
 from __future__ import annotations
@@ -45,13 +46,13 @@ def ngram_key(tokens: Sequence[int]) -> int:
 def _keys(seq: Sequence[int], first: int, stop: int, n: int) -> list[int]:
     """Keys of the n-grams ending at first..stop-1 (first >= n): `ngram_key(seq[e - n:e])`."""
     if stop - first < _SMALL:
-        return [ngram_key(seq[e - n:e]) for e in range(first, stop)]
-    tokens = np.asarray(seq[first - n:stop - 1], dtype=np.int64)  # [stop - first + n - 1]
+        return [ngram_key(seq[e - n : e]) for e in range(first, stop)]
+    tokens = np.asarray(seq[first - n : stop - 1], dtype=np.int64)  # [stop - first + n - 1]
     m = stop - first
     h = np.zeros(m, dtype=np.int64)
     with np.errstate(over="ignore"):
         for i in range(n):
-            h = h * _BASE + tokens[i:i + m]  # wraps like _wrap
+            h = h * _BASE + tokens[i : i + m]  # wraps like _wrap
         return (h * 8 + n).tolist()
 
 

@@ -9,6 +9,8 @@ import os
 import pytest
 import torch
 
+from tests.runtime.conftest import tiny_model_path  # noqa: F401 (the engine tests' fixture)
+
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 

@@ -1,4 +1,5 @@
-"""Sets of code points as sorted, disjoint, inclusive (lo, hi) ranges (cfg.terminal_regex, regex.lookaround)."""
+"""Sets of code points as sorted, disjoint, inclusive (lo, hi) ranges (cfg.terminal_regex,
+regex.lookaround)."""
 
 from __future__ import annotations
 

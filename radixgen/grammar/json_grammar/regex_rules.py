@@ -2,8 +2,8 @@
 
 Some of the rewritten schema's placeholders stand for a whole container's regex (a keyed
 object's, a counted array's, a unique array of literals'): json_grammar.rules cannot give those one
-terminal, since a terminal is one JSON token (json_grammar.tokens). Here the regex's syntax tree is cut
-at token boundaries: a subtree whose texts are all single JSON scalar tokens is a terminal (its
+terminal, since a terminal is one JSON token (json_grammar.tokens). Here the regex's syntax tree is
+cut at token boundaries: a subtree whose texts are all single JSON scalar tokens is a terminal (its
 DFA), a single `{ } [ ] , :` is punctuation, and a concatenation whose children split a token
 (`"`, the characters, `"`) gathers them until they make one. Alternations and repeats around
 whole tokens become rules. A regex whose token boundaries fall anywhere else is refused.
@@ -29,7 +29,9 @@ class RegexRules:
 
     def __init__(self, grammar) -> None:
         self.grammar = grammar
-        self._token: dict[str, object] = {}  # repr(node) -> its DFA if it is one JSON token, else None
+        self._token: dict[
+            str, object
+        ] = {}  # repr(node) -> its DFA if it is one JSON token, else None
 
     def symbol(self, regex: str, path: str) -> str:
         try:
@@ -38,8 +40,10 @@ class RegexRules:
                 raise NotAligned
             return self.grammar.rule([self._symbols(ast)])
         except (NotAligned, ValueError, RecursionError):
-            raise GrammarError(f"json_schema: the value at {path} is a regex over several JSON tokens that "
-                               "cannot be cut into them") from None
+            raise GrammarError(
+                f"json_schema: the value at {path} is a regex over several JSON tokens that "
+                "cannot be cut into them"
+            ) from None
 
     def _symbols(self, node: tuple) -> list[str]:
         """Grammar symbols whose texts in sequence are exactly the node's texts."""

@@ -1,8 +1,9 @@
 """Keep a user's regex from matching the private-use marker characters of the token index.
 
-`index.token_index` compiles every regex as `<start>(?:regex)<end>` (see `OutlinesVocab`); the automaton
-library also builds an unanchored search, which starts a new match at every `<start>`. Where the
-regex's own classes can match `<start>` inside a bounded repeat (`.{0,30}`, `[^\\n]{0,30}`,
+`index.token_index` compiles every regex as `<start>(?:regex)<end>` (see `OutlinesVocab`); the
+automaton library also builds an unanchored search, which starts a new match at every `<start>`.
+Where the regex's own classes can match `<start>` inside a bounded repeat (`.{0,30}`,
+`[^\\n]{0,30}`,
 `\\W{0,30}`), every position of the repeat may hold a restarted match, and the automaton is
 exponential in the bound: `.{0,16}` took 6.5 s to compile and each further count doubles it, so
 `.{0,40}` never finished and held the compile thread. No real token spells a marker, so taking
@@ -31,7 +32,9 @@ def exclude_chars(regex: str, chars: str) -> str:
         return regex
 
 
-_FLAG_GROUP = re.compile(r"(?<!\\)(?:\\\\)*\(\?([a-zA-Z-]*)[:)]")  # an unescaped (?flags) or (?flags:
+_FLAG_GROUP = re.compile(
+    r"(?<!\\)(?:\\\\)*\(\?([a-zA-Z-]*)[:)]"
+)  # an unescaped (?flags) or (?flags:
 
 
 def _flag_set(regex: str, flag: str) -> bool:
@@ -60,7 +63,7 @@ def _rewritten(regex: str, excluded: str, dot: str) -> str:
 
 def escape_end(regex: str, i: int) -> int:
     """The end of the escape starting at `regex[i]` (a backslash)."""
-    kind = regex[i + 1:i + 2]
+    kind = regex[i + 1 : i + 2]
     if kind in ("p", "P", "x", "u", "U") and regex.startswith("{", i + 2):
         return regex.index("}", i + 2) + 1
     if kind == "x":

@@ -30,7 +30,8 @@ T = TypeVar("T")
 def searched_translation(pattern: str, translate: Callable[[str], T]) -> T:
     """translate() of the strings a validator's search of `pattern` finds, as radixgen generates
     them: the pattern in the syntax it reads (regex.dialects.neutral), opened at an unanchored
-    end, else (where the opened pattern is refused: lookarounds, sizes) its full matches, a subset."""
+    end, else (where the opened pattern is refused: lookarounds, sizes) its full matches, a
+    subset."""
     pattern = neutral(pattern)
     opened = open_ends(pattern)
     if opened != pattern:
@@ -48,7 +49,11 @@ def open_ends(pattern: str) -> str:
     `[0-9]+` is meant as the whole string), as is one whose free end is a group with a repeat."""
     opened = []
     for alternative in top_level_alternatives(pattern):
-        anchors = {text for _, text, in_class in pattern_tokens(alternative) if not in_class and text in ("^", "$")}
+        anchors = {
+            text
+            for _, text, in_class in pattern_tokens(alternative)
+            if not in_class and text in ("^", "$")
+        }
         if anchors in ({"^"}, {"$"}):
             alternative = _opened(alternative, at_end=anchors == {"^"})
         opened.append(alternative)
@@ -138,4 +143,6 @@ def _small_counts(alternative: str) -> bool:
 def _repeated_group(alternative: str, piece: tuple) -> bool:
     """A group that is repeated or holds a repeat (`(ab)+`, `([a-z]{1,1023}/)`): left closed."""
     begin, end, stop = piece
-    return alternative[begin] == "(" and (stop > end or _INNER_REPEAT.search(alternative, begin, end) is not None)
+    return alternative[begin] == "(" and (
+        stop > end or _INNER_REPEAT.search(alternative, begin, end) is not None
+    )

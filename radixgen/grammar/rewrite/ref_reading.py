@@ -1,7 +1,8 @@
 """How the schema rewriter (`rewrite.rewriter.SchemaRewriter`) reads local `$ref`s: resolved to
 their target, with the keywords beside each `$ref` merged in (`_resolved`), as a chain alone
 (`_resolve_chain`, drafts 3-7's reading), or as validators read them (`_as_validators_read`). A
-mixin: the methods use the rewriter's `root`, `draft_3_to_7`, `ref_fallback` and `_merge_follows`."""
+mixin: the methods use the rewriter's `root`, `draft_3_to_7`, `ref_fallback` and
+`_merge_follows`."""
 
 from __future__ import annotations
 
@@ -37,8 +38,10 @@ class ReferenceReading:
         [C, C], ...) would take exponential work, so the follows are counted."""
         self._merge_follows += 1
         if self._merge_follows > MERGE_FOLLOW_BUDGET:
-            raise GrammarError("json_schema expands to too large a grammar (its merges follow "
-                               f"references more than {MERGE_FOLLOW_BUDGET} times)")
+            raise GrammarError(
+                "json_schema expands to too large a grammar (its merges follow "
+                f"references more than {MERGE_FOLLOW_BUDGET} times)"
+            )
         return self._resolve(ref, "$")
 
     def _as_validators_read(self, node):

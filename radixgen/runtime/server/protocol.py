@@ -11,7 +11,8 @@ ranges checked first), `suffix`, `best_of` > 1, `echo` together with `logprobs`,
 audio content parts. `response_format`, `tools`, `tool_choice` and `parallel_tool_calls`: see
 openai_tools.py.
 Extensions (SGLang names): `top_k`, `min_p`, `repetition_penalty`, `ignore_eos`,
-`stop_token_ids`, `stop_regex`, `skip_special_tokens`, `rid`, vLLM's `min_tokens`, and the constraints `regex`, `ebnf`,
+`stop_token_ids`, `stop_regex`, `skip_special_tokens`, `rid`, vLLM's `min_tokens`, and the
+constraints `regex`, `ebnf`,
 `json_schema` (what the OpenAI client sends through `extra_body`); vLLM's `guided_json`,
 `guided_regex`, `guided_grammar` (GBNF) and `guided_choice`.
 """
