@@ -136,9 +136,17 @@ def profile_step(eng, chunk: int, depth: int, decode_rows: int, seed: int) -> di
     host.sort(reverse=True)
     while sched.has_work:
         sched.step()
-    return {"chunk": chunk, "depth": depth, "decode_rows": decode_rows, "wall_ms": [1e3 * w for w in walls],
-            "kernel_ms_total": sum(k[0] for k in kernels), "kernels": kernels[:8], "host": host[:12],
-            "syncs": syncs, "python": python_top}
+    return {
+        "chunk": chunk,
+        "depth": depth,
+        "decode_rows": decode_rows,
+        "wall_ms": [1e3 * w for w in walls],
+        "kernel_ms_total": sum(k[0] for k in kernels),
+        "kernels": kernels[:8],
+        "host": host[:12],
+        "syncs": syncs,
+        "python": python_top,
+    }
 
 
 def _python_profile(step, top: int = 14) -> list[tuple[float, int, str]]:
@@ -152,7 +160,10 @@ def _python_profile(step, top: int = 14) -> list[tuple[float, int, str]]:
     torch.cuda.synchronize()
     prof.disable()
     stats = pstats.Stats(prof).stats
-    rows = [(1e3 * tt, nc, f"{Path(fn).name}:{line}:{name}") for (fn, line, name), (_, nc, tt, _, _) in stats.items()]
+    rows = [
+        (1e3 * tt, nc, f"{Path(fn).name}:{line}:{name}")
+        for (fn, line, name), (_, nc, tt, _, _) in stats.items()
+    ]
     return sorted(rows, reverse=True)[:top]
 
 

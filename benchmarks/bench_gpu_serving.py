@@ -37,10 +37,22 @@ from bench_agents import gpu_model_folder  # noqa: E402
 from bench_quant_gpu import cuda_median_s  # noqa: E402
 from model_shapes import LLAMA3_8B  # noqa: E402
 
-LLAMA31_8B = dict(LLAMA3_8B, max_position_embeddings=131072, rope_scaling={
-    "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192})
-KV_CONFIGS = {"bf16": {"kv_cache_dtype": "bf16"}, "fp8": {"kv_cache_dtype": "fp8_e4m3"}, "default": {}}
+LLAMA31_8B = dict(
+    LLAMA3_8B,
+    max_position_embeddings=131072,
+    rope_scaling={
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+)
+KV_CONFIGS = {
+    "bf16": {"kv_cache_dtype": "bf16"},
+    "fp8": {"kv_cache_dtype": "fp8_e4m3"},
+    "default": {},
+}
 DECODE_SHAPES = ((1, 512), (64, 512), (64, 2048))
 ROWS = ("startup", "decode", "prefill", "interference")
 
@@ -121,7 +133,9 @@ class Driver:
         self.events: dict[str, list[tuple[float, int]]] = {}
         self.arrival: dict[str, float] = {}
         self.step_times: list[float] = []
-        self.long_chunks: list[int] = []  # each step's prompt tokens of long prompts (record_chunks)
+        self.long_chunks: list[
+            int
+        ] = []  # each step's prompt tokens of long prompts (record_chunks)
         if record_chunks:
             self._record_chunks()
 
@@ -130,8 +144,13 @@ class Driver:
 
         def recorded_plan(waiting, running, chunked):
             out = plan(waiting, running, chunked)
-            self.long_chunks.append(sum(e for r, e in zip(out.reqs, out.extend_lens)
-                                        if r.prefill_len > planner.long_threshold))
+            self.long_chunks.append(
+                sum(
+                    e
+                    for r, e in zip(out.reqs, out.extend_lens)
+                    if r.prefill_len > planner.long_threshold
+                )
+            )
             return out
 
         planner.plan = recorded_plan
@@ -286,16 +305,31 @@ def long_prefill(
         rid: i < num_long for i, rid in enumerate(rids)
     }  # submitted in schedule order: longs first
     long_done = max(drv.events[r][0][0] for r in rids if is_long[r])
-    row = {"num_long": num_long, "long_tok_s": num_long * args.long_len / long_done,
-           "floor_tok_s": num_long * args.long_len * dev["matmul_flops"] / (
-               num_long * prefill_flops(LLAMA31_8B, args.long_len)),
-           "step_ms_p50": 1e3 * pct(drv.step_times, 0.5), "step_ms_p90": 1e3 * pct(drv.step_times, 0.9),
-           "step_ms_max": 1e3 * max(drv.step_times), "long_chunk_p50": pct([c for c in drv.long_chunks if c], 0.5),
-           "long_allowance_end": getattr(eng.scheduler.planner.long_control, "tokens", None)}
+    row = {
+        "num_long": num_long,
+        "long_tok_s": num_long * args.long_len / long_done,
+        "floor_tok_s": num_long
+        * args.long_len
+        * dev["matmul_flops"]
+        / (num_long * prefill_flops(LLAMA31_8B, args.long_len)),
+        "step_ms_p50": 1e3 * pct(drv.step_times, 0.5),
+        "step_ms_p90": 1e3 * pct(drv.step_times, 0.9),
+        "step_ms_max": 1e3 * max(drv.step_times),
+        "long_chunk_p50": pct([c for c in drv.long_chunks if c], 0.5),
+        "long_allowance_end": getattr(eng.scheduler.planner.long_control, "tokens", None),
+    }
     shorts = [r for r in rids if not is_long[r]]
     if shorts:
         row.update(short_summary(drv, shorts))
     return row
+
+
+def _step_summary(r: dict) -> str:
+    return (
+        f"step p50 {r['step_ms_p50']:.0f} ms, p90 {r['step_ms_p90']:.0f}, max "
+        f"{r['step_ms_max']:.0f}; long tokens a step p50 {r['long_chunk_p50']} (allowance at "
+        f"the end {r['long_allowance_end']})"
+    )
 
 
 def short_summary(drv: Driver, rids: list[str]) -> dict:
@@ -353,10 +387,13 @@ def run_config(name: str, folder: Path, dev: dict, args, rows: set[str]) -> dict
         alone = [long_prefill(eng, dev, n, args, seed=1_000_000 + 100 * n) for n in (1, 2)]
         res["prefill_alone"] = alone
         for r in alone:
-            print(f"[{name}] prefill {r['num_long']} x {args.long_len} alone: {r['long_tok_s']:.0f} tok/s "
-                  f"(FLOP floor {r['floor_tok_s']:.0f}; {100 * r['long_tok_s'] / r['floor_tok_s']:.0f}%), "
-                  f"step p50 {r['step_ms_p50']:.0f} ms, max {r['step_ms_max']:.0f} ms, long tokens a step p50 "
-                  f"{r['long_chunk_p50']}", flush=True)
+            share = 100 * r["long_tok_s"] / r["floor_tok_s"]
+            print(
+                f"[{name}] prefill {r['num_long']} x {args.long_len} alone: "
+                f"{r['long_tok_s']:.0f} tok/s (FLOP floor {r['floor_tok_s']:.0f}; {share:.0f}%), "
+                f"{_step_summary(r)}",
+                flush=True,
+            )
     if "interference" in rows:
         idle = idle_shorts(eng, args, seed=7)
         res["idle_shorts"] = idle
@@ -380,12 +417,15 @@ def run_config(name: str, folder: Path, dev: dict, args, rows: set[str]) -> dict
             r["long_vs_alone"] = r["long_tok_s"] / alone_row["long_tok_s"]
             r["itl_p99_vs_idle"] = r["itl_p99_ms"] / idle["itl_p99_ms"]
             res["interference"].append(r)
-            print(f"[{name}] {n} long + {r['short_n']} short at {args.short_rate:g}/s: short TTFT p50 "
-                  f"{r['ttft_p50_ms']:.0f} ms, p99 {r['ttft_p99_ms']:.0f} ms (target <= 120); ITL p99 "
-                  f"{r['itl_p99_ms']:.1f} ms = {r['itl_p99_vs_idle']:.2f}x idle (target <= 2); long prefill "
-                  f"{r['long_tok_s']:.0f} tok/s = {100 * r['long_vs_alone']:.0f}% of alone (target >= 90%); step p50 "
-                  f"{r['step_ms_p50']:.0f} ms, p90 {r['step_ms_p90']:.0f}, max {r['step_ms_max']:.0f}; long tokens a "
-                  f"step p50 {r['long_chunk_p50']} (allowance at the end {r['long_allowance_end']})", flush=True)
+            print(
+                f"[{name}] {n} long + {r['short_n']} short at {args.short_rate:g}/s: short TTFT "
+                f"p50 {r['ttft_p50_ms']:.0f} ms, p99 {r['ttft_p99_ms']:.0f} ms (target <= 120); "
+                f"ITL p99 {r['itl_p99_ms']:.1f} ms = {r['itl_p99_vs_idle']:.2f}x idle "
+                "(target <= 2); "
+                f"long prefill {r['long_tok_s']:.0f} tok/s = {100 * r['long_vs_alone']:.0f}% of "
+                f"alone (target >= 90%); {_step_summary(r)}",
+                flush=True,
+            )
     eng.shutdown()
     del eng
     import gc

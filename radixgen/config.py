@@ -137,38 +137,64 @@ class SchedulerConfig:
     )
     max_running_requests: int = option(256, "max requests decoding at once")
     max_prefill_tokens: int = option(16384, "max prompt tokens per step (caps the chunk sizes)")
-    schedule_policy: str = option("lpm", "queue order: lpm (longest cached prefix first, with aging) or fcfs", ("lpm", "fcfs"))
-    new_token_ratio: float = option(0.4, "fraction of each request's remaining max_new_tokens reserved at admission")
-    aging_seconds: float = option(5.0, "a request waiting longer than this goes ahead of better-cached ones")
-    in_batch_prefix_tokens: int | None = option(None, "a waiting request sharing at least this many uncached prompt "
-                                                "tokens with one admitted this step waits a step to hit the cache "
-                                                "(default 8 on CPU, where prefill is compute-bound, 32 on GPU)")
-    max_num_partial_prefills: int = option(4, "max prompts prefilled in part at once (mid-prefill after a step), "
-                                           "each with its own share of the step's token budget; a short prompt "
-                                           "prefilled whole in one step does not count. 1: one chunked prompt at a "
-                                           "time, the others wait for its last chunk")
-    max_long_partial_prefills: int = option(2, "max long prompts (see --long-prefill-token-threshold) prefilled at "
-                                            "once; more wait while short prompts go ahead. 2, so a long prompt "
-                                            "arriving behind a much longer one is not blocked by it (the one with "
-                                            "fewer tokens left goes first)")
-    long_prefill_token_threshold: int | None = option(None, "a prompt with more uncached tokens than this is long: "
-                                                      "it gets at most this many tokens a step and keeps at most "
-                                                      "half the step's budget from short prompts, which are "
-                                                      "prefilled in the step after they arrive (default: the "
-                                                      "chunked prefill size / 2 on CPU = 256, where smaller chunks "
-                                                      "cost little: 215 vs 220 tok/s at 256 vs 512; / 4 on GPU = "
-                                                      "2048)")
-    max_step_ms: float | None = option(None, "step-time target: the long prompts' tokens a step are steered by the "
-                                       "measured step times so a step takes about this long, so decode steps and "
-                                       "new prompts wait about one step at most; 0: off (default: off on CPU, "
-                                       "where chunks are already short and step times noisy; 50 on GPU, so a "
-                                       "short request's TTFT is the step in flight plus its own: about 100 ms)")
-    warmup: bool | None = option(None, "before reporting ready, run a few requests of each step kind (chunked "
-                                 "and mixed prefill, a prefix hit, greedy, sampled and logprob decoding) so the first "
-                                 "request pays no kernel compilation and the step-time target's cost model has "
-                                 "learnt the device; nothing of it stays in the cache or the counters (default: on "
-                                 "a GPU, off on CPU)")
-    grammar_whitespace: str = option("compact", "whitespace JSON-schema outputs may use", ("compact", "flexible"))
+    schedule_policy: str = option(
+        "lpm", "queue order: lpm (longest cached prefix first, with aging) or fcfs", ("lpm", "fcfs")
+    )
+    new_token_ratio: float = option(
+        0.4, "fraction of each request's remaining max_new_tokens reserved at admission"
+    )
+    aging_seconds: float = option(
+        5.0, "a request waiting longer than this goes ahead of better-cached ones"
+    )
+    in_batch_prefix_tokens: int | None = option(
+        None,
+        "a waiting request sharing at least this many uncached prompt "
+        "tokens with one admitted this step waits a step to hit the cache "
+        "(default 8 on CPU, where prefill is compute-bound, 32 on GPU)",
+    )
+    max_num_partial_prefills: int = option(
+        4,
+        "max prompts prefilled in part at once (mid-prefill after a step), "
+        "each with its own share of the step's token budget; a short prompt "
+        "prefilled whole in one step does not count. 1: one chunked prompt at a "
+        "time, the others wait for its last chunk",
+    )
+    max_long_partial_prefills: int = option(
+        2,
+        "max long prompts (see --long-prefill-token-threshold) prefilled at "
+        "once; more wait while short prompts go ahead. 2, so a long prompt "
+        "arriving behind a much longer one is not blocked by it (the one with "
+        "fewer tokens left goes first)",
+    )
+    long_prefill_token_threshold: int | None = option(
+        None,
+        "a prompt with more uncached tokens than this is long: "
+        "it gets at most this many tokens a step and keeps at most "
+        "half the step's budget from short prompts, which are "
+        "prefilled in the step after they arrive (default: the "
+        "chunked prefill size / 2 on CPU = 256, where smaller chunks "
+        "cost little: 215 vs 220 tok/s at 256 vs 512; / 4 on GPU = "
+        "2048)",
+    )
+    max_step_ms: float | None = option(
+        None,
+        "step-time target: the long prompts' tokens a step are steered by the "
+        "measured step times so a step takes about this long, so decode steps and "
+        "new prompts wait about one step at most; 0: off (default: off on CPU, "
+        "where chunks are already short and step times noisy; 50 on GPU, so a "
+        "short request's TTFT is the step in flight plus its own: about 100 ms)",
+    )
+    warmup: bool | None = option(
+        None,
+        "before reporting ready, run a few requests of each step kind (chunked "
+        "and mixed prefill, a prefix hit, greedy, sampled and logprob decoding) so the first "
+        "request pays no kernel compilation and the step-time target's cost model has "
+        "learnt the device; nothing of it stays in the cache or the counters (default: on "
+        "a GPU, off on CPU)",
+    )
+    grammar_whitespace: str = option(
+        "compact", "whitespace JSON-schema outputs may use", ("compact", "flexible")
+    )
     disable_jump_forward: bool = option(False, "decode grammar-forced tokens one step at a time")
 
     def __post_init__(self) -> None:

@@ -72,13 +72,13 @@ def common_prefix_len(
     while a 32k-token prompt prefilled, as much host time as its chunk's device time.)"""
     limit = min(len(key), end - start)
     limit -= limit % page_size
-    if key[:limit] == ids[start:start + limit]:
+    if key[:limit] == ids[start : start + limit]:
         return limit
     block = page_size * -(-_COMPARE_BLOCK // page_size)
     n = 0
-    while key[n:n + block] == ids[start + n:start + n + block]:  # stops inside [0, limit)
+    while key[n : n + block] == ids[start + n : start + n + block]:  # stops inside [0, limit)
         n += block
-    while key[n:n + page_size] == ids[start + n:start + n + page_size]:
+    while key[n : n + page_size] == ids[start + n : start + n + page_size]:
         n += page_size
     return n
 

@@ -43,10 +43,17 @@ def build_scheduler(model_path: Path, cfg: EngineConfig, tokenizer: Any) -> Sche
     if tokenizer.eos_token_id is not None:
         eos.add(tokenizer.eos_token_id)
     checker = StopChecker(eos, lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
-    grammar = GrammarBackend(tokenizer, runner.arch.vocab_size, eos, cfg.scheduler.grammar_whitespace,
-                             jump_forward=not cfg.scheduler.disable_jump_forward,
-                             max_context_len=runner.max_context_len)
-    sched = Scheduler(runner, cache, cfg.scheduler, checker, grammar, build_speculator(cfg, runner, grammar))
+    grammar = GrammarBackend(
+        tokenizer,
+        runner.arch.vocab_size,
+        eos,
+        cfg.scheduler.grammar_whitespace,
+        jump_forward=not cfg.scheduler.disable_jump_forward,
+        max_context_len=runner.max_context_len,
+    )
+    sched = Scheduler(
+        runner, cache, cfg.scheduler, checker, grammar, build_speculator(cfg, runner, grammar)
+    )
     warmup = cfg.scheduler.warmup
     if warmup or (warmup is None and runner.device.type == "cuda"):
         warm_up(sched)

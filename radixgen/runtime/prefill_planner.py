@@ -78,10 +78,18 @@ class PrefillPlanner:
         self.share_min = in_batch_share_min(cfg, device_type)
         cpu = device_type == "cpu"
         self.long_threshold = cfg.long_prefill_token_threshold or max(
-            self.chunk_size // LONG_THRESHOLD_DIVISOR["cpu" if cpu else "gpu"], 1)
-        step_ms = cfg.max_step_ms if cfg.max_step_ms is not None else (0.0 if cpu else MAX_STEP_MS_GPU)
-        self.long_control = (LongChunkController(step_ms / 1000, INITIAL_LONG_CHUNK, MIN_LONG_CHUNK,
-                                                 self.long_threshold) if step_ms > 0 else None)
+            self.chunk_size // LONG_THRESHOLD_DIVISOR["cpu" if cpu else "gpu"], 1
+        )
+        step_ms = (
+            cfg.max_step_ms if cfg.max_step_ms is not None else (0.0 if cpu else MAX_STEP_MS_GPU)
+        )
+        self.long_control = (
+            LongChunkController(
+                step_ms / 1000, INITIAL_LONG_CHUNK, MIN_LONG_CHUNK, self.long_threshold
+            )
+            if step_ms > 0
+            else None
+        )
         self.planned_long_tokens = 0  # in the last plan, for `observe_step`
 
     def plan(
@@ -90,8 +98,13 @@ class PrefillPlanner:
         """Prompt tokens for this step (see the module docstring). Admitted requests leave
         `waiting` (whose KV the caller then allocates); chunked prompts stay in `chunked`."""
         budget = self.mixed_chunk_size if running else self.chunk_size
-        rnd = _Round(PrefillPlan(), budget, self._reserved(running, chunked), len(running) + len(chunked),
-                     chosen=list(chunked))
+        rnd = _Round(
+            PrefillPlan(),
+            budget,
+            self._reserved(running, chunked),
+            len(running) + len(chunked),
+            chosen=list(chunked),
+        )
         jumps = [r for r in chunked if r.output_ids and not self._is_long(r, r.kv_len)]
         in_flight = sorted(
             (r for r in chunked if r not in jumps), key=self._left

@@ -166,8 +166,9 @@ class Scheduler:
                 time.sleep(0.002)  # only compiles in flight: leave the GIL to their thread
             return self._take_outputs()
         extra = [input_logprob_rows(r, e) for r, e in zip(plan.reqs, plan.extend_lens)]
-        trees = ([d.tree_input(s) for d, s in zip(drafts, tree_slots)]
-                 + [g.tree_input(s) for g, s in zip(plan.groups, group_slots)])
+        trees = [d.tree_input(s) for d, s in zip(drafts, tree_slots)] + [
+            g.tree_input(s) for g, s in zip(plan.groups, group_slots)
+        ]
         started = time.perf_counter()
         logits = self.runner.forward_mixed(
             plan.reqs,
@@ -193,10 +194,14 @@ class Scheduler:
                 drafts, tree_slots, logits[n + d + n_extra : n + d + n_extra + n_verify]
             )
         if plan.groups:
-            self._after_scoring(plan.groups, group_slots, logits[n + d + n_extra + n_verify:])
-        if self.planner.planned_long_tokens:  # sampling read the logits back: the device's time is in
+            self._after_scoring(plan.groups, group_slots, logits[n + d + n_extra + n_verify :])
+        if (
+            self.planner.planned_long_tokens
+        ):  # sampling read the logits back: the device's time is in
             self.planner.observe_step(time.perf_counter() - started)
-        self.num_demoted += self.kv.demote(self.running)  # branch window: older tokens to the branch pool
+        self.num_demoted += self.kv.demote(
+            self.running
+        )  # branch window: older tokens to the branch pool
         return self._take_outputs()
 
     def _take_outputs(self) -> list[TokenOut]:
@@ -469,4 +474,3 @@ class Scheduler:
             return None
         req.times_sent = True
         return ReqTimes(req.received_time, req.admitted_time, req.prefilled_time)
-

@@ -16,7 +16,7 @@ the allowance follows as the prompt deepens, a few percent a step.
 
 from __future__ import annotations
 
-GAIN = 0.5  # exponent of target / measured: 1 would jump straight to the fixed point, and overshoot on noise
+GAIN = 0.5  # exponent of target / measured: 1 jumps to the fixed point and overshoots on noise
 MAX_UP, MAX_DOWN = 1.5, 0.5  # one step's change of the allowance, at most
 
 

@@ -19,14 +19,24 @@ def test_warmup_runs_the_step_kinds_and_leaves_no_trace(tiny_model_path):
     expected = [r["output_ids"] for r in cold.generate(PROMPTS, GREEDY)]
     cold.shutdown()
 
-    warm = _engine(tiny_model_path, warmup=True, max_step_ms=500, chunked_prefill_size=2048, mixed_chunk_size=2048,
-                   long_prefill_token_threshold=1000)
+    warm = _engine(
+        tiny_model_path,
+        warmup=True,
+        max_step_ms=20_000,  # any step of the tiny model on a loaded machine is faster
+        chunked_prefill_size=2048,
+        mixed_chunk_size=2048,
+        long_prefill_token_threshold=1000,
+    )
     sched = warm.scheduler
     # the long prompt's steps (fast, on this tiny model) steered the step-time allowance up
     assert sched.planner.long_control.tokens > INITIAL_LONG_CHUNK
     assert not sched.has_work and sched.outputs == []
     assert sched.cache.total_size(0) == 0  # nothing cached
-    assert (sched.num_prompt_tokens, sched.num_cached_tokens, sched.num_cached_by_tier) == (0, 0, [0, 0])
+    assert (sched.num_prompt_tokens, sched.num_cached_tokens, sched.num_cached_by_tier) == (
+        0,
+        0,
+        [0, 0],
+    )
     assert sched.runner.allocator.num_free(0) == sched.runner.capacity[0]  # every KV slot free
     assert [r["output_ids"] for r in warm.generate(PROMPTS, GREEDY)] == expected
     warm.shutdown()
