@@ -1,7 +1,7 @@
 """GPU serving against its floor, on one card, through the public Engine (its Scheduler, as the
 server drives it). Llama-3.1-8B shape with dummy bf16 weights (131,072 context, llama3 RoPE).
 
-Rows, each per KV configuration (`bf16`, `fp8` and `default`: what the GPU picks with no KV flags):
+Rows, each per KV configuration (`bf16`, the default; `fp8`; `mixed`: FP8 prefix + NVFP4 branch):
 - startup: Engine construction, and the first request (a prefill and a decode) after it;
 - decode at batch 1 x 512, 64 x 512 and 64 x 2048 context: tok/s and step time next to the byte
   floor (every weight and each sequence's KV read once a step, at the copy bandwidth measured in
@@ -51,7 +51,7 @@ LLAMA31_8B = dict(
 KV_CONFIGS = {
     "bf16": {"kv_cache_dtype": "bf16"},
     "fp8": {"kv_cache_dtype": "fp8_e4m3"},
-    "default": {},
+    "mixed": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4"},
 }
 DECODE_SHAPES = ((1, 512), (64, 512), (64, 2048))
 ROWS = ("startup", "decode", "prefill", "interference")
@@ -60,7 +60,9 @@ ROWS = ("startup", "decode", "prefill", "interference")
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tokenizer", required=True, help="a model folder with the tokenizer files")
-    p.add_argument("--kv", default="bf16,default", help="comma-separated: " + ", ".join(KV_CONFIGS))
+    p.add_argument(
+        "--kv", default="bf16,fp8,mixed", help="comma-separated: " + ", ".join(KV_CONFIGS)
+    )
     p.add_argument("--rows", default=",".join(ROWS), help="comma-separated: " + ", ".join(ROWS))
     p.add_argument("--decode-steps", type=int, default=64)
     p.add_argument("--long-len", type=int, default=65536)

@@ -78,8 +78,9 @@ class CacheConfig:
     page_size: int = option(1, "tokens per radix-cache page")
     kv_cache_dtype: str = option(
         "auto",
-        "KV precision of both pools ('auto': fp8_e4m3 prefix + nvfp4 branch on a GPU, "
-        "the model dtype on the CPU); fp8_e4m3 and nvfp4 quantize on write",
+        "KV precision of both pools ('auto': the model dtype, the fastest on a GPU too: fp8_e4m3 "
+        "and the fp8 prefix + nvfp4 branch pair hold 2x and ~3x the tokens, but were measured "
+        "slower than bf16, see docs/BENCHMARKS.md); fp8_e4m3 and nvfp4 quantize on write",
         KV_CHOICES,
     )
     kv_prefix_dtype: str | None = option(

@@ -16,6 +16,6 @@ serving interference 150 --kv bf16 --rows interference
 for ms in ${STEP_MS-40}; do
     serving "interference-$ms" 130 --kv bf16 --rows interference --engine-arg max_step_ms=$ms
 done
-[ -n "${KV-bf16,fp8,default}" ] && serving kv-configs 200 --kv "${KV-bf16,fp8,default}" --rows decode,prefill
+[ -n "${KV-bf16,fp8,mixed}" ] && serving kv-configs 200 --kv "${KV-bf16,fp8,mixed}" --rows decode,prefill
 [ -z "$NO_BASELINE" ] && serving prefill-baseline 90 --kv bf16 --rows prefill --engine-arg max_step_ms=0 \
     --engine-arg max_num_partial_prefills=1 --engine-arg max_long_partial_prefills=1

@@ -73,7 +73,7 @@ class ModelRunner:
         )
         self.model = build_model(self.arch, weights, self.device)
         a = self.arch
-        self.kv_dtypes = resolve_kv_dtypes(cache_cfg, self.device)  # (prefix, branch)
+        self.kv_dtypes = resolve_kv_dtypes(cache_cfg)  # (prefix, branch)
         self.kv_rotation = resolve_kv_rotation(cache_cfg, self.kv_dtypes)
         if self.kv_rotation:
             self.model.rotate_qk()
@@ -308,15 +308,12 @@ class ModelRunner:
         return self.model.forward(batch, self.pool, self.attn)
 
 
-def resolve_kv_dtypes(cfg: CacheConfig, device: torch.device) -> tuple[str, str]:
-    """(prefix, branch) KV precisions. --kv-cache-dtype sets both; 'auto' means FP8 prefix +
-    NVFP4 branch on a GPU and the model dtype on the CPU; the two specific flags override."""
-    if cfg.kv_cache_dtype == "auto" and device.type == "cuda":
-        base = ("fp8_e4m3", "nvfp4")
-    else:
-        base = (cfg.kv_cache_dtype, cfg.kv_cache_dtype)
-    prefix = base[0] if cfg.kv_prefix_dtype is None else cfg.kv_prefix_dtype
-    branch = base[1] if cfg.kv_branch_dtype is None else cfg.kv_branch_dtype
+def resolve_kv_dtypes(cfg: CacheConfig) -> tuple[str, str]:
+    """(prefix, branch) KV precisions. --kv-cache-dtype sets both ('auto': the model dtype, on a
+    GPU too, where FP8 and FP8 prefix + NVFP4 branch pools were measured slower than bf16: they
+    trade speed for 2-3x the tokens, docs/BENCHMARKS.md); the two specific flags override."""
+    prefix = cfg.kv_cache_dtype if cfg.kv_prefix_dtype is None else cfg.kv_prefix_dtype
+    branch = cfg.kv_cache_dtype if cfg.kv_branch_dtype is None else cfg.kv_branch_dtype
     return prefix, branch
 
 

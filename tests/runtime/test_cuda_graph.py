@@ -126,8 +126,11 @@ def test_static_decode_logits_match(tiny_model_path):
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
+MIXED_KV = {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4"}
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("kv", ["bf16", "fp8_e4m3", "nvfp4", "auto"])
+@pytest.mark.parametrize("kv", ["bf16", "fp8_e4m3", "nvfp4", "mixed"])
 def test_graph_decode_logits_match_eager(tiny_model_path, kv):
     """On CUDA, a replayed graph's logits equal the eager forward's (bf16 weights; FP8, NVFP4
     and the default mixed pools), and a generation replays graphs for its decode steps."""
@@ -137,7 +140,7 @@ def test_graph_decode_logits_match_eager(tiny_model_path, kv):
         dtype="bfloat16",
         device="cuda",
         max_total_tokens=4096,
-        kv_cache_dtype=kv,
+        **MIXED_KV if kv == "mixed" else {"kv_cache_dtype": kv},
     )
     runner = engine.scheduler.runner
     assert runner.graphs is not None

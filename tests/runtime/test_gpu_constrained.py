@@ -76,6 +76,8 @@ def test_cuda_sampled_constrained_outputs_are_valid_on_mixed_kv(tiny_model_path)
         dtype="bfloat16",
         device="cuda",
         max_total_tokens=16384,
+        kv_prefix_dtype="fp8_e4m3",
+        kv_branch_dtype="nvfp4",
     )
     assert engine.scheduler.runner.kv_dtypes == ("fp8_e4m3", "nvfp4")
     cases = _cases() * 4

@@ -62,7 +62,7 @@ def test_cuda_sampling_and_penalties_run(tiny_model_path):
 
 
 def test_cuda_default_mixed_kv_with_branch_window(tiny_model_path):
-    """CUDA's default KV: FP8 prefix + NVFP4 branch pools with the branch window (4, 16).
+    """The mixed KV: FP8 prefix + NVFP4 branch pools with the branch window (4, 16).
     Generations longer than the window move their older tokens to the branch pool; the per-pool
     census holds after the run and a second turn hits the cached branch."""
     engine = Engine(
@@ -71,6 +71,8 @@ def test_cuda_default_mixed_kv_with_branch_window(tiny_model_path):
         dtype="bfloat16",
         device="cuda",
         max_total_tokens=2048,
+        kv_prefix_dtype="fp8_e4m3",
+        kv_branch_dtype="nvfp4",
     )
     sched = engine.scheduler
     assert sched.runner.kv_dtypes == ("fp8_e4m3", "nvfp4") and sched.kv.window == (4, 16)
