@@ -59,7 +59,7 @@ class DetokenizerProcess:
                        completion_tokens=out.completion_tokens, finish=out.finish,
                        logprobs=out.logprobs, top_logprobs=out.top_logprobs,
                        input_logprobs=out.input_logprobs, input_top_logprobs=out.input_top_logprobs,
-                       spec=out.spec, times=out.times)
+                       spec=out.spec, times=out.times, weight_version=out.weight_version)
 
 
 def run_detokenizer_process(tokenizer_path: str, endpoints: Endpoints, log_level: str) -> None:

@@ -103,7 +103,7 @@ async def get_model_info(request: Request) -> Any:
     return {"model_path": str(st.model_path), "tokenizer_path": str(st.model_path),
             "served_model_name": st.served_model_name, "is_generation": True,
             "max_context_length": limits.max_context_len, "vocab_size": limits.vocab_size,
-            "max_total_tokens": limits.num_slots}
+            "max_total_tokens": limits.num_slots, "weight_version": st.tm.weight_version}
 
 
 @router.get("/get_server_info")

@@ -42,7 +42,8 @@ def native_result(s: ReqState, fmt: LogprobFormat, output_from: int = 0) -> dict
     meta: dict[str, Any] = {
         "id": s.rid, "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
         "cached_tokens": s.cached_tokens, "finish_reason": sglang_finish_reason(s.finish, s.completion_tokens),
-        "e2e_latency": s.e2e_latency, **(s.spec.meta_info() if s.spec else {})}
+        "e2e_latency": s.e2e_latency, "weight_version": s.weight_version,
+        **(s.spec.meta_info() if s.spec else {})}
     p = s.params
     if p.return_logprob or p.top_logprobs_num:
         meta["output_token_logprobs"] = fmt.entries(s.logprobs[output_from:], s.output_ids[output_from:])

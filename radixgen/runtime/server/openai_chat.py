@@ -16,7 +16,7 @@ from radixgen.runtime.server.errors import invalid
 from radixgen.runtime.server.http_common import (ServerState, body_schema, checked_rids, client_gone, collect,
                                                  finite, json_body, n_params, request_rids, server_state, sse)
 from radixgen.runtime.server.openai_common import (check_common, field_constraint, finish_reason,
-                                                   sampling_dict, usage)
+                                                   response_metadata, sampling_dict, usage)
 from radixgen.runtime.server.openai_tools import (checked_tools, parse_tool_calls, render_tool_history,
                                                   response_constraint, tool_constraint, tool_mode,
                                                   tool_schema_error, tools_system_prompt)
@@ -61,7 +61,8 @@ async def chat_completions(request: Request,
         message, reason = _message(s, mode)
         choices.append({"index": s.index, "message": message, "logprobs": _logprobs(st, s, 0, body.logprobs),
                         "finish_reason": reason})
-    return {**head, "object": "chat.completion", "choices": choices, "usage": usage(states, body.n)}
+    return {**head, "object": "chat.completion", "choices": choices, "usage": usage(states, body.n),
+            "metadata": response_metadata(states)}
 
 
 def _constraint(body: ChatCompletionRequest, tools: dict, mode: str | None) -> tuple[Constraint | None, str]:

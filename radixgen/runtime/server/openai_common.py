@@ -32,7 +32,8 @@ async def list_models(request: Request) -> Any:
     st = server_state(request)
     return {"object": "list", "data": [{
         "id": st.served_model_name, "object": "model", "created": CREATED, "owned_by": "radixgen",
-        "root": str(st.model_path), "max_model_len": st.tm.limits.max_context_len}]}
+        "root": str(st.model_path), "max_model_len": st.tm.limits.max_context_len,
+        "weight_version": st.tm.weight_version}]}
 
 
 def check_common(st: ServerState, body: SamplingFields) -> None:
@@ -94,6 +95,11 @@ def usage(states: list[ReqState], n: int) -> dict[str, Any]:
     completion = sum(s.completion_tokens for s in states)
     return {"prompt_tokens": prompt, "completion_tokens": completion,
             "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+def response_metadata(states: list[ReqState]) -> dict[str, Any]:
+    """SGLang's `metadata` of a non-streamed response: the weight version of its first choice."""
+    return {"weight_version": states[0].weight_version if states else None}
 
 
 def finish_reason(state: ReqState) -> str | None:

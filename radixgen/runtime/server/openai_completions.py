@@ -14,7 +14,7 @@ from radixgen.runtime.server.errors import invalid
 from radixgen.runtime.server.http_common import (ServerState, body_schema, checked_rids, client_gone, collect,
                                                  finite, json_body, n_params, request_rids, server_state, sse)
 from radixgen.runtime.server.openai_common import (check_common, field_constraint, finish_reason,
-                                                   sampling_dict, usage)
+                                                   response_metadata, sampling_dict, usage)
 from radixgen.runtime.server.protocol import CompletionRequest
 from radixgen.runtime.server.request_group import ReqState, RequestGroup
 
@@ -51,7 +51,7 @@ async def completions(request: Request,
     choices = [{"index": s.index, "text": _echo(st, body, s) + s.text,
                 "logprobs": _logprobs(st, s, 0, body.logprobs), "finish_reason": finish_reason(s)}
                for s in states]
-    return {**head, "choices": choices, "usage": usage(states, body.n)}
+    return {**head, "choices": choices, "usage": usage(states, body.n), "metadata": response_metadata(states)}
 
 
 def _check_completion(st: ServerState, body: CompletionRequest) -> None:
