@@ -36,6 +36,10 @@ class ModelConfig:
         "probe prompts (';;'-separated) a new weight version runs before it may serve: its logits must be "
         "finite and its mean token entropy within --weight-canary-entropy-band of the serving version's "
         "('' skips the canary)")
+    weight_standby: str = option(
+        "auto", "where a new weight version is loaded while the serving one runs: 'device' (a pointer switch; "
+        "needs free GPU memory for a second copy), 'pinned_host' (the switch copies it in and the old one out), "
+        "'auto': device when measured free memory allows", ("auto", "device", "pinned_host"))
     weight_canary_entropy_band: float = option(
         2.0, "largest difference (nats) between a new weight version's mean token entropy on the probe "
         "prompts and the serving version's")

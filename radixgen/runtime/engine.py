@@ -48,7 +48,8 @@ def build_scheduler(model_path: Path, cfg: EngineConfig, tokenizer: Any) -> Sche
     grammar = GrammarBackend(tokenizer, runner.arch.vocab_size, eos, cfg.scheduler.grammar_whitespace,
                              jump_forward=not cfg.scheduler.disable_jump_forward,
                              max_context_len=runner.max_context_len)
-    weights = WeightManager(runner, model_path, cfg.model.load_format, build_canary(cfg, tokenizer))
+    weights = WeightManager(runner, model_path, cfg.model.load_format, build_canary(cfg, tokenizer),
+                            cfg.model.weight_standby)
     return Scheduler(runner, cache, cfg.scheduler, checker, grammar, build_speculator(cfg, runner, grammar),
                      gate=VersionGate(weights))
 

@@ -67,8 +67,10 @@ class Update:
 
 
 class WeightManager:
-    def __init__(self, runner: Any, model_path: Path, load_format: str, canary: Canary):
+    def __init__(self, runner: Any, model_path: Path, load_format: str, canary: Canary,
+                 standby: str = "auto"):
         self.runner, self.canary = runner, canary
+        self.standby = standby  # auto, device or pinned_host (--weight-standby)
         weights_bytes = runner.weight_bytes
         initial = WeightVersion(INITIAL_VERSION, str(model_path), load_format, runner.weights_checksum,
                                 weights_bytes)
@@ -121,7 +123,7 @@ class WeightManager:
         arch = runner.arch
         if src.tensors is None and src.load_format != "dummy":
             check_architecture(arch, ModelArch.from_folder(src.model_path))
-        placement = DEVICE if fits_on_device(runner.device, runner.weight_bytes) else PINNED_HOST
+        placement = self._placement()
         target = runner.device if placement == DEVICE else torch.device("cpu")
         weights = (_cast(src.tensors, runner.dtype, target) if src.tensors is not None else
                    load_state_dict(src.model_path, arch, runner.dtype, src.load_format, target,
@@ -142,6 +144,15 @@ class WeightManager:
             resident.graphs.prepare_like(self.active.graphs)  # captured now, not at the switch
         update.timings["validate_s"] = time.perf_counter() - started
         return resident
+
+    def _placement(self) -> str:
+        """Where the standby goes: the serving device (the only place on a CPU server), pinned
+        host memory when asked to, or when the GPU's measured free memory lacks room."""
+        if self.runner.device.type != "cuda" or self.standby == DEVICE:
+            return DEVICE
+        if self.standby == PINNED_HOST or not fits_on_device(self.runner.device, self.runner.weight_bytes):
+            return PINNED_HOST
+        return DEVICE
 
     def _build_model(self, weights: dict[str, torch.Tensor], placement: str) -> Any:
         if placement == PINNED_HOST:
