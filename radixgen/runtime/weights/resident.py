@@ -71,7 +71,7 @@ def exchange(serving: Any, staged: Any) -> None:
         if dev.shape != host.shape or dev.dtype != host.dtype:
             raise ValueError(f"cannot exchange a {dev.shape} {dev.dtype} tensor with {host.shape} {host.dtype}")
     for dev, host in pairs:
-        incoming = host.to(dev.device, non_blocking=True)
+        incoming = host.to(dev.device, non_blocking=True, copy=True)  # never an alias of host
         host.copy_(dev, non_blocking=True)
         dev.copy_(incoming)
     if pairs and pairs[0][0].is_cuda:
