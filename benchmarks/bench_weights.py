@@ -10,9 +10,9 @@ window of the same length in which an update is started; once it serves, a rollb
 Then --rollbacks rollbacks back and forth with no load time the bare switch.
 
     .venv/bin/python benchmarks/bench_weights.py                      # CPU, embedded model
-    .venv/bin/python benchmarks/bench_weights.py --model-path /path/to/Llama-3-8B-config \\
-        --load-format dummy --dtype bfloat16 --concurrency 32 --max-total-tokens 65536 \\
-        --window-s 20 --weight-standby auto                           # GPU
+    .venv/bin/python benchmarks/bench_weights.py --shape llama3-8b --dtype bfloat16 \\
+        --concurrency 32 --max-total-tokens 65536 --window-s 20       # GPU: standby on the device
+    ... --weight-standby pinned_host                                  # GPU: the pinned-host exchange
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -39,6 +40,9 @@ PROMPT = "Write a long story about a lighthouse keeper and the ships that pass b
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model-path", default=None, help="HF folder (default: the embedded SmolLM2-135M)")
+    p.add_argument("--shape", default=None, choices=("llama3-8b",),
+                   help="a config folder of this shape (embedded tokenizer) instead of --model-path; "
+                   "implies --load-format dummy")
     p.add_argument("--load-format", default="auto", choices=("auto", "dummy"))
     p.add_argument("--dtype", default="auto")
     p.add_argument("--max-total-tokens", type=int, default=8192)
@@ -67,6 +71,18 @@ def perturbed_copy(src: Path, dst: Path, scale: float = 0.01) -> Path:
             weights[name] = (t.float() * (1 + noise)).to(t.dtype).contiguous()
     save_file(weights, str(dst / "model.safetensors"))
     return dst
+
+
+def shape_folder(folder: Path) -> Path:
+    """An HF folder with a benchmark shape's config.json and the embedded model's tokenizer."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from model_shapes import LLAMA3_8B
+
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(LLAMA3_8B))
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (folder / name).write_bytes((default_model_path() / name).read_bytes())
+    return folder
 
 
 class Load:
@@ -137,11 +153,13 @@ def swap_driver(eng: Engine, source: UpdateSource, log: dict):
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    tmp = tempfile.TemporaryDirectory()
     model_path = Path(args.model_path) if args.model_path else default_model_path()
+    if args.shape is not None:
+        model_path, args.load_format = shape_folder(Path(tmp.name) / args.shape), "dummy"
     eng = Engine(str(model_path), load_format=args.load_format, dtype=args.dtype,
                  max_total_tokens=args.max_total_tokens, max_running_requests=max(args.concurrency, 1),
                  weight_standby=args.weight_standby)
-    tmp = tempfile.TemporaryDirectory()
     if args.load_format == "dummy":
         source = UpdateSource("bench-v1", str(model_path), "dummy")
     else:
