@@ -38,18 +38,32 @@ PROMPT = "Write a long story about a lighthouse keeper and the ships that pass b
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model-path", default=None, help="HF folder (default: the embedded SmolLM2-135M)")
-    p.add_argument("--shape", default=None, choices=("llama3-8b",),
-                   help="a config folder of this shape (embedded tokenizer) instead of --model-path; "
-                   "implies --load-format dummy")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--model-path", default=None, help="HF folder (default: the embedded SmolLM2-135M)"
+    )
+    p.add_argument(
+        "--shape",
+        default=None,
+        choices=("llama3-8b",),
+        help="a config folder of this shape (embedded tokenizer) instead of --model-path; "
+        "implies --load-format dummy",
+    )
     p.add_argument("--load-format", default="auto", choices=("auto", "dummy"))
     p.add_argument("--dtype", default="auto")
     p.add_argument("--max-total-tokens", type=int, default=8192)
     p.add_argument("--concurrency", type=int, default=8)
-    p.add_argument("--max-new-tokens", type=int, default=64, help="per request; finished ones are replaced")
-    p.add_argument("--window-s", type=float, default=10.0, help="length of the steady and the swap window")
-    p.add_argument("--rollbacks", type=int, default=10, help="bare rollbacks timed after the windows")
+    p.add_argument(
+        "--max-new-tokens", type=int, default=64, help="per request; finished ones are replaced"
+    )
+    p.add_argument(
+        "--window-s", type=float, default=10.0, help="length of the steady and the swap window"
+    )
+    p.add_argument(
+        "--rollbacks", type=int, default=10, help="bare rollbacks timed after the windows"
+    )
     p.add_argument("--weight-standby", default="auto", choices=("auto", "device", "pinned_host"))
     p.add_argument("--out", default=None, help="write the results as JSON here")
     return p.parse_args(argv)
@@ -61,7 +75,11 @@ def perturbed_copy(src: Path, dst: Path, scale: float = 0.01) -> Path:
 
     dst.mkdir(parents=True, exist_ok=True)
     for f in src.iterdir():
-        if f.is_file() and not f.name.endswith(".safetensors") and f.name != "model.safetensors.index.json":
+        if (
+            f.is_file()
+            and not f.name.endswith(".safetensors")
+            and f.name != "model.safetensors.index.json"
+        ):
             (dst / f.name).write_bytes(f.read_bytes())
     gen = torch.Generator().manual_seed(1)
     weights = {}
@@ -107,14 +125,18 @@ class Load:
         """Step for `seconds` (and on until `during.done`); `during(now)` is called before every
         step. Tokens/s and inter-token latencies."""
         itls, tokens, start = [], 0, time.perf_counter()
-        while (now := time.perf_counter()) - start < seconds or (during is not None and not during.done()):
+        while (now := time.perf_counter()) - start < seconds or (
+            during is not None and not during.done()
+        ):
             if during is not None:
                 during(now)
             for out in self.sched.step():
                 t = time.perf_counter()
                 if out.token_ids and out.rid in self.open:
                     if out.completion_tokens > len(out.token_ids):  # not the first token: an ITL
-                        itls.extend([(t - self.open[out.rid]) / len(out.token_ids)] * len(out.token_ids))
+                        itls.extend(
+                            [(t - self.open[out.rid]) / len(out.token_ids)] * len(out.token_ids)
+                        )
                     self.open[out.rid] = t
                     tokens += len(out.token_ids)
                     self.versions[out.rid].add(out.weight_version)
@@ -123,9 +145,13 @@ class Load:
                     self._submit()
         elapsed = time.perf_counter() - start
         itls.sort()
-        return {"tokens_per_s": tokens / elapsed, "itl_p50_ms": 1e3 * itls[len(itls) // 2] if itls else None,
-                "itl_p99_ms": 1e3 * itls[int(len(itls) * 0.99)] if itls else None,
-                "itl_max_ms": 1e3 * itls[-1] if itls else None, "tokens": tokens}
+        return {
+            "tokens_per_s": tokens / elapsed,
+            "itl_p50_ms": 1e3 * itls[len(itls) // 2] if itls else None,
+            "itl_p99_ms": 1e3 * itls[int(len(itls) * 0.99)] if itls else None,
+            "itl_max_ms": 1e3 * itls[-1] if itls else None,
+            "tokens": tokens,
+        }
 
 
 def swap_driver(eng: Engine, source: UpdateSource, log: dict):
@@ -157,9 +183,14 @@ def main(argv=None) -> dict:
     model_path = Path(args.model_path) if args.model_path else default_model_path()
     if args.shape is not None:
         model_path, args.load_format = shape_folder(Path(tmp.name) / args.shape), "dummy"
-    eng = Engine(str(model_path), load_format=args.load_format, dtype=args.dtype,
-                 max_total_tokens=args.max_total_tokens, max_running_requests=max(args.concurrency, 1),
-                 weight_standby=args.weight_standby)
+    eng = Engine(
+        str(model_path),
+        load_format=args.load_format,
+        dtype=args.dtype,
+        max_total_tokens=args.max_total_tokens,
+        max_running_requests=max(args.concurrency, 1),
+        weight_standby=args.weight_standby,
+    )
     if args.load_format == "dummy":
         source = UpdateSource("bench-v1", str(model_path), "dummy")
     else:
@@ -173,13 +204,23 @@ def main(argv=None) -> dict:
     bare = [eng.rollback_weights()["rollback_s"] for _ in range(args.rollbacks)]
     update, rollback = ops.get("update", {}), ops.get("rollback", {})
     result = {
-        "device": str(eng.scheduler.runner.device), "model": str(model_path), "load_format": args.load_format,
-        "concurrency": args.concurrency, "weight_bytes": eng.scheduler.runner.weight_bytes,
-        "placement": update.get("placement"), "steady": steady, "swap": swap,
-        "load_s": update.get("load_s"), "validate_s": update.get("validate_s"), "drain_s": update.get("drain_s"),
-        "activate_s": update.get("activate_s"), "rollback_s": rollback.get("rollback_s"),
+        "device": str(eng.scheduler.runner.device),
+        "model": str(model_path),
+        "load_format": args.load_format,
+        "concurrency": args.concurrency,
+        "weight_bytes": eng.scheduler.runner.weight_bytes,
+        "placement": update.get("placement"),
+        "steady": steady,
+        "swap": swap,
+        "load_s": update.get("load_s"),
+        "validate_s": update.get("validate_s"),
+        "drain_s": update.get("drain_s"),
+        "activate_s": update.get("activate_s"),
+        "rollback_s": rollback.get("rollback_s"),
         "rollback_drain_s": rollback.get("drain_s"),
-        "bare_rollback_ms": {"median": 1e3 * statistics.median(bare), "max": 1e3 * max(bare)} if bare else None,
+        "bare_rollback_ms": {"median": 1e3 * statistics.median(bare), "max": 1e3 * max(bare)}
+        if bare
+        else None,
         "responses_mixing_versions": mixed,
     }
     print(json.dumps(result, indent=2))

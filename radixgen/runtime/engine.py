@@ -40,18 +40,37 @@ def build_scheduler(model_path: Path, cfg: EngineConfig, tokenizer: Any) -> Sche
     cache_cls = NoPrefixCache if cfg.cache.disable_radix_cache else RadixCache
     cache = cache_cls(page_size=cfg.cache.page_size, free_slots=runner.allocator.free)
     if runner.mixed_kv and isinstance(cache, RadixCache):
-        cache = RadixCache(cfg.cache.page_size, runner.allocator.free, tier_boundary=runner.capacity[0])
+        cache = RadixCache(
+            cfg.cache.page_size, runner.allocator.free, tier_boundary=runner.capacity[0]
+        )
     eos = set(runner.arch.eos_token_ids)
     if tokenizer.eos_token_id is not None:
         eos.add(tokenizer.eos_token_id)
     checker = StopChecker(eos, lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
-    grammar = GrammarBackend(tokenizer, runner.arch.vocab_size, eos, cfg.scheduler.grammar_whitespace,
-                             jump_forward=not cfg.scheduler.disable_jump_forward,
-                             max_context_len=runner.max_context_len)
-    weights = WeightManager(runner, model_path, cfg.model.load_format, build_canary(cfg, tokenizer),
-                            cfg.model.weight_standby)
-    return Scheduler(runner, cache, cfg.scheduler, checker, grammar, build_speculator(cfg, runner, grammar),
-                     gate=VersionGate(weights))
+    grammar = GrammarBackend(
+        tokenizer,
+        runner.arch.vocab_size,
+        eos,
+        cfg.scheduler.grammar_whitespace,
+        jump_forward=not cfg.scheduler.disable_jump_forward,
+        max_context_len=runner.max_context_len,
+    )
+    weights = WeightManager(
+        runner,
+        model_path,
+        cfg.model.load_format,
+        build_canary(cfg, tokenizer),
+        cfg.model.weight_standby,
+    )
+    return Scheduler(
+        runner,
+        cache,
+        cfg.scheduler,
+        checker,
+        grammar,
+        build_speculator(cfg, runner, grammar),
+        gate=VersionGate(weights),
+    )
 
 
 def build_canary(cfg: EngineConfig, tokenizer: Any) -> Canary:
@@ -61,7 +80,9 @@ def build_canary(cfg: EngineConfig, tokenizer: Any) -> Canary:
     return Canary(tuple(p for p in prompts if p), cfg.model.weight_canary_entropy_band)
 
 
-def build_speculator(cfg: EngineConfig, runner: ModelRunner, grammar: GrammarBackend) -> Speculator | None:
+def build_speculator(
+    cfg: EngineConfig, runner: ModelRunner, grammar: GrammarBackend
+) -> Speculator | None:
     """The drafter(s) of --speculative-algorithm behind a Speculator; None when it is 'none'."""
     spec = cfg.speculative
     if not spec.enabled:
@@ -70,9 +91,13 @@ def build_speculator(cfg: EngineConfig, runner: ModelRunner, grammar: GrammarBac
     if "radix" in spec.speculative_algorithm:
         drafters.append(RadixDrafter())
     if "draft" in spec.speculative_algorithm:
-        draft = DraftModelRunner(Path(spec.speculative_draft_model_path), cfg.model,
-                                 spec.speculative_draft_max_total_tokens,
-                                 cfg.scheduler.max_running_requests, runner.arch.vocab_size)
+        draft = DraftModelRunner(
+            Path(spec.speculative_draft_model_path),
+            cfg.model,
+            spec.speculative_draft_max_total_tokens,
+            cfg.scheduler.max_running_requests,
+            runner.arch.vocab_size,
+        )
         drafters.append(DraftModelDrafter(draft.next_logits))
     drafter = drafters[0] if len(drafters) == 1 else UnionDrafter(drafters)
     return Speculator(spec, drafter, runner.max_context_len, grammar)
@@ -102,11 +127,16 @@ class _Pending:
 
     def result(self) -> dict[str, Any]:
         out = self.last
-        meta = {"id": self.rid, "prompt_tokens": out.prompt_tokens,
-                "completion_tokens": out.completion_tokens, "cached_tokens": out.cached_tokens,
-                "finish_reason": out.finish, "e2e_latency": time.perf_counter() - self.start,
-                "weight_version": out.weight_version,
-                **(out.spec.meta_info() if out.spec else {})}
+        meta = {
+            "id": self.rid,
+            "prompt_tokens": out.prompt_tokens,
+            "completion_tokens": out.completion_tokens,
+            "cached_tokens": out.cached_tokens,
+            "finish_reason": out.finish,
+            "e2e_latency": time.perf_counter() - self.start,
+            "weight_version": out.weight_version,
+            **(out.spec.meta_info() if out.spec else {}),
+        }
         if self.params.return_logprob or self.params.top_logprobs_num:
             meta["output_token_logprobs"] = list(zip(self.logprobs, self.output_ids))
         if self.params.top_logprobs_num:
@@ -125,10 +155,13 @@ class Engine:
         self.tokenizer = load_tokenizer(self.model_path)
         self.scheduler = build_scheduler(self.model_path, self.config, self.tokenizer)
 
-    def generate(self, prompt: str | list[str] | None = None,
-                 sampling_params: dict | list[dict] | None = None,
-                 input_ids: list[int] | list[list[int]] | None = None,
-                 stream: bool = False) -> Any:
+    def generate(
+        self,
+        prompt: str | list[str] | None = None,
+        sampling_params: dict | list[dict] | None = None,
+        input_ids: list[int] | list[list[int]] | None = None,
+        stream: bool = False,
+    ) -> Any:
         """One dict per prompt ({"text", "output_ids", "meta_info"}); a list for a list.
         With stream=True, an iterator of chunks {"index", "text" (so far), "delta", ...}."""
         batch, single = self._normalize(prompt, input_ids)
@@ -173,9 +206,13 @@ class Engine:
             if open_rids:
                 outputs = self.scheduler.step()
 
-    def update_weights(self, model_path: str | None = None,
-                       named_tensors: dict[str, torch.Tensor] | None = None,
-                       load_format: str = "auto", version: str | None = None) -> dict[str, Any]:
+    def update_weights(
+        self,
+        model_path: str | None = None,
+        named_tensors: dict[str, torch.Tensor] | None = None,
+        load_format: str = "auto",
+        version: str | None = None,
+    ) -> dict[str, Any]:
         """Load a new weight version from a folder or from named tensors (HF names, every
         weight of the model), validate it and make it serve; blocks until it serves. Raises
         WeightUpdateError (the check that failed, or why it was refused)."""
@@ -184,7 +221,9 @@ class Engine:
         tensors = None
         if named_tensors is not None:
             tensors = {name: t.detach().contiguous() for name, t in named_tensors.items()}
-        self.scheduler.gate.update("engine", UpdateSource(version, model_path, load_format, tensors))
+        self.scheduler.gate.update(
+            "engine", UpdateSource(version, model_path, load_format, tensors)
+        )
         return self._await_op()
 
     def rollback_weights(self) -> dict[str, Any]:

@@ -22,8 +22,12 @@ def tiny_weights(model_folder: Path, seed: int) -> dict[str, torch.Tensor]:
     return dummy_state_dict(arch, torch.float32, torch.device("cpu"), seed)
 
 
-def write_checkpoint(folder: Path, model_folder: Path, weights: dict[str, torch.Tensor],
-                     config_changes: dict | None = None) -> Path:
+def write_checkpoint(
+    folder: Path,
+    model_folder: Path,
+    weights: dict[str, torch.Tensor],
+    config_changes: dict | None = None,
+) -> Path:
     """`folder` as an HF model folder: the config of `model_folder` (with `config_changes`),
     its tokenizer files and `weights` in model.safetensors."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -212,5 +212,12 @@ class PauseGenerationRequest(StrictModel):
     mode: Literal["abort", "in_place"] = "abort"
 
 
-BODY_MODELS = (ChatCompletionRequest, CompletionRequest, GenerateRequest, AbortRequest,
-               UpdateWeightsFromDiskRequest, UpdateWeightsFromTensorRequest, PauseGenerationRequest)
+BODY_MODELS = (
+    ChatCompletionRequest,
+    CompletionRequest,
+    GenerateRequest,
+    AbortRequest,
+    UpdateWeightsFromDiskRequest,
+    UpdateWeightsFromTensorRequest,
+    PauseGenerationRequest,
+)

@@ -14,8 +14,11 @@ from fastapi import APIRouter, Depends, Request
 from radixgen.runtime.messages import WeightsReq, WeightsResp
 from radixgen.runtime.server.errors import APIError, invalid
 from radixgen.runtime.server.http_common import body_schema, json_body, server_state
-from radixgen.runtime.server.protocol import (PauseGenerationRequest, UpdateWeightsFromDiskRequest,
-                                              UpdateWeightsFromTensorRequest)
+from radixgen.runtime.server.protocol import (
+    PauseGenerationRequest,
+    UpdateWeightsFromDiskRequest,
+    UpdateWeightsFromTensorRequest,
+)
 
 router = APIRouter()
 
@@ -45,35 +48,51 @@ def _version(body: UpdateWeightsFromDiskRequest) -> str | None:
 
 @router.post("/update_weights_from_disk", openapi_extra=body_schema(UpdateWeightsFromDiskRequest))
 async def update_weights_from_disk(
-        request: Request,
-        body: UpdateWeightsFromDiskRequest = Depends(json_body(UpdateWeightsFromDiskRequest))) -> Any:
+    request: Request,
+    body: UpdateWeightsFromDiskRequest = Depends(json_body(UpdateWeightsFromDiskRequest)),
+) -> Any:
     """Load a checkpoint folder as a new weight version beside the serving one, validate it
     (architecture and shapes, no NaN/Inf, the canary) and switch once the running requests
     finished; 400 naming the failed check, with the serving version untouched."""
     version = _version(body)
     aborted = await _abort_all(request) if body.abort_all_requests else 0
-    result = await _run(request, "update", model_path=body.model_path, load_format=body.load_format or "auto",
-                        version=version)
+    result = await _run(
+        request,
+        "update",
+        model_path=body.model_path,
+        load_format=body.load_format or "auto",
+        version=version,
+    )
     return _update_answer(result, aborted)
 
 
-@router.post("/update_weights_from_tensor", openapi_extra=body_schema(UpdateWeightsFromTensorRequest))
+@router.post(
+    "/update_weights_from_tensor", openapi_extra=body_schema(UpdateWeightsFromTensorRequest)
+)
 async def update_weights_from_tensor(
-        request: Request,
-        body: UpdateWeightsFromTensorRequest = Depends(json_body(UpdateWeightsFromTensorRequest))) -> Any:
+    request: Request,
+    body: UpdateWeightsFromTensorRequest = Depends(json_body(UpdateWeightsFromTensorRequest)),
+) -> Any:
     """A new weight version from tensors (every weight, by HF name, as a base64 safetensors file)."""
     try:
         raw = base64.b64decode(body.serialized_named_tensors[0], validate=True)
     except (binascii.Error, ValueError):
-        raise invalid("serialized_named_tensors[0] is not base64", "serialized_named_tensors") from None
+        raise invalid(
+            "serialized_named_tensors[0] is not base64", "serialized_named_tensors"
+        ) from None
     aborted = await _abort_all(request) if body.abort_all_requests else 0
     result = await _run(request, "update", tensors=raw, version=body.weight_version)
     return _update_answer(result, aborted)
 
 
 def _update_answer(result: dict[str, Any], aborted: int) -> dict[str, Any]:
-    return {"success": True, "message": f"serving weight version {result['weight_version']!r}",
-            "num_paused_requests": 0, "num_aborted_requests": aborted, **result}
+    return {
+        "success": True,
+        "message": f"serving weight version {result['weight_version']!r}",
+        "num_paused_requests": 0,
+        "num_aborted_requests": aborted,
+        **result,
+    }
 
 
 @router.post("/rollback_weights")
@@ -81,14 +100,22 @@ async def rollback_weights(request: Request) -> Any:
     """Serve the previous weight version again (a pointer switch once running requests of the
     serving version finished); 400 when there is none."""
     result = await _run(request, "rollback")
-    return {"success": True, "message": f"serving weight version {result['weight_version']!r}", **result}
+    return {
+        "success": True,
+        "message": f"serving weight version {result['weight_version']!r}",
+        **result,
+    }
 
 
 @router.post("/release_standby_weights")
 async def release_standby_weights(request: Request) -> Any:
     """Free the previous weight version's memory; 400 when none is resident."""
     result = await _run(request, "release")
-    return {"success": True, "message": f"released weight version {result['released_version']!r}", **result}
+    return {
+        "success": True,
+        "message": f"released weight version {result['released_version']!r}",
+        **result,
+    }
 
 
 @router.get("/get_weight_version")
@@ -100,7 +127,8 @@ async def get_weight_version(request: Request) -> Any:
 
 @router.post("/pause_generation", openapi_extra=body_schema(PauseGenerationRequest))
 async def pause_generation(
-        request: Request, body: PauseGenerationRequest = Depends(json_body(PauseGenerationRequest))) -> Any:
+    request: Request, body: PauseGenerationRequest = Depends(json_body(PauseGenerationRequest))
+) -> Any:
     """Stop scheduling; `mode` says what happens to the requests in flight."""
     result = await _run(request, "pause", abort=body.mode == "abort")
     return {"success": True, **result}

@@ -29,13 +29,21 @@ class WeightCheckError(ValueError):
 def check_architecture(active: ModelArch, candidate: ModelArch) -> None:
     """The same model class and the same parameter shapes (so KV layout and vocabulary agree)."""
     if candidate.architecture != active.architecture:
-        raise WeightCheckError("architecture", f"the checkpoint is a {candidate.architecture}; "
-                               f"the served model is a {active.architecture}")
+        raise WeightCheckError(
+            "architecture",
+            f"the checkpoint is a {candidate.architecture}; "
+            f"the served model is a {active.architecture}",
+        )
     want, got = param_shapes(active), param_shapes(candidate)
     if want != got:
-        diff = next(name for name in sorted(set(want) | set(got)) if want.get(name) != got.get(name))
-        raise WeightCheckError("shapes", f"{diff}: the served model has shape {want.get(diff)}, "
-                               f"the checkpoint's config gives {got.get(diff)}")
+        diff = next(
+            name for name in sorted(set(want) | set(got)) if want.get(name) != got.get(name)
+        )
+        raise WeightCheckError(
+            "shapes",
+            f"{diff}: the served model has shape {want.get(diff)}, "
+            f"the checkpoint's config gives {got.get(diff)}",
+        )
 
 
 def check_shapes(arch: ModelArch, weights: dict[str, torch.Tensor]) -> None:
@@ -50,8 +58,10 @@ def check_shapes(arch: ModelArch, weights: dict[str, torch.Tensor]) -> None:
                 continue
             raise WeightCheckError("shapes", f"unexpected weight {name}")
         if tuple(tensor.shape) != want[name]:
-            raise WeightCheckError("shapes", f"{name} has shape {tuple(tensor.shape)}; the served "
-                                   f"model's is {want[name]}")
+            raise WeightCheckError(
+                "shapes",
+                f"{name} has shape {tuple(tensor.shape)}; the served model's is {want[name]}",
+            )
 
 
 def check_finite(weights: dict[str, torch.Tensor]) -> None:
@@ -84,12 +94,15 @@ class Canary:
     def check(self, active_entropy: float, candidate_entropy: float) -> None:
         if math.fabs(candidate_entropy - active_entropy) > self.band:
             raise WeightCheckError(
-                "canary", f"mean token entropy {candidate_entropy:.3f} nats on the probe prompts is "
-                f"outside the band of +-{self.band:g} around the active version's {active_entropy:.3f}")
+                "canary",
+                f"mean token entropy {candidate_entropy:.3f} nats on the probe prompts is "
+                f"outside the band of +-{self.band:g} around the active version's {active_entropy:.3f}",
+            )
 
 
-def canary_logits(model, arch: ModelArch, device: torch.device,
-                  prompts: tuple[tuple[int, ...], ...]) -> torch.Tensor:
+def canary_logits(
+    model, arch: ModelArch, device: torch.device, prompts: tuple[tuple[int, ...], ...]
+) -> torch.Tensor:
     """Logits [sum of prompt lengths, vocab] of one extend forward over `prompts`, each on its
     own slots of a pool made for it."""
     lens = [len(p) for p in prompts]
@@ -104,7 +117,10 @@ def canary_logits(model, arch: ModelArch, device: torch.device,
         mode=ForwardMode.EXTEND,
         input_ids=torch.tensor([t for p in prompts for t in p], device=device),
         positions=torch.cat([torch.arange(n) for n in lens]).to(device),
-        out_slots=torch.arange(total, device=device), kv_slots=kv_slots.to(device),
-        seq_lens=lens, extend_lens=lens, logits_indices=torch.arange(total, device=device),
+        out_slots=torch.arange(total, device=device),
+        kv_slots=kv_slots.to(device),
+        seq_lens=lens,
+        extend_lens=lens,
+        logits_indices=torch.arange(total, device=device),
     )
     return model.forward(batch, pool, attn)

@@ -43,7 +43,9 @@ class _Switch:
 
 
 class VersionGate:
-    def __init__(self, weights: WeightManager, on_switch: Callable[[float, str], None] | None = None):
+    def __init__(
+        self, weights: WeightManager, on_switch: Callable[[float, str], None] | None = None
+    ):
         self.weights = weights
         self.held: list[Request] = []  # not yet admitted, waiting for the switch
         self.switch: _Switch | None = None
@@ -63,8 +65,14 @@ class VersionGate:
     def update(self, op_id: str, source: UpdateSource) -> None:
         """Start an update; answered once it is active (or failed)."""
         if self.switch is not None:
-            self._answer_error(op_id, WeightUpdateError("a weight switch is waiting for running requests "
-                                                        "to finish; retry after it", "update_in_progress", 409))
+            self._answer_error(
+                op_id,
+                WeightUpdateError(
+                    "a weight switch is waiting for running requests to finish; retry after it",
+                    "update_in_progress",
+                    409,
+                ),
+            )
             return
         try:
             self.loading[op_id] = self.weights.begin_update(source)
@@ -74,18 +82,32 @@ class VersionGate:
     def rollback(self, op_id: str) -> None:
         """Queue a switch back to the previous version (answered once it serves)."""
         if self.switch is not None:
-            self._answer_error(op_id, WeightUpdateError("a weight switch is already waiting for running "
-                                                        "requests to finish", "update_in_progress", 409))
+            self._answer_error(
+                op_id,
+                WeightUpdateError(
+                    "a weight switch is already waiting for running requests to finish",
+                    "update_in_progress",
+                    409,
+                ),
+            )
         elif self.weights.previous is None:
-            self._answer_error(op_id, WeightUpdateError("no previous weight version to roll back to",
-                                                        "no_previous_version"))
+            self._answer_error(
+                op_id,
+                WeightUpdateError(
+                    "no previous weight version to roll back to", "no_previous_version"
+                ),
+            )
         else:
             self.switch = _Switch(op_id, None)
 
     def release(self, op_id: str) -> None:
         if self.switch is not None and self.switch.update is None:
-            self._answer_error(op_id, WeightUpdateError("a rollback to the standby version is pending",
-                                                        "update_in_progress", 409))
+            self._answer_error(
+                op_id,
+                WeightUpdateError(
+                    "a rollback to the standby version is pending", "update_in_progress", 409
+                ),
+            )
             return
         try:
             released = self.weights.release_standby()
@@ -102,12 +124,16 @@ class VersionGate:
         return answers
 
     # ---- between steps --------------------------------------------------------------------
-    def before_step(self, waiting: list[Request], running: list[Request], chunked: list[Request]) -> None:
+    def before_step(
+        self, waiting: list[Request], running: list[Request], chunked: list[Request]
+    ) -> None:
         """Collect finished loads, hold admissions while a switch waits, switch once drained."""
         self._collect_loads()
         if self.switch is not None:
             self.held.extend(r for r in waiting if not r.started)
-            waiting[:] = [r for r in waiting if r.started]  # retracted: they finish on their version
+            waiting[:] = [
+                r for r in waiting if r.started
+            ]  # retracted: they finish on their version
             if running or chunked or waiting:
                 return
             self._run_switch()
@@ -146,7 +172,18 @@ class VersionGate:
         if self.on_switch is not None:
             self.on_switch(seconds, kind)
         active = self.weights.active
-        self.answers.append(Answer(switch.op_id, {
-            "weight_version": active.version.name, "placement": active.placement,
-            "previous_version": self.weights.previous.version.name if self.weights.previous else None,
-            "drain_s": drain_s, **timings, **self.weights.info()}))
+        self.answers.append(
+            Answer(
+                switch.op_id,
+                {
+                    "weight_version": active.version.name,
+                    "placement": active.placement,
+                    "previous_version": self.weights.previous.version.name
+                    if self.weights.previous
+                    else None,
+                    "drain_s": drain_s,
+                    **timings,
+                    **self.weights.info(),
+                },
+            )
+        )

@@ -23,10 +23,21 @@ from radixgen.runtime.model.arch import ModelArch
 from radixgen.runtime.model.layers import host_staging
 from radixgen.runtime.model.loader import load_state_dict
 from radixgen.runtime.model.registry import build_model
-from radixgen.runtime.weights.checks import (Canary, WeightCheckError, check_architecture,
-                                             check_finite, check_shapes)
-from radixgen.runtime.weights.resident import (DEVICE, PINNED_HOST, ResidentWeights, exchange,
-                                               fits_on_device, pin_weights)
+from radixgen.runtime.weights.checks import (
+    Canary,
+    WeightCheckError,
+    check_architecture,
+    check_finite,
+    check_shapes,
+)
+from radixgen.runtime.weights.resident import (
+    DEVICE,
+    PINNED_HOST,
+    ResidentWeights,
+    exchange,
+    fits_on_device,
+    pin_weights,
+)
 from radixgen.runtime.weights.version import INITIAL_VERSION, WeightVersion, sampled_checksum
 
 logger = logging.getLogger(__name__)
@@ -67,13 +78,15 @@ class Update:
 
 
 class WeightManager:
-    def __init__(self, runner: Any, model_path: Path, load_format: str, canary: Canary,
-                 standby: str = "auto"):
+    def __init__(
+        self, runner: Any, model_path: Path, load_format: str, canary: Canary, standby: str = "auto"
+    ):
         self.runner, self.canary = runner, canary
         self.standby = standby  # auto, device or pinned_host (--weight-standby)
         weights_bytes = runner.weight_bytes
-        initial = WeightVersion(INITIAL_VERSION, str(model_path), load_format, runner.weights_checksum,
-                                weights_bytes)
+        initial = WeightVersion(
+            INITIAL_VERSION, str(model_path), load_format, runner.weights_checksum, weights_bytes
+        )
         self.active = ResidentWeights(initial, runner.model, runner.graphs, DEVICE)
         self.previous: ResidentWeights | None = None
         self.update: Update | None = None
@@ -82,23 +95,31 @@ class WeightManager:
     @property
     def names(self) -> set[str]:
         held = [self.active, self.previous, self.update.ready if self.update else None]
-        return {r.version.name for r in held if r is not None} | ({self.update.name} if self.update else set())
+        return {r.version.name for r in held if r is not None} | (
+            {self.update.name} if self.update else set()
+        )
 
     # ---- update -------------------------------------------------------------------------
     def begin_update(self, source: UpdateSource) -> Update:
         """Start loading `source` on a background thread; refuses at once what it can tell
         without loading (an update in flight: 409; a taken name, a missing path: 400)."""
         if self.update is not None:
-            raise WeightUpdateError(f"an update to {self.update.name!r} is in progress; retry once it "
-                                    "finished", "update_in_progress", status=409)
+            raise WeightUpdateError(
+                f"an update to {self.update.name!r} is in progress; retry once it finished",
+                "update_in_progress",
+                status=409,
+            )
         name = source.name or self._fresh_name()
         if name in self.names:
-            raise WeightUpdateError(f"weight version {name!r} is already loaded; choose another name",
-                                    "version_exists")
+            raise WeightUpdateError(
+                f"weight version {name!r} is already loaded; choose another name", "version_exists"
+            )
         if source.tensors is None:
             _check_path(source)
         self.update = Update(source, name)
-        threading.Thread(target=self._load, args=(self.update,), name="weight-update", daemon=True).start()
+        threading.Thread(
+            target=self._load, args=(self.update,), name="weight-update", daemon=True
+        ).start()
         return self.update
 
     def _fresh_name(self) -> str:
@@ -113,7 +134,9 @@ class WeightManager:
             update.error = WeightUpdateError(str(exc), "weight_check_failed", check=exc.check)
         except Exception as exc:  # noqa: BLE001 - any load failure is answered, never raised
             logger.exception("weight update %s failed", update.name)
-            update.error = WeightUpdateError(f"loading failed: {type(exc).__name__}: {exc}", "load_failed")
+            update.error = WeightUpdateError(
+                f"loading failed: {type(exc).__name__}: {exc}", "load_failed"
+            )
         finally:
             update.done.set()
 
@@ -125,16 +148,30 @@ class WeightManager:
             check_architecture(arch, ModelArch.from_folder(src.model_path))
         placement = self._placement()
         target = runner.device if placement == DEVICE else torch.device("cpu")
-        weights = (_cast(src.tensors, runner.dtype, target) if src.tensors is not None else
-                   load_state_dict(src.model_path, arch, runner.dtype, src.load_format, target,
-                                   seed=_dummy_seed(update.name)))
+        weights = (
+            _cast(src.tensors, runner.dtype, target)
+            if src.tensors is not None
+            else load_state_dict(
+                src.model_path,
+                arch,
+                runner.dtype,
+                src.load_format,
+                target,
+                seed=_dummy_seed(update.name),
+            )
+        )
         update.timings["load_s"] = time.perf_counter() - update.started
         started = time.perf_counter()
         check_shapes(arch, weights)
         check_finite(weights)
         num_bytes = sum(t.numel() * t.element_size() for t in weights.values())
-        version = WeightVersion(update.name, src.model_path or "tensor", src.load_format if src.tensors is None
-                                else "tensor", sampled_checksum(weights), num_bytes)
+        version = WeightVersion(
+            update.name,
+            src.model_path or "tensor",
+            src.load_format if src.tensors is None else "tensor",
+            sampled_checksum(weights),
+            num_bytes,
+        )
         if placement == PINNED_HOST:
             weights = pin_weights(weights)
         resident = ResidentWeights(version, self._build_model(weights, placement), None, placement)
@@ -150,7 +187,9 @@ class WeightManager:
         host memory when asked to, or when the GPU's measured free memory lacks room."""
         if self.runner.device.type != "cuda" or self.standby == DEVICE:
             return DEVICE
-        if self.standby == PINNED_HOST or not fits_on_device(self.runner.device, self.runner.weight_bytes):
+        if self.standby == PINNED_HOST or not fits_on_device(
+            self.runner.device, self.runner.weight_bytes
+        ):
             return PINNED_HOST
         return DEVICE
 
@@ -168,7 +207,9 @@ class WeightManager:
         """The canary on the candidate (where it lives) and, once per version, on the active."""
         arch = self.runner.arch
         if self.active.canary_entropy is None:
-            self.active.canary_entropy = self.canary.entropy(self.active.model, arch, self.runner.device)
+            self.active.canary_entropy = self.canary.entropy(
+                self.active.model, arch, self.runner.device
+            )
         device = self.runner.device if candidate.placement == DEVICE else torch.device("cpu")
         candidate.canary_entropy = self.canary.entropy(candidate.model, arch, device)
         self.canary.check(self.active.canary_entropy, candidate.canary_entropy)
@@ -192,7 +233,9 @@ class WeightManager:
     def rollback(self) -> float:
         """Serve `previous` again; the version serving now becomes the previous one."""
         if self.previous is None:
-            raise WeightUpdateError("no previous weight version to roll back to", "no_previous_version")
+            raise WeightUpdateError(
+                "no previous weight version to roll back to", "no_previous_version"
+            )
         started = time.perf_counter()
         self.previous = self._switch_to(self.previous)
         return time.perf_counter() - started
@@ -219,28 +262,41 @@ class WeightManager:
         return old
 
     def info(self) -> dict[str, Any]:
-        return {"active": self.active.version.info() | {"placement": self.active.placement},
-                "previous": (self.previous.version.info() | {"placement": self.previous.placement}
-                             if self.previous else None),
-                "updating": self.update.name if self.update else None}
+        return {
+            "active": self.active.version.info() | {"placement": self.active.placement},
+            "previous": (
+                self.previous.version.info() | {"placement": self.previous.placement}
+                if self.previous
+                else None
+            ),
+            "updating": self.update.name if self.update else None,
+        }
 
 
 def _check_path(source: UpdateSource) -> None:
     if source.load_format not in LOAD_FORMATS:
-        raise WeightUpdateError(f"load_format must be one of {', '.join(LOAD_FORMATS)}; got "
-                                f"{source.load_format!r}", "invalid_load_format")
+        raise WeightUpdateError(
+            f"load_format must be one of {', '.join(LOAD_FORMATS)}; got {source.load_format!r}",
+            "invalid_load_format",
+        )
     if not source.model_path:
         raise WeightUpdateError("model_path is required", "model_path_not_found")
     path = Path(source.model_path)
     if not path.is_dir():
-        raise WeightUpdateError(f"model_path {source.model_path!r} is not a folder", "model_path_not_found")
+        raise WeightUpdateError(
+            f"model_path {source.model_path!r} is not a folder", "model_path_not_found"
+        )
     if not (path / "config.json").is_file():
         raise WeightUpdateError(f"{source.model_path} has no config.json", "model_path_not_found")
     if source.load_format != "dummy" and not any(path.glob("*.safetensors")):
-        raise WeightUpdateError(f"{source.model_path} has no *.safetensors weights", "model_path_not_found")
+        raise WeightUpdateError(
+            f"{source.model_path} has no *.safetensors weights", "model_path_not_found"
+        )
 
 
-def _cast(tensors: dict[str, torch.Tensor], dtype: torch.dtype, device: torch.device) -> dict[str, torch.Tensor]:
+def _cast(
+    tensors: dict[str, torch.Tensor], dtype: torch.dtype, device: torch.device
+) -> dict[str, torch.Tensor]:
     return {name: t.to(device=device, dtype=dtype) for name, t in tensors.items()}
 
 

@@ -28,14 +28,28 @@ def submit(scheduler: Any, msg: WeightsReq) -> None:
         gate.release(msg.op_id)
     elif msg.op == "pause":
         num = scheduler.pause(abort=msg.abort)
-        gate.answers.append(Answer(msg.op_id, {"num_paused_requests": 0 if msg.abort else num,
-                                               "num_aborted_requests": num if msg.abort else 0}))
+        gate.answers.append(
+            Answer(
+                msg.op_id,
+                {
+                    "num_paused_requests": 0 if msg.abort else num,
+                    "num_aborted_requests": num if msg.abort else 0,
+                },
+            )
+        )
     elif msg.op == "resume":
         scheduler.paused = False
         gate.answers.append(Answer(msg.op_id, {}))
     else:
-        gate.answers.append(Answer(msg.op_id, error=WeightUpdateError(
-            f"unknown weights operation {msg.op!r}; one of {', '.join(OPS)}", "invalid_operation")))
+        gate.answers.append(
+            Answer(
+                msg.op_id,
+                error=WeightUpdateError(
+                    f"unknown weights operation {msg.op!r}; one of {', '.join(OPS)}",
+                    "invalid_operation",
+                ),
+            )
+        )
 
 
 def answers(scheduler: Any) -> list[WeightsResp]:
@@ -47,7 +61,9 @@ def to_resp(answer: Answer) -> WeightsResp:
     err = answer.error
     if err is None:
         return WeightsResp(answer.op_id, result=answer.result)
-    return WeightsResp(answer.op_id, status=err.status, code=err.code, message=err.message, check=err.check)
+    return WeightsResp(
+        answer.op_id, status=err.status, code=err.code, message=err.message, check=err.check
+    )
 
 
 def _source(msg: WeightsReq) -> UpdateSource:
@@ -59,7 +75,9 @@ def _source(msg: WeightsReq) -> UpdateSource:
     try:
         tensors = load(msg.tensors)
     except (SafetensorError, ValueError, OSError) as exc:
-        raise WeightUpdateError(f"the tensors are not a safetensors file: {exc}", "invalid_tensors") from None
+        raise WeightUpdateError(
+            f"the tensors are not a safetensors file: {exc}", "invalid_tensors"
+        ) from None
     if not tensors:
         raise WeightUpdateError("no tensors given", "invalid_tensors")
     return UpdateSource(msg.version, None, "tensor", tensors)

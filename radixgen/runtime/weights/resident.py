@@ -52,8 +52,11 @@ def model_tensors(obj: Any, seen: set[int] | None = None) -> Iterator[torch.Tens
     if id(obj) in seen or not hasattr(obj, "__dict__") or callable(obj) and not _holds_state(obj):
         return
     seen.add(id(obj))
-    values = ([getattr(obj, f.name) for f in dataclasses.fields(obj)] if dataclasses.is_dataclass(obj)
-              else list(vars(obj).values()))
+    values = (
+        [getattr(obj, f.name) for f in dataclasses.fields(obj)]
+        if dataclasses.is_dataclass(obj)
+        else list(vars(obj).values())
+    )
     for value in values:
         yield from model_tensors(value, seen)
 
@@ -69,7 +72,9 @@ def exchange(serving: Any, staged: Any) -> None:
     pairs = list(zip(model_tensors(serving), model_tensors(staged), strict=True))
     for dev, host in pairs:
         if dev.shape != host.shape or dev.dtype != host.dtype:
-            raise ValueError(f"cannot exchange a {dev.shape} {dev.dtype} tensor with {host.shape} {host.dtype}")
+            raise ValueError(
+                f"cannot exchange a {dev.shape} {dev.dtype} tensor with {host.shape} {host.dtype}"
+            )
     for dev, host in pairs:
         incoming = host.to(dev.device, non_blocking=True, copy=True)  # never an alias of host
         host.copy_(dev, non_blocking=True)

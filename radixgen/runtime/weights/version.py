@@ -34,8 +34,14 @@ class WeightVersion:
     loaded_at: float = field(default_factory=time.time)
 
     def info(self) -> dict[str, Any]:
-        return {"name": self.name, "source": self.source, "load_format": self.load_format,
-                "checksum": self.checksum, "num_bytes": self.num_bytes, "loaded_at": self.loaded_at}
+        return {
+            "name": self.name,
+            "source": self.source,
+            "load_format": self.load_format,
+            "checksum": self.checksum,
+            "num_bytes": self.num_bytes,
+            "loaded_at": self.loaded_at,
+        }
 
 
 def sampled_checksum(weights: dict[str, torch.Tensor]) -> str:

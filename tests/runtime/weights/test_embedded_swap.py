@@ -19,8 +19,11 @@ PROMPTS = ["The capital of France is", "def add(a, b):"]
 
 def test_update_and_rollback_on_the_embedded_model(model_path, tmp_path):
     gen = torch.Generator().manual_seed(0)
-    weights = {name: (t.float() * (1 + 0.05 * torch.randn(t.shape, generator=gen))).to(t.dtype)
-               for path in sorted(model_path.glob("*.safetensors")) for name, t in load_file(str(path)).items()}
+    weights = {
+        name: (t.float() * (1 + 0.05 * torch.randn(t.shape, generator=gen))).to(t.dtype)
+        for path in sorted(model_path.glob("*.safetensors"))
+        for name, t in load_file(str(path)).items()
+    }
     folder = write_checkpoint(tmp_path / "perturbed", model_path, weights)
     with Engine(str(folder), max_total_tokens=1024) as fresh:
         reference = [r["output_ids"] for r in fresh.generate(PROMPTS, GREEDY)]

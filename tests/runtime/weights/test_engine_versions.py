@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
+from radixgen.core import SamplingParams
 from radixgen.runtime.engine import Engine
 from radixgen.runtime.messages import GenerateReq
-from radixgen.core import SamplingParams
 from radixgen.runtime.weights.manager import UpdateSource, WeightUpdateError
 from radixgen.runtime.weights.version import sampled_checksum
 from tests.runtime.checkpoints import tiny_weights, write_checkpoint
@@ -42,8 +42,12 @@ def checkpoints(tiny_model_path, tmp_path_factory, v1_weights):
         "nan": write_checkpoint(root / "nan", tiny_model_path, nan),
         "spiky": write_checkpoint(root / "spiky", tiny_model_path, spiky),
         "wide": write_checkpoint(root / "wide", tiny_model_path, wide, {"intermediate_size": 256}),
-        "mistral": write_checkpoint(root / "mistral", tiny_model_path, v1,
-                                    {"architectures": ["MistralForCausalLM"], "model_type": "mistral"}),
+        "mistral": write_checkpoint(
+            root / "mistral",
+            tiny_model_path,
+            v1,
+            {"architectures": ["MistralForCausalLM"], "model_type": "mistral"},
+        ),
     }
 
 
@@ -56,8 +60,10 @@ def reference(checkpoints):
 
 def perturbed_weights(tiny_model_path) -> dict[str, torch.Tensor]:
     weights = tiny_weights(tiny_model_path, seed=7)
-    return {k: v * (LAYER_OUTPUT_SCALE if k.endswith(("down_proj.weight", "o_proj.weight")) else 1.0)
-            for k, v in weights.items()}
+    return {
+        k: v * (LAYER_OUTPUT_SCALE if k.endswith(("down_proj.weight", "o_proj.weight")) else 1.0)
+        for k, v in weights.items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +103,9 @@ def test_update_serves_the_new_checkpoint_and_rollback_the_old(engine, checkpoin
     assert engine.rollback_weights()["weight_version"] == "default"
     again = engine.generate(PROMPTS, GREEDY)
     assert [r["output_ids"] for r in again] == before
-    assert all(r["meta_info"]["cached_tokens"] > 0 for r in again)  # the old version's KV hits again
+    assert all(
+        r["meta_info"]["cached_tokens"] > 0 for r in again
+    )  # the old version's KV hits again
     assert engine.release_standby_weights()["released_version"] == "v1"
     with pytest.raises(WeightUpdateError) as err:
         engine.rollback_weights()
@@ -112,8 +120,10 @@ def test_update_from_named_tensors(engine, v1_weights, reference):
     assert ids_of(engine) == reference
 
 
-@pytest.mark.parametrize("name, check", [("nan", "finite"), ("spiky", "canary"), ("wide", "shapes"),
-                                         ("mistral", "architecture")])
+@pytest.mark.parametrize(
+    "name, check",
+    [("nan", "finite"), ("spiky", "canary"), ("wide", "shapes"), ("mistral", "architecture")],
+)
 def test_a_failed_check_is_named_and_the_active_version_serves_on(engine, checkpoints, name, check):
     before = ids_of(engine)
     with pytest.raises(WeightUpdateError) as err:
@@ -123,10 +133,12 @@ def test_a_failed_check_is_named_and_the_active_version_serves_on(engine, checkp
 
 
 def test_refusals(engine, checkpoints, tmp_path, v1_weights):
-    cases = [(dict(model_path=str(tmp_path / "missing")), "model_path_not_found"),
-             (dict(model_path=str(tmp_path)), "model_path_not_found"),
-             (dict(model_path=str(checkpoints["v1"]), version="default"), "version_exists"),
-             (dict(model_path=str(checkpoints["v1"]), load_format="pickle"), "invalid_load_format")]
+    cases = [
+        (dict(model_path=str(tmp_path / "missing")), "model_path_not_found"),
+        (dict(model_path=str(tmp_path)), "model_path_not_found"),
+        (dict(model_path=str(checkpoints["v1"]), version="default"), "version_exists"),
+        (dict(model_path=str(checkpoints["v1"]), load_format="pickle"), "invalid_load_format"),
+    ]
     for kwargs, code in cases:
         with pytest.raises(WeightUpdateError) as err:
             engine.update_weights(**kwargs)
@@ -145,7 +157,9 @@ def test_a_second_update_while_one_loads_is_409(engine, checkpoints):
     gate.update("first", UpdateSource("a", str(checkpoints["v1"])))
     gate.update("second", UpdateSource("b", str(checkpoints["v1"])))
     answers = gate.take_answers()
-    assert [(a.op_id, a.error.status, a.error.code) for a in answers] == [("second", 409, "update_in_progress")]
+    assert [(a.op_id, a.error.status, a.error.code) for a in answers] == [
+        ("second", 409, "update_in_progress")
+    ]
     while not gate.answers:
         engine.scheduler.step()
     assert gate.take_answers()[0].result["weight_version"] == "a"
@@ -156,17 +170,29 @@ def test_running_requests_finish_on_their_version(engine, checkpoints, reference
     during the drain is held, then runs on the new ones."""
     old = engine.generate(PROMPTS[0], {"max_new_tokens": 40, "temperature": 0, "ignore_eos": True})
     sched, gate = engine.scheduler, engine.scheduler.gate
-    sched.handle(GenerateReq("long", engine.tokenizer.encode(PROMPTS[0], add_special_tokens=False),
-                             SamplingParams(max_new_tokens=40, temperature=0, ignore_eos=True)))
+    sched.handle(
+        GenerateReq(
+            "long",
+            engine.tokenizer.encode(PROMPTS[0], add_special_tokens=False),
+            SamplingParams(max_new_tokens=40, temperature=0, ignore_eos=True),
+        )
+    )
     outs = sched.step() + sched.step()
     gate.update("u", UpdateSource("v1", str(checkpoints["v1"])))
     while gate.loading:
         outs += sched.step()
-    sched.handle(GenerateReq("late", engine.tokenizer.encode(PROMPTS[0], add_special_tokens=False),
-                             SamplingParams(**GREEDY)))
+    sched.handle(
+        GenerateReq(
+            "late",
+            engine.tokenizer.encode(PROMPTS[0], add_special_tokens=False),
+            SamplingParams(**GREEDY),
+        )
+    )
     while sched.has_work:
         outs += sched.step()
-    by_rid = {rid: [t for o in outs if o.rid == rid for t in o.token_ids] for rid in ("long", "late")}
+    by_rid = {
+        rid: [t for o in outs if o.rid == rid for t in o.token_ids] for rid in ("long", "late")
+    }
     assert by_rid["long"] == old["output_ids"]
     assert {o.weight_version for o in outs if o.rid == "long"} == {"default"}
     assert by_rid["late"] == reference[0]

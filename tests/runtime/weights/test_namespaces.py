@@ -11,11 +11,15 @@ from hypothesis import strategies as st
 from radixgen.radix import RadixCache
 from radixgen.runtime.weights.version import CacheNamespace
 
-NAMESPACES = st.builds(CacheNamespace, st.sampled_from(["default", "v1", "v2"]),
-                       st.sampled_from([None, "adapter-a"]))
+NAMESPACES = st.builds(
+    CacheNamespace, st.sampled_from(["default", "v1", "v2"]), st.sampled_from([None, "adapter-a"])
+)
 IDS = st.lists(st.integers(0, 3), min_size=1, max_size=8)  # few tokens: prefixes collide often
-OPS = st.lists(st.tuples(st.sampled_from(["insert", "match", "evict"]), NAMESPACES, IDS),
-               min_size=1, max_size=40)
+OPS = st.lists(
+    st.tuples(st.sampled_from(["insert", "match", "evict"]), NAMESPACES, IDS),
+    min_size=1,
+    max_size=40,
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -33,9 +37,9 @@ def test_no_prefix_is_matched_under_another_namespace(ops, page_size):
         if op == "insert":  # computed KV for the rest, on fresh slots
             new = torch.arange(next_slot, next_slot + len(ids), dtype=torch.int64)
             next_slot += len(ids)
-            slots = torch.cat([match.slots, new[match.length:]])
+            slots = torch.cat([match.slots, new[match.length :]])
             result = cache.insert(ids, slots, namespace)
-            for s in slots[result.prefix_len:result.cached_len].tolist():
+            for s in slots[result.prefix_len : result.cached_len].tolist():
                 owner[s] = namespace
         cache.check_integrity()
     assert set(owner) == {s for root in cache._roots.values() for s in _tree_slots(root)}

@@ -18,8 +18,11 @@ PROBES = ((1, 2, 3, 4), (5, 6))
 
 def plain_model(tiny_model_path, seed: int):
     with host_staging():  # plain tensors (no oneDNN packing), as a pinned-host standby holds
-        return build_model(ModelArch.from_folder(tiny_model_path), tiny_weights(tiny_model_path, seed),
-                           torch.device("cpu"))
+        return build_model(
+            ModelArch.from_folder(tiny_model_path),
+            tiny_weights(tiny_model_path, seed),
+            torch.device("cpu"),
+        )
 
 
 def test_exchange_swaps_weights_in_place(tiny_model_path):
