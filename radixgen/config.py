@@ -51,6 +51,24 @@ class ModelConfig:
         "no model code from the model folder)",
     )
     tp_size: int = option(1, "tensor-parallel degree; only 1 exists (one device per server)")
+    weight_canary_prompts: str = option(
+        "The capital of France is;;def fibonacci(n):;;Once upon a time, there was",
+        "probe prompts (';;'-separated) a new weight version runs before it may serve: its "
+        "logits must be finite and its mean token entropy within --weight-canary-entropy-band "
+        "of the serving version's ('' skips the canary)",
+    )
+    weight_standby: str = option(
+        "auto",
+        "where a new weight version is loaded while the serving one runs: 'device' (a pointer "
+        "switch; needs free GPU memory for a second copy), 'pinned_host' (the switch copies it "
+        "in and the old one out), 'auto': device when measured free memory allows",
+        ("auto", "device", "pinned_host"),
+    )
+    weight_canary_entropy_band: float = option(
+        2.0,
+        "largest difference (nats) between a new weight version's mean token entropy on the probe "
+        "prompts and the serving version's",
+    )
 
     def __post_init__(self) -> None:
         if self.tp_size != 1:
@@ -60,6 +78,8 @@ class ModelConfig:
             )
         if self.context_length is not None and self.context_length < 2:
             raise ValueError("context_length must be >= 2")
+        if not self.weight_canary_entropy_band >= 0:
+            raise ValueError("weight_canary_entropy_band must be >= 0")
 
 
 KV_CHOICES = ("auto", "bf16", "fp16", "fp32", "fp8_e4m3", "nvfp4")

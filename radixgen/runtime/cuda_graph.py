@@ -107,6 +107,12 @@ class DecodeGraphs:
         for bp in batch_sizes or [b for b in BATCH_SIZES if b <= self.max_bs]:
             self._graph(bp, width)
 
+    def prepare_like(self, other: "DecodeGraphs") -> None:
+        """Capture now every (batch, context bucket) graph `other` has (a standby weight
+        version's graphs, captured before it is switched in, so the switch captures nothing)."""
+        for bp, width in list(other.graphs):
+            self._graph(bp, width)
+
     def _graph(self, bp: int, width: int) -> tuple[object, torch.Tensor]:
         """The (graph, logits) of one (padded batch, width), recorded at its first use."""
         if (bp, width) not in self.graphs:
@@ -147,7 +153,9 @@ class DecodeGraphs:
             vocab = self.model.lm_head.shape[0]
             self.logits = torch.empty((self.max_bs, vocab), dtype=torch.float32, device=self.device)
         logits = self.logits[:bp]
-        with torch.cuda.graph(graph, pool=self.mempool):
+        # thread_local: another thread's CUDA calls (a weight version loading, or capturing its
+        # own graphs) must not invalidate this capture
+        with torch.cuda.graph(graph, pool=self.mempool, capture_error_mode="thread_local"):
             logits.copy_(self._forward(bp, width))  # the forward's own output is pool scratch
         self.inputs[:, :bp].copy_(real[0])
         self.out_slots[:bp].copy_(real[1])

@@ -8,6 +8,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
+import torch
+
 from radixgen.config import EngineConfig
 from radixgen.core import SamplingParams
 from radixgen.radix import NoPrefixCache, RadixCache
@@ -21,6 +23,9 @@ from radixgen.runtime.scheduler import Scheduler
 from radixgen.runtime.speculation import Speculator
 from radixgen.runtime.stop_checker import StopChecker
 from radixgen.runtime.warmup import warm_up
+from radixgen.runtime.weights.checks import Canary
+from radixgen.runtime.weights.gate import VersionGate
+from radixgen.runtime.weights.manager import UpdateSource, WeightManager
 from radixgen.speculative import DraftModelDrafter, RadixDrafter, UnionDrafter
 
 
@@ -51,13 +56,33 @@ def build_scheduler(model_path: Path, cfg: EngineConfig, tokenizer: Any) -> Sche
         jump_forward=not cfg.scheduler.disable_jump_forward,
         max_context_len=runner.max_context_len,
     )
+    weights = WeightManager(
+        runner,
+        model_path,
+        cfg.model.load_format,
+        build_canary(cfg, tokenizer),
+        cfg.model.weight_standby,
+    )
     sched = Scheduler(
-        runner, cache, cfg.scheduler, checker, grammar, build_speculator(cfg, runner, grammar)
+        runner,
+        cache,
+        cfg.scheduler,
+        checker,
+        grammar,
+        build_speculator(cfg, runner, grammar),
+        gate=VersionGate(weights),
     )
     warmup = cfg.scheduler.warmup
     if warmup or (warmup is None and runner.device.type == "cuda"):
         warm_up(sched)
     return sched
+
+
+def build_canary(cfg: EngineConfig, tokenizer: Any) -> Canary:
+    """The probe prompts of --weight-canary-prompts as token ids, and the entropy band."""
+    texts = [t for t in cfg.model.weight_canary_prompts.split(";;") if t.strip()]
+    prompts = tuple(tuple(tokenizer.encode(t, add_special_tokens=False)) for t in texts)
+    return Canary(tuple(p for p in prompts if p), cfg.model.weight_canary_entropy_band)
 
 
 def build_speculator(
@@ -114,6 +139,7 @@ class _Pending:
             "cached_tokens": out.cached_tokens,
             "finish_reason": out.finish,
             "e2e_latency": time.perf_counter() - self.start,
+            "weight_version": out.weight_version,
             **(out.spec.meta_info() if out.spec else {}),
         }
         if self.params.return_logprob or self.params.top_logprobs_num:
@@ -184,6 +210,55 @@ class Engine:
                 yield {"index": index, "delta": delta, **p.result()}
             if open_rids:
                 outputs = self.scheduler.step()
+
+    def update_weights(
+        self,
+        model_path: str | None = None,
+        named_tensors: dict[str, torch.Tensor] | None = None,
+        load_format: str = "auto",
+        version: str | None = None,
+    ) -> dict[str, Any]:
+        """Load a new weight version from a folder or from named tensors (HF names, every
+        weight of the model), validate it and make it serve; blocks until it serves. Raises
+        WeightUpdateError (the check that failed, or why it was refused)."""
+        if (model_path is None) == (named_tensors is None):
+            raise ValueError("give exactly one of model_path or named_tensors")
+        tensors = None
+        if named_tensors is not None:
+            tensors = {name: t.detach().contiguous() for name, t in named_tensors.items()}
+        self.scheduler.gate.update(
+            "engine", UpdateSource(version, model_path, load_format, tensors)
+        )
+        return self._await_op()
+
+    def rollback_weights(self) -> dict[str, Any]:
+        """Serve the previous weight version again (it stays resident until released)."""
+        self.scheduler.gate.rollback("engine")
+        return self._await_op()
+
+    def release_standby_weights(self) -> dict[str, Any]:
+        """Free the previous weight version (rollback is then impossible)."""
+        self.scheduler.gate.release("engine")
+        return self._await_op()
+
+    @property
+    def weight_version(self) -> str:
+        return self.scheduler.gate.weights.active.version.name
+
+    def _await_op(self) -> dict[str, Any]:
+        """Step the scheduler (requests in flight go on, their outputs kept for their streams)
+        until the weights operation is answered."""
+        kept: list[TokenOut] = []
+        while True:
+            answers = self.scheduler.gate.take_answers()
+            if answers:
+                self.scheduler.outputs = kept + self.scheduler.outputs
+                if answers[0].error is not None:
+                    raise answers[0].error
+                return answers[0].result
+            kept.extend(self.scheduler.step())
+            if not (self.scheduler.running or self.scheduler.chunked):
+                time.sleep(0.002)  # only a load in flight: leave the GIL to its thread
 
     def shutdown(self) -> None:
         if self.scheduler is not None and self.scheduler.grammar is not None:

@@ -14,7 +14,7 @@ class GenerateReq(msgspec.Struct, frozen=True, tag=True):
     rid: str
     input_ids: list[int]
     params: SamplingParams
-    namespace: str | None = None
+    adapter: str | None = None  # the LoRA adapter's cache key (None: the base model)
 
 
 class AbortReq(msgspec.Struct, frozen=True, tag=True):
@@ -44,6 +44,7 @@ class TokenOut(msgspec.Struct, frozen=True):
     input_top_logprobs: list[list[tuple[int, float]] | None] | None = None  # the same positions
     spec: "SpecCounts | None" = None  # speculative decoding, on the finishing message
     times: "ReqTimes | None" = None  # once, on the first message after the prompt's prefill
+    weight_version: str | None = None  # the version every token of the request comes from
 
 
 class ReqTimes(msgspec.Struct, frozen=True):
@@ -87,7 +88,21 @@ class CompileReq(msgspec.Struct, frozen=True, tag=True):
     constraint: Constraint
 
 
-ToSchedulerProcess = Union[GenerateReq, AbortReq, FlushCacheReq, GetInfoReq, CompileReq]
+class WeightsReq(msgspec.Struct, frozen=True, tag=True):
+    """A weight-version operation (answered by WeightsResp with the same op_id): `update` from a
+    folder (`model_path`) or from safetensors bytes (`tensors`), `rollback`, `release` (the
+    standby version), `pause` (`abort`: finish the requests in flight with abort) or `resume`."""
+
+    op_id: str
+    op: str
+    model_path: str | None = None
+    load_format: str = "auto"
+    version: str | None = None
+    tensors: bytes | None = None
+    abort: bool = False
+
+
+ToSchedulerProcess = Union[GenerateReq, AbortReq, FlushCacheReq, GetInfoReq, CompileReq, WeightsReq]
 
 
 # ---- scheduler process -> detokenizer process -----------------------------------------------
@@ -122,6 +137,7 @@ class TextOut(msgspec.Struct, frozen=True):
     input_top_logprobs: list[list[tuple[int, float]] | None] | None = None
     spec: SpecCounts | None = None
     times: ReqTimes | None = None
+    weight_version: str | None = None
 
 
 class TextBatch(msgspec.Struct, frozen=True, tag=True):
@@ -134,6 +150,7 @@ class SchedulerReady(msgspec.Struct, frozen=True, tag=True):
     max_context_len: int
     num_slots: int
     vocab_size: int
+    weight_version: str = "default"
 
 
 class SchedulerFailed(msgspec.Struct, frozen=True, tag=True):
@@ -150,4 +167,18 @@ class InfoResp(msgspec.Struct, frozen=True, tag=True):
     stats: dict[str, Any]
 
 
-ToFrontend = Union[TextBatch, SchedulerReady, SchedulerFailed, FlushCacheResp, InfoResp]
+class WeightsResp(msgspec.Struct, frozen=True, tag=True):
+    """The answer to WeightsReq `op_id`: `result` on success, else an HTTP status, an error
+    code, a message and, for a failed validation, the check's name."""
+
+    op_id: str
+    result: dict[str, Any] | None = None
+    status: int = 200
+    code: str | None = None
+    message: str | None = None
+    check: str | None = None
+
+
+ToFrontend = Union[
+    TextBatch, SchedulerReady, SchedulerFailed, FlushCacheResp, InfoResp, WeightsResp
+]

@@ -22,6 +22,7 @@ from radixgen.runtime.model.arch import ModelArch
 from radixgen.runtime.model.loader import load_state_dict, resolve_dtype
 from radixgen.runtime.model.registry import build_model
 from radixgen.runtime.request import Request
+from radixgen.runtime.weights.version import sampled_checksum
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ class ModelRunner:
         self.weight_bytes = weight_bytes = sum(
             t.numel() * t.element_size() for t in weights.values()
         )
+        self.weights_checksum = sampled_checksum(weights)
         self.model = build_model(self.arch, weights, self.device)
         a = self.arch
         self.kv_dtypes = resolve_kv_dtypes(cache_cfg)  # (prefix, branch)
@@ -83,6 +85,7 @@ class ModelRunner:
         self.attn = make_attention(
             model_cfg.attention_backend, a.num_heads, a.num_kv_heads, a.head_dim, self.device
         )
+        self.model_cfg, self.max_running_requests = model_cfg, max_running_requests
         self.graphs = self._decode_graphs(model_cfg, max_running_requests)
         logger.info(
             "weights: %.1f MB %s on %s; context %d tokens",
@@ -147,6 +150,23 @@ class ModelRunner:
             self.table,
             self.device,
             min(cfg.cuda_graph_max_bs, max_running_requests),
+        )
+
+    def standby_graphs(self, model) -> DecodeGraphs:
+        """Decode graphs for another weight version's `model` over the same KV pool and table,
+        with their own input buffers, graph pool and attention backend (so they can be captured
+        on another thread while this runner's graphs replay)."""
+        a, cfg = self.arch, self.model_cfg
+        attn = make_attention(
+            cfg.attention_backend, a.num_heads, a.num_kv_heads, a.head_dim, self.device
+        )
+        return DecodeGraphs(
+            model,
+            self.pool,
+            attn,
+            self.table,
+            self.device,
+            min(cfg.cuda_graph_max_bs, self.max_running_requests),
         )
 
     def move_kv(self, src: torch.Tensor, dst: torch.Tensor) -> None:

@@ -35,6 +35,7 @@ from radixgen.runtime.schedule_policy import PrefillPlan
 from radixgen.runtime.score_group import ScoreGroup
 from radixgen.runtime.speculation import Draft, Speculator
 from radixgen.runtime.stop_checker import StopChecker
+from radixgen.runtime.weights.gate import VersionGate
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +49,11 @@ class Scheduler:
         stop_checker: StopChecker,
         grammar: GrammarBackend | None = None,
         speculator: Speculator | None = None,
+        *,
+        gate: VersionGate,
     ):
         self.runner, self.cfg, self.stop_checker = runner, cfg, stop_checker
+        self.gate = gate  # weight versions: namespaces, held admissions and switches
         self.grammar = grammar  # None: constrained requests are refused
         self.spec = speculator  # None: one token per request and step
         self.cache = cache
@@ -72,6 +76,7 @@ class Scheduler:
             self.num_demoted
         ) = 0
         self.num_cached_by_tier = [0, 0]
+        self.paused = False  # /pause_generation: no step runs until /continue_generation
 
     @property
     def chunk_size(self) -> int:
@@ -94,7 +99,13 @@ class Scheduler:
         gen = torch.Generator().manual_seed(
             msg.params.seed if msg.params.seed is not None else random.getrandbits(63)
         )
-        req = Request(msg.rid, list(msg.input_ids), msg.params, msg.namespace, generator=gen)
+        req = Request(
+            msg.rid,
+            list(msg.input_ids),
+            msg.params,
+            self.gate.namespace(msg.adapter),
+            generator=gen,
+        )
         error = self._validate(req)
         if error:
             self._finish(req, FinishReason("abort", message=error))
@@ -127,7 +138,7 @@ class Scheduler:
         if compiling is not None:
             self._finish(compiling, FinishReason("abort", message="aborted by the client"))
             return
-        for queue in (self.waiting, self.chunked, self.running):
+        for queue in (self.waiting, self.chunked, self.running, self.gate.held):
             for req in queue:
                 if req.rid == rid:
                     queue.remove(req)
@@ -138,23 +149,45 @@ class Scheduler:
 
     def flush_cache(self) -> bool:
         """Drop every cached prefix; refused (False) while requests are in flight."""
-        if self.waiting or self.running or self.chunked:
+        if self.waiting or self.running or self.chunked or self.gate.held:
             return False
         self.cache.reset()
         return True
 
     @property
     def has_work(self) -> bool:
+        if self.paused:  # only a load to collect, or a switch with nothing left to drain
+            return bool(
+                self.gate.loading or (self.gate.switch and not self.running and not self.chunked)
+            )
         return bool(
-            self.waiting or self.running or self.chunked or (self.grammar and self.grammar.pending)
+            self.waiting
+            or self.running
+            or self.chunked
+            or self.gate.busy
+            or (self.grammar and self.grammar.pending)
         )
+
+    def pause(self, abort: bool) -> int:
+        """Stop stepping (requests keep their state); with `abort`, every request in flight
+        finishes with `abort` first. Returns how many requests were in flight."""
+        reqs = [*self.waiting, *self.chunked, *self.running, *self.gate.held]
+        if abort:
+            for req in reqs:
+                self._abort(req.rid)
+        self.paused = True
+        return len(reqs)
 
     # ---- one step ---------------------------------------------------------------------------
     def step(self) -> list[TokenOut]:
         """Run one forward: the admitted prefill chunks together with a decode token of every
         running request (a mixed batch, so decoding never stalls behind prefill), and return
         the outputs produced since the last step."""
+        if self.paused:
+            self.gate.before_step(self.waiting, self.running, self.chunked)
+            return self._take_outputs()
         self._admit_compiled()
+        self.gate.before_step(self.waiting, self.running, self.chunked)
         plan = self.planner.plan(self.waiting, self.running, self.chunked)
         drafts = self.spec.draft(self.running) if self.spec is not None and self.running else []
         dec_reqs, dec_slots, drafts, tree_slots = self._alloc_decode(drafts)
@@ -195,9 +228,7 @@ class Scheduler:
             )
         if plan.groups:
             self._after_scoring(plan.groups, group_slots, logits[n + d + n_extra + n_verify :])
-        if (
-            self.planner.planned_long_tokens
-        ):  # sampling read the logits back: the device's time is in
+        if self.planner.planned_long_tokens:  # sampling read the logits back: device time is in
             self.planner.observe_step(time.perf_counter() - started)
         self.num_demoted += self.kv.demote(
             self.running
@@ -464,6 +495,7 @@ class Scheduler:
                 input_top_logprobs=input_top,
                 spec=spec,
                 times=self._times_once(req),
+                weight_version=req.namespace.weight_version,
             )
         )
 

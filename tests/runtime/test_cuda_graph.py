@@ -92,7 +92,10 @@ def _decode_logits_both_ways(engine, runner, graphs, seed=1):
     prompts = _prompts(3, seed=seed)
     engine.generate(input_ids=prompts, sampling_params={"max_new_tokens": 1, "temperature": 0})
     rows = [runner.table.alloc_row() for _ in prompts]
-    cached = [engine.scheduler.cache.match_prefix(p).slots for p in prompts]
+    cached = [
+        engine.scheduler.cache.match_prefix(p, engine.scheduler.gate.namespace(None)).slots
+        for p in prompts
+    ]
     for row, slots in zip(rows, cached):
         runner.table.write(row, 0, slots)
     lens = [len(s) for s in cached]

@@ -83,7 +83,10 @@ def test_cuda_default_mixed_kv_with_branch_window(tiny_model_path):
     cache, runner = sched.cache, sched.runner
     for tier, capacity in enumerate(runner.capacity):
         assert runner.allocator.num_free(tier) + cache.total_size(tier) == capacity
-    tiers = (cache.match_prefix(prompts[0] + outs[0]).slots >= runner.capacity[0]).tolist()
+    tiers = (
+        cache.match_prefix(prompts[0] + outs[0], sched.gate.namespace(None)).slots
+        >= runner.capacity[0]
+    ).tolist()
     assert not any(tiers[: 30 + 4]) and not any(tiers[-16:]) and all(tiers[30 + 4 : 30 + 48 - 24])
     again = engine.generate(
         input_ids=prompts[0] + outs[0] + [7, 8], sampling_params={**params, "max_new_tokens": 4}

@@ -42,7 +42,7 @@ def test_second_turn_reuses_the_generated_branch(tiny_model_path):
     second = eng.generate(input_ids=turn2, sampling_params=GREEDY)
     assert second["meta_info"]["cached_tokens"] == len(turn1) + len(out1) - 1
     # the path through the tree alternates precisions: prompt, branch, then the new user turn
-    slots = cache.match_prefix(turn2).slots
+    slots = cache.match_prefix(turn2, eng.scheduler.gate.namespace(None)).slots
     tiers = (slots >= boundary).to(torch.int64).tolist()
     n1 = len(turn1)
     assert tiers[:n1] == [0] * n1 and set(tiers[n1 : n1 + len(out1) - 1]) == {1}
@@ -68,7 +68,11 @@ def test_branch_window_keeps_first_and_newest_tokens_in_the_prefix_pool(tiny_mod
     out = eng.generate(input_ids=prompt, sampling_params={**GREEDY, "max_new_tokens": 48})[
         "output_ids"
     ]
-    tiers = (cache.match_prefix(prompt + out).slots >= boundary).to(torch.int64).tolist()
+    tiers = (
+        (cache.match_prefix(prompt + out, sched.gate.namespace(None)).slots >= boundary)
+        .to(torch.int64)
+        .tolist()
+    )
     gen = tiers[len(prompt) :]  # the 47 generated tokens with KV (the last one has none)
     assert tiers[: len(prompt)] == [0] * len(prompt) and gen[:4] == [0] * 4
     assert gen[-16:] == [0] * 16 and set(gen[4 : 48 - 16 - DEMOTE_BATCH]) == {1}

@@ -88,9 +88,14 @@ def test_scoring_prompt_skips_its_last_token_a_pin_does_not(tiny_model_path):
     prompt, pinned = list(range(1000, 1010)), list(range(2000, 2010))
     first = engine.generate(input_ids=prompt, sampling_params=scoring)
     assert len(first["meta_info"]["input_token_logprobs"]) == len(prompt)
-    assert engine.scheduler.cache.match_prefix(prompt, None).length == len(prompt) - 1
+    assert (
+        engine.scheduler.cache.match_prefix(prompt, engine.scheduler.gate.namespace(None)).length
+        == len(prompt) - 1
+    )
     engine.generate(input_ids=pinned, sampling_params={"max_new_tokens": 0})
-    assert engine.scheduler.cache.match_prefix(pinned, None).length == len(pinned)
+    assert engine.scheduler.cache.match_prefix(
+        pinned, engine.scheduler.gate.namespace(None)
+    ).length == len(pinned)
     for ids, cached in ((prompt, len(prompt) - 1), (pinned, len(pinned))):
         again = engine.generate(input_ids=ids + [5], sampling_params={"max_new_tokens": 1})
         assert again["meta_info"]["cached_tokens"] == cached

@@ -72,7 +72,7 @@ def test_scoring_batch_is_one_forward_equal_to_one_at_a_time(tiny_model_path, kv
         4 + r for r in reused
     ]
     for ids in prompts:  # every member's tokens but its last are cached, the trunk once
-        assert sched.cache.match_prefix(ids, None).length == len(ids) - 1
+        assert sched.cache.match_prefix(ids, sched.gate.namespace(None)).length == len(ids) - 1
     assert sched.cache.total_size() == len(PREFIX) + 3  # trunk + trie nodes 7, 8, 10
     assert sched.runner.allocator.num_free() + sched.cache.total_size() == sched.runner.num_slots
     grouped = [outs[str(i)].input_logprobs for i in range(len(prompts))]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +24,12 @@ def prepare_weight(weight: torch.Tensor) -> torch.Tensor:
     """The form `linear` runs fastest with. On the CPU: oneDNN's pre-packed (blocked) layout,
     which measured 1.3-1.6x the plain oneDNN GEMM and ~2x the default BLAS at decode batch
     sizes here (docs/benchmarks-history.md). Elsewhere: the weight itself."""
-    if weight.device.type == "cpu" and weight.dtype in _ONEDNN_DTYPES and _ONEDNN:
+    if (
+        weight.device.type == "cpu"
+        and weight.dtype in _ONEDNN_DTYPES
+        and _ONEDNN
+        and _PACK_CPU.get()
+    ):
         try:
             return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), _PACK_BATCH_HINT)
         except RuntimeError:  # e.g. bf16 on a CPU without AVX-512 BF16 / AVX-NE-CONVERT
@@ -38,6 +45,21 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
 
 _ONEDNN = torch.backends.mkldnn.is_available()
+# off inside `host_staging()`: weights built on the host as a copy for a GPU keep their layout
+_PACK_CPU: contextvars.ContextVar[bool] = contextvars.ContextVar("pack_cpu_weights", default=True)
+
+
+@contextlib.contextmanager
+def host_staging():
+    """Build weights in host memory as a staging copy for a GPU: `prepare_weight` leaves them
+    plain, so they can be copied into a device model's tensors. Per thread (a ContextVar)."""
+    token = _PACK_CPU.set(False)
+    try:
+        yield
+    finally:
+        _PACK_CPU.reset(token)
+
+
 _ONEDNN_DTYPES = (torch.float32, torch.bfloat16)
 _PACK_BATCH_HINT = 128  # oneDNN picks its blocking for this many rows; any row count works
 

@@ -18,6 +18,7 @@ from radixgen.runtime.server import (
     openai_chat,
     openai_common,
     openai_completions,
+    weights_api,
 )
 from radixgen.runtime.server.errors import body_too_large, error_body, install_handlers
 from radixgen.runtime.server.http_common import ServerState, version
@@ -32,7 +33,14 @@ def build_app(state: ServerState) -> FastAPI:
     app = FastAPI(title="radixgen", version=version())
     app.state.server = state
     install_handlers(app)
-    for module in (native_api, openai_common, openai_chat, openai_completions, metrics):
+    for module in (
+        native_api,
+        openai_common,
+        openai_chat,
+        openai_completions,
+        metrics,
+        weights_api,
+    ):
         app.include_router(module.router)
     app.openapi = lambda: _openapi_with_bodies(app)
     app.add_middleware(BodyLimitMiddleware, limit=state.server_cfg.max_request_bytes)

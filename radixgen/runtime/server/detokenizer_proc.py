@@ -82,6 +82,7 @@ class DetokenizerProcess:
             input_top_logprobs=out.input_top_logprobs,
             spec=out.spec,
             times=out.times,
+            weight_version=out.weight_version,
         )
 
 

@@ -7,9 +7,12 @@ rate(prompt_tokens_total)`), TTFT, inter-token and end-to-end latencies, and TTF
 queue (arrival → admitted into a batch), prefill (admitted → the prompt's prefill forward
 returned) and first decode (→ the first token reached this process: sampling, grammar mask,
 detokenizer), from the timestamps the scheduler sends once per request (`ReqTimes`). They carry
-`model_name`, `weight_version` and `adapter` labels; the last two are one constant value each
-until weight updates and adapters exist. Scheduler gauges and counters come from
-`scheduler_metrics`. With a tracer, every request is also one OpenTelemetry span."""
+`model_name`, `weight_version` (the version the request ran on, from its first output) and
+`adapter` labels (one constant value until adapters exist). Weight switches are histograms of
+their phases (`weight_swap_duration_seconds` by `phase`: load, validate, drain, activate)
+and of rollbacks (`weight_rollback_duration_seconds`: the switch itself). Scheduler gauges and
+counters come from `scheduler_metrics`. With a tracer, every request is also one OpenTelemetry
+span."""
 
 from __future__ import annotations
 
@@ -109,6 +112,27 @@ STAGE_BUCKETS = (
     200,
     500,
 )
+SWITCH_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+    120,
+    300,
+    600,
+)
+SWAP_PHASES = ("load", "validate", "drain", "activate")
 
 
 @dataclass
@@ -172,6 +196,25 @@ class ServerMetrics:
             "first token's arrival (sampling, grammar mask, detokenizer)",
             STAGE_BUCKETS,
         )
+        self.swap_time = Histogram(
+            PREFIX + "weight_swap_duration_seconds",
+            "a weight update's phases: load, "
+            "validate (shapes, NaN/Inf, canary), drain (running requests of the old "
+            "version finishing), activate (the switch)",
+            ("model_name", "phase"),
+            registry=self.registry,
+            buckets=SWITCH_BUCKETS,
+        )
+        self.rollback_time = Histogram(
+            PREFIX + "weight_rollback_duration_seconds",
+            "a rollback's switch to the previous weight version",
+            ("model_name",),
+            registry=self.registry,
+            buckets=SWITCH_BUCKETS,
+        )
+        for phase in SWAP_PHASES:
+            self.swap_time.labels(model_name, phase)
+        self.rollback_time.labels(model_name)
         self._timings: dict[str, _Timing] = {}
         for metric in (
             self.prompt_tokens,
@@ -199,11 +242,19 @@ class ServerMetrics:
     def _child(self, metric: Any, timing: _Timing) -> Any:
         return metric.labels(*timing.labels)
 
-    def on_submit(self, rid: str, prompt_tokens: int, arrival: float | None = None) -> None:
-        """A request was sent to the scheduler; `arrival` (perf_counter) defaults to now."""
+    def on_submit(
+        self,
+        rid: str,
+        prompt_tokens: int,
+        arrival: float | None = None,
+        weight_version: str = WEIGHT_VERSION,
+    ) -> None:
+        """A request was sent to the scheduler; `arrival` (perf_counter) defaults to now;
+        `weight_version` is the serving one (its outputs tell the one it ran on)."""
         now = time.perf_counter()
         arrival = now if arrival is None else arrival
-        timing = _Timing(arrival, time.time() - (now - arrival), prompt_tokens, self._labels)
+        labels = (self.model_name, weight_version, ADAPTER)
+        timing = _Timing(arrival, time.time() - (now - arrival), prompt_tokens, labels)
         self._timings[rid] = timing
         if self.tracer is not None:
             self.tracer.start(rid, timing.arrival_wall, prompt_tokens)
@@ -217,6 +268,8 @@ class ServerMetrics:
             return
         now = time.perf_counter()
         timing.cached_tokens = out.cached_tokens
+        if out.weight_version is not None and out.weight_version != timing.labels[1]:
+            timing.labels = (self.model_name, out.weight_version, ADAPTER)
         if out.times is not None:
             timing.times = out.times
         if out.token_ids:
@@ -247,6 +300,15 @@ class ServerMetrics:
         self._child(self.first_decode_time, timing).observe(
             max(first_token_wall - times.prefilled, 0.0)
         )
+
+    def on_weight_switch(self, result: dict[str, Any]) -> None:
+        """A weight update or rollback completed (its answer's timings)."""
+        if "rollback_s" in result:
+            self.rollback_time.labels(self.model_name).observe(result["rollback_s"])
+            return
+        for phase in SWAP_PHASES:
+            if f"{phase}_s" in result:
+                self.swap_time.labels(self.model_name, phase).observe(result[f"{phase}_s"])
 
     def on_drop(self, rid: str) -> None:
         """The request's client left (it was aborted without a finish message)."""

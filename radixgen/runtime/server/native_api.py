@@ -122,6 +122,7 @@ async def get_model_info(request: Request) -> Any:
         "max_context_length": limits.max_context_len,
         "vocab_size": limits.vocab_size,
         "max_total_tokens": limits.num_slots,
+        "weight_version": st.tm.weight_version,
     }
 
 

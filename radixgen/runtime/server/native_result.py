@@ -48,6 +48,7 @@ def native_result(s: ReqState, fmt: LogprobFormat, output_from: int = 0) -> dict
         "cached_tokens": s.cached_tokens,
         "finish_reason": sglang_finish_reason(s.finish, s.completion_tokens),
         "e2e_latency": s.e2e_latency,
+        "weight_version": s.weight_version,
         **(s.spec.meta_info() if s.spec else {}),
     }
     p = s.params

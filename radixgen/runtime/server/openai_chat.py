@@ -30,6 +30,7 @@ from radixgen.runtime.server.openai_common import (
     check_common,
     field_constraint,
     finish_reason,
+    response_metadata,
     sampling_dict,
     usage,
 )
@@ -101,7 +102,13 @@ async def chat_completions(
                 "finish_reason": reason,
             }
         )
-    return {**head, "object": "chat.completion", "choices": choices, "usage": usage(states, body.n)}
+    return {
+        **head,
+        "object": "chat.completion",
+        "choices": choices,
+        "usage": usage(states, body.n),
+        "metadata": response_metadata(states),
+    }
 
 
 def _constraint(

@@ -46,6 +46,7 @@ async def list_models(request: Request) -> Any:
                 "owned_by": "radixgen",
                 "root": str(st.model_path),
                 "max_model_len": st.tm.limits.max_context_len,
+                "weight_version": st.tm.weight_version,
             }
         ],
     }
@@ -128,6 +129,11 @@ def usage(states: list[ReqState], n: int) -> dict[str, Any]:
         "total_tokens": prompt + completion,
         "prompt_tokens_details": {"cached_tokens": cached},
     }
+
+
+def response_metadata(states: list[ReqState]) -> dict[str, Any]:
+    """SGLang's `metadata` of a non-streamed response: the weight version of its first choice."""
+    return {"weight_version": states[0].weight_version if states else None}
 
 
 def finish_reason(state: ReqState) -> str | None:

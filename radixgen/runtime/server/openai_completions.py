@@ -28,6 +28,7 @@ from radixgen.runtime.server.openai_common import (
     check_common,
     field_constraint,
     finish_reason,
+    response_metadata,
     sampling_dict,
     usage,
 )
@@ -81,7 +82,12 @@ async def completions(
         }
         for s in states
     ]
-    return {**head, "choices": choices, "usage": usage(states, body.n)}
+    return {
+        **head,
+        "choices": choices,
+        "usage": usage(states, body.n),
+        "metadata": response_metadata(states),
+    }
 
 
 def _check_completion(st: ServerState, body: CompletionRequest) -> None:

@@ -183,4 +183,42 @@ class AbortRequest(StrictModel):
     rid: str
 
 
-BODY_MODELS = (ChatCompletionRequest, CompletionRequest, GenerateRequest, AbortRequest)
+class UpdateWeightsFromDiskRequest(StrictModel):
+    """SGLang's body; `version` is accepted as another name of `weight_version`. `flush_cache`
+    is accepted and has no effect: KV of each version stays in its own namespace."""
+
+    model_path: str
+    load_format: Optional[Literal["auto", "safetensors", "dummy"]] = None
+    weight_version: Optional[str] = Field(None, min_length=1, max_length=128)
+    version: Optional[str] = Field(None, min_length=1, max_length=128)
+    abort_all_requests: bool = False
+    flush_cache: bool = True
+
+
+class UpdateWeightsFromTensorRequest(StrictModel):
+    """SGLang's shape, with one entry per tensor-parallel rank (one here): base64 of a
+    safetensors file holding every weight by its HF name (never a pickle)."""
+
+    serialized_named_tensors: list[str] = Field(min_length=1, max_length=1)
+    load_format: Optional[str] = None
+    weight_version: Optional[str] = Field(None, min_length=1, max_length=128)
+    abort_all_requests: bool = False
+    flush_cache: bool = True
+
+
+class PauseGenerationRequest(StrictModel):
+    """`abort`: requests in flight finish with abort (SGLang's default); `in_place`: they keep
+    their state and go on after /continue_generation."""
+
+    mode: Literal["abort", "in_place"] = "abort"
+
+
+BODY_MODELS = (
+    ChatCompletionRequest,
+    CompletionRequest,
+    GenerateRequest,
+    AbortRequest,
+    UpdateWeightsFromDiskRequest,
+    UpdateWeightsFromTensorRequest,
+    PauseGenerationRequest,
+)

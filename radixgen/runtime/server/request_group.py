@@ -38,6 +38,7 @@ class ReqState:
     e2e_latency: float = 0.0
     submitted: bool = False
     spec: SpecCounts | None = None
+    weight_version: str | None = None
 
     def apply(self, out: TextOut) -> None:
         self.text += out.text
@@ -49,6 +50,7 @@ class ReqState:
             self.input_top_logprobs = out.input_top_logprobs
         self.prompt_tokens, self.cached_tokens = out.prompt_tokens, out.cached_tokens
         self.completion_tokens = out.completion_tokens
+        self.weight_version = out.weight_version or self.weight_version
         if out.spec is not None:
             self.spec = out.spec
         if out.finish is not None:

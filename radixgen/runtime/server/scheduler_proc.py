@@ -32,6 +32,7 @@ from radixgen.runtime.messages import (
     ToFrontend,
     TokenBatch,
     ToSchedulerProcess,
+    WeightsReq,
 )
 from radixgen.runtime.scheduler import Scheduler
 from radixgen.runtime.server.ipc import (
@@ -42,10 +43,12 @@ from radixgen.runtime.server.ipc import (
     push_socket,
     setup_child,
 )
+from radixgen.runtime.weights import ops
 
 logger = logging.getLogger(__name__)
 
 IDLE_POLL_MS = 500
+LOADING_POLL_MS = 5  # nothing to run but a weight load in flight: wait this long between checks
 
 
 class SchedulerProcess:
@@ -66,12 +69,17 @@ class SchedulerProcess:
         """Serve until the parent goes away (or SIGTERM raises SystemExit)."""
         while self.parent.parent_alive():
             self._drain()
-            if self.scheduler.has_work or self.scheduler.outputs:
-                outs = self.scheduler.step()
+            s = self.scheduler
+            if s.has_work or s.outputs:
+                outs = s.step()
                 if outs:
                     self.to_detok.send(self.detok_codec.encode(TokenBatch(outs)))
+                if not (outs or s.running or s.chunked or s.waiting):
+                    self.inbox.poll(LOADING_POLL_MS)  # leave the GIL to the loader thread
             else:
                 self.inbox.poll(IDLE_POLL_MS)  # wakes at once when a message arrives
+            for resp in ops.answers(s):  # weight operations complete between steps
+                self._reply(resp)
 
     def _drain(self) -> None:
         while True:
@@ -98,6 +106,8 @@ class SchedulerProcess:
                 "num_abort_requests": self.num_abort_requests,
             }
             self._reply(InfoResp(stats=stats))
+        elif isinstance(msg, WeightsReq):
+            ops.submit(self.scheduler, msg)
         elif isinstance(msg, CompileReq):
             if self.scheduler.grammar is not None:  # (else constrained requests are refused)
                 self.scheduler.grammar.prefetch(msg.constraint)
@@ -115,7 +125,7 @@ def scheduler_stats(s: Scheduler) -> dict[str, Any]:
     free = s.runner.allocator.num_free()
     prompt = s.num_prompt_tokens
     return {
-        "num_waiting_reqs": len(s.waiting),
+        "num_waiting_reqs": len(s.waiting) + len(s.gate.held),
         "num_running_reqs": len(s.running),
         "num_grammar_queue_reqs": len(s.grammar.pending) if s.grammar is not None else 0,
         "num_slots": num_slots,
@@ -132,6 +142,9 @@ def scheduler_stats(s: Scheduler) -> dict[str, Any]:
         **(s.runner.graphs.summary() if s.runner.graphs is not None else {}),
         **pool_stats(s),
         **(s.spec.summary() if s.spec is not None else {}),
+        "num_held_reqs": len(s.gate.held),
+        "paused": s.paused,
+        "weights": s.gate.weights.info(),
     }
 
 
@@ -179,6 +192,7 @@ def run_scheduler_process(
             max_context_len=runner.max_context_len,
             num_slots=runner.capacity[0],
             vocab_size=runner.arch.vocab_size,
+            weight_version=scheduler.gate.weights.active.version.name,
         )
     )
     logger.info(

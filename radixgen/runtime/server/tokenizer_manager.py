@@ -27,6 +27,8 @@ from radixgen.runtime.messages import (
     TextBatch,
     ToFrontend,
     ToSchedulerProcess,
+    WeightsReq,
+    WeightsResp,
 )
 from radixgen.runtime.server.errors import invalid, unavailable
 from radixgen.runtime.server.ipc import Codec, Endpoints
@@ -35,6 +37,7 @@ from radixgen.runtime.server.metrics import ServerMetrics
 logger = logging.getLogger(__name__)
 
 CONTROL_TIMEOUT_S = 30.0  # flush / info answers (the scheduler answers between steps)
+WEIGHTS_TIMEOUT_S = 900.0  # a weight update: load, checks, and the drain of running requests
 
 
 class StartupError(RuntimeError):
@@ -84,6 +87,8 @@ class TokenizerManager:
             InfoResp: collections.deque(),
         }
         self._loop_task: asyncio.Task | None = None
+        self._weight_ops: dict[str, asyncio.Future] = {}  # op_id -> its WeightsResp
+        self.weight_version = "default"  # the serving version, as the last answer told
         # Tokenization and chat templates run here, off the event loop, so a huge prompt holds
         # up neither /health nor the small prompts beside it. Several threads are safe: they
         # only read the Rust tokenizer (`encode_batch`), never set its padding or truncation.
@@ -101,7 +106,7 @@ class TokenizerManager:
                 if isinstance(msg, SchedulerFailed):
                     raise StartupError(f"the model failed to load: {msg.error}")
                 if isinstance(msg, SchedulerReady):
-                    self.limits = msg
+                    self.limits, self.weight_version = msg, msg.weight_version
                     return msg
             dead = alive()
             if dead:
@@ -139,6 +144,10 @@ class TokenizerManager:
             queue.put_nowait(Failure(reason))
         self.queues.clear()
         self.metrics.forget_all()
+        for fut in self._weight_ops.values():
+            if not fut.done():
+                fut.set_exception(unavailable(reason))
+        self._weight_ops.clear()
         for waiters in self._waiters.values():
             while waiters:
                 fut = waiters.popleft()
@@ -159,7 +168,7 @@ class TokenizerManager:
         if self.dead_reason is not None or self.draining is not None:
             raise unavailable(self.dead_reason or self.draining)
         self.queues[rid] = queue
-        self.metrics.on_submit(rid, len(input_ids), arrival)
+        self.metrics.on_submit(rid, len(input_ids), arrival, self.weight_version)
         self._send(GenerateReq(rid=rid, input_ids=input_ids, params=params))
 
     def abort(self, rid: str, notify: bool = False) -> bool:
@@ -193,6 +202,33 @@ class TokenizerManager:
                 f"the scheduler did not answer within {CONTROL_TIMEOUT_S:.0f}s"
             ) from None
 
+    async def weights_op(self, msg: WeightsReq) -> WeightsResp:
+        """Send a weight operation; its answer comes when it completed (an update: once the new
+        version serves, after the running requests of the old one finished)."""
+        if self.dead_reason is not None:
+            raise unavailable(self.dead_reason)
+        fut = asyncio.get_running_loop().create_future()
+        self._weight_ops[msg.op_id] = fut
+        self._send(msg)
+        try:
+            return await asyncio.wait_for(fut, timeout=WEIGHTS_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise unavailable(
+                f"the weight operation did not complete within {WEIGHTS_TIMEOUT_S:.0f}s"
+            ) from None
+        finally:
+            self._weight_ops.pop(msg.op_id, None)
+
+    def _weights_answered(self, resp: WeightsResp) -> None:
+        fut = self._weight_ops.get(resp.op_id)
+        version = (resp.result or {}).get("active", {}).get("name")
+        if version is not None:
+            self.weight_version = version
+        if resp.result is not None and ("rollback_s" in resp.result or "activate_s" in resp.result):
+            self.metrics.on_weight_switch(resp.result)
+        if fut is not None and not fut.done():
+            fut.set_result(resp)
+
     def _send(self, msg: Any) -> None:
         self.to_scheduler.send(self.out_codec.encode(msg), copy=False)
 
@@ -206,6 +242,8 @@ class TokenizerManager:
                 continue
             if isinstance(msg, TextBatch):
                 self._dispatch(msg)
+            elif isinstance(msg, WeightsResp):
+                self._weights_answered(msg)
             elif type(msg) in self._waiters and self._waiters[type(msg)]:
                 fut = self._waiters[type(msg)].popleft()
                 if not fut.done():
