@@ -14,7 +14,8 @@ from radixgen.runtime.server.errors import APIError, invalid, unavailable
 from radixgen.runtime.server.http_common import (ServerState, body_schema, checked_rids, client_gone, collect,
                                                  json_body, request_rids, server_state, sse, version)
 from radixgen.runtime.server.native_fields import native_specs, refuse_unsupported
-from radixgen.runtime.server.native_result import LogprobFormat, native_result, stream_chunks
+from radixgen.runtime.native_output import LogprobFormat, native_result
+from radixgen.runtime.server.native_result import stream_chunks
 from radixgen.runtime.server.protocol import AbortRequest, GenerateRequest
 from radixgen.runtime.server.request_group import RequestGroup
 

@@ -10,9 +10,10 @@ from typing import Any, AsyncIterator
 
 from fastapi import APIRouter, Depends, Request
 
+from radixgen.runtime.native_output import finite
 from radixgen.runtime.server.errors import invalid
 from radixgen.runtime.server.http_common import (ServerState, body_schema, checked_rids, client_gone, collect,
-                                                 finite, json_body, n_params, request_rids, server_state, sse)
+                                                 json_body, n_params, request_rids, server_state, sse)
 from radixgen.runtime.server.openai_common import (check_common, field_constraint, finish_reason,
                                                    sampling_dict, usage)
 from radixgen.runtime.server.protocol import CompletionRequest

@@ -63,7 +63,7 @@ def test_generate_logprobs(client):
     out = client.post("/generate", json={"text": "Hi", "sampling_params": GREEDY,
                                          "return_logprob": True, "top_logprobs_num": 3}).json()
     meta = out["meta_info"]
-    assert [t for _, t in meta["output_token_logprobs"]] == out["output_ids"]
+    assert [e[1] for e in meta["output_token_logprobs"]] == out["output_ids"]
     assert all(len(top) == 3 for top in meta["output_top_logprobs"])
     # greedy: the chosen token is the most likely one
     assert [top[0][1] for top in meta["output_top_logprobs"]] == out["output_ids"]
@@ -84,8 +84,8 @@ def test_prompt_logprobs_score_choices_over_a_cached_prefix(client):
         # the prefix's last token is computed for its logits; a second prompt reuses that row
         assert out["output_ids"] == [] and n_prefix - 1 <= meta["cached_tokens"] <= n_prefix
         pairs = meta["input_token_logprobs"]
-        assert len(pairs) == meta["prompt_tokens"] - n_prefix and all(lp <= 0 for lp, _ in pairs)
-        scores.append(sum(lp for lp, _ in pairs) / len(pairs))
+        assert len(pairs) == meta["prompt_tokens"] - n_prefix and all(lp <= 0 for lp, _, _ in pairs)
+        scores.append(sum(lp for lp, _, _ in pairs) / len(pairs))
     assert scores[0] > scores[1]  # Paris is the likelier continuation
 
 
@@ -101,8 +101,8 @@ def test_prompt_logprobs_from_the_common_prefix_of_a_batch(client, tokenizer):
     ref = client.post("/generate", json={**base, "logprob_start_len": common}).json()
     for out, r, seq in zip(outs, ref, ids):
         pairs, ref_pairs = out["meta_info"]["input_token_logprobs"], r["meta_info"]["input_token_logprobs"]
-        assert out["meta_info"]["logprob_start_len"] == common and [t for _, t in pairs] == seq[common:]
-        assert [lp for lp, _ in pairs] == pytest.approx([lp for lp, _ in ref_pairs], abs=1e-4)
+        assert out["meta_info"]["logprob_start_len"] == common and [t for _, t, _ in pairs] == seq[common:]
+        assert [lp for lp, _, _ in pairs] == pytest.approx([lp for lp, _, _ in ref_pairs], abs=1e-4)
 
 
 def test_stop_string_is_trimmed_in_both_modes(client):
