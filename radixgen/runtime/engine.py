@@ -37,22 +37,33 @@ def build_scheduler(model_path: Path, cfg: EngineConfig, tokenizer: Any) -> Sche
     cache_cls = NoPrefixCache if cfg.cache.disable_radix_cache else RadixCache
     cache = cache_cls(page_size=cfg.cache.page_size, free_slots=runner.allocator.free)
     if runner.mixed_kv and isinstance(cache, RadixCache):
-        cache = RadixCache(cfg.cache.page_size, runner.allocator.free, tier_boundary=runner.capacity[0])
+        cache = RadixCache(
+            cfg.cache.page_size, runner.allocator.free, tier_boundary=runner.capacity[0]
+        )
     eos = set(runner.arch.eos_token_ids)
     if tokenizer.eos_token_id is not None:
         eos.add(tokenizer.eos_token_id)
     checker = StopChecker(eos, lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
-    grammar = GrammarBackend(tokenizer, runner.arch.vocab_size, eos, cfg.scheduler.grammar_whitespace,
-                             jump_forward=not cfg.scheduler.disable_jump_forward,
-                             max_context_len=runner.max_context_len)
-    sched = Scheduler(runner, cache, cfg.scheduler, checker, grammar, build_speculator(cfg, runner, grammar))
+    grammar = GrammarBackend(
+        tokenizer,
+        runner.arch.vocab_size,
+        eos,
+        cfg.scheduler.grammar_whitespace,
+        jump_forward=not cfg.scheduler.disable_jump_forward,
+        max_context_len=runner.max_context_len,
+    )
+    sched = Scheduler(
+        runner, cache, cfg.scheduler, checker, grammar, build_speculator(cfg, runner, grammar)
+    )
     warmup = cfg.scheduler.warmup
     if warmup or (warmup is None and runner.device.type == "cuda"):
         warm_up(sched)
     return sched
 
 
-def build_speculator(cfg: EngineConfig, runner: ModelRunner, grammar: GrammarBackend) -> Speculator | None:
+def build_speculator(
+    cfg: EngineConfig, runner: ModelRunner, grammar: GrammarBackend
+) -> Speculator | None:
     """The drafter(s) of --speculative-algorithm behind a Speculator; None when it is 'none'."""
     spec = cfg.speculative
     if not spec.enabled:
@@ -61,9 +72,13 @@ def build_speculator(cfg: EngineConfig, runner: ModelRunner, grammar: GrammarBac
     if "radix" in spec.speculative_algorithm:
         drafters.append(RadixDrafter())
     if "draft" in spec.speculative_algorithm:
-        draft = DraftModelRunner(Path(spec.speculative_draft_model_path), cfg.model,
-                                 spec.speculative_draft_max_total_tokens,
-                                 cfg.scheduler.max_running_requests, runner.arch.vocab_size)
+        draft = DraftModelRunner(
+            Path(spec.speculative_draft_model_path),
+            cfg.model,
+            spec.speculative_draft_max_total_tokens,
+            cfg.scheduler.max_running_requests,
+            runner.arch.vocab_size,
+        )
         drafters.append(DraftModelDrafter(draft.next_logits))
     drafter = drafters[0] if len(drafters) == 1 else UnionDrafter(drafters)
     return Speculator(spec, drafter, runner.max_context_len, grammar)
@@ -89,7 +104,10 @@ class _Pending:
         self.logprobs.extend(out.logprobs or [])
         self.top_logprobs.extend(out.top_logprobs or [])
         if out.input_logprobs is not None:
-            self.input_logprobs, self.input_top_logprobs = out.input_logprobs, out.input_top_logprobs
+            self.input_logprobs, self.input_top_logprobs = (
+                out.input_logprobs,
+                out.input_top_logprobs,
+            )
         self.prompt_tokens, self.cached_tokens = out.prompt_tokens, out.cached_tokens
         self.completion_tokens, self.spec = out.completion_tokens, out.spec or self.spec
         self.finish = out.finish
@@ -127,8 +145,12 @@ class Engine:
         iterator of chunks {"index", "delta", "text" (so far), ...} whose output logprobs are
         the chunk's own."""
         batch, single = self._normalize(prompt, input_ids)
-        fields = _per_prompt_fields(len(batch), return_logprob=return_logprob,
-                                    logprob_start_len=logprob_start_len, top_logprobs_num=top_logprobs_num)
+        fields = _per_prompt_fields(
+            len(batch),
+            return_logprob=return_logprob,
+            logprob_start_len=logprob_start_len,
+            top_logprobs_num=top_logprobs_num,
+        )
         params = _params_list(sampling_params, fields)
         fmt = LogprobFormat(return_text_in_logprobs, self._token_text)
         pending = [self._submit(ids, p) for ids, p in zip(batch, params)]
@@ -142,7 +164,9 @@ class Engine:
     def _token_text(self, token_id: int) -> str:
         text = self._token_texts.get(token_id)
         if text is None:
-            text = self._token_texts[token_id] = self.tokenizer.decode([token_id], skip_special_tokens=False)
+            text = self._token_texts[token_id] = self.tokenizer.decode(
+                [token_id], skip_special_tokens=False
+            )
         return text
 
     def _normalize(self, prompt, input_ids) -> tuple[list[list[int]], bool]:
@@ -209,7 +233,9 @@ def _per_prompt_fields(count: int, **fields: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _params_list(sampling_params: dict | list[dict] | None, fields: list[dict[str, Any]]) -> list[SamplingParams]:
+def _params_list(
+    sampling_params: dict | list[dict] | None, fields: list[dict[str, Any]]
+) -> list[SamplingParams]:
     n = len(fields)
     if isinstance(sampling_params, list):
         if len(sampling_params) != n:

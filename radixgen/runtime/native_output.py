@@ -56,7 +56,9 @@ class RequestOutput(Protocol):
     spec: Any  # SpecCounts | None
 
 
-def sglang_finish_reason(finish: dict[str, Any] | None, completion_tokens: int) -> dict[str, Any] | None:
+def sglang_finish_reason(
+    finish: dict[str, Any] | None, completion_tokens: int
+) -> dict[str, Any] | None:
     """SGLang's finish_reason: a length finish carries `length` (the tokens generated)."""
     if finish is None or finish.get("type") != "length":
         return finish
@@ -76,7 +78,9 @@ def native_result(s: RequestOutput, fmt: LogprobFormat, output_from: int = 0) ->
     }
     p = s.params
     if p.return_logprob or p.top_logprobs_num:
-        meta["output_token_logprobs"] = fmt.entries(s.logprobs[output_from:], s.output_ids[output_from:])
+        meta["output_token_logprobs"] = fmt.entries(
+            s.logprobs[output_from:], s.output_ids[output_from:]
+        )
         meta["input_token_logprobs"] = _input_entries(s, fmt)
     if p.top_logprobs_num:
         meta["output_top_logprobs"] = fmt.tops(s.top_logprobs[output_from:])

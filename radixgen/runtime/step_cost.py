@@ -74,7 +74,9 @@ def prefill_pairs(prefix_len: int, ext: int) -> float:
     return ext * (prefix_len + (ext + 1) / 2)
 
 
-def step_shape(prefills: Iterable[tuple[object, int]], decoding: Iterable, trees: Iterable = ()) -> StepShape:
+def step_shape(
+    prefills: Iterable[tuple[object, int]], decoding: Iterable, trees: Iterable = ()
+) -> StepShape:
     """A forward in the cost model's terms, before its requests' kv_len moves on: prefill
     chunks (request, ext), one decode row of each decoding request, and speculative trees."""
     shape = StepShape()

@@ -62,10 +62,16 @@ def _run_round(sched: Scheduler, long_len: int, seed: int) -> None:
         return torch.randint(0, vocab, (n,), generator=gen).tolist()
 
     greedy = SamplingParams(temperature=0.0, max_new_tokens=DECODE_TOKENS, ignore_eos=True)
-    sampled = SamplingParams(temperature=0.8, top_p=0.9, top_k=20, max_new_tokens=DECODE_TOKENS,
-                             ignore_eos=True)
-    logprobs = SamplingParams(temperature=0.0, max_new_tokens=DECODE_TOKENS, ignore_eos=True,
-                              return_logprob=True, top_logprobs_num=2)
+    sampled = SamplingParams(
+        temperature=0.8, top_p=0.9, top_k=20, max_new_tokens=DECODE_TOKENS, ignore_eos=True
+    )
+    logprobs = SamplingParams(
+        temperature=0.0,
+        max_new_tokens=DECODE_TOKENS,
+        ignore_eos=True,
+        return_logprob=True,
+        top_logprobs_num=2,
+    )
     for n, params in zip(SHORT_PROMPTS, (greedy, sampled, logprobs)):
         _submit(sched, ids(min(n, long_len)), params)
     _steps(sched, 2)  # the short ones decode now
@@ -97,7 +103,9 @@ def _forget(sched: Scheduler) -> None:
     """Leave no trace of the warm-up: an empty cache, zero counters, no outputs."""
     sched.flush_cache()
     sched.outputs = []
-    sched.num_prompt_tokens = sched.num_cached_tokens = sched.num_retractions = sched.num_demoted = 0
+    sched.num_prompt_tokens = sched.num_cached_tokens = sched.num_retractions = (
+        sched.num_demoted
+    ) = 0
     sched.num_cached_by_tier = [0, 0]
     if sched.spec is not None:
         sched.spec.stats = type(sched.spec.stats)()

@@ -12,7 +12,7 @@ def _page_by_page(key, ids, start, end, page):
     limit = min(len(key), end - start)
     limit -= limit % page
     n = 0
-    while n < limit and key[n:n + page] == ids[start + n:start + n + page]:
+    while n < limit and key[n : n + page] == ids[start + n : start + n + page]:
         n += page
     return n
 

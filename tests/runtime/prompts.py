@@ -15,6 +15,8 @@ PROMPTS = [
 
 
 def chat_ids(tokenizer, text: str, system: str | None = None) -> list[int]:
-    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+    messages = ([{"role": "system", "content": system}] if system else []) + [
+        {"role": "user", "content": text}
+    ]
     out = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
     return list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)

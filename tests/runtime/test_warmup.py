@@ -10,7 +10,9 @@ GREEDY = {"temperature": 0.0, "max_new_tokens": 12}
 
 
 def _engine(model_path, **kw) -> Engine:
-    return Engine(str(model_path), load_format="dummy", max_total_tokens=8192, chunked_prefill_size=128, **kw)
+    return Engine(
+        str(model_path), load_format="dummy", max_total_tokens=8192, chunked_prefill_size=128, **kw
+    )
 
 
 def test_warmup_runs_the_step_kinds_and_leaves_no_trace(tiny_model_path):
@@ -24,7 +26,11 @@ def test_warmup_runs_the_step_kinds_and_leaves_no_trace(tiny_model_path):
     assert sched.planner.step_cost.max_rows > sched.chunk_size // 2  # it saw long chunks
     assert not sched.has_work and sched.outputs == []
     assert sched.cache.total_size(0) == 0  # nothing cached
-    assert (sched.num_prompt_tokens, sched.num_cached_tokens, sched.num_cached_by_tier) == (0, 0, [0, 0])
+    assert (sched.num_prompt_tokens, sched.num_cached_tokens, sched.num_cached_by_tier) == (
+        0,
+        0,
+        [0, 0],
+    )
     assert sched.runner.allocator.num_free(0) == sched.runner.capacity[0]  # every KV slot free
     assert [r["output_ids"] for r in warm.generate(PROMPTS, GREEDY)] == expected
     warm.shutdown()

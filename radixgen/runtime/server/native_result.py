@@ -11,7 +11,9 @@ from radixgen.runtime.native_output import LogprobFormat, native_result
 from radixgen.runtime.server.request_group import RequestGroup
 
 
-async def stream_chunks(group: RequestGroup, fmt: LogprobFormat, with_index: bool) -> AsyncIterator[dict[str, Any]]:
+async def stream_chunks(
+    group: RequestGroup, fmt: LogprobFormat, with_index: bool
+) -> AsyncIterator[dict[str, Any]]:
     """One chunk per scheduler output of any request of the group."""
     sent: dict[str, int] = {}  # rid -> output logprobs already streamed
     async for state, _ in group:
