@@ -19,6 +19,7 @@ from radixgen.runtime.grammar_backend import GrammarBackend
 from radixgen.runtime.messages import GenerateReq, TokenOut
 from radixgen.runtime.model.embedded import default_model_path
 from radixgen.runtime.model_runner import ModelRunner
+from radixgen.runtime.native_output import LogprobFormat, native_result
 from radixgen.runtime.scheduler import Scheduler
 from radixgen.runtime.speculation import Speculator
 from radixgen.runtime.stop_checker import StopChecker
@@ -109,46 +110,38 @@ def build_speculator(
 
 
 class _Pending:
-    """Per-request output assembly on the Engine side."""
+    """Per-request output assembly on the Engine side (a `native_output.RequestOutput`)."""
 
-    def __init__(self, rid: str, tokenizer: Any, params: SamplingParams):
-        self.rid, self.params = rid, params
+    def __init__(self, rid: str, tokenizer: Any, input_ids: list[int], params: SamplingParams):
+        self.rid, self.input_ids, self.params = rid, input_ids, params
         self.detok = IncrementalDetokenizer(tokenizer, params)
-        self.text, self.output_ids, self.logprobs, self.top = "", [], [], []
-        self.last: TokenOut | None = None
+        self.text, self.output_ids, self.logprobs, self.top_logprobs = "", [], [], []
         self.input_logprobs: list[float | None] | None = None
+        self.input_top_logprobs: list[list[tuple[int, float]] | None] | None = None
+        self.finish: dict[str, Any] | None = None
+        self.prompt_tokens = self.cached_tokens = self.completion_tokens = 0
+        self.spec: Any = None
+        self.weight_version: str | None = None
         self.start = time.perf_counter()
+        self.e2e_latency = 0.0
 
     def update(self, out: TokenOut) -> str:
         self.output_ids.extend(out.token_ids)
         self.logprobs.extend(out.logprobs or [])
-        self.top.extend(out.top_logprobs or [])
+        self.top_logprobs.extend(out.top_logprobs or [])
         if out.input_logprobs is not None:
-            self.input_logprobs = out.input_logprobs
+            self.input_logprobs, self.input_top_logprobs = (
+                out.input_logprobs,
+                out.input_top_logprobs,
+            )
+        self.prompt_tokens, self.cached_tokens = out.prompt_tokens, out.cached_tokens
+        self.completion_tokens, self.spec = out.completion_tokens, out.spec or self.spec
+        self.weight_version = out.weight_version or self.weight_version
+        self.finish = out.finish
+        self.e2e_latency = time.perf_counter() - self.start
         delta = self.detok.push(out.token_ids, out.finish)
         self.text += delta
-        self.last = out
         return delta
-
-    def result(self) -> dict[str, Any]:
-        out = self.last
-        meta = {
-            "id": self.rid,
-            "prompt_tokens": out.prompt_tokens,
-            "completion_tokens": out.completion_tokens,
-            "cached_tokens": out.cached_tokens,
-            "finish_reason": out.finish,
-            "e2e_latency": time.perf_counter() - self.start,
-            "weight_version": out.weight_version,
-            **(out.spec.meta_info() if out.spec else {}),
-        }
-        if self.params.return_logprob or self.params.top_logprobs_num:
-            meta["output_token_logprobs"] = list(zip(self.logprobs, self.output_ids))
-        if self.params.top_logprobs_num:
-            meta["output_top_logprobs"] = self.top
-        if self.input_logprobs is not None:
-            meta["input_token_logprobs"] = self.input_logprobs  # from logprob_start_len on
-        return {"text": self.text, "output_ids": list(self.output_ids), "meta_info": meta}
 
 
 class Engine:
@@ -159,6 +152,7 @@ class Engine:
         self.model_path = Path(model_path) if model_path else default_model_path()
         self.tokenizer = load_tokenizer(self.model_path)
         self.scheduler = build_scheduler(self.model_path, self.config, self.tokenizer)
+        self._token_texts: dict[int, str] = {}
 
     def generate(
         self,
@@ -166,18 +160,41 @@ class Engine:
         sampling_params: dict | list[dict] | None = None,
         input_ids: list[int] | list[list[int]] | None = None,
         stream: bool = False,
+        *,
+        return_logprob: bool | list[bool] | None = None,
+        logprob_start_len: int | list[int] | None = None,
+        top_logprobs_num: int | list[int] | None = None,
+        return_text_in_logprobs: bool = False,
     ) -> Any:
-        """One dict per prompt ({"text", "output_ids", "meta_info"}); a list for a list.
-        With stream=True, an iterator of chunks {"index", "text" (so far), "delta", ...}."""
+        """One dict per prompt ({"text", "output_ids", "meta_info"}, the server's /generate
+        answer); a list for a list. The logprob arguments (SGLang's, one value or a list with
+        one per prompt) override the same fields in sampling_params. With stream=True, an
+        iterator of chunks {"index", "delta", "text" (so far), ...} whose output logprobs are
+        the chunk's own."""
         batch, single = self._normalize(prompt, input_ids)
-        params = _params_list(sampling_params, len(batch))
+        fields = _per_prompt_fields(
+            len(batch),
+            return_logprob=return_logprob,
+            logprob_start_len=logprob_start_len,
+            top_logprobs_num=top_logprobs_num,
+        )
+        params = _params_list(sampling_params, fields)
+        fmt = LogprobFormat(return_text_in_logprobs, self._token_text)
         pending = [self._submit(ids, p) for ids, p in zip(batch, params)]
         if stream:
-            return self._stream(pending)
-        for _ in self._stream(pending):
+            return self._stream(pending, fmt)
+        for _ in self._drive(pending):
             pass
-        results = [p.result() for p in pending]
+        results = [native_result(p, fmt) for p in pending]
         return results[0] if single else results
+
+    def _token_text(self, token_id: int) -> str:
+        text = self._token_texts.get(token_id)
+        if text is None:
+            text = self._token_texts[token_id] = self.tokenizer.decode(
+                [token_id], skip_special_tokens=False
+            )
+        return text
 
     def _normalize(self, prompt, input_ids) -> tuple[list[list[int]], bool]:
         if (prompt is None) == (input_ids is None):
@@ -192,9 +209,15 @@ class Engine:
     def _submit(self, ids: list[int], params: SamplingParams) -> _Pending:
         rid = uuid.uuid4().hex
         self.scheduler.handle(GenerateReq(rid=rid, input_ids=ids, params=params))
-        return _Pending(rid, self.tokenizer, params)
+        return _Pending(rid, self.tokenizer, ids, params)
 
-    def _stream(self, pending: list[_Pending]) -> Iterator[dict[str, Any]]:
+    def _stream(self, pending: list[_Pending], fmt: LogprobFormat) -> Iterator[dict[str, Any]]:
+        for index, p, delta, streamed in self._drive(pending):
+            yield {"index": index, "delta": delta, **native_result(p, fmt, streamed)}
+
+    def _drive(self, pending: list[_Pending]) -> Iterator[tuple[int, _Pending, str, int]]:
+        """Step the scheduler until every request finished; per output: (index of its
+        request, the request updated, text delta, output logprobs earlier outputs carried)."""
         by_rid = {p.rid: (i, p) for i, p in enumerate(pending)}
         open_rids = set(by_rid)
         outputs = self.scheduler.outputs
@@ -204,10 +227,11 @@ class Engine:
                 if out.rid not in by_rid:
                     continue
                 index, p = by_rid[out.rid]
+                streamed = len(p.logprobs)
                 delta = p.update(out)
                 if out.finish is not None:
                     open_rids.discard(out.rid)
-                yield {"index": index, "delta": delta, **p.result()}
+                yield index, p, delta, streamed
             if open_rids:
                 outputs = self.scheduler.step()
 
@@ -272,9 +296,27 @@ class Engine:
         self.shutdown()
 
 
-def _params_list(sampling_params, n: int) -> list[SamplingParams]:
+def _per_prompt_fields(count: int, **fields: Any) -> list[dict[str, Any]]:
+    """Each prompt's given (not None) fields, from one value for every prompt or a list."""
+    out: list[dict[str, Any]] = [{} for _ in range(count)]
+    for name, value in fields.items():
+        values = value if isinstance(value, list) else [value] * count
+        if len(values) != count:
+            raise ValueError(f"{name} has {len(values)} values for {count} prompts")
+        for prompt_fields, v in zip(out, values):
+            if v is not None:
+                prompt_fields[name] = v
+    return out
+
+
+def _params_list(
+    sampling_params: dict | list[dict] | None, fields: list[dict[str, Any]]
+) -> list[SamplingParams]:
+    n = len(fields)
     if isinstance(sampling_params, list):
         if len(sampling_params) != n:
             raise ValueError(f"{len(sampling_params)} sampling_params for {n} prompts")
-        return [SamplingParams.from_dict(p) for p in sampling_params]
-    return [SamplingParams.from_dict(sampling_params)] * n
+        dicts = sampling_params
+    else:
+        dicts = [sampling_params] * n
+    return [SamplingParams.from_dict({**(d or {}), **f}) for d, f in zip(dicts, fields)]

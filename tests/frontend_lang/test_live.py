@@ -103,7 +103,7 @@ def test_select_scores_equal_the_model_logprobs(backend):
     greedy = backend.generate(
         prefix, {"max_new_tokens": 1, "temperature": 0, "return_logprob": True}
     )
-    token_text, (logprob, _) = greedy["text"], greedy["meta_info"]["output_token_logprobs"][0]
+    token_text, (logprob, _, _) = greedy["text"], greedy["meta_info"]["output_token_logprobs"][0]
     res = backend.select(prefix, [token_text, " zebra"])
     assert res.choice == token_text
     assert res.unnormalized_logprobs[0] == pytest.approx(logprob, abs=2e-3)

@@ -256,8 +256,8 @@ def test_engine_triton_matches_torch(model_path, kv, dtype):
         first_diverge.append(n)
         same += sum(x == y for x, y in zip(ids_a, ids_b))
         total += len(ids_a)
-        lp_a = [lp for lp, _ in a["meta_info"]["output_token_logprobs"][:n]]
-        lp_b = [lp for lp, _ in b["meta_info"]["output_token_logprobs"][:n]]
+        lp_a = [lp for lp, _, _ in a["meta_info"]["output_token_logprobs"][:n]]
+        lp_b = [lp for lp, _, _ in b["meta_info"]["output_token_logprobs"][:n]]
         max_lp = max([max_lp] + [abs(x - y) for x, y in zip(lp_a, lp_b)])
     print(
         f"\n[engine {kv} {dtype}] tokens equal {same}/{total}; identical prefix per request "

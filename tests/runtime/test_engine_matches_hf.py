@@ -98,7 +98,7 @@ def test_last_token_logits_close_to_hf(model_path, prompt_ids):
         )
         with torch.no_grad():
             ref = torch.log_softmax(hf(torch.tensor([ids])).logits[0, -1], -1)
-        for token, logprob in ours["meta_info"]["output_top_logprobs"][0]:
+        for logprob, token, _ in ours["meta_info"]["output_top_logprobs"][0]:
             worst = max(worst, abs(logprob - ref[token].item()) / max(abs(ref[token].item()), 1e-3))
     print(f"max relative error of top-5 logprobs vs HF: {worst:.2e}")
     assert worst < 1e-3

@@ -50,7 +50,7 @@ def _prompt_logprobs(model_path, ids: list[int], **kv) -> tuple[torch.Tensor, bo
     finally:
         eng.shutdown()
     return torch.tensor(
-        [lp for lp in res["meta_info"]["input_token_logprobs"] if lp is not None]
+        [lp for lp, _, _ in res["meta_info"]["input_token_logprobs"] if lp is not None]
     ), rotated
 
 

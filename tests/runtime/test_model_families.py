@@ -183,8 +183,8 @@ def test_logprobs_match_hf_at_every_position(family_run):
             logits = hf(torch.tensor([ids + ref_out])).logits[0, len(ids) - 1 : -1]
         ref = torch.log_softmax(logits.float(), -1)  # [MAX_NEW, vocab]
         for step, pairs in enumerate(top):
-            tokens = [int(t) for t, _ in pairs]
-            ours = torch.tensor([lp for _, lp in pairs])
+            tokens = [int(t) for _, t, _ in pairs]
+            ours = torch.tensor([lp for lp, _, _ in pairs])
             best = ref[step].topk(TOP_K)
             # the same top-k values in order, and each token's value is HF's for that token: two
             # tokens may only trade places where HF's values tie within the tolerance (summation

@@ -122,7 +122,7 @@ def test_first_token_logprobs_match_hf(family):
         with torch.no_grad():
             ref = torch.log_softmax(hf(torch.tensor([ids])).logits[0, -1].float(), -1)
         tokens, ours = zip(
-            *[(int(t), lp) for t, lp in result["meta_info"]["output_top_logprobs"][0]]
+            *[(int(t), lp) for lp, t, _ in result["meta_info"]["output_top_logprobs"][0]]
         )
         torch.testing.assert_close(torch.tensor(ours), ref[list(tokens)], atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(torch.tensor(ours), ref.topk(5).values, atol=1e-4, rtol=1e-4)

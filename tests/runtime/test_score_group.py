@@ -86,7 +86,7 @@ def test_scoring_batch_is_one_forward_equal_to_one_at_a_time(tiny_model_path, kv
                 "logprob_start_len": len(PREFIX),
             },
         )
-        expected = alone["meta_info"]["input_token_logprobs"]
+        expected = [lp for lp, _, _ in alone["meta_info"]["input_token_logprobs"]]
         assert len(grouped[i]) == len(expected) == len(TAILS[i])
         assert torch.allclose(torch.tensor(grouped[i]), torch.tensor(expected), atol=1e-4), (
             i,

@@ -10,7 +10,6 @@ import functools
 import hashlib
 import importlib.metadata
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -144,11 +143,6 @@ def request_rids(rid: str | None, count: int) -> list[str] | None:
     if rid is None:
         return None
     return [rid] if count == 1 else [f"{rid}-{i}" for i in range(count)]
-
-
-def finite(value: float) -> float:
-    """JSON has no -inf: clamp impossible-token logprobs."""
-    return value if math.isfinite(value) else -9999.0
 
 
 async def collect(request: Request, group: RequestGroup) -> list[ReqState] | None:

@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from radixgen.core import SamplingParams
+from radixgen.runtime.native_output import LogprobFormat, native_result
 from radixgen.runtime.server.errors import APIError, invalid, unavailable
 from radixgen.runtime.server.http_common import (
     ServerState,
@@ -24,7 +25,7 @@ from radixgen.runtime.server.http_common import (
     version,
 )
 from radixgen.runtime.server.native_fields import native_specs, refuse_unsupported
-from radixgen.runtime.server.native_result import LogprobFormat, native_result, stream_chunks
+from radixgen.runtime.server.native_result import stream_chunks
 from radixgen.runtime.server.protocol import AbortRequest, GenerateRequest
 from radixgen.runtime.server.request_group import RequestGroup
 

@@ -12,6 +12,7 @@ from typing import Any, AsyncIterator
 from fastapi import APIRouter, Depends, Request
 
 from radixgen.core import Constraint
+from radixgen.runtime.native_output import finite
 from radixgen.runtime.server.errors import invalid
 from radixgen.runtime.server.http_common import (
     ServerState,
@@ -19,7 +20,6 @@ from radixgen.runtime.server.http_common import (
     checked_rids,
     client_gone,
     collect,
-    finite,
     json_body,
     n_params,
     request_rids,

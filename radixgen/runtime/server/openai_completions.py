@@ -10,6 +10,7 @@ from typing import Any, AsyncIterator
 
 from fastapi import APIRouter, Depends, Request
 
+from radixgen.runtime.native_output import finite
 from radixgen.runtime.server.errors import invalid
 from radixgen.runtime.server.http_common import (
     ServerState,
@@ -17,7 +18,6 @@ from radixgen.runtime.server.http_common import (
     checked_rids,
     client_gone,
     collect,
-    finite,
     json_body,
     n_params,
     request_rids,

@@ -81,7 +81,7 @@ def test_generate_logprobs(client):
         },
     ).json()
     meta = out["meta_info"]
-    assert [t for _, t in meta["output_token_logprobs"]] == out["output_ids"]
+    assert [e[1] for e in meta["output_token_logprobs"]] == out["output_ids"]
     assert all(len(top) == 3 for top in meta["output_top_logprobs"])
     # greedy: the chosen token is the most likely one
     assert [top[0][1] for top in meta["output_top_logprobs"]] == out["output_ids"]
@@ -111,8 +111,8 @@ def test_prompt_logprobs_score_choices_over_a_cached_prefix(client):
         # the prefix's last token is computed for its logits; a second prompt reuses that row
         assert out["output_ids"] == [] and n_prefix - 1 <= meta["cached_tokens"] <= n_prefix
         pairs = meta["input_token_logprobs"]
-        assert len(pairs) == meta["prompt_tokens"] - n_prefix and all(lp <= 0 for lp, _ in pairs)
-        scores.append(sum(lp for lp, _ in pairs) / len(pairs))
+        assert len(pairs) == meta["prompt_tokens"] - n_prefix and all(lp <= 0 for lp, _, _ in pairs)
+        scores.append(sum(lp for lp, _, _ in pairs) / len(pairs))
     assert scores[0] > scores[1]  # Paris is the likelier continuation
 
 
@@ -133,9 +133,9 @@ def test_prompt_logprobs_from_the_common_prefix_of_a_batch(client, tokenizer):
         )
         assert (
             out["meta_info"]["logprob_start_len"] == common
-            and [t for _, t in pairs] == seq[common:]
+            and [t for _, t, _ in pairs] == seq[common:]
         )
-        assert [lp for lp, _ in pairs] == pytest.approx([lp for lp, _ in ref_pairs], abs=1e-4)
+        assert [lp for lp, _, _ in pairs] == pytest.approx([lp for lp, _, _ in ref_pairs], abs=1e-4)
 
 
 def test_stop_string_is_trimmed_in_both_modes(client):

@@ -1,7 +1,8 @@
 """The native API driven with the request bodies SGLang's own frontend client
 (`sglang.lang.backend.runtime_endpoint.RuntimeEndpoint`) sends, checked for the response keys
 that client reads: generate with every field, streaming with per-chunk logprobs, select's
-scoring request, the info, cache and health routes; plus the fields radixgen refuses."""
+scoring request, the info, cache and health routes; plus the fields radixgen refuses. The
+offline Engine answers the same requests with the same meta_info."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import re
 
 import pytest
 
-from tests.runtime.server.conftest import assert_error, sse_events
+from radixgen.runtime.engine import Engine
+from tests.runtime.server.conftest import TINY_ARGS, assert_error, sse_events
 
 # SglSamplingParams.to_srt_kwargs() with SGLang's defaults, plus the two flags the client adds
 SGLANG_SAMPLING = {
@@ -49,7 +51,7 @@ def _body(text: str, stream: bool = False, **sampling) -> dict:
 def _is_entry(entry, tokenizer, with_text: bool = True) -> bool:
     logprob, token_id, *text = entry
     ok = (logprob is None or logprob <= 0) and isinstance(token_id, int)
-    return ok and (text == [tokenizer.decode([token_id])] if with_text else not text)
+    return ok and (text == [tokenizer.decode([token_id])] if with_text else text == [None])
 
 
 def test_generate_with_every_field_sglang_sends(client, tokenizer):
@@ -280,3 +282,72 @@ def test_openai_routes_take_min_tokens_and_stop_regex(client, model_name):
             json={"model": model_name, "prompt": "Hi", "max_tokens": 2, "min_tokens": 3},
         )
     )
+
+
+@pytest.fixture(scope="module")
+def tiny_engine(tiny_model_path):
+    """The tiny server's model (the same seeded dummy weights), in-process."""
+    max_total_tokens = int(TINY_ARGS[TINY_ARGS.index("--max-total-tokens") + 1])
+    engine = Engine(str(tiny_model_path), load_format="dummy", max_total_tokens=max_total_tokens)
+    yield engine
+    engine.shutdown()
+
+
+def _shape(value):
+    """A result's structure: dict keys, list lengths and leaf types (tuples read as JSON lists)."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_shape(v) for v in value]
+    return None if value is None else type(value).__name__
+
+
+@pytest.mark.parametrize("with_text", [True, False])
+def test_engine_meta_info_has_the_servers_keys_and_shapes(client, tiny_engine, with_text):
+    body = {**_body("Hello there", ignore_eos=True), "return_text_in_logprobs": with_text}
+    served = client.post("/generate", json=body).json()
+    # the Engine takes SamplingParams' fields: no n, and no None standing for a default
+    sampling = {k: v for k, v in body["sampling_params"].items() if v is not None and k != "n"}
+    local = tiny_engine.generate(
+        body["text"],
+        sampling,
+        return_logprob=True,
+        logprob_start_len=0,
+        top_logprobs_num=2,
+        return_text_in_logprobs=with_text,
+    )
+    assert _shape(local) == _shape(served)
+    meta = local["meta_info"]
+    assert (
+        meta["finish_reason"]
+        == served["meta_info"]["finish_reason"]
+        == {"type": "length", "length": 8}
+    )
+    entries = meta["output_token_logprobs"]
+    assert all(
+        isinstance(e, tuple) and len(e) == 3 for e in entries
+    )  # SGLang's (logprob, id, text)
+    assert [e[1] for e in entries] == local["output_ids"]
+    texts = [e[2] for e in meta["input_token_logprobs"]]
+    assert texts == (
+        [tiny_engine.tokenizer.decode([e[1]]) for e in meta["input_token_logprobs"]]
+        if with_text
+        else [None] * len(texts)
+    )
+
+
+def test_engine_logprob_defaults_and_streaming_match_the_servers(client, tiny_engine):
+    """Without logprob_start_len, input_token_logprobs is []; a stream's chunks carry only
+    their own output logprobs."""
+    sampling = {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True}
+    served = client.post(
+        "/generate", json={"text": "Once upon", "sampling_params": sampling, "return_logprob": True}
+    ).json()
+    local = tiny_engine.generate("Once upon", sampling, return_logprob=True)
+    assert _shape(local) == _shape(served) and local["meta_info"]["input_token_logprobs"] == []
+    chunks = list(tiny_engine.generate("Once upon", sampling, stream=True, return_logprob=True))
+    streamed = [e for c in chunks for e in c["meta_info"]["output_token_logprobs"]]
+    assert streamed == local["meta_info"]["output_token_logprobs"] and len(chunks) > 1
+    assert "".join(c["delta"] for c in chunks) == local["text"] == chunks[-1]["text"]
+    with pytest.raises(ValueError, match="return_logprob has 1 values for 2 prompts"):
+        tiny_engine.generate(["a", "b"], sampling, return_logprob=[True])
