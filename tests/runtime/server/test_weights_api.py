@@ -7,6 +7,7 @@ meta_info and the OpenAI metadata, and labels the metrics."""
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
 
@@ -209,14 +210,21 @@ def test_concurrent_update_is_409_and_pause_holds_the_switch(server, client, fol
     running request finish on the old version, then the update completes."""
     long_body = {
         "text": PROMPTS[0],
-        "sampling_params": {"max_new_tokens": 60, "temperature": 0, "ignore_eos": True},
+        "sampling_params": {"max_new_tokens": 400, "temperature": 0, "ignore_eos": True},
+        "stream": True,
     }
-    answers = {}
-    running = threading.Thread(
-        target=lambda: answers.update(long=client.post("/generate", json=long_body).json())
-    )
+    answers, decoding = {}, threading.Event()
+
+    def stream_long() -> None:
+        with server.client() as own, own.stream("POST", "/generate", json=long_body) as resp:
+            for line in resp.iter_lines():
+                if line.startswith("data: {"):
+                    decoding.set()  # its first tokens are out: it runs on the serving version
+                    answers["long"] = json.loads(line[len("data: ") :])
+
+    running = threading.Thread(target=stream_long)
     running.start()
-    time.sleep(0.3)
+    assert decoding.wait(60)
     assert client.post("/pause_generation", json={"mode": "in_place"}).json()["success"]
 
     def update() -> None:
