@@ -19,6 +19,20 @@ class ModelConfig:
     model_path: str | None = option(None, "HF-format model folder (default: the embedded SmolLM2-135M-Instruct)")
     dtype: str = option("auto", "weight and activation dtype", ("auto", "bfloat16", "float16", "float32"))
     load_format: str = option("auto", "'dummy' builds random weights from config.json", ("auto", "safetensors", "dummy"))
+    quantization: str | None = option(
+        None,
+        "weight quantization of the linear layers: fp8 (E4M3, per-channel scales) or nvfp4 (E2M1, "
+        "an E4M3 scale per 16, an FP32 tensor scale); a bf16/fp32 checkpoint is quantized on load, "
+        "a ModelOpt or compressed-tensors one is read as stored (default: the checkpoint's own, "
+        "none for a dense one)",
+        ("none", "fp8", "nvfp4"),
+    )
+    quantize_lm_head: bool = option(False, "with --quantization: quantize lm_head too (embeddings stay dense)")
+    nvfp4_round_to_nearest: bool = option(
+        False,
+        "NVFP4 on load: round-to-nearest block scales instead of the default per-block "
+        "MSE-optimal scale search",
+    )
     device: str = option("auto", "'auto' picks cuda when available, else cpu")
     attention_backend: str = option("auto", "'triton': paged kernels reading quantized KV in place; "
                                     "'torch': SDPA over gathered KV; 'auto': triton on CUDA", ("auto", "torch", "triton"))

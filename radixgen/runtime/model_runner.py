@@ -21,6 +21,8 @@ from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
 from radixgen.runtime.model.arch import ModelArch
 from radixgen.runtime.model.loader import load_state_dict, resolve_dtype
 from radixgen.runtime.model.registry import build_model
+from radixgen.runtime.quant.checkpoint import quantized_weights
+from radixgen.runtime.quant.weight import QuantizedWeight
 from radixgen.runtime.request import Request
 
 logger = logging.getLogger(__name__)
@@ -47,6 +49,10 @@ class TreeInput:
         return torch.arange(len(self.slots)) if self.logit_rows is None else self.logit_rows
 
 
+def _nbytes(weight: torch.Tensor | QuantizedWeight) -> int:
+    return weight.nbytes if isinstance(weight, QuantizedWeight) else weight.numel() * weight.element_size()
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -62,7 +68,10 @@ class ModelRunner:
         self.dtype = resolve_dtype(model_cfg.dtype, self.arch, self.device)
         weights = load_state_dict(model_path, self.arch, self.dtype, model_cfg.load_format,
                                   self.device, model_cfg.seed)
-        self.weight_bytes = weight_bytes = sum(t.numel() * t.element_size() for t in weights.values())
+        weights, self.quantization = quantized_weights(
+            model_path, weights, model_cfg.quantization, model_cfg.quantize_lm_head,
+            not model_cfg.nvfp4_round_to_nearest, model_cfg.load_format)
+        self.weight_bytes = weight_bytes = sum(_nbytes(t) for t in weights.values())
         self.model = build_model(self.arch, weights, self.device)
         a = self.arch
         self.kv_dtypes = resolve_kv_dtypes(cache_cfg, self.device)  # (prefix, branch)
@@ -74,8 +83,9 @@ class ModelRunner:
         self.table = ReqToTokenTable(max_running_requests + 1, self.max_context_len, self.device)
         self.attn = make_attention(model_cfg.attention_backend, a.num_heads, a.num_kv_heads, a.head_dim, self.device)
         self.graphs = self._decode_graphs(model_cfg, max_running_requests)
-        logger.info("weights: %.1f MB %s on %s; context %d tokens", weight_bytes / 1e6,
-                    str(self.dtype).removeprefix("torch."), self.device, self.max_context_len)
+        logger.info("weights: %.1f MB %s (quantization %s) on %s; context %d tokens", weight_bytes / 1e6,
+                    str(self.dtype).removeprefix("torch."), self.quantization, self.device,
+                    self.max_context_len)
         logger.info("KV pool: %s (%.3g GiB)", self.kv_summary(), self.kv_bytes() / 2**30)
         if self.device.type == "cuda":
             logger.info("CUDA graphs: %s", f"decode batches up to {self.graphs.max_bs}, each captured at "

@@ -16,6 +16,7 @@ from radixgen.runtime.forward_batch import ForwardBatch
 from radixgen.runtime.model.arch import ModelArch
 from radixgen.runtime.model.layers import (DenseMLP, RotaryEmbedding, hadamard_rotation, linear,
                                             prepare_weight, rms_norm)
+from radixgen.runtime.quant.weight import QuantizedWeight, join_weights
 
 
 @dataclass
@@ -34,7 +35,8 @@ class LlamaModel:
         self.arch = arch
         self.embed = weights.pop("model.embed_tokens.weight")  # [vocab, hidden]
         lm_head = weights.pop("lm_head.weight", None)
-        lm_head = self.embed if arch.tie_word_embeddings or lm_head is None else lm_head
+        if lm_head is None or (arch.tie_word_embeddings and not isinstance(lm_head, QuantizedWeight)):
+            lm_head = self.embed  # a quantized lm_head (--quantize-lm-head) replaces the tied one
         self.lm_head = prepare_weight(lm_head)  # [vocab, hidden]
         self.final_norm = weights.pop("model.norm.weight")
         self.layers = [self._take_layer(weights, n) for n in range(arch.num_layers)]
@@ -118,8 +120,8 @@ class LlamaModel:
     def _take_layer(self, w: dict[str, torch.Tensor], n: int) -> DecoderLayer:
         p = f"model.layers.{n}."
         take = lambda name: w.pop(p + name)  # noqa: E731
-        qkv = torch.cat([take("self_attn.q_proj.weight"), take("self_attn.k_proj.weight"),
-                         take("self_attn.v_proj.weight")])
+        qkv = join_weights([take("self_attn.q_proj.weight"), take("self_attn.k_proj.weight"),
+                            take("self_attn.v_proj.weight")])
         bias = qk_norm = None
         if p + "self_attn.q_proj.bias" in w:
             bias = torch.cat([take("self_attn.q_proj.bias"), take("self_attn.k_proj.bias"),
