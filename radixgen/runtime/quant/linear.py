@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from radixgen.runtime.quant.weight import QuantizedWeight
 
+NVFP4_KERNEL_BLOCK_K = 64  # the kernel's K tile: other K take the dequantize path
 NVFP4_KERNEL_MAX_M = 64  # default: the Triton kernel up to this many rows, then dequantize + cuBLAS
 # (format, N, K, M bucket) -> "kernel" | "dequant" | "scaled_mm", written from measurements
 dispatch_table: dict[tuple[str, int, int, int], str] = {}
@@ -61,7 +62,8 @@ def _cuda_path(weight: QuantizedWeight, m: int) -> str:
     if chosen is not None:
         return chosen
     if weight.format == "nvfp4":
-        return "kernel" if m <= NVFP4_KERNEL_MAX_M else "dequant"
+        fits = k % NVFP4_KERNEL_BLOCK_K == 0 and len(weight.shape) == 2
+        return "kernel" if fits and m <= NVFP4_KERNEL_MAX_M else "dequant"
     return "scaled_mm" if fp8_mm_supported(weight.device) else "dequant"
 
 
