@@ -125,17 +125,26 @@ def main():
     from vllm import LLM, SamplingParams
 
     t0 = time.perf_counter()
-    llm = LLM(model=spec["model"], dtype=spec["dtype"], enable_prefix_caching=True,
-              block_size=spec["block_size"], max_model_len=spec["max_model_len"],
-              disable_log_stats=False, seed=0)
+    llm = LLM(
+        model=spec["model"],
+        dtype=spec["dtype"],
+        enable_prefix_caching=True,
+        block_size=spec["block_size"],
+        max_model_len=spec["max_model_len"],
+        disable_log_stats=False,
+        seed=0,
+    )
     startup = time.perf_counter() - t0
     params = SamplingParams(temperature=0, max_tokens=spec["max_new_tokens"], ignore_eos=True)
     warm = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
     llm.generate([{"prompt_token_ids": p} for p in spec["warmup"]], warm, use_tqdm=False)
-    results = {name: run_workload(llm, prompts, params, spec["repeats"])
-               for name, prompts in spec["workloads"].items()}
-    json.dump({"vllm_version": vllm.__version__, "startup_s": startup, "results": results},
-              result_out)
+    results = {
+        name: run_workload(llm, prompts, params, spec["repeats"])
+        for name, prompts in spec["workloads"].items()
+    }
+    json.dump(
+        {"vllm_version": vllm.__version__, "startup_s": startup, "results": results}, result_out
+    )
     result_out.write("\n")
     result_out.flush()
 

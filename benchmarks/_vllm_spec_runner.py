@@ -15,7 +15,9 @@ import time
 def _metrics(llm) -> dict:
     """vLLM's spec-decode counters (names vary by version), {} when it exposes none."""
     try:
-        return {m.name: getattr(m, "value", None) for m in llm.get_metrics() if "spec_decode" in m.name}
+        return {
+            m.name: getattr(m, "value", None) for m in llm.get_metrics() if "spec_decode" in m.name
+        }
     except Exception:  # noqa: BLE001 - optional
         return {}
 
@@ -37,12 +39,27 @@ def main() -> None:
     from vllm import LLM, SamplingParams
 
     params = SamplingParams(temperature=0, max_tokens=spec["max_new"])
-    common = dict(model=spec["model"], dtype="float32", enable_prefix_caching=True, block_size=32,
-                  max_model_len=2048)
+    common = dict(
+        model=spec["model"],
+        dtype="float32",
+        enable_prefix_caching=True,
+        block_size=32,
+        max_model_len=2048,
+    )
     result = {}
     for mode in ("off", "on"):
-        extra = {} if mode == "off" else {"speculative_config": {
-            "method": "ngram", "num_speculative_tokens": spec["k"], "prompt_lookup_max": 4, "prompt_lookup_min": 1}}
+        extra = (
+            {}
+            if mode == "off"
+            else {
+                "speculative_config": {
+                    "method": "ngram",
+                    "num_speculative_tokens": spec["k"],
+                    "prompt_lookup_max": 4,
+                    "prompt_lookup_min": 1,
+                }
+            }
+        )
         try:
             llm = LLM(**common, **extra)
         except Exception as exc:  # noqa: BLE001 - reported, e.g. speculation unsupported on the CPU
@@ -56,8 +73,10 @@ def main() -> None:
             row[f"{mode}_tok_s"] = tokens / seconds
             if mode == "on":
                 after = _metrics(llm)
-                row["spec_counters"] = {k: (after[k] - before.get(k, 0)) if isinstance(after[k], (int, float)) else None
-                                        for k in after}
+                row["spec_counters"] = {
+                    k: (after[k] - before.get(k, 0)) if isinstance(after[k], (int, float)) else None
+                    for k in after
+                }
         del llm
     for row in result.values():
         if isinstance(row, dict) and "on_tok_s" in row and "off_tok_s" in row:

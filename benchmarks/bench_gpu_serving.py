@@ -32,14 +32,21 @@ sys.path.insert(0, str(HERE))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
-
 from bench_agents import gpu_model_folder  # noqa: E402
 from bench_quant_gpu import cuda_median_s  # noqa: E402
 from model_shapes import LLAMA3_8B  # noqa: E402
 
-LLAMA31_8B = dict(LLAMA3_8B, max_position_embeddings=131072, rope_scaling={
-    "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192})
+LLAMA31_8B = dict(
+    LLAMA3_8B,
+    max_position_embeddings=131072,
+    rope_scaling={
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+)
 KV_CONFIGS = {"bf16": {"kv_cache_dtype": "bf16"}, "default": {}}
 DECODE_SHAPES = ((1, 512), (64, 512), (64, 2048))
 ROWS = ("startup", "decode", "prefill", "interference")
@@ -54,8 +61,13 @@ def parse_args(argv=None):
     p.add_argument("--long-len", type=int, default=65536)
     p.add_argument("--short-rate", type=float, default=8.0, help="short requests per second")
     p.add_argument("--max-total-tokens", type=int, default=200_000)
-    p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra Engine option (JSON value or string), e.g. chunked_prefill_size=4096")
+    p.add_argument(
+        "--engine-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Engine option (JSON value or string), e.g. chunked_prefill_size=4096",
+    )
     p.add_argument("--json", help="write the results here")
     return p.parse_args(argv)
 
@@ -81,8 +93,11 @@ def measure_device() -> dict:
     mm_s = cuda_median_s(lambda: a @ a)
     del a
     torch.cuda.empty_cache()
-    return {"card": torch.cuda.get_device_name(), "copy_bandwidth": bandwidth,
-            "matmul_flops": 2 * 8192 ** 3 / mm_s}
+    return {
+        "card": torch.cuda.get_device_name(),
+        "copy_bandwidth": bandwidth,
+        "matmul_flops": 2 * 8192**3 / mm_s,
+    }
 
 
 def decode_floor_s(runner, batch: int, ctx: float, generated: float, bandwidth: float) -> float:
@@ -122,7 +137,9 @@ class Driver:
         from radixgen.runtime.messages import GenerateReq
 
         rid = uuid.uuid4().hex
-        self.sched.handle(GenerateReq(rid=rid, input_ids=ids, params=SamplingParams.from_dict(params)))
+        self.sched.handle(
+            GenerateReq(rid=rid, input_ids=ids, params=SamplingParams.from_dict(params))
+        )
         self.arrival[rid], self.events[rid] = self.now(), []
         return rid
 
@@ -168,38 +185,71 @@ def startup_row(folder: Path, kv: dict, args) -> tuple[object, dict]:
     from radixgen.runtime.engine import Engine
 
     t = time.perf_counter()
-    eng = Engine(str(folder), dtype="bfloat16", load_format="dummy", max_total_tokens=args.max_total_tokens,
-                 **kv, **engine_args(args.engine_arg))
+    eng = Engine(
+        str(folder),
+        dtype="bfloat16",
+        load_format="dummy",
+        max_total_tokens=args.max_total_tokens,
+        **kv,
+        **engine_args(args.engine_arg),
+    )
     torch.cuda.synchronize()
     built = time.perf_counter() - t
     vocab = eng.scheduler.runner.arch.vocab_size
     t = time.perf_counter()
-    eng.generate(input_ids=random_ids(vocab, 512, 1), sampling_params={"max_new_tokens": 16, "ignore_eos": True})
+    eng.generate(
+        input_ids=random_ids(vocab, 512, 1),
+        sampling_params={"max_new_tokens": 16, "ignore_eos": True},
+    )
     first = time.perf_counter() - t
     t = time.perf_counter()
-    eng.generate(input_ids=random_ids(vocab, 512, 2), sampling_params={"max_new_tokens": 16, "ignore_eos": True})
+    eng.generate(
+        input_ids=random_ids(vocab, 512, 2),
+        sampling_params={"max_new_tokens": 16, "ignore_eos": True},
+    )
     second = time.perf_counter() - t
-    return eng, {"engine_s": built, "first_request_s": first, "second_request_s": second,
-                 "kv": eng.scheduler.runner.kv_summary()}
+    return eng, {
+        "engine_s": built,
+        "first_request_s": first,
+        "second_request_s": second,
+        "kv": eng.scheduler.runner.kv_summary(),
+    }
 
 
 def decode_row(eng, dev: dict, batch: int, ctx: int, steps: int, seed: int) -> dict:
     runner = eng.scheduler.runner
     prompts = [random_ids(runner.arch.vocab_size, ctx, seed + i) for i in range(batch)]
     params = {"max_new_tokens": steps, "temperature": 0, "ignore_eos": True}
-    eng.generate(input_ids=prompts, sampling_params=dict(params, max_new_tokens=2))  # the prompts stay cached
+    eng.generate(
+        input_ids=prompts, sampling_params=dict(params, max_new_tokens=2)
+    )  # the prompts stay cached
     drv = Driver(eng)
     drv.run([(0.0, p, params) for p in prompts])
     decode = drv.step_times[1:]  # the first step extends each request by its last prompt token
     mean = sum(decode) / len(decode)
     floor = decode_floor_s(runner, batch, ctx, steps / 2, dev["copy_bandwidth"])
-    return {"batch": batch, "ctx": ctx, "tok_s": batch / mean, "step_ms_mean": 1e3 * mean,
-            "step_ms_p50": 1e3 * pct(decode, 0.5), "step_ms_p90": 1e3 * pct(decode, 0.9),
-            "floor_ms": 1e3 * floor, "floor_tok_s": batch / floor, "of_floor": floor / mean}
+    return {
+        "batch": batch,
+        "ctx": ctx,
+        "tok_s": batch / mean,
+        "step_ms_mean": 1e3 * mean,
+        "step_ms_p50": 1e3 * pct(decode, 0.5),
+        "step_ms_p90": 1e3 * pct(decode, 0.9),
+        "floor_ms": 1e3 * floor,
+        "floor_tok_s": batch / floor,
+        "of_floor": floor / mean,
+    }
 
 
-def long_prefill(eng, dev: dict, num_long: int, args, seed: int, short_rate: float = 0.0,
-                 alone_tok_s: float | None = None) -> dict:
+def long_prefill(
+    eng,
+    dev: dict,
+    num_long: int,
+    args,
+    seed: int,
+    short_rate: float = 0.0,
+    alone_tok_s: float | None = None,
+) -> dict:
     """num_long long prompts at t=0 (and, with short_rate, short requests arriving meanwhile).
     Every prompt is new to the radix cache: callers give seeds no other run of this process uses."""
     vocab = eng.scheduler.runner.arch.vocab_size
@@ -208,18 +258,32 @@ def long_prefill(eng, dev: dict, num_long: int, args, seed: int, short_rate: flo
     alone_s = num_long * args.long_len / alone_tok_s if alone_tok_s else 4.0 * num_long
     if short_rate:
         n_short = max(8, int((alone_s * 1.3 + 0.5) * short_rate))
-        schedule += [(0.05 + k / short_rate, random_ids(vocab, 50, seed + 1000 + k),
-                      {"max_new_tokens": 16, "ignore_eos": True}) for k in range(n_short)]
+        schedule += [
+            (
+                0.05 + k / short_rate,
+                random_ids(vocab, 50, seed + 1000 + k),
+                {"max_new_tokens": 16, "ignore_eos": True},
+            )
+            for k in range(n_short)
+        ]
         schedule.sort(key=lambda x: x[0])
     drv = Driver(eng)
     drv.run(schedule)
     rids = list(drv.arrival)
-    is_long = {rid: i < num_long for i, rid in enumerate(rids)}  # submitted in schedule order: longs first
+    is_long = {
+        rid: i < num_long for i, rid in enumerate(rids)
+    }  # submitted in schedule order: longs first
     long_done = max(drv.events[r][0][0] for r in rids if is_long[r])
-    row = {"num_long": num_long, "long_tok_s": num_long * args.long_len / long_done,
-           "floor_tok_s": num_long * args.long_len * dev["matmul_flops"] / (
-               num_long * prefill_flops(LLAMA31_8B, args.long_len)),
-           "step_ms_p50": 1e3 * pct(drv.step_times, 0.5), "step_ms_max": 1e3 * max(drv.step_times)}
+    row = {
+        "num_long": num_long,
+        "long_tok_s": num_long * args.long_len / long_done,
+        "floor_tok_s": num_long
+        * args.long_len
+        * dev["matmul_flops"]
+        / (num_long * prefill_flops(LLAMA31_8B, args.long_len)),
+        "step_ms_p50": 1e3 * pct(drv.step_times, 0.5),
+        "step_ms_max": 1e3 * max(drv.step_times),
+    }
     shorts = [r for r in rids if not is_long[r]]
     if shorts:
         row.update(short_summary(drv, shorts))
@@ -229,54 +293,91 @@ def long_prefill(eng, dev: dict, num_long: int, args, seed: int, short_rate: flo
 def short_summary(drv: Driver, rids: list[str]) -> dict:
     ttft = [drv.ttft(r) for r in rids]
     itl = [x for r in rids for x in drv.itls(r)]
-    return {"short_n": len(rids), "ttft_p50_ms": 1e3 * pct(ttft, 0.5), "ttft_p99_ms": 1e3 * pct(ttft, 0.99),
-            "itl_p50_ms": 1e3 * pct(itl, 0.5), "itl_p99_ms": 1e3 * pct(itl, 0.99)}
+    return {
+        "short_n": len(rids),
+        "ttft_p50_ms": 1e3 * pct(ttft, 0.5),
+        "ttft_p99_ms": 1e3 * pct(ttft, 0.99),
+        "itl_p50_ms": 1e3 * pct(itl, 0.5),
+        "itl_p99_ms": 1e3 * pct(itl, 0.99),
+    }
 
 
 def idle_shorts(eng, args, seed: int, seconds: float = 3.0) -> dict:
     vocab = eng.scheduler.runner.arch.vocab_size
     n = int(seconds * args.short_rate)
     drv = Driver(eng)
-    drv.run([(k / args.short_rate, random_ids(vocab, 50, seed + k), {"max_new_tokens": 16, "ignore_eos": True})
-             for k in range(n)])
+    drv.run(
+        [
+            (
+                k / args.short_rate,
+                random_ids(vocab, 50, seed + k),
+                {"max_new_tokens": 16, "ignore_eos": True},
+            )
+            for k in range(n)
+        ]
+    )
     return short_summary(drv, list(drv.arrival))
 
 
 def run_config(name: str, folder: Path, dev: dict, args, rows: set[str]) -> dict:
     eng, start = startup_row(folder, KV_CONFIGS[name], args)
     res = {"startup": start}
-    print(f"[{name}] startup: engine {start['engine_s']:.1f} s, first request {start['first_request_s']:.2f} s, "
-          f"second {start['second_request_s']:.2f} s; {start['kv']}", flush=True)
+    print(
+        f"[{name}] startup: engine {start['engine_s']:.1f} s, first request {start['first_request_s']:.2f} s, "
+        f"second {start['second_request_s']:.2f} s; {start['kv']}",
+        flush=True,
+    )
     if "decode" in rows:
-        res["decode"] = [decode_row(eng, dev, b, c, args.decode_steps, seed=10_000 * i)
-                         for i, (b, c) in enumerate(DECODE_SHAPES)]
+        res["decode"] = [
+            decode_row(eng, dev, b, c, args.decode_steps, seed=10_000 * i)
+            for i, (b, c) in enumerate(DECODE_SHAPES)
+        ]
         for r in res["decode"]:
-            print(f"[{name}] decode {r['batch']} x {r['ctx']}: {r['tok_s']:.0f} tok/s, step {r['step_ms_mean']:.2f} ms "
-                  f"(p50 {r['step_ms_p50']:.2f}, p90 {r['step_ms_p90']:.2f}); floor {r['floor_ms']:.2f} ms = "
-                  f"{r['floor_tok_s']:.0f} tok/s; {100 * r['of_floor']:.0f}% of floor", flush=True)
+            print(
+                f"[{name}] decode {r['batch']} x {r['ctx']}: {r['tok_s']:.0f} tok/s, step {r['step_ms_mean']:.2f} ms "
+                f"(p50 {r['step_ms_p50']:.2f}, p90 {r['step_ms_p90']:.2f}); floor {r['floor_ms']:.2f} ms = "
+                f"{r['floor_tok_s']:.0f} tok/s; {100 * r['of_floor']:.0f}% of floor",
+                flush=True,
+            )
     if "prefill" in rows or "interference" in rows:
         alone = [long_prefill(eng, dev, n, args, seed=1_000_000 + 100 * n) for n in (1, 2)]
         res["prefill_alone"] = alone
         for r in alone:
-            print(f"[{name}] prefill {r['num_long']} x {args.long_len} alone: {r['long_tok_s']:.0f} tok/s "
-                  f"(FLOP floor {r['floor_tok_s']:.0f}; {100 * r['long_tok_s'] / r['floor_tok_s']:.0f}%), "
-                  f"step p50 {r['step_ms_p50']:.0f} ms, max {r['step_ms_max']:.0f} ms", flush=True)
+            print(
+                f"[{name}] prefill {r['num_long']} x {args.long_len} alone: {r['long_tok_s']:.0f} tok/s "
+                f"(FLOP floor {r['floor_tok_s']:.0f}; {100 * r['long_tok_s'] / r['floor_tok_s']:.0f}%), "
+                f"step p50 {r['step_ms_p50']:.0f} ms, max {r['step_ms_max']:.0f} ms",
+                flush=True,
+            )
     if "interference" in rows:
         idle = idle_shorts(eng, args, seed=7)
         res["idle_shorts"] = idle
-        print(f"[{name}] idle: short TTFT p50 {idle['ttft_p50_ms']:.0f} ms, p99 {idle['ttft_p99_ms']:.0f} ms; "
-              f"ITL p50 {idle['itl_p50_ms']:.1f} ms, p99 {idle['itl_p99_ms']:.1f} ms", flush=True)
+        print(
+            f"[{name}] idle: short TTFT p50 {idle['ttft_p50_ms']:.0f} ms, p99 {idle['ttft_p99_ms']:.0f} ms; "
+            f"ITL p50 {idle['itl_p50_ms']:.1f} ms, p99 {idle['itl_p99_ms']:.1f} ms",
+            flush=True,
+        )
         res["interference"] = []
         for n, alone_row in zip((1, 2), res["prefill_alone"]):
-            r = long_prefill(eng, dev, n, args, seed=2_000_000 + 100_000 * n, short_rate=args.short_rate,
-                             alone_tok_s=res["prefill_alone"][0]["long_tok_s"])
+            r = long_prefill(
+                eng,
+                dev,
+                n,
+                args,
+                seed=2_000_000 + 100_000 * n,
+                short_rate=args.short_rate,
+                alone_tok_s=res["prefill_alone"][0]["long_tok_s"],
+            )
             r["long_vs_alone"] = r["long_tok_s"] / alone_row["long_tok_s"]
             r["itl_p99_vs_idle"] = r["itl_p99_ms"] / idle["itl_p99_ms"]
             res["interference"].append(r)
-            print(f"[{name}] {n} long + {r['short_n']} short at {args.short_rate:g}/s: short TTFT p50 "
-                  f"{r['ttft_p50_ms']:.0f} ms, p99 {r['ttft_p99_ms']:.0f} ms (target <= 120); ITL p99 "
-                  f"{r['itl_p99_ms']:.1f} ms = {r['itl_p99_vs_idle']:.2f}x idle (target <= 2); long prefill "
-                  f"{r['long_tok_s']:.0f} tok/s = {100 * r['long_vs_alone']:.0f}% of alone (target >= 90%)", flush=True)
+            print(
+                f"[{name}] {n} long + {r['short_n']} short at {args.short_rate:g}/s: short TTFT p50 "
+                f"{r['ttft_p50_ms']:.0f} ms, p99 {r['ttft_p99_ms']:.0f} ms (target <= 120); ITL p99 "
+                f"{r['itl_p99_ms']:.1f} ms = {r['itl_p99_vs_idle']:.2f}x idle (target <= 2); long prefill "
+                f"{r['long_tok_s']:.0f} tok/s = {100 * r['long_vs_alone']:.0f}% of alone (target >= 90%)",
+                flush=True,
+            )
     eng.shutdown()
     del eng
     import gc
@@ -291,8 +392,11 @@ def main(argv=None) -> None:
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
     dev = measure_device()
-    print(f"{dev['card']}: copy bandwidth {dev['copy_bandwidth'] / 1e12:.2f} TB/s, bf16 matmul "
-          f"{dev['matmul_flops'] / 1e12:.0f} TFLOP/s (measured here)", flush=True)
+    print(
+        f"{dev['card']}: copy bandwidth {dev['copy_bandwidth'] / 1e12:.2f} TB/s, bf16 matmul "
+        f"{dev['matmul_flops'] / 1e12:.0f} TFLOP/s (measured here)",
+        flush=True,
+    )
     folder, rows = gpu_model_folder(Path(args.tokenizer), LLAMA31_8B), set(args.rows.split(","))
     results = {"device": dev, "args": vars(args), "configs": {}}
     for name in args.kv.split(","):
@@ -300,7 +404,9 @@ def main(argv=None) -> None:
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     if "decode" in rows and {"bf16", "default"} <= set(results["configs"]):
-        for b, d in zip(results["configs"]["bf16"]["decode"], results["configs"]["default"]["decode"]):
+        for b, d in zip(
+            results["configs"]["bf16"]["decode"], results["configs"]["default"]["decode"]
+        ):
             print(f"default / bf16 at {b['batch']} x {b['ctx']}: {d['tok_s'] / b['tok_s']:.2f}x")
 
 

@@ -31,28 +31,67 @@ from radixgen.grammar.compiler import GrammarCompiler  # noqa: E402
 from radixgen.grammar.tokenizer_info import TokenizerInfo  # noqa: E402
 
 MODEL = Path.home() / ".cache" / "radixgen" / "SmolLM2-135M-Instruct"
-_ADDR = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
-                                          "zip": {"type": "string", "pattern": "[0-9]{5}"}},
-         "required": ["city", "zip"]}
+_ADDR = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 20},
+        "zip": {"type": "string", "pattern": "[0-9]{5}"},
+    },
+    "required": ["city", "zip"],
+}
 # name -> Constraint; the SQL CFG case is appended here by the CFG worker, e.g.
 #   CASES["sql"] = Constraint("lark", "sql")   (engines without CFG support skip it)
 CASES: dict[str, Constraint] = {
-    "json_person": Constraint("json_schema", {
-        "type": "object", "required": ["name", "age", "email"],
-        "properties": {"name": {"type": "string", "maxLength": 40}, "age": {"type": "integer"},
-                       "email": {"type": "string", "format": "email"}, "address": _ADDR}}),
-    "json_tool_call": Constraint("json_schema", {
-        "type": "object", "required": ["tool", "arguments"],
-        "properties": {"tool": {"enum": ["search", "calculator", "weather"]},
-                       "arguments": {"type": "object", "required": ["query"],
-                                     "properties": {"query": {"type": "string"},
-                                                    "limit": {"type": "integer", "minimum": 1, "maximum": 50}}}}}),
-    "json_list": Constraint("json_schema", {
-        "type": "array", "minItems": 1, "maxItems": 8,
-        "items": {"type": "object", "required": ["id", "tags"],
-                  "properties": {"id": {"type": "integer"},
-                                 "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 4}}}}),
-    "regex_phone_email": Constraint("regex", r"\(\d{3}\) \d{3}-\d{4} <[a-z]{2,12}@[a-z]{2,10}\.(com|org|net)>"),
+    "json_person": Constraint(
+        "json_schema",
+        {
+            "type": "object",
+            "required": ["name", "age", "email"],
+            "properties": {
+                "name": {"type": "string", "maxLength": 40},
+                "age": {"type": "integer"},
+                "email": {"type": "string", "format": "email"},
+                "address": _ADDR,
+            },
+        },
+    ),
+    "json_tool_call": Constraint(
+        "json_schema",
+        {
+            "type": "object",
+            "required": ["tool", "arguments"],
+            "properties": {
+                "tool": {"enum": ["search", "calculator", "weather"]},
+                "arguments": {
+                    "type": "object",
+                    "required": ["query"],
+                    "properties": {
+                        "query": {"type": "string"},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+                    },
+                },
+            },
+        },
+    ),
+    "json_list": Constraint(
+        "json_schema",
+        {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 8,
+            "items": {
+                "type": "object",
+                "required": ["id", "tags"],
+                "properties": {
+                    "id": {"type": "integer"},
+                    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
+                },
+            },
+        },
+    ),
+    "regex_phone_email": Constraint(
+        "regex", r"\(\d{3}\) \d{3}-\d{4} <[a-z]{2,12}@[a-z]{2,10}\.(com|org|net)>"
+    ),
 }
 
 
@@ -90,7 +129,9 @@ def radixgen_engine(info, tokenizer):
             if hasattr(matcher, "limit_tokens"):
                 matcher.limit_tokens(4096)  # as the runtime does (max_new_tokens); not binding here
             return (lambda: matcher.fill_bitmask(bitmask, 0)), matcher.accept_token
+
         return start
+
     return compile_
 
 
@@ -103,7 +144,11 @@ def outlines_engine(info, tokenizer):
     def compile_(constraint):
         if constraint.kind not in ("json_schema", "regex"):
             return None
-        regex = build_regex_from_schema(constraint.spec, "") if constraint.kind == "json_schema" else constraint.spec
+        regex = (
+            build_regex_from_schema(constraint.spec, "")
+            if constraint.kind == "json_schema"
+            else constraint.spec
+        )
         index = Index(regex, outlines_vocabulary(info).vocabulary)
         mask = torch.zeros(1, (info.vocab_size + 31) // 32, dtype=torch.int32)
 
@@ -111,7 +156,9 @@ def outlines_engine(info, tokenizer):
             guide = Guide(index)
             fill = lambda: guide.write_mask_into(mask.data_ptr(), mask.numel(), 4)  # noqa: E731
             return fill, lambda t: _ok(lambda: guide.advance(t, False))
+
         return start
+
     return compile_
 
 
@@ -123,7 +170,9 @@ def xgrammar_engine(info, tokenizer):
     def compile_(constraint):
         compiler = xgr.GrammarCompiler(xinfo, cache_enabled=False)
         if constraint.kind == "json_schema":
-            compiled = compiler.compile_json_schema(constraint.spec, any_whitespace=False, separators=(",", ":"))
+            compiled = compiler.compile_json_schema(
+                constraint.spec, any_whitespace=False, separators=(",", ":")
+            )
         elif constraint.kind == "regex":
             compiled = compiler.compile_regex(constraint.spec)
         else:
@@ -133,7 +182,9 @@ def xgrammar_engine(info, tokenizer):
         def start():
             matcher = xgr.GrammarMatcher(compiled)
             return (lambda: matcher.fill_next_token_bitmask(bitmask, 0)), matcher.accept_token
+
         return start
+
     return compile_
 
 
@@ -147,8 +198,13 @@ def llguidance_engine(info, tokenizer):
     def compile_(constraint):
         if constraint.kind == "json_schema":
             grammar = llguidance.LLMatcher.grammar_from_json_schema(
-                constraint.spec, defaults={"whitespace_flexible": False, "item_separator": ",",
-                                           "key_separator": ":"})
+                constraint.spec,
+                defaults={
+                    "whitespace_flexible": False,
+                    "item_separator": ",",
+                    "key_separator": ":",
+                },
+            )
         elif constraint.kind == "regex":
             grammar = llguidance.LLMatcher.grammar_from_regex(constraint.spec)
         else:
@@ -160,12 +216,18 @@ def llguidance_engine(info, tokenizer):
             matcher = llguidance.LLMatcher(lltok, grammar)
             fill = lambda: llguidance.torch.fill_next_token_bitmask(matcher, bitmask, 0)  # noqa: E731
             return fill, lambda t: matcher.consume_token(t) and not matcher.is_error()
+
         return start
+
     return compile_
 
 
-ENGINES = {"radixgen": radixgen_engine, "outlines-core": outlines_engine,
-           "xgrammar": xgrammar_engine, "llguidance": llguidance_engine}
+ENGINES = {
+    "radixgen": radixgen_engine,
+    "outlines-core": outlines_engine,
+    "xgrammar": xgrammar_engine,
+    "llguidance": llguidance_engine,
+}
 
 
 def _ok(fn) -> bool:
@@ -203,20 +265,31 @@ def run_case(name, constraint, engines, walks) -> list[dict]:
         if start is None:
             continue
         times = sorted(_measure(start, walks))
-        rows.append({"case": name, "engine": engine_name, "compile_ms": 1e3 * compile_s,
-                     "tokens": len(times), "mean_us": 1e6 * statistics.fmean(times),
-                     "p99_us": 1e6 * times[min(len(times) - 1, int(0.99 * len(times)))]})
+        rows.append(
+            {
+                "case": name,
+                "engine": engine_name,
+                "compile_ms": 1e3 * compile_s,
+                "tokens": len(times),
+                "mean_us": 1e6 * statistics.fmean(times),
+                "p99_us": 1e6 * times[min(len(times) - 1, int(0.99 * len(times)))],
+            }
+        )
     return rows
 
 
 def _print_table(rows: list[dict]) -> None:
-    print(f"{'case':20s} {'engine':14s} {'compile ms':>11s} {'tokens':>7s} {'mean us':>8s} {'p99 us':>8s}")
+    print(
+        f"{'case':20s} {'engine':14s} {'compile ms':>11s} {'tokens':>7s} {'mean us':>8s} {'p99 us':>8s}"
+    )
     for r in rows:
         if "error" in r:
             print(f"{r['case']:20s} {r['engine']:14s} error: {r['error']}")
         else:
-            print(f"{r['case']:20s} {r['engine']:14s} {r['compile_ms']:11.1f} {r['tokens']:7d} "
-                  f"{r['mean_us']:8.1f} {r['p99_us']:8.1f}")
+            print(
+                f"{r['case']:20s} {r['engine']:14s} {r['compile_ms']:11.1f} {r['tokens']:7d} "
+                f"{r['mean_us']:8.1f} {r['p99_us']:8.1f}"
+            )
 
 
 def main() -> None:
@@ -243,7 +316,9 @@ def main() -> None:
         rows += run_case(name, CASES[name], engines, _walks(grammar, info, args.walks, args.steps))
     _print_table(rows)
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"rows": rows, "vocab_size": info.vocab_size}, indent=1))
+        Path(args.json_out).write_text(
+            json.dumps({"rows": rows, "vocab_size": info.vocab_size}, indent=1)
+        )
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ SQL_QUERIES = [
 
 def _tokenizer():
     from transformers import AutoTokenizer
+
     path = os.path.expanduser("~/.cache/radixgen/SmolLM2-135M-Instruct")
     return AutoTokenizer.from_pretrained(path)
 
@@ -70,8 +71,13 @@ def random_walk_ids(matcher, info, rng: random.Random, max_tokens: int = 64) -> 
     return out
 
 
-def time_masks(grammar, sequences: list[list[int]], clock=time.perf_counter,
-               first_visits: list[float] | None = None, limit: int | None = None) -> list[float]:
+def time_masks(
+    grammar,
+    sequences: list[list[int]],
+    clock=time.perf_counter,
+    first_visits: list[float] | None = None,
+    limit: int | None = None,
+) -> list[float]:
     """Seconds per fill_bitmask over every prefix of every sequence. `time.thread_time` gives
     CPU time, which leaves out preemption on a shared machine. `first_visits`, if given, also
     receives the times of the steps whose (lexer state, parser stack) mask was not cached yet.
@@ -98,12 +104,19 @@ def time_masks(grammar, sequences: list[list[int]], clock=time.perf_counter,
 
 def _stats(times: list[float]) -> dict:
     us = np.array(times) * 1e6
-    return {"n": len(us), "mean_us": round(float(us.mean()), 1), "p50_us": round(float(np.percentile(us, 50)), 1),
-            "p99_us": round(float(np.percentile(us, 99)), 1), "max_us": round(float(us.max()), 1),
-            "over_1ms": int((us > 1000).sum())}
+    return {
+        "n": len(us),
+        "mean_us": round(float(us.mean()), 1),
+        "p50_us": round(float(np.percentile(us, 50)), 1),
+        "p99_us": round(float(np.percentile(us, 99)), 1),
+        "max_us": round(float(us.max()), 1),
+        "over_1ms": int((us > 1000).sum()),
+    }
 
 
-def benchmark_sql_masks(num_walks: int = 30, seed: int = 0, peers: bool = True, freeze: bool = True) -> dict:
+def benchmark_sql_masks(
+    num_walks: int = 30, seed: int = 0, peers: bool = True, freeze: bool = True
+) -> dict:
     """Mask times (µs) of radixgen's CFG matcher on the SQL grammar; peers when installed."""
     from radixgen.core import Constraint
     from radixgen.grammar.cfg.grammar import compile_cfg
@@ -120,8 +133,10 @@ def benchmark_sql_masks(num_walks: int = 30, seed: int = 0, peers: bool = True, 
 
     t0 = time.perf_counter()
     grammar = compiled()
-    result: dict = {"compile_s": round(time.perf_counter() - t0, 3),
-                    "load_avg_start": os.getloadavg()}
+    result: dict = {
+        "compile_s": round(time.perf_counter() - t0, 3),
+        "load_avg_start": os.getloadavg(),
+    }
     real = [tok.encode(q) + [tok.eos_token_id] for q in SQL_QUERIES]
     rng = random.Random(seed)
     walks = [random_walk_ids(grammar.matcher(), info, rng) for _ in range(num_walks)]
@@ -139,7 +154,9 @@ def benchmark_sql_masks(num_walks: int = 30, seed: int = 0, peers: bool = True, 
     # under max_new_tokens (cfg.closing): with 256 tokens left every step checks how far the
     # end is and nothing narrows; walks capped at 24 tokens narrow their last ~20 masks
     grammar = compiled()
-    result["cold_cpu_time_limit_256"] = _stats(time_masks(grammar, real + walks, time.thread_time, limit=256))
+    result["cold_cpu_time_limit_256"] = _stats(
+        time_masks(grammar, real + walks, time.thread_time, limit=256)
+    )
     grammar = compiled()
     capped = []
     for _ in range(num_walks):
@@ -147,8 +164,12 @@ def benchmark_sql_masks(num_walks: int = 30, seed: int = 0, peers: bool = True, 
         matcher.limit_tokens(24)
         capped.append(random_walk_ids(matcher, info, rng, max_tokens=24))
     grammar = compiled()
-    result["cold_cpu_time_limit_24"] = _stats(time_masks(grammar, capped, time.thread_time, limit=24))
-    result["warm_cpu_time_limit_24"] = _stats(time_masks(grammar, capped, time.thread_time, limit=24))
+    result["cold_cpu_time_limit_24"] = _stats(
+        time_masks(grammar, capped, time.thread_time, limit=24)
+    )
+    result["warm_cpu_time_limit_24"] = _stats(
+        time_masks(grammar, capped, time.thread_time, limit=24)
+    )
     result["load_avg_end"] = os.getloadavg()
     if peers:  # on the real queries only: a peer may be orders of magnitude slower
         result["peers_real_queries"] = _peer_stats(tok, real)
@@ -169,6 +190,7 @@ def _peer_stats(tok, sequences: list[list[int]]) -> dict:
 
 def _sql_text() -> str:
     from radixgen.grammar.cfg.grammar import shipped_grammar
+
     return shipped_grammar("sql")
 
 
@@ -217,4 +239,9 @@ if __name__ == "__main__":
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--no-freeze", action="store_true", help="no gc.freeze() after the compiles")
     args = ap.parse_args()
-    print(json.dumps(benchmark_sql_masks(args.walks, peers=not args.no_peers, freeze=not args.no_freeze), indent=2))
+    print(
+        json.dumps(
+            benchmark_sql_masks(args.walks, peers=not args.no_peers, freeze=not args.no_freeze),
+            indent=2,
+        )
+    )

@@ -53,49 +53,125 @@ def _str(n: int) -> dict:
 
 
 SCHEMAS: dict[str, dict] = {
-    "person": {"type": "object", "required": ["name", "age", "city"], "properties": {
-        "name": _str(40), "age": {"type": "integer", "minimum": 0, "maximum": 120}, "city": _str(30)}},
-    "weather_call": {"type": "object", "required": ["name", "arguments"], "properties": {
-        "name": {"const": "get_weather"},
-        "arguments": {"type": "object", "required": ["city", "unit"], "properties": {
-            "city": _str(30), "unit": {"enum": ["celsius", "fahrenheit"]}}}}},
-    "product": {"type": "object", "required": ["name", "price", "currency", "in_stock"], "properties": {
-        "name": _str(40), "price": {"type": "number", "minimum": 0},
-        "currency": {"enum": ["USD", "EUR", "GBP"]}, "in_stock": {"type": "boolean"},
-        "tags": {"type": "array", "items": _str(15), "maxItems": 4}}},
-    "event": {"type": "object", "required": ["title", "date", "location"], "properties": {
-        "title": _str(40), "date": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
-        "location": _str(30), "attendees": {"type": "array", "items": _str(20), "maxItems": 5}}},
-    "review": {"type": "object", "required": ["sentiment", "rating", "summary"], "properties": {
-        "sentiment": {"enum": ["positive", "negative", "neutral"]},
-        "rating": {"type": "integer", "minimum": 1, "maximum": 5}, "summary": _str(60)}},
-    "order": {"type": "object", "required": ["order_id", "items", "express"], "properties": {
-        "order_id": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4}$"},
-        "items": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
-            "type": "object", "required": ["sku", "quantity"], "properties": {
-                "sku": _str(12), "quantity": {"type": "integer", "minimum": 1, "maximum": 99}}}},
-        "express": {"type": "boolean"}}},
-    "search_call": {"type": "object", "required": ["tool", "query", "limit"], "properties": {
-        "tool": {"enum": ["web_search", "news_search", "image_search"]}, "query": _str(50),
-        "limit": {"type": "integer", "minimum": 1, "maximum": 20}}},
-    "contacts": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
-        "type": "object", "required": ["name", "phone"], "properties": {
-            "name": _str(30), "phone": {"type": "string", "pattern": "^[0-9]{3}-[0-9]{3}-[0-9]{4}$"}}}},
+    "person": {
+        "type": "object",
+        "required": ["name", "age", "city"],
+        "properties": {
+            "name": _str(40),
+            "age": {"type": "integer", "minimum": 0, "maximum": 120},
+            "city": _str(30),
+        },
+    },
+    "weather_call": {
+        "type": "object",
+        "required": ["name", "arguments"],
+        "properties": {
+            "name": {"const": "get_weather"},
+            "arguments": {
+                "type": "object",
+                "required": ["city", "unit"],
+                "properties": {"city": _str(30), "unit": {"enum": ["celsius", "fahrenheit"]}},
+            },
+        },
+    },
+    "product": {
+        "type": "object",
+        "required": ["name", "price", "currency", "in_stock"],
+        "properties": {
+            "name": _str(40),
+            "price": {"type": "number", "minimum": 0},
+            "currency": {"enum": ["USD", "EUR", "GBP"]},
+            "in_stock": {"type": "boolean"},
+            "tags": {"type": "array", "items": _str(15), "maxItems": 4},
+        },
+    },
+    "event": {
+        "type": "object",
+        "required": ["title", "date", "location"],
+        "properties": {
+            "title": _str(40),
+            "date": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
+            "location": _str(30),
+            "attendees": {"type": "array", "items": _str(20), "maxItems": 5},
+        },
+    },
+    "review": {
+        "type": "object",
+        "required": ["sentiment", "rating", "summary"],
+        "properties": {
+            "sentiment": {"enum": ["positive", "negative", "neutral"]},
+            "rating": {"type": "integer", "minimum": 1, "maximum": 5},
+            "summary": _str(60),
+        },
+    },
+    "order": {
+        "type": "object",
+        "required": ["order_id", "items", "express"],
+        "properties": {
+            "order_id": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4}$"},
+            "items": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 3,
+                "items": {
+                    "type": "object",
+                    "required": ["sku", "quantity"],
+                    "properties": {
+                        "sku": _str(12),
+                        "quantity": {"type": "integer", "minimum": 1, "maximum": 99},
+                    },
+                },
+            },
+            "express": {"type": "boolean"},
+        },
+    },
+    "search_call": {
+        "type": "object",
+        "required": ["tool", "query", "limit"],
+        "properties": {
+            "tool": {"enum": ["web_search", "news_search", "image_search"]},
+            "query": _str(50),
+            "limit": {"type": "integer", "minimum": 1, "maximum": 20},
+        },
+    },
+    "contacts": {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": 3,
+        "items": {
+            "type": "object",
+            "required": ["name", "phone"],
+            "properties": {
+                "name": _str(30),
+                "phone": {"type": "string", "pattern": "^[0-9]{3}-[0-9]{3}-[0-9]{4}$"},
+            },
+        },
+    },
 }
 
 _FIRST = ["Alice", "Bob", "Carmen", "Dmitri", "Emeka", "Fatima", "Goran", "Hana", "Ivan", "Julia"]
 _LAST = ["Nguyen", "Schmidt", "Okafor", "Rossi", "Tanaka", "Silva", "Kowalski", "Haddad"]
 _CITIES = ["Lisbon", "Osaka", "Nairobi", "Denver", "Krakow", "Montreal", "Pune", "Valparaiso"]
-_PRODUCTS = ["wireless headphones", "espresso machine", "trail running shoes", "mechanical keyboard",
-             "standing desk", "cast iron skillet", "e-reader", "camping tent"]
+_PRODUCTS = [
+    "wireless headphones",
+    "espresso machine",
+    "trail running shoes",
+    "mechanical keyboard",
+    "standing desk",
+    "cast iron skillet",
+    "e-reader",
+    "camping tent",
+]
 
 
 def _user_text(kind: str, rng: random.Random) -> str:
     name = f"{rng.choice(_FIRST)} {rng.choice(_LAST)}"
     city = rng.choice(_CITIES)
     if kind == "person":
-        return (f"Extract the person from this note: \"Met {name} yesterday, {rng.randint(19, 80)} "
-                f"years old, moved to {city} last spring and works as a nurse.\"")
+        return (
+            f'Extract the person from this note: "Met {name} yesterday, {rng.randint(19, 80)} '
+            f'years old, moved to {city} last spring and works as a nurse."'
+        )
     if kind == "weather_call":
         unit = rng.choice(["Celsius", "Fahrenheit"])
         return f"Call the weather function: what's the weather like in {city} right now, in {unit}?"
@@ -103,26 +179,41 @@ def _user_text(kind: str, rng: random.Random) -> str:
         prod = rng.choice(_PRODUCTS)
         cur = rng.choice([("$", "USD"), ("EUR ", "EUR"), ("GBP ", "GBP")])
         stock = rng.choice(["in stock", "sold out"])
-        return (f"Extract the product: \"The {prod} costs {cur[0]}{rng.randint(20, 900)}.{rng.randint(0, 99):02d}, "
-                f"currently {stock}; tagged sale and new.\"")
+        return (
+            f'Extract the product: "The {prod} costs {cur[0]}{rng.randint(20, 900)}.{rng.randint(0, 99):02d}, '
+            f'currently {stock}; tagged sale and new."'
+        )
     if kind == "event":
-        return (f"Extract the event: \"Team offsite in {city} on 2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}, "
-                f"organised by {name}, with {rng.choice(_FIRST)} and {rng.choice(_FIRST)} attending.\"")
+        return (
+            f'Extract the event: "Team offsite in {city} on 2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}, '
+            f'organised by {name}, with {rng.choice(_FIRST)} and {rng.choice(_FIRST)} attending."'
+        )
     if kind == "review":
-        mood = rng.choice(["I loved it, works perfectly", "Broke after two days, very disappointed",
-                           "It's okay, nothing special"])
-        return f"Analyse this review of a {rng.choice(_PRODUCTS)}: \"{mood}.\""
+        mood = rng.choice(
+            [
+                "I loved it, works perfectly",
+                "Broke after two days, very disappointed",
+                "It's okay, nothing special",
+            ]
+        )
+        return f'Analyse this review of a {rng.choice(_PRODUCTS)}: "{mood}."'
     if kind == "order":
-        return (f"Extract the order: \"Order {rng.choice(['ABC', 'XQZ', 'LMN'])}-{rng.randint(1000, 9999)}: "
-                f"{rng.randint(1, 5)} x SKU-{rng.randint(100, 999)} and {rng.randint(1, 5)} x SKU-{rng.randint(100, 999)}, "
-                f"{rng.choice(['express', 'standard'])} shipping.\"")
+        return (
+            f'Extract the order: "Order {rng.choice(["ABC", "XQZ", "LMN"])}-{rng.randint(1000, 9999)}: '
+            f"{rng.randint(1, 5)} x SKU-{rng.randint(100, 999)} and {rng.randint(1, 5)} x SKU-{rng.randint(100, 999)}, "
+            f'{rng.choice(["express", "standard"])} shipping."'
+        )
     if kind == "search_call":
-        return (f"Call a search tool to find the {rng.randint(3, 10)} latest news articles about "
-                f"{rng.choice(['solar power', 'the World Cup', 'electric cars', 'the stock market'])} in {city}.")
+        return (
+            f"Call a search tool to find the {rng.randint(3, 10)} latest news articles about "
+            f"{rng.choice(['solar power', 'the World Cup', 'electric cars', 'the stock market'])} in {city}."
+        )
     if kind == "contacts":
-        return (f"List the contacts in: \"Call {name} at {rng.randint(200, 999)}-{rng.randint(200, 999)}-"
-                f"{rng.randint(1000, 9999)} or {rng.choice(_FIRST)} at {rng.randint(200, 999)}-"
-                f"{rng.randint(200, 999)}-{rng.randint(1000, 9999)}.\"")
+        return (
+            f'List the contacts in: "Call {name} at {rng.randint(200, 999)}-{rng.randint(200, 999)}-'
+            f"{rng.randint(1000, 9999)} or {rng.choice(_FIRST)} at {rng.randint(200, 999)}-"
+            f'{rng.randint(200, 999)}-{rng.randint(1000, 9999)}."'
+        )
     raise ValueError(kind)
 
 
@@ -131,9 +222,14 @@ def build_workload(tokenizer, num_requests: int, seed: int = 0) -> list[dict]:
     rng, names, reqs = random.Random(seed), list(SCHEMAS), []
     for i in range(num_requests):
         name = names[i % len(names)]
-        system = ("You are a data extraction assistant. Reply with only a JSON value that matches "
-                  "this JSON Schema, with no other text:\n" + json.dumps(SCHEMAS[name]))
-        msgs = [{"role": "system", "content": system}, {"role": "user", "content": _user_text(name, rng)}]
+        system = (
+            "You are a data extraction assistant. Reply with only a JSON value that matches "
+            "this JSON Schema, with no other text:\n" + json.dumps(SCHEMAS[name])
+        )
+        msgs = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": _user_text(name, rng)},
+        ]
         ids = tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
         if isinstance(ids, dict) or hasattr(ids, "input_ids"):
             ids = ids["input_ids"]
@@ -229,13 +325,17 @@ class RadixgenRunner:
             t0 = time.perf_counter()
             outs = self.engine.generate(input_ids=ids, sampling_params=params)
             seconds = time.perf_counter() - t0
-        return {"seconds": seconds, "other_cpu": other.fraction,
-                "output_tokens": [len(o["output_ids"]) for o in outs],
-                "output_ids": [o["output_ids"] for o in outs],
-                "texts": [o["text"] for o in outs],
-                "finish": [o["meta_info"]["finish_reason"]["type"] for o in outs],
-                "latency": [o["meta_info"]["e2e_latency"] for o in outs],
-                "forwards": self.forwards - f0, "forced_tokens": self.forced - j0}
+        return {
+            "seconds": seconds,
+            "other_cpu": other.fraction,
+            "output_tokens": [len(o["output_ids"]) for o in outs],
+            "output_ids": [o["output_ids"] for o in outs],
+            "texts": [o["text"] for o in outs],
+            "finish": [o["meta_info"]["finish_reason"]["type"] for o in outs],
+            "latency": [o["meta_info"]["e2e_latency"] for o in outs],
+            "forwards": self.forwards - f0,
+            "forced_tokens": self.forced - j0,
+        }
 
     def close(self):
         self.engine.shutdown()
@@ -244,22 +344,50 @@ class RadixgenRunner:
 # ---------------------------------------------------------------- vLLM (worker in its own venv)
 class VllmClient:
     """Parent side: starts the worker, sends one JSON command a line, reads one JSON line back."""
+
     MODES = ("vLLM unconstrained", "vLLM json (xgrammar)")
 
-    def __init__(self, python: str, model: Path, dtype: str, max_new_tokens: int, workload: list[dict],
-                 log_path: Path, timeout: float):
-        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="4", VLLM_CPU_OMP_THREADS_BIND="0-1",
-                   HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    def __init__(
+        self,
+        python: str,
+        model: Path,
+        dtype: str,
+        max_new_tokens: int,
+        workload: list[dict],
+        log_path: Path,
+        timeout: float,
+    ):
+        env = dict(
+            os.environ,
+            VLLM_CPU_KVCACHE_SPACE="4",
+            VLLM_CPU_OMP_THREADS_BIND="0-1",
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+        )
         for var in ("PYTHONPATH", "VIRTUAL_ENV", "LD_PRELOAD"):
             env.pop(var, None)
         self.log = open(log_path, "w")
-        self.proc = subprocess.Popen([python, str(Path(__file__).resolve()), "--vllm-worker"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                     text=True, env=env, bufsize=1)
+        self.proc = subprocess.Popen(
+            [python, str(Path(__file__).resolve()), "--vllm-worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            env=env,
+            bufsize=1,
+        )
         self.log_path, self.timeout = log_path, timeout
-        self.ready = self.call({"cmd": "init", "model": str(model), "dtype": dtype,
-                                "max_new_tokens": max_new_tokens,
-                                "requests": [{"input_ids": r["input_ids"], "schema": r["schema"]} for r in workload]})
+        self.ready = self.call(
+            {
+                "cmd": "init",
+                "model": str(model),
+                "dtype": dtype,
+                "max_new_tokens": max_new_tokens,
+                "requests": [
+                    {"input_ids": r["input_ids"], "schema": r["schema"]} for r in workload
+                ],
+            }
+        )
 
     def call(self, cmd: dict) -> dict:
         self.proc.stdin.write(json.dumps(cmd) + "\n")
@@ -268,7 +396,9 @@ class VllmClient:
         if not line:
             self.log.flush()
             tail = "".join(self.log_path.read_text().splitlines(True)[-30:])
-            raise RuntimeError(f"vLLM worker died (exit {self.proc.poll()}); log {self.log_path}:\n{tail}")
+            raise RuntimeError(
+                f"vLLM worker died (exit {self.proc.poll()}); log {self.log_path}:\n{tail}"
+            )
         out = json.loads(line)
         if "error" in out:
             raise RuntimeError(f"vLLM worker: {out['error']}")
@@ -312,6 +442,7 @@ def vllm_worker() -> None:
                 reply(_vllm_run(state, cmd["constrained"], OtherCpu))
         except Exception as exc:  # report, keep serving
             import traceback
+
             traceback.print_exc()
             reply({"error": repr(exc)})
 
@@ -323,8 +454,16 @@ def _vllm_params(state: dict, constrained: bool):
     n = state["max_new_tokens"]
     if not constrained:
         return SamplingParams(temperature=0, max_tokens=n)
-    return [SamplingParams(temperature=0, max_tokens=n, structured_outputs=StructuredOutputsParams(
-        json=r["schema"], disable_any_whitespace=True)) for r in state["requests"]]
+    return [
+        SamplingParams(
+            temperature=0,
+            max_tokens=n,
+            structured_outputs=StructuredOutputsParams(
+                json=r["schema"], disable_any_whitespace=True
+            ),
+        )
+        for r in state["requests"]
+    ]
 
 
 def _vllm_init(state: dict, cmd: dict) -> dict:
@@ -332,9 +471,15 @@ def _vllm_init(state: dict, cmd: dict) -> dict:
     from vllm import LLM
 
     t0 = time.perf_counter()
-    llm = LLM(model=cmd["model"], dtype=cmd["dtype"], enable_prefix_caching=True, block_size=32,
-              max_model_len=2048, seed=0,
-              structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True})
+    llm = LLM(
+        model=cmd["model"],
+        dtype=cmd["dtype"],
+        enable_prefix_caching=True,
+        block_size=32,
+        max_model_len=2048,
+        seed=0,
+        structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},
+    )
     state.update(llm=llm, max_new_tokens=cmd["max_new_tokens"], requests=cmd["requests"])
     startup = time.perf_counter() - t0
     # compile time: one constrained request per distinct schema, a single token each, cold grammar
@@ -355,12 +500,23 @@ def _vllm_init(state: dict, cmd: dict) -> dict:
             continue
         seen.add(key)
         t0 = time.perf_counter()
-        llm.generate([prompt], SamplingParams(temperature=0, max_tokens=1,
-                                              structured_outputs=StructuredOutputsParams(
-                                                  json=r["schema"], disable_any_whitespace=True)),
-                     use_tqdm=False)
+        llm.generate(
+            [prompt],
+            SamplingParams(
+                temperature=0,
+                max_tokens=1,
+                structured_outputs=StructuredOutputsParams(
+                    json=r["schema"], disable_any_whitespace=True
+                ),
+            ),
+            use_tqdm=False,
+        )
         compile_s[key] = time.perf_counter() - t0 - base
-    return {"vllm_version": vllm.__version__, "startup_s": startup, "compile_s": list(compile_s.values())}
+    return {
+        "vllm_version": vllm.__version__,
+        "startup_s": startup,
+        "compile_s": list(compile_s.values()),
+    }
 
 
 def _vllm_run(state: dict, constrained: bool, OtherCpu) -> dict:
@@ -375,12 +531,17 @@ def _vllm_run(state: dict, constrained: bool, OtherCpu) -> dict:
         t0 = time.perf_counter()
         outs = llm.generate(prompts, params, use_tqdm=False)
         seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "other_cpu": other.fraction,
-            "output_tokens": [len(o.outputs[0].token_ids) for o in outs],
-            "output_ids": [list(o.outputs[0].token_ids) for o in outs],
-            "texts": [o.outputs[0].text for o in outs],
-            "finish": [o.outputs[0].finish_reason for o in outs],
-            "latency": None, "forwards": None, "forced_tokens": None}
+    return {
+        "seconds": seconds,
+        "other_cpu": other.fraction,
+        "output_tokens": [len(o.outputs[0].token_ids) for o in outs],
+        "output_ids": [list(o.outputs[0].token_ids) for o in outs],
+        "texts": [o.outputs[0].text for o in outs],
+        "finish": [o.outputs[0].finish_reason for o in outs],
+        "latency": None,
+        "forwards": None,
+        "forced_tokens": None,
+    }
 
 
 # ---------------------------------------------------------------- driver and report
@@ -393,13 +554,25 @@ def summarize(runs: list[dict], workload: list[dict], constrained: bool) -> dict
     n = len(workload)
     val = validity(first["texts"], workload)
     stops = sum(1 for f in first["finish"] if f == "stop")
-    return {"seconds": secs, "median_s": sec, "req_per_s": n / sec, "output_tokens": toks,
-            "tok_per_s": toks / sec, "s_per_req": sec / n, "tokens_per_req": toks / n,
-            "mean_latency_s": (statistics.mean(first["latency"]) if first["latency"] else None),
-            "forwards": first["forwards"], "forced_tokens": first["forced_tokens"],
-            "other_cpu": [r["other_cpu"] for r in runs], "stopped": stops,
-            "parsed": val["parsed"], "valid": val["valid"], "n": n, "constrained": constrained,
-            "identical_runs": all(r["output_ids"] == first["output_ids"] for r in runs[1:])}
+    return {
+        "seconds": secs,
+        "median_s": sec,
+        "req_per_s": n / sec,
+        "output_tokens": toks,
+        "tok_per_s": toks / sec,
+        "s_per_req": sec / n,
+        "tokens_per_req": toks / n,
+        "mean_latency_s": (statistics.mean(first["latency"]) if first["latency"] else None),
+        "forwards": first["forwards"],
+        "forced_tokens": first["forced_tokens"],
+        "other_cpu": [r["other_cpu"] for r in runs],
+        "stopped": stops,
+        "parsed": val["parsed"],
+        "valid": val["valid"],
+        "n": n,
+        "constrained": constrained,
+        "identical_runs": all(r["output_ids"] == first["output_ids"] for r in runs[1:]),
+    }
 
 
 def bench_dtype(args, dtype: str, workload: list[dict]) -> dict:
@@ -407,35 +580,63 @@ def bench_dtype(args, dtype: str, workload: list[dict]) -> dict:
     engines: list[tuple[str, object]] = []
     vllm = None
     if not args.skip_vllm:
-        print(f"[{dtype}] starting the vLLM worker (60-100 s start-up, then its grammar compiles)", flush=True)
-        log = Path(args.json).with_suffix(f".vllm-{dtype}.log") if args.json else Path(f"/tmp/bench_grammar_e2e.vllm-{dtype}.log")
+        print(
+            f"[{dtype}] starting the vLLM worker (60-100 s start-up, then its grammar compiles)",
+            flush=True,
+        )
+        log = (
+            Path(args.json).with_suffix(f".vllm-{dtype}.log")
+            if args.json
+            else Path(f"/tmp/bench_grammar_e2e.vllm-{dtype}.log")
+        )
         try:
-            vllm = VllmClient(args.vllm_python, args.model, dtype, args.max_new_tokens, workload, log, args.vllm_timeout)
+            vllm = VllmClient(
+                args.vllm_python,
+                args.model,
+                dtype,
+                args.max_new_tokens,
+                workload,
+                log,
+                args.vllm_timeout,
+            )
         except Exception as exc:  # report radixgen's modes anyway
             print(f"[{dtype}] vLLM failed, going on without it: {exc}", flush=True)
             res["vllm_error"] = str(exc)
     if vllm:
         res["vllm"] = vllm.ready
-        print(f"[{dtype}] vLLM {vllm.ready['vllm_version']} ready in {vllm.ready['startup_s']:.0f} s; "
-              f"xgrammar compiles {['%.3f' % c for c in vllm.ready['compile_s']]} s", flush=True)
+        print(
+            f"[{dtype}] vLLM {vllm.ready['vllm_version']} ready in {vllm.ready['startup_s']:.0f} s; "
+            f"xgrammar compiles {['%.3f' % c for c in vllm.ready['compile_s']]} s",
+            flush=True,
+        )
     rg = RadixgenRunner(args.model, dtype, args.max_new_tokens)
     res["radixgen_startup_s"] = rg.startup_s
     res["radixgen_compile_s"] = rg.compile_times(workload)
-    print(f"[{dtype}] radixgen compiles (s): " + ", ".join(
-        f"{k} {v:.2f}" for k, v in res["radixgen_compile_s"].items() if not k.startswith("_"))
-        + f"; cached {res['radixgen_compile_s']['_cached_us']:.0f} us", flush=True)
-    modes = [(m, rg) for m in RadixgenRunner.MODES] + ([(m, vllm) for m in VllmClient.MODES] if vllm else [])
+    print(
+        f"[{dtype}] radixgen compiles (s): "
+        + ", ".join(
+            f"{k} {v:.2f}" for k, v in res["radixgen_compile_s"].items() if not k.startswith("_")
+        )
+        + f"; cached {res['radixgen_compile_s']['_cached_us']:.0f} us",
+        flush=True,
+    )
+    modes = [(m, rg) for m in RadixgenRunner.MODES] + (
+        [(m, vllm) for m in VllmClient.MODES] if vllm else []
+    )
     rg.same_lengths = rg.run("json+jf", workload)["output_tokens"]  # untimed: the lengths to match
     for mode, eng in modes:  # untimed warm-up of every mode (compile caches are warm already)
-        eng.run(mode, workload[:args.warmup_requests] if eng is rg else workload)
+        eng.run(mode, workload[: args.warmup_requests] if eng is rg else workload)
     runs: dict[str, list[dict]] = {m: [] for m, _ in modes}
     for rep in range(args.repeats):
-        order = modes[rep % len(modes):] + modes[:rep % len(modes)]
+        order = modes[rep % len(modes) :] + modes[: rep % len(modes)]
         for mode, eng in order:
             r = eng.run(mode, workload)
             runs[mode].append(r)
-            print(f"[{dtype}] round {rep + 1} {mode:22s} {r['seconds']:7.2f} s  {sum(r['output_tokens']):6d} tok  "
-                  f"other-cpu {r['other_cpu']:.0%}", flush=True)
+            print(
+                f"[{dtype}] round {rep + 1} {mode:22s} {r['seconds']:7.2f} s  {sum(r['output_tokens']):6d} tok  "
+                f"other-cpu {r['other_cpu']:.0%}",
+                flush=True,
+            )
     rg.close()
     if vllm:
         vllm.close()
@@ -443,10 +644,15 @@ def bench_dtype(args, dtype: str, workload: list[dict]) -> dict:
     jf, nojf = runs["json+jf"][0]["output_ids"], runs["json no-jf"][0]["output_ids"]
     res["jf_vs_nojf_identical"] = sum(a == b for a, b in zip(jf, nojf))
     if vllm:
-        res["unconstrained_agree_vllm"] = sum(a == b for a, b in zip(
-            runs["unconstrained"][0]["output_ids"], runs["vLLM unconstrained"][0]["output_ids"]))
-        res["constrained_agree_vllm"] = sum(a == b for a, b in zip(
-            jf, runs["vLLM json (xgrammar)"][0]["output_ids"]))
+        res["unconstrained_agree_vllm"] = sum(
+            a == b
+            for a, b in zip(
+                runs["unconstrained"][0]["output_ids"], runs["vLLM unconstrained"][0]["output_ids"]
+            )
+        )
+        res["constrained_agree_vllm"] = sum(
+            a == b for a, b in zip(jf, runs["vLLM json (xgrammar)"][0]["output_ids"])
+        )
     res["samples"] = {m: runs[m][0]["texts"][:8] for m, _ in modes}
     return res
 
@@ -455,36 +661,46 @@ def report(results: list[dict], n: int) -> str:
     lines = []
     for res in results:
         lines.append(f"\n### {res['dtype']}")
-        lines.append("| mode | wall s (median) | req/s | output tokens | output tok/s | s / req | tok / req "
-                     "| forwards | jump-forward tokens | parse / valid | other-cpu |")
+        lines.append(
+            "| mode | wall s (median) | req/s | output tokens | output tok/s | s / req | tok / req "
+            "| forwards | jump-forward tokens | parse / valid | other-cpu |"
+        )
         lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for mode, m in res["modes"].items():
             fw = "–" if m["forwards"] is None else str(m["forwards"])
             ft = "–" if m["forced_tokens"] is None else str(m["forced_tokens"])
             oc = "/".join(f"{x:.0%}" for x in m["other_cpu"])
-            lines.append(f"| {mode} | {m['median_s']:.2f} ({', '.join(f'{s:.2f}' for s in m['seconds'])}) "
-                         f"| {m['req_per_s']:.2f} | {m['output_tokens']} | {m['tok_per_s']:.0f} | {m['s_per_req']:.3f} "
-                         f"| {m['tokens_per_req']:.1f} | {fw} | {ft} | {m['parsed']}/{m['valid']} of {m['n']} | {oc} |")
+            lines.append(
+                f"| {mode} | {m['median_s']:.2f} ({', '.join(f'{s:.2f}' for s in m['seconds'])}) "
+                f"| {m['req_per_s']:.2f} | {m['output_tokens']} | {m['tok_per_s']:.0f} | {m['s_per_req']:.3f} "
+                f"| {m['tokens_per_req']:.1f} | {fw} | {ft} | {m['parsed']}/{m['valid']} of {m['n']} | {oc} |"
+            )
         md = res["modes"]
         u, j, nj = md["unconstrained"], md["json+jf"], md["json no-jf"]
         same = md["unconstrained, same lengths"]
-        lines.append(f"\nradixgen json+jf vs unconstrained: tok/s x{j['tok_per_s'] / u['tok_per_s']:.2f}, "
-                     f"req/s x{j['req_per_s'] / u['req_per_s']:.2f}; vs unconstrained with the same output "
-                     f"lengths: wall x{same['median_s'] / j['median_s']:.2f} (tok/s x{j['tok_per_s'] / same['tok_per_s']:.2f}, "
-                     f"forwards {j['forwards']} vs {same['forwards']}); json+jf vs no-jf: tok/s "
-                     f"x{j['tok_per_s'] / nj['tok_per_s']:.2f}, forwards {j['forwards']} vs {nj['forwards']}; "
-                     f"greedy ids identical jf/no-jf: {res['jf_vs_nojf_identical']}/{n}")
+        lines.append(
+            f"\nradixgen json+jf vs unconstrained: tok/s x{j['tok_per_s'] / u['tok_per_s']:.2f}, "
+            f"req/s x{j['req_per_s'] / u['req_per_s']:.2f}; vs unconstrained with the same output "
+            f"lengths: wall x{same['median_s'] / j['median_s']:.2f} (tok/s x{j['tok_per_s'] / same['tok_per_s']:.2f}, "
+            f"forwards {j['forwards']} vs {same['forwards']}); json+jf vs no-jf: tok/s "
+            f"x{j['tok_per_s'] / nj['tok_per_s']:.2f}, forwards {j['forwards']} vs {nj['forwards']}; "
+            f"greedy ids identical jf/no-jf: {res['jf_vs_nojf_identical']}/{n}"
+        )
         if "vLLM unconstrained" in md:
             vu, vj = md["vLLM unconstrained"], md["vLLM json (xgrammar)"]
-            lines.append(f"vLLM json vs unconstrained: tok/s x{vj['tok_per_s'] / vu['tok_per_s']:.2f}, "
-                         f"req/s x{vj['req_per_s'] / vu['req_per_s']:.2f}. radixgen / vLLM: unconstrained "
-                         f"tok/s x{u['tok_per_s'] / vu['tok_per_s']:.2f}, req/s x{u['req_per_s'] / vu['req_per_s']:.2f}; "
-                         f"constrained tok/s x{j['tok_per_s'] / vj['tok_per_s']:.2f}, req/s x{j['req_per_s'] / vj['req_per_s']:.2f}. "
-                         f"greedy ids equal to vLLM's: unconstrained {res['unconstrained_agree_vllm']}/{n}, "
-                         f"constrained {res['constrained_agree_vllm']}/{n}")
-            lines.append(f"compile: radixgen cold {sum(v for k, v in res['radixgen_compile_s'].items() if not k.startswith('_')):.1f} s "
-                         f"for {len(SCHEMAS)} schemas (cached {res['radixgen_compile_s']['_cached_us']:.0f} us); "
-                         f"vLLM/xgrammar cold ~{sum(res['vllm']['compile_s']):.2f} s")
+            lines.append(
+                f"vLLM json vs unconstrained: tok/s x{vj['tok_per_s'] / vu['tok_per_s']:.2f}, "
+                f"req/s x{vj['req_per_s'] / vu['req_per_s']:.2f}. radixgen / vLLM: unconstrained "
+                f"tok/s x{u['tok_per_s'] / vu['tok_per_s']:.2f}, req/s x{u['req_per_s'] / vu['req_per_s']:.2f}; "
+                f"constrained tok/s x{j['tok_per_s'] / vj['tok_per_s']:.2f}, req/s x{j['req_per_s'] / vj['req_per_s']:.2f}. "
+                f"greedy ids equal to vLLM's: unconstrained {res['unconstrained_agree_vllm']}/{n}, "
+                f"constrained {res['constrained_agree_vllm']}/{n}"
+            )
+            lines.append(
+                f"compile: radixgen cold {sum(v for k, v in res['radixgen_compile_s'].items() if not k.startswith('_')):.1f} s "
+                f"for {len(SCHEMAS)} schemas (cached {res['radixgen_compile_s']['_cached_us']:.0f} us); "
+                f"vLLM/xgrammar cold ~{sum(res['vllm']['compile_s']):.2f} s"
+            )
     return "\n".join(lines)
 
 
@@ -509,8 +725,11 @@ def main() -> None:
 
     tokenizer = AutoTokenizer.from_pretrained(str(args.model))
     workload = build_workload(tokenizer, args.requests)
-    print(f"{len(workload)} requests, {sum(len(r['input_ids']) for r in workload)} prompt tokens, "
-          f"{len(SCHEMAS)} schemas, max_new_tokens {args.max_new_tokens}, greedy", flush=True)
+    print(
+        f"{len(workload)} requests, {sum(len(r['input_ids']) for r in workload)} prompt tokens, "
+        f"{len(SCHEMAS)} schemas, max_new_tokens {args.max_new_tokens}, greedy",
+        flush=True,
+    )
     results = []
     for dtype in args.dtypes.split(","):  # report (and write) after each dtype
         results.append(bench_dtype(args, dtype, workload))
@@ -518,8 +737,16 @@ def main() -> None:
         print(report(results[-1:], len(workload)), flush=True)
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                                   "results": results, "report": text}, indent=1))
+            Path(args.json).write_text(
+                json.dumps(
+                    {
+                        "args": {k: str(v) for k, v in vars(args).items()},
+                        "results": results,
+                        "report": text,
+                    },
+                    indent=1,
+                )
+            )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,9 @@ from pathlib import Path
 import torch
 
 L2_BYTES = 50 << 20
-FULL = dict(batch=64, seq=4096, hq=32, hkv=8, d=128, new=4096, prefix=4096, store=4096, quantize=65536)
+FULL = dict(
+    batch=64, seq=4096, hq=32, hkv=8, d=128, new=4096, prefix=4096, store=4096, quantize=65536
+)
 SMOKE = dict(batch=2, seq=40, hq=4, hkv=2, d=32, new=64, prefix=16, store=8, quantize=64)
 
 
@@ -52,8 +54,13 @@ class Timer:
         for x in inputs:
             fn(x)  # compile and warm up outside any capture
         n, reps = len(inputs), 1 if self.eager else self.REPS
-        runs = ([lambda x=x: fn(x) for x in inputs] if self.eager else
-                [self._graph(fn, [inputs[(i + r) % n] for r in range(reps)]).replay for i in range(n)])
+        runs = (
+            [lambda x=x: fn(x) for x in inputs]
+            if self.eager
+            else [
+                self._graph(fn, [inputs[(i + r) % n] for r in range(reps)]).replay for i in range(n)
+            ]
+        )
         times = []
         for i in range(self.iters):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -102,15 +109,23 @@ def build_pools(s, dev, gen, order: str = "random"):
 
     slots_n, hkv, d = s["batch"] * s["seq"], s["hkv"], s["d"]
     k, v = (torch.randn(slots_n, hkv, d, generator=gen, device=dev).bfloat16() for _ in range(2))
-    all_slots, amax = torch.arange(slots_n, device=dev), [t.float().abs().amax((0, 2)) for t in (k, v)]
+    all_slots, amax = (
+        torch.arange(slots_n, device=dev),
+        [t.float().abs().amax((0, 2)) for t in (k, v)],
+    )
     fp8 = [torch.empty(slots_n, hkv, d, device=dev, dtype=torch.float8_e4m3fn) for _ in range(2)]
     codes = [torch.empty(slots_n, hkv, d // 2, device=dev, dtype=torch.uint8) for _ in range(2)]
-    bsc = [torch.empty(slots_n, hkv, d // 16, device=dev, dtype=torch.float8_e4m3fn) for _ in range(2)]
+    bsc = [
+        torch.empty(slots_n, hkv, d // 16, device=dev, dtype=torch.float8_e4m3fn) for _ in range(2)
+    ]
     for i, x in enumerate((k, v)):
         store_kv_fp8(fp8[i], amax[i] / 448, all_slots, x)
         store_kv_nvfp4(codes[i], bsc[i], amax[i] / 2688, all_slots, x)
-    pools = {"bf16": KVBuffers(k, v), "fp8": KVBuffers(*fp8, amax[0] / 448, amax[1] / 448),
-             "nvfp4": KVBuffers(*codes, amax[0] / 2688, amax[1] / 2688, *bsc)}
+    pools = {
+        "bf16": KVBuffers(k, v),
+        "fp8": KVBuffers(*fp8, amax[0] / 448, amax[1] / 448),
+        "nvfp4": KVBuffers(*codes, amax[0] / 2688, amax[1] / 2688, *bsc),
+    }
     indptr = torch.arange(0, slots_n + 1, s["seq"], device=dev, dtype=torch.int32)
     perm = torch.randperm(slots_n, generator=gen, device=dev)
     return pools, indptr, (perm if order == "random" else torch.arange(slots_n, device=dev))
@@ -131,11 +146,15 @@ def bench_decode(s, dev, timer, rows, sweep: set, order: str = "random"):
     n_rows = len(rows)
     b, hq, d, n = s["batch"], s["hq"], s["d"], s["seq"]
     sm = 1 / math.sqrt(d)
-    qs = [torch.randn(b, hq, d, generator=gen, device=dev).bfloat16()]  # the KV read (0.3-1 GB) defeats L2
+    qs = [
+        torch.randn(b, hq, d, generator=gen, device=dev).bfloat16()
+    ]  # the KV read (0.3-1 GB) defeats L2
     want = {}
     for fmt, kv in pools.items():
         # the reference loops in Python: check the first two requests
-        want[fmt] = da.decode_attention_ref(qs[0][:2], kv, indptr[:3], indices, sm, out_dtype=torch.float32)[0]
+        want[fmt] = da.decode_attention_ref(
+            qs[0][:2], kv, indptr[:3], indices, sm, out_dtype=torch.float32
+        )[0]
         on_cuda = cuda_nvfp4(da, qs[0], kv)
         if fmt in sweep and dev == "cuda":
             if on_cuda:
@@ -144,7 +163,9 @@ def bench_decode(s, dev, timer, rows, sweep: set, order: str = "random"):
                 sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer, want[fmt])
         nbytes = b * n * (kv_row_bytes(fmt, s["hkv"], d) + 4) + 2 * b * hq * d * 2
         # the CUDA NVFP4 kernel, then the Triton kernel it replaces on the same inputs
-        runs = [(f"decode {fmt}", True)] + ([("decode nvfp4 (Triton kernel)", False)] if on_cuda else [])
+        runs = [(f"decode {fmt}", True)] + (
+            [("decode nvfp4 (Triton kernel)", False)] if on_cuda else []
+        )
         for label, use_cuda in runs:
             da.USE_CUDA_NVFP4 = use_cuda
             o, _ = da.decode_attention(qs[0], kv, indptr, indices, sm, out_dtype=torch.float32)
@@ -166,22 +187,31 @@ def bench_mixed(s, da, pools, qs, indices, sm, timer, rows):
     ind_a, ind_b = ind2[:, :half].contiguous().view(-1), ind2[:, half:].contiguous().view(-1)
 
     def two_passes(q):
-        o_a, l_a = da.decode_attention(q, pools["fp8"], ptr_half, ind_a, sm, out_dtype=torch.float32)
-        o_b, l_b = da.decode_attention(q, pools["nvfp4"], ptr_half, ind_b, sm, out_dtype=torch.float32)
+        o_a, l_a = da.decode_attention(
+            q, pools["fp8"], ptr_half, ind_a, sm, out_dtype=torch.float32
+        )
+        o_b, l_b = da.decode_attention(
+            q, pools["nvfp4"], ptr_half, ind_b, sm, out_dtype=torch.float32
+        )
         return da.merge_state(o_a, l_a, o_b, l_b)
 
     def pools_one_reduce(q):  # the runtime's path
         parts = [(pools["fp8"], ptr_half, ind_a), (pools["nvfp4"], ptr_half, ind_b)]
         return da.decode_attention_pools(q, parts, sm, out_dtype=torch.float32)
 
-    nbytes = b * half * (kv_row_bytes("fp8", s["hkv"], d) + kv_row_bytes("nvfp4", s["hkv"], d) + 8) + 4 * b * hq * d
+    nbytes = (
+        b * half * (kv_row_bytes("fp8", s["hkv"], d) + kv_row_bytes("nvfp4", s["hkv"], d) + 8)
+        + 4 * b * hq * d
+    )
     want = mixed_reference(pools, qs[0], ind2, half, sm)
     # the runtime's path launches both pools at once where it can (paired or a part per CTA by its rule)
-    for name, fn, one_launch, paired in (("decode mixed fp8+nvfp4", pools_one_reduce, True, "auto"),
-                                         ("decode mixed, one launch, both parts per CTA", pools_one_reduce, True, True),
-                                         ("decode mixed, one launch, a part per CTA", pools_one_reduce, True, False),
-                                         ("decode mixed, one launch per pool", pools_one_reduce, False, False),
-                                         ("decode mixed, 2 passes + merge", two_passes, False, False)):
+    for name, fn, one_launch, paired in (
+        ("decode mixed fp8+nvfp4", pools_one_reduce, True, "auto"),
+        ("decode mixed, one launch, both parts per CTA", pools_one_reduce, True, True),
+        ("decode mixed, one launch, a part per CTA", pools_one_reduce, True, False),
+        ("decode mixed, one launch per pool", pools_one_reduce, False, False),
+        ("decode mixed, 2 passes + merge", two_passes, False, False),
+    ):
         da.USE_CUDA_MIXED, da.MIXED_PAIRED = one_launch, paired
         t = timer(fn, qs)
         rows.append(dict(op=name, ms=t * 1e3, bytes=nbytes, err=rel_err(fn(qs[0])[0][:2], want)))
@@ -200,7 +230,14 @@ def bench_flashinfer_decode(s, dev, pools, qs, indptr, indices, sm, want, timer,
         o, _ = op.run(qs[0], kv)
         t, how = timed(timer, lambda q: op.run(q, kv), qs)
         nbytes = b * n * (kv_row_bytes(fmt, s["hkv"], d) + 4) + 2 * b * hq * d * 2
-        rows.append(dict(op=f"flashinfer decode {fmt}{how}", ms=t * 1e3, bytes=nbytes, err=rel_err(o[:2], want[fmt])))
+        rows.append(
+            dict(
+                op=f"flashinfer decode {fmt}{how}",
+                ms=t * 1e3,
+                bytes=nbytes,
+                err=rel_err(o[:2], want[fmt]),
+            )
+        )
 
 
 def mixed_reference(pools, q, ind2, half, sm):
@@ -212,7 +249,9 @@ def mixed_reference(pools, q, ind2, half, sm):
         ka, va = pools["fp8"].dequantize(ind2[r, :half])
         kb, vb = pools["nvfp4"].dequantize(ind2[r, half:])
         vis = torch.ones(1, 2 * half, dtype=torch.bool, device=q.device)
-        outs.append(attend_ref(q[r:r + 1].float(), torch.cat([ka, kb]), torch.cat([va, vb]), vis, sm)[0])
+        outs.append(
+            attend_ref(q[r : r + 1].float(), torch.cat([ka, kb]), torch.cat([va, vb]), vis, sm)[0]
+        )
     return torch.cat(outs)
 
 
@@ -227,8 +266,10 @@ def _new_kernels(fn, seen: set) -> str:
             for key, k in entry[0].items():
                 if id(k) not in seen:
                     seen.add(id(k))
-                    out.append(f"regs {getattr(k, 'n_regs', '?')} spills {getattr(k, 'n_spills', '?')} "
-                               f"smem {k.metadata.shared}")
+                    out.append(
+                        f"regs {getattr(k, 'n_regs', '?')} spills {getattr(k, 'n_spills', '?')} "
+                        f"smem {k.metadata.shared}"
+                    )
     except Exception as exc:  # the cache layout differs between Triton versions
         out.append(f"no stats ({type(exc).__name__})")
     return "; ".join(out)
@@ -237,9 +278,17 @@ def _new_kernels(fn, seen: set) -> str:
 def sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer, want):
     """Print the time of each kernel variant and tile config (BLOCK_N, warps, stages, KV heads per
     program, prefetch[, register cap]); keep the fastest for `fmt`, then time forced split counts for it."""
-    base = [(128, 4, 3, 1, False), (128, 4, 2, 1, False), (64, 4, 3, 1, False), (128, 4, 1, 1, True),
-            (64, 4, 2, 1, True), (128, 4, 3, 1, False, 168), (128, 4, 3, 1, False, 128), (64, 4, 3, 1, False, 128),
-            (64, 4, 4, 1, False, 128)]
+    base = [
+        (128, 4, 3, 1, False),
+        (128, 4, 2, 1, False),
+        (64, 4, 3, 1, False),
+        (128, 4, 1, 1, True),
+        (64, 4, 2, 1, True),
+        (128, 4, 3, 1, False, 168),
+        (128, 4, 3, 1, False, 128),
+        (64, 4, 3, 1, False, 128),
+        (64, 4, 4, 1, False, 128),
+    ]
     candidates = [(dict(rows=False, split_eo=True, fp8_eo=True), c) for c in base]
     if fmt == "fp8":  # fp8 bytes as one tile (not even/odd halves), the HEAD default
         candidates += [(dict(rows=False, split_eo=True, fp8_eo=False), (128, 4, 3, 1, False))]
@@ -250,17 +299,24 @@ def sweep_decode(da, fmt, kv, qs, indptr, indices, sm, timer, want):
         da.DECODE_VARIANT.update(variant)
         da.DECODE_CONFIGS[kv.fmt] = cfg
         try:
-            o, _ = da.decode_attention(qs[0][:2], kv, indptr[:3], indices, sm, out_dtype=torch.float32)
+            o, _ = da.decode_attention(
+                qs[0][:2], kv, indptr[:3], indices, sm, out_dtype=torch.float32
+            )
             err = rel_err(o, want)
             if not err < 1e-3:
                 print(f"  sweep {fmt} {variant} {cfg}: WRONG, rel err {err:.1e}")
                 continue
             t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm), qs)
         except Exception as exc:  # e.g. out of shared memory / registers for a config
-            print(f"  sweep {fmt} {variant} {cfg}: failed ({type(exc).__name__}: {str(exc)[-200:]})")
+            print(
+                f"  sweep {fmt} {variant} {cfg}: failed ({type(exc).__name__}: {str(exc)[-200:]})"
+            )
             continue
-        print(f"  sweep {fmt} {variant} {cfg}: {t * 1e3:.3f} ms (rel err {err:.1e}; "
-              f"{_new_kernels(da.decode_tile_kernel, seen)})", flush=True)
+        print(
+            f"  sweep {fmt} {variant} {cfg}: {t * 1e3:.3f} ms (rel err {err:.1e}; "
+            f"{_new_kernels(da.decode_tile_kernel, seen)})",
+            flush=True,
+        )
         if best is None or t < best[0]:
             best = (t, variant, cfg)
     if best is None:
@@ -282,9 +338,15 @@ def cuda_nvfp4(da, q, kv) -> bool:
 
 
 CUDA_NVFP4_CONFIGS = (  # nvfp4_decode_cuda.CONFIG entries: the register pipeline, then the shared-memory one
-    dict(stages=0, warps=1, min_warps=10), dict(stages=0, warps=1, min_warps=12), dict(stages=0, warps=1, min_warps=8),
+    dict(stages=0, warps=1, min_warps=10),
+    dict(stages=0, warps=1, min_warps=12),
+    dict(stages=0, warps=1, min_warps=8),
     dict(stages=0, warps=2, min_warps=8),
-    dict(stages=2, min_ctas=2), dict(stages=2, min_ctas=1), dict(stages=3, min_ctas=1), dict(stages=4, min_ctas=1))
+    dict(stages=2, min_ctas=2),
+    dict(stages=2, min_ctas=1),
+    dict(stages=3, min_ctas=1),
+    dict(stages=4, min_ctas=1),
+)
 
 
 def sweep_cuda_nvfp4(da, kv, qs, indptr, indices, sm, timer, want):
@@ -298,7 +360,9 @@ def sweep_cuda_nvfp4(da, kv, qs, indptr, indices, sm, timer, want):
         name = ", ".join(f"{key} {value}" for key, value in cfg.items())
         cu.CONFIG.update(default, **cfg)
         try:
-            o, _ = da.decode_attention(qs[0][:2], kv, indptr[:3], indices, sm, out_dtype=torch.float32)
+            o, _ = da.decode_attention(
+                qs[0][:2], kv, indptr[:3], indices, sm, out_dtype=torch.float32
+            )
             err = rel_err(o, want)
             t = timer(lambda q: da.decode_attention(q, kv, indptr, indices, sm), qs)
         except Exception as exc:
@@ -306,8 +370,11 @@ def sweep_cuda_nvfp4(da, kv, qs, indptr, indices, sm, timer, want):
             continue
         call = da._kernel_call(qs[0], kv, indptr, indices, sm, torch.bfloat16)
         k = call.compiled(torch.float32)
-        print(f"  sweep cuda nvfp4 {name}: {t * 1e3:.3f} ms (rel err {err:.1e}; regs {k.num_regs}; smem "
-              f"{k.smem}; resident {call.resident()}; splits {da._num_splits(call, indices.numel())})", flush=True)
+        print(
+            f"  sweep cuda nvfp4 {name}: {t * 1e3:.3f} ms (rel err {err:.1e}; regs {k.num_regs}; smem "
+            f"{k.smem}; resident {call.resident()}; splits {da._num_splits(call, indices.numel())})",
+            flush=True,
+        )
         if err < 1e-2 and (best is None or t < best[0]):
             best = (t, name, cfg)
     if best is None:
@@ -338,10 +405,17 @@ def gather_bandwidth(dev, timer) -> None:
         n = total // rb
         rows = max(16, 16384 // rb)
         res = []
-        for how, idx in (("random", torch.randperm(n, device=dev, dtype=torch.int32)),
-                         ("in order", torch.arange(n, device=dev, dtype=torch.int32))):
+        for how, idx in (
+            ("random", torch.randperm(n, device=dev, dtype=torch.int32)),
+            ("in order", torch.arange(n, device=dev, dtype=torch.int32)),
+        ):
             out = torch.empty(n // rows, device=dev, dtype=torch.int32)
-            t = timer(lambda _, i=idx: _sum_rows[(n // rows,)](src, i, out, RB=rb, ROWS=rows, num_warps=4), [None])
+            t = timer(
+                lambda _, i=idx: _sum_rows[(n // rows,)](
+                    src, i, out, RB=rb, ROWS=rows, num_warps=4
+                ),
+                [None],
+            )
             res.append(f"{how} {total / t / 1e12:.2f} TB/s")
             del idx
         print(f"  gather {rb:5d}-byte rows: " + ", ".join(res), flush=True)
@@ -353,15 +427,28 @@ def bench_extend(s, dev, timer, rows):
     from radixgen.kernels.kv_layout import KVBuffers
 
     gen = torch.Generator(dev).manual_seed(1)
-    new, old, hq, hkv, d, sm = s["new"], s["prefix"], s["hq"], s["hkv"], s["d"], 1 / math.sqrt(s["d"])
-    kv = KVBuffers(*(torch.randn(new + old, hkv, d, generator=gen, device=dev).bfloat16() for _ in range(2)))
+    new, old, hq, hkv, d, sm = (
+        s["new"],
+        s["prefix"],
+        s["hq"],
+        s["hkv"],
+        s["d"],
+        1 / math.sqrt(s["d"]),
+    )
+    kv = KVBuffers(
+        *(torch.randn(new + old, hkv, d, generator=gen, device=dev).bfloat16() for _ in range(2))
+    )
     q = torch.randn(new, hq, d, generator=gen, device=dev).bfloat16()
     qo_indptr, kv_indptr, num_new, ref_qo, ref_new = (
-        torch.tensor(v, device=dev, dtype=torch.int32) for v in ([0, new], [0, new + old], [new], [0, 64], [64]))
+        torch.tensor(v, device=dev, dtype=torch.int32)
+        for v in ([0, new], [0, new + old], [new], [0, 64], [64])
+    )
     kv_indices = torch.randperm(new + old, generator=gen, device=dev)
     args = (kv, qo_indptr, kv_indptr, kv_indices, num_new, sm)
     o, _ = ea.extend_attention(q, *args)
-    rows_chk = slice(new - 64, new)  # the reference for the last 64 queries only: the same keys, 64 of them new
+    rows_chk = slice(
+        new - 64, new
+    )  # the reference for the last 64 queries only: the same keys, 64 of them new
     ref_o, _ = ea.extend_attention_ref(q[rows_chk], kv, ref_qo, kv_indptr, kv_indices, ref_new, sm)
     flops = 4 * hq * d * sum(old + i + 1 for i in range(new))
     t = timer(lambda qq: ea.extend_attention(qq, *args, max_qo_len=new), [q])
@@ -371,7 +458,14 @@ def bench_extend(s, dev, timer, rows):
         op.plan(qo_indptr, kv_indptr, kv_indices, hq, hkv, d, torch.bfloat16, torch.bfloat16, sm)
         o_fi, _ = op.run(q, kv)
         t, how = timed(timer, lambda qq: op.run(qq, kv), [q])
-        rows.append(dict(op=f"flashinfer extend{how}", ms=t * 1e3, flops=flops, err=rel_err(o_fi[rows_chk], ref_o)))
+        rows.append(
+            dict(
+                op=f"flashinfer extend{how}",
+                ms=t * 1e3,
+                flops=flops,
+                err=rel_err(o_fi[rows_chk], ref_o),
+            )
+        )
 
 
 def bench_store(s, dev, timer, rows):
@@ -379,7 +473,11 @@ def bench_store(s, dev, timer, rows):
 
     n, hkv, d = s["store"], s["hkv"], s["d"]
     gen = torch.Generator(dev).manual_seed(2)
-    xs = copies(lambda: torch.randn(n, hkv, d, generator=gen, device=dev).bfloat16(), n * hkv * d * 2, dev == "cuda")
+    xs = copies(
+        lambda: torch.randn(n, hkv, d, generator=gen, device=dev).bfloat16(),
+        n * hkv * d * 2,
+        dev == "cuda",
+    )
     pool = 16 * n
     slots = torch.randperm(pool, generator=gen, device=dev)[:n]
     s8, s4 = torch.full((hkv,), 0.01, device=dev), torch.full((hkv,), 0.002, device=dev)
@@ -389,7 +487,10 @@ def bench_store(s, dev, timer, rows):
     elems = n * hkv * d
     cases = {
         "store_kv_fp8": (lambda x: store_kv_fp8(cache, s8, slots, x), elems * 3),
-        "store_kv_nvfp4": (lambda x: store_kv_nvfp4(codes, bsc, s4, slots, x), elems * 2 + elems // 2 + elems // 16),
+        "store_kv_nvfp4": (
+            lambda x: store_kv_nvfp4(codes, bsc, s4, slots, x),
+            elems * 2 + elems // 2 + elems // 16,
+        ),
     }
     for name, (fn, nbytes) in cases.items():
         t, how = timed(timer, fn, xs)
@@ -402,74 +503,134 @@ def bench_quantize(s, dev, timer, rows):
     replays of the launch on preallocated outputs)."""
     from radixgen.kernels import quantize_fp8, quantize_nvfp4
     from radixgen.kernels.fp8 import launch_quantize_fp8
-    from radixgen.kernels.nvfp4 import _row_scales as nvfp4_row_scales, launch_quantize_nvfp4
+    from radixgen.kernels.nvfp4 import _row_scales as nvfp4_row_scales
+    from radixgen.kernels.nvfp4 import launch_quantize_nvfp4
 
     n, hkv, d = s["quantize"], s["hkv"], s["d"]
     gen = torch.Generator(dev).manual_seed(3)
-    xs = copies(lambda: torch.randn(n, hkv, d, generator=gen, device=dev).bfloat16(), n * hkv * d * 2, dev == "cuda")
+    xs = copies(
+        lambda: torch.randn(n, hkv, d, generator=gen, device=dev).bfloat16(),
+        n * hkv * d * 2,
+        dev == "cuda",
+    )
     s8, s4 = torch.full((1, hkv, 1), 0.01, device=dev), torch.full((1, hkv, 1), 0.002, device=dev)
     elems = n * hkv * d
-    q8, flag = torch.empty(n, hkv, d, dtype=torch.uint8, device=dev), torch.zeros(1, dtype=torch.int32, device=dev)
+    q8, flag = (
+        torch.empty(n, hkv, d, dtype=torch.uint8, device=dev),
+        torch.zeros(1, dtype=torch.int32, device=dev),
+    )
     codes, bsc = (torch.empty(n, hkv, d // div, dtype=torch.uint8, device=dev) for div in (2, 16))
     row_scales = nvfp4_row_scales(s4, (n, hkv))
     eager = Timer(timer.cuda, timer.iters, eager=True)
     for fmt, call, kernel, nbytes in (
-            ("fp8", lambda x: quantize_fp8(x, s8), lambda x: launch_quantize_fp8(x, s8, q8, flag), elems * 3),
-            ("nvfp4", lambda x: quantize_nvfp4(x, s4), lambda x: launch_quantize_nvfp4(x, row_scales, codes, bsc, flag),
-             elems * 2 + elems // 2 + elems // 16)):
-        rows.append(dict(op=f"quantize_{fmt} {n} x {hkv} x {d} (call)", ms=eager(call, xs) * 1e3, bytes=nbytes))
-        rows.append(dict(op=f"quantize_{fmt} (kernel alone)", ms=timer(kernel, xs) * 1e3, bytes=nbytes))
+        (
+            "fp8",
+            lambda x: quantize_fp8(x, s8),
+            lambda x: launch_quantize_fp8(x, s8, q8, flag),
+            elems * 3,
+        ),
+        (
+            "nvfp4",
+            lambda x: quantize_nvfp4(x, s4),
+            lambda x: launch_quantize_nvfp4(x, row_scales, codes, bsc, flag),
+            elems * 2 + elems // 2 + elems // 16,
+        ),
+    ):
+        rows.append(
+            dict(
+                op=f"quantize_{fmt} {n} x {hkv} x {d} (call)",
+                ms=eager(call, xs) * 1e3,
+                bytes=nbytes,
+            )
+        )
+        rows.append(
+            dict(op=f"quantize_{fmt} (kernel alone)", ms=timer(kernel, xs) * 1e3, bytes=nbytes)
+        )
     assert int(flag.item()) == 0, "the quantize kernel flagged a finite input"
 
 
-def copy_bandwidth(dev, timer) -> float:  # one 1 GiB clone, timed eagerly (a graph replay of it ran slower)
+def copy_bandwidth(
+    dev, timer
+) -> float:  # one 1 GiB clone, timed eagerly (a graph replay of it ran slower)
     x = torch.empty(1 << 30 if dev == "cuda" else 1 << 20, dtype=torch.uint8, device=dev).fill_(1)
     return 2 * x.numel() / Timer(timer.cuda, timer.iters, eager=True)(lambda t: t.clone(), [x])
 
 
 def report(rows, copy_bw: float, dev: str) -> None:
-    print(f"\ndevice: {torch.cuda.get_device_name() if dev == 'cuda' else 'cpu (TRITON_INTERPRET)'}; "
-          f"copy bandwidth (read + write) {copy_bw / 1e12:.2f} TB/s")
+    print(
+        f"\ndevice: {torch.cuda.get_device_name() if dev == 'cuda' else 'cpu (TRITON_INTERPRET)'}; "
+        f"copy bandwidth (read + write) {copy_bw / 1e12:.2f} TB/s"
+    )
     print(f"{'op':<40}{'ms':>9}{'TB/s':>8}{'of copy':>9}{'TFLOP/s':>9}{'rel err':>10}")
     for r in rows:
         bw = r.get("bytes", 0) / (r["ms"] / 1e3)
         r["tbps"], r["of_copy"] = bw / 1e12, bw / copy_bw
         tf = r.get("flops", 0) / (r["ms"] / 1e3) / 1e12
-        print(f"{r['op']:<40}{r['ms']:9.3f}{r['tbps']:8.2f}{r['of_copy']:9.0%}{tf:9.1f}"
-              f"{r.get('err', float('nan')):10.1e}")
+        print(
+            f"{r['op']:<40}{r['ms']:9.3f}{r['tbps']:8.2f}{r['of_copy']:9.0%}{tf:9.1f}"
+            f"{r.get('err', float('nan')):10.1e}"
+        )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smoke", action="store_true", help="tiny shapes (runs on the CPU under TRITON_INTERPRET=1)")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny shapes (runs on the CPU under TRITON_INTERPRET=1)",
+    )
     ap.add_argument("--iters", type=int, default=50)
-    ap.add_argument("--sweep", nargs="?", const="fp8,nvfp4", default="",
-                    help="time decode kernel configs of these formats (default fp8,nvfp4) and keep the best")
+    ap.add_argument(
+        "--sweep",
+        nargs="?",
+        const="fp8,nvfp4",
+        default="",
+        help="time decode kernel configs of these formats (default fp8,nvfp4) and keep the best",
+    )
     ap.add_argument("--eager", action="store_true", help="time plain calls, not CUDA-graph replays")
     ap.add_argument("--json", type=Path, help="write the rows as JSON here")
-    ap.add_argument("--order", choices=("random", "contiguous", "both"), default="random",
-                    help="slot order of the decode pools (contiguous: each request's slots in one run)")
-    ap.add_argument("--decode-only", action="store_true", help="skip the extend and store benchmarks")
-    ap.add_argument("--gather", action="store_true", help="also time scattered row reads of 32 B .. 2 KiB")
+    ap.add_argument(
+        "--order",
+        choices=("random", "contiguous", "both"),
+        default="random",
+        help="slot order of the decode pools (contiguous: each request's slots in one run)",
+    )
+    ap.add_argument(
+        "--decode-only", action="store_true", help="skip the extend and store benchmarks"
+    )
+    ap.add_argument(
+        "--gather", action="store_true", help="also time scattered row reads of 32 B .. 2 KiB"
+    )
     args = ap.parse_args()
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     if dev == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")  # before any radixgen.kernels module is imported
+        os.environ.setdefault(
+            "TRITON_INTERPRET", "1"
+        )  # before any radixgen.kernels module is imported
     shapes = SMOKE if args.smoke else FULL
     timer = Timer(dev == "cuda", args.iters if dev == "cuda" else 1, eager=args.eager)
     rows: list[dict] = []
     copy_bw = copy_bandwidth(dev, timer)
     if args.gather and dev == "cuda":
         gather_bandwidth(dev, timer)
-    for order in (("random", "contiguous") if args.order == "both" else (args.order,)):
-        bench_decode(shapes, dev, timer, rows, set(args.sweep.split(",")) if order != "contiguous" else set(), order)
+    for order in ("random", "contiguous") if args.order == "both" else (args.order,):
+        bench_decode(
+            shapes,
+            dev,
+            timer,
+            rows,
+            set(args.sweep.split(",")) if order != "contiguous" else set(),
+            order,
+        )
     if not args.decode_only:
         bench_extend(shapes, dev, timer, rows)
         bench_store(shapes, dev, timer, rows)
         bench_quantize(shapes, dev, timer, rows)
     report(rows, copy_bw, dev)
     if args.json:
-        args.json.write_text(json.dumps(dict(shapes=shapes, copy_tbps=copy_bw / 1e12, rows=rows), indent=1))
+        args.json.write_text(
+            json.dumps(dict(shapes=shapes, copy_tbps=copy_bw / 1e12, rows=rows), indent=1)
+        )
 
 
 if __name__ == "__main__":

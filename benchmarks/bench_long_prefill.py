@@ -30,12 +30,24 @@ from model_shapes import LLAMA3_8B  # noqa: E402
 MODEL_DIR = Path(os.path.expanduser("~/.cache/radixgen/SmolLM2-135M-Instruct"))
 CONFIGS = {
     "default": {},
-    "one-partial": {"max_num_partial_prefills": 1, "max_long_partial_prefills": 1,
-                    "long_prefill_token_threshold": 1 << 30, "max_step_ms": 0},
+    "one-partial": {
+        "max_num_partial_prefills": 1,
+        "max_long_partial_prefills": 1,
+        "long_prefill_token_threshold": 1 << 30,
+        "max_step_ms": 0,
+    },
 }
-LLAMA31_8B = {**LLAMA3_8B, "max_position_embeddings": 131072,
-              "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                               "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}
+LLAMA31_8B = {
+    **LLAMA3_8B,
+    "max_position_embeddings": 131072,
+    "rope_scaling": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+}
 
 
 def parse_args(argv=None):
@@ -44,14 +56,28 @@ def parse_args(argv=None):
     a("--model-path", default=str(MODEL_DIR))
     a("--gpu-shape", choices=["", "llama3.1-8b"], default="", help="dummy weights of this shape")
     a("--configs", default="one-partial,default")
-    a("--engine-args", default="{}", help="JSON of Engine options for every config (dtype, KV, ...)")
+    a(
+        "--engine-args",
+        default="{}",
+        help="JSON of Engine options for every config (dtype, KV, ...)",
+    )
     a("--num-long", default="1", help="comma list: long prompts per run")
     a("--long-len", type=int, default=2048)
-    a("--long-after", type=float, default=2.0, help="seconds of short traffic before the long prompts")
+    a(
+        "--long-after",
+        type=float,
+        default=2.0,
+        help="seconds of short traffic before the long prompts",
+    )
     a("--short-rate", type=float, default=0.5, help="short requests per second")
     a("--short-len", type=int, default=50)
     a("--short-new", type=int, default=16)
-    a("--tail", type=float, default=2.0, help="seconds of short traffic after the last long prefill")
+    a(
+        "--tail",
+        type=float,
+        default=2.0,
+        help="seconds of short traffic after the last long prefill",
+    )
     a("--idle-seconds", type=float, default=8.0, help="length of the run without long prompts")
     a("--seed", type=int, default=0)
     a("--out", default=None, help="JSON (default benchmarks/results/long-prefill-<date>.json)")
@@ -71,7 +97,9 @@ class Run:
         self.engine, self.args, self.rng = engine, args, rng
         self.vocab = engine.scheduler.runner.arch.vocab_size
         self.num_long, self.shorts = num_long, shorts
-        self.short_params = SamplingParams(max_new_tokens=args.short_new, temperature=0.0, ignore_eos=True)
+        self.short_params = SamplingParams(
+            max_new_tokens=args.short_new, temperature=0.0, ignore_eos=True
+        )
         self.long_params = SamplingParams(max_new_tokens=1, temperature=0.0, ignore_eos=True)
         self.recs: dict[str, dict] = {}
         self.next_short = rng.expovariate(args.short_rate) if shorts else float("inf")
@@ -92,15 +120,32 @@ class Run:
         return max(r["tokens"][0] for r in longs) if longs else None
 
     def _arrivals(self, now: float) -> None:
-        if self.num_long and now >= self.args.long_after and not any(r["kind"] == "long" for r in self.recs.values()):
+        if (
+            self.num_long
+            and now >= self.args.long_after
+            and not any(r["kind"] == "long" for r in self.recs.values())
+        ):
             for i in range(self.num_long):
-                self._submit(f"long{i}", "long", self.args.long_len, self.long_params, self.args.long_after)
+                self._submit(
+                    f"long{i}", "long", self.args.long_len, self.long_params, self.args.long_after
+                )
         done = self._longs_done()
-        stop = self.args.idle_seconds if not self.num_long else float("inf") if done is None else done + self.args.tail
+        stop = (
+            self.args.idle_seconds
+            if not self.num_long
+            else float("inf")
+            if done is None
+            else done + self.args.tail
+        )
         while self.next_short <= min(now, stop):
             # stamped with its arrival time: a request arriving during a step waits for it
-            self._submit(f"short{len(self.recs)}", "short", self.args.short_len, self.short_params,
-                         self.next_short)
+            self._submit(
+                f"short{len(self.recs)}",
+                "short",
+                self.args.short_len,
+                self.short_params,
+                self.next_short,
+            )
             self.next_short += self.rng.expovariate(self.args.short_rate)
         if self.next_short > stop:
             self.next_short = float("inf")
@@ -111,7 +156,9 @@ class Run:
             now = time.perf_counter() - t0
             self._arrivals(now)
             if not sched.has_work:
-                if self.next_short == float("inf") and (not self.num_long or self._longs_done() is not None):
+                if self.next_short == float("inf") and (
+                    not self.num_long or self._longs_done() is not None
+                ):
                     return self.summary()
                 time.sleep(0.001)
                 continue
@@ -123,11 +170,17 @@ class Run:
         longs = [r for r in self.recs.values() if r["kind"] == "long"]
         start = min((r["arrival"] for r in longs), default=0.0)
         end = self._longs_done() if longs else float("inf")
-        shorts = [r for r in self.recs.values() if r["kind"] == "short" and start <= r["arrival"] <= end]
+        shorts = [
+            r for r in self.recs.values() if r["kind"] == "short" and start <= r["arrival"] <= end
+        ]
         ttft = [r["tokens"][0] - r["arrival"] for r in shorts]
         itl = [b - a for r in shorts for a, b in zip(r["tokens"], r["tokens"][1:])]
-        res = {"num_long": self.num_long, "num_shorts_measured": len(shorts),
-               "short_ttft_ms": _pcts(ttft), "short_itl_ms": _pcts(itl)}
+        res = {
+            "num_long": self.num_long,
+            "num_shorts_measured": len(shorts),
+            "short_ttft_ms": _pcts(ttft),
+            "short_itl_ms": _pcts(itl),
+        }
         if longs:
             res["long_prefill_s"] = end - start
             res["long_prefill_tok_s"] = len(longs) * self.args.long_len / (end - start)
@@ -139,8 +192,13 @@ def _pcts(xs: list[float]) -> dict:
         return {}
     xs = sorted(xs)
     pick = lambda q: xs[min(len(xs) - 1, int(q * len(xs)))] * 1000
-    return {"p50": round(statistics.median(xs) * 1000, 1), "p90": round(pick(0.9), 1),
-            "p99": round(pick(0.99), 1), "max": round(xs[-1] * 1000, 1), "n": len(xs)}
+    return {
+        "p50": round(statistics.median(xs) * 1000, 1),
+        "p90": round(pick(0.9), 1),
+        "p99": round(pick(0.99), 1),
+        "max": round(xs[-1] * 1000, 1),
+        "n": len(xs),
+    }
 
 
 def build_engine(args, options: dict):
@@ -156,9 +214,21 @@ def build_engine(args, options: dict):
 
 def warm_up(engine, args) -> None:
     """Compile and fill every path once (first extends, decode graphs) before timing."""
-    run = Run(engine, argparse.Namespace(**{**vars(args), "long_len": min(args.long_len, 4096),
-                                            "idle_seconds": 1.0, "tail": 0.5, "long_after": 0.2}),
-              1, True, random.Random(args.seed + 99))
+    run = Run(
+        engine,
+        argparse.Namespace(
+            **{
+                **vars(args),
+                "long_len": min(args.long_len, 4096),
+                "idle_seconds": 1.0,
+                "tail": 0.5,
+                "long_after": 0.2,
+            }
+        ),
+        1,
+        True,
+        random.Random(args.seed + 99),
+    )
     run.next_short = 0.0
     run.drive()
 
@@ -169,8 +239,11 @@ def main(argv=None) -> None:
     for name in args.configs.split(","):
         engine = build_engine(args, CONFIGS[name])
         warm_up(engine, args)
-        plans = [(0, True)] + [(int(n), False) for n in args.num_long.split(",")] + \
-                [(int(n), True) for n in args.num_long.split(",")]
+        plans = (
+            [(0, True)]
+            + [(int(n), False) for n in args.num_long.split(",")]
+            + [(int(n), True) for n in args.num_long.split(",")]
+        )
         for num_long, shorts in plans:
             engine.scheduler.flush_cache()
             res = Run(engine, args, num_long, shorts, random.Random(args.seed)).drive()
@@ -178,21 +251,33 @@ def main(argv=None) -> None:
             _log(json.dumps(res))
             results["runs"].append(res)
         engine.shutdown()
-    out = Path(args.out or Path(__file__).parent / "results" / f"long-prefill-{time.strftime('%Y-%m-%d')}.json")
+    out = Path(
+        args.out
+        or Path(__file__).parent / "results" / f"long-prefill-{time.strftime('%Y-%m-%d')}.json"
+    )
     out.write_text(json.dumps(results, indent=1))
     _print_table(results["runs"])
 
 
 def _print_table(runs: list[dict]) -> None:
-    alone = {(r["config"], r["num_long"]): r.get("long_prefill_tok_s") for r in runs if not r["shorts"]}
-    print("| config | long prompts | short TTFT p50 / p99 / max ms | short ITL p50 / p99 ms | long prefill tok/s (alone) |")
+    alone = {
+        (r["config"], r["num_long"]): r.get("long_prefill_tok_s") for r in runs if not r["shorts"]
+    }
+    print(
+        "| config | long prompts | short TTFT p50 / p99 / max ms | short ITL p50 / p99 ms | long prefill tok/s (alone) |"
+    )
     print("|---|---|---|---|---|")
     for r in (r for r in runs if r["shorts"]):
         t, i = r["short_ttft_ms"], r["short_itl_ms"]
-        tok = (f"{r['long_prefill_tok_s']:.0f} ({alone[(r['config'], r['num_long'])]:.0f})"
-               if r["num_long"] else "-")
-        print(f"| {r['config']} | {r['num_long']} | {t.get('p50')} / {t.get('p99')} / {t.get('max')} "
-              f"| {i.get('p50')} / {i.get('p99')} | {tok} |")
+        tok = (
+            f"{r['long_prefill_tok_s']:.0f} ({alone[(r['config'], r['num_long'])]:.0f})"
+            if r["num_long"]
+            else "-"
+        )
+        print(
+            f"| {r['config']} | {r['num_long']} | {t.get('p50')} / {t.get('p99')} / {t.get('max')} "
+            f"| {i.get('p50')} / {i.get('p99')} | {tok} |"
+        )
 
 
 if __name__ == "__main__":

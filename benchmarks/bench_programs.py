@@ -31,21 +31,42 @@ import httpx
 import radixgen as rg
 from radixgen.frontend_lang import RuntimeEndpoint
 
-TOOLS = [{"name": n, "description": d, "parameters": {"type": "object", "properties": {
-    k: {"type": "string"} for k in ks}, "required": list(ks)}} for n, d, ks in [
-    ("search_web", "Search the web and return the top results.", ("query",)),
-    ("read_file", "Read a file from the shared workspace.", ("path",)),
-    ("run_sql", "Run a read-only SQL query on the analytics database.", ("query", "database")),
-    ("send_email", "Send an email to a colleague.", ("to", "subject", "body"))]]
-AGENT_SYSTEM = ("You are an agent in a research team. Work step by step, state assumptions, and call a "
-                "tool by writing JSON with keys name and arguments. Tools:\n" + json.dumps(TOOLS, indent=1))
+TOOLS = [
+    {
+        "name": n,
+        "description": d,
+        "parameters": {
+            "type": "object",
+            "properties": {k: {"type": "string"} for k in ks},
+            "required": list(ks),
+        },
+    }
+    for n, d, ks in [
+        ("search_web", "Search the web and return the top results.", ("query",)),
+        ("read_file", "Read a file from the shared workspace.", ("path",)),
+        ("run_sql", "Run a read-only SQL query on the analytics database.", ("query", "database")),
+        ("send_email", "Send an email to a colleague.", ("to", "subject", "body")),
+    ]
+]
+AGENT_SYSTEM = (
+    "You are an agent in a research team. Work step by step, state assumptions, and call a "
+    "tool by writing JSON with keys name and arguments. Tools:\n" + json.dumps(TOOLS, indent=1)
+)
 CHAT_SYSTEM = "You are a friendly tutor who explains things simply and briefly."
-CLASSIFY_SYSTEM = ("Classify customer messages. Examples:\n" + "\n".join(
-    f"Message: {m}\nSentiment: {s}\nTopic: {t}" for m, s, t in [
-        ("The parcel arrived broken.", "negative", "shipping"), ("Love the new app!", "positive", "product"),
-        ("Why was I charged twice?", "negative", "billing"), ("Delivery was on time.", "positive", "shipping"),
-        ("How do I reset my password?", "neutral", "account")]))
-SENTIMENTS, TOPIC_LABELS = ["positive", "negative", "neutral"], ["shipping", "product", "billing", "account"]
+CLASSIFY_SYSTEM = "Classify customer messages. Examples:\n" + "\n".join(
+    f"Message: {m}\nSentiment: {s}\nTopic: {t}"
+    for m, s, t in [
+        ("The parcel arrived broken.", "negative", "shipping"),
+        ("Love the new app!", "positive", "product"),
+        ("Why was I charged twice?", "negative", "billing"),
+        ("Delivery was on time.", "positive", "shipping"),
+        ("How do I reset my password?", "neutral", "account"),
+    ]
+)
+SENTIMENTS, TOPIC_LABELS = (
+    ["positive", "negative", "neutral"],
+    ["shipping", "product", "billing", "account"],
+)
 
 
 # ---- the programs ----------------------------------------------------------------------------
@@ -67,7 +88,12 @@ def tot(s, topic, max_tokens):
             f += f"Approach {i + 1}:" + rg.gen("step", max_tokens=max_tokens)
         forks.join()
         s += "".join(f"\nApproach {i + 1}:{t}" for i, t in enumerate(s["step"]))
-        s += "\nThe best is approach " + rg.select("best", ["1", "2", "3"]) + "." + rg.gen(max_tokens=max_tokens)
+        s += (
+            "\nThe best is approach "
+            + rg.select("best", ["1", "2", "3"])
+            + "."
+            + rg.gen(max_tokens=max_tokens)
+        )
 
 
 @rg.function
@@ -83,8 +109,12 @@ def agent(s, topic, max_tokens):
 def classify(s, topic, max_tokens):
     s += rg.system(CLASSIFY_SYSTEM)
     s += rg.user(f"Message: {_message(topic)}")
-    s += rg.assistant("Sentiment: " + rg.select("sentiment", SENTIMENTS)
-                      + "\nTopic: " + rg.select("topic", TOPIC_LABELS))
+    s += rg.assistant(
+        "Sentiment: "
+        + rg.select("sentiment", SENTIMENTS)
+        + "\nTopic: "
+        + rg.select("topic", TOPIC_LABELS)
+    )
 
 
 def _turns(topic: str) -> list[str]:
@@ -107,7 +137,12 @@ class ChatClient:
         self.lock = threading.Lock()
 
     def chat(self, messages: list[dict[str, str]], max_tokens: int) -> str:
-        body = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0}
+        body = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "temperature": 0,
+        }
         resp = self.client.post("/v1/chat/completions", json=body)
         resp.raise_for_status()
         out = resp.json()
@@ -127,13 +162,24 @@ def baseline(name: str, client: ChatClient, topic: str, max_tokens: int) -> None
     if name == "multi_turn":
         _conversation(client, CHAT_SYSTEM, _turns(topic), max_tokens)
     elif name == "agent":
-        _conversation(client, AGENT_SYSTEM, [f"Task: write a short report on {topic}. First, a plan.",
-                                             "Now your first tool call."], max_tokens)
+        _conversation(
+            client,
+            AGENT_SYSTEM,
+            [f"Task: write a short report on {topic}. First, a plan.", "Now your first tool call."],
+            max_tokens,
+        )
     elif name == "tot":
         question = f"How should a beginner start learning {topic}?"
-        steps = [client.chat([{"role": "system", "content": CHAT_SYSTEM},
-                              {"role": "user", "content": f"{question} Give approach {i + 1}."}], max_tokens)
-                 for i in range(3)]
+        steps = [
+            client.chat(
+                [
+                    {"role": "system", "content": CHAT_SYSTEM},
+                    {"role": "user", "content": f"{question} Give approach {i + 1}."},
+                ],
+                max_tokens,
+            )
+            for i in range(3)
+        ]
         listing = "".join(f"\nApproach {i + 1}: {t}" for i, t in enumerate(steps))
         ask = f"{question}{listing}\nWhich approach is best? Answer one of: 1, 2, 3."
         messages = [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": ask}]
@@ -141,9 +187,17 @@ def baseline(name: str, client: ChatClient, topic: str, max_tokens: int) -> None
         client.chat(messages + [{"role": "user", "content": "Why?"}], max_tokens)
     else:
         for labels in (SENTIMENTS, TOPIC_LABELS):
-            client.chat([{"role": "system", "content": CLASSIFY_SYSTEM},
-                         {"role": "user", "content": f"Message: {_message(topic)}\n"
-                                                     f"Answer one of: {', '.join(labels)}."}], 3)
+            client.chat(
+                [
+                    {"role": "system", "content": CLASSIFY_SYSTEM},
+                    {
+                        "role": "user",
+                        "content": f"Message: {_message(topic)}\n"
+                        f"Answer one of: {', '.join(labels)}.",
+                    },
+                ],
+                3,
+            )
 
 
 # ---- running and reporting --------------------------------------------------------------------
@@ -165,28 +219,47 @@ class RecordingEndpoint(RuntimeEndpoint):
         return out
 
 
-def summarize(wall: float, num: int, prompt: int, cached: int, completion: int, requests: int,
-              prompts: int) -> dict[str, Any]:
+def summarize(
+    wall: float, num: int, prompt: int, cached: int, completion: int, requests: int, prompts: int
+) -> dict[str, Any]:
     """`requests`: HTTP requests; `prompts`: sequences they carried (a batched select has several)."""
-    return {"wall_s": round(wall, 3), "programs_per_s": round(num / wall, 3), "requests": requests, "prompts": prompts,
-            "prompt_tokens": prompt, "cached_tokens": cached, "completion_tokens": completion,
-            "cache_hit_rate": round(cached / prompt, 4) if prompt else 0.0,
-            "output_tok_per_s": round(completion / wall, 2)}
+    return {
+        "wall_s": round(wall, 3),
+        "programs_per_s": round(num / wall, 3),
+        "requests": requests,
+        "prompts": prompts,
+        "prompt_tokens": prompt,
+        "cached_tokens": cached,
+        "completion_tokens": completion,
+        "cache_hit_rate": round(cached / prompt, 4) if prompt else 0.0,
+        "output_tok_per_s": round(completion / wall, 2),
+    }
 
 
 def run_frontend(prog: rg.Program, args: argparse.Namespace, topics: list[str]) -> dict[str, Any]:
     backend = RecordingEndpoint(args.url, api_key=args.api_key)
     backend.flush_cache()
     start = time.perf_counter()
-    states = prog.run_batch([{"topic": t, "max_tokens": args.max_tokens} for t in topics],
-                            backend=backend, num_threads=args.num_threads, temperature=0)
+    states = prog.run_batch(
+        [{"topic": t, "max_tokens": args.max_tokens} for t in topics],
+        backend=backend,
+        num_threads=args.num_threads,
+        temperature=0,
+    )
     wall = time.perf_counter() - start
     errors = [str(s.error) for s in states if s.error is not None]
     if errors:
         raise RuntimeError(f"{len(errors)} programs failed, first: {errors[0]}")
     m = backend.metas
-    return summarize(wall, len(topics), sum(x["prompt_tokens"] for x in m), sum(x["cached_tokens"] for x in m),
-                     sum(x["completion_tokens"] for x in m), backend.num_http, len(m))
+    return summarize(
+        wall,
+        len(topics),
+        sum(x["prompt_tokens"] for x in m),
+        sum(x["cached_tokens"] for x in m),
+        sum(x["completion_tokens"] for x in m),
+        backend.num_http,
+        len(m),
+    )
 
 
 def run_baseline(name: str, args: argparse.Namespace, topics: list[str]) -> dict[str, Any]:
@@ -198,13 +271,33 @@ def run_baseline(name: str, args: argparse.Namespace, topics: list[str]) -> dict
     wall = time.perf_counter() - start
     u = client.usages
     cached = sum((x.get("prompt_tokens_details") or {}).get("cached_tokens", 0) for x in u)
-    return summarize(wall, len(topics), sum(x["prompt_tokens"] for x in u), cached,
-                     sum(x["completion_tokens"] for x in u), len(u), len(u))
+    return summarize(
+        wall,
+        len(topics),
+        sum(x["prompt_tokens"] for x in u),
+        cached,
+        sum(x["completion_tokens"] for x in u),
+        len(u),
+        len(u),
+    )
 
 
-WORKLOADS: dict[str, rg.Program] = {"multi_turn": multi_turn, "tot": tot, "agent": agent, "classify": classify}
-SUBJECTS = ["photosynthesis", "compound interest", "the French revolution", "neural networks", "volcanoes",
-          "jazz harmony", "plate tectonics", "sourdough baking"]
+WORKLOADS: dict[str, rg.Program] = {
+    "multi_turn": multi_turn,
+    "tot": tot,
+    "agent": agent,
+    "classify": classify,
+}
+SUBJECTS = [
+    "photosynthesis",
+    "compound interest",
+    "the French revolution",
+    "neural networks",
+    "volcanoes",
+    "jazz harmony",
+    "plate tectonics",
+    "sourdough baking",
+]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -226,15 +319,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     results: dict[str, Any] = {}
-    print(f"{'workload':<11} {'mode':<11} {'wall_s':>7} {'prog/s':>7} {'reqs':>5} {'seqs':>5} {'prompt':>7} "
-          f"{'cached':>7} {'hit':>6}")
+    print(
+        f"{'workload':<11} {'mode':<11} {'wall_s':>7} {'prog/s':>7} {'reqs':>5} {'seqs':>5} {'prompt':>7} "
+        f"{'cached':>7} {'hit':>6}"
+    )
     for name in args.workloads.split(","):
         topics = [f"{SUBJECTS[i % len(SUBJECTS)]} (case {i})" for i in range(args.num)]
-        results[name] = {"frontend": run_frontend(WORKLOADS[name], args, topics),
-                         "openai_chat": run_baseline(name, args, topics)}
+        results[name] = {
+            "frontend": run_frontend(WORKLOADS[name], args, topics),
+            "openai_chat": run_baseline(name, args, topics),
+        }
         for mode, r in results[name].items():
-            print(f"{name:<11} {mode:<11} {r['wall_s']:>7.2f} {r['programs_per_s']:>7.2f} {r['requests']:>5} "
-                  f"{r['prompts']:>5} {r['prompt_tokens']:>7} {r['cached_tokens']:>7} {r['cache_hit_rate']:>6.1%}")
+            print(
+                f"{name:<11} {mode:<11} {r['wall_s']:>7.2f} {r['programs_per_s']:>7.2f} {r['requests']:>5} "
+                f"{r['prompts']:>5} {r['prompt_tokens']:>7} {r['cached_tokens']:>7} {r['cache_hit_rate']:>6.1%}"
+            )
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"args": vars(args), "results": results}, f, indent=2)

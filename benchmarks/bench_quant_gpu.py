@@ -37,7 +37,10 @@ def main() -> None:
     q8, s8 = quantize_fp8(x)
     cases = {
         "nvfp4 quantize": (lambda: quantize_nvfp4(x, s_t), n * 2 + n // 2 + n // 16),
-        "nvfp4 dequantize": (lambda: dequantize_nvfp4(codes, scales, s_t), n // 2 + n // 16 + n * 2),
+        "nvfp4 dequantize": (
+            lambda: dequantize_nvfp4(codes, scales, s_t),
+            n // 2 + n // 16 + n * 2,
+        ),
         "fp8 quantize": (lambda: quantize_fp8(x, s8), n * 2 + n),
         "fp8 dequantize": (lambda: dequantize_fp8(q8, s8), n + n * 2),
     }

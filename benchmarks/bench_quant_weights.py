@@ -28,10 +28,21 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336),
-          "lm_head": (128256, 4096)}
+SHAPES = {
+    "qkv": (6144, 4096),
+    "o": (4096, 4096),
+    "gate_up": (28672, 4096),
+    "down": (4096, 14336),
+    "lm_head": (128256, 4096),
+}
 MS = (1, 4, 16, 64, 256)
-BITS = {"bf16": 16, "nvfp4_kernel": 4.5, "nvfp4_dequant": 4.5, "fp8_scaled_mm": 8, "gemlite_nvfp4": 4.5}
+BITS = {
+    "bf16": 16,
+    "nvfp4_kernel": 4.5,
+    "nvfp4_dequant": 4.5,
+    "fp8_scaled_mm": 8,
+    "gemlite_nvfp4": 4.5,
+}
 
 
 def median_s(fn, iters: int = 50) -> float:
@@ -66,10 +77,12 @@ def kernel_paths(n: int, k: int):
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02
     nv = quantize_nvfp4_weight(w, scale_search=False)
     f8 = quantize_fp8_weight(w)
-    paths = {"bf16": lambda x: F.linear(x, w),
-             "nvfp4_kernel": lambda x: nvfp4_linear(x, nv.data, nv.block_scales, nv.scale),
-             "nvfp4_dequant": lambda x: F.linear(x, nv.dequantize(x.dtype)),
-             "fp8_scaled_mm": lambda x: fp8_linear(x, f8.data, f8.scale)}
+    paths = {
+        "bf16": lambda x: F.linear(x, w),
+        "nvfp4_kernel": lambda x: nvfp4_linear(x, nv.data, nv.block_scales, nv.scale),
+        "nvfp4_dequant": lambda x: F.linear(x, nv.dequantize(x.dtype)),
+        "fp8_scaled_mm": lambda x: fp8_linear(x, f8.data, f8.scale),
+    }
     gem = gemlite_path(w)
     if gem is not None:
         paths["gemlite_nvfp4"] = gem
@@ -82,9 +95,13 @@ def gemlite_path(w: torch.Tensor):
     except ImportError:
         return None
     try:
-        from gemlite.helper import A16W4_NVFP  # its NVFP4 weight-only helper (API of gemlite >= 0.5)
+        from gemlite.helper import (
+            A16W4_NVFP,  # its NVFP4 weight-only helper (API of gemlite >= 0.5)
+        )
 
-        layer = torch.nn.Linear(w.shape[1], w.shape[0], bias=False, device="cuda", dtype=torch.bfloat16)
+        layer = torch.nn.Linear(
+            w.shape[1], w.shape[0], bias=False, device="cuda", dtype=torch.bfloat16
+        )
         layer.weight.data.copy_(w)
         gem = A16W4_NVFP(device="cuda", dtype=torch.bfloat16).from_linear(layer)
         return lambda x: gem(x)
@@ -111,7 +128,11 @@ def bench_kernels(shapes: dict, ms: tuple, bandwidth: float) -> list[dict]:
                     row[path] = {"us": t * 1e6, "floor_us": floor * 1e6, "of_floor": floor / t}
                 except Exception as err:  # noqa: BLE001
                     row[path] = {"error": repr(err)}
-            timed = {p: v["us"] for p, v in row.items() if isinstance(v, dict) and "us" in v and p != "bf16"}
+            timed = {
+                p: v["us"]
+                for p, v in row.items()
+                if isinstance(v, dict) and "us" in v and p != "bf16"
+            }
             row["best"] = min(timed, key=timed.get) if timed else None
             rows.append(row)
             print(_kernel_line(row), flush=True)
@@ -147,8 +168,14 @@ def bench_decode(batches: tuple, context: int, steps: int) -> list[dict]:
 
 def _decode_rows(engine_cls, folder, method, batches, context, steps) -> list[dict]:
     rows = []
-    eng = engine_cls(folder, load_format="dummy", quantization=method, nvfp4_round_to_nearest=True,
-                     max_total_tokens=max(batches) * (context + steps + 8), max_running_requests=max(batches))
+    eng = engine_cls(
+        folder,
+        load_format="dummy",
+        quantization=method,
+        nvfp4_round_to_nearest=True,
+        max_total_tokens=max(batches) * (context + steps + 8),
+        max_running_requests=max(batches),
+    )
     try:
         for batch in batches:
             prompts = [[(7 * i + j) % 30000 + 100 for j in range(context)] for i in range(batch)]
@@ -157,9 +184,19 @@ def _decode_rows(engine_cls, folder, method, batches, context, steps) -> list[di
             start = time.perf_counter()
             eng.generate(input_ids=prompts, sampling_params=params)  # prefix hits: mostly decode
             wall = time.perf_counter() - start
-            rows.append({"quantization": method, "batch": batch, "context": context,
-                         "tok_s": batch * steps / wall, "weight_bytes": eng.scheduler.runner.weight_bytes})
-            print(f"decode {method:6s} batch {batch:3d} ctx {context}: {rows[-1]['tok_s']:.1f} tok/s", flush=True)
+            rows.append(
+                {
+                    "quantization": method,
+                    "batch": batch,
+                    "context": context,
+                    "tok_s": batch * steps / wall,
+                    "weight_bytes": eng.scheduler.runner.weight_bytes,
+                }
+            )
+            print(
+                f"decode {method:6s} batch {batch:3d} ctx {context}: {rows[-1]['tok_s']:.1f} tok/s",
+                flush=True,
+            )
     finally:
         eng.shutdown()
     return rows
@@ -193,7 +230,9 @@ def main() -> None:
         except ImportError:
             print("gemlite: not installed")
         try:
-            result["kernels"] = bench_kernels(shapes, (1, 16) if args.dry_run else MS, result["copy_bandwidth"])
+            result["kernels"] = bench_kernels(
+                shapes, (1, 16) if args.dry_run else MS, result["copy_bandwidth"]
+            )
         except Exception:  # noqa: BLE001
             traceback.print_exc()
         if not args.dry_run:

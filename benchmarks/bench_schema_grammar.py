@@ -81,9 +81,12 @@ def main() -> int:
             cold = _mask_times(grammar, info, walks)
         warm = _mask_times(grammar, info, walks)
         tokens = sum(map(len, walks))
-        print(f"{name}: {kind}, compile {compile_s:.2f} s (lexer states "
-              f"{grammar.lexer.num_states if kind == 'grammar' else '-'}), {args.walks} walks, {tokens} tokens, "
-              f"all valid\n  cold {_stats(cold)}\n  warm {_stats(warm)}\n  e.g. {texts[0][:100]}", flush=True)
+        print(
+            f"{name}: {kind}, compile {compile_s:.2f} s (lexer states "
+            f"{grammar.lexer.num_states if kind == 'grammar' else '-'}), {args.walks} walks, {tokens} tokens, "
+            f"all valid\n  cold {_stats(cold)}\n  warm {_stats(warm)}\n  e.g. {texts[0][:100]}",
+            flush=True,
+        )
     return 0
 
 

@@ -66,8 +66,14 @@ def _log(msg: str):
 
 # ----------------------------------------------------------------------------- one request
 def _body(conv: dict, messages, model: str, args) -> tuple[str, dict]:
-    body = {"model": model, "max_tokens": args.output_len, "temperature": 0, "ignore_eos": True,
-            "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "model": model,
+        "max_tokens": args.output_len,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     if messages is None:
         return "/v1/completions", {**body, "prompt": conv["prompt"]}
     return "/v1/chat/completions", {**body, "messages": messages}
@@ -106,8 +112,10 @@ async def one_request(client, url: str, body: dict, turn: int) -> dict:
         rec["e2e"] = time.perf_counter() - t0
         if usage is None or "ttft" not in rec:
             raise RuntimeError("no usage or no content in the stream")
-        rec["prompt_tokens"], rec["completion_tokens"] = usage["prompt_tokens"], usage[
-            "completion_tokens"]
+        rec["prompt_tokens"], rec["completion_tokens"] = (
+            usage["prompt_tokens"],
+            usage["completion_tokens"],
+        )
         rec["cached_tokens"] = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
     except Exception as exc:  # reported per request, the run goes on
         rec["error"] = f"{type(exc).__name__}: {exc}"
@@ -119,8 +127,10 @@ async def conversation(client, base: str, model: str, conv: dict, args, recs: li
     msgs = conv.get("messages")
     for turn in range(1 + len(conv.get("followups", []))):
         if turn:
-            msgs = msgs + [{"role": "assistant", "content": recs[-1]["text"]},
-                           {"role": "user", "content": conv["followups"][turn - 1]}]
+            msgs = msgs + [
+                {"role": "assistant", "content": recs[-1]["text"]},
+                {"role": "user", "content": conv["followups"][turn - 1]},
+            ]
         path, body = _body(conv, msgs, model, args)
         if sem is None:
             rec = await one_request(client, base + path, body, turn + 1)
@@ -142,8 +152,9 @@ async def drive(base: str, model: str, convs: list[dict], args) -> tuple[list[di
     async with httpx.AsyncClient(timeout=None, limits=limits) as client:
         t0, tasks = time.perf_counter(), []
         for conv, recs in zip(convs, per_conv):
-            tasks.append(asyncio.create_task(
-                conversation(client, base, model, conv, args, recs, sem)))
+            tasks.append(
+                asyncio.create_task(conversation(client, base, model, conv, args, recs, sem))
+            )
             if args.request_rate != float("inf"):
                 await asyncio.sleep(rng.expovariate(args.request_rate))
         await asyncio.gather(*tasks)
@@ -160,15 +171,43 @@ def free_port() -> int:
 
 def server_cmd(name: str, port: int, args) -> tuple[list[str], dict]:
     if name == "radixgen":
-        return ([str(ROOT / ".venv/bin/python"), "-m", "radixgen", "serve", "--port", str(port),
-                 "--model-path", args.model_path, "--dtype", args.dtype], {})
-    env = {"VLLM_CPU_KVCACHE_SPACE": "4", "VLLM_CPU_OMP_THREADS_BIND": "0-1",
-           "HF_HUB_OFFLINE": "1"}
+        return (
+            [
+                str(ROOT / ".venv/bin/python"),
+                "-m",
+                "radixgen",
+                "serve",
+                "--port",
+                str(port),
+                "--model-path",
+                args.model_path,
+                "--dtype",
+                args.dtype,
+            ],
+            {},
+        )
+    env = {"VLLM_CPU_KVCACHE_SPACE": "4", "VLLM_CPU_OMP_THREADS_BIND": "0-1", "HF_HUB_OFFLINE": "1"}
     # `vllm serve` wants the dist "vllm" (this one is "vllm-cpu"); the module is the same server
-    return ([args.vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model",
-             args.model_path, "--dtype", args.dtype, "--port", str(port),
-             "--enable-prefix-caching", "--block-size", str(args.vllm_block_size),
-             "--max-model-len", "2048", "--enable-prompt-tokens-details"], env)
+    return (
+        [
+            args.vllm_python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            args.model_path,
+            "--dtype",
+            args.dtype,
+            "--port",
+            str(port),
+            "--enable-prefix-caching",
+            "--block-size",
+            str(args.vllm_block_size),
+            "--max-model-len",
+            "2048",
+            "--enable-prompt-tokens-details",
+        ],
+        env,
+    )
 
 
 def launch(name: str, args, log_path: Path) -> tuple[subprocess.Popen, str]:
@@ -176,8 +215,14 @@ def launch(name: str, args, log_path: Path) -> tuple[subprocess.Popen, str]:
     cmd, env = server_cmd(name, port, args)
     _log(f"starting {name}: {' '.join(cmd)} (log {log_path})")
     log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                            env={**os.environ, **env}, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env={**os.environ, **env},
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     wait_healthy(proc, base, name, args.startup_timeout, log_path)
     return proc, base
@@ -219,8 +264,11 @@ def served_model(base: str) -> str:
 def warm_up(base: str, model: str, tok):
     """Two short token-id completions sharing no prefix with the datasets."""
     for ids in wl.warmup_prompts(tok):
-        r = httpx.post(base + "/v1/completions", timeout=120, json={
-            "model": model, "prompt": ids, "max_tokens": 8, "temperature": 0})
+        r = httpx.post(
+            base + "/v1/completions",
+            timeout=120,
+            json={"model": model, "prompt": ids, "max_tokens": 8, "temperature": 0},
+        )
         r.raise_for_status()
 
 
@@ -231,8 +279,9 @@ def measure(base: str, model: str | None, convs, args, tok) -> dict:
     with OtherCpu() as oc:
         recs, wall = asyncio.run(drive(base, model, convs, args))
     res = sd.summarize(recs, wall)
-    res.update(model=model, loadavg_before=load0, loadavg_after=os.getloadavg(),
-               other_cpu=oc.fraction)
+    res.update(
+        model=model, loadavg_before=load0, loadavg_after=os.getloadavg(), other_cpu=oc.fraction
+    )
     return res
 
 
@@ -261,13 +310,15 @@ def out_path(arg: str | None) -> Path:
 
 
 def _commit() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def main(argv=None):
     args = parse_args(argv)
     from transformers import AutoTokenizer
+
     tok = AutoTokenizer.from_pretrained(args.model_path)
     if args.dataset == "random":
         convs = sd.random_ids(tok, args.num_prompts, args.input_len, args.seed)
@@ -283,15 +334,23 @@ def main(argv=None):
     if not servers:
         servers[args.base_url] = measure(args.base_url, args.model, convs, args, tok)
     cfg = {k: (str(v) if v == float("inf") else v) for k, v in vars(args).items()}
-    result = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "command": " ".join(sys.argv), "config": cfg, "dataset": stats,
-              "commit": _commit(), "machine": {"cpus": os.cpu_count()}, "servers": servers}
+    result = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+        "config": cfg,
+        "dataset": stats,
+        "commit": _commit(),
+        "machine": {"cpus": os.cpu_count()},
+        "servers": servers,
+    }
     out.write_text(json.dumps(result, indent=1))
     print(sd.table(servers))
-    print(f"workload: {stats['conversations']} conversations x {stats['turns']} turns, first-turn "
-          f"prompt tokens {stats['prompt_tokens']}, optimum hit {stats['optimum_hit_rate']:.3f} "
-          f"(whole {args.vllm_block_size}-token blocks "
-          f"{stats[f'optimum_hit_rate_block{args.vllm_block_size}']:.3f})")
+    print(
+        f"workload: {stats['conversations']} conversations x {stats['turns']} turns, first-turn "
+        f"prompt tokens {stats['prompt_tokens']}, optimum hit {stats['optimum_hit_rate']:.3f} "
+        f"(whole {args.vllm_block_size}-token blocks "
+        f"{stats[f'optimum_hit_rate_block{args.vllm_block_size}']:.3f})"
+    )
     _log(f"wrote {out}")
 
 

@@ -35,25 +35,60 @@ from bench_serving import MODEL_DIR, ROOT, _commit, free_port, stop, wait_health
 from serving_datasets import pct  # noqa: E402
 
 SCHEMAS = [
-    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 24},
-                                      "age": {"type": "integer", "minimum": 0, "maximum": 120}},
-     "required": ["name", "age"], "additionalProperties": False},
-    {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Rome", "Oslo"]},
-                                      "tags": {"type": "array", "items": {"type": "string", "maxLength": 12},
-                                               "maxItems": 3}},
-     "required": ["city", "tags"]},
-    {"type": "object", "properties": {"ok": {"type": "boolean"}, "score": {"type": "number"},
-                                      "note": {"type": ["string", "null"], "maxLength": 40}},
-     "required": ["ok", "score", "note"]},
+    {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 24},
+            "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        },
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    },
+    {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "enum": ["Paris", "Rome", "Oslo"]},
+            "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3},
+        },
+        "required": ["city", "tags"],
+    },
+    {
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean"},
+            "score": {"type": "number"},
+            "note": {"type": ["string", "null"], "maxLength": 40},
+        },
+        "required": ["ok", "score", "note"],
+    },
 ]
-TOOLS = [{"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather in a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
-                                                    "unit": {"enum": ["c", "f"]}},
-                   "required": ["city", "unit"]}}}]
-QUESTIONS = ["What is the capital of France?", "Name three colours.", "Write a haiku about rain.",
-             "How do I sort a list in Python?", "What is 17 times 23?", "Describe a cat in one sentence.",
-             "Give me a fun fact about the moon.", "What is the weather like in Oslo?"]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather in a city",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "maxLength": 20},
+                    "unit": {"enum": ["c", "f"]},
+                },
+                "required": ["city", "unit"],
+            },
+        },
+    }
+]
+QUESTIONS = [
+    "What is the capital of France?",
+    "Name three colours.",
+    "Write a haiku about rain.",
+    "How do I sort a list in Python?",
+    "What is 17 times 23?",
+    "Describe a cat in one sentence.",
+    "Give me a fun fact about the moon.",
+    "What is the weather like in Oslo?",
+]
 KINDS = ("chat", "completions", "json_schema", "tools", "stream", "abort")
 
 
@@ -96,11 +131,19 @@ def body(kind: str, i: int, model: str, max_tokens: int) -> tuple[str, dict]:
         return "/v1/completions", {**base, "prompt": f"Question: {question}\nAnswer:"}
     if kind == "json_schema":
         schema = SCHEMAS[i % len(SCHEMAS)]
-        return "/v1/chat/completions", {**chat, "response_format": {
-            "type": "json_schema", "json_schema": {"name": f"s{i % len(SCHEMAS)}", "schema": schema}}}
+        return "/v1/chat/completions", {
+            **chat,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": f"s{i % len(SCHEMAS)}", "schema": schema},
+            },
+        }
     if kind == "tools":
-        return "/v1/chat/completions", {**chat, "tools": TOOLS,
-                                        "tool_choice": "required" if i % 2 else "auto"}
+        return "/v1/chat/completions", {
+            **chat,
+            "tools": TOOLS,
+            "tool_choice": "required" if i % 2 else "auto",
+        }
     if kind in ("stream", "abort"):
         return "/v1/chat/completions", {**chat, "stream": True}
     return "/v1/chat/completions", chat
@@ -120,12 +163,15 @@ def check(kind: str, i: int, resp: dict) -> None:
         try:
             jsonschema.validate(json.loads(message.get("content") or ""), SCHEMAS[i % len(SCHEMAS)])
         except (ValueError, jsonschema.ValidationError) as exc:
-            raise Failure(f"invalid json_schema output ({choice.get('finish_reason')}): {exc}"[:300]) from None
+            raise Failure(
+                f"invalid json_schema output ({choice.get('finish_reason')}): {exc}"[:300]
+            ) from None
     if kind == "tools":
         for call in message.get("tool_calls") or []:
             try:
-                jsonschema.validate(json.loads(call["function"]["arguments"]),
-                                    TOOLS[0]["function"]["parameters"])
+                jsonschema.validate(
+                    json.loads(call["function"]["arguments"]), TOOLS[0]["function"]["parameters"]
+                )
             except (ValueError, KeyError, jsonschema.ValidationError) as exc:
                 raise Failure(f"invalid tool call: {exc}"[:300]) from None
         if i % 2 and not message.get("tool_calls"):
@@ -150,8 +196,9 @@ async def one(client: httpx.AsyncClient, kind: str, i: int, model: str, args) ->
     return rec
 
 
-async def stream(client: httpx.AsyncClient, path: str, payload: dict, rec: dict, t0: float,
-                 cut_after: int | None) -> None:
+async def stream(
+    client: httpx.AsyncClient, path: str, payload: dict, rec: dict, t0: float, cut_after: int | None
+) -> None:
     """Read an SSE stream to [DONE] (Failure without it), or close it after `cut_after` chunks."""
     chunks, done = 0, False
     async with client.stream("POST", path, json=payload) as resp:
@@ -178,9 +225,11 @@ async def drive(base: str, model: str, kinds: list[str], args) -> list[dict]:
     sem = asyncio.Semaphore(args.concurrency)
     limits = httpx.Limits(max_connections=args.concurrency * 2)
     async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as client:
+
         async def bounded(i: int, kind: str) -> dict:
             async with sem:
                 return await one(client, kind, i, model, args)
+
         return await asyncio.gather(*(bounded(i, k) for i, k in enumerate(kinds)))
 
 
@@ -206,14 +255,21 @@ def idle_after(base: str, timeout: float = 30.0) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         stats = httpx.get(base + "/get_server_info", timeout=30).json()["scheduler"]
-        if (stats["num_running_reqs"] == 0 and stats["num_waiting_reqs"] == 0) or time.monotonic() > deadline:
+        if (
+            stats["num_running_reqs"] == 0 and stats["num_waiting_reqs"] == 0
+        ) or time.monotonic() > deadline:
             return stats
         time.sleep(0.2)
 
 
 def summarize(recs: list[dict], wall: float, rss0: dict, rss1: dict, idle: dict) -> dict:
-    res: dict = {"requests": len(recs), "failures": sum("error" in r for r in recs), "wall_s": wall,
-                 "errors": sorted({r["error"] for r in recs if "error" in r})[:10], "kinds": {}}
+    res: dict = {
+        "requests": len(recs),
+        "failures": sum("error" in r for r in recs),
+        "wall_s": wall,
+        "errors": sorted({r["error"] for r in recs if "error" in r})[:10],
+        "kinds": {},
+    }
     for kind in KINDS:
         xs = [r["e2e"] for r in recs if r["kind"] == kind and "error" not in r]
         if xs:
@@ -221,33 +277,60 @@ def summarize(recs: list[dict], wall: float, rss0: dict, rss1: dict, idle: dict)
     kinds = res["kinds"]
     if "json_schema" in kinds and "chat" in kinds:
         res["json_p99_over_chat_p99"] = kinds["json_schema"]["p99_s"] / kinds["chat"]["p99_s"]
-    res["rss_kib"] = {name: {"after_warmup": rss0.get(name), "end": rss1.get(name),
-                             "growth": (rss1[name] - rss0[name]) / rss0[name]
-                             if rss0.get(name) and rss1.get(name) else None} for name in rss0}
-    res["idle_after"] = {k: idle.get(k) for k in ("num_running_reqs", "num_waiting_reqs", "token_usage")}
+    res["rss_kib"] = {
+        name: {
+            "after_warmup": rss0.get(name),
+            "end": rss1.get(name),
+            "growth": (rss1[name] - rss0[name]) / rss0[name]
+            if rss0.get(name) and rss1.get(name)
+            else None,
+        }
+        for name in rss0
+    }
+    res["idle_after"] = {
+        k: idle.get(k) for k in ("num_running_reqs", "num_waiting_reqs", "token_usage")
+    }
     return res
 
 
 def table(res: dict) -> str:
-    lines = [f"{res['requests']} requests, {res['failures']} failures, {res['wall_s']:.0f} s",
-             "kind          n     p50 s   p90 s   p99 s"]
+    lines = [
+        f"{res['requests']} requests, {res['failures']} failures, {res['wall_s']:.0f} s",
+        "kind          n     p50 s   p90 s   p99 s",
+    ]
     for kind, k in res["kinds"].items():
-        lines.append(f"{kind:<12}{k['n']:>4}  {k['p50_s']:7.2f} {k['p90_s']:7.2f} {k['p99_s']:7.2f}")
+        lines.append(
+            f"{kind:<12}{k['n']:>4}  {k['p50_s']:7.2f} {k['p90_s']:7.2f} {k['p99_s']:7.2f}"
+        )
     ratio = res.get("json_p99_over_chat_p99")
     lines.append(f"json_schema p99 / chat p99: {ratio:.2f} (target <= 1.5)" if ratio else "")
     for name, r in res["rss_kib"].items():
         growth = "n/a" if r["growth"] is None else f"{r['growth']:+.1%}"
-        lines.append(f"RSS {name:<12} {r['after_warmup']} -> {r['end']} KiB ({growth}; target < 5%)")
+        lines.append(
+            f"RSS {name:<12} {r['after_warmup']} -> {r['end']} KiB ({growth}; target < 5%)"
+        )
     lines.append(f"idle after: {res['idle_after']}")
     return "\n".join(lines)
 
 
 def launch(args, log_path: Path):
     port = free_port()
-    cmd = [str(ROOT / ".venv/bin/python"), "-m", "radixgen", "serve", "--port", str(port),
-           "--model-path", args.model_path, "--log-level", "warning", *args.server_arg]
-    proc = subprocess.Popen(cmd, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, cwd=ROOT,
-                            start_new_session=True)
+    cmd = [
+        str(ROOT / ".venv/bin/python"),
+        "-m",
+        "radixgen",
+        "serve",
+        "--port",
+        str(port),
+        "--model-path",
+        args.model_path,
+        "--log-level",
+        "warning",
+        *args.server_arg,
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True
+    )
     base = f"http://127.0.0.1:{port}"
     wait_healthy(proc, base, "radixgen", args.startup_timeout, log_path)
     return proc, base
@@ -255,7 +338,11 @@ def launch(args, log_path: Path):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    out = Path(args.out) if args.out else ROOT / "benchmarks/results" / f"soak-{dt.date.today().isoformat()}.json"
+    out = (
+        Path(args.out)
+        if args.out
+        else ROOT / "benchmarks/results" / f"soak-{dt.date.today().isoformat()}.json"
+    )
     proc, base = (None, args.base_url) if args.base_url else launch(args, out.with_suffix(".log"))
     try:
         model = httpx.get(base + "/v1/models", timeout=30).json()["data"][0]["id"]
@@ -273,8 +360,9 @@ def main(argv=None) -> int:
         if proc is not None:
             stop(proc)
     res = summarize(recs, wall, rss0, rss1, idle)
-    res.update(date=dt.datetime.now().isoformat(timespec="seconds"), commit=_commit(),
-               args=vars(args))
+    res.update(
+        date=dt.datetime.now().isoformat(timespec="seconds"), commit=_commit(), args=vars(args)
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1))
     print(table(res))

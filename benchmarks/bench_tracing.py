@@ -39,9 +39,16 @@ from bench_soak import server_pids  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
-PROMPTS = ["The history of the printing press", "How a steam engine works", "A recipe for bread",
-           "Why the sky is blue", "The rules of chess", "A short story about a lighthouse keeper",
-           "How vaccines train the immune system", "The water cycle explained for children"]
+PROMPTS = [
+    "The history of the printing press",
+    "How a steam engine works",
+    "A recipe for bread",
+    "Why the sky is blue",
+    "The rules of chess",
+    "A short story about a lighthouse keeper",
+    "How vaccines train the immune system",
+    "The water cycle explained for children",
+]
 
 
 def tracer_cpu_us(num_requests: int, num_deltas: int, traces_url: str, repeats: int = 5) -> dict:
@@ -52,8 +59,16 @@ def tracer_cpu_us(num_requests: int, num_deltas: int, traces_url: str, repeats: 
     from radixgen.runtime.server.tracing import build_tracer
 
     def out(rid: str, tokens: int, finish=None, times=None) -> TextOut:
-        return TextOut(rid=rid, text="x" * tokens, token_ids=[7] * tokens, prompt_tokens=20, cached_tokens=4,
-                       completion_tokens=tokens, finish=finish, times=times)
+        return TextOut(
+            rid=rid,
+            text="x" * tokens,
+            token_ids=[7] * tokens,
+            prompt_tokens=20,
+            cached_tokens=4,
+            completion_tokens=tokens,
+            finish=finish,
+            times=times,
+        )
 
     def run(tracer) -> float:
         metrics, t0 = ServerMetrics("m", tracer), time.process_time()
@@ -80,14 +95,23 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     a = p.add_argument
     a("--model-path", default=MODEL_DIR)
-    a("--server-arg", action="append", default=[], help="extra `radixgen serve` flag for both (repeatable)")
+    a(
+        "--server-arg",
+        action="append",
+        default=[],
+        help="extra `radixgen serve` flag for both (repeatable)",
+    )
     a("--rounds", type=int, default=6, help="rounds per server, alternating")
     a("--num-requests", type=int, default=48, help="requests per round")
     a("--concurrency", type=int, default=8)
     a("--max-new-tokens", type=int, default=64)
     a("--startup-timeout", type=float, default=300)
-    a("--control", action="store_true", help="A/A run: the second server traces nothing either, so the "
-      "'cost' is the difference between two identical servers (the noise floor)")
+    a(
+        "--control",
+        action="store_true",
+        help="A/A run: the second server traces nothing either, so the "
+        "'cost' is the difference between two identical servers (the noise floor)",
+    )
     a("--out", default=None, help="JSON (default benchmarks/results/tracing-<date>.json)")
     return p.parse_args(argv)
 
@@ -114,13 +138,31 @@ class _Handler(BaseHTTPRequestHandler):
 
 def launch(args, extra: list[str], log_path: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    cmd = [str(ROOT / ".venv/bin/python"), "-m", "radixgen", "serve", "--port", str(port),
-           "--model-path", args.model_path, "--log-level", "warning", *args.server_arg, *extra]
+    cmd = [
+        str(ROOT / ".venv/bin/python"),
+        "-m",
+        "radixgen",
+        "serve",
+        "--port",
+        str(port),
+        "--model-path",
+        args.model_path,
+        "--log-level",
+        "warning",
+        *args.server_arg,
+        *extra,
+    ]
     # one intra-op thread each: two servers' OpenMP pools spin-waiting against each other would
     # dominate what is measured
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.Popen(cmd, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, cwd=ROOT,
-                            start_new_session=True, env=env)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=open(log_path, "w"),
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        start_new_session=True,
+        env=env,
+    )
     base = f"http://127.0.0.1:{port}"
     wait_healthy(proc, base, " ".join(extra) or "radixgen", args.startup_timeout, log_path)
     return proc, base
@@ -140,7 +182,9 @@ async def one_round(base: str, args, round_no: int) -> tuple[float, int]:
     async def one(client: httpx.AsyncClient, i: int) -> int:
         async with sem:
             text = f"{PROMPTS[i % len(PROMPTS)]} (part {round_no}.{i})"
-            resp = await client.post(base + "/generate", json={"text": text, "sampling_params": params})
+            resp = await client.post(
+                base + "/generate", json={"text": text, "sampling_params": params}
+            )
             resp.raise_for_status()
             return resp.json()["meta_info"]["completion_tokens"]
 
@@ -155,7 +199,9 @@ def measure(servers: dict[str, tuple[str, dict[str, int]]], args) -> tuple[dict,
     for base, _ in servers.values():  # warm-up: first forwards, allocator, tokenizer caches
         asyncio.run(one_round(base, args, -1))
     rounds: dict[str, list[float]] = {name: [] for name in servers}
-    cpu: dict[str, dict[str, list[float]]] = {name: {proc: [] for proc in pids} for name, (_, pids) in servers.items()}
+    cpu: dict[str, dict[str, list[float]]] = {
+        name: {proc: [] for proc in pids} for name, (_, pids) in servers.items()
+    }
     for r in range(args.rounds):
         order = list(servers) if r % 2 == 0 else list(servers)[::-1]
         for name in order:
@@ -165,14 +211,21 @@ def measure(servers: dict[str, tuple[str, dict[str, int]]], args) -> tuple[dict,
             rounds[name].append(speed)
             for proc, pid in pids.items():
                 cpu[name][proc].append(1e3 * (cpu_seconds(pid) - before[proc]) / tokens)
-            print(f"round {r} {name}: {speed:.1f} tok/s, CPU ms/token "
-                  f"{ {p: round(v[-1], 3) for p, v in cpu[name].items()} }", file=sys.stderr)
+            print(
+                f"round {r} {name}: {speed:.1f} tok/s, CPU ms/token "
+                f"{ {p: round(v[-1], 3) for p, v in cpu[name].items()} }",
+                file=sys.stderr,
+            )
     return rounds, cpu
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    out = Path(args.out) if args.out else ROOT / "benchmarks/results" / f"tracing-{dt.date.today().isoformat()}.json"
+    out = (
+        Path(args.out)
+        if args.out
+        else ROOT / "benchmarks/results" / f"tracing-{dt.date.today().isoformat()}.json"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     receiver = SpanReceiver()
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
@@ -183,7 +236,10 @@ def main(argv=None) -> int:
         traced = [] if args.control else ["--otlp-traces-endpoint", endpoint]
         procs.append(launch(args, traced, out.with_suffix(".on.log")))
         micro = tracer_cpu_us(2000, args.max_new_tokens, endpoint + "/v1/traces")
-        servers = {name: (base, server_pids(base, proc.pid)) for name, (proc, base) in zip(("off", "on"), procs)}
+        servers = {
+            name: (base, server_pids(base, proc.pid))
+            for name, (proc, base) in zip(("off", "on"), procs)
+        }
         rounds, cpu = measure(servers, args)
     finally:
         for proc, _ in procs:
@@ -191,26 +247,45 @@ def main(argv=None) -> int:
         receiver.shutdown()
     off, on = statistics.median(rounds["off"]), statistics.median(rounds["on"])
     pairs = [1 - b / a for a, b in zip(rounds["off"], rounds["on"])]
-    cpu_median = {name: {proc: round(statistics.median(v), 4) for proc, v in procs_cpu.items()}
-                  for name, procs_cpu in cpu.items()}
+    cpu_median = {
+        name: {proc: round(statistics.median(v), 4) for proc, v in procs_cpu.items()}
+        for name, procs_cpu in cpu.items()
+    }
     total = {name: sum(v.values()) for name, v in cpu_median.items()}
-    res = {"tokens_per_s": rounds, "median_off": round(off, 2), "median_on": round(on, 2),
-           "cost": round(1 - on / off, 4), "cost_per_round": [round(c, 4) for c in pairs],
-           "cpu_ms_per_token": cpu_median, "cpu_cost": round(total["on"] / total["off"] - 1, 4),
-           "tracer_cpu_us_per_request": micro,
-           "tracer_share_of_server_cpu": round((micro["on"] - micro["off"]) / (1e3 * total["off"] * args.max_new_tokens), 6),
-           "otlp_posts": receiver.num_posts, "otlp_bytes": receiver.num_bytes,
-           "date": dt.datetime.now().isoformat(timespec="seconds"), "commit": _commit(), "args": vars(args)}
+    res = {
+        "tokens_per_s": rounds,
+        "median_off": round(off, 2),
+        "median_on": round(on, 2),
+        "cost": round(1 - on / off, 4),
+        "cost_per_round": [round(c, 4) for c in pairs],
+        "cpu_ms_per_token": cpu_median,
+        "cpu_cost": round(total["on"] / total["off"] - 1, 4),
+        "tracer_cpu_us_per_request": micro,
+        "tracer_share_of_server_cpu": round(
+            (micro["on"] - micro["off"]) / (1e3 * total["off"] * args.max_new_tokens), 6
+        ),
+        "otlp_posts": receiver.num_posts,
+        "otlp_bytes": receiver.num_bytes,
+        "date": dt.datetime.now().isoformat(timespec="seconds"),
+        "commit": _commit(),
+        "args": vars(args),
+    }
     out.write_text(json.dumps(res, indent=1))
     if args.control:
         print("--control: neither server traces; 'on' is the second server, untraced")
-    print(f"tracing off {off:.1f} tok/s, on {on:.1f} tok/s: cost {100 * res['cost']:+.2f}% "
-          f"(per round {', '.join(f'{100 * c:+.1f}%' for c in pairs)}; target <= 1%); "
-          f"{receiver.num_posts} OTLP posts, {receiver.num_bytes} bytes")
-    print(f"CPU ms per generated token (median): off {cpu_median['off']}, on {cpu_median['on']}: "
-          f"cost {100 * res['cpu_cost']:+.2f}% of the server's CPU")
-    print(f"request telemetry CPU per request in-process: {micro['off']} µs without a tracer, {micro['on']} µs "
-          f"with one: the tracer is {100 * res['tracer_share_of_server_cpu']:.3f}% of the server's CPU per request")
+    print(
+        f"tracing off {off:.1f} tok/s, on {on:.1f} tok/s: cost {100 * res['cost']:+.2f}% "
+        f"(per round {', '.join(f'{100 * c:+.1f}%' for c in pairs)}; target <= 1%); "
+        f"{receiver.num_posts} OTLP posts, {receiver.num_bytes} bytes"
+    )
+    print(
+        f"CPU ms per generated token (median): off {cpu_median['off']}, on {cpu_median['on']}: "
+        f"cost {100 * res['cpu_cost']:+.2f}% of the server's CPU"
+    )
+    print(
+        f"request telemetry CPU per request in-process: {micro['off']} µs without a tracer, {micro['on']} µs "
+        f"with one: the tracer is {100 * res['tracer_share_of_server_cpu']:.3f}% of the server's CPU per request"
+    )
     print(f"wrote {out}")
     return 0
 

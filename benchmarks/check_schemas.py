@@ -43,10 +43,13 @@ from radixgen.grammar.matcher import GrammarError  # noqa: E402
 from radixgen.grammar.tokenizer_info import TokenizerInfo  # noqa: E402
 from tests.grammar.walks import accepts_text, random_walk  # noqa: E402
 
-DRAFT_URIS = {"draft2020-12": "https://json-schema.org/draft/2020-12/schema",
-              "draft2019-09": "https://json-schema.org/draft/2019-09/schema",
-              "draft7": "http://json-schema.org/draft-07/schema#", "draft6": "http://json-schema.org/draft-06/schema#",
-              "draft4": "http://json-schema.org/draft-04/schema#"}
+DRAFT_URIS = {
+    "draft2020-12": "https://json-schema.org/draft/2020-12/schema",
+    "draft2019-09": "https://json-schema.org/draft/2019-09/schema",
+    "draft7": "http://json-schema.org/draft-07/schema#",
+    "draft6": "http://json-schema.org/draft-06/schema#",
+    "draft4": "http://json-schema.org/draft-04/schema#",
+}
 
 
 def _compiler() -> tuple[GrammarCompiler, TokenizerInfo]:
@@ -66,7 +69,9 @@ def _validators(schema, also_2020: bool) -> list:
     return [cls(schema, format_checker=cls.FORMAT_CHECKER) for cls in classes]
 
 
-def _walk_failures(grammar, info, schema, walks: int, also_2020: bool = True) -> tuple[int, int, list]:
+def _walk_failures(
+    grammar, info, schema, walks: int, also_2020: bool = True
+) -> tuple[int, int, list]:
     """(walks validated, walks without EOS, failures as text). A validator that crashes on the
     schema (2020-12 on a draft's `items` array) is left out."""
     validators, done, no_eos, failures = _validators(schema, also_2020), 0, 0, []
@@ -138,18 +143,30 @@ def _texts(value, cap: int = 24) -> list[str]:
     if not isinstance(value, dict):
         return [json.dumps(value, separators=(",", ":"), ensure_ascii=False)]
     dump = lambda v: json.dumps(v, separators=(",", ":"), ensure_ascii=False)  # noqa: E731
-    return ["{" + ",".join(f"{dump(k)}:{dump(v)}" for k, v in order) + "}"
-            for order in itertools.islice(itertools.permutations(value.items()), cap)]
+    return [
+        "{" + ",".join(f"{dump(k)}:{dump(v)}" for k, v in order) + "}"
+        for order in itertools.islice(itertools.permutations(value.items()), cap)
+    ]
 
 
 def check_test_suite(folder: str, drafts: list[str], walks: int, optional: bool) -> dict:
     compiler, info = _compiler()
-    totals = dict(groups=0, compiled=0, invalid_cases=0, accepted_invalid=0, walks=0, no_eos=0, invalid_walks=0)
+    totals = dict(
+        groups=0,
+        compiled=0,
+        invalid_cases=0,
+        accepted_invalid=0,
+        walks=0,
+        no_eos=0,
+        invalid_walks=0,
+    )
     found: list = []
     for draft in drafts:
         files = glob.glob(os.path.join(folder, draft, "*.json"))
         if optional:
-            files += glob.glob(os.path.join(folder, draft, "optional", "**", "*.json"), recursive=True)
+            files += glob.glob(
+                os.path.join(folder, draft, "optional", "**", "*.json"), recursive=True
+            )
         for path in sorted(files):
             with open(path) as f:
                 groups = json.load(f)
@@ -168,12 +185,18 @@ def check_test_suite(folder: str, drafts: list[str], walks: int, optional: bool)
                     if case["valid"]:
                         continue
                     totals["invalid_cases"] += 1
-                    text = next((t for t in _texts(case["data"]) if accepts_text(grammar, info, t)), None)
+                    text = next(
+                        (t for t in _texts(case["data"]) if accepts_text(grammar, info, t)), None
+                    )
                     if text is not None:
                         totals["accepted_invalid"] += 1
-                        found.append(f"accepts invalid {text[:120]} ({case['description']}) | {where}")
+                        found.append(
+                            f"accepts invalid {text[:120]} ({case['description']}) | {where}"
+                        )
                         print("ACCEPTS INVALID", found[-1], flush=True)
-                done, no_eos, failures = _walk_failures(grammar, info, schema, walks, also_2020=False)
+                done, no_eos, failures = _walk_failures(
+                    grammar, info, schema, walks, also_2020=False
+                )
                 totals["walks"] += done
                 totals["no_eos"] += no_eos
                 totals["invalid_walks"] += len(failures)
@@ -184,22 +207,37 @@ def check_test_suite(folder: str, drafts: list[str], walks: int, optional: bool)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("mode", choices=("corpus", "test-suite"))
     parser.add_argument("folder")
-    parser.add_argument("--walks", type=int, default=None, help="random walks per compiled schema "
-                        "(corpus default 4, 0: acceptance only; test-suite default 6)")
-    parser.add_argument("--max-bytes", type=int, default=200_000, help="corpus: larger schema files are skipped")
+    parser.add_argument(
+        "--walks",
+        type=int,
+        default=None,
+        help="random walks per compiled schema "
+        "(corpus default 4, 0: acceptance only; test-suite default 6)",
+    )
+    parser.add_argument(
+        "--max-bytes", type=int, default=200_000, help="corpus: larger schema files are skipped"
+    )
     parser.add_argument("--drafts", default="draft2020-12,draft7,draft6,draft4")
-    parser.add_argument("--optional", action="store_true", help="test-suite: the optional tests too")
+    parser.add_argument(
+        "--optional", action="store_true", help="test-suite: the optional tests too"
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     if args.mode == "corpus":
         result = check_corpus(args.folder, 4 if args.walks is None else args.walks, args.max_bytes)
         bad = result["totals"]["invalid"]
     else:
-        result = check_test_suite(args.folder, args.drafts.split(","), 6 if args.walks is None else args.walks,
-                                  args.optional)
+        result = check_test_suite(
+            args.folder,
+            args.drafts.split(","),
+            6 if args.walks is None else args.walks,
+            args.optional,
+        )
         bad = result["totals"]["accepted_invalid"] + result["totals"]["invalid_walks"]
     print(json.dumps(result["totals"]))
     if args.json:

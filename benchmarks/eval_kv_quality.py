@@ -57,21 +57,31 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
-
 import kv_quality_prompts as kq  # noqa: E402
+import torch  # noqa: E402
 
 CONFIGS = {
     "bf16": {"kv_cache_dtype": "bf16"},
     "fp8": {"kv_cache_dtype": "fp8_e4m3"},
     "nvfp4": {"kv_cache_dtype": "nvfp4"},
-    "mixed": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_branch_window": "none"},
-    "mixed+win": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4"},  # window from --window
+    "mixed": {
+        "kv_prefix_dtype": "fp8_e4m3",
+        "kv_branch_dtype": "nvfp4",
+        "kv_branch_window": "none",
+    },
+    "mixed+win": {
+        "kv_prefix_dtype": "fp8_e4m3",
+        "kv_branch_dtype": "nvfp4",
+    },  # window from --window
     # a KV *more* precise than the reference: how often greedy paths split on rounding alone
     "fp32": {"kv_cache_dtype": "fp32"},
     # the same without the q/k Hadamard rotation that quantized pools get by default
     "fp8 norot": {"kv_cache_dtype": "fp8_e4m3", "kv_rotation": "off"},
-    "mixed+win norot": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_rotation": "off"},
+    "mixed+win norot": {
+        "kv_prefix_dtype": "fp8_e4m3",
+        "kv_branch_dtype": "nvfp4",
+        "kv_rotation": "off",
+    },
 }
 GOALS = {"fp8_ppl_pct": 0.5, "mixed_ppl_pct": 3.0, "mixed_exact": 0.90}
 
@@ -82,19 +92,36 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help="8 prompts, 300 passage tokens")
     p.add_argument("--num-prompts", type=int, default=None, help="default: all (56)")
     p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--text-tokens", type=int, default=None, help="passage tokens used (default all)")
+    p.add_argument(
+        "--text-tokens", type=int, default=None, help="passage tokens used (default all)"
+    )
     p.add_argument("--tf-prompt-len", type=int, default=16, help="passage tokens fed as the prompt")
-    p.add_argument("--window", default="4,16", help="--kv-branch-window of the mixed+win row; "
-                   "'none' skips that row")
-    p.add_argument("--check-tokens", type=int, default=48,
-                   help="passage positions also run step by step, to check the one-extend method")
-    p.add_argument("--win-tf-tokens", type=int, default=None,
-                   help="passage positions of the (step-by-step) mixed+win teacher forcing (default all)")
-    p.add_argument("--configs", default=",".join(CONFIGS),
-                   help="comma-separated rows (bf16 always runs first: the others compare with it)")
+    p.add_argument(
+        "--window",
+        default="4,16",
+        help="--kv-branch-window of the mixed+win row; 'none' skips that row",
+    )
+    p.add_argument(
+        "--check-tokens",
+        type=int,
+        default=48,
+        help="passage positions also run step by step, to check the one-extend method",
+    )
+    p.add_argument(
+        "--win-tf-tokens",
+        type=int,
+        default=None,
+        help="passage positions of the (step-by-step) mixed+win teacher forcing (default all)",
+    )
+    p.add_argument(
+        "--configs",
+        default=",".join(CONFIGS),
+        help="comma-separated rows (bf16 always runs first: the others compare with it)",
+    )
     p.add_argument("--max-total-tokens", type=int, default=24576)
-    p.add_argument("--json", type=Path, default=None,
-                   help="default benchmarks/results/kv-quality-<date>.json")
+    p.add_argument(
+        "--json", type=Path, default=None, help="default benchmarks/results/kv-quality-<date>.json"
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.num_prompts = args.num_prompts or 8
@@ -169,14 +196,16 @@ def decode_step(seqs: list[ForcedSequence], tokens: list[int]) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------- measurements
-def forced_logprobs(runner, text_ids: list[int], prompt_len: int, kv=None, limit: int | None = None) -> torch.Tensor:
+def forced_logprobs(
+    runner, text_ids: list[int], prompt_len: int, kv=None, limit: int | None = None
+) -> torch.Tensor:
     """Teacher forcing step by step: log-softmax [n, V] predicting text tokens prompt_len..
     (n = len(text) - prompt_len, or `limit`) from the prompt (prefilled) plus the passage fed
     token by token as generated tokens through the decode path."""
     n = len(text_ids) - prompt_len if limit is None else min(limit, len(text_ids) - prompt_len)
     seq = ForcedSequence(runner, text_ids[:prompt_len], kv)
     out = [torch.log_softmax(seq.prefill().float(), -1)]
-    for t in text_ids[prompt_len:prompt_len + n - 1]:
+    for t in text_ids[prompt_len : prompt_len + n - 1]:
         out.append(torch.log_softmax(decode_step([seq], [t]).float(), -1))
     seq.free()
     return torch.cat(out)
@@ -193,7 +222,7 @@ def branch_extend_logprobs(runner, text_ids: list[int], prompt_len: int) -> torc
     exact except for E4M3 subnormals). Log-softmax [len(text) - prompt_len, V]."""
     seq = ForcedSequence(runner, text_ids[:prompt_len])
     out = [seq.prefill(), decode_step([seq], [text_ids[prompt_len]])]
-    rest = text_ids[prompt_len + 1:-1]
+    rest = text_ids[prompt_len + 1 : -1]
     if rest:
         req, runner_ = seq.req, seq.runner
         req.output_ids.extend(rest)
@@ -209,7 +238,7 @@ def branch_extend_logprobs(runner, text_ids: list[int], prompt_len: int) -> torc
 def prefill_logprobs(runner, text_ids: list[int], prompt_len: int) -> torch.Tensor:
     """The whole passage prefilled as a prompt: log-softmax rows predicting tokens prompt_len.."""
     seq = ForcedSequence(runner, text_ids)
-    logits = seq.prefill(all_logits=True)[prompt_len - 1:-1]
+    logits = seq.prefill(all_logits=True)[prompt_len - 1 : -1]
     seq.free()
     return torch.log_softmax(logits.float(), -1)
 
@@ -218,16 +247,24 @@ def tf_metrics(ref: torch.Tensor, lp: torch.Tensor, targets: list[int]) -> dict:
     """Mean KL(ref || lp) in nats per position, and perplexity of targets under lp."""
     kl = (ref.exp() * (ref - lp)).sum(-1)
     nll = -lp.gather(1, torch.tensor(targets)[:, None])[:, 0]
-    return {"kl": float(kl.mean()), "kl_p99": float(kl.quantile(0.99)), "kl_max": float(kl.max()),
-            "ppl": math.exp(float(nll.mean())), "positions": len(targets)}
+    return {
+        "kl": float(kl.mean()),
+        "kl_p99": float(kl.quantile(0.99)),
+        "kl_max": float(kl.max()),
+        "ppl": math.exp(float(nll.mean())),
+        "positions": len(targets),
+    }
 
 
 def method_check(extend: torch.Tensor, step: torch.Tensor) -> dict:
     """How far the one-extend teacher forcing is from the step-by-step decode path."""
     kl = (step.exp() * (step - extend)).sum(-1)
-    return {"positions": len(step), "mean_kl_step_vs_extend": float(kl.mean()),
-            "max_abs_logprob_diff": float((step - extend).abs().max()),
-            "argmax_agree": float((step.argmax(-1) == extend.argmax(-1)).float().mean())}
+    return {
+        "positions": len(step),
+        "mean_kl_step_vs_extend": float(kl.mean()),
+        "max_abs_logprob_diff": float((step - extend).abs().max()),
+        "argmax_agree": float((step.argmax(-1) == extend.argmax(-1)).float().mean()),
+    }
 
 
 def agreement(ref: list[list[int]], outs: list[list[int]], max_new: int) -> dict:
@@ -239,8 +276,11 @@ def agreement(ref: list[list[int]], outs: list[list[int]], max_new: int) -> dict
             continue
         div.append(next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b))))
     exact = sum(a == b for a, b in zip(ref, outs)) / len(ref)
-    return {"mean_tokens_to_divergence": sum(div) / len(div), "exact_match": exact,
-            "divergence": div}
+    return {
+        "mean_tokens_to_divergence": sum(div) / len(div),
+        "exact_match": exact,
+        "divergence": div,
+    }
 
 
 # ---------------------------------------------------------------- per config
@@ -254,12 +294,16 @@ def run_config(args, name: str, kv: dict, prompts, text_ids) -> dict:
     window_kv = eng.scheduler.kv if eng.scheduler.kv.window else None
     try:
         if window_kv is not None:  # the window moves KV between steps: step by step
-            res["forced"] = forced_logprobs(runner, text_ids, args.tf_prompt_len, window_kv, args.win_tf_tokens)
+            res["forced"] = forced_logprobs(
+                runner, text_ids, args.tf_prompt_len, window_kv, args.win_tf_tokens
+            )
         else:
             res["forced"] = branch_extend_logprobs(runner, text_ids, args.tf_prompt_len)
             if args.check_tokens:  # the step-by-step decode path, on the first positions
-                step = forced_logprobs(runner, text_ids, args.tf_prompt_len, None, args.check_tokens)
-                res["method_check"] = method_check(res["forced"][:len(step)], step)
+                step = forced_logprobs(
+                    runner, text_ids, args.tf_prompt_len, None, args.check_tokens
+                )
+                res["method_check"] = method_check(res["forced"][: len(step)], step)
         res["prefill"] = prefill_logprobs(runner, text_ids, args.tf_prompt_len)
         params = {"max_new_tokens": args.max_new_tokens, "temperature": 0}
         outs = eng.generate(input_ids=prompts, sampling_params=params)
@@ -287,31 +331,55 @@ def summarize(raw: dict, max_new: int) -> list[dict]:
     base = raw["bf16"]
     rows = []
     for name, r in raw.items():
-        rows.append({"config": name, "kv_dtypes": r["kv_dtypes"], "capacity": r["capacity"],
-                     **agreement(base["outputs"], r["outputs"], max_new), **r["forced_metrics"],
-                     "prefill": r["prefill_metrics"], "method_check": r.get("method_check")})
+        rows.append(
+            {
+                "config": name,
+                "kv_dtypes": r["kv_dtypes"],
+                "capacity": r["capacity"],
+                **agreement(base["outputs"], r["outputs"], max_new),
+                **r["forced_metrics"],
+                "prefill": r["prefill_metrics"],
+                "method_check": r.get("method_check"),
+            }
+        )
     for row in rows:  # against bf16 on the same positions
         row["ppl_delta_pct"] = 100 * (row["ppl"] / row["ppl_ref"] - 1)
     return rows
 
 
 def table(rows: list[dict], max_new: int) -> str:
-    lines = [f"| config | KV (prefix / branch) | mean tokens to divergence | exact-match@{max_new} "
-             "| KL(bf16 ‖ config) nats | perplexity | ppl Δ vs bf16 | TF positions |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| config | KV (prefix / branch) | mean tokens to divergence | exact-match@{max_new} "
+        "| KL(bf16 ‖ config) nats | perplexity | ppl Δ vs bf16 | TF positions |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['config']} | {' / '.join(r['kv_dtypes'])} | {r['mean_tokens_to_divergence']:.1f} "
-                     f"| {100 * r['exact_match']:.1f}% | {r['kl']:.5f} | {r['ppl']:.4f} | {r['ppl_delta_pct']:+.3f}% "
-                     f"| {r['positions']} |")
-    lines += ["", "whole passage prefilled as a prompt (mixed = FP8 prefix pool only):",
-              "| config | KL | perplexity |", "|---|---|---|"]
-    lines += [f"| {r['config']} | {r['prefill']['kl']:.5f} | {r['prefill']['ppl']:.4f} |"
-              for r in rows if "prefill" in r]
+        lines.append(
+            f"| {r['config']} | {' / '.join(r['kv_dtypes'])} | {r['mean_tokens_to_divergence']:.1f} "
+            f"| {100 * r['exact_match']:.1f}% | {r['kl']:.5f} | {r['ppl']:.4f} | {r['ppl_delta_pct']:+.3f}% "
+            f"| {r['positions']} |"
+        )
+    lines += [
+        "",
+        "whole passage prefilled as a prompt (mixed = FP8 prefix pool only):",
+        "| config | KL | perplexity |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {r['config']} | {r['prefill']['kl']:.5f} | {r['prefill']['ppl']:.4f} |"
+        for r in rows
+        if "prefill" in r
+    ]
     checks = [(r["config"], r["method_check"]) for r in rows if r.get("method_check")]
     if checks:
-        lines += ["", "one-extend vs step-by-step teacher forcing (first positions): " + "; ".join(
-            f"{n} KL {c['mean_kl_step_vs_extend']:.1e}, max |Δlogprob| {c['max_abs_logprob_diff']:.1e}"
-            for n, c in checks)]
+        lines += [
+            "",
+            "one-extend vs step-by-step teacher forcing (first positions): "
+            + "; ".join(
+                f"{n} KL {c['mean_kl_step_vs_extend']:.1e}, max |Δlogprob| {c['max_abs_logprob_diff']:.1e}"
+                for n, c in checks
+            ),
+        ]
     return "\n".join(lines)
 
 
@@ -329,28 +397,46 @@ def goals(rows: list[dict]) -> dict:
 
 # ---------------------------------------------------------------- main
 def machine_info() -> dict:
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
-                if ln.startswith("model name")), platform.processor())
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "radixgen"], cwd=HERE.parent,
-                           capture_output=True, text=True).stdout.strip()
-    return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "cpu": cpu,
-            "cores": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-            "commit": git.stdout.strip() + (" (radixgen/ has uncommitted changes)" if dirty else ""),
-            "load_avg_at_start": os.getloadavg(),
-            "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:])}
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in open("/proc/cpuinfo")
+            if ln.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    git = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True
+    )
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "radixgen"],
+        cwd=HERE.parent,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "commit": git.stdout.strip() + (" (radixgen/ has uncommitted changes)" if dirty else ""),
+        "load_avg_at_start": os.getloadavg(),
+        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+    }
 
 
 def build_inputs(args, tok):
-    prompts = kq.PROMPTS[:args.num_prompts] if args.num_prompts else kq.PROMPTS
+    prompts = kq.PROMPTS[: args.num_prompts] if args.num_prompts else kq.PROMPTS
     ids = []
     for p in prompts:
-        text = tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
-                                       tokenize=False)
+        text = tok.apply_chat_template(
+            [{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False
+        )
         ids.append(tok.encode(text, add_special_tokens=False))
     text_ids = tok.encode(kq.PASSAGE, add_special_tokens=False)
     if args.text_tokens:
-        text_ids = text_ids[:args.text_tokens]
+        text_ids = text_ids[: args.text_tokens]
     return ids, text_ids
 
 
@@ -363,11 +449,15 @@ def main(argv=None):
     tok = load_tokenizer(model_path)
     prompts, text_ids = build_inputs(args, tok)
     info = machine_info()
-    _log(f"{len(prompts)} prompts ({sum(map(len, prompts))} tokens), passage {len(text_ids)} tokens, "
-         f"load {info['load_avg_at_start'][0]:.2f}")
+    _log(
+        f"{len(prompts)} prompts ({sum(map(len, prompts))} tokens), passage {len(text_ids)} tokens, "
+        f"load {info['load_avg_at_start'][0]:.2f}"
+    )
     torch.manual_seed(0)
-    targets, raw = text_ids[args.tf_prompt_len:], {}
-    wanted = ["bf16"] + [n.strip() for n in args.configs.split(",") if n.strip() not in ("", "bf16")]
+    targets, raw = text_ids[args.tf_prompt_len :], {}
+    wanted = ["bf16"] + [
+        n.strip() for n in args.configs.split(",") if n.strip() not in ("", "bf16")
+    ]
     unknown = [n for n in wanted if n not in CONFIGS]
     if unknown:
         raise SystemExit(f"unknown configs {unknown}; choose from {', '.join(CONFIGS)}")
@@ -387,12 +477,19 @@ def main(argv=None):
     print("\ngoals: " + "; ".join(f"{k}: {'met' if v else 'MISSED'}" for k, v in met.items()))
     out = args.json or HERE / "results" / f"kv-quality-{dt.date.today().isoformat()}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"machine": info, "model": str(model_path),
-           "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-           "num_prompts": len(prompts), "prompt_kinds": kq.KINDS[:len(prompts)],
-           "passage_tokens": len(text_ids), "rows": rows, "goals": met,
-           "seconds": {n: r["seconds"] for n, r in raw.items()},
-           "outputs": {n: r["outputs"] for n, r in raw.items()}, "table": report}
+    doc = {
+        "machine": info,
+        "model": str(model_path),
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "num_prompts": len(prompts),
+        "prompt_kinds": kq.KINDS[: len(prompts)],
+        "passage_tokens": len(text_ids),
+        "rows": rows,
+        "goals": met,
+        "seconds": {n: r["seconds"] for n, r in raw.items()},
+        "outputs": {n: r["outputs"] for n, r in raw.items()},
+        "table": report,
+    }
     out.write_text(json.dumps(doc, indent=1) + "\n")
     _log(f"wrote {out}")
 

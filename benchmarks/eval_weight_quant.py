@@ -64,7 +64,9 @@ def fake_quant(src: Path, dst: Path, config: str) -> None:
             method, search = config.split("-")[0], config != "nvfp4-rtn"
             weights[name] = quantize_weight(t.float(), method, search).dequantize(torch.float32)
     dst.mkdir(parents=True)
-    save_file({k: v.float().contiguous() for k, v in weights.items()}, str(dst / "model.safetensors"))
+    save_file(
+        {k: v.float().contiguous() for k, v in weights.items()}, str(dst / "model.safetensors")
+    )
     for f in src.iterdir():
         if f.suffix == ".json":
             shutil.copy(f, dst / f.name)
@@ -72,8 +74,10 @@ def fake_quant(src: Path, dst: Path, config: str) -> None:
 
 def perplexity(engine: Engine, text: str) -> float:
     ids = engine.tokenizer.encode(text)
-    res = engine.generate(input_ids=ids, sampling_params={"max_new_tokens": 0, "return_logprob": True,
-                                                          "logprob_start_len": 1})
+    res = engine.generate(
+        input_ids=ids,
+        sampling_params={"max_new_tokens": 0, "return_logprob": True, "logprob_start_len": 1},
+    )
     lps = [lp for lp in res["meta_info"]["input_token_logprobs"] if lp is not None]
     return math.exp(-sum(lps) / len(lps))
 
@@ -99,19 +103,31 @@ def main() -> None:
                 fake_quant(src, folder, config)
             dtype = "float32" if config == "fp32" else "bfloat16"
             with Engine(str(folder), dtype=dtype, max_total_tokens=4096) as eng:
-                prompts = [eng.tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
-                                                             add_generation_prompt=True) for p in PROMPTS[:args.prompts]]
+                prompts = [
+                    eng.tokenizer.apply_chat_template(
+                        [{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True
+                    )
+                    for p in PROMPTS[: args.prompts]
+                ]
                 out = [r["output_ids"] for r in eng.generate(prompts, greedy)]
-                row = {"config": config, "ppl_passage": perplexity(eng, PASSAGE),
-                       "ppl_second": perplexity(eng, SECOND_PASSAGE)}
+                row = {
+                    "config": config,
+                    "ppl_passage": perplexity(eng, PASSAGE),
+                    "ppl_second": perplexity(eng, SECOND_PASSAGE),
+                }
             ref_out = ref_out or out
-            row["greedy_prefix_agreement"] = sum(map(agreement, out, ref_out)) / sum(map(len, ref_out))
+            row["greedy_prefix_agreement"] = sum(map(agreement, out, ref_out)) / sum(
+                map(len, ref_out)
+            )
             row["exact_match"] = sum(a == b for a, b in zip(out, ref_out)) / len(out)
             rows.append(row)
             base = rows[0]
-            print(f"{config:14s} ppl {row['ppl_passage']:.3f} ({100 * (row['ppl_passage'] / base['ppl_passage'] - 1):+.1f}%)"
-                  f"  ppl2 {row['ppl_second']:.3f} ({100 * (row['ppl_second'] / base['ppl_second'] - 1):+.1f}%)"
-                  f"  greedy agree {row['greedy_prefix_agreement']:.2f} exact {row['exact_match']:.2f}", flush=True)
+            print(
+                f"{config:14s} ppl {row['ppl_passage']:.3f} ({100 * (row['ppl_passage'] / base['ppl_passage'] - 1):+.1f}%)"
+                f"  ppl2 {row['ppl_second']:.3f} ({100 * (row['ppl_second'] / base['ppl_second'] - 1):+.1f}%)"
+                f"  greedy agree {row['greedy_prefix_agreement']:.2f} exact {row['exact_match']:.2f}",
+                flush=True,
+            )
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=2))
 

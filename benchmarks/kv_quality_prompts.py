@@ -28,8 +28,8 @@ CHAT = [
 JSON = [
     "Return a JSON object describing a fictional book with the keys title, author, year, genres "
     "(a list) and a short summary. Output only the JSON.",
-    "Extract the people and places from this sentence as JSON with keys \"people\" and "
-    "\"places\": Maria met Tom in Lisbon before they both flew to Oslo to visit Erik.",
+    'Extract the people and places from this sentence as JSON with keys "people" and '
+    '"places": Maria met Tom in Lisbon before they both flew to Oslo to visit Erik.',
     "Create a JSON array of five grocery items, each an object with name, quantity and unit.",
     "Give me a JSON configuration for a web server with host, port, a list of allowed origins "
     "and a logging section with level and file.",
@@ -93,7 +93,12 @@ REASONING = [
 ]
 
 PROMPTS = CHAT + JSON + CODE + REASONING
-KINDS = ["chat"] * len(CHAT) + ["json"] * len(JSON) + ["code"] * len(CODE) + ["reasoning"] * len(REASONING)
+KINDS = (
+    ["chat"] * len(CHAT)
+    + ["json"] * len(JSON)
+    + ["code"] * len(CODE)
+    + ["reasoning"] * len(REASONING)
+)
 
 # Composed for this benchmark: plain expository and narrative prose, no quotations.
 PASSAGE = """\

@@ -22,7 +22,6 @@ import math
 import sys
 
 import torch
-
 from bench_kernels import FULL, Timer, build_pools
 
 
@@ -40,12 +39,16 @@ def _setup(s=FULL):
     q = torch.randn(b, hq, d, generator=gen, device=dev).bfloat16()
     ind2 = indices.view(b, n)
     ptr_half = torch.arange(0, b * half + 1, half, device=dev, dtype=torch.int32)
-    parts = [(pools["fp8"], ptr_half, ind2[:, :half].contiguous().view(-1)),
-             (pools["nvfp4"], ptr_half, ind2[:, half:].contiguous().view(-1))]
+    parts = [
+        (pools["fp8"], ptr_half, ind2[:, :half].contiguous().view(-1)),
+        (pools["nvfp4"], ptr_half, ind2[:, half:].contiguous().view(-1)),
+    ]
 
     def run(parts_, splits=None):
         out = output_buffers(None, (b, hq, d), torch.float32, q.device)
-        return lambda _: da.decode_attention_pools(q, parts_, sm, num_splits=splits, out_dtype=torch.float32, out=out)
+        return lambda _: da.decode_attention_pools(
+            q, parts_, sm, num_splits=splits, out_dtype=torch.float32, out=out
+        )
 
     return pools, indptr, indices, q, parts, run, Timer(True, 50)
 
@@ -74,7 +77,10 @@ def main() -> None:
             whole = [(pools[fmt], indptr, indices)]
             sp, calls = auto(whole)
             times[fmt] = timer(run(whole, sp), [q]) * 1e3
-            show(f"{fmt} whole ({n} tokens), auto splits {sp}, resident {calls[0].resident()}", times[fmt])
+            show(
+                f"{fmt} whole ({n} tokens), auto splits {sp}, resident {calls[0].resident()}",
+                times[fmt],
+            )
         avg = (times["fp8"] + times["nvfp4"]) / 2
         show("average of the two (the goal's reference)", avg)
         half_auto = {}
@@ -94,14 +100,30 @@ def main() -> None:
         red = timer(lambda _: da.reduce_splits(*mid, o, lse), [q]) * 1e3
         show(f"reduce alone over {sum(sp)} splits", red)
         one = torch.zeros(1, device=dev)
-        show("  a one-element kernel (the time of a launch in a graph)", timer(lambda _: one.add_(1), [q]) * 1e3)
+        show(
+            "  a one-element kernel (the time of a launch in a graph)",
+            timer(lambda _: one.add_(1), [q]) * 1e3,
+        )
         for ka, kb in itertools.product((1, 2, 3), (2, 4)):
-            show(f"  mixed, splits fp8 {ka} + nvfp4 {kb}", timer(run(parts, [ka, kb]), [q]) * 1e3, avg)
+            show(
+                f"  mixed, splits fp8 {ka} + nvfp4 {kb}",
+                timer(run(parts, [ka, kb]), [q]) * 1e3,
+                avg,
+            )
 
     da.USE_PDL = True
-    print("\n--- fp8 kernel configs (BLOCK_N, warps, stages), whole / half, auto splits", flush=True)
+    print(
+        "\n--- fp8 kernel configs (BLOCK_N, warps, stages), whole / half, auto splits", flush=True
+    )
     default = da.DECODE_CONFIGS[1]
-    for block_n, warps, stages in ((128, 4, 2), (64, 4, 2), (64, 4, 3), (128, 4, 3), (128, 8, 2), (64, 2, 2)):
+    for block_n, warps, stages in (
+        (128, 4, 2),
+        (64, 4, 2),
+        (64, 4, 3),
+        (128, 4, 3),
+        (128, 8, 2),
+        (64, 2, 2),
+    ):
         da.DECODE_CONFIGS[1] = (block_n, warps, stages, *default[3:])
         got = []
         for part in ([(pools["fp8"], indptr, indices)], parts[:1]):
@@ -135,10 +157,20 @@ def one_launch(shape: dict) -> None:
     n_auto = da._num_splits(paired, sum(p[2].numel() for p in parts))
     for label, call in (("parts", mixed), ("paired", paired)):
         k = call.compiled(torch.float32)
-        print(f"one-launch kernel, {label}: {call.resident()} resident CTAs, {k.num_regs} registers")
-    rows = (("mixed, the runtime's choice", True, "auto", f" (paired: {da._use_paired(mixed, [None, None], auto)})"),
-            ("mixed, one launch, paired", True, True, f" {n_auto}"), ("mixed, one launch, parts", True, False, f" {auto}"),
-            ("mixed, one launch per pool", False, False, ""))
+        print(
+            f"one-launch kernel, {label}: {call.resident()} resident CTAs, {k.num_regs} registers"
+        )
+    rows = (
+        (
+            "mixed, the runtime's choice",
+            True,
+            "auto",
+            f" (paired: {da._use_paired(mixed, [None, None], auto)})",
+        ),
+        ("mixed, one launch, paired", True, True, f" {n_auto}"),
+        ("mixed, one launch, parts", True, False, f" {auto}"),
+        ("mixed, one launch per pool", False, False, ""),
+    )
     for label, one, pair, splits in rows:
         da.USE_CUDA_MIXED, da.MIXED_PAIRED = one, pair
         show(f"{label}, auto splits{splits}", timer(run(parts), [q]) * 1e3, avg)
@@ -157,8 +189,11 @@ def one_launch(shape: dict) -> None:
     empty = (pools["nvfp4"], torch.zeros(b + 1, device=dev, dtype=torch.int32), indices[:0])
     for k in (None, 2, 3, 4, 6, 8):
         whole = [(pools["fp8"], indptr, indices), empty]
-        show(f"fp8 whole through the one-launch kernel, splits {k or 'auto'}",
-             timer(run(whole, None if k is None else [k, 1]), [q]) * 1e3, times["fp8"])
+        show(
+            f"fp8 whole through the one-launch kernel, splits {k or 'auto'}",
+            timer(run(whole, None if k is None else [k, 1]), [q]) * 1e3,
+            times["fp8"],
+        )
     da.MIXED_PAIRED = "auto"
 
 

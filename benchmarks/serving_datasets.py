@@ -24,7 +24,7 @@ def shared_prefix(tok, num_systems: int, users_per_system: int, turns: int = 1) 
     rng = random.Random(wl.SEED)
     need = num_systems + n
     pool = wl._NAMES + [f"{x} {k}" for k in range(2, 2 + need // len(wl._NAMES)) for x in wl._NAMES]
-    names = rng.sample(pool[:max(need, len(wl._NAMES))], need)
+    names = rng.sample(pool[: max(need, len(wl._NAMES))], need)
     systems = [wl.system_prompt(tok, rng, nm) for nm in names]  # the unique ones keep the stream
     users = wl.user_turns(tok, rng, n)
     order = list(range(n))
@@ -32,10 +32,17 @@ def shared_prefix(tok, num_systems: int, users_per_system: int, turns: int = 1) 
     later = wl.user_turns(tok, rng, n * (turns - 1)) if turns > 1 else []
     convs = []
     for i in range(n):
-        msgs = [{"role": "system", "content": systems[order[i] % num_systems]},
-                {"role": "user", "content": users[i]}]
-        convs.append({"messages": msgs, "followups": later[i * (turns - 1):(i + 1) * (turns - 1)],
-                      "system_id": order[i] % num_systems})
+        msgs = [
+            {"role": "system", "content": systems[order[i] % num_systems]},
+            {"role": "user", "content": users[i]},
+        ]
+        convs.append(
+            {
+                "messages": msgs,
+                "followups": later[i * (turns - 1) : (i + 1) * (turns - 1)],
+                "system_id": order[i] % num_systems,
+            }
+        )
     return convs
 
 
@@ -50,8 +57,9 @@ def first_turn_ids(tok, convs: list[dict]) -> list[list[int]]:
     """Token ids of every first turn as the servers render it (chat template) or send it."""
     if "prompt" in convs[0]:
         return [c["prompt"] for c in convs]
-    return [wl._render(tok, c["messages"][0]["content"], c["messages"][1]["content"])
-            for c in convs]
+    return [
+        wl._render(tok, c["messages"][0]["content"], c["messages"][1]["content"]) for c in convs
+    ]
 
 
 def dataset_stats(tok, convs: list[dict], block_size: int) -> dict:
@@ -81,17 +89,27 @@ def summarize(recs: list[dict], duration: float) -> dict:
     cached = [r["cached_tokens"] for r in ok if r["cached_tokens"] is not None]
     ttft = [r["ttft"] for r in ok]
     itl = [g for r in ok for g in r["itl"]]
-    tpot = [(r["e2e"] - r["ttft"]) / (r["completion_tokens"] - 1) for r in ok
-            if r["completion_tokens"] > 1]
+    tpot = [
+        (r["e2e"] - r["ttft"]) / (r["completion_tokens"] - 1)
+        for r in ok
+        if r["completion_tokens"] > 1
+    ]
     e2e = [r["e2e"] for r in ok]
     chunks = sum(r["chunks"] for r in ok)
-    res = {"completed": len(ok), "failed": len(recs) - len(ok), "duration_s": duration,
-           "request_throughput": len(ok) / duration, "output_tok_s": out_tok / duration,
-           "total_tok_s": (out_tok + prompt_tok) / duration, "prompt_tokens": prompt_tok,
-           "output_tokens": out_tok, "tokens_per_chunk": out_tok / chunks if chunks else None,
-           "cached_tokens": sum(cached) if cached else None,
-           "hit_rate": sum(cached) / prompt_tok if cached and prompt_tok else None,
-           "errors": sorted({r["error"][:200] for r in recs if "error" in r})[:5]}
+    res = {
+        "completed": len(ok),
+        "failed": len(recs) - len(ok),
+        "duration_s": duration,
+        "request_throughput": len(ok) / duration,
+        "output_tok_s": out_tok / duration,
+        "total_tok_s": (out_tok + prompt_tok) / duration,
+        "prompt_tokens": prompt_tok,
+        "output_tokens": out_tok,
+        "tokens_per_chunk": out_tok / chunks if chunks else None,
+        "cached_tokens": sum(cached) if cached else None,
+        "hit_rate": sum(cached) / prompt_tok if cached and prompt_tok else None,
+        "errors": sorted({r["error"][:200] for r in recs if "error" in r})[:5],
+    }
     for name, xs in (("ttft", ttft), ("itl", itl), ("tpot", tpot), ("e2e", e2e)):
         for q in (50, 99):
             res[f"{name}_p{q}_ms"] = None if not xs else pct(xs, q) * 1000
@@ -109,13 +127,22 @@ def _per_turn_hits(ok: list[dict]) -> dict:
 
 
 # ------------------------------------------------------------------------------ report table
-ROWS = [("request_throughput", "req/s", ".3f", 1), ("output_tok_s", "output tok/s", ".1f", 1),
-        ("ttft_p50_ms", "TTFT p50 ms", ".0f", -1), ("ttft_p99_ms", "TTFT p99 ms", ".0f", -1),
-        ("itl_p50_ms", "ITL p50 ms", ".1f", -1), ("itl_p99_ms", "ITL p99 ms", ".1f", -1),
-        ("tpot_p50_ms", "TPOT p50 ms", ".1f", -1), ("e2e_p50_ms", "E2E p50 ms", ".0f", -1),
-        ("hit_rate", "cache hit rate", ".3f", 1), ("tokens_per_chunk", "tokens/chunk", ".2f", 0),
-        ("prompt_tokens", "prompt tokens", "d", 0), ("completed", "completed", "d", 0),
-        ("failed", "failed", "d", 0), ("other_cpu", "other-cpu", ".0%", 0)]
+ROWS = [
+    ("request_throughput", "req/s", ".3f", 1),
+    ("output_tok_s", "output tok/s", ".1f", 1),
+    ("ttft_p50_ms", "TTFT p50 ms", ".0f", -1),
+    ("ttft_p99_ms", "TTFT p99 ms", ".0f", -1),
+    ("itl_p50_ms", "ITL p50 ms", ".1f", -1),
+    ("itl_p99_ms", "ITL p99 ms", ".1f", -1),
+    ("tpot_p50_ms", "TPOT p50 ms", ".1f", -1),
+    ("e2e_p50_ms", "E2E p50 ms", ".0f", -1),
+    ("hit_rate", "cache hit rate", ".3f", 1),
+    ("tokens_per_chunk", "tokens/chunk", ".2f", 0),
+    ("prompt_tokens", "prompt tokens", "d", 0),
+    ("completed", "completed", "d", 0),
+    ("failed", "failed", "d", 0),
+    ("other_cpu", "other-cpu", ".0%", 0),
+]
 
 
 def _f(x, spec):
@@ -126,18 +153,22 @@ def table(servers: dict) -> str:
     names = list(servers)
     ok = {n: v for n, v in servers.items() if "error" not in v}
     both = "radixgen" in ok and "vllm" in ok
-    lines = [f"{'metric':16}" + "".join(f"{n:>12}" for n in names)
-             + (f"{'ours/vLLM':>11}" if both else "")]
+    lines = [
+        f"{'metric':16}"
+        + "".join(f"{n:>12}" for n in names)
+        + (f"{'ours/vLLM':>11}" if both else "")
+    ]
     for key, label, spec, _better in ROWS:
-        cells = "".join(f"{_f(ok[n].get(key), spec) if n in ok else 'FAILED':>12}"
-                        for n in names)
+        cells = "".join(f"{_f(ok[n].get(key), spec) if n in ok else 'FAILED':>12}" for n in names)
         ratio = ""
         if both and ok["vllm"].get(key) and ok["radixgen"].get(key) is not None and _better:
             ratio = f"{ok['radixgen'][key] / ok['vllm'][key]:10.2f}x"
         lines.append(f"{label:16}{cells}{ratio}")
     for n, v in ok.items():
-        lines.append(f"{n}: load avg before {v['loadavg_before'][0]:.2f}, after "
-                     f"{v['loadavg_after'][0]:.2f}; hit rate per turn " + ", ".join(
-                         f"{t}: {_f(h, '.3f')}" for t, h in v["per_turn_hit_rate"].items()))
+        lines.append(
+            f"{n}: load avg before {v['loadavg_before'][0]:.2f}, after "
+            f"{v['loadavg_after'][0]:.2f}; hit rate per turn "
+            + ", ".join(f"{t}: {_f(h, '.3f')}" for t, h in v["per_turn_hit_rate"].items())
+        )
     lines += [f"{n}: FAILED {v['error'][:300]}" for n, v in servers.items() if n not in ok]
     return "\n".join(lines)

@@ -28,7 +28,8 @@ Acacia Birch""".split()
 _COMPANIES = """Northwind Traders|Globex Logistics|Initech Cloud|Umbrella Health|Stark Mobility|
 Wayne Financial|Acme Retail|Hooli Search|Vandelay Imports|Soylent Foods|Tyrell Robotics|
 Cyberdyne Networks|Wonka Confectionery|Oscorp Energy|Aperture Labs|Massive Dynamic""".replace(
-    "\n", "").split("|")
+    "\n", ""
+).split("|")
 _ROLES = [
     ("customer-support agent", "resolve customer issues about orders, refunds and accounts"),
     ("DevOps on-call assistant", "triage incidents, inspect deployments and keep services healthy"),
@@ -66,7 +67,7 @@ _VERBS = {
 _EXTRA_PARAMS = [
     ("limit", "integer", "optional", "maximum number of results to return"),
     ("since", "string", "optional", "ISO-8601 timestamp; ignore records older than this"),
-    ("format", "string", "optional", "either \"json\" or \"csv\""),
+    ("format", "string", "optional", 'either "json" or "csv"'),
     ("reason", "string", "required", "a short justification that is written to the audit log"),
     ("dry_run", "boolean", "optional", "when true, report what would change without changing it"),
     ("locale", "string", "optional", "BCP-47 language tag for any generated text"),
@@ -87,8 +88,10 @@ _RULES = [
     "Cite the tool result you rely on whenever you state a number.",
     "Never run more than three searches for the same question; summarize what you found instead.",
 ]
-_TOOL_HEADER = ("\n\n# Tools\nYou can call the tools below. To call one, reply with only a JSON "
-                "object of the form {\"tool\": <name>, \"arguments\": {...}}.")
+_TOOL_HEADER = (
+    "\n\n# Tools\nYou can call the tools below. To call one, reply with only a JSON "
+    'object of the form {"tool": <name>, "arguments": {...}}.'
+)
 _USER_ASKS = [
     "Can you check the status of {o} {id} and tell me why it has not been updated since {day}?",
     "Please find every {o} linked to {id} that changed after {day} and summarize the changes.",
@@ -114,18 +117,22 @@ def _ids(encoded) -> list[int]:
 
 
 def _render(tok, system: str | None, user: str | None = None) -> list[int]:
-    msgs = ([{"role": "system", "content": system}] if system is not None else [])
+    msgs = [{"role": "system", "content": system}] if system is not None else []
     msgs += [{"role": "user", "content": user}] if user is not None else []
-    return _ids(tok.apply_chat_template(msgs, add_generation_prompt=user is not None,
-                                        tokenize=True))
+    return _ids(
+        tok.apply_chat_template(msgs, add_generation_prompt=user is not None, tokenize=True)
+    )
 
 
 def _tool(rng: random.Random) -> str:
     obj = rng.choice(sorted(_OBJECTS))
     verb = rng.choice(sorted(_VERBS))
     key, typ, desc = _OBJECTS[obj]
-    lines = [f"\n\n## {verb}_{obj}\n{_VERBS[verb].format(o=obj.replace('_', ' '))}",
-             "Parameters:", f"- {key} ({typ}, required): {desc}"]
+    lines = [
+        f"\n\n## {verb}_{obj}\n{_VERBS[verb].format(o=obj.replace('_', ' '))}",
+        "Parameters:",
+        f"- {key} ({typ}, required): {desc}",
+    ]
     for name, ptyp, req, pdesc in rng.sample(_EXTRA_PARAMS, rng.randint(1, 3)):
         lines.append(f"- {name} ({ptyp}, {req}): {pdesc}")
     return "\n".join(lines)
@@ -135,8 +142,10 @@ def system_prompt(tok, rng: random.Random, name: str) -> str:
     """An agent system prompt whose rendered system block is just over SYSTEM_TOKENS tokens."""
     role, mission = rng.choice(_ROLES)
     company = rng.choice(_COMPANIES)
-    text = (f"You are {name}, the {role} of {company}. Your job is to {mission}. You work "
-            f"on behalf of {company} employees and customers, politely and accurately.")
+    text = (
+        f"You are {name}, the {role} of {company}. Your job is to {mission}. You work "
+        f"on behalf of {company} employees and customers, politely and accurately."
+    )
     text += _TOOL_HEADER
     while len(_render(tok, text)) < SYSTEM_TOKENS * 0.7:
         text += _tool(rng)
@@ -168,7 +177,7 @@ def build_workloads(tok, num_requests: int = 64, num_shared: int = 4) -> dict[st
     rng = random.Random(SEED)
     need = num_shared + num_requests
     pool = _NAMES + [f"{n} {k}" for k in range(2, 2 + need // len(_NAMES)) for n in _NAMES]
-    names = rng.sample(pool[:max(need, len(_NAMES))], need)
+    names = rng.sample(pool[: max(need, len(_NAMES))], need)
     systems = [system_prompt(tok, rng, nm) for nm in names]
     users = user_turns(tok, rng, num_requests)
     order = list(range(num_requests))
@@ -217,9 +226,15 @@ def prefix_stats(prompts: list[list[int]], block_size: int | None = None) -> dic
             cached_blk += min(lcp, len(p) - 1) // block_size * block_size
         prev = p
     lens = [len(p) for p in prompts]
-    stats = {"requests": len(prompts), "prompt_tokens": total, "must_compute_tokens": must,
-             "min_len": min(lens), "max_len": max(lens), "mean_len": round(total / len(lens), 1),
-             "optimum_hit_rate": (total - must) / total}
+    stats = {
+        "requests": len(prompts),
+        "prompt_tokens": total,
+        "must_compute_tokens": must,
+        "min_len": min(lens),
+        "max_len": max(lens),
+        "mean_len": round(total / len(lens), 1),
+        "optimum_hit_rate": (total - must) / total,
+    }
     if block_size:
         stats[f"optimum_hit_rate_block{block_size}"] = cached_blk / total
     return stats
@@ -256,28 +271,44 @@ def _fmt(x, spec=".3f"):
 
 
 def table(results: list[dict], stats: dict, block_size: int) -> str:
-    lines = [f"{'dtype':9} {'workload':8} {'engine':8} {'seconds':>8} {'tok/s':>8} "
-             f"{'hit':>6} {'hit/opt':>7} {'other-cpu':>9}"]
+    lines = [
+        f"{'dtype':9} {'workload':8} {'engine':8} {'seconds':>8} {'tok/s':>8} "
+        f"{'hit':>6} {'hit/opt':>7} {'other-cpu':>9}"
+    ]
     for r in results:
         for e, v in r["engines"].items():
             if "error" in v:
-                lines.append(f"{r['dtype']:9} {r['workload']:8} {LABELS[e]:8} FAILED: "
-                             f"{v['error'].splitlines()[0][:60]}")
+                lines.append(
+                    f"{r['dtype']:9} {r['workload']:8} {LABELS[e]:8} FAILED: "
+                    f"{v['error'].splitlines()[0][:60]}"
+                )
                 continue
-            lines.append(f"{r['dtype']:9} {r['workload']:8} {LABELS[e]:8} {v['seconds']:8.2f} "
-                         f"{v['output_tok_s']:8.1f} {_fmt(v['hit_rate']):>6} "
-                         f"{_fmt(v['hit_over_optimum']):>7} {_fmt(v['other_cpu'], '.0%'):>9}")
+            lines.append(
+                f"{r['dtype']:9} {r['workload']:8} {LABELS[e]:8} {v['seconds']:8.2f} "
+                f"{v['output_tok_s']:8.1f} {_fmt(v['hit_rate']):>6} "
+                f"{_fmt(v['hit_over_optimum']):>7} {_fmt(v['other_cpu'], '.0%'):>9}"
+            )
         cmp, pad = r["comparison"], " " * 19
         if cmp["throughput_ratio"]:
-            lines.append(pad + "tok/s ratio: " + ", ".join(
-                f"{_label(k)} {x:.2f}x" for k, x in cmp["throughput_ratio"].items()))
-            lines.append(pad + "same ids (mean common prefix): " + ", ".join(
-                f"{_label(k)} {a['match_fraction']:.2f} ({a['mean_common_prefix']:.1f})"
-                for k, a in cmp["greedy_agreement"].items()))
+            lines.append(
+                pad
+                + "tok/s ratio: "
+                + ", ".join(f"{_label(k)} {x:.2f}x" for k, x in cmp["throughput_ratio"].items())
+            )
+            lines.append(
+                pad
+                + "same ids (mean common prefix): "
+                + ", ".join(
+                    f"{_label(k)} {a['match_fraction']:.2f} ({a['mean_common_prefix']:.1f})"
+                    for k, a in cmp["greedy_agreement"].items()
+                )
+            )
     lines.append("")
     for name, s in stats.items():
-        lines.append(f"workload {name}: {s['requests']} requests, {s['prompt_tokens']} prompt "
-                     f"tokens ({s['min_len']}-{s['max_len']} each), optimum hit rate "
-                     f"{s['optimum_hit_rate']:.3f} (in whole {block_size}-token blocks "
-                     f"{s[f'optimum_hit_rate_block{block_size}']:.3f})")
+        lines.append(
+            f"workload {name}: {s['requests']} requests, {s['prompt_tokens']} prompt "
+            f"tokens ({s['min_len']}-{s['max_len']} each), optimum hit rate "
+            f"{s['optimum_hit_rate']:.3f} (in whole {block_size}-token blocks "
+            f"{s[f'optimum_hit_rate_block{block_size}']:.3f})"
+        )
     return "\n".join(lines)

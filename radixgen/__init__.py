@@ -9,10 +9,30 @@ from radixgen.core import FinishReason, SamplingParams
 
 __version__ = "0.1.0"
 # the frontend DSL, exported lazily (it needs no torch)
-_FRONTEND = ("Backend", "BackendError", "ChatTemplate", "ForkGroup", "Program", "ProgramState", "Runtime",
-             "RuntimeEndpoint", "assistant", "assistant_begin", "assistant_end", "function", "gen",
-             "get_default_backend", "select", "set_default_backend", "system", "system_begin", "system_end",
-             "user", "user_begin", "user_end")
+_FRONTEND = (
+    "Backend",
+    "BackendError",
+    "ChatTemplate",
+    "ForkGroup",
+    "Program",
+    "ProgramState",
+    "Runtime",
+    "RuntimeEndpoint",
+    "assistant",
+    "assistant_begin",
+    "assistant_end",
+    "function",
+    "gen",
+    "get_default_backend",
+    "select",
+    "set_default_backend",
+    "system",
+    "system_begin",
+    "system_end",
+    "user",
+    "user_begin",
+    "user_end",
+)
 
 __all__ = ["Engine", "FinishReason", "SamplingParams", "__version__", *_FRONTEND]
 

@@ -1,7 +1,7 @@
 """`radixgen` / `python -m radixgen` command line.
 
-    radixgen serve [--model-path DIR] [--port 30000] ...   start the HTTP server
-    radixgen materialize-model                            print the embedded model's folder
+radixgen serve [--model-path DIR] [--port 30000] ...   start the HTTP server
+radixgen materialize-model                            print the embedded model's folder
 """
 
 from __future__ import annotations
@@ -10,8 +10,16 @@ import argparse
 import gc
 import sys
 
-from radixgen.config import (CacheConfig, EngineConfig, ModelConfig, SchedulerConfig, ServerConfig,
-                             SpeculativeConfig, add_arguments, from_namespace)
+from radixgen.config import (
+    CacheConfig,
+    EngineConfig,
+    ModelConfig,
+    SchedulerConfig,
+    ServerConfig,
+    SpeculativeConfig,
+    add_arguments,
+    from_namespace,
+)
 
 SERVE_CONFIGS = (ModelConfig, CacheConfig, SchedulerConfig, SpeculativeConfig, ServerConfig)
 
@@ -19,22 +27,31 @@ SERVE_CONFIGS = (ModelConfig, CacheConfig, SchedulerConfig, SpeculativeConfig, S
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="radixgen")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("materialize-model",
-                   help="convert the embedded SmolLM2 GGUF into an HF folder and print its path")
+    sub.add_parser(
+        "materialize-model",
+        help="convert the embedded SmolLM2 GGUF into an HF folder and print its path",
+    )
     serve = sub.add_parser("serve", help="start the HTTP server (native and OpenAI-compatible API)")
     for config_cls in SERVE_CONFIGS:
         group = serve.add_argument_group(config_cls.__name__)
         add_arguments(group, config_cls)
-    serve.add_argument("--oltp-traces-endpoint", dest="otlp_traces_endpoint", default=argparse.SUPPRESS,
-                       help="SGLang's spelling of --otlp-traces-endpoint")
+    serve.add_argument(
+        "--oltp-traces-endpoint",
+        dest="otlp_traces_endpoint",
+        default=argparse.SUPPRESS,
+        help="SGLang's spelling of --otlp-traces-endpoint",
+    )
     return parser
 
 
 def serve_configs(args: argparse.Namespace) -> tuple[EngineConfig, ServerConfig]:
     """The engine and server configs of parsed `serve` arguments."""
-    engine = EngineConfig(model=from_namespace(ModelConfig, args), cache=from_namespace(CacheConfig, args),
-                          scheduler=from_namespace(SchedulerConfig, args),
-                          speculative=from_namespace(SpeculativeConfig, args))
+    engine = EngineConfig(
+        model=from_namespace(ModelConfig, args),
+        cache=from_namespace(CacheConfig, args),
+        scheduler=from_namespace(SchedulerConfig, args),
+        speculative=from_namespace(SpeculativeConfig, args),
+    )
     return engine, from_namespace(ServerConfig, args)
 
 

@@ -16,9 +16,15 @@ def option(default: Any, help: str, choices: tuple | None = None) -> Any:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    model_path: str | None = option(None, "HF-format model folder (default: the embedded SmolLM2-135M-Instruct)")
-    dtype: str = option("auto", "weight and activation dtype", ("auto", "bfloat16", "float16", "float32"))
-    load_format: str = option("auto", "'dummy' builds random weights from config.json", ("auto", "safetensors", "dummy"))
+    model_path: str | None = option(
+        None, "HF-format model folder (default: the embedded SmolLM2-135M-Instruct)"
+    )
+    dtype: str = option(
+        "auto", "weight and activation dtype", ("auto", "bfloat16", "float16", "float32")
+    )
+    load_format: str = option(
+        "auto", "'dummy' builds random weights from config.json", ("auto", "safetensors", "dummy")
+    )
     quantization: str | None = option(
         None,
         "weight quantization of the linear layers: fp8 (E4M3, per-channel scales) or nvfp4 (E2M1, "
@@ -27,29 +33,47 @@ class ModelConfig:
         "none for a dense one)",
         ("none", "fp8", "nvfp4"),
     )
-    quantize_lm_head: bool = option(False, "with --quantization: quantize lm_head too (embeddings stay dense)")
+    quantize_lm_head: bool = option(
+        False, "with --quantization: quantize lm_head too (embeddings stay dense)"
+    )
     nvfp4_round_to_nearest: bool = option(
         False,
         "NVFP4 on load: round-to-nearest block scales instead of the default per-block "
         "MSE-optimal scale search",
     )
     device: str = option("auto", "'auto' picks cuda when available, else cpu")
-    attention_backend: str = option("auto", "'triton': paged kernels reading quantized KV in place; "
-                                    "'torch': SDPA over gathered KV; 'auto': triton on CUDA", ("auto", "torch", "triton"))
+    attention_backend: str = option(
+        "auto",
+        "'triton': paged kernels reading quantized KV in place; "
+        "'torch': SDPA over gathered KV; 'auto': triton on CUDA",
+        ("auto", "torch", "triton"),
+    )
     seed: int = option(0, "seed for dummy weights and the default sampling generator")
-    disable_cuda_graph: bool = option(False, "run decode steps eagerly instead of replaying CUDA graphs")
-    cuda_graph_max_bs: int = option(160, "largest decode batch replayed from a CUDA graph (larger ones run eagerly)")
-    context_length: int | None = option(None, "max tokens per sequence, prompt + output (default: the model's "
-                                        "max_position_embeddings; a larger value is refused)")
+    disable_cuda_graph: bool = option(
+        False, "run decode steps eagerly instead of replaying CUDA graphs"
+    )
+    cuda_graph_max_bs: int = option(
+        160, "largest decode batch replayed from a CUDA graph (larger ones run eagerly)"
+    )
+    context_length: int | None = option(
+        None,
+        "max tokens per sequence, prompt + output (default: the model's "
+        "max_position_embeddings; a larger value is refused)",
+    )
     tokenizer_path: str | None = option(None, "HF tokenizer folder (default: the model folder)")
-    trust_remote_code: bool = option(False, "accepted for SGLang/vLLM compatibility; a no-op (radixgen runs "
-                                     "no model code from the model folder)")
+    trust_remote_code: bool = option(
+        False,
+        "accepted for SGLang/vLLM compatibility; a no-op (radixgen runs "
+        "no model code from the model folder)",
+    )
     tp_size: int = option(1, "tensor-parallel degree; only 1 exists (one device per server)")
 
     def __post_init__(self) -> None:
         if self.tp_size != 1:
-            raise ValueError(f"--tp-size {self.tp_size}: tensor parallelism is not implemented; "
-                             "radixgen runs on one device (--tp-size 1)")
+            raise ValueError(
+                f"--tp-size {self.tp_size}: tensor parallelism is not implemented; "
+                "radixgen runs on one device (--tp-size 1)"
+            )
         if self.context_length is not None and self.context_length < 2:
             raise ValueError("context_length must be >= 2")
 
@@ -59,22 +83,43 @@ KV_CHOICES = ("auto", "bf16", "fp16", "fp32", "fp8_e4m3", "nvfp4")
 
 @dataclass(frozen=True)
 class CacheConfig:
-    max_total_tokens: int | None = option(None, "KV pool capacity in tokens (default on a GPU: from "
-                                          "--mem-fraction-static; on the CPU: 4 x the context length, capped "
-                                          "by --mem-fraction-static of total RAM)")
-    mem_fraction_static: float = option(0.2, "fraction of free GPU memory (CPU: of total RAM, as a cap) for "
-                                        "weights + KV pool")
+    max_total_tokens: int | None = option(
+        None,
+        "KV pool capacity in tokens (default on a GPU: from "
+        "--mem-fraction-static; on the CPU: 4 x the context length, capped "
+        "by --mem-fraction-static of total RAM)",
+    )
+    mem_fraction_static: float = option(
+        0.2, "fraction of free GPU memory (CPU: of total RAM, as a cap) for weights + KV pool"
+    )
     page_size: int = option(1, "tokens per radix-cache page")
-    kv_cache_dtype: str = option("auto", "KV precision of both pools ('auto': fp8_e4m3 prefix + nvfp4 branch on a GPU, "
-                                 "the model dtype on the CPU); fp8_e4m3 and nvfp4 quantize on write", KV_CHOICES)
-    kv_prefix_dtype: str | None = option(None, "KV precision of prompt tokens (default: from --kv-cache-dtype)", KV_CHOICES)
-    kv_branch_dtype: str | None = option(None, "KV precision of generated tokens (default: from --kv-cache-dtype)", KV_CHOICES)
-    kv_branch_fraction: float = option(0.5, "share of the KV byte budget for the branch pool when the two precisions differ")
-    kv_branch_window: str = option("4,16", "when the two precisions differ: 'SINK,RECENT' keeps each request's first SINK and "
-                                   "newest RECENT generated tokens in the prefix precision (older ones move to the branch "
-                                   "pool); 'none' writes every generated token to the branch pool")
-    kv_rotation: str = option("auto", "multiply q and k by a Hadamard matrix after RoPE, so quantized keys keep "
-                              "q.k more exactly ('auto': when a pool is fp8_e4m3 or nvfp4)", ("auto", "on", "off"))
+    kv_cache_dtype: str = option(
+        "auto",
+        "KV precision of both pools ('auto': fp8_e4m3 prefix + nvfp4 branch on a GPU, "
+        "the model dtype on the CPU); fp8_e4m3 and nvfp4 quantize on write",
+        KV_CHOICES,
+    )
+    kv_prefix_dtype: str | None = option(
+        None, "KV precision of prompt tokens (default: from --kv-cache-dtype)", KV_CHOICES
+    )
+    kv_branch_dtype: str | None = option(
+        None, "KV precision of generated tokens (default: from --kv-cache-dtype)", KV_CHOICES
+    )
+    kv_branch_fraction: float = option(
+        0.5, "share of the KV byte budget for the branch pool when the two precisions differ"
+    )
+    kv_branch_window: str = option(
+        "4,16",
+        "when the two precisions differ: 'SINK,RECENT' keeps each request's first SINK and "
+        "newest RECENT generated tokens in the prefix precision (older ones move to the branch "
+        "pool); 'none' writes every generated token to the branch pool",
+    )
+    kv_rotation: str = option(
+        "auto",
+        "multiply q and k by a Hadamard matrix after RoPE, so quantized keys keep "
+        "q.k more exactly ('auto': when a pool is fp8_e4m3 or nvfp4)",
+        ("auto", "on", "off"),
+    )
     disable_radix_cache: bool = option(False, "turn the radix prefix cache off")
 
     def __post_init__(self) -> None:
@@ -88,7 +133,9 @@ class CacheConfig:
         try:
             sink, recent = (int(x) for x in self.kv_branch_window.split(","))
         except ValueError:
-            raise ValueError(f"kv_branch_window must be 'SINK,RECENT' or 'none', got {self.kv_branch_window!r}") from None
+            raise ValueError(
+                f"kv_branch_window must be 'SINK,RECENT' or 'none', got {self.kv_branch_window!r}"
+            ) from None
         if sink < 0 or recent < 0:
             raise ValueError(f"kv_branch_window counts must be >= 0, got {self.kv_branch_window!r}")
         return sink, recent
@@ -96,40 +143,68 @@ class CacheConfig:
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    chunked_prefill_size: int | None = option(None, "max prompt tokens per prefill step (default 512 on CPU, 8192 on GPU; -1 disables)")
-    mixed_chunk_size: int | None = option(None, "max prompt tokens per step while requests are decoding, so a "
-                                          "prefill chunk riding along with their decode step keeps it short "
-                                          "(default 128 on CPU, the chunked prefill size on GPU)")
+    chunked_prefill_size: int | None = option(
+        None, "max prompt tokens per prefill step (default 512 on CPU, 8192 on GPU; -1 disables)"
+    )
+    mixed_chunk_size: int | None = option(
+        None,
+        "max prompt tokens per step while requests are decoding, so a "
+        "prefill chunk riding along with their decode step keeps it short "
+        "(default 128 on CPU, the chunked prefill size on GPU)",
+    )
     max_running_requests: int = option(256, "max requests decoding at once")
     max_prefill_tokens: int = option(16384, "max prompt tokens per step (caps the chunk sizes)")
-    schedule_policy: str = option("lpm", "queue order: lpm (longest cached prefix first, with aging) or fcfs", ("lpm", "fcfs"))
-    new_token_ratio: float = option(0.4, "fraction of each request's remaining max_new_tokens reserved at admission")
-    aging_seconds: float = option(5.0, "a request waiting longer than this goes ahead of better-cached ones")
-    in_batch_prefix_tokens: int | None = option(None, "a waiting request sharing at least this many uncached prompt "
-                                                "tokens with one admitted this step waits a step to hit the cache "
-                                                "(default 8 on CPU, where prefill is compute-bound, 32 on GPU)")
-    max_num_partial_prefills: int = option(4, "max prompts prefilled in part at once (mid-prefill after a step), "
-                                           "each with its own share of the step's token budget; a short prompt "
-                                           "prefilled whole in one step does not count. 1: one chunked prompt at a "
-                                           "time, the others wait for its last chunk")
-    max_long_partial_prefills: int = option(2, "max long prompts (see --long-prefill-token-threshold) prefilled at "
-                                            "once; more wait while short prompts go ahead. 2, so a long prompt "
-                                            "arriving behind a much longer one is not blocked by it (the one with "
-                                            "fewer tokens left goes first)")
-    long_prefill_token_threshold: int | None = option(None, "a prompt with more uncached tokens than this is long: "
-                                                      "it gets at most this many tokens a step and keeps at most "
-                                                      "half the step's budget from short prompts, which are "
-                                                      "prefilled in the step after they arrive (default: the "
-                                                      "chunked prefill size / 2 on CPU = 256, where smaller chunks "
-                                                      "cost little: 215 vs 220 tok/s at 256 vs 512; / 4 on GPU = "
-                                                      "2048)")
-    max_step_ms: float | None = option(None, "step-time target: long prompts' chunks shrink to what a cost model, "
-                                       "fitted to measured step times (attention cost growing with a chunk's "
-                                       "depth in its prompt), predicts fits, so decode steps and new prompts wait "
-                                       "about one step at most; 0: off (default: off on CPU, where chunks are "
-                                       "already short and step times noisy; 50 on GPU, so a short request's TTFT "
-                                       "is the step in flight plus its own: about 100 ms)")
-    grammar_whitespace: str = option("compact", "whitespace JSON-schema outputs may use", ("compact", "flexible"))
+    schedule_policy: str = option(
+        "lpm", "queue order: lpm (longest cached prefix first, with aging) or fcfs", ("lpm", "fcfs")
+    )
+    new_token_ratio: float = option(
+        0.4, "fraction of each request's remaining max_new_tokens reserved at admission"
+    )
+    aging_seconds: float = option(
+        5.0, "a request waiting longer than this goes ahead of better-cached ones"
+    )
+    in_batch_prefix_tokens: int | None = option(
+        None,
+        "a waiting request sharing at least this many uncached prompt "
+        "tokens with one admitted this step waits a step to hit the cache "
+        "(default 8 on CPU, where prefill is compute-bound, 32 on GPU)",
+    )
+    max_num_partial_prefills: int = option(
+        4,
+        "max prompts prefilled in part at once (mid-prefill after a step), "
+        "each with its own share of the step's token budget; a short prompt "
+        "prefilled whole in one step does not count. 1: one chunked prompt at a "
+        "time, the others wait for its last chunk",
+    )
+    max_long_partial_prefills: int = option(
+        2,
+        "max long prompts (see --long-prefill-token-threshold) prefilled at "
+        "once; more wait while short prompts go ahead. 2, so a long prompt "
+        "arriving behind a much longer one is not blocked by it (the one with "
+        "fewer tokens left goes first)",
+    )
+    long_prefill_token_threshold: int | None = option(
+        None,
+        "a prompt with more uncached tokens than this is long: "
+        "it gets at most this many tokens a step and keeps at most "
+        "half the step's budget from short prompts, which are "
+        "prefilled in the step after they arrive (default: the "
+        "chunked prefill size / 2 on CPU = 256, where smaller chunks "
+        "cost little: 215 vs 220 tok/s at 256 vs 512; / 4 on GPU = "
+        "2048)",
+    )
+    max_step_ms: float | None = option(
+        None,
+        "step-time target: long prompts' chunks shrink to what a cost model, "
+        "fitted to measured step times (attention cost growing with a chunk's "
+        "depth in its prompt), predicts fits, so decode steps and new prompts wait "
+        "about one step at most; 0: off (default: off on CPU, where chunks are "
+        "already short and step times noisy; 50 on GPU, so a short request's TTFT "
+        "is the step in flight plus its own: about 100 ms)",
+    )
+    grammar_whitespace: str = option(
+        "compact", "whitespace JSON-schema outputs may use", ("compact", "flexible")
+    )
     disable_jump_forward: bool = option(False, "decode grammar-forced tokens one step at a time")
 
     def __post_init__(self) -> None:
@@ -142,8 +217,10 @@ class SchedulerConfig:
         if self.max_num_partial_prefills < 1 or self.max_long_partial_prefills < 1:
             raise ValueError("max_num_partial_prefills and max_long_partial_prefills must be >= 1")
         if self.max_long_partial_prefills > self.max_num_partial_prefills:
-            raise ValueError(f"max_long_partial_prefills ({self.max_long_partial_prefills}) must be <= "
-                             f"max_num_partial_prefills ({self.max_num_partial_prefills})")
+            raise ValueError(
+                f"max_long_partial_prefills ({self.max_long_partial_prefills}) must be <= "
+                f"max_num_partial_prefills ({self.max_num_partial_prefills})"
+            )
         if self.long_prefill_token_threshold is not None and self.long_prefill_token_threshold < 1:
             raise ValueError("long_prefill_token_threshold must be >= 1")
         if self.max_step_ms is not None and not self.max_step_ms >= 0:
@@ -155,13 +232,23 @@ SPECULATIVE_ALGORITHMS = ("none", "radix", "draft", "radix+draft")
 
 @dataclass(frozen=True)
 class SpeculativeConfig:
-    speculative_algorithm: str = option("none", "draft tokens from the radix tree's n-grams ('radix'), a draft model "
-                                        "('draft') or both, verified by the target in one forward", SPECULATIVE_ALGORITHMS)
-    speculative_draft_model_path: str | None = option(None, "HF folder of the draft model (same tokenizer); "
-                                                      "needed by 'draft' and 'radix+draft'")
-    speculative_num_draft_tokens: int = option(12, "max draft tokens (tree nodes) verified per request and step (fewer while its drafts are rejected)")
+    speculative_algorithm: str = option(
+        "none",
+        "draft tokens from the radix tree's n-grams ('radix'), a draft model "
+        "('draft') or both, verified by the target in one forward",
+        SPECULATIVE_ALGORITHMS,
+    )
+    speculative_draft_model_path: str | None = option(
+        None, "HF folder of the draft model (same tokenizer); needed by 'draft' and 'radix+draft'"
+    )
+    speculative_num_draft_tokens: int = option(
+        12,
+        "max draft tokens (tree nodes) verified per request and step (fewer while its drafts are rejected)",
+    )
     speculative_depth: int = option(12, "max draft tree depth (tokens ahead)")
-    speculative_draft_max_total_tokens: int = option(8192, "KV capacity of the draft model's own prefix cache")
+    speculative_draft_max_total_tokens: int = option(
+        8192, "KV capacity of the draft model's own prefix cache"
+    )
 
     def __post_init__(self) -> None:
         if self.speculative_algorithm not in SPECULATIVE_ALGORITHMS:
@@ -169,7 +256,9 @@ class SpeculativeConfig:
         if self.speculative_num_draft_tokens < 1 or self.speculative_depth < 1:
             raise ValueError("speculative_num_draft_tokens and speculative_depth must be >= 1")
         if "draft" in self.speculative_algorithm and not self.speculative_draft_model_path:
-            raise ValueError(f"--speculative-algorithm {self.speculative_algorithm} needs --speculative-draft-model-path")
+            raise ValueError(
+                f"--speculative-algorithm {self.speculative_algorithm} needs --speculative-draft-model-path"
+            )
 
     @property
     def enabled(self) -> bool:
@@ -187,7 +276,9 @@ class EngineConfig:
     def from_kwargs(cls, **kwargs: Any) -> "EngineConfig":
         """Flat keyword arguments (`dtype=`, `max_total_tokens=`...) to nested configs."""
         parts: dict[str, dict[str, Any]] = {part: {} for part in _SUBCONFIGS}
-        owners = {f.name: part for part, sub in _SUBCONFIGS.items() for f in dataclasses.fields(sub)}
+        owners = {
+            f.name: part for part, sub in _SUBCONFIGS.items() for f in dataclasses.fields(sub)
+        }
         for key, value in kwargs.items():
             if key not in owners:
                 raise ValueError(f"unknown engine option: {key}")
@@ -199,18 +290,31 @@ class EngineConfig:
 class ServerConfig:
     host: str = option("127.0.0.1", "address the HTTP server listens on")
     port: int = option(30000, "port the HTTP server listens on")
-    api_key: str | None = option(None, "if set, every route but /health needs 'Authorization: Bearer <key>'")
-    served_model_name: str | None = option(None, "model name in the OpenAI API (default: the model folder's name)")
-    log_level: str = option("info", "log level of every server process", ("debug", "info", "warning", "error"))
-    shutdown_timeout: float = option(30.0, "on SIGTERM: seconds in-flight requests may take to finish (new ones "
-                                     "get 503 meanwhile); streams still running then end with an error event")
+    api_key: str | None = option(
+        None, "if set, every route but /health needs 'Authorization: Bearer <key>'"
+    )
+    served_model_name: str | None = option(
+        None, "model name in the OpenAI API (default: the model folder's name)"
+    )
+    log_level: str = option(
+        "info", "log level of every server process", ("debug", "info", "warning", "error")
+    )
+    shutdown_timeout: float = option(
+        30.0,
+        "on SIGTERM: seconds in-flight requests may take to finish (new ones "
+        "get 503 meanwhile); streams still running then end with an error event",
+    )
     enable_metrics: bool = option(False, "accepted for SGLang compatibility: /metrics is always on")
-    max_request_bytes: int = option(8 * 1024 * 1024, "largest request body accepted; a larger one gets 413 "
-                                    "before it is read")
-    otlp_traces_endpoint: str | None = option(None, "OTLP HTTP/protobuf collector that receives one trace span per "
-                                              "request, e.g. http://localhost:4318 (path /v1/traces when none is "
-                                              "given); off when unset. --oltp-traces-endpoint (SGLang's spelling) "
-                                              "is the same flag")
+    max_request_bytes: int = option(
+        8 * 1024 * 1024, "largest request body accepted; a larger one gets 413 before it is read"
+    )
+    otlp_traces_endpoint: str | None = option(
+        None,
+        "OTLP HTTP/protobuf collector that receives one trace span per "
+        "request, e.g. http://localhost:4318 (path /v1/traces when none is "
+        "given); off when unset. --oltp-traces-endpoint (SGLang's spelling) "
+        "is the same flag",
+    )
 
     def __post_init__(self) -> None:
         if self.shutdown_timeout < 0:
@@ -228,12 +332,18 @@ class ServerConfig:
         scheme, _, rest = url.partition("://")
         host, _, path = rest.partition("/")
         if scheme not in ("http", "https") or not host:
-            raise ValueError(f"otlp_traces_endpoint must be an http(s) URL or host:port, got {self.otlp_traces_endpoint!r}")
+            raise ValueError(
+                f"otlp_traces_endpoint must be an http(s) URL or host:port, got {self.otlp_traces_endpoint!r}"
+            )
         return url if path else f"{scheme}://{host}/v1/traces"
 
 
-_SUBCONFIGS = {"model": ModelConfig, "cache": CacheConfig, "scheduler": SchedulerConfig,
-               "speculative": SpeculativeConfig}
+_SUBCONFIGS = {
+    "model": ModelConfig,
+    "cache": CacheConfig,
+    "scheduler": SchedulerConfig,
+    "speculative": SpeculativeConfig,
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser, config_cls: type) -> None:
@@ -246,14 +356,22 @@ def add_arguments(parser: argparse.ArgumentParser, config_cls: type) -> None:
         if base is bool:
             parser.add_argument(flag, action="store_true", default=f.default, help=help_text)
         else:
-            parser.add_argument(flag, type=base, default=f.default, help=help_text,
-                                choices=f.metadata.get("choices"))
+            parser.add_argument(
+                flag,
+                type=base,
+                default=f.default,
+                help=help_text,
+                choices=f.metadata.get("choices"),
+            )
 
 
 def from_namespace(config_cls: type, namespace: argparse.Namespace) -> Any:
     """Build a config from parsed CLI args (fields missing from the namespace keep defaults)."""
-    values = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(config_cls)
-              if hasattr(namespace, f.name)}
+    values = {
+        f.name: getattr(namespace, f.name)
+        for f in dataclasses.fields(config_cls)
+        if hasattr(namespace, f.name)
+    }
     return config_cls(**values)
 
 

@@ -45,42 +45,72 @@ class SamplingParams:
     top_logprobs_num: int = 0
     logprob_start_len: int = -1  # >= 0: also return logprobs of prompt tokens from here on
     skip_special_tokens: bool = True
-    spaces_between_special_tokens: bool = True  # honoured by slow tokenizers (fast ones never add them)
+    spaces_between_special_tokens: bool = (
+        True  # honoured by slow tokenizers (fast ones never add them)
+    )
     constraint: "Constraint | None" = None  # the grammar the output must follow
     no_jump_forward: bool = False  # decode grammar-forced tokens one step at a time
 
     def __post_init__(self) -> None:
         for name in ("stop", "stop_regex"):
             value = getattr(self, name)
-            _check(isinstance(value, (str, list, tuple)), f"{name} must be a string or a list of strings")
+            _check(
+                isinstance(value, (str, list, tuple)),
+                f"{name} must be a string or a list of strings",
+            )
             object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
-        _check(isinstance(self.stop_token_ids, (list, tuple)), "stop_token_ids must be a list of integers")
+        _check(
+            isinstance(self.stop_token_ids, (list, tuple)),
+            "stop_token_ids must be a list of integers",
+        )
         object.__setattr__(self, "stop_token_ids", tuple(self.stop_token_ids))
-        _check(_int_in(self.max_new_tokens, 0, INT32_MAX), f"max_new_tokens must be an integer in [0, {INT32_MAX}]")
-        _check(_int_in(self.min_new_tokens, 0, INT32_MAX), f"min_new_tokens must be an integer in [0, {INT32_MAX}]")
-        _check(self.min_new_tokens <= self.max_new_tokens,
-               f"min_new_tokens ({self.min_new_tokens}) must be at most max_new_tokens ({self.max_new_tokens})")
+        _check(
+            _int_in(self.max_new_tokens, 0, INT32_MAX),
+            f"max_new_tokens must be an integer in [0, {INT32_MAX}]",
+        )
+        _check(
+            _int_in(self.min_new_tokens, 0, INT32_MAX),
+            f"min_new_tokens must be an integer in [0, {INT32_MAX}]",
+        )
+        _check(
+            self.min_new_tokens <= self.max_new_tokens,
+            f"min_new_tokens ({self.min_new_tokens}) must be at most max_new_tokens ({self.max_new_tokens})",
+        )
         _check(_finite(self.temperature) and self.temperature >= 0, "temperature must be >= 0")
         _check(_finite(self.top_p) and 0 < self.top_p <= 1, "top_p must be in (0, 1]")
-        _check(self.top_k == -1 or _int_in(self.top_k, 1, INT32_MAX),
-               f"top_k must be -1 (disabled) or an integer in [1, {INT32_MAX}]")
+        _check(
+            self.top_k == -1 or _int_in(self.top_k, 1, INT32_MAX),
+            f"top_k must be -1 (disabled) or an integer in [1, {INT32_MAX}]",
+        )
         _check(_finite(self.min_p) and 0 <= self.min_p <= 1, "min_p must be in [0, 1]")
-        _check(_finite(self.repetition_penalty) and self.repetition_penalty > 0,
-               "repetition_penalty must be > 0")
+        _check(
+            _finite(self.repetition_penalty) and self.repetition_penalty > 0,
+            "repetition_penalty must be > 0",
+        )
         for name in ("frequency_penalty", "presence_penalty"):
             value = getattr(self, name)
             _check(_finite(value) and -2 <= value <= 2, f"{name} must be in [-2, 2]")
         _check(all(isinstance(s, str) and s for s in self.stop), "stop must be non-empty strings")
         for pattern in self.stop_regex:
-            _check(isinstance(pattern, str) and pattern != "", "stop_regex must be non-empty strings")
+            _check(
+                isinstance(pattern, str) and pattern != "", "stop_regex must be non-empty strings"
+            )
             _check_regex(pattern)
-        _check(all(_int_in(t, 0, INT32_MAX) for t in self.stop_token_ids),
-               f"stop_token_ids must be integers in [0, {INT32_MAX}]")
-        _check(_int_in(self.top_logprobs_num, 0, 20), "top_logprobs_num must be an integer in [0, 20]")
-        _check(_int_in(self.logprob_start_len, -1, INT32_MAX),
-               f"logprob_start_len must be an integer in [-1, {INT32_MAX}]")
-        _check(self.seed is None or _int_in(self.seed, SEED_MIN, SEED_MAX),
-               f"seed must be an integer in [{SEED_MIN}, {SEED_MAX}]")
+        _check(
+            all(_int_in(t, 0, INT32_MAX) for t in self.stop_token_ids),
+            f"stop_token_ids must be integers in [0, {INT32_MAX}]",
+        )
+        _check(
+            _int_in(self.top_logprobs_num, 0, 20), "top_logprobs_num must be an integer in [0, 20]"
+        )
+        _check(
+            _int_in(self.logprob_start_len, -1, INT32_MAX),
+            f"logprob_start_len must be an integer in [-1, {INT32_MAX}]",
+        )
+        _check(
+            self.seed is None or _int_in(self.seed, SEED_MIN, SEED_MAX),
+            f"seed must be an integer in [{SEED_MIN}, {SEED_MAX}]",
+        )
 
     @property
     def is_greedy(self) -> bool:
@@ -92,7 +122,10 @@ class SamplingParams:
         of the constraint keys (CONSTRAINT_KINDS) may be given."""
         params = dict(params or {})
         kinds = [k for k in CONSTRAINT_KINDS if params.get(k) is not None]
-        _check(len(kinds) <= 1, f"give at most one of {', '.join(CONSTRAINT_KINDS)}; got {', '.join(kinds)}")
+        _check(
+            len(kinds) <= 1,
+            f"give at most one of {', '.join(CONSTRAINT_KINDS)}; got {', '.join(kinds)}",
+        )
         for kind in CONSTRAINT_KINDS:
             spec = params.pop(kind, None)
             if spec is not None:
@@ -133,12 +166,17 @@ class Constraint:
     spec: Any
 
     def __post_init__(self) -> None:
-        _check(self.kind in CONSTRAINT_KINDS,
-               f"constraint kind must be one of {', '.join(CONSTRAINT_KINDS)}, got {self.kind!r}")
+        _check(
+            self.kind in CONSTRAINT_KINDS,
+            f"constraint kind must be one of {', '.join(CONSTRAINT_KINDS)}, got {self.kind!r}",
+        )
         if self.kind == "choices":
-            _check(isinstance(self.spec, (list, tuple)) and len(self.spec) > 0
-                   and all(isinstance(c, str) and c for c in self.spec),
-                   "choices must be a non-empty list of non-empty strings")
+            _check(
+                isinstance(self.spec, (list, tuple))
+                and len(self.spec) > 0
+                and all(isinstance(c, str) and c for c in self.spec),
+                "choices must be a non-empty list of non-empty strings",
+            )
             object.__setattr__(self, "spec", tuple(self.spec))
         elif self.kind == "json_schema":
             spec = _parsed_json(self.kind, self.spec)
@@ -146,14 +184,21 @@ class Constraint:
             object.__setattr__(self, "spec", json.dumps(spec, separators=(",", ":")))
         elif self.kind == "tool_calls":
             spec = _parsed_json(self.kind, self.spec)
-            _check(isinstance(spec, dict) and set(spec) == {"schema", "open", "close"}
-                   and isinstance(spec["schema"], (dict, bool)) and isinstance(spec["open"], str)
-                   and spec["open"] != "" and isinstance(spec["close"], str),
-                   'tool_calls must be {"schema": a JSON schema, "open": a non-empty string, "close": a string}')
+            _check(
+                isinstance(spec, dict)
+                and set(spec) == {"schema", "open", "close"}
+                and isinstance(spec["schema"], (dict, bool))
+                and isinstance(spec["open"], str)
+                and spec["open"] != ""
+                and isinstance(spec["close"], str),
+                'tool_calls must be {"schema": a JSON schema, "open": a non-empty string, "close": a string}',
+            )
             object.__setattr__(self, "spec", json.dumps(spec, separators=(",", ":")))
         else:
-            _check(isinstance(self.spec, str) and self.spec.strip() != "",
-                   f"{self.kind} must be a non-empty string")
+            _check(
+                isinstance(self.spec, str) and self.spec.strip() != "",
+                f"{self.kind} must be a non-empty string",
+            )
 
 
 def _parsed_json(kind: str, spec: Any) -> Any:
@@ -198,11 +243,16 @@ def _finite(value: Any) -> bool:
 def _check_regex(pattern: str) -> None:
     """ValueError unless pattern compiles (the `regex` module: the stop checker runs it with a
     timeout, so a pattern that backtracks badly cannot stall the scheduler)."""
-    _check(len(pattern) <= MAX_STOP_REGEX_LEN, f"stop_regex patterns must be at most {MAX_STOP_REGEX_LEN} characters")
+    _check(
+        len(pattern) <= MAX_STOP_REGEX_LEN,
+        f"stop_regex patterns must be at most {MAX_STOP_REGEX_LEN} characters",
+    )
     try:
         regex.compile(pattern)
     except (regex.error, OverflowError, RecursionError) as exc:
-        raise ValueError(f"stop_regex {pattern!r} is not a valid regular expression: {exc}") from None
+        raise ValueError(
+            f"stop_regex {pattern!r} is not a valid regular expression: {exc}"
+        ) from None
 
 
 def _check(condition: bool, message: str) -> None:
@@ -210,4 +260,12 @@ def _check(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
-__all__ = ["CONSTRAINT_KINDS", "INT32_MAX", "SEED_MIN", "SEED_MAX", "Constraint", "SamplingParams", "FinishReason"]
+__all__ = [
+    "CONSTRAINT_KINDS",
+    "INT32_MAX",
+    "SEED_MIN",
+    "SEED_MAX",
+    "Constraint",
+    "SamplingParams",
+    "FinishReason",
+]

@@ -52,8 +52,14 @@ def test_imports_only_go_down():
                 continue
             if target not in ALLOWED.get(layer, set()):
                 violations.append(f"{path.relative_to(PACKAGE)} imports {name}")
-            elif layer == "frontend_lang" and target == "runtime" and name != "radixgen.runtime.engine":
-                violations.append(f"{path.relative_to(PACKAGE)} imports {name} (only the public Engine)")
+            elif (
+                layer == "frontend_lang"
+                and target == "runtime"
+                and name != "radixgen.runtime.engine"
+            ):
+                violations.append(
+                    f"{path.relative_to(PACKAGE)} imports {name} (only the public Engine)"
+                )
     assert not violations, "\n".join(violations)
 
 
@@ -103,8 +109,13 @@ def test_grammar_subpackages_import_only_downwards():
 
 
 def test_grammar_modules_use_absolute_imports():
-    relative = [str(p.relative_to(PACKAGE)) for p in GRAMMAR.rglob("*.py")
-                if any(isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(ast.parse(p.read_text())))]
+    relative = [
+        str(p.relative_to(PACKAGE))
+        for p in GRAMMAR.rglob("*.py")
+        if any(
+            isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(ast.parse(p.read_text()))
+        )
+    ]
     assert not relative, relative
 
 
@@ -112,4 +123,6 @@ def test_checker_catches_a_violation(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("from radixgen.runtime import engine\nimport torch\n")
     assert _imports(bad) == ["radixgen.runtime"]
-    assert _grammar_floor("radixgen.grammar.cfg.lexer") > _grammar_floor("radixgen.grammar.regex.leaves")
+    assert _grammar_floor("radixgen.grammar.cfg.lexer") > _grammar_floor(
+        "radixgen.grammar.regex.leaves"
+    )

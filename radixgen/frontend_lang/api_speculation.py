@@ -22,21 +22,31 @@ from radixgen.frontend_lang.state_data import StateData
 
 MAX_CHAT_TRIES = 3
 CONSTRAINT_KEYS = ("regex", "json_schema", "ebnf", "lark", "choices")
-_CHAT_POSITION = ("This use case is not supported if api speculative execution is off. For chat models, "
-                  "sgl.gen must be right after sgl.assistant. Example of adding api speculative execution: "
-                  "@function(num_api_spec_tokens=128).")
+_CHAT_POSITION = (
+    "This use case is not supported if api speculative execution is off. For chat models, "
+    "sgl.gen must be right after sgl.assistant. Example of adding api speculative execution: "
+    "@function(num_api_spec_tokens=128)."
+)
 
 
 def check_chat_position(state: StateData) -> None:
     """A chat API continues only a whole conversation: a gen must open the assistant message."""
-    if state.role != "assistant" or state.text_[state.role_start:]:
+    if state.role != "assistant" or state.text_[state.role_start :]:
         raise RuntimeError(_CHAT_POSITION)
 
 
-def speculable(expr: Gen, params: dict[str, Any], request: dict[str, Any], state: StateData) -> bool:
+def speculable(
+    expr: Gen, params: dict[str, Any], request: dict[str, Any], state: StateData
+) -> bool:
     """Completion-mode speculation applies to a plain single gen without a stream."""
-    return (not state.backend.is_chat_model and (expr.n or state.default_n) == 1 and expr.dtype is None and not request
-            and state.stream is None and not any(k in params for k in CONSTRAINT_KEYS))
+    return (
+        not state.backend.is_chat_model
+        and (expr.n or state.default_n) == 1
+        and expr.dtype is None
+        and not request
+        and state.stream is None
+        and not any(k in params for k in CONSTRAINT_KEYS)
+    )
 
 
 def consume_text(state: StateData, text: str | None) -> None:
@@ -45,7 +55,7 @@ def consume_text(state: StateData, text: str | None) -> None:
     if not state.spec_text:
         return
     if text is not None and state.spec_text.startswith(text):
-        state.spec_text = state.spec_text[len(text):]
+        state.spec_text = state.spec_text[len(text) :]
     else:
         state.spec_text = ""
 
@@ -60,7 +70,9 @@ def completion_gen(state: StateData, expr: Gen, params: dict[str, Any]) -> None:
     meta: dict[str, Any] = {"api_spec": True}
     if not state.spec_text:
         ask = {k: v for k, v in params.items() if k not in ("stop", "max_new_tokens")}
-        result = state.backend.generate(state.text_, {**ask, "max_new_tokens": state.num_api_spec_tokens})
+        result = state.backend.generate(
+            state.text_, {**ask, "max_new_tokens": state.num_api_spec_tokens}
+        )
         state.spec_text, meta = result["text"], {**result["meta_info"], "api_spec": True}
     pos = _first_stop(state.spec_text, stops) if stops else len(state.spec_text)
     if pos < 0:
@@ -75,10 +87,17 @@ def completion_gen(state: StateData, expr: Gen, params: dict[str, Any]) -> None:
 
 def defer_gen(state: StateData, expr: Gen, params: dict[str, Any]) -> None:
     """Inside a speculated chat message: record the gen; `finish_chat_message` fills it."""
-    if (expr.n or state.default_n) != 1 or expr.dtype is not None or any(k in params for k in CONSTRAINT_KEYS):
-        raise RuntimeError("num_api_spec_tokens chat messages take plain gens only (no n, dtype or constraint)")
-    state.spec_format.append({"text": "", "name": expr.name, "stop": list(params.get("stop") or []),
-                              "params": params})
+    if (
+        (expr.n or state.default_n) != 1
+        or expr.dtype is not None
+        or any(k in params for k in CONSTRAINT_KEYS)
+    ):
+        raise RuntimeError(
+            "num_api_spec_tokens chat messages take plain gens only (no n, dtype or constraint)"
+        )
+    state.spec_format.append(
+        {"text": "", "name": expr.name, "stop": list(params.get("stop") or []), "params": params}
+    )
 
 
 def match(reply: str, terms: list[dict[str, Any]]) -> tuple[list[str], bool]:
@@ -91,9 +110,11 @@ def match(reply: str, terms: list[dict[str, Any]]) -> tuple[list[str], bool]:
             if not reply.startswith(term["text"]):
                 return texts + [""] * (len(terms) - i), False
             texts.append(term["text"])
-            reply = reply[len(term["text"]):]
+            reply = reply[len(term["text"]) :]
             continue
-        following = next((t["text"] for t in terms[i + 1:] if t["name"] is None and t["text"]), None)
+        following = next(
+            (t["text"] for t in terms[i + 1 :] if t["name"] is None and t["text"]), None
+        )
         ends = term["stop"] or ([following] if following else [])
         pos = _first_stop(reply, ends) if ends else len(reply)
         if pos < 0:

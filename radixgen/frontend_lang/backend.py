@@ -48,24 +48,38 @@ class Backend:
         """Role markers for the served model (fetched once)."""
         raise NotImplementedError
 
-    def generate(self, text: str | list[str], sampling_params: dict[str, Any],
-                 request: dict[str, Any] | None = None) -> Any:
+    def generate(
+        self,
+        text: str | list[str],
+        sampling_params: dict[str, Any],
+        request: dict[str, Any] | None = None,
+    ) -> Any:
         """One native result for a string, a list of them for a list (one batched request)."""
         raise NotImplementedError
 
-    def generate_stream(self, text: str, sampling_params: dict[str, Any],
-                        request: dict[str, Any] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    def generate_stream(
+        self, text: str, sampling_params: dict[str, Any], request: dict[str, Any] | None = None
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         """(text delta, result) per chunk: the result's text is cumulative, its
         meta_info's logprobs are the chunk's own; the last result is the final one."""
         raise NotImplementedError
 
-    def generate_chat(self, messages: list[dict[str, str]], sampling_params: dict[str, Any],
-                      request: dict[str, Any], n: int = 1) -> Any:
+    def generate_chat(
+        self,
+        messages: list[dict[str, str]],
+        sampling_params: dict[str, Any],
+        request: dict[str, Any],
+        n: int = 1,
+    ) -> Any:
         """A chat backend's `generate`: the next assistant message after `messages`."""
         raise NotImplementedError(f"{type(self).__name__} is not a chat backend")
 
-    def generate_chat_stream(self, messages: list[dict[str, str]], sampling_params: dict[str, Any],
-                             request: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    def generate_chat_stream(
+        self,
+        messages: list[dict[str, str]],
+        sampling_params: dict[str, Any],
+        request: dict[str, Any],
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         raise NotImplementedError(f"{type(self).__name__} is not a chat backend")
 
     def cache_prefix(self, text: str) -> dict[str, Any]:
@@ -112,7 +126,9 @@ def set_default_backend(backend: Any) -> None:
 def get_default_backend() -> Backend:
     with _default_lock:
         if _default is None:
-            raise RuntimeError("no backend: call set_default_backend(RuntimeEndpoint(url)) or pass backend=")
+            raise RuntimeError(
+                "no backend: call set_default_backend(RuntimeEndpoint(url)) or pass backend="
+            )
         return _default
 
 

@@ -84,7 +84,7 @@ def shared_prefix(texts: list[str]) -> str:
         return ""
     prefix = os.path.commonprefix(texts)
     cut = max(prefix.rfind(c) for c in (" ", "\n", ">"))
-    prefix = prefix[:cut + 1] if cut >= 0 else ""
+    prefix = prefix[: cut + 1] if cut >= 0 else ""
     return prefix if len(prefix) >= MIN_SHARED_PREFIX_CHARS else ""
 
 
@@ -100,9 +100,17 @@ def precache(call: RunOne, batch_kwargs: list[dict[str, Any]], backend: Backend)
     return prefix
 
 
-def run_batch(trace: RunOne, execute: RunOne, batch_kwargs: list[dict[str, Any]], make_state: Callable[[], ProgramState],
-              backend: Backend, num_threads: int | str, progress_bar: bool, use_precache: bool,
-              generator_style: bool = False) -> Any:
+def run_batch(
+    trace: RunOne,
+    execute: RunOne,
+    batch_kwargs: list[dict[str, Any]],
+    make_state: Callable[[], ProgramState],
+    backend: Backend,
+    num_threads: int | str,
+    progress_bar: bool,
+    use_precache: bool,
+    generator_style: bool = False,
+) -> Any:
     """States in the order of `batch_kwargs` (a list, or with `generator_style` an iterator
     yielding each as soon as it and every earlier one is done); errors are on each state's
     `.error()`. `trace` runs the bare program function (for the shared prefix), `execute` the
@@ -111,13 +119,22 @@ def run_batch(trace: RunOne, execute: RunOne, batch_kwargs: list[dict[str, Any]]
     if use_precache and batch_kwargs:
         precache(trace, batch_kwargs, backend)
     states = [make_state() for _ in batch_kwargs]
-    workers = min(max(len(batch_kwargs), 1), MAX_THREADS) if num_threads == "auto" else max(int(num_threads), 1)
+    workers = (
+        min(max(len(batch_kwargs), 1), MAX_THREADS)
+        if num_threads == "auto"
+        else max(int(num_threads), 1)
+    )
     results = _run_all(execute, states, batch_kwargs, workers, progress_bar)
     return results if generator_style else list(results)
 
 
-def _run_all(execute: RunOne, states: list[ProgramState], batch_kwargs: list[dict[str, Any]], workers: int,
-             progress_bar: bool) -> Iterator[ProgramState]:
+def _run_all(
+    execute: RunOne,
+    states: list[ProgramState],
+    batch_kwargs: list[dict[str, Any]],
+    workers: int,
+    progress_bar: bool,
+) -> Iterator[ProgramState]:
     bar = _progress(len(states)) if progress_bar else None
     with ThreadPoolExecutor(workers, thread_name_prefix="radixgen-batch") as pool:
         futures = [pool.submit(execute, st, kw) for st, kw in zip(states, batch_kwargs)]

@@ -48,22 +48,38 @@ class ChatTemplate:
 
 def _uniform(name: str, prefix: str, suffix: str, stop: tuple[str, ...] = ()) -> ChatTemplate:
     roles = ("system", "user", "assistant")
-    return ChatTemplate(name, {r: prefix.format(role=r) for r in roles}, {r: suffix for r in roles},
-                        stop=stop)
+    return ChatTemplate(
+        name, {r: prefix.format(role=r) for r in roles}, {r: suffix for r in roles}, stop=stop
+    )
 
 
 REGISTRY: dict[str, ChatTemplate] = {
     "chatml": _uniform("chatml", "<|im_start|>{role}\n", "<|im_end|>\n", ("<|im_end|>",)),
     "llama-3": ChatTemplate(
-        "llama-3", {r: f"<|start_header_id|>{r}<|end_header_id|>\n\n" for r in ("system", "user", "assistant")},
-        {r: "<|eot_id|>" for r in ("system", "user", "assistant")}, bos="<|begin_of_text|>",
-        stop=("<|eot_id|>",)),
-    "plain": ChatTemplate("plain", {"system": "", "user": "User: ", "assistant": "Assistant: "},
-                          {"system": "\n\n", "user": "\n", "assistant": "\n"}),
+        "llama-3",
+        {
+            r: f"<|start_header_id|>{r}<|end_header_id|>\n\n"
+            for r in ("system", "user", "assistant")
+        },
+        {r: "<|eot_id|>" for r in ("system", "user", "assistant")},
+        bos="<|begin_of_text|>",
+        stop=("<|eot_id|>",),
+    ),
+    "plain": ChatTemplate(
+        "plain",
+        {"system": "", "user": "User: ", "assistant": "Assistant: "},
+        {"system": "\n\n", "user": "\n", "assistant": "\n"},
+    ),
 }
 
-_NAME_HINTS = (("llama-3", "llama-3"), ("llama3", "llama-3"), ("smollm", "chatml"), ("qwen", "chatml"),
-               ("hermes", "chatml"), ("chatml", "chatml"))
+_NAME_HINTS = (
+    ("llama-3", "llama-3"),
+    ("llama3", "llama-3"),
+    ("smollm", "chatml"),
+    ("qwen", "chatml"),
+    ("hermes", "chatml"),
+    ("chatml", "chatml"),
+)
 
 
 def template_for_name(model_name: str) -> ChatTemplate:
@@ -75,7 +91,9 @@ def template_for_name(model_name: str) -> ChatTemplate:
     return REGISTRY["plain"]
 
 
-def resolve_template(model_info: dict[str, Any], override: "str | ChatTemplate | None" = None) -> ChatTemplate:
+def resolve_template(
+    model_info: dict[str, Any], override: "str | ChatTemplate | None" = None
+) -> ChatTemplate:
     """The template for a server, from its /get_model_info answer (see the module docstring)."""
     if isinstance(override, ChatTemplate):
         return override
@@ -112,12 +130,12 @@ def from_jinja(template: str, bos_token: str = "") -> ChatTemplate | None:
         msgs = [{"role": r, "content": _SENTINEL[r]} for r in order]
         pieces, done = {}, ""
         for i, role in enumerate(order):
-            full = render(msgs[:i + 1], False)
+            full = render(msgs[: i + 1], False)
             if not full.startswith(done):
                 return None
-            pieces[role] = full[len(done):]
+            pieces[role] = full[len(done) :]
             done = full
-        gen_prompt = render(msgs[:2], True)[len(render(msgs[:2], False)):]
+        gen_prompt = render(msgs[:2], True)[len(render(msgs[:2], False)) :]
         alone = render([msgs[1]], False)
     except Exception:  # noqa: BLE001 - any template error means: use the registry
         return None
@@ -132,13 +150,13 @@ def _split(pieces: dict[str, str], gen_prompt: str, alone: str, bos: str) -> Cha
             return None
         prefix[role], suffix[role] = before, after
     lead = bos if bos and prefix["system"].startswith(bos) else ""
-    prefix["system"] = prefix["system"][len(lead):]
+    prefix["system"] = prefix["system"][len(lead) :]
     if gen_prompt:
         prefix["assistant"] = gen_prompt
-    head = alone.partition(_SENTINEL["user"])[0][len(lead):]
+    head = alone.partition(_SENTINEL["user"])[0][len(lead) :]
     if not head.endswith(prefix["user"]):
         return None
-    default_system = head[:len(head) - len(prefix["user"])]
+    default_system = head[: len(head) - len(prefix["user"])]
     stop = tuple(s for s in {suffix["assistant"].strip()} if s)
     return ChatTemplate("model", prefix, suffix, default_system, lead, stop)
 
@@ -154,7 +172,11 @@ def _renderer(template: str, bos_token: str):
     compiled = env.from_string(template)
 
     def render(messages: list[dict[str, str]], add_generation_prompt: bool) -> str:
-        return compiled.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                               bos_token=bos_token, eos_token="")
+        return compiled.render(
+            messages=messages,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=bos_token,
+            eos_token="",
+        )
 
     return render

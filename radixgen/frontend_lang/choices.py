@@ -40,9 +40,15 @@ class ChoicesSamplingMethod:
     requires_unconditional_logprobs = False
     name = "custom"
 
-    def __call__(self, *, choices: list[str], normalized_prompt_logprobs: list[float],
-                 input_token_logprobs: list[list[list[Any]]], output_token_logprobs: list[list[list[Any]]],
-                 unconditional_token_logprobs: Optional[list[list[list[Any]]]] = None) -> ChoicesDecision:
+    def __call__(
+        self,
+        *,
+        choices: list[str],
+        normalized_prompt_logprobs: list[float],
+        input_token_logprobs: list[list[list[Any]]],
+        output_token_logprobs: list[list[list[Any]]],
+        unconditional_token_logprobs: Optional[list[list[list[Any]]]] = None,
+    ) -> ChoicesDecision:
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -50,8 +56,11 @@ class ChoicesSamplingMethod:
 
 
 def _base_meta(normalized, inputs, outputs) -> dict[str, Any]:
-    return {"normalized_prompt_logprobs": normalized, "input_token_logprobs": inputs,
-            "output_token_logprobs": outputs}
+    return {
+        "normalized_prompt_logprobs": normalized,
+        "input_token_logprobs": inputs,
+        "output_token_logprobs": outputs,
+    }
 
 
 class TokenLengthNormalized(ChoicesSamplingMethod):
@@ -59,11 +68,20 @@ class TokenLengthNormalized(ChoicesSamplingMethod):
 
     name = "token_length_normalized"
 
-    def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs, output_token_logprobs,
-                 unconditional_token_logprobs=None):
+    def __call__(
+        self,
+        *,
+        choices,
+        normalized_prompt_logprobs,
+        input_token_logprobs,
+        output_token_logprobs,
+        unconditional_token_logprobs=None,
+    ):
         best = choices[_argmax_first(normalized_prompt_logprobs)]
-        return ChoicesDecision(best, _base_meta(normalized_prompt_logprobs, input_token_logprobs,
-                                                output_token_logprobs))
+        return ChoicesDecision(
+            best,
+            _base_meta(normalized_prompt_logprobs, input_token_logprobs, output_token_logprobs),
+        )
 
 
 class GreedyTokenSelection(ChoicesSamplingMethod):
@@ -72,8 +90,15 @@ class GreedyTokenSelection(ChoicesSamplingMethod):
 
     name = "greedy_token_selection"
 
-    def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs, output_token_logprobs,
-                 unconditional_token_logprobs=None):
+    def __call__(
+        self,
+        *,
+        choices,
+        normalized_prompt_logprobs,
+        input_token_logprobs,
+        output_token_logprobs,
+        unconditional_token_logprobs=None,
+    ):
         matrix = self.logprob_matrix(input_token_logprobs)
         remaining = list(range(len(choices)))
         for j in range(len(matrix[0]) if matrix else 0):
@@ -81,8 +106,10 @@ class GreedyTokenSelection(ChoicesSamplingMethod):
             remaining = [i for i in remaining if matrix[i][j] == top]
             if len(remaining) == 1:
                 break
-        meta = {**_base_meta(normalized_prompt_logprobs, input_token_logprobs, output_token_logprobs),
-                "greedy_logprob_matrix": matrix}
+        meta = {
+            **_base_meta(normalized_prompt_logprobs, input_token_logprobs, output_token_logprobs),
+            "greedy_logprob_matrix": matrix,
+        }
         return ChoicesDecision(choices[remaining[0]], meta)
 
     @staticmethod
@@ -99,14 +126,27 @@ class UnconditionalLikelihoodNormalized(ChoicesSamplingMethod):
     name = "unconditional_likelihood_normalized"
     requires_unconditional_logprobs = True
 
-    def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs, output_token_logprobs,
-                 unconditional_token_logprobs=None):
+    def __call__(
+        self,
+        *,
+        choices,
+        normalized_prompt_logprobs,
+        input_token_logprobs,
+        output_token_logprobs,
+        unconditional_token_logprobs=None,
+    ):
         if unconditional_token_logprobs is None:
-            raise ValueError("unconditional_likelihood_normalized needs unconditional token logprobs")
-        scores = [self.score(c, u) for c, u in zip(input_token_logprobs, unconditional_token_logprobs)]
-        meta = {**_base_meta(normalized_prompt_logprobs, input_token_logprobs, output_token_logprobs),
-                "unconditional_token_logprobs": unconditional_token_logprobs,
-                "normalized_unconditional_prompt_logprobs": scores}
+            raise ValueError(
+                "unconditional_likelihood_normalized needs unconditional token logprobs"
+            )
+        scores = [
+            self.score(c, u) for c, u in zip(input_token_logprobs, unconditional_token_logprobs)
+        ]
+        meta = {
+            **_base_meta(normalized_prompt_logprobs, input_token_logprobs, output_token_logprobs),
+            "unconditional_token_logprobs": unconditional_token_logprobs,
+            "normalized_unconditional_prompt_logprobs": scores,
+        }
         return ChoicesDecision(choices[_argmax_first(scores)], meta)
 
     @staticmethod
@@ -115,7 +155,11 @@ class UnconditionalLikelihoodNormalized(ChoicesSamplingMethod):
         the end (a choice alone may tokenize its first characters differently); a position
         without an unconditional logprob (the very first token of a sequence) counts as 0."""
         cond = [float(e[0]) if e[0] is not None else 0.0 for e in conditional]
-        uncond = [float(e[0]) if e[0] is not None else 0.0 for e in unconditional][-len(cond):] if cond else []
+        uncond = (
+            [float(e[0]) if e[0] is not None else 0.0 for e in unconditional][-len(cond) :]
+            if cond
+            else []
+        )
         uncond = [0.0] * (len(cond) - len(uncond)) + uncond
         return _mean([c - u for c, u in zip(cond, uncond)])
 
@@ -125,11 +169,20 @@ class Unnormalized(ChoicesSamplingMethod):
 
     name = "unnormalized"
 
-    def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs, output_token_logprobs,
-                 unconditional_token_logprobs=None):
+    def __call__(
+        self,
+        *,
+        choices,
+        normalized_prompt_logprobs,
+        input_token_logprobs,
+        output_token_logprobs,
+        unconditional_token_logprobs=None,
+    ):
         sums = [sum(_logprobs(entries)) for entries in input_token_logprobs]
-        meta = {**_base_meta(normalized_prompt_logprobs, input_token_logprobs, output_token_logprobs),
-                "unnormalized_prompt_logprobs": sums}
+        meta = {
+            **_base_meta(normalized_prompt_logprobs, input_token_logprobs, output_token_logprobs),
+            "unnormalized_prompt_logprobs": sums,
+        }
         return ChoicesDecision(choices[_argmax_first(sums)], meta)
 
 
@@ -137,5 +190,12 @@ token_length_normalized = TokenLengthNormalized()
 greedy_token_selection = GreedyTokenSelection()
 unconditional_likelihood_normalized = UnconditionalLikelihoodNormalized()
 
-METHODS_BY_NAME = {m.name: m for m in (token_length_normalized, greedy_token_selection,
-                                       unconditional_likelihood_normalized, Unnormalized())}
+METHODS_BY_NAME = {
+    m.name: m
+    for m in (
+        token_length_normalized,
+        greedy_token_selection,
+        unconditional_likelihood_normalized,
+        Unnormalized(),
+    )
+}

@@ -22,14 +22,26 @@ class RuntimeEndpoint(Backend):
     `chat_template` (or SGLang's `chat_template_name`): a registry name or a ChatTemplate
     that overrides the one derived from the server's model (see chat_template.py)."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, verify: Any = None,
-                 chat_template_name: str | None = None, chat_template: str | ChatTemplate | None = None,
-                 timeout: float = DEFAULT_TIMEOUT_S, transport: httpx.BaseTransport | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        verify: Any = None,
+        chat_template_name: str | None = None,
+        chat_template: str | ChatTemplate | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None,
+    ):
         self.url = self.base_url = base_url.rstrip("/")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout,
-                                   verify=True if verify is None else verify, transport=transport,
-                                   limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
+        self.client = httpx.Client(
+            base_url=self.url,
+            headers=headers,
+            timeout=timeout,
+            verify=True if verify is None else verify,
+            transport=transport,
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+        )
         self._template_override = chat_template or chat_template_name
         self._template: ChatTemplate | None = None
         self._model_info: dict[str, Any] | None = None
@@ -73,16 +85,24 @@ class RuntimeEndpoint(Backend):
             return self._template
 
     # ---- generation ---------------------------------------------------------------------------
-    def generate(self, text: str | list[str], sampling_params: dict[str, Any],
-                 request: dict[str, Any] | None = None) -> Any:
+    def generate(
+        self,
+        text: str | list[str],
+        sampling_params: dict[str, Any],
+        request: dict[str, Any] | None = None,
+    ) -> Any:
         """SGLang's body: sampling fields (`min_new_tokens`, `stop_regex`, ...) in
         sampling_params, logprob fields (`return_logprob`, `return_text_in_logprobs`, ...)
         at the top level. A server without one of them answers 400 naming it."""
-        return self._request("POST", "/generate", {"text": text, "sampling_params": sampling_params,
-                                                   **(request or {})})
+        return self._request(
+            "POST",
+            "/generate",
+            {"text": text, "sampling_params": sampling_params, **(request or {})},
+        )
 
-    def generate_stream(self, text: str, sampling_params: dict[str, Any],
-                        request: dict[str, Any] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    def generate_stream(
+        self, text: str, sampling_params: dict[str, Any], request: dict[str, Any] | None = None
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         body = {"text": text, "sampling_params": sampling_params, "stream": True, **(request or {})}
         sent = ""
         try:
@@ -91,7 +111,7 @@ class RuntimeEndpoint(Backend):
                     raise _error_of(resp.status_code, resp.read().decode(errors="replace"))
                 for chunk in _sse_payloads(resp.iter_lines()):  # output logprobs come per chunk
                     text_so_far = chunk.get("text", "")
-                    delta, sent = text_so_far[len(sent):], text_so_far
+                    delta, sent = text_so_far[len(sent) :], text_so_far
                     yield delta, chunk
         except httpx.HTTPError as exc:
             raise BackendError(f"stream from {self.url}/generate failed: {exc}") from exc
@@ -107,9 +127,19 @@ class RuntimeEndpoint(Backend):
         requests: a pin that returns the prefix's token count, then the scoring batch."""
         result = self._select(text, choices)
         if unconditional:
-            result.unconditional_token_logprobs = [_input_logprobs(r) for r in self._request(
-                "POST", "/generate", {"text": list(choices), "sampling_params": {"max_new_tokens": 0},
-                                      "return_logprob": True, "logprob_start_len": 0})]
+            result.unconditional_token_logprobs = [
+                _input_logprobs(r)
+                for r in self._request(
+                    "POST",
+                    "/generate",
+                    {
+                        "text": list(choices),
+                        "sampling_params": {"max_new_tokens": 0},
+                        "return_logprob": True,
+                        "logprob_start_len": 0,
+                    },
+                )
+            ]
         return result
 
     def _select(self, text: str, choices: list[str]) -> SelectResult:
@@ -121,7 +151,9 @@ class RuntimeEndpoint(Backend):
             except _NoCommonPrefixStart:
                 self._common_prefix_logprobs = False
             except BackendError as exc:
-                if exc.status not in (400, 422) or "logprob_start_common_prefix" not in str(exc.body or exc.message):
+                if exc.status not in (400, 422) or "logprob_start_common_prefix" not in str(
+                    exc.body or exc.message
+                ):
                     raise
                 self._common_prefix_logprobs = False
         start = select_scoring.logprob_start(self.cache_prefix(text)["prompt_tokens"])
@@ -130,17 +162,34 @@ class RuntimeEndpoint(Backend):
     def _score(self, text: str, choices: list[str], start: dict[str, Any]) -> SelectResult:
         """Score the choices from one batched request; `start` says where prompt logprobs begin."""
         prompts = ([text] if text else []) + [text + c for c in choices]
-        results = self._request("POST", "/generate", {
-            "text": prompts, "sampling_params": {"max_new_tokens": 0}, "return_logprob": True, **start})
+        results = self._request(
+            "POST",
+            "/generate",
+            {
+                "text": prompts,
+                "sampling_params": {"max_new_tokens": 0},
+                "return_logprob": True,
+                **start,
+            },
+        )
         entries = _choice_entries(results, "logprob_start_common_prefix" in start)
         prefix_entries = entries.pop(0) if text else []
         tails = select_scoring.choice_tails(prefix_entries, entries)
         sums, counts = [float(sum(e[0] for e in t)) for t in tails], [len(t) for t in tails]
         normalized = select_scoring.normalize(sums, counts)
-        meta = {"prompt_tokens": sum(r["meta_info"]["prompt_tokens"] for r in results),
-                "cached_tokens": sum(r["meta_info"]["cached_tokens"] for r in results)}
-        return SelectResult(choices[select_scoring.argmax(normalized)], normalized, normalized, sums, counts,
-                            meta, tails)
+        meta = {
+            "prompt_tokens": sum(r["meta_info"]["prompt_tokens"] for r in results),
+            "cached_tokens": sum(r["meta_info"]["cached_tokens"] for r in results),
+        }
+        return SelectResult(
+            choices[select_scoring.argmax(normalized)],
+            normalized,
+            normalized,
+            sums,
+            counts,
+            meta,
+            tails,
+        )
 
     def close(self) -> None:
         self.client.close()
@@ -168,8 +217,10 @@ def _choice_entries(results: list[dict[str, Any]], common_prefix: bool) -> list[
 def _input_logprobs(result: dict[str, Any]) -> list[list[Any]]:
     entries = result.get("meta_info", {}).get("input_token_logprobs")
     if entries is None:
-        raise BackendError("the server returned no input_token_logprobs: select needs /generate "
-                           "with logprob_start_len (prompt logprobs)")
+        raise BackendError(
+            "the server returned no input_token_logprobs: select needs /generate "
+            "with logprob_start_len (prompt logprobs)"
+        )
     return entries
 
 
@@ -178,7 +229,7 @@ def _sse_payloads(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
     for line in lines:
         if not line.startswith("data:"):
             continue
-        payload = line[len("data:"):].strip()
+        payload = line[len("data:") :].strip()
         if payload == "[DONE]":
             return
         chunk = json.loads(payload)

@@ -79,7 +79,9 @@ class TextStream:
         self._queue: queue.Queue = queue.Queue()
         self.error: BaseException | None = None
 
-    def push(self, text: str, var_name: str | None = None, meta: dict[str, Any] | None = None) -> None:
+    def push(
+        self, text: str, var_name: str | None = None, meta: dict[str, Any] | None = None
+    ) -> None:
         if text:
             self._queue.put((var_name, text, meta))
 

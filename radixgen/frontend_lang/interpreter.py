@@ -9,8 +9,19 @@ from typing import Any
 from radixgen.frontend_lang import api_speculation as spec
 from radixgen.frontend_lang import reasoning
 from radixgen.frontend_lang.choices import ChoicesSamplingMethod
-from radixgen.frontend_lang.primitives import (Concat, Expr, Gen, Media, RoleBegin, RoleEnd, Select,
-                                               SeparateReasoning, Text, VarScopeBegin, VarScopeEnd)
+from radixgen.frontend_lang.primitives import (
+    Concat,
+    Expr,
+    Gen,
+    Media,
+    RoleBegin,
+    RoleEnd,
+    Select,
+    SeparateReasoning,
+    Text,
+    VarScopeBegin,
+    VarScopeEnd,
+)
 from radixgen.frontend_lang.state_data import StateData
 
 # meta_info lists a stream sends piecewise, each chunk its own entries
@@ -33,8 +44,10 @@ def execute(state: StateData, expr: Expr) -> None:
     elif isinstance(expr, SeparateReasoning):
         _separate_reasoning(state, expr)
     elif isinstance(expr, Media):
-        raise NotImplementedError(f"sgl.{expr.kind}() needs a vision-language model; radixgen serves "
-                                  "text-only models, so programs with images or videos cannot run yet")
+        raise NotImplementedError(
+            f"sgl.{expr.kind}() needs a vision-language model; radixgen serves "
+            "text-only models, so programs with images or videos cannot run yet"
+        )
     else:
         raise TypeError(f"unknown expression {expr!r}")
 
@@ -59,7 +72,7 @@ def _marker(state: StateData, expr: Expr) -> None:
     else:
         if expr.name not in state.scopes:
             raise RuntimeError(f"var_scope {expr.name!r} ends without having begun")
-        state.set_var(expr.name, state.text_[state.scopes.pop(expr.name):])
+        state.set_var(expr.name, state.text_[state.scopes.pop(expr.name) :])
 
 
 def _role_begin(state: StateData, role: str) -> None:
@@ -75,7 +88,7 @@ def _role_begin(state: StateData, role: str) -> None:
 def _role_end(state: StateData, role: str) -> None:
     if state.role != role:
         raise RuntimeError(f"cannot close a {role} message: the open one is {state.role or 'none'}")
-    state.messages_.append({"role": role, "content": state.text_[state.role_start:]})
+    state.messages_.append({"role": role, "content": state.text_[state.role_start :]})
     state.role = None
     state.spec_text = ""
     state.append(state.template().end(role))
@@ -127,8 +140,9 @@ def _prompt(state: StateData, params: dict[str, Any], request: dict[str, Any], n
     return backend.generate(text, params, request) if request else backend.generate(text, params)
 
 
-def _gen_streaming(state: StateData, name: str | None, params: dict[str, Any],
-                   request: dict[str, Any]) -> dict[str, Any]:
+def _gen_streaming(
+    state: StateData, name: str | None, params: dict[str, Any], request: dict[str, Any]
+) -> dict[str, Any]:
     """Push each chunk as it comes; the variable's meta_info gets every chunk's output
     logprobs (each chunk carries only its own, as SGLang streams them)."""
     if state.backend.is_chat_model:
@@ -161,30 +175,48 @@ def _merge_meta(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _select(state: StateData, expr: Select) -> None:
     if state.spec_format is not None:
-        raise RuntimeError("select inside an assistant message of a num_api_spec_tokens chat program: "
-                           "SGLang's API speculation supports only gen there")
+        raise RuntimeError(
+            "select inside an assistant message of a num_api_spec_tokens chat program: "
+            "SGLang's API speculation supports only gen there"
+        )
     spec.consume_text(state, None)
     if expr.method == "constraint":
-        params = {**state.defaults, "choices": expr.choices, "temperature": 0,
-                  "max_new_tokens": max(len(c) for c in expr.choices) + 1}
+        params = {
+            **state.defaults,
+            "choices": expr.choices,
+            "temperature": 0,
+            "max_new_tokens": max(len(c) for c in expr.choices) + 1,
+        }
         result = _prompt(state, params, {})
         state.append(result["text"])
         state.set_var(expr.name, result["text"], result["meta_info"])
         return
     method: ChoicesSamplingMethod = expr.method
-    res = state.backend.select(state.text_, expr.choices, unconditional=method.requires_unconditional_logprobs)
+    res = state.backend.select(
+        state.text_, expr.choices, unconditional=method.requires_unconditional_logprobs
+    )
     if not res.scored:  # the backend could only decode a choice, not score them
         state.append(res.choice)
         state.set_var(expr.name, res.choice, {**res.meta_info, "choices": list(expr.choices)})
         return
-    decision = method(choices=list(expr.choices), normalized_prompt_logprobs=res.normalized_logprobs,
-                      input_token_logprobs=res.input_token_logprobs,
-                      output_token_logprobs=[[] for _ in expr.choices],
-                      unconditional_token_logprobs=res.unconditional_token_logprobs)
+    decision = method(
+        choices=list(expr.choices),
+        normalized_prompt_logprobs=res.normalized_logprobs,
+        input_token_logprobs=res.input_token_logprobs,
+        output_token_logprobs=[[] for _ in expr.choices],
+        unconditional_token_logprobs=res.unconditional_token_logprobs,
+    )
     state.append(decision.decision)
-    meta = {**res.meta_info, **decision.meta_info, "choices": list(expr.choices), "scores": res.scores,
-            "normalized_logprobs": res.normalized_logprobs, "unnormalized_logprobs": res.unnormalized_logprobs,
-            "num_tokens": res.num_tokens, "choices_method": repr(method)}
+    meta = {
+        **res.meta_info,
+        **decision.meta_info,
+        "choices": list(expr.choices),
+        "scores": res.scores,
+        "normalized_logprobs": res.normalized_logprobs,
+        "unnormalized_logprobs": res.unnormalized_logprobs,
+        "num_tokens": res.num_tokens,
+        "choices_method": repr(method),
+    }
     state.set_var(expr.name, decision.decision, meta)
 
 

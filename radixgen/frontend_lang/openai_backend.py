@@ -43,23 +43,43 @@ class OpenAI(Backend):
     `is_chat_model` defaults to True except for OpenAI's completion-only models;
     `api_key` defaults to $OPENAI_API_KEY."""
 
-    def __init__(self, model_name: str, is_chat_model: bool | None = None,
-                 chat_template: str | ChatTemplate | None = None, is_azure: bool = False, *,
-                 base_url: str | None = None, api_key: str | None = None, timeout: float = 600.0,
-                 transport: httpx.BaseTransport | None = None, organization: str | None = None):
+    def __init__(
+        self,
+        model_name: str,
+        is_chat_model: bool | None = None,
+        chat_template: str | ChatTemplate | None = None,
+        is_azure: bool = False,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 600.0,
+        transport: httpx.BaseTransport | None = None,
+        organization: str | None = None,
+    ):
         if is_azure:
-            raise ValueError("is_azure: Azure OpenAI deployments are not supported; pass the deployment's "
-                             "OpenAI-compatible base_url instead")
+            raise ValueError(
+                "is_azure: Azure OpenAI deployments are not supported; pass the deployment's "
+                "OpenAI-compatible base_url instead"
+            )
         self.model_name = model_name
-        self.is_chat_model = (model_name not in INSTRUCT_MODEL_NAMES) if is_chat_model is None else is_chat_model
+        self.is_chat_model = (
+            (model_name not in INSTRUCT_MODEL_NAMES) if is_chat_model is None else is_chat_model
+        )
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         if organization:
             headers["OpenAI-Organization"] = organization
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        self.client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
-        self._template = (resolve_template({}, chat_template) if chat_template is not None
-                          else template_for_name(model_name))
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip(
+            "/"
+        )
+        self.client = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        )
+        self._template = (
+            resolve_template({}, chat_template)
+            if chat_template is not None
+            else template_for_name(model_name)
+        )
         self.token_usage = TokenUsage()
         self._usage_lock = threading.Lock()
         self._echo_logprobs = True  # False once the server refused echo with logprobs
@@ -103,24 +123,40 @@ class OpenAI(Backend):
     # ---- generation ---------------------------------------------------------------------------
     def generate(self, text, sampling_params, request=None):
         many = not isinstance(text, str)
-        body = {"model": self.model_name, "prompt": text, **wire.completion_fields(sampling_params, request)}
+        body = {
+            "model": self.model_name,
+            "prompt": text,
+            **wire.completion_fields(sampling_params, request),
+        }
         answer = self._post("/completions", body)
         results = wire.completion_results(answer, len(text) if many else 1)
         return results if many else results[0]
 
     def generate_stream(self, text, sampling_params, request=None):
-        body = {"model": self.model_name, "prompt": text, **wire.completion_fields(sampling_params, request)}
+        body = {
+            "model": self.model_name,
+            "prompt": text,
+            **wire.completion_fields(sampling_params, request),
+        }
         return wire.stream_results(self._stream("/completions", body), chat=False)
 
     def generate_chat(self, messages, sampling_params, request, n=1):
-        body = {"model": self.model_name, "messages": messages, **wire.chat_fields(sampling_params, request)}
+        body = {
+            "model": self.model_name,
+            "messages": messages,
+            **wire.chat_fields(sampling_params, request),
+        }
         if n > 1:
             body["n"] = n
         results = wire.chat_results(self._post("/chat/completions", body), n)
         return results if n > 1 else results[0]
 
     def generate_chat_stream(self, messages, sampling_params, request):
-        body = {"model": self.model_name, "messages": messages, **wire.chat_fields(sampling_params, request)}
+        body = {
+            "model": self.model_name,
+            "messages": messages,
+            **wire.chat_fields(sampling_params, request),
+        }
         return wire.stream_results(self._stream("/chat/completions", body), chat=True)
 
     def cache_prefix(self, text: str) -> dict[str, Any]:
@@ -129,9 +165,11 @@ class OpenAI(Backend):
 
     def select(self, text: str, choices: list[str], unconditional: bool = False) -> SelectResult:
         if self.is_chat_model:
-            raise BackendError("select on a chat model: chat APIs give no prompt logprobs to score choices "
-                               "with; use a completion model, or gen(..., choices_method='constraint') "
-                               "right after assistant_begin()")
+            raise BackendError(
+                "select on a chat model: chat APIs give no prompt logprobs to score choices "
+                "with; use a completion model, or gen(..., choices_method='constraint') "
+                "right after assistant_begin()"
+            )
         if self._echo_logprobs:
             try:
                 return self._score(text, choices, unconditional)
@@ -142,8 +180,14 @@ class OpenAI(Backend):
         return self._constrained(text, choices)
 
     def _score(self, text: str, choices: list[str], unconditional: bool) -> SelectResult:
-        body = {"model": self.model_name, "prompt": [text + c for c in choices], "echo": True,
-                "logprobs": 0, "max_tokens": 0, "temperature": 0}
+        body = {
+            "model": self.model_name,
+            "prompt": [text + c for c in choices],
+            "echo": True,
+            "logprobs": 0,
+            "max_tokens": 0,
+            "temperature": 0,
+        }
         tails = wire.echo_tails(self._post("/completions", body), len(text), len(choices))
         uncond = None
         if unconditional:
@@ -156,13 +200,22 @@ class OpenAI(Backend):
 
     def _constrained(self, text: str, choices: list[str]) -> SelectResult:
         """The server decodes one of the choices (greedy, `guided_choice`): no scores."""
-        result = self.generate(text, {"choices": list(choices), "temperature": 0,
-                                      "max_new_tokens": max(len(c) for c in choices) + 1})
+        result = self.generate(
+            text,
+            {
+                "choices": list(choices),
+                "temperature": 0,
+                "max_new_tokens": max(len(c) for c in choices) + 1,
+            },
+        )
         if result["text"] not in choices:
-            raise BackendError(f"the server gave {result['text']!r}, not one of the choices: it neither "
-                               "returns prompt logprobs (echo) nor honours guided_choice")
-        return SelectResult(result["text"], [], meta_info={**result["meta_info"], "constrained": True},
-                            scored=False)
+            raise BackendError(
+                f"the server gave {result['text']!r}, not one of the choices: it neither "
+                "returns prompt logprobs (echo) nor honours guided_choice"
+            )
+        return SelectResult(
+            result["text"], [], meta_info={**result["meta_info"], "constrained": True}, scored=False
+        )
 
     def close(self) -> None:
         self.client.close()

@@ -99,4 +99,6 @@ def to_expr(value: Any) -> Expr:
         return Text(value)
     if value is None:
         raise ValueError("tried to add None to a program state")
-    raise TypeError(f"cannot add a {type(value).__name__} to a program state (use str or a primitive)")
+    raise TypeError(
+        f"cannot add a {type(value).__name__} to a program state (use str or a primitive)"
+    )

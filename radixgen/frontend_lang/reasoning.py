@@ -21,9 +21,11 @@ def split(text: str, model_type: str | None = None) -> tuple[str, str]:
     if end in text:
         thought, answer = text.split(end, 1)
         thought = thought.lstrip()
-        return thought[len(begin):].strip() if thought.startswith(begin) else thought.strip(), answer.lstrip()
+        return thought[len(begin) :].strip() if thought.startswith(
+            begin
+        ) else thought.strip(), answer.lstrip()
     if stripped.startswith(begin):
-        return stripped[len(begin):].strip(), ""
+        return stripped[len(begin) :].strip(), ""
     return "", text
 
 

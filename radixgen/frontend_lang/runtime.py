@@ -50,16 +50,33 @@ class Runtime:
     `env` adds environment variables for the server (e.g. OMP_NUM_THREADS). Use it as a
     backend (`set_default_backend(rt)`) or through `rt.endpoint`."""
 
-    def __init__(self, model_path: str | None = None, port: int | None = None, api_key: str | None = None,
-                 log_level: str = "warning", startup_timeout: float = STARTUP_TIMEOUT_S,
-                 env: dict[str, str] | None = None, **server_flags: Any):
+    def __init__(
+        self,
+        model_path: str | None = None,
+        port: int | None = None,
+        api_key: str | None = None,
+        log_level: str = "warning",
+        startup_timeout: float = STARTUP_TIMEOUT_S,
+        env: dict[str, str] | None = None,
+        **server_flags: Any,
+    ):
         self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         flags = {"api_key": api_key, "log_level": log_level, **server_flags}
-        cmd = [sys.executable, "-m", "radixgen", "serve", *server_args(model_path, self.port, flags)]
-        self.log = tempfile.NamedTemporaryFile("w+", prefix="radixgen-runtime-", suffix=".log", delete=False)
+        cmd = [
+            sys.executable,
+            "-m",
+            "radixgen",
+            "serve",
+            *server_args(model_path, self.port, flags),
+        ]
+        self.log = tempfile.NamedTemporaryFile(
+            "w+", prefix="radixgen-runtime-", suffix=".log", delete=False
+        )
         env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", **(env or {})}
-        self.proc: subprocess.Popen | None = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.proc: subprocess.Popen | None = subprocess.Popen(
+            cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env
+        )
         atexit.register(self.shutdown)
         try:
             self._wait_healthy(startup_timeout)
@@ -82,14 +99,25 @@ class Runtime:
         raise RuntimeError(f"the server was not healthy after {timeout:.0f}s:\n{self.output()}")
 
     # ---- SGLang's Runtime methods (JSON strings, as SGLang returns them) ---------------------
-    def generate(self, prompt: str | list[str], sampling_params: dict[str, Any] | None = None,
-                 return_logprob: bool = False, logprob_start_len: int | None = None,
-                 top_logprobs_num: int | None = None, **fields: Any) -> str:
+    def generate(
+        self,
+        prompt: str | list[str],
+        sampling_params: dict[str, Any] | None = None,
+        return_logprob: bool = False,
+        logprob_start_len: int | None = None,
+        top_logprobs_num: int | None = None,
+        **fields: Any,
+    ) -> str:
         """One native /generate, answered as SGLang's Runtime does: the JSON text."""
-        request = {"return_logprob": return_logprob or None, "logprob_start_len": logprob_start_len,
-                   "top_logprobs_num": top_logprobs_num, **fields}
-        result = self.endpoint.generate(prompt, dict(sampling_params or {}),
-                                        {k: v for k, v in request.items() if v is not None})
+        request = {
+            "return_logprob": return_logprob or None,
+            "logprob_start_len": logprob_start_len,
+            "top_logprobs_num": top_logprobs_num,
+            **fields,
+        }
+        result = self.endpoint.generate(
+            prompt, dict(sampling_params or {}), {k: v for k, v in request.items() if v is not None}
+        )
         return json.dumps(result)
 
     def encode(self, prompt: str | list[str]) -> str:
@@ -99,8 +127,11 @@ class Runtime:
             return json.dumps(self.endpoint._request("POST", "/encode", {"text": prompt}))
         except BackendError as exc:
             if exc.status == 404:
-                raise BackendError("encode needs an embedding model and the /encode route, which radixgen's "
-                                   "server does not have", 404) from exc
+                raise BackendError(
+                    "encode needs an embedding model and the /encode route, which radixgen's "
+                    "server does not have",
+                    404,
+                ) from exc
             raise
 
     def get_tokenizer(self) -> Any:
@@ -147,4 +178,6 @@ class Runtime:
         self.shutdown()
 
     def __repr__(self) -> str:
-        return f"Runtime({self.url!r}, running={self.proc is not None and self.proc.poll() is None})"
+        return (
+            f"Runtime({self.url!r}, running={self.proc is not None and self.proc.poll() is None})"
+        )

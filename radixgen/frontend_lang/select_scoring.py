@@ -45,7 +45,9 @@ def first_divergence(prefix_ids: list[int], choice_ids: list[int]) -> int:
     return min(len(prefix_ids), len(choice_ids))
 
 
-def choice_tails(prefix_entries: list[list[Any]], choice_entries: list[list[list[Any]]]) -> list[list[list[Any]]]:
+def choice_tails(
+    prefix_entries: list[list[Any]], choice_entries: list[list[list[Any]]]
+) -> list[list[list[Any]]]:
     """Each choice's `[logprob, token_id]` entries after the common divergence (the tokens
     the choices are scored on). Entries are lists aligned at the same `start` (a third item,
     SGLang's token text, is kept)."""
@@ -55,8 +57,9 @@ def choice_tails(prefix_entries: list[list[Any]], choice_entries: list[list[list
     return [[list(e) for e in entries[common:] if e[0] is not None] for entries in choice_entries]
 
 
-def score_choices(prefix_entries: list[list[Any]], choice_entries: list[list[list[Any]]]
-                  ) -> tuple[list[float], list[int]]:
+def score_choices(
+    prefix_entries: list[list[Any]], choice_entries: list[list[list[Any]]]
+) -> tuple[list[float], list[int]]:
     """Summed logprob and token count of each choice's tokens after the common divergence."""
     tails = choice_tails(prefix_entries, choice_entries)
     return [float(sum(e[0] for e in tail)) for tail in tails], [len(tail) for tail in tails]

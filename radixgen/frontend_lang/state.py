@@ -9,7 +9,14 @@ from typing import Any, AsyncIterator, Callable, Iterator
 
 from radixgen.frontend_lang import interpreter
 from radixgen.frontend_lang.api import role_message
-from radixgen.frontend_lang.primitives import Expr, RoleBegin, RoleEnd, VarScopeBegin, VarScopeEnd, to_expr
+from radixgen.frontend_lang.primitives import (
+    Expr,
+    RoleBegin,
+    RoleEnd,
+    VarScopeBegin,
+    VarScopeEnd,
+    to_expr,
+)
 from radixgen.frontend_lang.state_data import StateData
 
 JOIN_MODES = ("gather_variable", "concate_and_append", "concat_and_append")
@@ -83,7 +90,9 @@ class ProgramState(StateData):
             group.join()
 
     def _child(self) -> "ProgramState":
-        child = ProgramState(self.backend, self.defaults, num_api_spec_tokens=self.num_api_spec_tokens)
+        child = ProgramState(
+            self.backend, self.defaults, num_api_spec_tokens=self.num_api_spec_tokens
+        )
         self.copy_into(child)
         return child
 
@@ -141,14 +150,21 @@ class ProgramState(StateData):
             return iter([self.text() if var_name is None else self[var_name]])
         return self.stream.chunks(var_name)
 
-    async def text_async_iter(self, var_name: str | None = None,
-                              return_meta_data: bool = False) -> AsyncIterator[Any]:
+    async def text_async_iter(
+        self, var_name: str | None = None, return_meta_data: bool = False
+    ) -> AsyncIterator[Any]:
         """`text_iter` for asyncio; with `return_meta_data`, `(chunk, meta_info)` pairs whose
         meta_info carries that chunk's own logprobs (streamed gens of `var_name`)."""
         if self.stream is None:
-            value = await asyncio.to_thread(self.text if var_name is None else self.get_var, *(
-                () if var_name is None else (var_name,)))
-            yield (value, self.get_meta_info(var_name) if var_name else None) if return_meta_data else value
+            value = await asyncio.to_thread(
+                self.text if var_name is None else self.get_var,
+                *(() if var_name is None else (var_name,)),
+            )
+            yield (
+                (value, self.get_meta_info(var_name) if var_name else None)
+                if return_meta_data
+                else value
+            )
             return
         chunks = self.stream.chunks(var_name, with_meta=return_meta_data)
         done = object()
@@ -169,7 +185,9 @@ class ProgramState(StateData):
 class ForkGroup(list):
     """The states `fork` returned; `join` waits for all of them and brings results back."""
 
-    def __init__(self, parent: ProgramState, children: list[ProgramState], prefix_meta: dict[str, Any]):
+    def __init__(
+        self, parent: ProgramState, children: list[ProgramState], prefix_meta: dict[str, Any]
+    ):
         super().__init__(children)
         self.parent = parent
         self.prefix_meta = prefix_meta  # meta_info of the prefix-pinning request
@@ -204,7 +222,7 @@ class ForkGroup(list):
             child.sync()
         self.parent.sync()
         if mode != "gather_variable":
-            self.parent += "".join(child.text_[self.base_len:] for child in self)
+            self.parent += "".join(child.text_[self.base_len :] for child in self)
             return
         names = dict.fromkeys(name for child in self for name in child.written)
         for name in names:

@@ -15,8 +15,14 @@ from radixgen.frontend_lang.executor import OpQueue, TextStream
 class StateData:
     """Mutated only by the state's own operation queue (one thread at a time)."""
 
-    def __init__(self, backend: Backend, defaults: dict[str, Any] | None = None, stream: bool = False,
-                 synchronous: bool = False, num_api_spec_tokens: int | None = None):
+    def __init__(
+        self,
+        backend: Backend,
+        defaults: dict[str, Any] | None = None,
+        stream: bool = False,
+        synchronous: bool = False,
+        num_api_spec_tokens: int | None = None,
+    ):
         self.backend = backend
         self.defaults = dict(defaults or {})  # sampling params every gen starts from
         self.default_n = 1  # run(n=...): samples of a gen that gives no n
@@ -33,7 +39,9 @@ class StateData:
         self.scopes: dict[str, int] = {}  # open var_scope name -> where it starts in text_
         self.written: list[str] = []  # variables set since this state was forked
         self.spec_text = ""  # completion mode: speculated text not yet consumed
-        self.spec_format: list[dict[str, Any]] | None = None  # chat mode: the deferred assistant message
+        self.spec_format: list[dict[str, Any]] | None = (
+            None  # chat mode: the deferred assistant message
+        )
         self._template: ChatTemplate | None = None
 
     def template(self) -> ChatTemplate:
@@ -41,8 +49,13 @@ class StateData:
             self._template = self.backend.chat_template()
         return self._template
 
-    def append(self, text: str, var_name: str | None = None, push: bool = True,
-               meta: dict[str, Any] | None = None) -> None:
+    def append(
+        self,
+        text: str,
+        var_name: str | None = None,
+        push: bool = True,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
         self.text_ += text
         if push and self.stream is not None:
             self.stream.push(text, var_name, meta)
@@ -58,6 +71,10 @@ class StateData:
     def copy_into(self, child: "StateData") -> None:
         """Give a fresh state this one's text, variables and chat position (fork)."""
         child.text_, child.vars, child.meta = self.text_, dict(self.vars), dict(self.meta)
-        child.messages_, child.role, child.role_start = list(self.messages_), self.role, self.role_start
+        child.messages_, child.role, child.role_start = (
+            list(self.messages_),
+            self.role,
+            self.role_start,
+        )
         child.scopes, child._template = dict(self.scopes), self._template
         child.request_defaults, child.default_n = dict(self.request_defaults), self.default_n

@@ -21,8 +21,16 @@ class PlaceholderBackend(Backend):
         return self.template
 
     def _answer(self, text: Any, n: int = 1) -> Any:
-        one = {"text": "{gen}", "output_ids": [], "meta_info": {"prompt_tokens": 0, "completion_tokens": 0,
-                                                                  "cached_tokens": 0, "traced": True}}
+        one = {
+            "text": "{gen}",
+            "output_ids": [],
+            "meta_info": {
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cached_tokens": 0,
+                "traced": True,
+            },
+        }
         return one if isinstance(text, str) else [dict(one) for _ in text]
 
     def generate(self, text, sampling_params, request=None):
@@ -36,9 +44,16 @@ class PlaceholderBackend(Backend):
 
     def select(self, text, choices, unconditional=False):
         entries = [[[0.0, 0]] for _ in choices]
-        return SelectResult(choices[0], [0.0] * len(choices), [0.0] * len(choices), [0.0] * len(choices),
-                            [1] * len(choices), {"traced": True}, entries,
-                            entries if unconditional else None)
+        return SelectResult(
+            choices[0],
+            [0.0] * len(choices),
+            [0.0] * len(choices),
+            [0.0] * len(choices),
+            [1] * len(choices),
+            {"traced": True},
+            entries,
+            entries if unconditional else None,
+        )
 
 
 class _NamingState(ProgramState):

@@ -83,7 +83,9 @@ class RowMasker:
         if hit is not None:
             self._cache.move_to_end(key)
             return hit
-        bits = np.unpackbits(np.ascontiguousarray(words, dtype="<i4").view(np.uint8), bitorder="little")
+        bits = np.unpackbits(
+            np.ascontiguousarray(words, dtype="<i4").view(np.uint8), bitorder="little"
+        )
         allowed = np.zeros(width, dtype=bool)
         n = min(width, bits.shape[0])
         allowed[:n] = bits[:n].view(bool)

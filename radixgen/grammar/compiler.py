@@ -21,18 +21,17 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from radixgen.core import Constraint
-
+from radixgen.grammar.index.regex_matcher import RegexGrammar
+from radixgen.grammar.index.size_budget import INDEX_ENTRY_BUDGET, check_index_size
+from radixgen.grammar.index.token_index import build_index, outlines_vocabulary
+from radixgen.grammar.json_grammar.rules import JsonGrammar
 from radixgen.grammar.json_schema import WHITESPACE, schema_to_compiled_form
 from radixgen.grammar.matcher import CompiledGrammar, GrammarError, RegexTooLarge
 from radixgen.grammar.regex.leaves import escape_literal
 from radixgen.grammar.regex.lookaround import LookaroundError, lookarounds_written_out
 from radixgen.grammar.regex.markers import exclude_chars
-from radixgen.grammar.index.regex_matcher import RegexGrammar
-from radixgen.grammar.json_grammar.rules import JsonGrammar
-from radixgen.grammar.index.size_budget import INDEX_ENTRY_BUDGET, check_index_size
-from radixgen.grammar.tool_calls import TextOrCallGrammar
-from radixgen.grammar.index.token_index import build_index, outlines_vocabulary
 from radixgen.grammar.tokenizer_info import TokenizerInfo
+from radixgen.grammar.tool_calls import TextOrCallGrammar
 from radixgen.grammar.unique.guard import UniqueGuard
 
 __all__ = ["GrammarCompiler", "GrammarError", "choices_regex", "tool_calls_regex", "JSON_OBJECT"]
@@ -50,8 +49,13 @@ def choices_regex(choices) -> str:
 class GrammarCompiler:
     """Compiles constraints for one tokenizer. Thread-safe; one instance per scheduler."""
 
-    def __init__(self, tokenizer_info: TokenizerInfo, whitespace: str = "compact",
-                 max_cached: int = 256, num_threads: int = 1) -> None:
+    def __init__(
+        self,
+        tokenizer_info: TokenizerInfo,
+        whitespace: str = "compact",
+        max_cached: int = 256,
+        num_threads: int = 1,
+    ) -> None:
         if not isinstance(whitespace, str):
             raise ValueError(f"whitespace must be one of {sorted(WHITESPACE)} or a regex string")
         self.tokenizer_info = tokenizer_info
@@ -92,10 +96,19 @@ class GrammarCompiler:
                 self._validate_now(constraint)
             except GrammarError as exc:
                 error = str(exc)
-            except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+            except (
+                TypeError,
+                AttributeError,
+                KeyError,
+                IndexError,
+                ValueError,
+                RecursionError,
+            ) as exc:
                 # a malformed spec the checks did not name: still the client's error
                 error = f"invalid constraint ({type(exc).__name__}: {exc})"
-            except MemoryError:  # a size the budgets did not foresee: the client's constraint, a 400
+            except (
+                MemoryError
+            ):  # a size the budgets did not foresee: the client's constraint, a 400
                 error = "constraint too large to compile: checking it ran out of memory"
             with self._lock:
                 self._checked[key] = error
@@ -107,11 +120,13 @@ class GrammarCompiler:
     def _validate_now(self, constraint: Constraint) -> None:
         if constraint.kind in ("lark", "ebnf"):
             from radixgen.grammar.cfg.grammar import compile_cfg
+
             compile_cfg(constraint, self.tokenizer_info, precompute=False)
             return
         form = self._indexable(constraint)[0]
         if isinstance(form, JsonGrammar):
             from radixgen.grammar.json_grammar.cfg import check_json_grammar
+
             check_json_grammar(form)
 
     def checked(self, constraint: Constraint) -> bool:
@@ -208,7 +223,11 @@ class GrammarCompiler:
                 return (*tool_calls_form(constraint.spec, too_large=exc), 0)
             if constraint.kind != "json_schema":
                 raise
-            return (*schema_to_compiled_form(constraint.spec, self.whitespace, too_large=exc), prefix, 0)
+            return (
+                *schema_to_compiled_form(constraint.spec, self.whitespace, too_large=exc),
+                prefix,
+                0,
+            )
 
     def _regex(self, constraint: Constraint) -> tuple["str | JsonGrammar", tuple, bytes]:
         """(regex, the paths UniqueGuard keeps, the text before the guarded JSON) of a
@@ -221,7 +240,11 @@ class GrammarCompiler:
             return tool_calls_form(constraint.spec)
         if kind == "regex":
             vocab = outlines_vocabulary(self.tokenizer_info)
-            return exclude_chars(_checked_regex(constraint.spec), vocab.start + vocab.sentinel), (), b""
+            return (
+                exclude_chars(_checked_regex(constraint.spec), vocab.start + vocab.sentinel),
+                (),
+                b"",
+            )
         if kind == "choices":
             return choices_regex(constraint.spec), (), b""
         raise GrammarError(f"unknown constraint kind {kind!r}")
@@ -242,7 +265,9 @@ def tool_calls_regex(spec: str) -> tuple[str, tuple, bytes]:
     return _tool_calls(spec, grammar=False)
 
 
-def tool_calls_form(spec: str, too_large: RegexTooLarge | None = None) -> tuple["str | JsonGrammar", tuple, bytes]:
+def tool_calls_form(
+    spec: str, too_large: RegexTooLarge | None = None
+) -> tuple["str | JsonGrammar", tuple, bytes]:
     """As `tool_calls_regex`, except that calls whose schema is too large for one regex (or
     whose regex's index is, `too_large`) come back as the grammar of the tagged calls, for
     tool_calls to offer beside free text."""
@@ -252,26 +277,37 @@ def tool_calls_form(spec: str, too_large: RegexTooLarge | None = None) -> tuple[
 def _tool_calls(spec: str, grammar: bool, too_large: RegexTooLarge | None = None) -> tuple:
     frame = json.loads(spec)
     opener, closer = frame["open"], frame["close"]
-    form, unique_paths = schema_to_compiled_form(json.dumps(frame["schema"]), grammar=grammar, too_large=too_large)
+    form, unique_paths = schema_to_compiled_form(
+        json.dumps(frame["schema"]), grammar=grammar, too_large=too_large
+    )
     if isinstance(form, JsonGrammar):
         return form.framed(opener, closer), unique_paths, opener.encode()
     text = f"[^{escape_literal(opener[0])}][\\s\\S]*"
-    return (f"(?:{text}|{escape_literal(opener)}(?:{form}){escape_literal(closer)})", unique_paths,
-            opener.encode())
+    return (
+        f"(?:{text}|{escape_literal(opener)}(?:{form}){escape_literal(closer)})",
+        unique_paths,
+        opener.encode(),
+    )
 
 
 def _checked_regex(pattern: str) -> str:
     """Refuse constructs the automaton cannot express. The whole output must match, so a leading
     `^` and a trailing `$` are implicit and dropped."""
     try:
-        with warnings.catch_warnings():  # (Rust-syntax classes like `[[a-z]--[q]]` warn in Python's re)
+        with (
+            warnings.catch_warnings()
+        ):  # (Rust-syntax classes like `[[a-z]--[q]]` warn in Python's re)
             warnings.simplefilter("ignore", FutureWarning)
             re.compile(pattern)
     except re.error as exc:
         raise GrammarError(f"invalid regex {pattern!r}: {exc}") from None
-    if re.search(r"(?<!\\)(?:\\\\)*(?:\\[1-9]|\(\?P=)", pattern):  # (not after an escaped backslash)
+    if re.search(
+        r"(?<!\\)(?:\\\\)*(?:\\[1-9]|\(\?P=)", pattern
+    ):  # (not after an escaped backslash)
         raise GrammarError(f"regex {pattern!r}: backreferences are not supported")
-    if re.search(r"(?<!\\)(?:\\\\)*(?:\(\?<?[=!]|\\[bB])", pattern):  # (not after an escaped backslash)
+    if re.search(
+        r"(?<!\\)(?:\\\\)*(?:\(\?<?[=!]|\\[bB])", pattern
+    ):  # (not after an escaped backslash)
         try:  # lookarounds and word boundaries written out through an automaton (regex.lookaround)
             return lookarounds_written_out(pattern, pattern, whole=True)[0][1:-1]
         except LookaroundError as why:
@@ -283,8 +319,11 @@ def _checked_regex(pattern: str) -> str:
     return pattern
 
 
-def _compile_json_grammar(grammar: JsonGrammar, info: TokenizerInfo, guard: UniqueGuard | None) -> CompiledGrammar:
+def _compile_json_grammar(
+    grammar: JsonGrammar, info: TokenizerInfo, guard: UniqueGuard | None
+) -> CompiledGrammar:
     from radixgen.grammar.json_grammar.cfg import compile_json_grammar
+
     return compile_json_grammar(grammar, info, guard=guard)
 
 
@@ -292,6 +331,8 @@ def _compile_cfg(constraint: Constraint, info: TokenizerInfo) -> CompiledGrammar
     try:
         from radixgen.grammar.cfg.grammar import compile_cfg
     except ImportError as exc:
-        raise GrammarError(f"{constraint.kind} constraints need radixgen.grammar.cfg, which is not "
-                           f"available: {exc}") from None
+        raise GrammarError(
+            f"{constraint.kind} constraints need radixgen.grammar.cfg, which is not "
+            f"available: {exc}"
+        ) from None
     return compile_cfg(constraint, info)

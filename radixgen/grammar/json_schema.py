@@ -14,26 +14,28 @@ from __future__ import annotations
 import json
 import secrets
 
+from radixgen.grammar.index.size_budget import check_regex_size, written_size
+from radixgen.grammar.json_grammar.rules import JsonGrammar, SchemaGrammar
 from radixgen.grammar.matcher import GrammarError, RegexTooLarge
-from radixgen.grammar.schema.bundles import localize_embedded_refs
-from radixgen.grammar.rewrite.rewriter import SchemaRewriter
 from radixgen.grammar.rewrite.guard_sites import GuardSites
 from radixgen.grammar.rewrite.keyed_objects import KeyedObjects
-from radixgen.grammar.json_grammar.rules import JsonGrammar, SchemaGrammar
 from radixgen.grammar.rewrite.outlines import bound_any_depth, outlines_regex, ref_target
-from radixgen.grammar.schema.refs import hoist_deep_refs, restore_paths
+from radixgen.grammar.rewrite.rewriter import SchemaRewriter
 from radixgen.grammar.rewrite.unroll import RefWalk, Unroll
-from radixgen.grammar.index.size_budget import check_regex_size, written_size
+from radixgen.grammar.schema.bundles import localize_embedded_refs
+from radixgen.grammar.schema.refs import hoist_deep_refs, restore_paths
 
 WHITESPACE = {
     "compact": "",  # no whitespace at all: {"a":1,"b":[1,2]}
     "flexible": r"[ \t\n]{0,32}",  # bounded, so a model cannot emit whitespace forever
 }
-MAX_NESTING = 64  # JSON containers in a schema (outlines-core parses the rewrite with a 128-level limit)
+MAX_NESTING = (
+    64  # JSON containers in a schema (outlines-core parses the rewrite with a 128-level limit)
+)
 
 
 def whitespace_pattern(whitespace: str) -> str:
-    """"compact", "flexible", or a custom regex for the whitespace between JSON tokens."""
+    """ "compact", "flexible", or a custom regex for the whitespace between JSON tokens."""
     return WHITESPACE.get(whitespace, whitespace)
 
 
@@ -43,9 +45,11 @@ def schema_to_regex(schema_json: str, whitespace: str = "compact") -> str:
     `UniqueGuard` beside the regex (see `schema_to_guarded_regex`)."""
     regex, unique_paths = schema_to_guarded_regex(schema_json, whitespace)
     if unique_paths:
-        raise GrammarError("this schema needs a guard beside its regex (uniqueItems over free strings or "
-                           "integers, a maxLength or minItems / maxItems of 16 or more), which only a "
-                           "compiled json_schema or tool_calls constraint has")
+        raise GrammarError(
+            "this schema needs a guard beside its regex (uniqueItems over free strings or "
+            "integers, a maxLength or minItems / maxItems of 16 or more), which only a "
+            "compiled json_schema or tool_calls constraint has"
+        )
     return regex
 
 
@@ -57,8 +61,12 @@ def schema_to_guarded_regex(schema_json: str, whitespace: str = "compact") -> tu
     return schema_to_compiled_form(schema_json, whitespace, grammar=False)
 
 
-def schema_to_compiled_form(schema_json: str, whitespace: str = "compact", grammar: bool = True,
-                            too_large: RegexTooLarge | None = None) -> tuple["str | JsonGrammar", tuple]:
+def schema_to_compiled_form(
+    schema_json: str,
+    whitespace: str = "compact",
+    grammar: bool = True,
+    too_large: RegexTooLarge | None = None,
+) -> tuple["str | JsonGrammar", tuple]:
     """As `schema_to_guarded_regex`, except that a schema whose regex would pass its size budget
     comes back as a `JsonGrammar` (json_grammar.rules) where `grammar` allows it; `too_large`: the
     error that the regex's automaton or token index would pass theirs (compiler), for the
@@ -68,7 +76,9 @@ def schema_to_compiled_form(schema_json: str, whitespace: str = "compact", gramm
     except _SpacedGrammar as spaced:
         # the grammar of the compact rewrite (the regexes it writes for whole containers then
         # hold no whitespace to cut around), its tokens taking the whitespace (json_grammar.tokens)
-        form, unique_paths = _schema_to_regex(schema_json, "compact", True, spaced.too_large, regex_first=False)
+        form, unique_paths = _schema_to_regex(
+            schema_json, "compact", True, spaced.too_large, regex_first=False
+        )
         form.whitespace = whitespace_pattern(whitespace)
         return form, unique_paths
     except RecursionError:  # reference chains thousands deep: the walks recurse per level
@@ -84,7 +94,9 @@ class _SpacedGrammar(Exception):
         self.too_large = too_large
 
 
-def _schema_to_regex(schema_json: str, whitespace: str, grammar: bool, too_large, regex_first: bool = True) -> tuple:
+def _schema_to_regex(
+    schema_json: str, whitespace: str, grammar: bool, too_large, regex_first: bool = True
+) -> tuple:
     try:
         schema = json.loads(schema_json)
     except json.JSONDecodeError as exc:
@@ -99,15 +111,24 @@ def _schema_to_regex(schema_json: str, whitespace: str, grammar: bool, too_large
         raise
 
 
-def _rewritten_regex(schema, whitespace: str, origins: dict[str, str], grammar: bool, too_large,
-                     regex_first: bool = True) -> tuple:
+def _rewritten_regex(
+    schema,
+    whitespace: str,
+    origins: dict[str, str],
+    grammar: bool,
+    too_large,
+    regex_first: bool = True,
+) -> tuple:
     """(regex or grammar, unique paths); `too_large`: the regex's error, known before (then
     references are unrolled only for the guard sites: a grammar needs no copies); `regex_first`
     False: the grammar without trying the regex, references unrolled as for it."""
     try:
         schema = hoist_deep_refs(localize_embedded_refs(schema), origins)
-        rewriter = SchemaRewriter(schema if isinstance(schema, dict) else {}, secrets.token_hex(4),
-                                  whitespace_pattern(whitespace))
+        rewriter = SchemaRewriter(
+            schema if isinstance(schema, dict) else {},
+            secrets.token_hex(4),
+            whitespace_pattern(whitespace),
+        )
         rewritten = rewriter.rewrite(schema)
     except GrammarError:
         raise
@@ -115,7 +136,12 @@ def _rewritten_regex(schema, whitespace: str, origins: dict[str, str], grammar: 
         # a malformed schema the checks above did not name: still the client's error
         raise GrammarError(f"invalid JSON Schema ({type(exc).__name__}: {exc})") from None
     bound_any_depth(rewritten)
-    guarded = rewriter.unique_arrays or rewriter.length_strings or rewriter.counted_nodes or rewriter.unique_key_nodes
+    guarded = (
+        rewriter.unique_arrays
+        or rewriter.length_strings
+        or rewriter.counted_nodes
+        or rewriter.unique_key_nodes
+    )
     try:  # (a grammar needs no copies and recursion no unrolling, but the guard sites do)
         if (too_large is None or guarded) and RefWalk(rewritten).needs_unrolling():
             rewritten = Unroll(rewritten).run()
@@ -129,8 +155,11 @@ def _rewritten_regex(schema, whitespace: str, origins: dict[str, str], grammar: 
             raise too_large
         if not regex_first:
             raise RegexTooLarge("(the grammar asked for)")
-        keyed = KeyedObjects(rewritten, rewriter, whitespace_pattern(whitespace)).run() if rewriter.keyed_objects \
+        keyed = (
+            KeyedObjects(rewritten, rewriter, whitespace_pattern(whitespace)).run()
+            if rewriter.keyed_objects
             else rewritten
+        )
         return _written_regex(keyed, rewriter, whitespace_pattern(whitespace)), unique_paths
     except RegexTooLarge:
         if not grammar:
@@ -138,7 +167,9 @@ def _rewritten_regex(schema, whitespace: str, origins: dict[str, str], grammar: 
         if whitespace_pattern(whitespace):
             raise _SpacedGrammar(too_large) from None
         # (keyed objects as rules, not as the regexes KeyedObjects writes: their values may be large)
-        return SchemaGrammar(rewritten, rewriter.placeholders, ref_target, rewriter.keyed_objects).build(), unique_paths
+        return SchemaGrammar(
+            rewritten, rewriter.placeholders, ref_target, rewriter.keyed_objects
+        ).build(), unique_paths
 
 
 def _written_regex(rewritten: dict, rewriter: SchemaRewriter, whitespace: str) -> str:

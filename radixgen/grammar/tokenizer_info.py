@@ -11,7 +11,11 @@ from typing import Any
 
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2 byte-level BPE's byte -> printable character map (the standard table)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     chars, extra = list(printable), 0
     for b in range(256):
         if b not in printable:
@@ -38,8 +42,9 @@ class TokenizerInfo:
     _id: int = field(default=0, repr=False)
 
     @classmethod
-    def from_hf(cls, tokenizer: Any, vocab_size: int | None = None,
-                eos_ids: tuple[int, ...] | None = None) -> "TokenizerInfo":
+    def from_hf(
+        cls, tokenizer: Any, vocab_size: int | None = None, eos_ids: tuple[int, ...] | None = None
+    ) -> "TokenizerInfo":
         """From a transformers tokenizer (byte-level BPE, SentencePiece byte-fallback or plain)."""
         vocab = tokenizer.get_vocab()
         size = max(vocab.values()) + 1
@@ -52,8 +57,13 @@ class TokenizerInfo:
         token_bytes = tuple(b"" if i in special else _piece_bytes(p) for i, p in enumerate(pieces))
         if eos_ids is None:
             eos_ids = (tokenizer.eos_token_id,) if tokenizer.eos_token_id is not None else ()
-        return cls(token_bytes, tuple(eos_ids), special, max(vocab_size or 0, size),
-                   name=getattr(tokenizer, "name_or_path", ""))
+        return cls(
+            token_bytes,
+            tuple(eos_ids),
+            special,
+            max(vocab_size or 0, size),
+            name=getattr(tokenizer, "name_or_path", ""),
+        )
 
 
 def _piece_bytes(piece: str) -> bytes:

@@ -88,7 +88,7 @@ class TextOrCallMatcher:
         if not 0 <= num_tokens <= self.num_accepted:
             raise ValueError(f"cannot roll back {num_tokens} tokens: {self.num_accepted} accepted")
         undone = min(num_tokens, len(self._text))
-        del self._text[len(self._text) - undone:]
+        del self._text[len(self._text) - undone :]
         self._calls.rollback(num_tokens - undone)
 
     def fork(self) -> "TextOrCallMatcher":

@@ -91,7 +91,14 @@ def quantize_nvfp4(x, tensor_scale=None, *, backend: str = "auto"):
 def dequantize_nvfp4(codes, block_scales, tensor_scale, dtype=None, *, backend: str = "auto"):
     """Dequantize NVFP4 to `dtype` (default bfloat16); see `radixgen.kernels.nvfp4.dequantize_nvfp4`."""
     kwargs = {} if dtype is None else {"dtype": dtype}
-    return dispatch("dequantize_nvfp4", _dense(codes), _dense(block_scales), tensor_scale, backend=backend, **kwargs)
+    return dispatch(
+        "dequantize_nvfp4",
+        _dense(codes),
+        _dense(block_scales),
+        tensor_scale,
+        backend=backend,
+        **kwargs,
+    )
 
 
 def quantize_fp8(x, scale=None, per_head_dim=None, *, backend: str = "auto"):
@@ -134,6 +141,8 @@ def fused_experts(x, w13, w2, topk_weights, topk_ids, *, backend: str = "auto"):
 def __getattr__(name: str) -> Any:
     if name in _HELPERS:
         return getattr(_module(_HELPERS[name]), name)
-    if _OPS.get(name) == name:  # an op whose module has its name: the module, as an import would set
+    if (
+        _OPS.get(name) == name
+    ):  # an op whose module has its name: the module, as an import would set
         return _module(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

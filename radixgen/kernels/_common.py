@@ -25,9 +25,13 @@ def interpreting() -> bool:
 def ctas_per_sm(n_regs: int, shared: int, warps: int, props) -> int:
     """CTAs of a kernel (n_regs per thread, `shared` bytes, `warps` warps each) that fit on one SM
     of a device with properties `props` (torch.cuda.get_device_properties)."""
-    regs_per_warp = triton.cdiv(max(n_regs, 1) * 32, 256) * 256  # registers are allocated per warp in 256s
+    regs_per_warp = (
+        triton.cdiv(max(n_regs, 1) * 32, 256) * 256
+    )  # registers are allocated per warp in 256s
     by_regs = getattr(props, "regs_per_multiprocessor", 65536) // regs_per_warp // warps
-    by_smem = getattr(props, "shared_memory_per_multiprocessor", 233472) // (shared + 1024)  # 1 KiB reserved each
+    by_smem = getattr(props, "shared_memory_per_multiprocessor", 233472) // (
+        shared + 1024
+    )  # 1 KiB reserved each
     by_threads = getattr(props, "max_threads_per_multi_processor", 2048) // (32 * warps)
     return max(1, min(by_regs, by_smem, by_threads, 32))
 
@@ -46,7 +50,9 @@ def check_float_input(x: torch.Tensor, name: str = "x", finite: bool = True) -> 
 def check_kernel_tensor(x: torch.Tensor, name: str = "x") -> None:
     """Raise ValueError unless `x` can be handed to a Triton kernel as a flat buffer."""
     if not (x.is_cuda or interpreting()):
-        raise ValueError(f"{name} must be a CUDA tensor (or set TRITON_INTERPRET=1), got {x.device}")
+        raise ValueError(
+            f"{name} must be a CUDA tensor (or set TRITON_INTERPRET=1), got {x.device}"
+        )
     if not x.is_contiguous():
         raise ValueError(f"{name} must be contiguous; call .contiguous() first")
 
@@ -126,7 +132,9 @@ def as_scale(scale, like: torch.Tensor, name: str, values: bool = True) -> torch
     except RuntimeError:
         fits = False
     if not fits:
-        raise ValueError(f"{name} of shape {tuple(scale.shape)} does not broadcast to {tuple(like.shape)}")
+        raise ValueError(
+            f"{name} of shape {tuple(scale.shape)} does not broadcast to {tuple(like.shape)}"
+        )
     if values and not bool((torch.isfinite(scale) & (scale > 0)).all()):
         raise ValueError(f"{name} must be finite and > 0")
     return scale

@@ -19,13 +19,17 @@ def _check(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
     if not isinstance(logits, torch.Tensor) or not isinstance(bitmask, torch.Tensor):
         raise ValueError("logits and bitmask must be torch tensors")
     if logits.dim() != 2 or bitmask.dim() != 2:
-        raise ValueError(f"logits and bitmask must be 2-D, got {logits.dim()}-D and {bitmask.dim()}-D")
+        raise ValueError(
+            f"logits and bitmask must be 2-D, got {logits.dim()}-D and {bitmask.dim()}-D"
+        )
     if logits.dtype not in _LOGIT_DTYPES:
         raise ValueError(f"logits must be float32, float16 or bfloat16, got {logits.dtype}")
     if bitmask.dtype != torch.int32:
         raise ValueError(f"bitmask must be int32, got {bitmask.dtype}")
     if logits.shape[0] != bitmask.shape[0]:
-        raise ValueError(f"batch mismatch: logits {logits.shape[0]} rows, bitmask {bitmask.shape[0]}")
+        raise ValueError(
+            f"batch mismatch: logits {logits.shape[0]} rows, bitmask {bitmask.shape[0]}"
+        )
 
 
 # ---------------------------------------------------------------- torch reference
@@ -49,18 +53,24 @@ def apply_token_bitmask_ref(logits: torch.Tensor, bitmask: torch.Tensor) -> None
 
 
 @triton.jit
-def _apply_token_bitmask_kernel(logits_ptr, mask_ptr, vocab, num_words, logits_stride, mask_stride,
-                                BLOCK: tl.constexpr):
+def _apply_token_bitmask_kernel(
+    logits_ptr, mask_ptr, vocab, num_words, logits_stride, mask_stride, BLOCK: tl.constexpr
+):
     # grid (batch, cdiv(vocab, BLOCK)): one program masks BLOCK columns of one row
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     in_vocab = cols < vocab
     word_idx = cols // 32
-    words = tl.load(mask_ptr + row * mask_stride + word_idx, mask=in_vocab & (word_idx < num_words), other=0)
+    words = tl.load(
+        mask_ptr + row * mask_stride + word_idx, mask=in_vocab & (word_idx < num_words), other=0
+    )
     banned = ((words >> (cols % 32)) & 1) == 0
     ptrs = logits_ptr + row * logits_stride + cols
-    tl.store(ptrs, tl.full([BLOCK], float("-inf"), tl.float32).to(logits_ptr.dtype.element_ty),
-             mask=in_vocab & banned)
+    tl.store(
+        ptrs,
+        tl.full([BLOCK], float("-inf"), tl.float32).to(logits_ptr.dtype.element_ty),
+        mask=in_vocab & banned,
+    )
 
 
 def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
@@ -78,5 +88,6 @@ def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
     if batch == 0 or vocab == 0:
         return
     grid = (batch, triton.cdiv(vocab, BLOCK))
-    _apply_token_bitmask_kernel[grid](logits, bitmask, vocab, bitmask.shape[1], logits.stride(0),
-                                      bitmask.stride(0), BLOCK=BLOCK)
+    _apply_token_bitmask_kernel[grid](
+        logits, bitmask, vocab, bitmask.shape[1], logits.stride(0), bitmask.stride(0), BLOCK=BLOCK
+    )

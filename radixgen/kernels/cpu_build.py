@@ -21,7 +21,9 @@ def enabled() -> bool:
     return os.environ.get("RADIXGEN_CPU_KERNELS", "1") != "0"
 
 
-def load_once(state: dict, lock: threading.Lock, what: str, fallback: str, load: Callable[[], Any]) -> bool:
+def load_once(
+    state: dict, lock: threading.Lock, what: str, fallback: str, load: Callable[[], Any]
+) -> bool:
     """True once `load()` succeeded (`state["lib"]`: what it returned). Only the first call
     runs it, unless RADIXGEN_CPU_KERNELS=0; a failure (no compiler, a failed build) is kept in
     `state["error"]` and logged, and the callers keep `fallback`."""
@@ -36,7 +38,9 @@ def load_once(state: dict, lock: threading.Lock, what: str, fallback: str, load:
                     state["ok"] = True
                 except Exception as exc:  # no compiler, no ninja, a failed build
                     text = str(exc).strip()
-                    state["error"] = f"{type(exc).__name__}: {text.splitlines()[-1] if text else ''}"
+                    state["error"] = (
+                        f"{type(exc).__name__}: {text.splitlines()[-1] if text else ''}"
+                    )
                     log.warning("%s unavailable, using %s (%s)", what, fallback, state["error"])
         return bool(state["ok"])
 
@@ -47,7 +51,9 @@ def build_dir(kind: str, *parts: bytes) -> Path:
     for part in parts:
         key.update(part)
     key.update(cpu_flags().encode())
-    root = os.environ.get("RADIXGEN_CACHE_DIR") or Path.home() / ".cache" / "radixgen"  # the model's cache
+    root = (
+        os.environ.get("RADIXGEN_CACHE_DIR") or Path.home() / ".cache" / "radixgen"
+    )  # the model's cache
     return Path(root) / kind / key.hexdigest()[:16]
 
 

@@ -28,7 +28,6 @@ import torch
 
 from radixgen.kernels.cpu_build import build_dir, load_once
 
-
 _SOURCE = Path(__file__).with_name("csrc") / "cpu_decode_attention.cpp"
 _CFLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno"]
 _MAX_GROUP, _MAX_HEAD_DIM = 16, 256  # the head shapes the kernel is built and tested for
@@ -54,10 +53,16 @@ class SharedSegments(NamedTuple):
     @classmethod
     def build(cls, segments: list[tuple[torch.Tensor, torch.Tensor]]) -> "SharedSegments":
         """From (slots, members) pairs."""
+
         def csr(parts):
             lens = torch.tensor([len(p) for p in parts], dtype=torch.int64)
-            flat = torch.cat([p.reshape(-1).to(torch.int64) for p in parts]) if parts else torch.empty(0, dtype=torch.int64)
+            flat = (
+                torch.cat([p.reshape(-1).to(torch.int64) for p in parts])
+                if parts
+                else torch.empty(0, dtype=torch.int64)
+            )
             return flat.cpu().contiguous(), torch.cat([lens.new_zeros(1), lens.cumsum(0)])
+
         slots, slot_offsets = csr([s for s, _ in segments])
         members, member_offsets = csr([m for _, m in segments])
         return cls(slots, slot_offsets, members, member_offsets)
@@ -66,10 +71,16 @@ class SharedSegments(NamedTuple):
 NO_SEGMENTS = SharedSegments.build([])
 
 
-def cpu_decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
-                         slots: torch.Tensor, lens: torch.Tensor, scale: float | None = None,
-                         shared: SharedSegments = NO_SEGMENTS, validate: bool = True
-                         ) -> tuple[torch.Tensor, torch.Tensor]:
+def cpu_decode_attention(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    slots: torch.Tensor,
+    lens: torch.Tensor,
+    scale: float | None = None,
+    shared: SharedSegments = NO_SEGMENTS,
+    validate: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """q [B, Hq, D] over the pool rows slots[b, :lens[b]] of k_pool / v_pool [num_slots, Hkv, D],
     plus the shared segments row b is a member of -> output [B, Hq, D] (q's dtype) and
     log-sum-exp [B, Hq] (float32; -inf where a row has no keys at all). validate=False skips
@@ -83,23 +94,31 @@ def cpu_decode_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Te
     return torch.ops.radixgen_cpu.decode_attention(q, k_pool, v_pool, slots, lens, *shared, scale)
 
 
-def cpu_decode_attention_ref(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
-                             slots: torch.Tensor, lens: torch.Tensor, scale: float | None = None,
-                             shared: SharedSegments = NO_SEGMENTS) -> tuple[torch.Tensor, torch.Tensor]:
+def cpu_decode_attention_ref(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    slots: torch.Tensor,
+    lens: torch.Tensor,
+    scale: float | None = None,
+    shared: SharedSegments = NO_SEGMENTS,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The same in float64 torch (each row's keys gathered into one list, masked softmax)."""
     if len(shared.slot_offsets) > 1:
-        rows = [slots[i, :int(n)] for i, n in enumerate(lens)]
+        rows = [slots[i, : int(n)] for i, n in enumerate(lens)]
         for i in range(len(shared.slot_offsets) - 1):
-            seg = shared.slots[shared.slot_offsets[i]:shared.slot_offsets[i + 1]]
-            for r in shared.members[shared.member_offsets[i]:shared.member_offsets[i + 1]].tolist():
+            seg = shared.slots[shared.slot_offsets[i] : shared.slot_offsets[i + 1]]
+            for r in shared.members[
+                shared.member_offsets[i] : shared.member_offsets[i + 1]
+            ].tolist():
                 rows[r] = torch.cat([seg, rows[r]])
         lens = torch.tensor([len(r) for r in rows], dtype=torch.int64)
         slots = torch.zeros(len(rows), max(1, int(lens.max())), dtype=torch.int64)
         for i, r in enumerate(rows):
-            slots[i, :len(r)] = r
+            slots[i, : len(r)] = r
     b, hq, d = q.shape
     group = hq // k_pool.shape[1]
-    scale = d ** -0.5 if scale is None else float(scale)
+    scale = d**-0.5 if scale is None else float(scale)
     keys = k_pool[slots].double().repeat_interleave(group, dim=2)  # [B, L, Hq, D]
     values = v_pool[slots].double().repeat_interleave(group, dim=2)
     scores = torch.einsum("bhd,blhd->bhl", q.double(), keys) * scale
@@ -115,19 +134,34 @@ def _check(q, k_pool, v_pool, slots, lens) -> None:
     if any(t.device.type != "cpu" for t in (q, k_pool, v_pool, slots, lens)):
         raise ValueError("cpu_decode_attention takes CPU tensors")
     if q.dtype not in _DTYPES or k_pool.dtype != q.dtype or v_pool.dtype != q.dtype:
-        raise ValueError(f"q, k_pool, v_pool must share one dtype of {_DTYPES}, got "
-                         f"{q.dtype}, {k_pool.dtype}, {v_pool.dtype}")
+        raise ValueError(
+            f"q, k_pool, v_pool must share one dtype of {_DTYPES}, got "
+            f"{q.dtype}, {k_pool.dtype}, {v_pool.dtype}"
+        )
     if q.dim() != 3 or q.stride(2) != 1:
         raise ValueError(f"q must be [B, Hq, D] with a contiguous last dim, got {tuple(q.shape)}")
-    if k_pool.dim() != 3 or k_pool.shape != v_pool.shape or not (k_pool.is_contiguous() and v_pool.is_contiguous()):
+    if (
+        k_pool.dim() != 3
+        or k_pool.shape != v_pool.shape
+        or not (k_pool.is_contiguous() and v_pool.is_contiguous())
+    ):
         raise ValueError("k_pool and v_pool must be contiguous [num_slots, Hkv, D] of one shape")
     b, hq, d = q.shape
     hkv = k_pool.shape[1]
     if k_pool.shape[2] != d or hq % hkv or hq // hkv > _MAX_GROUP or d > _MAX_HEAD_DIM:
-        raise ValueError(f"unsupported heads: q {tuple(q.shape)}, pool {tuple(k_pool.shape)} "
-                         f"(Hq a multiple of Hkv, at most {_MAX_GROUP}x; D <= {_MAX_HEAD_DIM})")
-    if slots.dtype != torch.int64 or slots.dim() != 2 or slots.shape[0] != b or slots.stride(1) != 1:
-        raise ValueError(f"slots must be int64 [B, L] with contiguous rows, got {slots.dtype} {tuple(slots.shape)}")
+        raise ValueError(
+            f"unsupported heads: q {tuple(q.shape)}, pool {tuple(k_pool.shape)} "
+            f"(Hq a multiple of Hkv, at most {_MAX_GROUP}x; D <= {_MAX_HEAD_DIM})"
+        )
+    if (
+        slots.dtype != torch.int64
+        or slots.dim() != 2
+        or slots.shape[0] != b
+        or slots.stride(1) != 1
+    ):
+        raise ValueError(
+            f"slots must be int64 [B, L] with contiguous rows, got {slots.dtype} {tuple(slots.shape)}"
+        )
     if lens.dtype != torch.int64 or lens.shape != (b,) or not lens.is_contiguous():
         raise ValueError(f"lens must be contiguous int64 [B], got {lens.dtype} {tuple(lens.shape)}")
     if b and (int(lens.min()) < 0 or int(lens.max()) > slots.shape[1]):
@@ -137,14 +171,24 @@ def _check(q, k_pool, v_pool, slots, lens) -> None:
 
 
 def _check_shared(shared: SharedSegments, batch: int, num_slots: int) -> None:
-    if any(t.dtype != torch.int64 or t.dim() != 1 or not t.is_contiguous() or t.device.type != "cpu"
-           for t in shared):
+    if any(
+        t.dtype != torch.int64 or t.dim() != 1 or not t.is_contiguous() or t.device.type != "cpu"
+        for t in shared
+    ):
         raise ValueError("shared segments must be contiguous 1-D int64 CPU tensors")
-    for flat, offsets, bound, what in ((shared.slots, shared.slot_offsets, num_slots, "slots"),
-                                       (shared.members, shared.member_offsets, batch, "members")):
-        if len(offsets) != len(shared.slot_offsets) or int(offsets[0]) != 0 or int(offsets[-1]) != len(flat) \
-                or bool((offsets.diff() < 0).any()):
-            raise ValueError(f"shared segment {what} offsets must run from 0 to {len(flat)}, one per segment")
+    for flat, offsets, bound, what in (
+        (shared.slots, shared.slot_offsets, num_slots, "slots"),
+        (shared.members, shared.member_offsets, batch, "members"),
+    ):
+        if (
+            len(offsets) != len(shared.slot_offsets)
+            or int(offsets[0]) != 0
+            or int(offsets[-1]) != len(flat)
+            or bool((offsets.diff() < 0).any())
+        ):
+            raise ValueError(
+                f"shared segment {what} offsets must run from 0 to {len(flat)}, one per segment"
+            )
         if flat.numel() and (int(flat.min()) < 0 or int(flat.max()) >= bound):
             raise ValueError(f"shared segment {what} must lie in [0, {bound})")
 
@@ -155,8 +199,15 @@ def _load() -> None:
     _find_ninja()
     build = _build_dir()
     build.mkdir(parents=True, exist_ok=True)
-    load(name="radixgen_cpu_decode", sources=[str(_SOURCE)], extra_cflags=_CFLAGS,
-         extra_ldflags=["-fopenmp"], build_directory=str(build), is_python_module=False, verbose=False)
+    load(
+        name="radixgen_cpu_decode",
+        sources=[str(_SOURCE)],
+        extra_cflags=_CFLAGS,
+        extra_ldflags=["-fopenmp"],
+        build_directory=str(build),
+        is_python_module=False,
+        verbose=False,
+    )
 
 
 def _find_ninja() -> None:
@@ -169,4 +220,6 @@ def _find_ninja() -> None:
 
 def _build_dir() -> Path:
     """Per source, flags, torch version and CPU features (cpu_build.build_dir)."""
-    return build_dir("cpu_kernels", _SOURCE.read_bytes(), " ".join(_CFLAGS).encode(), torch.__version__.encode())
+    return build_dir(
+        "cpu_kernels", _SOURCE.read_bytes(), " ".join(_CFLAGS).encode(), torch.__version__.encode()
+    )

@@ -26,10 +26,12 @@ import numpy as np
 
 from radixgen.kernels.cpu_build import build_dir, load_once
 
-
 _SOURCE = Path(__file__).with_name("csrc") / "vocab_lexer.c"
 _CFLAGS = ["-O3", "-march=native", "-shared", "-fPIC"]
-DEAD_ROW, LONG_ROW = -1, -2  # row_group values: the token dies; it completes more than `limit` types
+DEAD_ROW, LONG_ROW = (
+    -1,
+    -2,
+)  # row_group values: the token dies; it completes more than `limit` types
 _state: dict[str, object] = {}
 _lock = threading.Lock()
 
@@ -62,16 +64,27 @@ class VocabLexerKernel:
     bytes object per row. Sequences keep their first `limit` types in an int64 key, so
     (num_types + 1) ** limit must stay below 2 ** 63."""
 
-    def __init__(self, trans: np.ndarray, emit: np.ndarray, ignored: np.ndarray,
-                 state_set: np.ndarray, tokens: list[bytes], limit: int) -> None:
+    def __init__(
+        self,
+        trans: np.ndarray,
+        emit: np.ndarray,
+        ignored: np.ndarray,
+        state_set: np.ndarray,
+        tokens: list[bytes],
+        limit: int,
+    ) -> None:
         num_states, num_types = trans.shape[0], len(ignored)
-        if trans.shape != (num_states, 256) or emit.shape != trans.shape or state_set.shape != (num_states,):
+        if (
+            trans.shape != (num_states, 256)
+            or emit.shape != trans.shape
+            or state_set.shape != (num_states,)
+        ):
             raise ValueError("trans and emit must be [num_states, 256], state_set [num_states]")
         if num_states and (trans.min() < 0 or trans.max() >= num_states):
             raise ValueError(f"trans must lie in [0, {num_states})")
         if num_states and (emit.min() < -1 or emit.max() >= num_types):
             raise ValueError(f"emit must lie in [-1, {num_types})")
-        if limit < 0 or (num_types + 1) ** limit >= 2 ** 63:
+        if limit < 0 or (num_types + 1) ** limit >= 2**63:
             raise ValueError(f"(num_types + 1) ** limit must fit in an int64, got limit {limit}")
         self.trans = np.ascontiguousarray(trans, dtype=np.int32)
         self.emit = np.ascontiguousarray(emit, dtype=np.int16)
@@ -90,7 +103,11 @@ class VocabLexerKernel:
             raise ValueError(f"lexer state {q} out of range")
         if state_set is None:
             state_set = self.state_set
-        elif state_set.dtype != np.int16 or state_set.shape != self.state_set.shape or not state_set.flags.c_contiguous:
+        elif (
+            state_set.dtype != np.int16
+            or state_set.shape != self.state_set.shape
+            or not state_set.flags.c_contiguous
+        ):
             raise ValueError("state_set must be a contiguous int16 [num_states]")
         if not available():
             raise RuntimeError(f"the C vocabulary lexer is not available: {_state.get('error')}")
@@ -101,13 +118,31 @@ class VocabLexerKernel:
         table = np.full(self.table_size, -1, dtype=np.int32)
         ptr = ctypes.c_void_p
         num_groups = _state["lib"].lex_vocab(
-            ptr(self.trans.ctypes.data), ptr(self.emit.ctypes.data), ptr(self.ignored.ctypes.data),
-            ptr(state_set.ctypes.data), ptr(self.data.ctypes.data), ptr(self.offsets.ctypes.data),
-            n, q, self.base, self.limit, ptr(row_group.ctypes.data), ptr(key.ctypes.data),
-            ptr(sets.ctypes.data), ptr(start.ctypes.data), ptr(order.ctypes.data),
-            ptr(table.ctypes.data), self.table_size)
-        return Groups(row_group, key[:num_groups], sets[:num_groups], start[:num_groups + 1],
-                      order[:start[num_groups]])
+            ptr(self.trans.ctypes.data),
+            ptr(self.emit.ctypes.data),
+            ptr(self.ignored.ctypes.data),
+            ptr(state_set.ctypes.data),
+            ptr(self.data.ctypes.data),
+            ptr(self.offsets.ctypes.data),
+            n,
+            q,
+            self.base,
+            self.limit,
+            ptr(row_group.ctypes.data),
+            ptr(key.ctypes.data),
+            ptr(sets.ctypes.data),
+            ptr(start.ctypes.data),
+            ptr(order.ctypes.data),
+            ptr(table.ctypes.data),
+            self.table_size,
+        )
+        return Groups(
+            row_group,
+            key[:num_groups],
+            sets[:num_groups],
+            start[: num_groups + 1],
+            order[: start[num_groups]],
+        )
 
 
 def lex_vocab_ref(kernel: VocabLexerKernel, q: int, state_set: np.ndarray | None = None) -> Groups:
@@ -116,7 +151,7 @@ def lex_vocab_ref(kernel: VocabLexerKernel, q: int, state_set: np.ndarray | None
     row_group, found, rows_of = [], {}, []
     for r in range(kernel.num_rows):
         s, types = q, []
-        for b in kernel.data[kernel.offsets[r]:kernel.offsets[r + 1]].tolist():
+        for b in kernel.data[kernel.offsets[r] : kernel.offsets[r + 1]].tolist():
             e, s = int(kernel.emit[s, b]), int(kernel.trans[s, b])
             if s == 0:
                 break
@@ -131,9 +166,13 @@ def lex_vocab_ref(kernel: VocabLexerKernel, q: int, state_set: np.ndarray | None
         rows_of[g].append(r)
         row_group.append(g)
     sizes = np.array([0] + [len(rows) for rows in rows_of], dtype=np.int64)
-    return Groups(np.array(row_group, dtype=np.int64), np.array([k for k, _ in found], dtype=np.int64),
-                  np.array([s for _, s in found], dtype=np.int32), np.cumsum(sizes),
-                  np.array([r for rows in rows_of for r in rows], dtype=np.int32))
+    return Groups(
+        np.array(row_group, dtype=np.int64),
+        np.array([k for k, _ in found], dtype=np.int64),
+        np.array([s for _, s in found], dtype=np.int32),
+        np.cumsum(sizes),
+        np.array([r for rows in rows_of for r in rows], dtype=np.int32),
+    )
 
 
 def available() -> bool:
@@ -144,8 +183,12 @@ def available() -> bool:
 def _load() -> ctypes.CDLL:
     lib = ctypes.CDLL(str(_build()))
     lib.lex_vocab.restype = ctypes.c_int64
-    lib.lex_vocab.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64, ctypes.c_int32, ctypes.c_int64,
-                                                      ctypes.c_int32] + [ctypes.c_void_p] * 6 + [ctypes.c_int64]
+    lib.lex_vocab.argtypes = (
+        [ctypes.c_void_p] * 6
+        + [ctypes.c_int64, ctypes.c_int32, ctypes.c_int64, ctypes.c_int32]
+        + [ctypes.c_void_p] * 6
+        + [ctypes.c_int64]
+    )
     return lib
 
 
@@ -156,13 +199,19 @@ def _build() -> Path:
     library = folder / "vocab_lexer.so"
     if library.exists():
         return library
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    compiler = (
+        os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    )
     if compiler is None:
         raise RuntimeError("no C compiler (cc, gcc or clang) on PATH")
     folder.mkdir(parents=True, exist_ok=True)
     partial = folder / f"vocab_lexer.{os.getpid()}.{threading.get_ident()}.so"
-    done = subprocess.run([compiler, *_CFLAGS, "-o", str(partial), str(_SOURCE)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [compiler, *_CFLAGS, "-o", str(partial), str(_SOURCE)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if done.returncode:
         raise RuntimeError(f"{compiler} failed: {done.stderr.strip()[-500:]}")
     os.replace(partial, library)

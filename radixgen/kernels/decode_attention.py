@@ -27,16 +27,32 @@ import os
 import torch
 import triton
 
+from . import nvfp4_decode_cuda
 from ._common import FLOAT_DTYPES, check_kernel_tensor, ctas_per_sm, interpreting
 from .decode_rows import decode_rows_kernel
 from .decode_tile import decode_tile_kernel
-from .kv_layout import (FMT_FP8, FMT_NVFP4, KVBuffers, attend_ref, check_index, compute_dtype, kernel_flags,
-                        output_buffers, written_out)
+from .kv_layout import (
+    FMT_FP8,
+    FMT_NVFP4,
+    KVBuffers,
+    attend_ref,
+    check_index,
+    compute_dtype,
+    kernel_flags,
+    output_buffers,
+    written_out,
+)
 from .state_merge import merge_state, merge_state_ref, reduce_splits
-from . import nvfp4_decode_cuda
 
-__all__ = ["decode_attention", "decode_attention_pools", "decode_attention_ref", "decode_attention_pools_ref",
-           "merge_state", "merge_state_ref", "reduce_splits"]
+__all__ = [
+    "decode_attention",
+    "decode_attention_pools",
+    "decode_attention_ref",
+    "decode_attention_pools_ref",
+    "merge_state",
+    "merge_state_ref",
+    "reduce_splits",
+]
 
 LOG2E = 1.4426950408889634
 # format -> (BLOCK_N, num_warps, num_stages, KV heads per program, prefetch the next tile's bits into
@@ -48,11 +64,19 @@ LOG2E = 1.4426950408889634
 # programs per SM hide it (0.227 -> 0.19 ms there; 2 or 4 warps over 64-128 tokens: 0.21-0.38 ms).
 # fp8: 64-token tiles, 3 stages on an H100 (benchmarks/probe_mixed_decode.py: 0.191 ms
 # whole, 0.100 at half the tokens, against 0.202 / 0.109 for 128-token tiles in 3 stages).
-DECODE_CONFIGS = {0: (128, 4, 2, 1, False, None), 1: (64, 4, 3, 1, False, None), 2: (32, 1, 3, 1, False, None)}
+DECODE_CONFIGS = {
+    0: (128, 4, 2, 1, False, None),
+    1: (64, 4, 3, 1, False, None),
+    2: (32, 1, 3, 1, False, None),
+}
 # code-shape variants: nvfp4 / fp8 (fp8_eo) as even/odd halves (fp8: 0.197 -> 0.148 ms there, no
 # byte shuffles, one cvt per pair); all KV heads per program with masked dots (rows, slower)
 DECODE_VARIANT = {"split_eo": True, "rows": False, "fp8_eo": True}
-ROWS_CONFIGS = {0: (8, 4, 2), 1: (16, 4, 2), 2: (16, 4, 2)}  # the rows kernel: (tokens per tile, warps, stages)
+ROWS_CONFIGS = {
+    0: (8, 4, 2),
+    1: (16, 4, 2),
+    2: (16, 4, 2),
+}  # the rows kernel: (tokens per tile, warps, stages)
 MIN_SPLIT_TOKENS = 256  # a split gets at least this many tokens on average
 # NVFP4 pools go to the CUDA kernel (nvfp4_decode_cuda.py) where it runs, else to the Triton one
 USE_CUDA_NVFP4 = True
@@ -75,8 +99,12 @@ def _pdl(device: torch.device) -> bool:
     (sm_90+): each decode launch lets the next one start at once (its CTAs take the SMs the
     previous launch's last CTAs leave idle), a later pool's launch waits for the earlier ones only
     before it exits, and the split reduce waits for all of them before reading. USE_PDL turns it off."""
-    return (USE_PDL and device.type == "cuda" and not interpreting()
-            and torch.cuda.get_device_capability(device)[0] >= 9)
+    return (
+        USE_PDL
+        and device.type == "cuda"
+        and not interpreting()
+        and torch.cuda.get_device_capability(device)[0] >= 9
+    )
 
 
 # ---------------------------------------------------------------- launchers
@@ -87,7 +115,9 @@ def _check_decode(q, kv: KVBuffers, kv_indptr, kv_indices, out_dtype) -> torch.d
         raise ValueError("q must be a float32/float16/bfloat16 tensor [B, Hq, D]")
     kv.check()
     if q.shape[2] != kv.head_dim or q.shape[1] % kv.num_kv_heads:
-        raise ValueError(f"q {tuple(q.shape)} does not fit a pool with {kv.num_kv_heads} KV heads of dim {kv.head_dim}")
+        raise ValueError(
+            f"q {tuple(q.shape)} does not fit a pool with {kv.num_kv_heads} KV heads of dim {kv.head_dim}"
+        )
     if kv.k.device != q.device:
         raise ValueError(f"q is on {q.device} but the pool on {kv.k.device}")
     check_index(kv_indptr, "kv_indptr", q.device, q.shape[0] + 1)
@@ -139,60 +169,123 @@ class _KernelCall:
         if DECODE_VARIANT["rows"]:
             block_n, warps, stages = ROWS_CONFIGS[kv.fmt]
             self.fn, self.head_groups = decode_rows_kernel, 1
-            self.kwargs = dict(HQ=hq, HKV=hkv, D=d, HQ_PAD=max(16, triton.next_power_of_2(hq)), BLOCK_N=block_n,
-                               num_warps=warps, num_stages=stages, **kernel_flags(q.dtype, kv))
+            self.kwargs = dict(
+                HQ=hq,
+                HKV=hkv,
+                D=d,
+                HQ_PAD=max(16, triton.next_power_of_2(hq)),
+                BLOCK_N=block_n,
+                num_warps=warps,
+                num_stages=stages,
+                **kernel_flags(q.dtype, kv),
+            )
             return
         block_n, warps, stages, _, prefetch, maxnreg = (*DECODE_CONFIGS[kv.fmt], None)[:6]
         extra = {} if maxnreg is None or interpreting() else {"maxnreg": maxnreg}
         hpp = _heads_per_program(kv)
-        eo = (DECODE_VARIANT["split_eo"] if kv.fmt == FMT_NVFP4
-              else kv.fmt == FMT_FP8 and DECODE_VARIANT.get("fp8_eo", False))
+        eo = (
+            DECODE_VARIANT["split_eo"]
+            if kv.fmt == FMT_NVFP4
+            else kv.fmt == FMT_FP8 and DECODE_VARIANT.get("fp8_eo", False)
+        )
         eo = eo and d // 2 >= 16  # a half-width dot needs K >= 16 (head_dim >= 32)
         if eo and kv.fmt == FMT_FP8:  # fp8 bytes read as int16 words of an even and an odd byte
             self.inputs = (q, kv.k.view(torch.int16), kv.v.view(torch.int16), *self.inputs[3:])
         # lazy rescaling pays off where the dequantize makes the kernel issue-bound (nvfp4); the
         # fp8 kernel is memory-bound and its branch costs registers (168 -> 196, one program less per SM)
         self.fn, self.head_groups = decode_tile_kernel, hkv // hpp
-        self.kwargs = dict(HQ=hq, HKV=hkv, D=d, HPP=hpp, M=max(16, triton.next_power_of_2(hpp * (hq // hkv))),
-                           BLOCK_N=block_n, SPLIT_EO=eo, PREFETCH=prefetch, LAZY_RESCALE=kv.fmt == FMT_NVFP4,
-                           num_warps=warps, num_stages=stages, **extra, **kernel_flags(q.dtype, kv))
+        self.kwargs = dict(
+            HQ=hq,
+            HKV=hkv,
+            D=d,
+            HPP=hpp,
+            M=max(16, triton.next_power_of_2(hpp * (hq // hkv))),
+            BLOCK_N=block_n,
+            SPLIT_EO=eo,
+            PREFETCH=prefetch,
+            LAZY_RESCALE=kv.fmt == FMT_NVFP4,
+            num_warps=warps,
+            num_stages=stages,
+            **extra,
+            **kernel_flags(q.dtype, kv),
+        )
 
     def grid(self, splits: int) -> tuple:
-        return (self.batch, splits) if self.fn is decode_rows_kernel else (self.head_groups, self.batch, splits)
+        return (
+            (self.batch, splits)
+            if self.fn is decode_rows_kernel
+            else (self.head_groups, self.batch, splits)
+        )
 
-    def launch(self, mid_o, mid_lse, splits: int, split_base: int, stride: int, gdc: int = 0) -> None:
+    def launch(
+        self, mid_o, mid_lse, splits: int, split_base: int, stride: int, gdc: int = 0
+    ) -> None:
         """Write (o, lse) per (request, head, split) into mid_o [B, Hq, stride, D] / mid_lse [B, Hq,
         stride] at split_base + split (stride 1: the final o [B, Hq, D], lse [B, Hq]). gdc (_pdl):
         1 lets the next launch start early, 2 also makes this a dependent launch of the one before."""
         flags = {} if self.fn is decode_rows_kernel else {"GDC": gdc}
         if gdc == 2 and flags:
             flags["launch_pdl"] = True
-        self.fn[self.grid(splits)](*self.inputs, mid_o, mid_lse, self.scale_log2, split_base, splits, stride,
-                                   **self.kwargs, **flags)
+        self.fn[self.grid(splits)](
+            *self.inputs,
+            mid_o,
+            mid_lse,
+            self.scale_log2,
+            split_base,
+            splits,
+            stride,
+            **self.kwargs,
+            **flags,
+        )
 
     def resident(self) -> int:
         """Programs of this configuration resident at once on the device, from the compiled kernel's
         registers and shared memory (16 per SM where those are unknown, e.g. the interpreter)."""
         if self.device.type != "cuda" or interpreting():
             return 16 * 4
-        key = (self.fn, self.device.index, self.inputs[0].dtype, self.inputs[1].dtype, *self.kwargs.values())
+        key = (
+            self.fn,
+            self.device.index,
+            self.inputs[0].dtype,
+            self.inputs[1].dtype,
+            *self.kwargs.values(),
+        )
         if key not in _RESIDENT:
             props = torch.cuda.get_device_properties(self.device)
             try:  # the kernel every split count runs (split counts are unspecialized runtime ints)
                 part = torch.empty(1, dtype=torch.float32, device=self.device)
-                kernel = self.fn.warmup(*self.inputs, part, part, self.scale_log2, 0, 1, 1, grid=self.grid(1),
-                                        **self.kwargs)
+                kernel = self.fn.warmup(
+                    *self.inputs,
+                    part,
+                    part,
+                    self.scale_log2,
+                    0,
+                    1,
+                    1,
+                    grid=self.grid(1),
+                    **self.kwargs,
+                )
                 kernel._init_handles()
-                per_sm = ctas_per_sm(kernel.n_regs, kernel.metadata.shared, self.kwargs["num_warps"], props)
+                per_sm = ctas_per_sm(
+                    kernel.n_regs, kernel.metadata.shared, self.kwargs["num_warps"], props
+                )
             except Exception:  # a Triton without these attributes: the old rule of thumb
                 per_sm = 16
             _RESIDENT[key] = per_sm * props.multi_processor_count
         return _RESIDENT[key]
 
 
-def decode_attention(q: torch.Tensor, kv: KVBuffers, kv_indptr: torch.Tensor, kv_indices: torch.Tensor,
-                     sm_scale: float, *, out_dtype: torch.dtype | None = None, num_splits: int | None = None,
-                     out: tuple[torch.Tensor, torch.Tensor] | None = None):
+def decode_attention(
+    q: torch.Tensor,
+    kv: KVBuffers,
+    kv_indptr: torch.Tensor,
+    kv_indices: torch.Tensor,
+    sm_scale: float,
+    *,
+    out_dtype: torch.dtype | None = None,
+    num_splits: int | None = None,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+):
     """Attend q [B, Hq, D] (one token per request, Hq a multiple of Hkv) over each request's slots.
 
     Request b's keys: kv.k/kv.v at slots kv_indices[kv_indptr[b]:kv_indptr[b+1]] (int32/int64 CSR,
@@ -201,14 +294,25 @@ def decode_attention(q: torch.Tensor, kv: KVBuffers, kv_indptr: torch.Tensor, kv
     Float pools need q.dtype == pool dtype; quantized pools compute in fp16 (fp32 for an fp32 q).
     num_splits overrides the split-KV heuristic. No host sync. Raises ValueError for bad inputs.
     """
-    return decode_attention_pools(q, [(kv, kv_indptr, kv_indices)], sm_scale, out_dtype=out_dtype,
-                                  num_splits=num_splits, out=out)
+    return decode_attention_pools(
+        q,
+        [(kv, kv_indptr, kv_indices)],
+        sm_scale,
+        out_dtype=out_dtype,
+        num_splits=num_splits,
+        out=out,
+    )
 
 
-def decode_attention_pools(q: torch.Tensor, parts: list[tuple[KVBuffers, torch.Tensor, torch.Tensor]],
-                           sm_scale: float, *, out_dtype: torch.dtype | None = None,
-                           num_splits: int | list[int] | None = None,
-                           out: tuple[torch.Tensor, torch.Tensor] | None = None):
+def decode_attention_pools(
+    q: torch.Tensor,
+    parts: list[tuple[KVBuffers, torch.Tensor, torch.Tensor]],
+    sm_scale: float,
+    *,
+    out_dtype: torch.dtype | None = None,
+    num_splits: int | list[int] | None = None,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+):
     """decode_attention over keys that lie in several pools (e.g. an FP8 prefix pool and an NVFP4
     branch pool): parts = [(kv, kv_indptr, kv_indices)] per pool, request b's keys being the union
     of its slots in every part. Each part's programs write their split partials (o, lse) into one
@@ -216,7 +320,9 @@ def decode_attention_pools(q: torch.Tensor, parts: list[tuple[KVBuffers, torch.T
     merge_state's math (module docstring), so no per-pool reduce or merge pass runs. num_splits:
     one count for every part or one per part (None: the heuristic's)."""
     if not parts:
-        raise ValueError("decode_attention_pools needs at least one (kv, kv_indptr, kv_indices) part")
+        raise ValueError(
+            "decode_attention_pools needs at least one (kv, kv_indptr, kv_indices) part"
+        )
     out_dtype = [_check_decode(q, kv, ptr, ind, out_dtype) for kv, ptr, ind in parts][0]
     for kv, ptr, ind in parts:
         kv.check_kernel()
@@ -228,7 +334,9 @@ def decode_attention_pools(q: torch.Tensor, parts: list[tuple[KVBuffers, torch.T
     if b == 0:
         return o, lse
     wanted = num_splits if isinstance(num_splits, (list, tuple)) else [num_splits] * len(parts)
-    if len(wanted) != len(parts) or not all(n is None or (isinstance(n, int) and n >= 1) for n in wanted):
+    if len(wanted) != len(parts) or not all(
+        n is None or (isinstance(n, int) and n >= 1) for n in wanted
+    ):
         raise ValueError(f"num_splits must be a positive int or one per part, got {num_splits!r}")
     mixed = _mixed_call(q, parts, sm_scale, out_dtype)
     if mixed is not None:
@@ -237,21 +345,39 @@ def decode_attention_pools(q: torch.Tensor, parts: list[tuple[KVBuffers, torch.T
         splits = [0, 0]
         for i, n in zip(order, auto):
             splits[i] = wanted[i] or n
-        paired = _use_paired(call, wanted, splits) and _mixed_call(q, parts, sm_scale, out_dtype, paired=True)
+        paired = _use_paired(call, wanted, splits) and _mixed_call(
+            q, parts, sm_scale, out_dtype, paired=True
+        )
         if paired:
-            return _paired_decode(paired[0], wanted[0], sum(ind.numel() for _, _, ind in parts), o, lse)
+            return _paired_decode(
+                paired[0], wanted[0], sum(ind.numel() for _, _, ind in parts), o, lse
+            )
     else:
         calls = [_kernel_call(q, kv, ptr, ind, sm_scale, out_dtype) for kv, ptr, ind in parts]
-        splits = [n or _num_splits(call, ind.numel()) for n, call, (_, _, ind) in zip(wanted, calls, parts)]
+        splits = [
+            n or _num_splits(call, ind.numel())
+            for n, call, (_, _, ind) in zip(wanted, calls, parts)
+        ]
     total = sum(splits)
-    mid_o, mid_lse = (o, lse) if total == 1 else output_buffers(None, (b, hq, total, d), torch.float32, q.device)
+    mid_o, mid_lse = (
+        (o, lse) if total == 1 else output_buffers(None, (b, hq, total, d), torch.float32, q.device)
+    )
     bases = [sum(splits[:i]) for i in range(len(splits))]
     pdl = _pdl(q.device)
     if mixed is not None:
         call.launch(mid_o, mid_lse, *(x for i in order for x in (splits[i], bases[i])), total)
     else:  # the CUDA kernel is launched plainly (not as a dependent launch): it goes first
-        for rank, i in enumerate(sorted(range(len(calls)), key=lambda i: not isinstance(calls[i], _KernelCall))):
-            calls[i].launch(mid_o, mid_lse, splits[i], bases[i], total, gdc=0 if not pdl else 1 if rank == 0 else 2)
+        for rank, i in enumerate(
+            sorted(range(len(calls)), key=lambda i: not isinstance(calls[i], _KernelCall))
+        ):
+            calls[i].launch(
+                mid_o,
+                mid_lse,
+                splits[i],
+                bases[i],
+                total,
+                gdc=0 if not pdl else 1 if rank == 0 else 2,
+            )
     if total > 1:
         reduce_splits(mid_o, mid_lse, o, lse, pdl=pdl)
     return o, lse
@@ -260,7 +386,11 @@ def decode_attention_pools(q: torch.Tensor, parts: list[tuple[KVBuffers, torch.T
 def _kernel_call(q, kv: KVBuffers, kv_indptr, kv_indices, sm_scale: float, out_dtype: torch.dtype):
     """The launch for one pool: the CUDA NVFP4 kernel where it is available and built for the
     shape (compiled here, so a failed compile falls back before anything is launched), else Triton."""
-    if (USE_CUDA_NVFP4 and nvfp4_decode_cuda.supports(q, kv) and nvfp4_decode_cuda.available(q.device)):
+    if (
+        USE_CUDA_NVFP4
+        and nvfp4_decode_cuda.supports(q, kv)
+        and nvfp4_decode_cuda.available(q.device)
+    ):
         call = nvfp4_decode_cuda.DecodeCall(q, kv, kv_indptr, kv_indices, sm_scale * LOG2E)
         try:
             for dtype in {torch.float32, out_dtype}:
@@ -281,7 +411,9 @@ def _mixed_call(q, parts, sm_scale: float, out_dtype: torch.dtype, paired: bool 
     (fp8, *fp8_index), (nv, *nv_index) = (parts[i] for i in order)
     if not nvfp4_decode_cuda.mixed_supported(q, fp8, nv, fp8_index, nv_index):
         return None
-    call = nvfp4_decode_cuda.MixedCall(q, parts[order[0]], parts[order[1]], sm_scale * LOG2E, paired)
+    call = nvfp4_decode_cuda.MixedCall(
+        q, parts[order[0]], parts[order[1]], sm_scale * LOG2E, paired
+    )
     try:
         for dtype in {torch.float32, out_dtype}:
             call.compiled(dtype)
@@ -298,7 +430,9 @@ def _use_paired(call, wanted: list, splits: list[int]) -> bool:
     reduce) +3.8%; where one wave holds a CTA per part's split (64 x 4096, 128 x 2048, 16 x 16384)
     the parts were 2-9% faster than pairs (docs/benchmarks-history.md)."""
     if MIXED_PAIRED == "auto":
-        return wanted == [None, None] and call.batch * call.head_groups * sum(splits) > call.resident()
+        return (
+            wanted == [None, None] and call.batch * call.head_groups * sum(splits) > call.resident()
+        )
     return bool(MIXED_PAIRED) and wanted[0] == wanted[1]
 
 
@@ -307,7 +441,9 @@ def _paired_decode(call, num_splits: int | None, keys: int, o: torch.Tensor, lse
     of one pool over all `keys`), their partials reduced, or written straight at one split."""
     n = num_splits or _num_splits(call, keys)
     b, hq, d = o.shape
-    mid_o, mid_lse = (o, lse) if n == 1 else output_buffers(None, (b, hq, n, d), torch.float32, o.device)
+    mid_o, mid_lse = (
+        (o, lse) if n == 1 else output_buffers(None, (b, hq, n, d), torch.float32, o.device)
+    )
     call.launch(mid_o, mid_lse, n, 0, n, 0, n)
     if n > 1:
         reduce_splits(mid_o, mid_lse, o, lse, pdl=_pdl(o.device))
@@ -346,8 +482,17 @@ def _heads_per_program(kv: KVBuffers) -> int:
 # ---------------------------------------------------------------- torch references
 
 
-def decode_attention_ref(q, kv: KVBuffers, kv_indptr, kv_indices, sm_scale: float, *, out_dtype=None,
-                         num_splits: int | None = None, out=None):
+def decode_attention_ref(
+    q,
+    kv: KVBuffers,
+    kv_indptr,
+    kv_indices,
+    sm_scale: float,
+    *,
+    out_dtype=None,
+    num_splits: int | None = None,
+    out=None,
+):
     """Plain-torch decode_attention (float32 math; num_splits is ignored; returns new tensors
     unless `out` is given)."""
     out_dtype = _check_decode(q, kv, kv_indptr, kv_indices, out_dtype)
@@ -355,20 +500,23 @@ def decode_attention_ref(q, kv: KVBuffers, kv_indptr, kv_indices, sm_scale: floa
     o = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     lse = torch.full(q.shape[:2], -math.inf, dtype=torch.float32, device=q.device)
     for b in range(q.shape[0]):
-        slots = kv_indices[bounds[b]:bounds[b + 1]]
+        slots = kv_indices[bounds[b] : bounds[b + 1]]
         if slots.numel():
             k, v = kv.dequantize(slots)
             visible = torch.ones(1, slots.numel(), dtype=torch.bool, device=q.device)
-            o_b, lse_b = attend_ref(q[b:b + 1].float(), k, v, visible, sm_scale)
+            o_b, lse_b = attend_ref(q[b : b + 1].float(), k, v, visible, sm_scale)
             o[b], lse[b] = o_b[0], lse_b[0]
     return written_out(out, o.to(out_dtype), lse)
 
 
-
-def decode_attention_pools_ref(q, parts, sm_scale: float, *, out_dtype=None, num_splits=None, out=None):
+def decode_attention_pools_ref(
+    q, parts, sm_scale: float, *, out_dtype=None, num_splits=None, out=None
+):
     """Plain-torch decode_attention_pools: one reference pass per part, merged by merge_state_ref."""
     if not parts:
-        raise ValueError("decode_attention_pools needs at least one (kv, kv_indptr, kv_indices) part")
+        raise ValueError(
+            "decode_attention_pools needs at least one (kv, kv_indptr, kv_indices) part"
+        )
     state = None
     for kv, ptr, ind in parts:
         o, lse = decode_attention_ref(q, kv, ptr, ind, sm_scale, out_dtype=torch.float32)

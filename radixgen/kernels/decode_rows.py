@@ -16,12 +16,33 @@ from .kv_layout import head_factor, load_kv_tile, prepare_q
 
 
 @triton.jit(do_not_specialize=["split_base", "num_splits", "split_stride"])
-def decode_rows_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indptr_ptr, indices_ptr,
-                       o_ptr, lse_ptr, scale_log2, split_base, num_splits, split_stride,
-                       HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, HQ_PAD: tl.constexpr,
-                       BLOCK_N: tl.constexpr,
-                       FMT: tl.constexpr, CDT: tl.constexpr,
-                       PRESCALE: tl.constexpr, USE_ASM: tl.constexpr, PREC: tl.constexpr):
+def decode_rows_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    kb_ptr,
+    vb_ptr,
+    kf_ptr,
+    vf_ptr,
+    indptr_ptr,
+    indices_ptr,
+    o_ptr,
+    lse_ptr,
+    scale_log2,
+    split_base,
+    num_splits,
+    split_stride,
+    HQ: tl.constexpr,
+    HKV: tl.constexpr,
+    D: tl.constexpr,
+    HQ_PAD: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    FMT: tl.constexpr,
+    CDT: tl.constexpr,
+    PRESCALE: tl.constexpr,
+    USE_ASM: tl.constexpr,
+    PREC: tl.constexpr,
+):
     b, split = tl.program_id(0), tl.program_id(1)
     G: tl.constexpr = HQ // HKV
     R: tl.constexpr = BLOCK_N * HKV
@@ -47,7 +68,9 @@ def decode_rows_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indp
         offs = n0 + r // HKV  # [R]
         valid = offs < hi
         slots = tl.load(indices_ptr + start + offs, mask=valid, other=0).to(tl.int64)
-        k = load_kv_tile(k_ptr, kb_ptr, slots, valid, r_head, HKV, D, R, FMT, CDT, USE_ASM)  # [R, D]
+        k = load_kv_tile(
+            k_ptr, kb_ptr, slots, valid, r_head, HKV, D, R, FMT, CDT, USE_ASM
+        )  # [R, D]
         v = load_kv_tile(v_ptr, vb_ptr, slots, valid, r_head, HKV, D, R, FMT, CDT, USE_ASM)
         s = tl.dot(q, tl.trans(k), input_precision=PREC) * k_mult[:, None]  # [HQ_PAD, R]
         s = tl.where(same_head & valid[None, :], s, float("-inf"))
@@ -62,6 +85,8 @@ def decode_rows_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, indp
     l_safe = tl.where(nonempty, l_i, 1.0)
     o = acc * (head_factor(vf_ptr, kvh_ok, FMT) / l_safe)[:, None]
     lse = tl.where(nonempty, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-    row = (b * HQ + i) * split_stride + split_base + split  # [B, HQ, split_stride] (final output at stride 1)
+    row = (
+        (b * HQ + i) * split_stride + split_base + split
+    )  # [B, HQ, split_stride] (final output at stride 1)
     store_rne(o_ptr + row[:, None] * D + d[None, :], o, (i < HQ)[:, None])
     tl.store(lse_ptr + row, lse, mask=i < HQ)

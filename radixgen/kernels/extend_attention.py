@@ -22,19 +22,54 @@ import triton
 import triton.language as tl
 
 from ._common import FLOAT_DTYPES, check_kernel_tensor, store_rne
-from .kv_layout import (KVBuffers, attend_ref, check_index, compute_dtype, head_factor, kernel_flags,
-                        load_kv_tile, output_buffers, prepare_q, written_out)
+from .kv_layout import (
+    KVBuffers,
+    attend_ref,
+    check_index,
+    compute_dtype,
+    head_factor,
+    kernel_flags,
+    load_kv_tile,
+    output_buffers,
+    prepare_q,
+    written_out,
+)
 
 LOG2E = 1.4426950408889634
 ROWS, BLOCK_N, NUM_WARPS, NUM_STAGES = 128, 64, 8, 3  # rows = query tokens x group per tile
 
 
 @triton.jit
-def _extend_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, qo_indptr, kv_indptr, kv_indices,
-                   num_new_ptr, mask_ptr, mask_indptr, o_ptr, lse_ptr, scale_log2,
-                   HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, G_P2: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FMT: tl.constexpr, CDT: tl.constexpr,
-                   PRESCALE: tl.constexpr, USE_ASM: tl.constexpr, PREC: tl.constexpr, HAS_MASK: tl.constexpr):
+def _extend_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    kb_ptr,
+    vb_ptr,
+    kf_ptr,
+    vf_ptr,
+    qo_indptr,
+    kv_indptr,
+    kv_indices,
+    num_new_ptr,
+    mask_ptr,
+    mask_indptr,
+    o_ptr,
+    lse_ptr,
+    scale_log2,
+    HQ: tl.constexpr,
+    HKV: tl.constexpr,
+    D: tl.constexpr,
+    G_P2: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    FMT: tl.constexpr,
+    CDT: tl.constexpr,
+    PRESCALE: tl.constexpr,
+    USE_ASM: tl.constexpr,
+    PREC: tl.constexpr,
+    HAS_MASK: tl.constexpr,
+):
     tile, b, h = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     G: tl.constexpr = HQ // HKV
     q_start = tl.load(qo_indptr + b).to(tl.int64)
@@ -85,8 +120,11 @@ def _extend_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, qo_indpt
         s = tl.dot(q, tl.trans(k), input_precision=PREC) * k_mult  # [R, BLOCK_N]
         j = offs - n_old  # [BLOCK_N] index among the new keys; < 0 for earlier keys
         if HAS_MASK:
-            bits = tl.load(mask_ptr + mask_start + tok[:, None] * n_new + j[None, :],
-                           mask=row_ok[:, None] & (j >= 0)[None, :] & valid[None, :], other=0)
+            bits = tl.load(
+                mask_ptr + mask_start + tok[:, None] * n_new + j[None, :],
+                mask=row_ok[:, None] & (j >= 0)[None, :] & valid[None, :],
+                other=0,
+            )
             vis = (j < 0)[None, :] | (bits != 0)
         else:
             vis = j[None, :] <= tok[:, None]
@@ -110,13 +148,16 @@ def _extend_kernel(q_ptr, k_ptr, v_ptr, kb_ptr, vb_ptr, kf_ptr, vf_ptr, qo_indpt
 # ---------------------------------------------------------------- launcher
 
 
-def _check_extend(q, kv: KVBuffers, qo_indptr, kv_indptr, kv_indices, num_new, custom_mask, mask_indptr,
-                  out_dtype) -> torch.dtype:
+def _check_extend(
+    q, kv: KVBuffers, qo_indptr, kv_indptr, kv_indices, num_new, custom_mask, mask_indptr, out_dtype
+) -> torch.dtype:
     if not isinstance(q, torch.Tensor) or q.ndim != 3 or q.dtype not in FLOAT_DTYPES:
         raise ValueError("q must be a float32/float16/bfloat16 tensor [T, Hq, D]")
     kv.check()
     if q.shape[2] != kv.head_dim or q.shape[1] % kv.num_kv_heads:
-        raise ValueError(f"q {tuple(q.shape)} does not fit a pool with {kv.num_kv_heads} KV heads of dim {kv.head_dim}")
+        raise ValueError(
+            f"q {tuple(q.shape)} does not fit a pool with {kv.num_kv_heads} KV heads of dim {kv.head_dim}"
+        )
     if kv.k.device != q.device:
         raise ValueError(f"q is on {q.device} but the pool on {kv.k.device}")
     check_index(qo_indptr, "qo_indptr", q.device)
@@ -125,7 +166,11 @@ def _check_extend(q, kv: KVBuffers, qo_indptr, kv_indptr, kv_indices, num_new, c
     check_index(kv_indices, "kv_indices", q.device)
     check_index(num_new, "num_new", q.device, batch)
     if custom_mask is not None:
-        if not isinstance(custom_mask, torch.Tensor) or custom_mask.dtype != torch.bool or custom_mask.ndim != 1:
+        if (
+            not isinstance(custom_mask, torch.Tensor)
+            or custom_mask.dtype != torch.bool
+            or custom_mask.ndim != 1
+        ):
             raise ValueError("custom_mask must be a flat bool tensor")
         if custom_mask.device != q.device:
             raise ValueError(f"custom_mask is on {custom_mask.device}, expected {q.device}")
@@ -145,29 +190,54 @@ def _check_lengths(q, qo_indptr, kv_indptr, num_new, custom_mask, mask_indptr) -
     if qo_indptr[0].item() != 0 or qo_indptr[-1].item() != q.shape[0] or (qo_len < 0).any():
         raise ValueError("qo_indptr must rise from 0 to the number of query tokens")
     if (new < 0).any() or (new > kv_len).any() or ((new > 0) & (new != qo_len)).any():
-        raise ValueError("num_new[b] must be 0 or the query count of request b, and at most its key count")
+        raise ValueError(
+            "num_new[b] must be 0 or the query count of request b, and at most its key count"
+        )
     if custom_mask is not None:
-        if (mask_indptr.diff().cpu() != new * new).any() or mask_indptr[-1].item() > custom_mask.numel():
-            raise ValueError("mask_indptr must give each request a num_new x num_new block of custom_mask")
+        if (mask_indptr.diff().cpu() != new * new).any() or mask_indptr[
+            -1
+        ].item() > custom_mask.numel():
+            raise ValueError(
+                "mask_indptr must give each request a num_new x num_new block of custom_mask"
+            )
     return int(qo_len.max()) if qo_len.numel() else 0
 
 
-def extend_attention(q: torch.Tensor, kv: KVBuffers, qo_indptr: torch.Tensor, kv_indptr: torch.Tensor,
-                     kv_indices: torch.Tensor, num_new: torch.Tensor, sm_scale: float,
-                     custom_mask: torch.Tensor | None = None, mask_indptr: torch.Tensor | None = None, *,
-                     out_dtype: torch.dtype | None = None, max_qo_len: int | None = None,
-                     out: tuple[torch.Tensor, torch.Tensor] | None = None):
+def extend_attention(
+    q: torch.Tensor,
+    kv: KVBuffers,
+    qo_indptr: torch.Tensor,
+    kv_indptr: torch.Tensor,
+    kv_indices: torch.Tensor,
+    num_new: torch.Tensor,
+    sm_scale: float,
+    custom_mask: torch.Tensor | None = None,
+    mask_indptr: torch.Tensor | None = None,
+    *,
+    out_dtype: torch.dtype | None = None,
+    max_qo_len: int | None = None,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+):
     """Attend the new tokens' queries q [T, Hq, D] over each request's keys in one pool (masks: module
     docstring). qo_indptr, kv_indptr [B+1], kv_indices, num_new [B]: int32/int64; custom_mask: flat
     bool with mask_indptr [B+1]. Returns (o [T, Hq, D] out_dtype (default q.dtype), lse [T, Hq] float32,
     natural log), new or written into `out`. Without max_qo_len (the longest query run) the index
     values are cross-checked (one host sync). Raises ValueError for bad inputs."""
-    out_dtype = _check_extend(q, kv, qo_indptr, kv_indptr, kv_indices, num_new, custom_mask, mask_indptr, out_dtype)
+    out_dtype = _check_extend(
+        q, kv, qo_indptr, kv_indptr, kv_indices, num_new, custom_mask, mask_indptr, out_dtype
+    )
     if max_qo_len is None:
         max_qo_len = _check_lengths(q, qo_indptr, kv_indptr, num_new, custom_mask, mask_indptr)
     kv.check_kernel()
-    for name, t in dict(q=q, qo_indptr=qo_indptr, kv_indptr=kv_indptr, kv_indices=kv_indices, num_new=num_new,
-                        custom_mask=custom_mask, mask_indptr=mask_indptr).items():
+    for name, t in dict(
+        q=q,
+        qo_indptr=qo_indptr,
+        kv_indptr=kv_indptr,
+        kv_indices=kv_indices,
+        num_new=num_new,
+        custom_mask=custom_mask,
+        mask_indptr=mask_indptr,
+    ).items():
         if t is not None:
             check_kernel_tensor(t, name)
     (t_q, hq, d), hkv, batch = q.shape, kv.num_kv_heads, num_new.numel()
@@ -176,11 +246,32 @@ def extend_attention(q: torch.Tensor, kv: KVBuffers, qo_indptr: torch.Tensor, kv
     block_m = max(1, ROWS // g_p2)  # rows = block_m * g_p2 >= 16, as tl.dot needs
     if min(t_q, batch, max_qo_len) == 0:
         return o, lse
-    mask, mask_ptr = (num_new, num_new) if custom_mask is None else (custom_mask.view(torch.uint8), mask_indptr)
+    mask, mask_ptr = (
+        (num_new, num_new) if custom_mask is None else (custom_mask.view(torch.uint8), mask_indptr)
+    )
     _extend_kernel[(triton.cdiv(max_qo_len, block_m), batch, hkv)](
-        q, *kv.kernel_args(), qo_indptr, kv_indptr, kv_indices, num_new, mask, mask_ptr, o, lse, sm_scale * LOG2E,
-        HQ=hq, HKV=hkv, D=d, G_P2=g_p2, BLOCK_M=block_m, BLOCK_N=BLOCK_N, HAS_MASK=custom_mask is not None,
-        num_warps=NUM_WARPS, num_stages=NUM_STAGES, **kernel_flags(q.dtype, kv))
+        q,
+        *kv.kernel_args(),
+        qo_indptr,
+        kv_indptr,
+        kv_indices,
+        num_new,
+        mask,
+        mask_ptr,
+        o,
+        lse,
+        sm_scale * LOG2E,
+        HQ=hq,
+        HKV=hkv,
+        D=d,
+        G_P2=g_p2,
+        BLOCK_M=block_m,
+        BLOCK_N=BLOCK_N,
+        HAS_MASK=custom_mask is not None,
+        num_warps=NUM_WARPS,
+        num_stages=NUM_STAGES,
+        **kernel_flags(q.dtype, kv),
+    )
     return o, lse
 
 
@@ -191,15 +282,31 @@ def _visible(n_q: int, n_old: int, n_new: int, block: torch.Tensor | None, devic
     """[n_q, n_old + n_new] bool: earlier keys always, new keys causally or by `block` [n_new, n_new]."""
     if n_new == 0:
         return torch.ones(n_q, n_old, dtype=torch.bool, device=device)
-    new = torch.ones(n_new, n_new, dtype=torch.bool, device=device).tril() if block is None else block
+    new = (
+        torch.ones(n_new, n_new, dtype=torch.bool, device=device).tril() if block is None else block
+    )
     return torch.cat([torch.ones(n_q, n_old, dtype=torch.bool, device=device), new], dim=1)
 
 
-def extend_attention_ref(q, kv: KVBuffers, qo_indptr, kv_indptr, kv_indices, num_new, sm_scale: float,
-                         custom_mask=None, mask_indptr=None, *, out_dtype=None, max_qo_len: int | None = None,
-                         out=None):
+def extend_attention_ref(
+    q,
+    kv: KVBuffers,
+    qo_indptr,
+    kv_indptr,
+    kv_indices,
+    num_new,
+    sm_scale: float,
+    custom_mask=None,
+    mask_indptr=None,
+    *,
+    out_dtype=None,
+    max_qo_len: int | None = None,
+    out=None,
+):
     """Plain-torch extend_attention (float32 math; max_qo_len is accepted and ignored)."""
-    out_dtype = _check_extend(q, kv, qo_indptr, kv_indptr, kv_indices, num_new, custom_mask, mask_indptr, out_dtype)
+    out_dtype = _check_extend(
+        q, kv, qo_indptr, kv_indptr, kv_indices, num_new, custom_mask, mask_indptr, out_dtype
+    )
     _check_lengths(q, qo_indptr, kv_indptr, num_new, custom_mask, mask_indptr)
     qb, kb, new = qo_indptr.tolist(), kv_indptr.tolist(), num_new.tolist()
     mb = mask_indptr.tolist() if custom_mask is not None else None
@@ -209,8 +316,12 @@ def extend_attention_ref(q, kv: KVBuffers, qo_indptr, kv_indptr, kv_indices, num
         n_q, n_kv, n_new = qb[b + 1] - qb[b], kb[b + 1] - kb[b], new[b]
         if n_q == 0 or n_kv == 0:
             continue
-        block = None if mb is None or n_new == 0 else custom_mask[mb[b]:mb[b + 1]].view(n_new, n_new)
-        k, v = kv.dequantize(kv_indices[kb[b]:kb[b + 1]])
+        block = (
+            None if mb is None or n_new == 0 else custom_mask[mb[b] : mb[b + 1]].view(n_new, n_new)
+        )
+        k, v = kv.dequantize(kv_indices[kb[b] : kb[b + 1]])
         visible = _visible(n_q, n_kv - n_new, n_new, block, q.device)
-        o[qb[b]:qb[b + 1]], lse[qb[b]:qb[b + 1]] = attend_ref(q[qb[b]:qb[b + 1]].float(), k, v, visible, sm_scale)
+        o[qb[b] : qb[b + 1]], lse[qb[b] : qb[b + 1]] = attend_ref(
+            q[qb[b] : qb[b + 1]].float(), k, v, visible, sm_scale
+        )
     return written_out(out, o.to(out_dtype), lse)

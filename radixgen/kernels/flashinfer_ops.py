@@ -36,7 +36,9 @@ def available() -> bool:
 
 def _flashinfer():
     if not available():
-        raise RuntimeError("flashinfer is not available (needs CUDA and the flashinfer-python package)")
+        raise RuntimeError(
+            "flashinfer is not available (needs CUDA and the flashinfer-python package)"
+        )
     return importlib.import_module("flashinfer")
 
 
@@ -62,16 +64,36 @@ class FlashInferDecode:
     def __init__(self, device: torch.device | str = "cuda", use_tensor_cores: bool = False):
         fi = _flashinfer()
         self.workspace = torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=device)
-        self.wrapper = fi.BatchDecodeWithPagedKVCacheWrapper(self.workspace, "NHD",
-                                                             use_tensor_cores=use_tensor_cores)
+        self.wrapper = fi.BatchDecodeWithPagedKVCacheWrapper(
+            self.workspace, "NHD", use_tensor_cores=use_tensor_cores
+        )
 
-    def plan(self, kv_indptr, kv_indices, num_qo_heads: int, num_kv_heads: int, head_dim: int,
-             q_dtype: torch.dtype, kv_dtype: torch.dtype, sm_scale: float) -> None:
+    def plan(
+        self,
+        kv_indptr,
+        kv_indices,
+        num_qo_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        q_dtype: torch.dtype,
+        kv_dtype: torch.dtype,
+        sm_scale: float,
+    ) -> None:
         """Plan for one batch layout (CSR of slots per request; requests must be non-empty)."""
         batch = kv_indptr.numel() - 1
         last = torch.ones(batch, dtype=torch.int32, device=kv_indptr.device)
-        self.wrapper.plan(kv_indptr.int(), kv_indices.int(), last, num_qo_heads, num_kv_heads, head_dim, 1,
-                          q_data_type=q_dtype, kv_data_type=kv_dtype, sm_scale=sm_scale)
+        self.wrapper.plan(
+            kv_indptr.int(),
+            kv_indices.int(),
+            last,
+            num_qo_heads,
+            num_kv_heads,
+            head_dim,
+            1,
+            q_data_type=q_dtype,
+            kv_data_type=kv_dtype,
+            sm_scale=sm_scale,
+        )
 
     def run(self, q: torch.Tensor, kv: KVBuffers):
         """(o [B, Hq, D] q.dtype, lse [B, Hq] float32 natural log) for q [B, Hq, D]."""
@@ -86,14 +108,36 @@ class FlashInferExtend:
         self.workspace = torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=device)
         self.wrapper = fi.BatchPrefillWithPagedKVCacheWrapper(self.workspace, "NHD")
 
-    def plan(self, qo_indptr, kv_indptr, kv_indices, num_qo_heads: int, num_kv_heads: int, head_dim: int,
-             q_dtype: torch.dtype, kv_dtype: torch.dtype, sm_scale: float, causal: bool = True) -> None:
+    def plan(
+        self,
+        qo_indptr,
+        kv_indptr,
+        kv_indices,
+        num_qo_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        q_dtype: torch.dtype,
+        kv_dtype: torch.dtype,
+        sm_scale: float,
+        causal: bool = True,
+    ) -> None:
         """Plan for one batch layout; the queries are the last keys of each request (causal)."""
         batch = kv_indptr.numel() - 1
         last = torch.ones(batch, dtype=torch.int32, device=kv_indptr.device)
-        self.wrapper.plan(qo_indptr.int(), kv_indptr.int(), kv_indices.int(), last, num_qo_heads, num_kv_heads,
-                          head_dim, 1, causal=causal, sm_scale=sm_scale, q_data_type=q_dtype,
-                          kv_data_type=kv_dtype)
+        self.wrapper.plan(
+            qo_indptr.int(),
+            kv_indptr.int(),
+            kv_indices.int(),
+            last,
+            num_qo_heads,
+            num_kv_heads,
+            head_dim,
+            1,
+            causal=causal,
+            sm_scale=sm_scale,
+            q_data_type=q_dtype,
+            kv_data_type=kv_dtype,
+        )
 
     def run(self, q: torch.Tensor, kv: KVBuffers):
         """(o [T, Hq, D] q.dtype, lse [T, Hq] float32 natural log) for q [T, Hq, D]."""
@@ -111,10 +155,17 @@ def _run_planned(wrapper, q: torch.Tensor, kv: KVBuffers):
     return o, lse.float() * math.log(2.0)
 
 
-def decode_attention(q: torch.Tensor, kv: KVBuffers, kv_indptr: torch.Tensor, kv_indices: torch.Tensor,
-                     sm_scale: float):
+def decode_attention(
+    q: torch.Tensor,
+    kv: KVBuffers,
+    kv_indptr: torch.Tensor,
+    kv_indices: torch.Tensor,
+    sm_scale: float,
+):
     """One-shot flashinfer decode (plan + run) with decode_attention's contract (non-empty requests)."""
     kv_dtype, _ = _kv_dtype_and_cache(kv)
     op = FlashInferDecode(q.device)
-    op.plan(kv_indptr, kv_indices, q.shape[1], kv.num_kv_heads, q.shape[2], q.dtype, kv_dtype, sm_scale)
+    op.plan(
+        kv_indptr, kv_indices, q.shape[1], kv.num_kv_heads, q.shape[2], q.dtype, kv_dtype, sm_scale
+    )
     return op.run(q, kv)

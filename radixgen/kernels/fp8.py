@@ -12,9 +12,24 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import E4M3_MAX, FLOAT_DTYPES, amax_scale, as_scale, check_float_input, check_kernel_tensor
-from ._common import e4m3_bits, e4m3_decode, e4m3_round, bad_scale, flag_if_any, nonfinite, program_offsets
-from ._common import raise_if_flagged, store_rne, wide_offsets
+from ._common import (
+    E4M3_MAX,
+    FLOAT_DTYPES,
+    amax_scale,
+    as_scale,
+    bad_scale,
+    check_float_input,
+    check_kernel_tensor,
+    e4m3_bits,
+    e4m3_decode,
+    e4m3_round,
+    flag_if_any,
+    nonfinite,
+    program_offsets,
+    raise_if_flagged,
+    store_rne,
+    wide_offsets,
+)
 
 BLOCK = 2048  # elements per Triton program
 
@@ -63,8 +78,9 @@ def dequantize_fp8_ref(q: torch.Tensor, scale, dtype=torch.bfloat16) -> torch.Te
 
 
 @triton.jit
-def _quantize_fp8_kernel(x_ptr, s_ptr, q_ptr, flag_ptr, numel, inner, num_scales, BLOCK: tl.constexpr,
-                         WIDE: tl.constexpr):
+def _quantize_fp8_kernel(
+    x_ptr, s_ptr, q_ptr, flag_ptr, numel, inner, num_scales, BLOCK: tl.constexpr, WIDE: tl.constexpr
+):
     # element i uses scale (i // inner) % num_scales (see _scale_layout); bad inputs set bits of *flag_ptr;
     # offsets are int32 unless the tensor needs int64 (WIDE)
     offs = program_offsets(BLOCK, WIDE)
@@ -78,8 +94,9 @@ def _quantize_fp8_kernel(x_ptr, s_ptr, q_ptr, flag_ptr, numel, inner, num_scales
 
 
 @triton.jit
-def _dequantize_fp8_kernel(q_ptr, s_ptr, out_ptr, numel, inner, num_scales, BLOCK: tl.constexpr,
-                           WIDE: tl.constexpr):
+def _dequantize_fp8_kernel(
+    q_ptr, s_ptr, out_ptr, numel, inner, num_scales, BLOCK: tl.constexpr, WIDE: tl.constexpr
+):
     offs = program_offsets(BLOCK, WIDE)
     mask = offs < numel
     bits = tl.load(q_ptr + offs, mask=mask, other=0).to(tl.int32)
@@ -102,8 +119,10 @@ def _scale_layout(scale: torch.Tensor, shape: torch.Size) -> tuple[torch.Tensor,
         return scale.reshape(1).contiguous(), max(math.prod(shape), 1), 1
     first, last = varying[0], varying[-1]
     if any(s_shape[d] != shape[d] for d in range(first, last + 1)):
-        raise ValueError(f"the Triton kernel needs scale dims that vary as one run, got {tuple(scale.shape)}")
-    return scale.reshape(-1).contiguous(), max(math.prod(shape[last + 1:]), 1), scale.numel()
+        raise ValueError(
+            f"the Triton kernel needs scale dims that vary as one run, got {tuple(scale.shape)}"
+        )
+    return scale.reshape(-1).contiguous(), max(math.prod(shape[last + 1 :]), 1), scale.numel()
 
 
 def quantize_fp8(x: torch.Tensor, scale=None, per_head_dim: int | None = None):
@@ -130,8 +149,17 @@ def launch_quantize_fp8(x, scale, q, flag) -> None:
     to it, q uint8 like x; flag int32 [1]: bits set for NaN/Inf in x or a bad scale, not read)."""
     flat_scale, inner, num_scales = _scale_layout(scale, x.shape)
     grid = (triton.cdiv(x.numel(), BLOCK),)
-    _quantize_fp8_kernel[grid](x, flat_scale, q, flag, x.numel(), inner, num_scales, BLOCK=BLOCK,
-                               WIDE=wide_offsets(x.numel(), BLOCK))
+    _quantize_fp8_kernel[grid](
+        x,
+        flat_scale,
+        q,
+        flag,
+        x.numel(),
+        inner,
+        num_scales,
+        BLOCK=BLOCK,
+        WIDE=wide_offsets(x.numel(), BLOCK),
+    )
 
 
 def dequantize_fp8(q: torch.Tensor, scale, dtype=torch.bfloat16) -> torch.Tensor:
@@ -146,6 +174,14 @@ def dequantize_fp8(q: torch.Tensor, scale, dtype=torch.bfloat16) -> torch.Tensor
     out = torch.empty(q.shape, dtype=dtype, device=q.device)
     if q.numel():
         grid = (triton.cdiv(q.numel(), BLOCK),)
-        _dequantize_fp8_kernel[grid](q.view(torch.uint8), flat_scale, out, q.numel(), inner, num_scales,
-                                     BLOCK=BLOCK, WIDE=wide_offsets(q.numel(), BLOCK))
+        _dequantize_fp8_kernel[grid](
+            q.view(torch.uint8),
+            flat_scale,
+            out,
+            q.numel(),
+            inner,
+            num_scales,
+            BLOCK=BLOCK,
+            WIDE=wide_offsets(q.numel(), BLOCK),
+        )
     return out

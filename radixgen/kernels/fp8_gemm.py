@@ -14,13 +14,23 @@ def quantize_per_token(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return (x.float() / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn), scale
 
 
-def fp8_linear(x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor,
-               bias: torch.Tensor | None = None) -> torch.Tensor:
+def fp8_linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    weight_scale: torch.Tensor,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
     """x [M, K] @ (weight [N, K] e4m3 * weight_scale [N, 1]).T (+ bias) -> [M, N] in x's dtype."""
     q, x_scale = quantize_per_token(x)
     n = weight.shape[0]
-    out = torch._scaled_mm(q, weight.t(), scale_a=x_scale, scale_b=weight_scale.reshape(1, n).float(),
-                           bias=bias, out_dtype=x.dtype)
+    out = torch._scaled_mm(
+        q,
+        weight.t(),
+        scale_a=x_scale,
+        scale_b=weight_scale.reshape(1, n).float(),
+        bias=bias,
+        out_dtype=x.dtype,
+    )
     return out
 
 

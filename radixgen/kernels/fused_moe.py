@@ -23,11 +23,27 @@ import triton.language as tl
 
 
 @triton.jit
-def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, weight_ptr, sorted_ids_ptr, expert_ids_ptr,
-                        num_padded_ptr, num_pairs, N, K,
-                        stride_am, stride_be, stride_bn, stride_cm,
-                        A_ROWS_PER_PAIR: tl.constexpr, MUL_WEIGHT: tl.constexpr,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def grouped_gemm_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    weight_ptr,
+    sorted_ids_ptr,
+    expert_ids_ptr,
+    num_padded_ptr,
+    num_pairs,
+    N,
+    K,
+    stride_am,
+    stride_be,
+    stride_bn,
+    stride_cm,
+    A_ROWS_PER_PAIR: tl.constexpr,
+    MUL_WEIGHT: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     """c[pair] = a[pair // A_ROWS_PER_PAIR] @ b[expert].T (times weight[pair] if MUL_WEIGHT), for
     the BLOCK_M sorted pairs of tile program_id(0) and BLOCK_N output columns of program_id(1).
     a [*, K] (A_ROWS_PER_PAIR = top_k: one row per token; 1: one row per pair), b [E, N, K],
@@ -81,16 +97,28 @@ def align_block_size(topk_ids: torch.Tensor, num_experts: int, block_m: int):
 
 def _check(x, w13, w2, topk_weights, topk_ids):
     if x.dim() != 2 or w13.dim() != 3 or w2.dim() != 3:
-        raise ValueError(f"x must be [T, H], w13 [E, 2I, H], w2 [E, H, I]; got {tuple(x.shape)}, "
-                         f"{tuple(w13.shape)}, {tuple(w2.shape)}")
+        raise ValueError(
+            f"x must be [T, H], w13 [E, 2I, H], w2 [E, H, I]; got {tuple(x.shape)}, "
+            f"{tuple(w13.shape)}, {tuple(w2.shape)}"
+        )
     (num_experts, two_i, hidden), inter = w13.shape, w2.shape[2]
     if x.shape[1] != hidden or two_i != 2 * inter or tuple(w2.shape[:2]) != (num_experts, hidden):
-        raise ValueError(f"shapes disagree: x {tuple(x.shape)}, w13 {tuple(w13.shape)}, w2 {tuple(w2.shape)}")
-    if topk_ids.shape != topk_weights.shape or topk_ids.dim() != 2 or topk_ids.shape[0] != x.shape[0]:
-        raise ValueError(f"topk_ids and topk_weights must both be [T, k]; got {tuple(topk_ids.shape)}, "
-                         f"{tuple(topk_weights.shape)} for T = {x.shape[0]}")
+        raise ValueError(
+            f"shapes disagree: x {tuple(x.shape)}, w13 {tuple(w13.shape)}, w2 {tuple(w2.shape)}"
+        )
+    if (
+        topk_ids.shape != topk_weights.shape
+        or topk_ids.dim() != 2
+        or topk_ids.shape[0] != x.shape[0]
+    ):
+        raise ValueError(
+            f"topk_ids and topk_weights must both be [T, k]; got {tuple(topk_ids.shape)}, "
+            f"{tuple(topk_weights.shape)} for T = {x.shape[0]}"
+        )
     if not (x.dtype == w13.dtype == w2.dtype):
-        raise ValueError(f"x, w13 and w2 must share a dtype; got {x.dtype}, {w13.dtype}, {w2.dtype}")
+        raise ValueError(
+            f"x, w13 and w2 must share a dtype; got {x.dtype}, {w13.dtype}, {w2.dtype}"
+        )
 
 
 def _block_m(num_pairs: int, num_experts: int) -> int:
@@ -104,14 +132,35 @@ def _grouped_gemm(a, b, out, weights, sorted_ids, expert_ids, num_padded, rows_p
     block_n, block_k = 64, 64 if b.element_size() <= 2 else 32
     grid = (expert_ids.numel(), triton.cdiv(n, block_n))
     grouped_gemm_kernel[grid](
-        a, b, out, weights, sorted_ids, expert_ids, num_padded, num_pairs, n, b.shape[2],
-        a.stride(0), b.stride(0), b.stride(1), out.stride(0),
-        A_ROWS_PER_PAIR=rows_per_pair, MUL_WEIGHT=weights is not None,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+        a,
+        b,
+        out,
+        weights,
+        sorted_ids,
+        expert_ids,
+        num_padded,
+        num_pairs,
+        n,
+        b.shape[2],
+        a.stride(0),
+        b.stride(0),
+        b.stride(1),
+        out.stride(0),
+        A_ROWS_PER_PAIR=rows_per_pair,
+        MUL_WEIGHT=weights is not None,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        BLOCK_K=block_k,
+    )
 
 
-def fused_experts(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
-                  topk_ids: torch.Tensor) -> torch.Tensor:
+def fused_experts(
+    x: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+) -> torch.Tensor:
     """The routed experts' output [T, H] (see the module docstring), as two grouped-GEMM
     launches; x, w13 and w2 contiguous in one dtype, topk_ids int [T, k]. Allocates its outputs;
     mutates nothing."""
@@ -131,8 +180,13 @@ def fused_experts(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, topk_wei
     return down.view(num_tokens, top_k, -1).sum(dim=1)
 
 
-def fused_experts_ref(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor,
-                      topk_weights: torch.Tensor, topk_ids: torch.Tensor) -> torch.Tensor:
+def fused_experts_ref(
+    x: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+) -> torch.Tensor:
     """The same in torch: (token, expert) pairs sorted by expert, one gate_up and one down GEMM
     per expert that has tokens, the top-k weight applied after down, rows added back in expert
     order (HF's order, so float32 results match it to rounding). Syncs with the host."""
@@ -147,7 +201,7 @@ def fused_experts_ref(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor,
     for expert, count in enumerate(counts):
         if count == 0:
             continue
-        pairs = order[start:start + count]
+        pairs = order[start : start + count]
         start += count
         tokens = pairs // top_k
         gate, up = F.linear(x[tokens], w13[expert]).split(inter, dim=-1)

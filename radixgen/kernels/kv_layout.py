@@ -57,25 +57,42 @@ class KVBuffers:
         """Raise ValueError unless the buffers form one consistent pool of a known format."""
         k, v = self.k, self.v
         if not isinstance(k, torch.Tensor) or not isinstance(v, torch.Tensor) or k.ndim != 3:
-            raise ValueError("kv.k and kv.v must be 3-d tensors [num_slots, Hkv, D] (D/2 for nvfp4)")
+            raise ValueError(
+                "kv.k and kv.v must be 3-d tensors [num_slots, Hkv, D] (D/2 for nvfp4)"
+            )
         if k.shape != v.shape or k.dtype != v.dtype or k.device != v.device:
-            raise ValueError(f"kv.k {tuple(k.shape)} {k.dtype} and kv.v {tuple(v.shape)} {v.dtype} differ")
+            raise ValueError(
+                f"kv.k {tuple(k.shape)} {k.dtype} and kv.v {tuple(v.shape)} {v.dtype} differ"
+            )
         if k.dtype not in (*FLOAT_DTYPES, torch.float8_e4m3fn, torch.uint8):
-            raise ValueError(f"unsupported KV dtype {k.dtype}: bf16/fp16/fp32, float8_e4m3fn or uint8 (nvfp4)")
+            raise ValueError(
+                f"unsupported KV dtype {k.dtype}: bf16/fp16/fp32, float8_e4m3fn or uint8 (nvfp4)"
+            )
         if self.fmt == FMT_FLOAT:
             return
         h, d = k.shape[1], self.head_dim
         for name in ("k_scale", "v_scale"):
             s = getattr(self, name)
-            if not isinstance(s, torch.Tensor) or s.dtype != torch.float32 or s.shape != (h,) or s.device != k.device:
-                raise ValueError(f"kv.{name} must be a float32 tensor [{h}] on {k.device}: scales are never implied")
+            if (
+                not isinstance(s, torch.Tensor)
+                or s.dtype != torch.float32
+                or s.shape != (h,)
+                or s.device != k.device
+            ):
+                raise ValueError(
+                    f"kv.{name} must be a float32 tensor [{h}] on {k.device}: scales are never implied"
+                )
         if self.fmt == FMT_NVFP4:
             if d % 16:
                 raise ValueError(f"nvfp4 head_dim must be a multiple of 16, got {d}")
             for name in ("k_bscale", "v_bscale"):
                 s = getattr(self, name)
                 want = (k.shape[0], h, d // 16)
-                if not isinstance(s, torch.Tensor) or s.dtype != torch.float8_e4m3fn or s.shape != want:
+                if (
+                    not isinstance(s, torch.Tensor)
+                    or s.dtype != torch.float8_e4m3fn
+                    or s.shape != want
+                ):
                     raise ValueError(f"kv.{name} must be float8_e4m3fn {want}")
 
     def check_kernel(self) -> None:
@@ -95,10 +112,14 @@ class KVBuffers:
             return self.k[slots].float(), self.v[slots].float()
         k_s, v_s = self.k_scale.view(1, -1, 1), self.v_scale.view(1, -1, 1)
         if self.fmt == FMT_FP8:
-            return (dequantize_fp8_ref(self.k[slots], k_s, torch.float32),
-                    dequantize_fp8_ref(self.v[slots], v_s, torch.float32))
-        return (dequantize_nvfp4_ref(self.k[slots], self.k_bscale[slots], k_s, torch.float32),
-                dequantize_nvfp4_ref(self.v[slots], self.v_bscale[slots], v_s, torch.float32))
+            return (
+                dequantize_fp8_ref(self.k[slots], k_s, torch.float32),
+                dequantize_fp8_ref(self.v[slots], v_s, torch.float32),
+            )
+        return (
+            dequantize_nvfp4_ref(self.k[slots], self.k_bscale[slots], k_s, torch.float32),
+            dequantize_nvfp4_ref(self.v[slots], self.v_bscale[slots], v_s, torch.float32),
+        )
 
     def kernel_args(self) -> tuple:
         """(k, v, k_bscale, v_bscale, k_scale, v_scale) as the kernels take them (see head_factor);
@@ -108,7 +129,14 @@ class KVBuffers:
         k, v = self.k.view(torch.uint8), self.v.view(torch.uint8)
         if self.fmt == FMT_FP8:
             return k, v, k, v, self.k_scale, self.v_scale
-        return k, v, self.k_bscale.view(torch.uint8), self.v_bscale.view(torch.uint8), self.k_scale, self.v_scale
+        return (
+            k,
+            v,
+            self.k_bscale.view(torch.uint8),
+            self.v_bscale.view(torch.uint8),
+            self.k_scale,
+            self.v_scale,
+        )
 
 
 def compute_dtype(q_dtype: torch.dtype, kv: KVBuffers) -> torch.dtype:
@@ -116,7 +144,9 @@ def compute_dtype(q_dtype: torch.dtype, kv: KVBuffers) -> torch.dtype:
     (fp32 when q is fp32). Raises ValueError for a float pool whose dtype differs from q's."""
     if kv.fmt == FMT_FLOAT:
         if kv.k.dtype != q_dtype:
-            raise ValueError(f"q ({q_dtype}) and a float KV pool ({kv.k.dtype}) must have the same dtype")
+            raise ValueError(
+                f"q ({q_dtype}) and a float KV pool ({kv.k.dtype}) must have the same dtype"
+            )
         return q_dtype
     return torch.float32 if q_dtype == torch.float32 else torch.float16
 
@@ -137,11 +167,18 @@ def kernel_flags(q_dtype: torch.dtype, kv: KVBuffers) -> dict:
     """The constexpr kernel arguments that describe the pool format and the compute dtype."""
     cdt = compute_dtype(q_dtype, kv)
     tl_cdt, prec = dot_config(cdt)
-    return dict(FMT=kv.fmt, CDT=tl_cdt, PREC=prec, PRESCALE=kv.fmt != FMT_FLOAT and cdt == torch.float16,
-                USE_ASM=not interpreting())
+    return dict(
+        FMT=kv.fmt,
+        CDT=tl_cdt,
+        PREC=prec,
+        PRESCALE=kv.fmt != FMT_FLOAT and cdt == torch.float16,
+        USE_ASM=not interpreting(),
+    )
 
 
-def check_index(t: torch.Tensor, name: str, device: torch.device, length: int | None = None) -> None:
+def check_index(
+    t: torch.Tensor, name: str, device: torch.device, length: int | None = None
+) -> None:
     """Raise ValueError unless t is a 1-d int32/int64 tensor on `device` (of `length`, if given)."""
     if not isinstance(t, torch.Tensor) or t.ndim != 1 or t.dtype not in (torch.int32, torch.int64):
         raise ValueError(f"{name} must be a 1-d int32 or int64 tensor")
@@ -151,7 +188,9 @@ def check_index(t: torch.Tensor, name: str, device: torch.device, length: int | 
         raise ValueError(f"{name} is on {t.device}, expected {device}")
 
 
-def attend_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor, sm_scale: float):
+def attend_ref(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor, sm_scale: float
+):
     """Plain-torch attention of q [n, Hq, D] over k, v [L, Hkv, D] (GQA) with visible [n, L] bool.
 
     Returns (o [n, Hq, D], lse [n, Hq]) in q's dtype (natural log); rows with no visible key
@@ -194,8 +233,14 @@ mul.rn.f16x2 $3, a, $6;
 def _e2m1_pairs(codes, scale, USE_ASM: tl.constexpr):
     """codes uint8 [N, D/2], scale fp16 [N, D/2] -> (even, odd) fp16 [N, D/2]: e2m1 * scale * 2^-14."""
     if USE_ASM:
-        even, odd = tl.inline_asm_elementwise(_E2M1_ASM, "=r,=r,=r,=r,r,r,r", [codes, scale],
-                                              dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
+        even, odd = tl.inline_asm_elementwise(
+            _E2M1_ASM,
+            "=r,=r,=r,=r,r,r,r",
+            [codes, scale],
+            dtype=(tl.float16, tl.float16),
+            is_pure=True,
+            pack=4,
+        )
     else:
         even = ((codes & 7).to(tl.uint16) << 9) | ((codes & 8).to(tl.uint16) << 12)
         odd = ((codes & 0x70).to(tl.uint16) << 5) | ((codes & 0x80).to(tl.uint16) << 8)
@@ -213,32 +258,66 @@ def _pair_scales(bits, BLOCK_N: tl.constexpr, W: tl.constexpr):
 
 
 @triton.jit
-def load_nvfp4_halves(data_ptr, bscale_ptr, slots, valid, head, HKV: tl.constexpr, D: tl.constexpr,
-                      BLOCK_N: tl.constexpr, CDT: tl.constexpr, USE_ASM: tl.constexpr):
+def load_nvfp4_halves(
+    data_ptr,
+    bscale_ptr,
+    slots,
+    valid,
+    head,
+    HKV: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CDT: tl.constexpr,
+    USE_ASM: tl.constexpr,
+):
     """Raw values of the even and the odd elements, each [BLOCK_N, D/2] (CDT), of an nvfp4 tile."""
     row = slots * HKV + head  # [BLOCK_N]
-    codes = tl.load(data_ptr + row[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :], mask=valid[:, None], other=0)
-    bits = tl.load(bscale_ptr + row[:, None] * (D // 16) + tl.arange(0, D // 16)[None, :],
-                   mask=valid[:, None], other=0)
+    codes = tl.load(
+        data_ptr + row[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :],
+        mask=valid[:, None],
+        other=0,
+    )
+    bits = tl.load(
+        bscale_ptr + row[:, None] * (D // 16) + tl.arange(0, D // 16)[None, :],
+        mask=valid[:, None],
+        other=0,
+    )
     scale = _pair_scales(bits, BLOCK_N, D)
     even, odd = _e2m1_pairs(codes, scale, USE_ASM)
     return even.to(CDT), odd.to(CDT)
 
 
 @triton.jit
-def load_kv_tile(data_ptr, bscale_ptr, slots, valid, head, HKV: tl.constexpr, D: tl.constexpr,
-                 BLOCK_N: tl.constexpr, FMT: tl.constexpr, CDT: tl.constexpr, USE_ASM: tl.constexpr):
+def load_kv_tile(
+    data_ptr,
+    bscale_ptr,
+    slots,
+    valid,
+    head,
+    HKV: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    FMT: tl.constexpr,
+    CDT: tl.constexpr,
+    USE_ASM: tl.constexpr,
+):
     """Raw values [BLOCK_N, D] (CDT) of KV head `head` at slots [BLOCK_N] (int64); rows not
     `valid` read as 0. One contiguous row (D elements / D/2 bytes + D/16 scales) per slot."""
     row = slots * HKV + head  # [BLOCK_N]
     if FMT == 2:
-        even, odd = load_nvfp4_halves(data_ptr, bscale_ptr, slots, valid, head, HKV, D, BLOCK_N, CDT, USE_ASM)
+        even, odd = load_nvfp4_halves(
+            data_ptr, bscale_ptr, slots, valid, head, HKV, D, BLOCK_N, CDT, USE_ASM
+        )
         tile = tl.reshape(tl.join(even, odd), (BLOCK_N, D))
     elif FMT == 1:
-        bits = tl.load(data_ptr + row[:, None] * D + tl.arange(0, D)[None, :], mask=valid[:, None], other=0)
+        bits = tl.load(
+            data_ptr + row[:, None] * D + tl.arange(0, D)[None, :], mask=valid[:, None], other=0
+        )
         tile = bits.to(tl.float8e4nv, bitcast=True).to(tl.float16).to(CDT)
     else:
-        tile = tl.load(data_ptr + row[:, None] * D + tl.arange(0, D)[None, :], mask=valid[:, None], other=0.0)
+        tile = tl.load(
+            data_ptr + row[:, None] * D + tl.arange(0, D)[None, :], mask=valid[:, None], other=0.0
+        )
         tile = tile.to(CDT)
     return tile
 
@@ -262,8 +341,9 @@ prmt.b32 $1, a, b, 0x7632;
 def _e4m3_pairs(words, USE_ASM: tl.constexpr):
     """int16 words (two E4M3 bytes, little endian) -> (even, odd) fp16 values, same shape."""
     if USE_ASM:
-        even, odd = tl.inline_asm_elementwise(_E4M3_ASM, "=r,=r,r", [words], dtype=(tl.float16, tl.float16),
-                                              is_pure=True, pack=2)
+        even, odd = tl.inline_asm_elementwise(
+            _E4M3_ASM, "=r,=r,r", [words], dtype=(tl.float16, tl.float16), is_pure=True, pack=2
+        )
     else:
         even = (words & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
         odd = ((words >> 8) & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
@@ -271,31 +351,62 @@ def _e4m3_pairs(words, USE_ASM: tl.constexpr):
 
 
 @triton.jit
-def load_raw(data_ptr, bscale_ptr, slots, valid, head, HKV: tl.constexpr, D: tl.constexpr, NH: tl.constexpr,
-             FMT: tl.constexpr, EO: tl.constexpr):
+def load_raw(
+    data_ptr,
+    bscale_ptr,
+    slots,
+    valid,
+    head,
+    HKV: tl.constexpr,
+    D: tl.constexpr,
+    NH: tl.constexpr,
+    FMT: tl.constexpr,
+    EO: tl.constexpr,
+):
     """The stored bits of KV heads head .. head + NH - 1 at slots [BLOCK_N] (int64), contiguous per
     slot, as (a, b) for decode_raw: nvfp4 (codes [BLOCK_N, NH*D/2], block-scale bits [BLOCK_N,
     NH*D/16]); fp8 with EO (data_ptr int16: [BLOCK_N, NH*D/2] words of two bytes), (a, a); fp8 or
     float, (a, a) with a [BLOCK_N, NH*D]. Rows not `valid` read as 0."""
     row = slots * HKV + head
     if FMT == 2:
-        codes = tl.load(data_ptr + row[:, None] * (D // 2) + tl.arange(0, NH * D // 2)[None, :],
-                        mask=valid[:, None], other=0)
-        bits = tl.load(bscale_ptr + row[:, None] * (D // 16) + tl.arange(0, NH * D // 16)[None, :],
-                       mask=valid[:, None], other=0)
+        codes = tl.load(
+            data_ptr + row[:, None] * (D // 2) + tl.arange(0, NH * D // 2)[None, :],
+            mask=valid[:, None],
+            other=0,
+        )
+        bits = tl.load(
+            bscale_ptr + row[:, None] * (D // 16) + tl.arange(0, NH * D // 16)[None, :],
+            mask=valid[:, None],
+            other=0,
+        )
         return codes, bits
     elif FMT == 1 and EO:
-        words = tl.load(data_ptr + row[:, None] * (D // 2) + tl.arange(0, NH * D // 2)[None, :],
-                        mask=valid[:, None], other=0)
+        words = tl.load(
+            data_ptr + row[:, None] * (D // 2) + tl.arange(0, NH * D // 2)[None, :],
+            mask=valid[:, None],
+            other=0,
+        )
         return words, words
     else:
-        tile = tl.load(data_ptr + row[:, None] * D + tl.arange(0, NH * D)[None, :], mask=valid[:, None], other=0)
+        tile = tl.load(
+            data_ptr + row[:, None] * D + tl.arange(0, NH * D)[None, :],
+            mask=valid[:, None],
+            other=0,
+        )
         return tile, tile
 
 
 @triton.jit
-def decode_raw(a, b, BLOCK_N: tl.constexpr, W: tl.constexpr, FMT: tl.constexpr, CDT: tl.constexpr,
-               USE_ASM: tl.constexpr, EO: tl.constexpr):
+def decode_raw(
+    a,
+    b,
+    BLOCK_N: tl.constexpr,
+    W: tl.constexpr,
+    FMT: tl.constexpr,
+    CDT: tl.constexpr,
+    USE_ASM: tl.constexpr,
+    EO: tl.constexpr,
+):
     """Raw values (CDT, as load_kv_tile) of load_raw's (a, b) for a tile of W = NH * D columns:
     with EO the even and the odd columns [BLOCK_N, W/2] (fp8 and nvfp4; a float tile is returned
     twice), else (tile, tile) [BLOCK_N, W]."""
@@ -361,12 +472,23 @@ def output_buffers(out, o_shape: tuple, o_dtype: torch.dtype, device: torch.devi
     """(o, lse): `out` checked (o [*o_shape] o_dtype, lse [*o_shape[:-1]] float32, contiguous, on
     `device`), or new empty tensors when out is None. Raises ValueError for a mismatch."""
     if out is None:
-        return (torch.empty(o_shape, dtype=o_dtype, device=device),
-                torch.empty(o_shape[:-1], dtype=torch.float32, device=device))
+        return (
+            torch.empty(o_shape, dtype=o_dtype, device=device),
+            torch.empty(o_shape[:-1], dtype=torch.float32, device=device),
+        )
     o, lse = out
-    if o.shape != o_shape or o.dtype != o_dtype or lse.shape != o_shape[:-1] or lse.dtype != torch.float32:
+    if (
+        o.shape != o_shape
+        or o.dtype != o_dtype
+        or lse.shape != o_shape[:-1]
+        or lse.dtype != torch.float32
+    ):
         raise ValueError(f"out must be (o {o_shape} {o_dtype}, lse {o_shape[:-1]} float32)")
-    if o.device != device or lse.device != device or not (o.is_contiguous() and lse.is_contiguous()):
+    if (
+        o.device != device
+        or lse.device != device
+        or not (o.is_contiguous() and lse.is_contiguous())
+    ):
         raise ValueError(f"out tensors must be contiguous and on {device}")
     return o, lse
 

@@ -20,32 +20,55 @@ from .nvfp4 import _e2m1_code, quantize_nvfp4_ref
 
 
 @triton.jit
-def _store_fp8_kernel(x_ptr, s_ptr, slots_ptr, cache_ptr, HKV: tl.constexpr, D: tl.constexpr,
-                      H_P2: tl.constexpr, D_P2: tl.constexpr):
+def _store_fp8_kernel(
+    x_ptr,
+    s_ptr,
+    slots_ptr,
+    cache_ptr,
+    HKV: tl.constexpr,
+    D: tl.constexpr,
+    H_P2: tl.constexpr,
+    D_P2: tl.constexpr,
+):
     # one program: one token, all KV heads [HKV, D]
     t = tl.program_id(0).to(tl.int64)
     slot = tl.load(slots_ptr + t).to(tl.int64)
     h = tl.arange(0, H_P2)[:, None]
     d = tl.arange(0, D_P2)[None, :]
-    mask = (h < HKV) & (d < D) & (h * 0 + slot >= 0)  # a negative slot: a row that belongs to another pool
+    mask = (
+        (h < HKV) & (d < D) & (h * 0 + slot >= 0)
+    )  # a negative slot: a row that belongs to another pool
     x = tl.load(x_ptr + t * HKV * D + h * D + d, mask=mask, other=0.0).to(tl.float32)
     s = tl.load(s_ptr + h, mask=h < HKV, other=1.0)  # [H_P2, 1]
     v = tl.minimum(tl.maximum(tl.div_rn(x, s), -448.0), 448.0)
     sign = (v.to(tl.int32, bitcast=True) >> 24) & 128
-    tl.store(cache_ptr + slot * HKV * D + h * D + d, (e4m3_bits(e4m3_round(tl.abs(v))) | sign).to(tl.uint8),
-             mask=mask)
+    tl.store(
+        cache_ptr + slot * HKV * D + h * D + d,
+        (e4m3_bits(e4m3_round(tl.abs(v))) | sign).to(tl.uint8),
+        mask=mask,
+    )
 
 
 @triton.jit
-def _store_nvfp4_kernel(x_ptr, s_ptr, slots_ptr, codes_ptr, bscale_ptr, HKV: tl.constexpr, D: tl.constexpr,
-                        NB_P2: tl.constexpr):
+def _store_nvfp4_kernel(
+    x_ptr,
+    s_ptr,
+    slots_ptr,
+    codes_ptr,
+    bscale_ptr,
+    HKV: tl.constexpr,
+    D: tl.constexpr,
+    NB_P2: tl.constexpr,
+):
     # one program: one (token, KV head) row of D values = D/16 blocks; pairs (2i, 2i+1) share a byte
     t, h = tl.program_id(0).to(tl.int64), tl.program_id(1)
     NB: tl.constexpr = D // 16
     slot = tl.load(slots_ptr + t).to(tl.int64)
     blk = tl.arange(0, NB_P2)  # [NB_P2]
     pair = tl.arange(0, 8)[None, :]  # [1, 8]
-    in_row = (blk < NB) & (blk * 0 + slot >= 0)  # a negative slot: a row that belongs to another pool
+    in_row = (blk < NB) & (
+        blk * 0 + slot >= 0
+    )  # a negative slot: a row that belongs to another pool
     mask = in_row[:, None]
     offs = (t * HKV + h) * D + blk[:, None] * 16 + pair * 2  # [NB_P2, 8]
     even = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
@@ -58,7 +81,11 @@ def _store_nvfp4_kernel(x_ptr, s_ptr, slots_ptr, codes_ptr, bscale_ptr, HKV: tl.
     lo = _e2m1_code(tl.div_rn(even, denom))
     hi = _e2m1_code(tl.div_rn(odd, denom))
     row = slot * HKV + h
-    tl.store(codes_ptr + row * (D // 2) + blk[:, None] * 8 + pair, (lo | (hi << 4)).to(tl.uint8), mask=mask)
+    tl.store(
+        codes_ptr + row * (D // 2) + blk[:, None] * 8 + pair,
+        (lo | (hi << 4)).to(tl.uint8),
+        mask=mask,
+    )
     tl.store(bscale_ptr + row * NB + blk, e4m3_bits(scale).to(tl.uint8), mask=in_row)
 
 
@@ -72,7 +99,11 @@ def _check_common(cache: torch.Tensor, scale, slots, x, d_cache: int) -> None:
     n, hkv, _ = x.shape
     if cache.ndim != 3 or cache.shape[1:] != (hkv, d_cache):
         raise ValueError(f"cache {tuple(cache.shape)} does not hold rows of x {tuple(x.shape)}")
-    if not isinstance(slots, torch.Tensor) or slots.shape != (n,) or slots.dtype not in (torch.int32, torch.int64):
+    if (
+        not isinstance(slots, torch.Tensor)
+        or slots.shape != (n,)
+        or slots.dtype not in (torch.int32, torch.int64)
+    ):
         raise ValueError(f"slots must be an int32/int64 tensor [{n}]")
     if not isinstance(scale, torch.Tensor) or scale.dtype != torch.float32 or scale.shape != (hkv,):
         raise ValueError(f"scale must be a calibrated float32 tensor [{hkv}] (one per KV head)")
@@ -83,7 +114,9 @@ def _check_common(cache: torch.Tensor, scale, slots, x, d_cache: int) -> None:
 def _check_fp8(cache, scale, slots, x) -> None:
     if not isinstance(cache, torch.Tensor) or cache.dtype != torch.float8_e4m3fn:
         raise ValueError("the fp8 cache must be a torch.float8_e4m3fn tensor [num_slots, Hkv, D]")
-    _check_common(cache, scale, slots, x, x.shape[-1] if isinstance(x, torch.Tensor) and x.ndim == 3 else -1)
+    _check_common(
+        cache, scale, slots, x, x.shape[-1] if isinstance(x, torch.Tensor) and x.ndim == 3 else -1
+    )
 
 
 def _check_nvfp4(codes, bscale, tscale, slots, x) -> None:
@@ -96,13 +129,17 @@ def _check_nvfp4(codes, bscale, tscale, slots, x) -> None:
         raise ValueError("x must be [n, Hkv, D] with D a positive multiple of 16")
     _check_common(codes, tscale, slots, x, d // 2)
     if bscale.shape != (codes.shape[0], codes.shape[1], d // 16) or bscale.device != codes.device:
-        raise ValueError(f"block scales {tuple(bscale.shape)} do not match codes {tuple(codes.shape)}")
+        raise ValueError(
+            f"block scales {tuple(bscale.shape)} do not match codes {tuple(codes.shape)}"
+        )
 
 
 # ---------------------------------------------------------------- launchers
 
 
-def store_kv_fp8(cache: torch.Tensor, scale: torch.Tensor, slots: torch.Tensor, x: torch.Tensor) -> None:
+def store_kv_fp8(
+    cache: torch.Tensor, scale: torch.Tensor, slots: torch.Tensor, x: torch.Tensor
+) -> None:
     """Quantize x [n, Hkv, D] with per-head scale [Hkv] and write it to cache[slots] in place.
 
     cache float8_e4m3fn [num_slots, Hkv, D]; slots distinct, in range (not checked on device);
@@ -114,12 +151,26 @@ def store_kv_fp8(cache: torch.Tensor, scale: torch.Tensor, slots: torch.Tensor, 
         check_kernel_tensor(t, name)
     n, hkv, d = x.shape
     if n:
-        _store_fp8_kernel[(n,)](x, scale, slots, cache.view(torch.uint8), HKV=hkv, D=d,
-                                H_P2=triton.next_power_of_2(hkv), D_P2=triton.next_power_of_2(d), num_warps=4)
+        _store_fp8_kernel[(n,)](
+            x,
+            scale,
+            slots,
+            cache.view(torch.uint8),
+            HKV=hkv,
+            D=d,
+            H_P2=triton.next_power_of_2(hkv),
+            D_P2=triton.next_power_of_2(d),
+            num_warps=4,
+        )
 
 
-def store_kv_nvfp4(codes: torch.Tensor, bscale: torch.Tensor, tscale: torch.Tensor, slots: torch.Tensor,
-                   x: torch.Tensor) -> None:
+def store_kv_nvfp4(
+    codes: torch.Tensor,
+    bscale: torch.Tensor,
+    tscale: torch.Tensor,
+    slots: torch.Tensor,
+    x: torch.Tensor,
+) -> None:
     """NVFP4-quantize x [n, Hkv, D] with per-head tensor scale s_T [Hkv] into codes/bscale[slots].
 
     codes uint8 [num_slots, Hkv, D/2], bscale float8_e4m3fn [num_slots, Hkv, D/16], D % 16 == 0;
@@ -128,12 +179,27 @@ def store_kv_nvfp4(codes: torch.Tensor, bscale: torch.Tensor, tscale: torch.Tens
     store_kv_nvfp4_ref. Raises ValueError for bad inputs.
     """
     _check_nvfp4(codes, bscale, tscale, slots, x)
-    for t, name in ((codes, "codes"), (bscale, "bscale"), (tscale, "tscale"), (slots, "slots"), (x, "x")):
+    for t, name in (
+        (codes, "codes"),
+        (bscale, "bscale"),
+        (tscale, "tscale"),
+        (slots, "slots"),
+        (x, "x"),
+    ):
         check_kernel_tensor(t, name)
     n, hkv, d = x.shape
     if n:
-        _store_nvfp4_kernel[(n, hkv)](x, tscale, slots, codes, bscale.view(torch.uint8), HKV=hkv, D=d,
-                                      NB_P2=triton.next_power_of_2(d // 16), num_warps=1)
+        _store_nvfp4_kernel[(n, hkv)](
+            x,
+            tscale,
+            slots,
+            codes,
+            bscale.view(torch.uint8),
+            HKV=hkv,
+            D=d,
+            NB_P2=triton.next_power_of_2(d // 16),
+            num_warps=1,
+        )
 
 
 # ---------------------------------------------------------------- torch references
@@ -179,26 +245,62 @@ def _exp2i(e):
 
 
 @triton.jit
-def _amax_rows_kernel(x_ptr, stride_t, stride_h, slots_ptr, n, amax_ptr, hw_ptr, D: tl.constexpr,
-                      D_P2: tl.constexpr, BLOCK_T: tl.constexpr):
+def _amax_rows_kernel(
+    x_ptr,
+    stride_t,
+    stride_h,
+    slots_ptr,
+    n,
+    amax_ptr,
+    hw_ptr,
+    D: tl.constexpr,
+    D_P2: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+):
     # grid (cdiv(n, BLOCK_T), Hkv): amax bits of |x| over this block's rows with slot >= 0
     h = tl.program_id(1)
     t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     d = tl.arange(0, D_P2)[None, :]
     slot = tl.load(slots_ptr + t, mask=t < n, other=-1).to(tl.int64)
     ok = slot >= 0
-    x = tl.load(x_ptr + t[:, None].to(tl.int64) * stride_t + h * stride_h + d, mask=ok[:, None] & (d < D),
-                other=0.0).to(tl.float32)
+    x = tl.load(
+        x_ptr + t[:, None].to(tl.int64) * stride_t + h * stride_h + d,
+        mask=ok[:, None] & (d < D),
+        other=0.0,
+    ).to(tl.float32)
     bits = tl.where(ok, tl.max(tl.abs(x).to(tl.int32, bitcast=True), 1), -1)  # [BLOCK_T]
-    tl.atomic_max(amax_ptr + h, tl.max(bits, 0))  # |x| >= 0: its float order is its bit order; NaN is largest
+    tl.atomic_max(
+        amax_ptr + h, tl.max(bits, 0)
+    )  # |x| >= 0: its float order is its bit order; NaN is largest
     tl.atomic_max(hw_ptr, tl.max(tl.where(ok, slot + 1, 0), 0).to(tl.int32))
 
 
 @triton.jit
-def _fit_store_kernel(x_ptr, stride_t, stride_h, slots_ptr, n, lo, hi, amax_ptr, scale_ptr, hw_ptr, flag_ptr,
-                      val_ptr, bs_ptr, HKV: tl.constexpr, D: tl.constexpr, D_P2: tl.constexpr,
-                      NB_P2: tl.constexpr, NVFP4: tl.constexpr, RANGE_MAX: tl.constexpr,
-                      HEADROOM: tl.constexpr, FUSED: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_S: tl.constexpr):
+def _fit_store_kernel(
+    x_ptr,
+    stride_t,
+    stride_h,
+    slots_ptr,
+    n,
+    lo,
+    hi,
+    amax_ptr,
+    scale_ptr,
+    hw_ptr,
+    flag_ptr,
+    val_ptr,
+    bs_ptr,
+    HKV: tl.constexpr,
+    D: tl.constexpr,
+    D_P2: tl.constexpr,
+    NB_P2: tl.constexpr,
+    NVFP4: tl.constexpr,
+    RANGE_MAX: tl.constexpr,
+    HEADROOM: tl.constexpr,
+    FUSED: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+):
     # grid (Hkv,): one KV head. val_ptr: fp8 values (uint8 view) or nvfp4 codes; bs_ptr: nvfp4 block scales
     h = tl.program_id(0)
     d = tl.arange(0, D_P2)[None, :]
@@ -210,8 +312,11 @@ def _fit_store_kernel(x_ptr, stride_t, stride_h, slots_ptr, n, lo, hi, amax_ptr,
             slot = tl.load(slots_ptr + t, mask=t < n, other=-1).to(tl.int64)
             ok = (slot >= lo) & (slot < hi)
             slot = slot - lo
-            x = tl.load(x_ptr + t[:, None].to(tl.int64) * stride_t + h * stride_h + d,
-                        mask=ok[:, None] & (d < D), other=0.0).to(tl.float32)
+            x = tl.load(
+                x_ptr + t[:, None].to(tl.int64) * stride_t + h * stride_h + d,
+                mask=ok[:, None] & (d < D),
+                other=0.0,
+            ).to(tl.float32)
             acc = tl.maximum(acc, tl.where(ok, tl.max(tl.abs(x).to(tl.int32, bitcast=True), 1), -1))
             top = tl.maximum(top, tl.where(ok, slot + 1, 0))
         bits = tl.max(acc, 0)
@@ -226,7 +331,9 @@ def _fit_store_kernel(x_ptr, stride_t, stride_h, slots_ptr, n, lo, hi, amax_ptr,
     need = tl.maximum(tl.div_rn(amax, RANGE_MAX), FLOAT32_TINY)
     fresh = scale == 0.0
     # k = ceil(log2(need / scale)) exactly, from the exponents: need / scale lies in (2^(e-1), 2^(e+1))
-    e = ((need.to(tl.int32, bitcast=True) >> 23) & 255) - ((scale.to(tl.int32, bitcast=True) >> 23) & 255)
+    e = ((need.to(tl.int32, bitcast=True) >> 23) & 255) - (
+        (scale.to(tl.int32, bitcast=True) >> 23) & 255
+    )
     e = tl.minimum(tl.maximum(e, -126), 126)
     k = tl.where(need <= scale * _exp2i(e), e, e + 1)
     k = tl.where(present & finite & (scale != 0.0) & (need > scale), k, 0)
@@ -262,34 +369,62 @@ def _fit_store_kernel(x_ptr, stride_t, stride_h, slots_ptr, n, lo, hi, amax_ptr,
                 blk = tl.arange(0, NB_P2)[None, :, None]
                 pair = tl.arange(0, 8)[None, None, :]
                 m3 = ok[:, None, None] & (blk < NB)
-                base = x_ptr + t[:, None, None].to(tl.int64) * stride_t + h * stride_h + blk * 16 + pair * 2
+                base = (
+                    x_ptr
+                    + t[:, None, None].to(tl.int64) * stride_t
+                    + h * stride_h
+                    + blk * 16
+                    + pair * 2
+                )
                 even = tl.load(base, mask=m3, other=0.0).to(tl.float32)
                 odd = tl.load(base + 1, mask=m3, other=0.0).to(tl.float32)
-                b_amax = tl.maximum(tl.max(tl.abs(even), axis=2), tl.max(tl.abs(odd), axis=2))  # [T, NB_P2]
+                b_amax = tl.maximum(
+                    tl.max(tl.abs(even), axis=2), tl.max(tl.abs(odd), axis=2)
+                )  # [T, NB_P2]
                 bsc = e4m3_round(tl.minimum(tl.div_rn(b_amax, 6.0 * new), 448.0))
                 bsc = tl.where(bsc > 0, bsc, 1.0)
                 denom = (bsc * new)[:, :, None]
                 c_lo = _e2m1_code(tl.div_rn(even, denom))
                 c_hi = _e2m1_code(tl.div_rn(odd, denom))
                 row = slot * HKV + h  # [T]
-                tl.store(val_ptr + row[:, None, None] * (D // 2) + blk * 8 + pair,
-                         (c_lo | (c_hi << 4)).to(tl.uint8), mask=m3)
+                tl.store(
+                    val_ptr + row[:, None, None] * (D // 2) + blk * 8 + pair,
+                    (c_lo | (c_hi << 4)).to(tl.uint8),
+                    mask=m3,
+                )
                 blk2 = tl.arange(0, NB_P2)[None, :]
-                tl.store(bs_ptr + row[:, None] * NB + blk2, e4m3_bits(bsc).to(tl.uint8),
-                         mask=ok[:, None] & (blk2 < NB))
+                tl.store(
+                    bs_ptr + row[:, None] * NB + blk2,
+                    e4m3_bits(bsc).to(tl.uint8),
+                    mask=ok[:, None] & (blk2 < NB),
+                )
             else:
                 m = ok[:, None] & (d < D)
-                x = tl.load(x_ptr + t[:, None].to(tl.int64) * stride_t + h * stride_h + d, mask=m,
-                            other=0.0).to(tl.float32)
+                x = tl.load(
+                    x_ptr + t[:, None].to(tl.int64) * stride_t + h * stride_h + d, mask=m, other=0.0
+                ).to(tl.float32)
                 v = tl.minimum(tl.maximum(tl.div_rn(x, new), -448.0), 448.0)
                 sign = (v.to(tl.int32, bitcast=True) >> 24) & 128
-                tl.store(val_ptr + (slot[:, None] * HKV + h) * D + d,
-                         (e4m3_bits(e4m3_round(tl.abs(v))) | sign).to(tl.uint8), mask=m)
+                tl.store(
+                    val_ptr + (slot[:, None] * HKV + h) * D + d,
+                    (e4m3_bits(e4m3_round(tl.abs(v))) | sign).to(tl.uint8),
+                    mask=m,
+                )
 
 
-def pool_store(values: torch.Tensor, block_scales: torch.Tensor | None, scale: torch.Tensor, slots: torch.Tensor,
-               x: torch.Tensor, high_water: torch.Tensor, flag: torch.Tensor, range_max: float,
-               headroom: float, lo: int = 0, hi: int | None = None) -> None:
+def pool_store(
+    values: torch.Tensor,
+    block_scales: torch.Tensor | None,
+    scale: torch.Tensor,
+    slots: torch.Tensor,
+    x: torch.Tensor,
+    high_water: torch.Tensor,
+    flag: torch.Tensor,
+    range_max: float,
+    headroom: float,
+    lo: int = 0,
+    hi: int | None = None,
+) -> None:
     """A quantized pool's store of K or V rows x [n, Hkv, D] at `slots` [n], calibrating on the
     device (see the section comment): values = fp8 [S, Hkv, D] (block_scales None) or nvfp4 codes
     uint8 [S, Hkv, D/2] with block_scales float8_e4m3fn [S, Hkv, D/16]; scale float32 [Hkv]
@@ -301,11 +436,18 @@ def pool_store(values: torch.Tensor, block_scales: torch.Tensor | None, scale: t
     n, hkv, d = x.shape
     hi = values.shape[0] + lo if hi is None else hi
     if values.ndim != 3 or values.shape[1] != hkv or values.shape[2] != (d // 2 if nvfp4 else d):
-        raise ValueError(f"pool buffer {tuple(values.shape)} does not hold rows of x {tuple(x.shape)}")
+        raise ValueError(
+            f"pool buffer {tuple(values.shape)} does not hold rows of x {tuple(x.shape)}"
+        )
     if scale.shape != (hkv,) or scale.dtype != torch.float32 or slots.shape != (n,):
         raise ValueError("scale must be float32 [Hkv] and slots [n]")
-    for t, name in ((values, "values"), (scale, "scale"), (slots, "slots"), (high_water, "high_water"),
-                    (flag, "flag")):
+    for t, name in (
+        (values, "values"),
+        (scale, "scale"),
+        (slots, "slots"),
+        (high_water, "high_water"),
+        (flag, "flag"),
+    ):
         check_kernel_tensor(t, name)
     if n == 0:
         return
@@ -315,11 +457,36 @@ def pool_store(values: torch.Tensor, block_scales: torch.Tensor | None, scale: t
     bs = block_scales.view(torch.uint8) if nvfp4 else vals
     d_p2 = triton.next_power_of_2(d)
     nb_p2 = triton.next_power_of_2(max(d // 16, 1))
-    common = dict(HKV=hkv, D=d, D_P2=d_p2, NB_P2=nb_p2, NVFP4=nvfp4, RANGE_MAX=float(range_max),
-                  HEADROOM=float(headroom), BLOCK_S=64)
+    common = dict(
+        HKV=hkv,
+        D=d,
+        D_P2=d_p2,
+        NB_P2=nb_p2,
+        NVFP4=nvfp4,
+        RANGE_MAX=float(range_max),
+        HEADROOM=float(headroom),
+        BLOCK_S=64,
+    )
     if n <= FUSE_MAX_ROWS:
-        _fit_store_kernel[(hkv,)](x, x.stride(0), x.stride(1), slots, n, lo, hi, flag, scale, high_water, flag,
-                                  vals, bs, FUSED=True, BLOCK_T=16, num_warps=4, **common)
+        _fit_store_kernel[(hkv,)](
+            x,
+            x.stride(0),
+            x.stride(1),
+            slots,
+            n,
+            lo,
+            hi,
+            flag,
+            scale,
+            high_water,
+            flag,
+            vals,
+            bs,
+            FUSED=True,
+            BLOCK_T=16,
+            num_warps=4,
+            **common,
+        )
         return
     # rebase; rows outside [lo, hi) get slot -1 (skipped). Always: a mixed pool hands every pool
     # the batch's global slot ids, so a prefix pool (lo = 0, hi = its size) also sees branch
@@ -328,14 +495,60 @@ def pool_store(values: torch.Tensor, block_scales: torch.Tensor | None, scale: t
     lo, hi = 0, values.shape[0]
     amax = torch.full((hkv,), -1, dtype=torch.int32, device=x.device)
     block_t = 32
-    _amax_rows_kernel[(triton.cdiv(n, block_t), hkv)](x, x.stride(0), x.stride(1), slots, n, amax, high_water,
-                                                       D=d, D_P2=d_p2, BLOCK_T=block_t, num_warps=4)
-    _fit_store_kernel[(hkv,)](x, x.stride(0), x.stride(1), slots, n, lo, hi, amax, scale, high_water, flag, vals, bs,
-                              FUSED=False, BLOCK_T=16, num_warps=4, **common)
+    _amax_rows_kernel[(triton.cdiv(n, block_t), hkv)](
+        x,
+        x.stride(0),
+        x.stride(1),
+        slots,
+        n,
+        amax,
+        high_water,
+        D=d,
+        D_P2=d_p2,
+        BLOCK_T=block_t,
+        num_warps=4,
+    )
+    _fit_store_kernel[(hkv,)](
+        x,
+        x.stride(0),
+        x.stride(1),
+        slots,
+        n,
+        lo,
+        hi,
+        amax,
+        scale,
+        high_water,
+        flag,
+        vals,
+        bs,
+        FUSED=False,
+        BLOCK_T=16,
+        num_warps=4,
+        **common,
+    )
     x = x.contiguous()
     if nvfp4:
-        _store_nvfp4_kernel[(n, hkv)](x, scale, slots, vals, bs, HKV=hkv, D=d,
-                                      NB_P2=triton.next_power_of_2(d // 16), num_warps=1)
+        _store_nvfp4_kernel[(n, hkv)](
+            x,
+            scale,
+            slots,
+            vals,
+            bs,
+            HKV=hkv,
+            D=d,
+            NB_P2=triton.next_power_of_2(d // 16),
+            num_warps=1,
+        )
     else:
-        _store_fp8_kernel[(n,)](x, scale, slots, vals, HKV=hkv, D=d, H_P2=triton.next_power_of_2(hkv),
-                                D_P2=d_p2, num_warps=4)
+        _store_fp8_kernel[(n,)](
+            x,
+            scale,
+            slots,
+            vals,
+            HKV=hkv,
+            D=d,
+            H_P2=triton.next_power_of_2(hkv),
+            D_P2=d_p2,
+            num_warps=4,
+        )

@@ -46,7 +46,24 @@ E2M1_MAX = 6.0
 BLOCK_SIZE = 16
 BLOCKS = 256  # 16-value blocks per Triton program (4,096 values)
 # value of each 4-bit code; index = code
-E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+E2M1_VALUES = (
+    0.0,
+    0.5,
+    1.0,
+    1.5,
+    2.0,
+    3.0,
+    4.0,
+    6.0,
+    -0.0,
+    -0.5,
+    -1.0,
+    -1.5,
+    -2.0,
+    -3.0,
+    -4.0,
+    -6.0,
+)
 
 
 # ---------------------------------------------------------------- scale helpers
@@ -74,7 +91,9 @@ def _checked_input(x: torch.Tensor, tensor_scale, values: bool = True) -> torch.
     finiteness of x and of a given scale tensor to the caller (the Triton kernel flags them)."""
     check_float_input(x, finite=values)
     if x.ndim == 0 or x.shape[-1] == 0 or x.shape[-1] % BLOCK_SIZE:
-        raise ValueError(f"the last dim of x must be a positive multiple of 16, got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"the last dim of x must be a positive multiple of 16, got shape {tuple(x.shape)}"
+        )
     if tensor_scale is None:
         return nvfp4_tensor_scale(x)
     return as_scale(tensor_scale, x[..., :1], "tensor_scale", values)
@@ -83,11 +102,19 @@ def _checked_input(x: torch.Tensor, tensor_scale, values: bool = True) -> torch.
 def _checked_codes(codes, block_scales, tensor_scale, dtype) -> torch.Tensor:
     """Validate dequantize inputs; return s_T (float32, broadcastable to codes[..., :1])."""
     if codes.dtype != torch.uint8 or block_scales.dtype != torch.float8_e4m3fn:
-        raise ValueError(f"need uint8 codes and float8_e4m3fn block_scales, got {codes.dtype}, {block_scales.dtype}")
+        raise ValueError(
+            f"need uint8 codes and float8_e4m3fn block_scales, got {codes.dtype}, {block_scales.dtype}"
+        )
     if dtype not in FLOAT_DTYPES:
         raise ValueError(f"dtype must be float32, float16 or bfloat16, got {dtype}")
-    if codes.ndim == 0 or codes.shape[:-1] != block_scales.shape[:-1] or codes.shape[-1] != 8 * block_scales.shape[-1]:
-        raise ValueError(f"codes {tuple(codes.shape)} and block_scales {tuple(block_scales.shape)} do not match")
+    if (
+        codes.ndim == 0
+        or codes.shape[:-1] != block_scales.shape[:-1]
+        or codes.shape[-1] != 8 * block_scales.shape[-1]
+    ):
+        raise ValueError(
+            f"codes {tuple(codes.shape)} and block_scales {tuple(block_scales.shape)} do not match"
+        )
     if codes.device != block_scales.device:
         raise ValueError("codes and block_scales must be on the same device")
     return as_scale(tensor_scale, codes[..., :1], "tensor_scale")
@@ -136,9 +163,15 @@ def dequantize_nvfp4_ref(codes, block_scales, tensor_scale, dtype=torch.bfloat16
 @triton.jit
 def _e2m1_code(v):
     a = tl.abs(v)
-    steps = ((a > 0.25).to(tl.int32) + (a >= 0.75).to(tl.int32) + (a > 1.25).to(tl.int32)
-             + (a >= 1.75).to(tl.int32) + (a > 2.5).to(tl.int32) + (a >= 3.5).to(tl.int32)
-             + (a > 5.0).to(tl.int32))
+    steps = (
+        (a > 0.25).to(tl.int32)
+        + (a >= 0.75).to(tl.int32)
+        + (a > 1.25).to(tl.int32)
+        + (a >= 1.75).to(tl.int32)
+        + (a > 2.5).to(tl.int32)
+        + (a >= 3.5).to(tl.int32)
+        + (a > 5.0).to(tl.int32)
+    )
     return steps + tl.where(v < 0, 8, 0)
 
 
@@ -147,15 +180,27 @@ def _e2m1_value(code):
     mag = code & 7
     exp = mag >> 1
     mant = (mag & 1).to(tl.float32)
-    value = tl.where(exp == 0, 0.5 * mant,
-                     tl.where(exp == 1, 1.0 + 0.5 * mant, tl.where(exp == 2, 2.0 + mant, 4.0 + 2.0 * mant)))
+    value = tl.where(
+        exp == 0,
+        0.5 * mant,
+        tl.where(exp == 1, 1.0 + 0.5 * mant, tl.where(exp == 2, 2.0 + mant, 4.0 + 2.0 * mant)),
+    )
     # the sign goes in as a bit: negation on the GPU computes 0 - x, which loses -0
     return (value.to(tl.int32, bitcast=True) | ((code & 8) << 28)).to(tl.float32, bitcast=True)
 
 
 @triton.jit
-def _quantize_nvfp4_kernel(x_ptr, s_ptr, codes_ptr, scales_ptr, flag_ptr, num_blocks, row_blocks,
-                           BLOCKS: tl.constexpr, WIDE: tl.constexpr):
+def _quantize_nvfp4_kernel(
+    x_ptr,
+    s_ptr,
+    codes_ptr,
+    scales_ptr,
+    flag_ptr,
+    num_blocks,
+    row_blocks,
+    BLOCKS: tl.constexpr,
+    WIDE: tl.constexpr,
+):
     # one program: BLOCKS consecutive 16-value blocks of the flat input (rows of row_blocks blocks,
     # s_ptr one tensor scale per row); pairs (2i, 2i+1) share a byte; bad inputs set bits of *flag_ptr
     blk = program_offsets(BLOCKS, WIDE)  # [BLOCKS] block indices
@@ -166,7 +211,9 @@ def _quantize_nvfp4_kernel(x_ptr, s_ptr, codes_ptr, scales_ptr, flag_ptr, num_bl
     even = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     odd = tl.load(x_ptr + offs + 1, mask=mask, other=0.0).to(tl.float32)
     s_t = tl.load(s_ptr + blk // row_blocks, mask=in_range, other=1.0)
-    flag_if_any(flag_ptr, mask & (nonfinite(even) | nonfinite(odd)), (in_range & bad_scale(s_t))[:, None])
+    flag_if_any(
+        flag_ptr, mask & (nonfinite(even) | nonfinite(odd)), (in_range & bad_scale(s_t))[:, None]
+    )
     amax = tl.maximum(tl.max(tl.abs(even), axis=1), tl.max(tl.abs(odd), axis=1))  # [BLOCKS]
     scale = e4m3_round(tl.minimum(tl.div_rn(amax, 6.0 * s_t), 448.0))
     scale = tl.where(scale > 0, scale, 1.0)
@@ -178,8 +225,16 @@ def _quantize_nvfp4_kernel(x_ptr, s_ptr, codes_ptr, scales_ptr, flag_ptr, num_bl
 
 
 @triton.jit
-def _dequantize_nvfp4_kernel(codes_ptr, scales_ptr, s_ptr, out_ptr, num_blocks, row_blocks, BLOCKS: tl.constexpr,
-                             WIDE: tl.constexpr):
+def _dequantize_nvfp4_kernel(
+    codes_ptr,
+    scales_ptr,
+    s_ptr,
+    out_ptr,
+    num_blocks,
+    row_blocks,
+    BLOCKS: tl.constexpr,
+    WIDE: tl.constexpr,
+):
     blk = program_offsets(BLOCKS, WIDE)  # [BLOCKS] block indices
     pair = tl.arange(0, 8)[None, :]  # [1, 8]
     in_range = blk < num_blocks
@@ -229,8 +284,16 @@ def launch_quantize_nvfp4(x, row_scales, codes, scales, flag) -> None:
     bad scale, not read)."""
     num_blocks = x.numel() // BLOCK_SIZE
     _quantize_nvfp4_kernel[(triton.cdiv(num_blocks, BLOCKS),)](
-        x, row_scales, codes, scales, flag, num_blocks, x.shape[-1] // BLOCK_SIZE, BLOCKS=BLOCKS,
-        WIDE=wide_offsets(x.numel(), BLOCKS * BLOCK_SIZE))
+        x,
+        row_scales,
+        codes,
+        scales,
+        flag,
+        num_blocks,
+        x.shape[-1] // BLOCK_SIZE,
+        BLOCKS=BLOCKS,
+        WIDE=wide_offsets(x.numel(), BLOCKS * BLOCK_SIZE),
+    )
 
 
 def dequantize_nvfp4(codes, block_scales, tensor_scale, dtype=torch.bfloat16) -> torch.Tensor:
@@ -247,7 +310,14 @@ def dequantize_nvfp4(codes, block_scales, tensor_scale, dtype=torch.bfloat16) ->
     out = torch.empty(*lead, num_blocks * BLOCK_SIZE, dtype=dtype, device=codes.device)
     if block_scales.numel():
         grid = (triton.cdiv(block_scales.numel(), BLOCKS),)
-        _dequantize_nvfp4_kernel[grid](codes, block_scales.view(torch.uint8), _row_scales(s_t, lead), out,
-                                       block_scales.numel(), num_blocks, BLOCKS=BLOCKS,
-                                       WIDE=wide_offsets(out.numel(), BLOCKS * BLOCK_SIZE))
+        _dequantize_nvfp4_kernel[grid](
+            codes,
+            block_scales.view(torch.uint8),
+            _row_scales(s_t, lead),
+            out,
+            block_scales.numel(),
+            num_blocks,
+            BLOCKS=BLOCKS,
+            WIDE=wide_offsets(out.numel(), BLOCKS * BLOCK_SIZE),
+        )
     return out

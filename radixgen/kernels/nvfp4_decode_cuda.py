@@ -57,7 +57,11 @@ _state: dict = {}  # "error": why the kernel is unavailable; "kernels": compiled
 
 def available(device: torch.device) -> bool:
     """True when the kernel can run on `device`: CUDA, sm_89+, NVRTC present, not turned off."""
-    if device.type != "cuda" or interpreting() or os.environ.get("RADIXGEN_CUDA_KERNELS", "1") == "0":
+    if (
+        device.type != "cuda"
+        or interpreting()
+        or os.environ.get("RADIXGEN_CUDA_KERNELS", "1") == "0"
+    ):
         return False
     if torch.cuda.get_device_capability(device) < (8, 9):
         return False
@@ -68,19 +72,32 @@ def available(device: torch.device) -> bool:
 
 def supports(q: torch.Tensor, kv: KVBuffers) -> bool:
     """The shapes and dtypes this kernel is built for (the Triton kernel takes the rest)."""
-    return (kv.fmt == FMT_NVFP4 and kv.head_dim in HEAD_DIMS and q.dtype in (torch.float16, torch.bfloat16)
-            and q.shape[1] % kv.num_kv_heads == 0 and q.shape[1] // kv.num_kv_heads <= MAX_GROUP)
+    return (
+        kv.fmt == FMT_NVFP4
+        and kv.head_dim in HEAD_DIMS
+        and q.dtype in (torch.float16, torch.bfloat16)
+        and q.shape[1] % kv.num_kv_heads == 0
+        and q.shape[1] // kv.num_kv_heads <= MAX_GROUP
+    )
 
 
 class DecodeCall:
     """One launch of the kernel for a pool, less its split count (as decode_attention's _KernelCall)."""
 
-    def __init__(self, q: torch.Tensor, kv: KVBuffers, kv_indptr: torch.Tensor, kv_indices: torch.Tensor,
-                 scale_log2: float):
+    def __init__(
+        self,
+        q: torch.Tensor,
+        kv: KVBuffers,
+        kv_indptr: torch.Tensor,
+        kv_indices: torch.Tensor,
+        scale_log2: float,
+    ):
         self.q, self.kv, self.indptr, self.indices = q, kv, kv_indptr, kv_indices
         self.batch, self.device, self.scale_log2 = q.shape[0], q.device, scale_log2
         self.head_groups = kv.num_kv_heads
-        self.stages = CONFIG["stages"] if _stageable(kv) and _fits(q.device, kv, CONFIG["stages"]) else 0
+        self.stages = (
+            CONFIG["stages"] if _stageable(kv) and _fits(q.device, kv, CONFIG["stages"]) else 0
+        )
 
     def compiled(self, out_dtype: torch.dtype) -> "_Kernel":
         return kernel(self.device, self.defines(out_dtype))
@@ -88,24 +105,42 @@ class DecodeCall:
     def defines(self, out_dtype: torch.dtype) -> dict:
         """The kernel's compile-time constants for this call."""
         q, kv = self.q, self.kv
-        defines = dict(HEAD_DIM=kv.head_dim, GROUP=q.shape[1] // kv.num_kv_heads, HKV=kv.num_kv_heads,
-                       Q_BF16=int(q.dtype == torch.bfloat16), OUT_KIND=_OUT_KINDS[out_dtype],
-                       INDPTR64=int(self.indptr.dtype == torch.int64),
-                       INDICES64=int(self.indices.dtype == torch.int64), STAGES=self.stages)
+        defines = dict(
+            HEAD_DIM=kv.head_dim,
+            GROUP=q.shape[1] // kv.num_kv_heads,
+            HKV=kv.num_kv_heads,
+            Q_BF16=int(q.dtype == torch.bfloat16),
+            OUT_KIND=_OUT_KINDS[out_dtype],
+            INDPTR64=int(self.indptr.dtype == torch.int64),
+            INDICES64=int(self.indices.dtype == torch.int64),
+            STAGES=self.stages,
+        )
         if self.stages:
             hc = heads_per_cta(kv.num_kv_heads)
             # at head dim 256 two CTAs of 8 warps would cap registers at 128 and spill
-            defines.update(HC=hc, MIN_CTAS=CONFIG["min_ctas"] if kv.head_dim <= 128 else 1,
-                           SMEM_BYTES=self.stages * stage_bytes(kv.head_dim, hc))
+            defines.update(
+                HC=hc,
+                MIN_CTAS=CONFIG["min_ctas"] if kv.head_dim <= 128 else 1,
+                SMEM_BYTES=self.stages * stage_bytes(kv.head_dim, hc),
+            )
         else:
-            defines.update(WARPS=CONFIG["warps"], MIN_WARPS=max(CONFIG["min_warps"], CONFIG["warps"]))
+            defines.update(
+                WARPS=CONFIG["warps"], MIN_WARPS=max(CONFIG["min_warps"], CONFIG["warps"])
+            )
         return defines
 
     def _warps_per_cta(self, k: "_Kernel") -> int:
         return k.defines["HC"] if self.stages else k.defines["WARPS"]
 
-    def launch(self, mid_o: torch.Tensor, mid_lse: torch.Tensor, splits: int, split_base: int, stride: int,
-               gdc: int = 0) -> None:
+    def launch(
+        self,
+        mid_o: torch.Tensor,
+        mid_lse: torch.Tensor,
+        splits: int,
+        split_base: int,
+        stride: int,
+        gdc: int = 0,
+    ) -> None:
         """Write (o, lse) per (request, head, split) into mid_o [B, Hq, stride, D] / mid_lse [B, Hq,
         stride] at split_base + split (stride 1: the final o [B, Hq, D], lse [B, Hq]). Always a plain
         launch that lets the next launch start early (sm_90+), whatever `gdc` asks."""
@@ -113,16 +148,40 @@ class DecodeCall:
         programs = kv.num_kv_heads * self.batch * splits
         k = self.compiled(mid_o.dtype)
         warps = self._warps_per_cta(k)
-        k.launch((programs + warps - 1) // warps, 32 * warps, self.args(mid_o, mid_lse, splits, split_base, stride),
-                 torch.cuda.current_stream(self.device))
+        k.launch(
+            (programs + warps - 1) // warps,
+            32 * warps,
+            self.args(mid_o, mid_lse, splits, split_base, stride),
+            torch.cuda.current_stream(self.device),
+        )
 
-    def args(self, mid_o: torch.Tensor, mid_lse: torch.Tensor, splits: int, split_base: int, stride: int) -> list:
+    def args(
+        self, mid_o: torch.Tensor, mid_lse: torch.Tensor, splits: int, split_base: int, stride: int
+    ) -> list:
         kv = self.kv
-        args = [(ctypes.c_void_p, t.data_ptr()) for t in
-                (self.q, kv.k, kv.v, kv.k_bscale, kv.v_bscale, kv.k_scale, kv.v_scale, self.indptr,
-                 self.indices, mid_o, mid_lse)]
-        return args + [(ctypes.c_float, self.scale_log2), (ctypes.c_int, self.batch), (ctypes.c_int, split_base),
-                       (ctypes.c_int, splits), (ctypes.c_int, stride)]
+        args = [
+            (ctypes.c_void_p, t.data_ptr())
+            for t in (
+                self.q,
+                kv.k,
+                kv.v,
+                kv.k_bscale,
+                kv.v_bscale,
+                kv.k_scale,
+                kv.v_scale,
+                self.indptr,
+                self.indices,
+                mid_o,
+                mid_lse,
+            )
+        ]
+        return args + [
+            (ctypes.c_float, self.scale_log2),
+            (ctypes.c_int, self.batch),
+            (ctypes.c_int, split_base),
+            (ctypes.c_int, splits),
+            (ctypes.c_int, stride),
+        ]
 
     def resident(self) -> int:
         """Programs (warps) resident at once on the device, from the compiled kernel's registers
@@ -142,7 +201,9 @@ class MixedCall:
     part's split base. Built only where `mixed_supported` holds; a failed compile raises (the
     caller launches the parts separately)."""
 
-    def __init__(self, q: torch.Tensor, fp8: tuple, nvfp4: tuple, scale_log2: float, paired: bool = False):
+    def __init__(
+        self, q: torch.Tensor, fp8: tuple, nvfp4: tuple, scale_log2: float, paired: bool = False
+    ):
         self.nv = DecodeCall(q, *nvfp4, scale_log2)
         self.fp8_kv, self.fp8_indptr, self.fp8_indices = fp8
         self.batch, self.device, self.paired = self.nv.batch, self.nv.device, paired
@@ -152,25 +213,47 @@ class MixedCall:
 
     def compiled(self, out_dtype: torch.dtype) -> "_Kernel":
         defines = self.nv.defines(out_dtype)
-        defines.update(FP8_PART=1, PAIRED=int(self.paired),
-                       SMEM_BYTES=self.nv.stages * max(stage_bytes(self.nv.kv.head_dim, self.hc),
-                                                       fp8_stage_bytes(self.nv.kv.head_dim, self.hc)))
+        defines.update(
+            FP8_PART=1,
+            PAIRED=int(self.paired),
+            SMEM_BYTES=self.nv.stages
+            * max(
+                stage_bytes(self.nv.kv.head_dim, self.hc),
+                fp8_stage_bytes(self.nv.kv.head_dim, self.hc),
+            ),
+        )
         return kernel(self.device, defines)
 
-    def launch(self, mid_o: torch.Tensor, mid_lse: torch.Tensor, fp8_splits: int, fp8_base: int,
-               nvfp4_splits: int, nvfp4_base: int, stride: int) -> None:
+    def launch(
+        self,
+        mid_o: torch.Tensor,
+        mid_lse: torch.Tensor,
+        fp8_splits: int,
+        fp8_base: int,
+        nvfp4_splits: int,
+        nvfp4_base: int,
+        stride: int,
+    ) -> None:
         """Both parts' (o, lse) partials into mid_o / mid_lse (as DecodeCall.launch) in one launch.
         Paired, the two parts' split counts must be equal and the partials of split j land at
         nvfp4_base + j (fp8_base unused)."""
         if self.paired and fp8_splits != nvfp4_splits:
-            raise ValueError(f"a paired launch splits both parts alike, got {fp8_splits} and {nvfp4_splits}")
+            raise ValueError(
+                f"a paired launch splits both parts alike, got {fp8_splits} and {nvfp4_splits}"
+            )
         k = self.compiled(mid_o.dtype)
         kv = self.fp8_kv
         args = self.nv.args(mid_o, mid_lse, nvfp4_splits, nvfp4_base, stride)
-        args += [(ctypes.c_void_p, t.data_ptr()) for t in
-                 (kv.k, kv.v, kv.k_scale, kv.v_scale, self.fp8_indptr, self.fp8_indices)]
+        args += [
+            (ctypes.c_void_p, t.data_ptr())
+            for t in (kv.k, kv.v, kv.k_scale, kv.v_scale, self.fp8_indptr, self.fp8_indices)
+        ]
         args += [(ctypes.c_int, fp8_base), (ctypes.c_int, fp8_splits)]
-        ctas = self.head_groups * self.batch * (nvfp4_splits if self.paired else fp8_splits + nvfp4_splits)
+        ctas = (
+            self.head_groups
+            * self.batch
+            * (nvfp4_splits if self.paired else fp8_splits + nvfp4_splits)
+        )
         k.launch(ctas, 32 * self.hc, args, torch.cuda.current_stream(self.device))
 
     def resident(self) -> int:
@@ -178,11 +261,15 @@ class MixedCall:
         if self._resident is None:
             k = self.compiled(torch.float32)
             props = torch.cuda.get_device_properties(self.device)
-            self._resident = ctas_per_sm(k.num_regs, k.smem, self.hc, props) * props.multi_processor_count
+            self._resident = (
+                ctas_per_sm(k.num_regs, k.smem, self.hc, props) * props.multi_processor_count
+            )
         return self._resident
 
 
-def mixed_supported(q: torch.Tensor, fp8: KVBuffers, nvfp4: KVBuffers, fp8_index: tuple, nvfp4_index: tuple) -> bool:
+def mixed_supported(
+    q: torch.Tensor, fp8: KVBuffers, nvfp4: KVBuffers, fp8_index: tuple, nvfp4_index: tuple
+) -> bool:
     """Whether MixedCall takes this FP8 part and NVFP4 part in one launch: the NVFP4 part runs the
     staged pipeline, both pools have the same heads, the FP8 rows are 16-byte aligned for cp.async,
     both parts' index tensors have the same dtypes, and the stages fit a CTA's shared memory."""
@@ -192,7 +279,11 @@ def mixed_supported(q: torch.Tensor, fp8: KVBuffers, nvfp4: KVBuffers, fp8_index
         return False
     if [t.dtype for t in fp8_index] != [t.dtype for t in nvfp4_index]:
         return False
-    if not (CONFIG["stages"] and _stageable(nvfp4) and all(t.data_ptr() % 16 == 0 for t in (fp8.k, fp8.v))):
+    if not (
+        CONFIG["stages"]
+        and _stageable(nvfp4)
+        and all(t.data_ptr() % 16 == 0 for t in (fp8.k, fp8.v))
+    ):
         return False
     hc = heads_per_cta(fp8.num_kv_heads)
     return _fits(q.device, nvfp4, CONFIG["stages"], fp8_stage_bytes(fp8.head_dim, hc))
@@ -225,29 +316,50 @@ def _fits(device: torch.device, kv: KVBuffers, stages: int, other_stage: int = 0
         return True
     props = torch.cuda.get_device_properties(device)
     limit = getattr(props, "shared_memory_per_block_optin", 48 * 1024)
-    return stages * max(stage_bytes(kv.head_dim, heads_per_cta(kv.num_kv_heads)), other_stage) <= limit
+    return (
+        stages * max(stage_bytes(kv.head_dim, heads_per_cta(kv.num_kv_heads)), other_stage) <= limit
+    )
 
 
 def _stageable(kv: KVBuffers) -> bool:
     """cp.async needs 16-byte aligned code rows and scale chunks aligned to their size."""
     chunk = min(16, heads_per_cta(kv.num_kv_heads) * kv.head_dim // 16)
     return all(t.data_ptr() % 16 == 0 for t in (kv.k, kv.v)) and all(
-        t.data_ptr() % chunk == 0 for t in (kv.k_bscale, kv.v_bscale))
+        t.data_ptr() % chunk == 0 for t in (kv.k_bscale, kv.v_bscale)
+    )
 
 
 # ---------------------------------------------------------------- NVRTC and the driver API
 
 
 class _Kernel:
-    def __init__(self, func: ctypes.c_void_p, module: ctypes.c_void_p, defines: dict, num_regs: int):
+    def __init__(
+        self, func: ctypes.c_void_p, module: ctypes.c_void_p, defines: dict, num_regs: int
+    ):
         self.func, self.module, self.defines, self.num_regs = func, module, defines, num_regs
         self.smem = defines.get("SMEM_BYTES", 0)  # dynamic shared memory per CTA
 
     def launch(self, blocks: int, threads: int, args: list, stream: torch.cuda.Stream) -> None:
         values = [ctype(value) for ctype, value in args]
-        params = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
-        _check(_cuda().cuLaunchKernel(self.func, blocks, 1, 1, threads, 1, 1, self.smem,
-                                      ctypes.c_void_p(stream.cuda_stream), params, None), "cuLaunchKernel")
+        params = (ctypes.c_void_p * len(values))(
+            *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values]
+        )
+        _check(
+            _cuda().cuLaunchKernel(
+                self.func,
+                blocks,
+                1,
+                1,
+                threads,
+                1,
+                1,
+                self.smem,
+                ctypes.c_void_p(stream.cuda_stream),
+                params,
+                None,
+            ),
+            "cuLaunchKernel",
+        )
 
 
 def kernel(device: torch.device, defines: dict) -> _Kernel:
@@ -259,7 +371,10 @@ def kernel(device: torch.device, defines: dict) -> _Kernel:
             kernels[key] = _build(device, defines)
         except Exception as exc:  # a failed compile or load: the Triton kernel from now on
             _state["error"] = f"{type(exc).__name__}: {exc}"
-            log.warning("NVFP4 CUDA decode kernel unavailable, using the Triton kernel (%s)", _state["error"])
+            log.warning(
+                "NVFP4 CUDA decode kernel unavailable, using the Triton kernel (%s)",
+                _state["error"],
+            )
             raise
     return kernels[key]
 
@@ -274,11 +389,20 @@ def _build(device: torch.device, defines: dict) -> _Kernel:
         cuda = _cuda()
         module, func, regs = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int()
         _check(cuda.cuModuleLoadData(ctypes.byref(module), cubin), "cuModuleLoadData")
-        _check(cuda.cuModuleGetFunction(ctypes.byref(func), module, b"nvfp4_decode"), "cuModuleGetFunction")
-        _check(cuda.cuFuncGetAttribute(ctypes.byref(regs), 4, func), "cuFuncGetAttribute")  # NUM_REGS
+        _check(
+            cuda.cuModuleGetFunction(ctypes.byref(func), module, b"nvfp4_decode"),
+            "cuModuleGetFunction",
+        )
+        _check(
+            cuda.cuFuncGetAttribute(ctypes.byref(regs), 4, func), "cuFuncGetAttribute"
+        )  # NUM_REGS
         if defines.get("SMEM_BYTES", 0) > 48 * 1024:  # above 48 KiB a kernel must opt in
-            _check(cuda.cuFuncSetAttribute(func, 8, defines["SMEM_BYTES"]),  # MAX_DYNAMIC_SHARED_SIZE_BYTES
-                   "cuFuncSetAttribute")
+            _check(
+                cuda.cuFuncSetAttribute(
+                    func, 8, defines["SMEM_BYTES"]
+                ),  # MAX_DYNAMIC_SHARED_SIZE_BYTES
+                "cuFuncSetAttribute",
+            )
     return _Kernel(func, module, dict(defines), regs.value)
 
 
@@ -287,8 +411,12 @@ def _compile(source: str, options: list[str]) -> bytes:
     if nvrtc is None:
         raise RuntimeError("no NVRTC library")
     prog = ctypes.c_void_p()
-    _check_nvrtc(nvrtc, nvrtc.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"nvfp4_decode.cu",
-                                                 0, None, None))
+    _check_nvrtc(
+        nvrtc,
+        nvrtc.nvrtcCreateProgram(
+            ctypes.byref(prog), source.encode(), b"nvfp4_decode.cu", 0, None, None
+        ),
+    )
     try:
         opts = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
         if nvrtc.nvrtcCompileProgram(prog, len(options), opts) != 0:

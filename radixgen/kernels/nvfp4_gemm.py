@@ -18,18 +18,37 @@ from .nvfp4 import _e2m1_value, dequantize_nvfp4_ref
 
 
 @triton.jit
-def _nvfp4_gemm_kernel(x_ptr, codes_ptr, scales_ptr, s_ptr, out_ptr, M, N, K,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def _nvfp4_gemm_kernel(
+    x_ptr,
+    codes_ptr,
+    scales_ptr,
+    s_ptr,
+    out_ptr,
+    M,
+    N,
+    K,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     pid_m, pid_n = tl.program_id(0), tl.program_id(1)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # [BM]
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN]
     half = tl.arange(0, BLOCK_K // 2)  # byte offsets within the K tile
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
-        byte = tl.load(codes_ptr + cols[:, None] * (K // 2) + k0 // 2 + half[None, :],
-                       mask=cols[:, None] < N, other=0).to(tl.int32)  # [BN, BK/2]
-        scale = e4m3_decode(tl.load(scales_ptr + cols[:, None] * (K // 16) + (k0 + 2 * half[None, :]) // 16,
-                                    mask=cols[:, None] < N, other=0).to(tl.int32))  # [BN, BK/2]
+        byte = tl.load(
+            codes_ptr + cols[:, None] * (K // 2) + k0 // 2 + half[None, :],
+            mask=cols[:, None] < N,
+            other=0,
+        ).to(tl.int32)  # [BN, BK/2]
+        scale = e4m3_decode(
+            tl.load(
+                scales_ptr + cols[:, None] * (K // 16) + (k0 + 2 * half[None, :]) // 16,
+                mask=cols[:, None] < N,
+                other=0,
+            ).to(tl.int32)
+        )  # [BN, BK/2]
         lo = _e2m1_value(byte & 15) * scale
         hi = _e2m1_value(byte >> 4) * scale
         w = tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))  # element 2i from the low nibble
@@ -38,21 +57,39 @@ def _nvfp4_gemm_kernel(x_ptr, codes_ptr, scales_ptr, s_ptr, out_ptr, M, N, K,
         acc += tl.dot(x, tl.trans(w.to(x.dtype)))
     s = tl.load(s_ptr + cols, mask=cols < N, other=0.0)
     out = acc * s[None, :]
-    tl.store(out_ptr + rows[:, None] * N + cols[None, :], out.to(out_ptr.dtype.element_ty),
-             mask=(rows[:, None] < M) & (cols[None, :] < N))
+    tl.store(
+        out_ptr + rows[:, None] * N + cols[None, :],
+        out.to(out_ptr.dtype.element_ty),
+        mask=(rows[:, None] < M) & (cols[None, :] < N),
+    )
 
 
-def nvfp4_linear(x: torch.Tensor, codes: torch.Tensor, block_scales: torch.Tensor, tensor_scale: torch.Tensor,
-                 block_m: int | None = None, block_n: int = 64, block_k: int = 64) -> torch.Tensor:
+def nvfp4_linear(
+    x: torch.Tensor,
+    codes: torch.Tensor,
+    block_scales: torch.Tensor,
+    tensor_scale: torch.Tensor,
+    block_m: int | None = None,
+    block_n: int = 64,
+    block_k: int = 64,
+) -> torch.Tensor:
     """x [M, K] (bf16/fp16/fp32) @ the NVFP4 weight [N, K] .T -> [M, N] in x's dtype. Raises
     ValueError for mismatched shapes, dtypes or devices; K must be a multiple of block_k."""
     m, k = x.shape
     n = codes.shape[0]
     if codes.dtype != torch.uint8 or block_scales.dtype != torch.float8_e4m3fn:
-        raise ValueError(f"need uint8 codes and float8_e4m3fn block scales, got {codes.dtype}, {block_scales.dtype}")
-    if codes.shape != (n, k // 2) or block_scales.shape != (n, k // 16) or tensor_scale.numel() != n:
-        raise ValueError(f"x {tuple(x.shape)} does not match codes {tuple(codes.shape)}, "
-                         f"block_scales {tuple(block_scales.shape)}, tensor_scale {tuple(tensor_scale.shape)}")
+        raise ValueError(
+            f"need uint8 codes and float8_e4m3fn block scales, got {codes.dtype}, {block_scales.dtype}"
+        )
+    if (
+        codes.shape != (n, k // 2)
+        or block_scales.shape != (n, k // 16)
+        or tensor_scale.numel() != n
+    ):
+        raise ValueError(
+            f"x {tuple(x.shape)} does not match codes {tuple(codes.shape)}, "
+            f"block_scales {tuple(block_scales.shape)}, tensor_scale {tuple(tensor_scale.shape)}"
+        )
     if k % block_k:
         raise ValueError(f"K = {k} must be a multiple of block_k = {block_k}")
     for t, name in ((x, "x"), (codes, "codes"), (block_scales, "block_scales")):
@@ -61,8 +98,19 @@ def nvfp4_linear(x: torch.Tensor, codes: torch.Tensor, block_scales: torch.Tenso
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)
     scale = tensor_scale.reshape(n).float().contiguous()
     grid = (triton.cdiv(m, block_m), triton.cdiv(n, block_n))
-    _nvfp4_gemm_kernel[grid](x, codes, block_scales.view(torch.uint8), scale, out, m, n, k,
-                             BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+    _nvfp4_gemm_kernel[grid](
+        x,
+        codes,
+        block_scales.view(torch.uint8),
+        scale,
+        out,
+        m,
+        n,
+        k,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        BLOCK_K=block_k,
+    )
     return out
 
 

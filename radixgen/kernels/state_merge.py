@@ -36,8 +36,16 @@ def _combine(o_a, s_a, o_b, s_b):
 
 
 @triton.jit(do_not_specialize=["num_splits"])
-def _reduce_splits_kernel(mid_o_ptr, mid_lse_ptr, o_ptr, lse_ptr, num_splits, D: tl.constexpr, CHUNK: tl.constexpr,
-                          PDL: tl.constexpr):
+def _reduce_splits_kernel(
+    mid_o_ptr,
+    mid_lse_ptr,
+    o_ptr,
+    lse_ptr,
+    num_splits,
+    D: tl.constexpr,
+    CHUNK: tl.constexpr,
+    PDL: tl.constexpr,
+):
     """One (request, query head) row: merge_state over its splits' partials, CHUNK splits per
     step, so up to CHUNK splits cost one round of loads all in flight (a chain of one split per
     step waited a memory latency per split: 19 us for 64 x 32 rows of 7 splits on an H100)."""
@@ -53,7 +61,11 @@ def _reduce_splits_kernel(mid_o_ptr, mid_lse_ptr, o_ptr, lse_ptr, num_splits, D:
         i = start + c
         ok = i < num_splits
         s_i = tl.load(mid_lse_ptr + row * num_splits + i, mask=ok, other=float("-inf"))
-        o_i = tl.load(mid_o_ptr + (row * num_splits + i)[:, None] * D + d[None, :], mask=ok[:, None], other=0.0)
+        o_i = tl.load(
+            mid_o_ptr + (row * num_splits + i)[:, None] * D + d[None, :],
+            mask=ok[:, None],
+            other=0.0,
+        )
         m_new = tl.maximum(m, tl.max(s_i, axis=0))
         base = tl.where(m_new == float("-inf"), 0.0, m_new)  # all empty so far: every weight 0
         alpha = tl.exp(m - base)
@@ -66,20 +78,46 @@ def _reduce_splits_kernel(mid_o_ptr, mid_lse_ptr, o_ptr, lse_ptr, num_splits, D:
     tl.store(lse_ptr + row, tl.where(wsum > 0, m + tl.log(safe), float("-inf")))
 
 
-def reduce_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, *,
-                  pdl: bool = False) -> None:
+def reduce_splits(
+    mid_o: torch.Tensor,
+    mid_lse: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    *,
+    pdl: bool = False,
+) -> None:
     """o [B, Hq, D], lse [B, Hq] = merge_state over the splits of mid_o [B, Hq, S, D] / mid_lse [B, Hq, S].
     pdl: launch it as a programmatic dependent launch of the decode launch before it (_pdl)."""
     b, hq, splits, d = mid_o.shape
     chunk = min(triton.next_power_of_2(splits), 8)
     extra = {"launch_pdl": True} if pdl else {}
-    _reduce_splits_kernel[(b * hq,)](mid_o, mid_lse, o, lse, splits, D=d, CHUNK=chunk, PDL=pdl,
-                                     num_warps=max(1, min(4, chunk * d // 1024)), **extra)
+    _reduce_splits_kernel[(b * hq,)](
+        mid_o,
+        mid_lse,
+        o,
+        lse,
+        splits,
+        D=d,
+        CHUNK=chunk,
+        PDL=pdl,
+        num_warps=max(1, min(4, chunk * d // 1024)),
+        **extra,
+    )
 
 
 @triton.jit
-def _merge_state_kernel(oa_ptr, sa_ptr, ob_ptr, sb_ptr, o_ptr, s_ptr, num_rows, D: tl.constexpr,
-                        BLOCK_D: tl.constexpr, ROWS: tl.constexpr):
+def _merge_state_kernel(
+    oa_ptr,
+    sa_ptr,
+    ob_ptr,
+    sb_ptr,
+    o_ptr,
+    s_ptr,
+    num_rows,
+    D: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    ROWS: tl.constexpr,
+):
     r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)  # [ROWS]
     d = tl.arange(0, BLOCK_D)
     rm = r < num_rows
@@ -97,8 +135,14 @@ def _merge_state_kernel(oa_ptr, sa_ptr, ob_ptr, sb_ptr, o_ptr, s_ptr, num_rows, 
 # ---------------------------------------------------------------- launchers
 
 
-def merge_state(o_a: torch.Tensor, lse_a: torch.Tensor, o_b: torch.Tensor, lse_b: torch.Tensor, *,
-                out: tuple[torch.Tensor, torch.Tensor] | None = None):
+def merge_state(
+    o_a: torch.Tensor,
+    lse_a: torch.Tensor,
+    o_b: torch.Tensor,
+    lse_b: torch.Tensor,
+    *,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+):
     """Merge two attention states over disjoint key sets (math in the module docstring).
 
     o_a, o_b [..., D] float (same shape/dtype), lse_a, lse_b float32 [...] natural log; all
@@ -114,19 +158,29 @@ def merge_state(o_a: torch.Tensor, lse_a: torch.Tensor, o_b: torch.Tensor, lse_b
     if rows and d:
         block_d = triton.next_power_of_2(d)
         per = max(1, 2048 // block_d)
-        _merge_state_kernel[(triton.cdiv(rows, per),)](o_a, lse_a, o_b, lse_b, o, lse, rows, D=d,
-                                                       BLOCK_D=block_d, ROWS=per, num_warps=4)
+        _merge_state_kernel[(triton.cdiv(rows, per),)](
+            o_a, lse_a, o_b, lse_b, o, lse, rows, D=d, BLOCK_D=block_d, ROWS=per, num_warps=4
+        )
     return o, lse
 
 
 def _check_merge(o_a, lse_a, o_b, lse_b) -> None:
     if not all(isinstance(t, torch.Tensor) for t in (o_a, lse_a, o_b, lse_b)):
         raise ValueError("merge_state takes tensors")
-    if o_a.shape != o_b.shape or o_a.dtype != o_b.dtype or o_a.dtype not in FLOAT_DTYPES or o_a.ndim < 1:
-        raise ValueError(f"o_a {tuple(o_a.shape)} {o_a.dtype} and o_b {tuple(o_b.shape)} {o_b.dtype} "
-                         "must match (float)")
+    if (
+        o_a.shape != o_b.shape
+        or o_a.dtype != o_b.dtype
+        or o_a.dtype not in FLOAT_DTYPES
+        or o_a.ndim < 1
+    ):
+        raise ValueError(
+            f"o_a {tuple(o_a.shape)} {o_a.dtype} and o_b {tuple(o_b.shape)} {o_b.dtype} "
+            "must match (float)"
+        )
     if lse_a.shape != o_a.shape[:-1] or lse_b.shape != lse_a.shape:
-        raise ValueError(f"lse shapes {tuple(lse_a.shape)}, {tuple(lse_b.shape)} must be {tuple(o_a.shape[:-1])}")
+        raise ValueError(
+            f"lse shapes {tuple(lse_a.shape)}, {tuple(lse_b.shape)} must be {tuple(o_a.shape[:-1])}"
+        )
     if lse_a.dtype != torch.float32 or lse_b.dtype != torch.float32:
         raise ValueError("lse_a and lse_b must be float32")
     if len({t.device for t in (o_a, lse_a, o_b, lse_b)}) != 1:

@@ -54,9 +54,16 @@ class KVPool:
     """Per-layer K and V buffers [num_slots, num_kv_heads, head_dim] in one dtype.
     Quantized pools (FP8, NVFP4) implement the same store/gather interface."""
 
-    def __init__(self, num_slots: int, num_layers: int, num_kv_heads: int, head_dim: int,
-                 dtype: torch.dtype, device: torch.device | str = "cpu",
-                 compute_dtype: torch.dtype | None = None):
+    def __init__(
+        self,
+        num_slots: int,
+        num_layers: int,
+        num_kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype,
+        device: torch.device | str = "cpu",
+        compute_dtype: torch.dtype | None = None,
+    ):
         # one spare row past the last slot: padding rows of CUDA-graph decode batches write there
         shape = (num_slots + 1, num_kv_heads, head_dim)
         self.num_slots, self.dtype = num_slots, dtype
@@ -75,15 +82,20 @@ class KVPool:
         (index_select on the flat index: ~5x faster than advanced indexing on the CPU.)"""
         flat = slots.reshape(-1)
         shape = (*slots.shape, *self.k[layer].shape[1:])
-        return (self._out(self.k[layer].index_select(0, flat).view(shape)),
-                self._out(self.v[layer].index_select(0, flat).view(shape)))
+        return (
+            self._out(self.k[layer].index_select(0, flat).view(shape)),
+            self._out(self.v[layer].index_select(0, flat).view(shape)),
+        )
 
-    def gather_segment(self, layer: int, slots: torch.Tensor,
-                       span: tuple[int, int] | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def gather_segment(
+        self, layer: int, slots: torch.Tensor, span: tuple[int, int] | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Like gather for a 1-D slot list; when the slots are the ascending run span=(a, b),
         views of the pool are returned instead of copies."""
         if span is not None:
-            return self._out(self.k[layer][span[0]:span[1]]), self._out(self.v[layer][span[0]:span[1]])
+            return self._out(self.k[layer][span[0] : span[1]]), self._out(
+                self.v[layer][span[0] : span[1]]
+            )
         return self.gather(layer, slots)
 
     def kv_buffers(self, layer: int):
@@ -114,7 +126,7 @@ class ReqToTokenTable:
         return len(self._free_rows)
 
     def write(self, row: int, start: int, slots: torch.Tensor) -> None:
-        self.table[row, start:start + len(slots)] = slots
+        self.table[row, start : start + len(slots)] = slots
 
     def write_positions(self, rows: list[int], positions: list[int], slots: torch.Tensor) -> None:
         """table[rows[i], positions[i]] = slots[i] for all i, in one indexed write."""

@@ -33,7 +33,9 @@ class TieredSlotAllocator:
     def free(self, slots: torch.Tensor) -> None:
         """Return slots of either tier (copied)."""
         if slots.numel():
-            slots = slots.to("cpu", torch.int64)  # split on the host: one copy, no device selections
+            slots = slots.to(
+                "cpu", torch.int64
+            )  # split on the host: one copy, no device selections
             branch = slots >= self.boundary
             self._tiers[PREFIX_TIER].free(slots[~branch])
             self._tiers[BRANCH_TIER].free(slots[branch] - self.boundary)
@@ -62,7 +64,9 @@ class MixedKVPool:
     @property
     def masked_store(self) -> bool:
         """Both pools pick their own rows on the device (no host sync in store)."""
-        return getattr(self.prefix, "masked_store", False) and getattr(self.branch, "masked_store", False)
+        return getattr(self.prefix, "masked_store", False) and getattr(
+            self.branch, "masked_store", False
+        )
 
     @property
     def pad_slot(self) -> int | None:
@@ -109,6 +113,7 @@ class MixedKVPool:
         shape = (*slots.shape, *pk.shape[1:])
         return k.view(shape), v.view(shape)
 
-    def gather_segment(self, layer: int, slots: torch.Tensor,
-                       span: tuple[int, int] | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def gather_segment(
+        self, layer: int, slots: torch.Tensor, span: tuple[int, int] | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         return self.gather(layer, slots)

@@ -43,8 +43,16 @@ class _ScaledPool:
 
     range_max: float = 1.0
 
-    def __init__(self, num_slots: int, num_layers: int, num_kv_heads: int, head_dim: int,
-                 compute_dtype: torch.dtype, device: torch.device | str = "cpu", store_backend: str = "auto"):
+    def __init__(
+        self,
+        num_slots: int,
+        num_layers: int,
+        num_kv_heads: int,
+        head_dim: int,
+        compute_dtype: torch.dtype,
+        device: torch.device | str = "cpu",
+        store_backend: str = "auto",
+    ):
         self.num_slots, self.dtype = num_slots, compute_dtype
         self.num_kv_heads, self.head_dim = num_kv_heads, head_dim
         # 0 = not calibrated yet; [num_layers, Hkv] for K and for V
@@ -54,10 +62,13 @@ class _ScaledPool:
         # triton: calibrate, grow and quantize on the device (kernels.kv_store.pool_store), no host
         # sync; torch: the same arithmetic in torch ops (the CPU path)
         self.fused_store = store_backend == "triton" or (
-            store_backend == "auto" and torch.device(device).type == "cuda")
+            store_backend == "auto" and torch.device(device).type == "cuda"
+        )
         self._hw_host = 0  # torch path: every slot ever written is below this
         self._hw_dev = torch.zeros(1, dtype=torch.int32, device=device)  # the same, triton path
-        self._nonfinite = torch.zeros(1, dtype=torch.int32, device=device)  # triton path: NaN/Inf seen
+        self._nonfinite = torch.zeros(
+            1, dtype=torch.int32, device=device
+        )  # triton path: NaN/Inf seen
 
     @property
     def high_water(self) -> int:
@@ -80,8 +91,9 @@ class _ScaledPool:
         and write them at `slots` [n]."""
         self.store_range(layer, slots, k, v, 0, self.num_slots)
 
-    def store_range(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                    lo: int, hi: int) -> None:
+    def store_range(
+        self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lo: int, hi: int
+    ) -> None:
         """store() of the rows whose slot lies in [lo, hi), at slot - lo; scales are calibrated
         from those rows only. Without a host sync on the triton path."""
         if self.fused_store:
@@ -89,8 +101,19 @@ class _ScaledPool:
 
             for name, x in (("k", k), ("v", v)):
                 values, bscale = self._planes(layer, name)
-                pool_store(values, bscale, self.scales[name][layer], slots, x, self._hw_dev, self._nonfinite,
-                           self.range_max, HEADROOM, lo, hi)
+                pool_store(
+                    values,
+                    bscale,
+                    self.scales[name][layer],
+                    slots,
+                    x,
+                    self._hw_dev,
+                    self._nonfinite,
+                    self.range_max,
+                    HEADROOM,
+                    lo,
+                    hi,
+                )
             return
         if lo != 0 or hi != self.num_slots:
             keep = (slots >= lo) & (slots < hi)
@@ -114,8 +137,9 @@ class _ScaledPool:
         shape = (*slots.shape, self.num_kv_heads, self.head_dim)
         return tuple(self._read(layer, n, flat).view(shape) for n in ("k", "v"))
 
-    def gather_segment(self, layer: int, slots: torch.Tensor,
-                       span: tuple[int, int] | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def gather_segment(
+        self, layer: int, slots: torch.Tensor, span: tuple[int, int] | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         return self.gather(layer, slots)
 
     def _fit_scale(self, layer: int, name: str, x: torch.Tensor) -> torch.Tensor:
@@ -124,11 +148,15 @@ class _ScaledPool:
         scale = self.scales[name][layer]
         amax = x.detach().abs().float().amax(dim=(0, 2))  # [Hkv]
         # a tensor divisor: exact division on every device (as the kernel's div_rn)
-        need = (amax / torch.full_like(amax, self.range_max)).clamp(min=torch.finfo(torch.float32).tiny)
+        need = (amax / torch.full_like(amax, self.range_max)).clamp(
+            min=torch.finfo(torch.float32).tiny
+        )
         if not bool((scale == 0).any() | (need > scale).any()):
             return scale
         fresh = scale == 0
-        grow = torch.where(~fresh & (need > scale), _pow2_at_least(need, scale), torch.ones_like(scale))
+        grow = torch.where(
+            ~fresh & (need > scale), _pow2_at_least(need, scale), torch.ones_like(scale)
+        )
         if bool((grow > 1).any()):
             self._rescale(layer, name, grow)
         scale.copy_(torch.where(fresh, need * HEADROOM, scale * grow))
@@ -144,12 +172,26 @@ class FP8KVPool(_ScaledPool):
 
     range_max = E4M3_MAX
 
-    def __init__(self, num_slots, num_layers, num_kv_heads, head_dim, compute_dtype, device="cpu",
-                 store_backend="auto"):
-        super().__init__(num_slots, num_layers, num_kv_heads, head_dim, compute_dtype, device, store_backend)
+    def __init__(
+        self,
+        num_slots,
+        num_layers,
+        num_kv_heads,
+        head_dim,
+        compute_dtype,
+        device="cpu",
+        store_backend="auto",
+    ):
+        super().__init__(
+            num_slots, num_layers, num_kv_heads, head_dim, compute_dtype, device, store_backend
+        )
         shape = (num_slots, num_kv_heads, head_dim)
-        self.k = [torch.zeros(shape, dtype=torch.float8_e4m3fn, device=device) for _ in range(num_layers)]
-        self.v = [torch.zeros(shape, dtype=torch.float8_e4m3fn, device=device) for _ in range(num_layers)]
+        self.k = [
+            torch.zeros(shape, dtype=torch.float8_e4m3fn, device=device) for _ in range(num_layers)
+        ]
+        self.v = [
+            torch.zeros(shape, dtype=torch.float8_e4m3fn, device=device) for _ in range(num_layers)
+        ]
         self.k_scale, self.v_scale = self.scales["k"], self.scales["v"]
 
     @staticmethod
@@ -175,7 +217,7 @@ class FP8KVPool(_ScaledPool):
         return getattr(self, name)[layer], None
 
     def _rescale(self, layer, name, grow) -> None:
-        buf = getattr(self, name)[layer][:self._hw_host]  # [N, Hkv, D]; exact above subnormals
+        buf = getattr(self, name)[layer][: self._hw_host]  # [N, Hkv, D]; exact above subnormals
         buf.copy_((buf.float() / grow.view(1, -1, 1)).to(torch.float8_e4m3fn))
 
 
@@ -185,17 +227,39 @@ class NVFP4KVPool(_ScaledPool):
 
     range_max = NVFP4_RANGE
 
-    def __init__(self, num_slots, num_layers, num_kv_heads, head_dim, compute_dtype, device="cpu",
-                 store_backend="auto"):
+    def __init__(
+        self,
+        num_slots,
+        num_layers,
+        num_kv_heads,
+        head_dim,
+        compute_dtype,
+        device="cpu",
+        store_backend="auto",
+    ):
         if head_dim % 16:
             raise ValueError(f"an nvfp4 KV pool needs head_dim divisible by 16, got {head_dim}")
-        super().__init__(num_slots, num_layers, num_kv_heads, head_dim, compute_dtype, device, store_backend)
-        codes, bscale = (num_slots, num_kv_heads, head_dim // 2), (num_slots, num_kv_heads, head_dim // 16)
+        super().__init__(
+            num_slots, num_layers, num_kv_heads, head_dim, compute_dtype, device, store_backend
+        )
+        codes, bscale = (
+            (num_slots, num_kv_heads, head_dim // 2),
+            (num_slots, num_kv_heads, head_dim // 16),
+        )
         for name in ("k", "v"):
-            setattr(self, f"{name}_codes", [torch.zeros(codes, dtype=torch.uint8, device=device)
-                                            for _ in range(num_layers)])
-            setattr(self, f"{name}_bscale", [torch.ones(bscale, device=device).to(torch.float8_e4m3fn)
-                                             for _ in range(num_layers)])
+            setattr(
+                self,
+                f"{name}_codes",
+                [torch.zeros(codes, dtype=torch.uint8, device=device) for _ in range(num_layers)],
+            )
+            setattr(
+                self,
+                f"{name}_bscale",
+                [
+                    torch.ones(bscale, device=device).to(torch.float8_e4m3fn)
+                    for _ in range(num_layers)
+                ],
+            )
         self.k_tscale, self.v_tscale = self.scales["k"], self.scales["v"]
 
     @staticmethod
@@ -206,8 +270,14 @@ class NVFP4KVPool(_ScaledPool):
         """This layer's buffers as the attention kernels take them (kernels.KVBuffers)."""
         from radixgen.kernels import KVBuffers  # lazily: it imports triton
 
-        return KVBuffers(self.k_codes[layer], self.v_codes[layer], self.k_tscale[layer], self.v_tscale[layer],
-                         self.k_bscale[layer], self.v_bscale[layer])
+        return KVBuffers(
+            self.k_codes[layer],
+            self.v_codes[layer],
+            self.k_tscale[layer],
+            self.v_tscale[layer],
+            self.k_bscale[layer],
+            self.v_bscale[layer],
+        )
 
     def _write(self, layer, name, slots, x, scale) -> None:
         codes, bscale, _ = quantize_nvfp4(x, scale.view(-1, 1))  # [n, Hkv, D/2], [n, Hkv, D/16]
@@ -224,7 +294,7 @@ class NVFP4KVPool(_ScaledPool):
         return getattr(self, f"{name}_codes")[layer], getattr(self, f"{name}_bscale")[layer]
 
     def _rescale(self, layer, name, grow) -> None:
-        buf = getattr(self, f"{name}_bscale")[layer][:self._hw_host]  # [N, Hkv, D/16]
+        buf = getattr(self, f"{name}_bscale")[layer][: self._hw_host]  # [N, Hkv, D/16]
         buf.copy_((buf.float() / grow.view(1, -1, 1)).to(torch.float8_e4m3fn))
 
 
@@ -251,8 +321,9 @@ def _take(buf: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
     return buf.view(torch.uint8).index_select(0, slots).view(buf.dtype)
 
 
-def kv_bytes_per_token(kind: str, num_layers: int, num_kv_heads: int, head_dim: int,
-                       model_dtype: torch.dtype) -> float:
+def kv_bytes_per_token(
+    kind: str, num_layers: int, num_kv_heads: int, head_dim: int, model_dtype: torch.dtype
+) -> float:
     """Bytes one token's K and V take in every layer of a pool of `kind` (see KV_DTYPES)."""
     if kind == "fp8_e4m3":
         return FP8KVPool.bytes_per_token(num_layers, num_kv_heads, head_dim)
@@ -263,12 +334,23 @@ def kv_bytes_per_token(kind: str, num_layers: int, num_kv_heads: int, head_dim: 
 
 
 def dense_kv_dtype(kind: str, model_dtype: torch.dtype) -> torch.dtype:
-    return {"auto": model_dtype, "bf16": torch.bfloat16, "fp16": torch.float16,
-            "fp32": torch.float32}[kind]
+    return {
+        "auto": model_dtype,
+        "bf16": torch.bfloat16,
+        "fp16": torch.float16,
+        "fp32": torch.float32,
+    }[kind]
 
 
-def make_kv_pool(kind: str, num_slots: int, num_layers: int, num_kv_heads: int, head_dim: int,
-                 model_dtype: torch.dtype, device: torch.device | str = "cpu"):
+def make_kv_pool(
+    kind: str,
+    num_slots: int,
+    num_layers: int,
+    num_kv_heads: int,
+    head_dim: int,
+    model_dtype: torch.dtype,
+    device: torch.device | str = "cpu",
+):
     """A KV pool of `kind` (KV_DTYPES); quantized pools dequantize to `model_dtype`."""
     from radixgen.radix.kv_pool import KVPool
 
@@ -278,6 +360,12 @@ def make_kv_pool(kind: str, num_slots: int, num_layers: int, num_kv_heads: int, 
         return FP8KVPool(num_slots, num_layers, num_kv_heads, head_dim, model_dtype, device)
     if kind == "nvfp4":
         return NVFP4KVPool(num_slots, num_layers, num_kv_heads, head_dim, model_dtype, device)
-    return KVPool(num_slots, num_layers, num_kv_heads, head_dim, dense_kv_dtype(kind, model_dtype), device,
-                  compute_dtype=model_dtype)
-
+    return KVPool(
+        num_slots,
+        num_layers,
+        num_kv_heads,
+        head_dim,
+        dense_kv_dtype(kind, model_dtype),
+        device,
+        compute_dtype=model_dtype,
+    )

@@ -22,8 +22,13 @@ from typing import Any, Callable, Hashable, NamedTuple, Protocol, Sequence, runt
 
 import torch
 
-from radixgen.radix.tree_node import (TreeNode, check_node, common_prefix_len, iter_subtree,
-                                      split_node)
+from radixgen.radix.tree_node import (
+    TreeNode,
+    check_node,
+    common_prefix_len,
+    iter_subtree,
+    split_node,
+)
 
 FreeSlots = Callable[[torch.Tensor], None]
 
@@ -53,8 +58,9 @@ class PrefixCache(Protocol):
         access times along the path; never slots or locks. The slots stay valid while the
         returned node is locked; unlocked, a later `evict` may free them."""
 
-    def insert(self, token_ids: Sequence[int], slots: torch.Tensor,
-               namespace: Hashable = None) -> InsertResult:
+    def insert(
+        self, token_ids: Sequence[int], slots: torch.Tensor, namespace: Hashable = None
+    ) -> InsertResult:
         """Cache the page-aligned prefix of `token_ids` (slots: int64 [len(token_ids)]).
         Takes ownership of `slots[prefix_len:cached_len]` (copied); the rest stay the caller's,
         and `slots[:prefix_len]` are duplicates unless they are the tree's own. Never replaces
@@ -103,8 +109,12 @@ class RadixCache:
     """Radix tree per namespace over token ids, edges holding their tokens' KV slots. Protocol
     methods are documented on `PrefixCache`."""
 
-    def __init__(self, page_size: int = 1, free_slots: FreeSlots | None = None,
-                 tier_boundary: int | None = None):
+    def __init__(
+        self,
+        page_size: int = 1,
+        free_slots: FreeSlots | None = None,
+        tier_boundary: int | None = None,
+    ):
         if page_size < 1:
             raise ValueError(f"page_size must be >= 1, got {page_size}")
         if free_slots is None:
@@ -129,14 +139,15 @@ class RadixCache:
             root = self._roots[namespace] = TreeNode((), _empty_slots(), None, namespace)
         return root
 
-    def _walk(self, ids: tuple[int, ...], limit: int,
-              namespace: Hashable) -> tuple[list[TreeNode], int]:
+    def _walk(
+        self, ids: tuple[int, ...], limit: int, namespace: Hashable
+    ) -> tuple[list[TreeNode], int]:
         """Follow `ids[:limit]` down from the namespace root, splitting the edge the walk ends
         inside. Returns the path (root first) and the matched length; touches the path."""
         node, pos, page = self._root(namespace), 0, self.page_size
         path = [node]
         while pos < limit:
-            child = node.children.get(ids[pos:pos + page])
+            child = node.children.get(ids[pos : pos + page])
             if child is None:
                 break
             n = common_prefix_len(child.key, ids, pos, limit, page)
@@ -156,20 +167,23 @@ class RadixCache:
         slots = torch.cat([n.slots for n in path[1:]]) if len(path) > 1 else _empty_slots()
         return MatchResult(slots, path[-1])
 
-    def insert(self, token_ids: Sequence[int], slots: torch.Tensor,
-               namespace: Hashable = None) -> InsertResult:
+    def insert(
+        self, token_ids: Sequence[int], slots: torch.Tensor, namespace: Hashable = None
+    ) -> InsertResult:
         """See `PrefixCache.insert`; mutates the tree, sizes and access times."""
         ids = _as_ids(token_ids)
         if slots.dim() != 1 or slots.numel() != len(ids):
-            raise ValueError(f"slots must be 1-D with one slot per token ({len(ids)}), "
-                             f"got shape {tuple(slots.shape)}")
+            raise ValueError(
+                f"slots must be 1-D with one slot per token ({len(ids)}), "
+                f"got shape {tuple(slots.shape)}"
+            )
         cached_len = len(ids) - len(ids) % self.page_size
         path, prefix_len = self._walk(ids, cached_len, namespace)
         if prefix_len < cached_len:
             new_slots = slots[prefix_len:cached_len].to(torch.int64, copy=True)
             node, start = path[-1], prefix_len
             for tier, run in self._tier_runs(new_slots):  # one node per run of one tier
-                node = self._add_leaf(node, ids[start:start + len(run)], run, tier)
+                node = self._add_leaf(node, ids[start : start + len(run)], run, tier)
                 start += len(run)
         return InsertResult(prefix_len, cached_len)
 
@@ -182,10 +196,11 @@ class RadixCache:
         bounds = [0, *cuts, len(slots)]
         return [(int(tiers[a]), slots[a:b]) for a, b in zip(bounds, bounds[1:])]
 
-    def _add_leaf(self, parent: TreeNode, key: tuple[int, ...], slots: torch.Tensor,
-                  tier: int) -> TreeNode:
+    def _add_leaf(
+        self, parent: TreeNode, key: tuple[int, ...], slots: torch.Tensor, tier: int
+    ) -> TreeNode:
         leaf = TreeNode(key, slots, parent, parent.namespace, parent.last_access, tier)
-        parent.children[key[:self.page_size]] = leaf
+        parent.children[key[: self.page_size]] = leaf
         self._leaves.discard(parent)
         self._leaves.add(leaf)
         self._evictable[tier] += leaf.size
@@ -215,8 +230,9 @@ class RadixCache:
         while node is not None and node.parent is not None:
             path.append(node)
             node = node.parent
-        assert node is None or self._roots.get(node.namespace) is node, \
+        assert node is None or self._roots.get(node.namespace) is node, (
             f"stale node handle (evicted or reset): {path[:1] or node}"
+        )
         return path
 
     def evict(self, num_tokens: int, tier: int | None = None) -> int:
@@ -225,15 +241,23 @@ class RadixCache:
         leaves of the other tier that hang below an unlocked node of this tier (a cached second
         turn below a first turn's branch), so every node `evictable_size(tier)` counts can go."""
         freed: list[torch.Tensor] = []
-        num_freed = self._evict_leaves(num_tokens, tier, freed, lambda n: tier is None or n.tier == tier)
+        num_freed = self._evict_leaves(
+            num_tokens, tier, freed, lambda n: tier is None or n.tier == tier
+        )
         if tier is not None and num_freed < num_tokens:
-            num_freed += self._evict_leaves(num_tokens - num_freed, tier, freed,
-                                             lambda n: n.tier == tier or self._above_unlocked(n, tier))
+            num_freed += self._evict_leaves(
+                num_tokens - num_freed,
+                tier,
+                freed,
+                lambda n: n.tier == tier or self._above_unlocked(n, tier),
+            )
         if freed:
             self._free_slots(torch.cat(freed))
         return num_freed
 
-    def _evict_leaves(self, num_tokens: int, tier: int | None, freed: list[torch.Tensor], wanted) -> int:
+    def _evict_leaves(
+        self, num_tokens: int, tier: int | None, freed: list[torch.Tensor], wanted
+    ) -> int:
         """Pop unlocked leaves passing `wanted` in LRU order (parents that become such leaves
         join) until num_tokens of `tier` (or any, for None) are freed; their slots go to freed."""
         ok = lambda n: n.lock_count == 0 and wanted(n)
@@ -265,7 +289,7 @@ class RadixCache:
         """Unlink an unlocked leaf; returns its former parent (now maybe a leaf itself)."""
         parent = leaf.parent
         assert parent is not None and not leaf.children and leaf.lock_count == 0, leaf
-        del parent.children[leaf.key[:self.page_size]]
+        del parent.children[leaf.key[: self.page_size]]
         leaf.parent = None
         self._leaves.discard(leaf)
         self._evictable[leaf.tier] -= leaf.size
@@ -309,8 +333,9 @@ class RadixCache:
                 assert [t for t, _ in self._tier_runs(node.slots)] == [node.tier], f"{node}: tier"
                 leaves.update(() if node.children else (node,))
                 slots.append(node.slots)
-        assert (evictable, protected) == (self._evictable, self._protected), \
+        assert (evictable, protected) == (self._evictable, self._protected), (
             f"sizes: walked {(evictable, protected)}, tracked {(self._evictable, self._protected)}"
+        )
         assert leaves == self._leaves, "leaf set out of date"
         all_slots = torch.cat(slots) if slots else _empty_slots()
         assert all_slots.unique().numel() == all_slots.numel(), "a slot is held twice"
@@ -327,8 +352,9 @@ class NoPrefixCache:
     def match_prefix(self, token_ids: Sequence[int], namespace: Hashable = None) -> MatchResult:
         return MatchResult(_empty_slots(), None)
 
-    def insert(self, token_ids: Sequence[int], slots: torch.Tensor,
-               namespace: Hashable = None) -> InsertResult:
+    def insert(
+        self, token_ids: Sequence[int], slots: torch.Tensor, namespace: Hashable = None
+    ) -> InsertResult:
         return InsertResult(0, 0)
 
     def lock(self, node: Any) -> None:

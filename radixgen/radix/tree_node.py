@@ -19,11 +19,27 @@ class TreeNode:
     """One edge of the radix tree. `lock_count` counts the locks held on this node or on any
     node below it; `last_access` is a logical clock tick (larger means more recent)."""
 
-    __slots__ = ("key", "slots", "parent", "children", "namespace", "lock_count", "last_access",
-                 "uid", "tier")
+    __slots__ = (
+        "key",
+        "slots",
+        "parent",
+        "children",
+        "namespace",
+        "lock_count",
+        "last_access",
+        "uid",
+        "tier",
+    )
 
-    def __init__(self, key: tuple[int, ...], slots: torch.Tensor, parent: TreeNode | None,
-                 namespace: Hashable, last_access: int = 0, tier: int = 0):
+    def __init__(
+        self,
+        key: tuple[int, ...],
+        slots: torch.Tensor,
+        parent: TreeNode | None,
+        namespace: Hashable,
+        last_access: int = 0,
+        tier: int = 0,
+    ):
         self.key = key
         self.slots = slots  # int64 [len(key)]
         self.parent = parent
@@ -39,18 +55,21 @@ class TreeNode:
         return len(self.key)
 
     def __repr__(self) -> str:
-        return (f"TreeNode(uid={self.uid}, key={self.key}, lock_count={self.lock_count}, "
-                f"last_access={self.last_access}, children={len(self.children)})")
+        return (
+            f"TreeNode(uid={self.uid}, key={self.key}, lock_count={self.lock_count}, "
+            f"last_access={self.last_access}, children={len(self.children)})"
+        )
 
 
-def common_prefix_len(key: tuple[int, ...], ids: tuple[int, ...], start: int, end: int,
-                      page_size: int) -> int:
+def common_prefix_len(
+    key: tuple[int, ...], ids: tuple[int, ...], start: int, end: int, page_size: int
+) -> int:
     """Length of the common prefix of `key` and `ids[start:end]`, compared page by page, so
     the result is a multiple of `page_size` (a partial last page never matches)."""
     limit = min(len(key), end - start)
     limit -= limit % page_size
     n = 0
-    while n < limit and key[n:n + page_size] == ids[start + n:start + n + page_size]:
+    while n < limit and key[n : n + page_size] == ids[start + n : start + n + page_size]:
         n += page_size
     return n
 
@@ -63,8 +82,9 @@ def split_node(node: TreeNode, at: int, page_size: int) -> TreeNode:
     assert 0 < at < node.size and at % page_size == 0, (at, node.size, page_size)
     parent = node.parent
     assert parent is not None
-    upper = TreeNode(node.key[:at], node.slots[:at].clone(), parent, node.namespace,
-                     node.last_access, node.tier)
+    upper = TreeNode(
+        node.key[:at], node.slots[:at].clone(), parent, node.namespace, node.last_access, node.tier
+    )
     upper.lock_count = node.lock_count
     parent.children[node.key[:page_size]] = upper
     node.key, node.slots, node.parent = node.key[at:], node.slots[at:].clone(), upper
@@ -87,8 +107,9 @@ def check_node(node: TreeNode, page_size: int) -> None:
     parent = node.parent
     assert parent is not None, f"{node} has no parent"
     assert node.size > 0 and node.size % page_size == 0, f"{node}: edge not page aligned"
-    assert node.slots.dtype == torch.int64 and node.slots.shape == (node.size,), \
+    assert node.slots.dtype == torch.int64 and node.slots.shape == (node.size,), (
         f"{node}: slots {node.slots.dtype} {tuple(node.slots.shape)} vs key length {node.size}"
+    )
     assert parent.children.get(node.key[:page_size]) is node, f"{node}: parent link broken"
     assert node.namespace == parent.namespace, f"{node}: namespace differs from its parent's"
     assert node.lock_count >= 0, f"{node}: negative lock count"

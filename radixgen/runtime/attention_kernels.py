@@ -26,7 +26,6 @@ from radixgen.kernels.cpu_decode_attention import available as cpu_kernel_availa
 from radixgen.runtime.attention import TorchAttention
 from radixgen.runtime.forward_batch import ForwardBatch
 
-
 FLASHINFER_HEAD_DIMS = (64, 128, 256)  # head dims flashinfer's paged prefill compiles for
 
 
@@ -37,7 +36,9 @@ def pool_parts(pool) -> list[tuple[object, int, int]]:
     return [(pool, 0, pool.num_slots)]
 
 
-def _csr(rows: torch.Tensor, lens: list[int], lo: int, hi: int, whole: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _csr(
+    rows: torch.Tensor, lens: list[int], lo: int, hi: int, whole: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """CSR (indptr [B+1], indices) of the slots in [lo, hi) among each request's first lens[b]
     slots of rows [B, L] (padded), rebased to lo, in request order. whole: every slot lies in
     [lo, hi) (one pool), so the CSR follows from the lengths the host knows: a gather, no device
@@ -49,19 +50,27 @@ def _csr(rows: torch.Tensor, lens: list[int], lo: int, hi: int, whole: bool) -> 
         total = int(lens_t.sum())
         starts = torch.arange(len(lens), dtype=torch.int64) * width  # each row's first flat index
         before = torch.cumsum(lens_t, 0) - lens_t  # each request's first CSR position
-        flat = torch.arange(total, dtype=torch.int64) + torch.repeat_interleave(starts - before, lens_t, output_size=total)
+        flat = torch.arange(total, dtype=torch.int64) + torch.repeat_interleave(
+            starts - before, lens_t, output_size=total
+        )
         indptr = torch.cat([lens_t.new_zeros(1), lens_t.cumsum(0)])
         return indptr.to(device), rows.reshape(-1)[flat.to(device)] - lo
     indptr, indices = _csr_padded(rows, lens_t.to(device), lo, hi)
-    return indptr, indices[:int(indptr[-1])]
+    return indptr, indices[: int(indptr[-1])]
 
 
-def _csr_padded(rows: torch.Tensor, lens: torch.Tensor, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _csr_padded(
+    rows: torch.Tensor, lens: torch.Tensor, lo: int, hi: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """_csr with the lengths on the device and only fixed shapes, for CUDA-graph capture: the
     same indptr [B+1], and indices with B * L + 1 entries whose first indptr[B] are _csr's (the
     rest is scratch, never read)."""
     b, width = rows.shape
-    picked = (torch.arange(width, device=rows.device)[None, :] < lens[:, None]) & (rows >= lo) & (rows < hi)
+    picked = (
+        (torch.arange(width, device=rows.device)[None, :] < lens[:, None])
+        & (rows >= lo)
+        & (rows < hi)
+    )
     counts = picked.sum(1)
     indptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
     dest = torch.where(picked, indptr[:-1, None] + picked.cumsum(1) - 1, b * width)
@@ -72,15 +81,23 @@ def _csr_padded(rows: torch.Tensor, lens: torch.Tensor, lo: int, hi: int) -> tup
 class KernelAttention:
     """The `AttentionBackend` over the paged attention kernels (see the module docstring)."""
 
-    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, backend: str = "auto",
-                 flashinfer_extend: bool | None = None):
+    def __init__(
+        self,
+        num_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        backend: str = "auto",
+        flashinfer_extend: bool | None = None,
+    ):
         """flashinfer_extend: send eligible extends to flashinfer (module docstring); None: where
         flashinfer is installed, False: never."""
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.backend, self.sm_scale = backend, 1.0 / math.sqrt(head_dim)
         self.flashinfer_extend = flashinfer_extend
         self._fi_extend = None  # flashinfer_ops.FlashInferExtend, made at the first eligible extend
-        self.flashinfer_extends = 0  # extend calls that went to flashinfer (for tests and benchmarks)
+        self.flashinfer_extends = (
+            0  # extend calls that went to flashinfer (for tests and benchmarks)
+        )
         self.fallback = TorchAttention(num_heads, num_kv_heads, head_dim)  # rare extends only
         self.batch = self.ext_batch = self.dec_batch = None  # ForwardBatch (and its two parts)
         self._fallback_ready = False
@@ -93,10 +110,14 @@ class KernelAttention:
         if self.ext_batch is not None:
             b = self.ext_batch
             lens = torch.tensor(b.extend_lens, dtype=torch.int64)
-            self.meta["qo_indptr"] = torch.cat([lens.new_zeros(1), lens.cumsum(0)]).to(b.kv_slots.device)
+            self.meta["qo_indptr"] = torch.cat([lens.new_zeros(1), lens.cumsum(0)]).to(
+                b.kv_slots.device
+            )
             self.meta["tree_blocks"] = _tree_blocks(b)
 
-    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pool) -> torch.Tensor:
+    def attend(
+        self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pool
+    ) -> torch.Tensor:
         pool.store(layer, self.batch.out_slots, k, v)
         q = q.contiguous()
         ext, dec = self.ext_batch, self.dec_batch
@@ -111,9 +132,18 @@ class KernelAttention:
 
     def _decode(self, layer: int, q: torch.Tensor, pool) -> torch.Tensor:
         parts = pool_parts(pool)
-        parts = [(part.kv_buffers(layer), *self._cached_csr("dec", lo, hi, len(parts) == 1)) for part, lo, hi in parts]
-        o, _ = dispatch("decode_attention_pools", q, parts, self.sm_scale, backend=self.backend,
-                        out_dtype=torch.float32)
+        parts = [
+            (part.kv_buffers(layer), *self._cached_csr("dec", lo, hi, len(parts) == 1))
+            for part, lo, hi in parts
+        ]
+        o, _ = dispatch(
+            "decode_attention_pools",
+            q,
+            parts,
+            self.sm_scale,
+            backend=self.backend,
+            out_dtype=torch.float32,
+        )
         return o.to(q.dtype)
 
     def _extend(self, layer: int, q: torch.Tensor, pool) -> torch.Tensor:
@@ -131,10 +161,25 @@ class KernelAttention:
         state = None
         for i, ((part, lo, hi), new) in enumerate(zip(parts, num_new)):
             indptr, indices = self._cached_csr("ext", lo, hi, len(parts) == 1)
-            o, lse = dispatch("extend_attention", q, part.kv_buffers(layer), self.meta["qo_indptr"], indptr,
-                              indices, new, self.sm_scale, *self._part_mask(i, new), backend=self.backend,
-                              out_dtype=torch.float32, max_qo_len=max(self.ext_batch.extend_lens))
-            state = (o, lse) if state is None else dispatch("merge_state", *state, o, lse, backend=self.backend)
+            o, lse = dispatch(
+                "extend_attention",
+                q,
+                part.kv_buffers(layer),
+                self.meta["qo_indptr"],
+                indptr,
+                indices,
+                new,
+                self.sm_scale,
+                *self._part_mask(i, new),
+                backend=self.backend,
+                out_dtype=torch.float32,
+                max_qo_len=max(self.ext_batch.extend_lens),
+            )
+            state = (
+                (o, lse)
+                if state is None
+                else dispatch("merge_state", *state, o, lse, backend=self.backend)
+            )
         return state[0].to(q.dtype)
 
     def _flashinfer_eligible(self, q: torch.Tensor, kv) -> bool:
@@ -147,10 +192,14 @@ class KernelAttention:
             return False
         if kv.k.dtype != q.dtype:  # bf16/fp16 pools only (not FP8 yet, nor NVFP4's uint8 codes)
             return False
-        if self.head_dim not in FLASHINFER_HEAD_DIMS:  # its Hopper prefill asserts these at compile time
+        if (
+            self.head_dim not in FLASHINFER_HEAD_DIMS
+        ):  # its Hopper prefill asserts these at compile time
             return False
         if self.flashinfer_extend is None:  # imported here: kernel modules must not load before
-            from radixgen.kernels import flashinfer_ops  # TRITON_INTERPRET is set (tests/kernels/conftest.py)
+            from radixgen.kernels import (
+                flashinfer_ops,  # TRITON_INTERPRET is set (tests/kernels/conftest.py)
+            )
 
             self.flashinfer_extend = flashinfer_ops.available()
         return self.flashinfer_extend
@@ -163,8 +212,18 @@ class KernelAttention:
 
                 self._fi_extend = flashinfer_ops.FlashInferExtend(q.device)
             indptr, indices = self._cached_csr("ext", 0, kv.k.shape[0], True)
-            self._fi_extend.plan(self.meta["qo_indptr"], indptr, indices, self.num_heads, self.num_kv_heads,
-                                 self.head_dim, q.dtype, kv.k.dtype, self.sm_scale, causal=True)
+            self._fi_extend.plan(
+                self.meta["qo_indptr"],
+                indptr,
+                indices,
+                self.num_heads,
+                self.num_kv_heads,
+                self.head_dim,
+                q.dtype,
+                kv.k.dtype,
+                self.sm_scale,
+                causal=True,
+            )
             self.meta["fi_planned"] = True
         self.flashinfer_extends += 1
         return self._fi_extend.run(q, kv)[0]
@@ -180,14 +239,28 @@ class KernelAttention:
             prefix = torch.tensor(b.prefix_lens, device=device)[:, None]
             seq = torch.tensor(b.seq_lens, device=device)[:, None]
             new = (col >= prefix) & (col < seq)  # [B, L]: the new tokens' columns
-            inside = torch.stack([((b.kv_slots >= lo) & (b.kv_slots < hi) | ~new).all(1) for _, lo, hi in parts])
-            homes = [next((i for i, here in enumerate(flags) if here), None) for flags in zip(*inside.tolist())]
-            self.meta["num_new"] = None if any(h is None for h in homes) else [
-                torch.tensor([n if h == i else 0 for n, h in zip(b.extend_lens, homes)], device=device)
-                for i in range(len(parts))]
+            inside = torch.stack(
+                [((b.kv_slots >= lo) & (b.kv_slots < hi) | ~new).all(1) for _, lo, hi in parts]
+            )
+            homes = [
+                next((i for i, here in enumerate(flags) if here), None)
+                for flags in zip(*inside.tolist())
+            ]
+            self.meta["num_new"] = (
+                None
+                if any(h is None for h in homes)
+                else [
+                    torch.tensor(
+                        [n if h == i else 0 for n, h in zip(b.extend_lens, homes)], device=device
+                    )
+                    for i in range(len(parts))
+                ]
+            )
         return self.meta["num_new"]
 
-    def _part_mask(self, i: int, num_new: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    def _part_mask(
+        self, i: int, num_new: torch.Tensor
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """(custom_mask, mask_indptr) of pool part i: the tree blocks of the requests whose new
         tokens live there (the others pass over cached keys only and need none)."""
         blocks = self.meta["tree_blocks"]
@@ -202,14 +275,19 @@ class KernelAttention:
             self.meta[key] = (torch.cat(here).to(device), indptr.to(device))
         return self.meta[key]
 
-    def _cached_csr(self, kind: str, lo: int, hi: int, whole: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    def _cached_csr(
+        self, kind: str, lo: int, hi: int, whole: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The CSR of the decode or extend requests' slots in [lo, hi), built once per forward
         (whole: the pool has no other part; see _csr)."""
         key = (kind, lo)
         if key not in self.meta["csr"]:
             b = self.dec_batch if kind == "dec" else self.ext_batch
-            self.meta["csr"][key] = (_csr(b.kv_slots, b.seq_lens, lo, hi, whole) if b.device_seq_lens is None
-                                     else _csr_padded(b.kv_slots, b.device_seq_lens, lo, hi))
+            self.meta["csr"][key] = (
+                _csr(b.kv_slots, b.seq_lens, lo, hi, whole)
+                if b.device_seq_lens is None
+                else _csr_padded(b.kv_slots, b.device_seq_lens, lo, hi)
+            )
         return self.meta["csr"][key]
 
 
@@ -218,11 +296,15 @@ def _tree_blocks(batch: ForwardBatch) -> list[torch.Tensor] | None:
     where it has no tree mask), on the CPU; None when no request has a tree mask."""
     if batch.tree_masks is None or all(m is None for m in batch.tree_masks):
         return None
-    return [(m.cpu() if m is not None else torch.ones(e, e).tril()).to(torch.bool).reshape(-1)
-            for m, e in zip(batch.tree_masks, batch.extend_lens)]
+    return [
+        (m.cpu() if m is not None else torch.ones(e, e).tril()).to(torch.bool).reshape(-1)
+        for m, e in zip(batch.tree_masks, batch.extend_lens)
+    ]
 
 
-def make_attention(kind: str, num_heads: int, num_kv_heads: int, head_dim: int, device: torch.device):
+def make_attention(
+    kind: str, num_heads: int, num_kv_heads: int, head_dim: int, device: torch.device
+):
     """'torch' (TorchAttention), 'triton' (KernelAttention), or 'auto': kernels on CUDA."""
     if kind == "auto":
         kind = "triton" if device.type == "cuda" else "torch"

@@ -36,8 +36,9 @@ class DecodePlan:
     shared: object = None  # the groups in the form a backend's kernel takes, built by that backend
 
 
-def plan_segments(kv_slots: torch.Tensor, limits: torch.Tensor, min_shared: int | None = MIN_SHARED_PREFIX
-                  ) -> tuple[list[PrefixGroup], torch.Tensor]:
+def plan_segments(
+    kv_slots: torch.Tensor, limits: torch.Tensor, min_shared: int | None = MIN_SHARED_PREFIX
+) -> tuple[list[PrefixGroup], torch.Tensor]:
     """Shared segments of the batch's KV (each read once for its whole group) and, per
     request, where its own part starts. Request i may share at most its first limits[i]
     tokens. Walks the trie of the slot rows; a shared run shorter than min_shared is not a
@@ -50,8 +51,9 @@ def plan_segments(kv_slots: torch.Tensor, limits: torch.Tensor, min_shared: int 
     return groups, own_start
 
 
-def plan_decode(kv_slots: torch.Tensor, seq_lens: list[int], min_shared: int | None = MIN_SHARED_PREFIX
-                ) -> DecodePlan:
+def plan_decode(
+    kv_slots: torch.Tensor, seq_lens: list[int], min_shared: int | None = MIN_SHARED_PREFIX
+) -> DecodePlan:
     """Segments for decode (the newest token always stays in the request's own suffix) and
     the padded suffix slot table."""
     device, kv_slots = kv_slots.device, kv_slots.cpu()  # planning is small host work
@@ -64,8 +66,13 @@ def plan_decode(kv_slots: torch.Tensor, seq_lens: list[int], min_shared: int | N
     suffix_mask = (span[None, :] < suffix_lens[:, None])[:, None, None, :].to(device)
     for group in groups:
         group.members, group.slots = group.members.to(device), group.slots.to(device)
-    return DecodePlan(groups, suffix_slots, suffix_mask, additive_mask(suffix_mask, device),
-                      suffix_lens.to(device))
+    return DecodePlan(
+        groups,
+        suffix_slots,
+        suffix_mask,
+        additive_mask(suffix_mask, device),
+        suffix_lens.to(device),
+    )
 
 
 EXTEND_BLOCK = 64  # new tokens that share one segment in a causal extend (plan_causal_extend)
@@ -76,13 +83,21 @@ class CausalExtendPlan:
     """Causal extend attention as decode-style rows for a cascade kernel (see plan_causal_extend)."""
 
     token_rows: torch.Tensor  # [T] rows of the extend part's tokens the plan covers, in row order
-    own_slots: torch.Tensor  # [T, EXTEND_BLOCK] each token's own keys (the start of its block to itself)
+    own_slots: (
+        torch.Tensor
+    )  # [T, EXTEND_BLOCK] each token's own keys (the start of its block to itself)
     own_lens: torch.Tensor  # [T] int64
     segments: list[tuple[torch.Tensor, torch.Tensor]]  # (KV slots, member rows into token_rows)
 
 
-def plan_causal_extend(kv_slots: torch.Tensor, prefix_lens: list[int], extend_lens: list[int],
-                       starts: list[int], requests: list[int], block: int = EXTEND_BLOCK) -> CausalExtendPlan:
+def plan_causal_extend(
+    kv_slots: torch.Tensor,
+    prefix_lens: list[int],
+    extend_lens: list[int],
+    starts: list[int],
+    requests: list[int],
+    block: int = EXTEND_BLOCK,
+) -> CausalExtendPlan:
     """Token t of request i, in block c = t // block of its new tokens, attends over the segment
     kv_slots[i, :prefix + c * block] (shared by the block's tokens: one GEMM-like pass) and its
     own keys kv_slots[i, prefix + c * block : prefix + t + 1] (at most `block`). starts[i]: the
@@ -100,14 +115,22 @@ def plan_causal_extend(kv_slots: torch.Tensor, prefix_lens: list[int], extend_le
         for c in range((e + block - 1) // block):
             if p + c * block:
                 members = torch.arange(first + c * block, first + min(e, (c + 1) * block))
-                segments.append((kv_slots[i, :p + c * block], members))
+                segments.append((kv_slots[i, : p + c * block], members))
         first += e
     return CausalExtendPlan(torch.cat(rows), torch.cat(own), torch.cat(lens), segments)
 
 
-def _visit(kv: torch.Tensor, limits: torch.Tensor, members: torch.Tensor, seg_start: int,
-           start: int, level: int, min_shared: int, groups: list[PrefixGroup],
-           own_start: torch.Tensor) -> None:
+def _visit(
+    kv: torch.Tensor,
+    limits: torch.Tensor,
+    members: torch.Tensor,
+    seg_start: int,
+    start: int,
+    level: int,
+    min_shared: int,
+    groups: list[PrefixGroup],
+    own_start: torch.Tensor,
+) -> None:
     """`members` share slot columns [0, start); [seg_start, start) is not yet in a group."""
     if len(members) < 2:
         own_start[members] = seg_start
@@ -127,7 +150,17 @@ def _visit(kv: torch.Tensor, limits: torch.Tensor, members: torch.Tensor, seg_st
         alone = counts[inverse] == 1  # no one to share with from here on
         own_start[rest[alone]] = seg_start
         for value in values[counts > 1].tolist():
-            _visit(kv, limits, rest[column == value], seg_start, end + 1, level, min_shared, groups, own_start)
+            _visit(
+                kv,
+                limits,
+                rest[column == value],
+                seg_start,
+                end + 1,
+                level,
+                min_shared,
+                groups,
+                own_start,
+            )
 
 
 def _group(members: torch.Tensor, slots: torch.Tensor, level: int) -> PrefixGroup:
@@ -141,8 +174,9 @@ def additive_mask(mask: torch.Tensor, device: torch.device) -> torch.Tensor:
     return torch.zeros(mask.shape, device=device).masked_fill_(~mask, float("-inf"))
 
 
-def attention_with_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                       bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_with_lse(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """q [B, H, Lq, D], k/v [B, H, Lk, D], additive mask broadcastable to [B, H, Lq, Lk]
     -> output [B, H, Lq, D] and log-sum-exp of the scaled scores [B, H, Lq] (float32)."""
     if q.device.type != "cpu":  # the fused op below is CPU-only; the kernels issue brings GPU ones
@@ -163,8 +197,9 @@ def _attention_with_lse_math(q, k, v, bias):
     return torch.matmul(probs, v.float()).to(q.dtype), lse
 
 
-def merge_states(v_a: torch.Tensor, s_a: torch.Tensor, v_b: torch.Tensor,
-                 s_b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def merge_states(
+    v_a: torch.Tensor, s_a: torch.Tensor, v_b: torch.Tensor, s_b: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Merge two partial attention results (see module docstring): v [..., D], s [...] ->
     merged v and s."""
     m = torch.maximum(s_a, s_b)

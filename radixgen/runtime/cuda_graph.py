@@ -54,8 +54,9 @@ class DecodeGraphs:
     """Replays decode forwards of `model` from CUDA graphs (module docstring). capture=False runs
     the same static-buffer forward eagerly (used by CPU tests of the padding and CSR logic)."""
 
-    def __init__(self, model, pool, attn, table, device: torch.device, max_bs: int,
-                 capture: bool = True):
+    def __init__(
+        self, model, pool, attn, table, device: torch.device, max_bs: int, capture: bool = True
+    ):
         self.model, self.pool, self.attn, self.table = model, pool, attn, table
         self.device, self.capture = device, capture
         self.max_bs = max(b for b in BATCH_SIZES if b <= max(max_bs, 1))
@@ -73,7 +74,9 @@ class DecodeGraphs:
         self.mempool = torch.cuda.graph_pool_handle() if capture else None
         self.replays = 0
 
-    def run(self, rows: list[int], ids: list[int], positions: list[int], out_slots: torch.Tensor) -> torch.Tensor:
+    def run(
+        self, rows: list[int], ids: list[int], positions: list[int], out_slots: torch.Tensor
+    ) -> torch.Tensor:
         """Logits [len(rows), vocab] of one decode step of at most max_bs requests: token ids[i]
         of the request in table row rows[i] at positions[i], its KV written to out_slots[i]. The
         table must already hold the new slots."""
@@ -82,8 +85,10 @@ class DecodeGraphs:
         seq_lens = [p + 1 for p in positions]
         width = context_width(max(seq_lens), self.table.max_context_len)
         pad = bp - n
-        host = torch.tensor([ids + [0] * pad, positions + [0] * pad, rows + [0] * pad, seq_lens + [0] * pad],
-                            dtype=torch.int64)
+        host = torch.tensor(
+            [ids + [0] * pad, positions + [0] * pad, rows + [0] * pad, seq_lens + [0] * pad],
+            dtype=torch.int64,
+        )
         self.inputs[:, :bp].copy_(host, non_blocking=True)
         self.out_slots[:n].copy_(out_slots)
         self.out_slots[n:bp].fill_(self.pad_slot)
@@ -111,9 +116,16 @@ class DecodeGraphs:
     def _forward(self, bp: int, width: int) -> torch.Tensor:
         ids, positions, rows, lens = self.inputs[:, :bp]
         batch = ForwardBatch(
-            mode=ForwardMode.DECODE, input_ids=ids, positions=positions, out_slots=self.out_slots[:bp],
-            kv_slots=self.table.table[rows, :width], seq_lens=[width] * bp, extend_lens=[1] * bp,
-            logits_indices=torch.arange(bp, device=self.device), device_seq_lens=lens)
+            mode=ForwardMode.DECODE,
+            input_ids=ids,
+            positions=positions,
+            out_slots=self.out_slots[:bp],
+            kv_slots=self.table.table[rows, :width],
+            seq_lens=[width] * bp,
+            extend_lens=[1] * bp,
+            logits_indices=torch.arange(bp, device=self.device),
+            device_seq_lens=lens,
+        )
         return self.model.forward(batch, self.pool, self.attn)
 
     def _record(self, bp: int, width: int) -> tuple[object, torch.Tensor]:
@@ -139,10 +151,17 @@ class DecodeGraphs:
             logits.copy_(self._forward(bp, width))  # the forward's own output is pool scratch
         self.inputs[:, :bp].copy_(real[0])
         self.out_slots[:bp].copy_(real[1])
-        logger.info("captured a decode CUDA graph: batch %d, context %d (%d graphs)", bp, width,
-                    len(self.graphs) + 1)
+        logger.info(
+            "captured a decode CUDA graph: batch %d, context %d (%d graphs)",
+            bp,
+            width,
+            len(self.graphs) + 1,
+        )
         return graph, logits
 
     def summary(self) -> dict:
-        return {"cuda_graph_max_bs": self.max_bs, "cuda_graphs": len(self.graphs),
-                "cuda_graph_replays": self.replays}
+        return {
+            "cuda_graph_max_bs": self.max_bs,
+            "cuda_graphs": len(self.graphs),
+            "cuda_graph_replays": self.replays,
+        }

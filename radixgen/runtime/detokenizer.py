@@ -34,23 +34,25 @@ class IncrementalDetokenizer:
             self.text += self._decode_step(final=True)
             if self.trims:
                 self._trim_at_finish(finish)
-            out, self.sent = self.text[self.sent:], len(self.text)
+            out, self.sent = self.text[self.sent :], len(self.text)
             return out
         safe = len(self.text) - (self._held_back() if self.trims else 0)
-        out = self.text[self.sent:safe] if safe > self.sent else ""
+        out = self.text[self.sent : safe] if safe > self.sent else ""
         self.sent = max(self.sent, safe)
         return out
 
     def _decode_step(self, final: bool) -> str:
         p = self.params
         decode = lambda ids: self.tokenizer.decode(  # noqa: E731
-            ids, skip_special_tokens=p.skip_special_tokens,
-            spaces_between_special_tokens=p.spaces_between_special_tokens)
-        prefix = decode(self.ids[self.prefix_offset:self.read_offset])
-        full = decode(self.ids[self.prefix_offset:])
+            ids,
+            skip_special_tokens=p.skip_special_tokens,
+            spaces_between_special_tokens=p.spaces_between_special_tokens,
+        )
+        prefix = decode(self.ids[self.prefix_offset : self.read_offset])
+        full = decode(self.ids[self.prefix_offset :])
         if len(full) > len(prefix) and (final or not full.endswith("\ufffd")):
             self.prefix_offset, self.read_offset = self.read_offset, len(self.ids)
-            return full[len(prefix):]
+            return full[len(prefix) :]
         return ""
 
     def _search_from(self, stop: str) -> int:
@@ -97,9 +99,11 @@ class IncrementalDetokenizer:
                 at = self.text.find(matched)
         else:  # a stop regex
             try:
-                match = new_match(regex.compile(matched), self.text, self.stop_floor, STOP_REGEX_TIMEOUT_S)
+                match = new_match(
+                    regex.compile(matched), self.text, self.stop_floor, STOP_REGEX_TIMEOUT_S
+                )
             except TimeoutError:
                 match = None
             at = -1 if match is None else match.start()
         if at >= 0:
-            self.text = self.text[:max(at, self.sent)]
+            self.text = self.text[: max(at, self.sent)]

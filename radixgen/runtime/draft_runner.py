@@ -24,16 +24,24 @@ _PARAMS = SamplingParams(max_new_tokens=1, temperature=0.0)
 
 
 class DraftModelRunner:
-    def __init__(self, model_path: Path, target_cfg: ModelConfig, max_total_tokens: int,
-                 max_batch: int, target_vocab_size: int):
+    def __init__(
+        self,
+        model_path: Path,
+        target_cfg: ModelConfig,
+        max_total_tokens: int,
+        max_batch: int,
+        target_vocab_size: int,
+    ):
         cfg = dataclasses.replace(target_cfg, model_path=str(model_path), attention_backend="auto")
         # one KV pool: FP8 on a GPU (where 'auto' would mix precisions), the model dtype on the CPU
         kv_dtype = "fp8_e4m3" if resolve_device(cfg.device).type == "cuda" else "auto"
         cache_cfg = CacheConfig(max_total_tokens=max_total_tokens, kv_cache_dtype=kv_dtype)
         self.runner = ModelRunner(model_path, cfg, cache_cfg, max_batch)
         if self.runner.arch.vocab_size != target_vocab_size:
-            raise ValueError(f"the draft model's vocabulary ({self.runner.arch.vocab_size} tokens) differs "
-                             f"from the target's ({target_vocab_size}): they must share the tokenizer")
+            raise ValueError(
+                f"the draft model's vocabulary ({self.runner.arch.vocab_size} tokens) differs "
+                f"from the target's ({target_vocab_size}): they must share the tokenizer"
+            )
         self.cache = RadixCache(1, self.runner.allocator.free)
         self.kv = KVManager(self.cache, self.runner.allocator, self.runner.table)
         self.max_batch = max_batch
@@ -43,12 +51,14 @@ class DraftModelRunner:
         """float [B, vocab]: the draft model's logits for the token after each context."""
         out = []
         for start in range(0, len(contexts), self.max_batch):
-            out.append(self._forward(contexts[start:start + self.max_batch]))
+            out.append(self._forward(contexts[start : start + self.max_batch]))
         return torch.cat(out)
 
     def _forward(self, contexts: list[list[int]]) -> torch.Tensor:
         limit = self.runner.max_context_len
-        reqs = [Request(f"draft-{i}", list(c[-limit + 1:]), _PARAMS) for i, c in enumerate(contexts)]
+        reqs = [
+            Request(f"draft-{i}", list(c[-limit + 1 :]), _PARAMS) for i, c in enumerate(contexts)
+        ]
         admitted, slots = [], []
         for req in reqs:
             self.kv.admit(req)
@@ -57,8 +67,10 @@ class DraftModelRunner:
                 for r in [req, *admitted]:
                     self.kv.release(r)
                 if len(reqs) == 1:
-                    raise RuntimeError("the draft model's KV pool is too small for this context "
-                                       "(raise --speculative-draft-max-total-tokens)")
+                    raise RuntimeError(
+                        "the draft model's KV pool is too small for this context "
+                        "(raise --speculative-draft-max-total-tokens)"
+                    )
                 half = len(reqs) // 2
                 return torch.cat([self._forward(contexts[:half]), self._forward(contexts[half:])])
             admitted.append(req)

@@ -35,18 +35,29 @@ def build_scheduler(model_path: Path, cfg: EngineConfig, tokenizer: Any) -> Sche
     cache_cls = NoPrefixCache if cfg.cache.disable_radix_cache else RadixCache
     cache = cache_cls(page_size=cfg.cache.page_size, free_slots=runner.allocator.free)
     if runner.mixed_kv and isinstance(cache, RadixCache):
-        cache = RadixCache(cfg.cache.page_size, runner.allocator.free, tier_boundary=runner.capacity[0])
+        cache = RadixCache(
+            cfg.cache.page_size, runner.allocator.free, tier_boundary=runner.capacity[0]
+        )
     eos = set(runner.arch.eos_token_ids)
     if tokenizer.eos_token_id is not None:
         eos.add(tokenizer.eos_token_id)
     checker = StopChecker(eos, lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
-    grammar = GrammarBackend(tokenizer, runner.arch.vocab_size, eos, cfg.scheduler.grammar_whitespace,
-                             jump_forward=not cfg.scheduler.disable_jump_forward,
-                             max_context_len=runner.max_context_len)
-    return Scheduler(runner, cache, cfg.scheduler, checker, grammar, build_speculator(cfg, runner, grammar))
+    grammar = GrammarBackend(
+        tokenizer,
+        runner.arch.vocab_size,
+        eos,
+        cfg.scheduler.grammar_whitespace,
+        jump_forward=not cfg.scheduler.disable_jump_forward,
+        max_context_len=runner.max_context_len,
+    )
+    return Scheduler(
+        runner, cache, cfg.scheduler, checker, grammar, build_speculator(cfg, runner, grammar)
+    )
 
 
-def build_speculator(cfg: EngineConfig, runner: ModelRunner, grammar: GrammarBackend) -> Speculator | None:
+def build_speculator(
+    cfg: EngineConfig, runner: ModelRunner, grammar: GrammarBackend
+) -> Speculator | None:
     """The drafter(s) of --speculative-algorithm behind a Speculator; None when it is 'none'."""
     spec = cfg.speculative
     if not spec.enabled:
@@ -55,9 +66,13 @@ def build_speculator(cfg: EngineConfig, runner: ModelRunner, grammar: GrammarBac
     if "radix" in spec.speculative_algorithm:
         drafters.append(RadixDrafter())
     if "draft" in spec.speculative_algorithm:
-        draft = DraftModelRunner(Path(spec.speculative_draft_model_path), cfg.model,
-                                 spec.speculative_draft_max_total_tokens,
-                                 cfg.scheduler.max_running_requests, runner.arch.vocab_size)
+        draft = DraftModelRunner(
+            Path(spec.speculative_draft_model_path),
+            cfg.model,
+            spec.speculative_draft_max_total_tokens,
+            cfg.scheduler.max_running_requests,
+            runner.arch.vocab_size,
+        )
         drafters.append(DraftModelDrafter(draft.next_logits))
     drafter = drafters[0] if len(drafters) == 1 else UnionDrafter(drafters)
     return Speculator(spec, drafter, runner.max_context_len, grammar)
@@ -87,10 +102,15 @@ class _Pending:
 
     def result(self) -> dict[str, Any]:
         out = self.last
-        meta = {"id": self.rid, "prompt_tokens": out.prompt_tokens,
-                "completion_tokens": out.completion_tokens, "cached_tokens": out.cached_tokens,
-                "finish_reason": out.finish, "e2e_latency": time.perf_counter() - self.start,
-                **(out.spec.meta_info() if out.spec else {})}
+        meta = {
+            "id": self.rid,
+            "prompt_tokens": out.prompt_tokens,
+            "completion_tokens": out.completion_tokens,
+            "cached_tokens": out.cached_tokens,
+            "finish_reason": out.finish,
+            "e2e_latency": time.perf_counter() - self.start,
+            **(out.spec.meta_info() if out.spec else {}),
+        }
         if self.params.return_logprob or self.params.top_logprobs_num:
             meta["output_token_logprobs"] = list(zip(self.logprobs, self.output_ids))
         if self.params.top_logprobs_num:
@@ -109,10 +129,13 @@ class Engine:
         self.tokenizer = load_tokenizer(self.model_path)
         self.scheduler = build_scheduler(self.model_path, self.config, self.tokenizer)
 
-    def generate(self, prompt: str | list[str] | None = None,
-                 sampling_params: dict | list[dict] | None = None,
-                 input_ids: list[int] | list[list[int]] | None = None,
-                 stream: bool = False) -> Any:
+    def generate(
+        self,
+        prompt: str | list[str] | None = None,
+        sampling_params: dict | list[dict] | None = None,
+        input_ids: list[int] | list[list[int]] | None = None,
+        stream: bool = False,
+    ) -> Any:
         """One dict per prompt ({"text", "output_ids", "meta_info"}); a list for a list.
         With stream=True, an iterator of chunks {"index", "text" (so far), "delta", ...}."""
         batch, single = self._normalize(prompt, input_ids)

@@ -49,8 +49,10 @@ class ForwardBatch:
         """(extend part, decode part), None where the batch has no such part."""
         if self.mode is ForwardMode.MIXED:
             return self.split()
-        return (self if self.mode is ForwardMode.EXTEND else None,
-                self if self.mode is ForwardMode.DECODE else None)
+        return (
+            self if self.mode is ForwardMode.EXTEND else None,
+            self if self.mode is ForwardMode.DECODE else None,
+        )
 
     def tree_mask(self, i: int) -> torch.Tensor | None:
         """Extend request i's mask among its new tokens (None: causal)."""
@@ -62,9 +64,25 @@ class ForwardBatch:
         n_ext = self.batch_size - self.num_decode
         t_ext = sum(self.extend_lens[:n_ext])
         empty = self.input_ids[:0]
-        ext = ForwardBatch(ForwardMode.EXTEND, empty, self.positions[:t_ext], self.out_slots[:t_ext],
-                           self.kv_slots[:n_ext], self.seq_lens[:n_ext], self.extend_lens[:n_ext], empty,
-                           tree_masks=self.tree_masks)
-        dec = ForwardBatch(ForwardMode.DECODE, empty, self.positions[t_ext:], self.out_slots[t_ext:],
-                           self.kv_slots[n_ext:], self.seq_lens[n_ext:], self.extend_lens[n_ext:], empty)
+        ext = ForwardBatch(
+            ForwardMode.EXTEND,
+            empty,
+            self.positions[:t_ext],
+            self.out_slots[:t_ext],
+            self.kv_slots[:n_ext],
+            self.seq_lens[:n_ext],
+            self.extend_lens[:n_ext],
+            empty,
+            tree_masks=self.tree_masks,
+        )
+        dec = ForwardBatch(
+            ForwardMode.DECODE,
+            empty,
+            self.positions[t_ext:],
+            self.out_slots[t_ext:],
+            self.kv_slots[n_ext:],
+            self.seq_lens[n_ext:],
+            self.extend_lens[n_ext:],
+            empty,
+        )
         return ext, dec

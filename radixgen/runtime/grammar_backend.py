@@ -32,20 +32,34 @@ from typing import Any
 import torch
 
 from radixgen.core import Constraint, FinishReason
-from radixgen.grammar.bitmask import RowMasker, allocate_bitmask, apply_bitmask, fill_all, numpy_rows
+from radixgen.grammar.bitmask import (
+    RowMasker,
+    allocate_bitmask,
+    apply_bitmask,
+    fill_all,
+    numpy_rows,
+)
 from radixgen.grammar.compiler import GrammarCompiler
 from radixgen.grammar.tokenizer_info import TokenizerInfo
 from radixgen.runtime.request import Request
 from radixgen.speculative import TokenTree, fill_tree_bitmask
 
-
 CONSTRAINT_ERROR = "invalid constraint:"  # how a failed compile's abort message starts
 
 
 class GrammarBackend:
-    def __init__(self, tokenizer: Any, vocab_size: int, eos_ids: set[int], whitespace: str = "compact",
-                 jump_forward: bool = True, max_context_len: int | None = None):
-        self.info = TokenizerInfo.from_hf(tokenizer, vocab_size=vocab_size, eos_ids=tuple(sorted(eos_ids)))
+    def __init__(
+        self,
+        tokenizer: Any,
+        vocab_size: int,
+        eos_ids: set[int],
+        whitespace: str = "compact",
+        jump_forward: bool = True,
+        max_context_len: int | None = None,
+    ):
+        self.info = TokenizerInfo.from_hf(
+            tokenizer, vocab_size=vocab_size, eos_ids=tuple(sorted(eos_ids))
+        )
         self.compiler = GrammarCompiler(self.info, whitespace)
         self.jump_forward = jump_forward
         self.max_context_len = max_context_len  # a request also ends there (StopChecker)
@@ -74,7 +88,11 @@ class GrammarBackend:
                 failed.append((req, str(future.exception())))
             else:
                 req.matcher = future.result().matcher()
-                room = self.max_context_len - req.seq_len if self.max_context_len else req.remaining_new_tokens
+                room = (
+                    self.max_context_len - req.seq_len
+                    if self.max_context_len
+                    else req.remaining_new_tokens
+                )
                 req.matcher.limit_tokens(min(req.remaining_new_tokens, room))
                 ready.append(req)
         self.pending = still
@@ -126,7 +144,9 @@ class GrammarBackend:
     def _rows(self, n: int) -> torch.Tensor:
         """The first n rows of the reusable bitmask buffer (grown by doubling)."""
         if self._bitmask.shape[0] < n:
-            self._bitmask = allocate_bitmask(max(n, 2 * self._bitmask.shape[0]), self.info.vocab_size)
+            self._bitmask = allocate_bitmask(
+                max(n, 2 * self._bitmask.shape[0]), self.info.vocab_size
+            )
         return self._bitmask[:n]
 
     def accept(self, req: Request, token: int) -> FinishReason | None:
@@ -135,16 +155,23 @@ class GrammarBackend:
         if req.matcher is None:
             return None
         if not req.matcher.accept_token(token):
-            return FinishReason("abort", message=f"internal error: the grammar rejected sampled token {token}")
+            return FinishReason(
+                "abort", message=f"internal error: the grammar rejected sampled token {token}"
+            )
         return FinishReason("stop", matched=token) if req.matcher.is_terminated() else None
 
     def forced_tokens(self, req: Request) -> list[int]:
         """Tokens to append without sampling (jump-forward), at most what max_new_tokens allows;
         none for requests that want logprobs (forced tokens have none)."""
-        if (req.matcher is None or not self.jump_forward or req.params.no_jump_forward
-                or req.params.return_logprob or req.params.top_logprobs_num):
+        if (
+            req.matcher is None
+            or not self.jump_forward
+            or req.params.no_jump_forward
+            or req.params.return_logprob
+            or req.params.top_logprobs_num
+        ):
             return []
-        forced = req.matcher.jump_forward_token_ids()[:max(req.remaining_new_tokens, 0)]
+        forced = req.matcher.jump_forward_token_ids()[: max(req.remaining_new_tokens, 0)]
         return forced
 
     def shutdown(self) -> None:

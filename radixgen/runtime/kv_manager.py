@@ -27,10 +27,16 @@ DEMOTE_BATCH = 8  # move a request's tokens that left its window in batches (few
 
 
 class KVManager:
-    def __init__(self, cache: PrefixCache, allocator: SlotAllocator, table: ReqToTokenTable,
-                 mixed: bool = False, on_insert: Callable[[list[int], int], None] | None = None,
-                 window: tuple[int, int] | None = None,
-                 move_kv: Callable[[torch.Tensor, torch.Tensor], None] | None = None):
+    def __init__(
+        self,
+        cache: PrefixCache,
+        allocator: SlotAllocator,
+        table: ReqToTokenTable,
+        mixed: bool = False,
+        on_insert: Callable[[list[int], int], None] | None = None,
+        window: tuple[int, int] | None = None,
+        move_kv: Callable[[torch.Tensor, torch.Tensor], None] | None = None,
+    ):
         self.cache, self.allocator, self.table = cache, allocator, table
         self.branch_tier = 1 if mixed else 0
         self.on_insert = on_insert  # (token ids, how many the tree held before): a drafter learns
@@ -162,12 +168,12 @@ class KVManager:
     def _match(self, req: Request):
         """req's cached prefix (see Request.max_cached_len), cut before its first branch-pool
         slot for a request that reuses only the prefix pool (Request.prefix_pool_only)."""
-        ids = req.all_ids[:req.max_cached_len]
+        ids = req.all_ids[: req.max_cached_len]
         m = self.cache.match_prefix(ids, req.namespace)
         if req.prefix_pool_only and self.branch_tier and m.length:
             branch = torch.nonzero(m.slots >= self.allocator.boundary)
             if len(branch):
-                m = self.cache.match_prefix(ids[:int(branch[0, 0])], req.namespace)
+                m = self.cache.match_prefix(ids[: int(branch[0, 0])], req.namespace)
         return m
 
     def match(self, req: Request) -> int:
@@ -196,12 +202,12 @@ class KVManager:
     def cache_unfinished(self, req: Request) -> None:
         """Share req's computed tokens through the tree while it keeps running; req then uses
         the tree's slots for them (its duplicates are freed)."""
-        ids = req.all_ids[:req.kv_len]
+        ids = req.all_ids[: req.kv_len]
         # a view of the row: insert and free both copy what they keep, before the row is rewritten
         slots = self.table.read(req.row, req.kv_len)
         res = self._insert(req, ids, slots)
-        self.allocator.free(slots[req.tree_len:res.prefix_len])
-        m = self.cache.match_prefix(ids[:res.cached_len], req.namespace)
+        self.allocator.free(slots[req.tree_len : res.prefix_len])
+        m = self.cache.match_prefix(ids[: res.cached_len], req.namespace)
         assert m.length == res.cached_len, (m.length, res)
         self.table.write(req.row, 0, m.slots)
         self.cache.lock(m.node)
@@ -211,11 +217,11 @@ class KVManager:
     def release(self, req: Request) -> None:
         """Req is done with its KV (finished or retracted): computed tokens go to the tree,
         everything else back to the allocator; the row is freed."""
-        ids = req.all_ids[:req.kv_len]
+        ids = req.all_ids[: req.kv_len]
         slots = self.table.read(req.row, req.kv_len)
         res = self._insert(req, ids, slots)
-        self.allocator.free(slots[req.tree_len:res.prefix_len])
-        self.allocator.free(slots[max(res.cached_len, req.tree_len):])
+        self.allocator.free(slots[req.tree_len : res.prefix_len])
+        self.allocator.free(slots[max(res.cached_len, req.tree_len) :])
         self._drop_row(req)
 
     def _drop_row(self, req: Request) -> None:
@@ -224,7 +230,9 @@ class KVManager:
         self.table.free_row(req.row)
         req.reset_kv_state()
 
-    def release_tree(self, req: Request, slots: torch.Tensor, paths: list[tuple[list[int], list[int]]]) -> None:
+    def release_tree(
+        self, req: Request, slots: torch.Tensor, paths: list[tuple[list[int], list[int]]]
+    ) -> None:
         """Req (admitted, nothing computed past its cached prefix) ran a token tree whose rows
         wrote KV into `slots`: cache each path, given as (token ids from position 0, the rows
         for positions kv_len on); free the rows no path handed to the tree, and req's row."""
@@ -233,7 +241,9 @@ class KVManager:
         for ids, rows in paths:
             rows_t = torch.tensor(rows, dtype=torch.int64, device=slots.device)
             res = self._insert(req, ids, torch.cat([prefix, slots[rows_t]]))
-            taken[rows_t[max(res.prefix_len - req.kv_len, 0):max(res.cached_len - req.kv_len, 0)]] = True
+            taken[
+                rows_t[max(res.prefix_len - req.kv_len, 0) : max(res.cached_len - req.kv_len, 0)]
+            ] = True
         self.allocator.free(slots[~taken])
         self._drop_row(req)
 

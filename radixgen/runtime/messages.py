@@ -67,9 +67,11 @@ class SpecCounts(msgspec.Struct, frozen=True):
         """SGLang-style meta_info keys; accept length = tokens emitted per verify step."""
         if not self.verify_ct:
             return {}
-        return {"spec_verify_ct": self.verify_ct,
-                "spec_accept_length": round((self.accepted + self.verify_ct) / self.verify_ct, 4),
-                "spec_draft_tokens_pruned": self.pruned}
+        return {
+            "spec_verify_ct": self.verify_ct,
+            "spec_accept_length": round((self.accepted + self.verify_ct) / self.verify_ct, 4),
+            "spec_draft_tokens_pruned": self.pruned,
+        }
 
 
 # ---- server mode: the scheduler process's wider input ---------------------------------------

@@ -50,7 +50,11 @@ class TreeInput:
 
 
 def _nbytes(weight: torch.Tensor | QuantizedWeight) -> int:
-    return weight.nbytes if isinstance(weight, QuantizedWeight) else weight.numel() * weight.element_size()
+    return (
+        weight.nbytes
+        if isinstance(weight, QuantizedWeight)
+        else weight.numel() * weight.element_size()
+    )
 
 
 def resolve_device(name: str) -> torch.device:
@@ -60,17 +64,28 @@ def resolve_device(name: str) -> torch.device:
 
 
 class ModelRunner:
-    def __init__(self, model_path: Path, model_cfg: ModelConfig, cache_cfg: CacheConfig,
-                 max_running_requests: int):
+    def __init__(
+        self,
+        model_path: Path,
+        model_cfg: ModelConfig,
+        cache_cfg: CacheConfig,
+        max_running_requests: int,
+    ):
         self.device = resolve_device(model_cfg.device)
         self.arch = ModelArch.from_folder(model_path)
         self.max_context_len = context_len(self.arch, model_cfg.context_length)
         self.dtype = resolve_dtype(model_cfg.dtype, self.arch, self.device)
-        weights = load_state_dict(model_path, self.arch, self.dtype, model_cfg.load_format,
-                                  self.device, model_cfg.seed)
+        weights = load_state_dict(
+            model_path, self.arch, self.dtype, model_cfg.load_format, self.device, model_cfg.seed
+        )
         weights, self.quantization = quantized_weights(
-            model_path, weights, model_cfg.quantization, model_cfg.quantize_lm_head,
-            not model_cfg.nvfp4_round_to_nearest, model_cfg.load_format)
+            model_path,
+            weights,
+            model_cfg.quantization,
+            model_cfg.quantize_lm_head,
+            not model_cfg.nvfp4_round_to_nearest,
+            model_cfg.load_format,
+        )
         self.weight_bytes = weight_bytes = sum(_nbytes(t) for t in weights.values())
         self.model = build_model(self.arch, weights, self.device)
         a = self.arch
@@ -81,15 +96,26 @@ class ModelRunner:
         self._build_kv(cache_cfg, weight_bytes)
         self.branch_window = cache_cfg.branch_window if self.mixed_kv else None
         self.table = ReqToTokenTable(max_running_requests + 1, self.max_context_len, self.device)
-        self.attn = make_attention(model_cfg.attention_backend, a.num_heads, a.num_kv_heads, a.head_dim, self.device)
+        self.attn = make_attention(
+            model_cfg.attention_backend, a.num_heads, a.num_kv_heads, a.head_dim, self.device
+        )
         self.graphs = self._decode_graphs(model_cfg, max_running_requests)
-        logger.info("weights: %.1f MB %s (quantization %s) on %s; context %d tokens", weight_bytes / 1e6,
-                    str(self.dtype).removeprefix("torch."), self.quantization, self.device,
-                    self.max_context_len)
+        logger.info(
+            "weights: %.1f MB %s (quantization %s) on %s; context %d tokens",
+            weight_bytes / 1e6,
+            str(self.dtype).removeprefix("torch."),
+            self.quantization,
+            self.device,
+            self.max_context_len,
+        )
         logger.info("KV pool: %s (%.3g GiB)", self.kv_summary(), self.kv_bytes() / 2**30)
         if self.device.type == "cuda":
-            logger.info("CUDA graphs: %s", f"decode batches up to {self.graphs.max_bs}, each captured at "
-                        "its first use" if self.graphs is not None else "off (eager decode)")
+            logger.info(
+                "CUDA graphs: %s",
+                f"decode batches up to {self.graphs.max_bs}, each captured at its first use"
+                if self.graphs is not None
+                else "off (eager decode)",
+            )
 
     @property
     def mixed_kv(self) -> bool:
@@ -98,8 +124,9 @@ class ModelRunner:
     def _build_kv(self, cfg: CacheConfig, weight_bytes: int) -> None:
         """One pool, or (mixed precision) a prefix and a branch pool splitting one byte budget."""
         a = self.arch
-        make = lambda kind, n: make_kv_pool(kind, n, a.num_layers, a.num_kv_heads, a.head_dim,
-                                            self.dtype, self.device)
+        make = lambda kind, n: make_kv_pool(
+            kind, n, a.num_layers, a.num_kv_heads, a.head_dim, self.dtype, self.device
+        )
         if not self.mixed_kv:
             self.num_slots = self._capacity(cfg, weight_bytes)
             self.capacity = (self.num_slots,)
@@ -108,22 +135,36 @@ class ModelRunner:
             return
         budget = self._byte_budget(cfg, weight_bytes)
         shares = (1 - cfg.kv_branch_fraction, cfg.kv_branch_fraction)
-        sizes = [int(min(budget * f // self._token_bytes(kind), 1 << 22))
-                 for f, kind in zip(shares, self.kv_dtypes)]
+        sizes = [
+            int(min(budget * f // self._token_bytes(kind), 1 << 22))
+            for f, kind in zip(shares, self.kv_dtypes)
+        ]
         if min(sizes) < 16:
             raise ValueError(f"the KV budget leaves {sizes} tokens for the prefix and branch pools")
         self.capacity, self.num_slots = tuple(sizes), sum(sizes)
-        self.pool = MixedKVPool(make(self.kv_dtypes[0], sizes[0]), make(self.kv_dtypes[1], sizes[1]), sizes[0])
+        self.pool = MixedKVPool(
+            make(self.kv_dtypes[0], sizes[0]), make(self.kv_dtypes[1], sizes[1]), sizes[0]
+        )
         self.allocator = TieredSlotAllocator(sizes[0], sizes[1], self.device)
 
     def _decode_graphs(self, cfg: ModelConfig, max_running_requests: int) -> DecodeGraphs | None:
         """CUDA graphs for decode steps (runtime/cuda_graph.py), where they apply: on CUDA, with
         the kernel attention backend and a pool whose store has no host sync."""
-        if (cfg.disable_cuda_graph or self.device.type != "cuda" or not isinstance(self.attn, KernelAttention)
-                or getattr(self.pool, "pad_slot", None) is None):
+        if (
+            cfg.disable_cuda_graph
+            or self.device.type != "cuda"
+            or not isinstance(self.attn, KernelAttention)
+            or getattr(self.pool, "pad_slot", None) is None
+        ):
             return None
-        return DecodeGraphs(self.model, self.pool, self.attn, self.table, self.device,
-                            min(cfg.cuda_graph_max_bs, max_running_requests))
+        return DecodeGraphs(
+            self.model,
+            self.pool,
+            self.attn,
+            self.table,
+            self.device,
+            min(cfg.cuda_graph_max_bs, max_running_requests),
+        )
 
     def move_kv(self, src: torch.Tensor, dst: torch.Tensor) -> None:
         """Copy every layer's KV of prefix-pool slots `src` to branch-pool slots `dst` (the
@@ -133,8 +174,10 @@ class ModelRunner:
 
     def kv_summary(self) -> str:
         model_dtype = str(self.dtype).removeprefix("torch.")
-        pools = ", ".join(f"{n} tokens {model_dtype if kind == 'auto' else kind}"
-                          for n, kind in zip(self.capacity, self.kv_dtypes))
+        pools = ", ".join(
+            f"{n} tokens {model_dtype if kind == 'auto' else kind}"
+            for n, kind in zip(self.capacity, self.kv_dtypes)
+        )
         return pools + (", q/k Hadamard-rotated" if self.kv_rotation else "")
 
     def kv_bytes(self) -> float:
@@ -153,9 +196,13 @@ class ModelRunner:
             return cfg.max_total_tokens * self._token_bytes("auto")
         budget = _device_memory(self.device) * cfg.mem_fraction_static - weight_bytes
         if budget < self._token_bytes("auto") * 256:
-            raise ValueError(f"--mem-fraction-static {cfg.mem_fraction_static} leaves no room for the KV pool")
+            raise ValueError(
+                f"--mem-fraction-static {cfg.mem_fraction_static} leaves no room for the KV pool"
+            )
         if self.device.type == "cpu":  # a fixed size, not whatever RAM happens to be free
-            budget = min(budget, CPU_CONTEXTS_PER_POOL * self.max_context_len * self._token_bytes("auto"))
+            budget = min(
+                budget, CPU_CONTEXTS_PER_POOL * self.max_context_len * self._token_bytes("auto")
+            )
         return budget
 
     def _capacity(self, cfg: CacheConfig, weight_bytes: int) -> int:
@@ -166,11 +213,16 @@ class ModelRunner:
         budget = self._byte_budget(cfg, weight_bytes)
         return int(min(budget // self._token_bytes(self.kv_dtypes[0]), 1 << 22))
 
-    def forward_mixed(self, ext_reqs: list[Request], extend_lens: list[int],
-                      ext_slots: list[torch.Tensor], dec_reqs: list[Request],
-                      dec_slots: torch.Tensor | None,
-                      extra_rows: list[tuple[int, int]] | None = None,
-                      trees: Sequence[TreeInput] = ()) -> torch.Tensor:
+    def forward_mixed(
+        self,
+        ext_reqs: list[Request],
+        extend_lens: list[int],
+        ext_slots: list[torch.Tensor],
+        dec_reqs: list[Request],
+        dec_slots: torch.Tensor | None,
+        extra_rows: list[tuple[int, int]] | None = None,
+        trees: Sequence[TreeInput] = (),
+    ) -> torch.Tensor:
         """Prefill chunks of ext_reqs, the token trees of speculative verification and one
         decode token of dec_reqs in one forward; logits [len(ext_reqs) + len(dec_reqs) + extra
         + tree rows, vocab]: the last position of each prefill chunk, then the decode rows, then
@@ -178,16 +230,23 @@ class ModelRunner:
         offset + count - 1 (prompt-token logprobs), then each tree's rows with logits (all of a
         speculative tree's), tree by tree."""
         if dec_reqs:
-            dec_pos, dec_ids = [req.kv_len for req in dec_reqs], [req.all_ids[-1] for req in dec_reqs]
+            dec_pos, dec_ids = (
+                [req.kv_len for req in dec_reqs],
+                [req.all_ids[-1] for req in dec_reqs],
+            )
             dec_rows = [req.row for req in dec_reqs]
             self.table.write_positions(dec_rows, dec_pos, dec_slots)  # one indexed write
-            if (self.graphs is not None and not ext_reqs and not trees
-                    and len(dec_reqs) <= self.graphs.max_bs):  # a pure decode step: replayed
+            if (
+                self.graphs is not None
+                and not ext_reqs
+                and not trees
+                and len(dec_reqs) <= self.graphs.max_bs
+            ):  # a pure decode step: replayed
                 return self.graphs.run(dec_rows, dec_ids, dec_pos, dec_slots)
         ids, positions, seq_lens, out_slots = [], [], [], list(ext_slots)
         for req, ext, slots in zip(ext_reqs, extend_lens, ext_slots):
             self.table.write(req.row, req.kv_len, slots)
-            ids.extend(req.all_ids[req.kv_len:req.kv_len + ext])
+            ids.extend(req.all_ids[req.kv_len : req.kv_len + ext])
             positions.append(torch.arange(req.kv_len, req.kv_len + ext))
             seq_lens.append(req.kv_len + ext)
         for tree in trees:  # extends whose new tokens attend by the tree mask
@@ -204,27 +263,64 @@ class ModelRunner:
         ext_lens = list(extend_lens) + [len(t.slots) for t in trees]
         t_pre, t_ext = sum(extend_lens), sum(ext_lens)
         starts = [0, *torch.tensor(ext_lens, dtype=torch.int64).cumsum(0).tolist()]
-        rows = torch.cat([torch.tensor(starts[1:len(ext_reqs) + 1], dtype=torch.int64) - 1,
-                          torch.arange(t_ext, t_ext + len(dec_reqs)),
-                          *[torch.arange(start + off, start + off + count)
-                            for start, (off, count) in zip(starts, extra_rows or [])],
-                          *[start + t.rows_with_logits() for start, t in zip(starts[len(ext_reqs):], trees)]])
+        rows = torch.cat(
+            [
+                torch.tensor(starts[1 : len(ext_reqs) + 1], dtype=torch.int64) - 1,
+                torch.arange(t_ext, t_ext + len(dec_reqs)),
+                *[
+                    torch.arange(start + off, start + off + count)
+                    for start, (off, count) in zip(starts, extra_rows or [])
+                ],
+                *[start + t.rows_with_logits() for start, t in zip(starts[len(ext_reqs) :], trees)],
+            ]
+        )
         reqs = ext_reqs + [t.req for t in trees] + dec_reqs
         tree_masks = [None] * len(ext_reqs) + [t.mask for t in trees] if trees else None
-        mode = (ForwardMode.MIXED if ext_lens and dec_reqs else
-                ForwardMode.EXTEND if ext_lens else ForwardMode.DECODE)
-        return self._run(mode, reqs, ids, torch.cat(positions), torch.cat(out_slots),
-                         seq_lens, ext_lens + [1] * len(dec_reqs), rows, len(dec_reqs), tree_masks)
+        mode = (
+            ForwardMode.MIXED
+            if ext_lens and dec_reqs
+            else ForwardMode.EXTEND
+            if ext_lens
+            else ForwardMode.DECODE
+        )
+        return self._run(
+            mode,
+            reqs,
+            ids,
+            torch.cat(positions),
+            torch.cat(out_slots),
+            seq_lens,
+            ext_lens + [1] * len(dec_reqs),
+            rows,
+            len(dec_reqs),
+            tree_masks,
+        )
 
-    def _run(self, mode, reqs, ids, positions, out_slots, seq_lens, extend_lens, logits_rows,
-             num_decode, tree_masks=None):
+    def _run(
+        self,
+        mode,
+        reqs,
+        ids,
+        positions,
+        out_slots,
+        seq_lens,
+        extend_lens,
+        logits_rows,
+        num_decode,
+        tree_masks=None,
+    ):
         rows = torch.tensor([r.row for r in reqs], device=self.device)
         batch = ForwardBatch(
-            mode=mode, input_ids=torch.tensor(ids, device=self.device),
-            positions=positions.to(self.device), out_slots=out_slots.to(self.device),
-            kv_slots=self.table.table[rows, :max(seq_lens)], seq_lens=seq_lens,
-            extend_lens=extend_lens, logits_indices=logits_rows.to(self.device),
-            num_decode=num_decode if mode is ForwardMode.MIXED else 0, tree_masks=tree_masks,
+            mode=mode,
+            input_ids=torch.tensor(ids, device=self.device),
+            positions=positions.to(self.device),
+            out_slots=out_slots.to(self.device),
+            kv_slots=self.table.table[rows, : max(seq_lens)],
+            seq_lens=seq_lens,
+            extend_lens=extend_lens,
+            logits_indices=logits_rows.to(self.device),
+            num_decode=num_decode if mode is ForwardMode.MIXED else 0,
+            tree_masks=tree_masks,
         )
         return self.model.forward(batch, self.pool, self.attn)
 
@@ -261,7 +357,9 @@ def context_len(arch: ModelArch, requested: int | None) -> int:
     if requested is None:
         return limit
     if requested > limit:
-        raise ValueError(f"--context-length {requested} exceeds this model's context of {limit} tokens")
+        raise ValueError(
+            f"--context-length {requested} exceeds this model's context of {limit} tokens"
+        )
     return requested
 
 

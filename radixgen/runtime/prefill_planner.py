@@ -30,7 +30,12 @@ from dataclasses import dataclass, field
 from radixgen.config import SchedulerConfig
 from radixgen.runtime.kv_manager import KVManager
 from radixgen.runtime.request import Request
-from radixgen.runtime.schedule_policy import PrefillPlan, in_batch_share_min, order_waiting, shares_uncached_prefix
+from radixgen.runtime.schedule_policy import (
+    PrefillPlan,
+    in_batch_share_min,
+    order_waiting,
+    shares_uncached_prefix,
+)
 from radixgen.runtime.score_group import group_for, scoreable
 from radixgen.runtime.step_cost import StepCostModel, StepShape
 
@@ -71,19 +76,32 @@ class PrefillPlanner:
         self.share_min = in_batch_share_min(cfg, device_type)
         cpu = device_type == "cpu"
         self.long_threshold = cfg.long_prefill_token_threshold or max(
-            self.chunk_size // LONG_THRESHOLD_DIVISOR["cpu" if cpu else "gpu"], 1)
-        step_ms = cfg.max_step_ms if cfg.max_step_ms is not None else (0.0 if cpu else MAX_STEP_MS_GPU)
+            self.chunk_size // LONG_THRESHOLD_DIVISOR["cpu" if cpu else "gpu"], 1
+        )
+        step_ms = (
+            cfg.max_step_ms if cfg.max_step_ms is not None else (0.0 if cpu else MAX_STEP_MS_GPU)
+        )
         self.max_step_s = step_ms / 1000
         self.step_cost = StepCostModel() if step_ms > 0 else None
 
-    def plan(self, waiting: list[Request], running: list[Request], chunked: list[Request]) -> PrefillPlan:
+    def plan(
+        self, waiting: list[Request], running: list[Request], chunked: list[Request]
+    ) -> PrefillPlan:
         """Prompt tokens for this step (see the module docstring). Admitted requests leave
         `waiting` (whose KV the caller then allocates); chunked prompts stay in `chunked`."""
         budget = self.mixed_chunk_size if running else self.chunk_size
-        rnd = _Round(PrefillPlan(), budget, self._reserved(running, chunked), len(running) + len(chunked),
-                     self._decode_shape(running), chosen=list(chunked))
+        rnd = _Round(
+            PrefillPlan(),
+            budget,
+            self._reserved(running, chunked),
+            len(running) + len(chunked),
+            self._decode_shape(running),
+            chosen=list(chunked),
+        )
         jumps = [r for r in chunked if r.output_ids and not self._is_long(r, r.kv_len)]
-        in_flight = sorted((r for r in chunked if r not in jumps), key=self._left)  # prompts mid-prefill
+        in_flight = sorted(
+            (r for r in chunked if r not in jumps), key=self._left
+        )  # prompts mid-prefill
         rnd.partial, rnd.long = len(in_flight), sum(self._is_long(r, r.kv_len) for r in in_flight)
         for req in jumps:  # jump-forward runs: a few forced tokens' KV
             self._add(rnd, req, min(self._left(req), rnd.budget))
@@ -105,12 +123,18 @@ class PrefillPlanner:
     def _left(req: Request) -> int:
         return req.prefill_len - req.kv_len
 
-    def _long_floor(self, rnd: _Round, in_flight: list[Request], new_long: list[Request],
-                    cached: dict[int, int]) -> int:
+    def _long_floor(
+        self, rnd: _Round, in_flight: list[Request], new_long: list[Request], cached: dict[int, int]
+    ) -> int:
         """Budget kept from new short prompts for the prompts mid-prefill and the long ones
         that can start this step: what they want (<= the threshold each), at most half."""
-        slots = max(0, min(self.cfg.max_long_partial_prefills - rnd.long,
-                           self.cfg.max_num_partial_prefills - rnd.partial))
+        slots = max(
+            0,
+            min(
+                self.cfg.max_long_partial_prefills - rnd.long,
+                self.cfg.max_num_partial_prefills - rnd.partial,
+            ),
+        )
         wants = [min(self._left(r), self.long_threshold) for r in in_flight]
         wants += [min(r.prefill_len - cached[id(r)], self.long_threshold) for r in new_long[:slots]]
         return min(sum(wants), rnd.budget // 2)
@@ -120,15 +144,20 @@ class PrefillPlanner:
         its least share."""
         least = min(MIN_LONG_CHUNK, rnd.budget // max(len(in_flight), 1))  # each one's progress
         for i, req in enumerate(in_flight):
-            later = sum(min(self._left(r), least) for r in in_flight[i + 1:])
+            later = sum(min(self._left(r), least) for r in in_flight[i + 1 :])
             self._continue(rnd, req, self._long_chunk(rnd, req, req.kv_len, self._left(req), later))
 
-    def _admit_long(self, rnd: _Round, new: list[Request], waiting: list[Request], cached: dict[int, int]) -> None:
+    def _admit_long(
+        self, rnd: _Round, new: list[Request], waiting: list[Request], cached: dict[int, int]
+    ) -> None:
         """Long prompts newly admitted while the limits allow."""
         for req in (r for r in new if r in waiting):  # (a scoring group may have taken some)
-            if (rnd.budget <= 0 or rnd.long >= self.cfg.max_long_partial_prefills
-                    or rnd.partial >= self.cfg.max_num_partial_prefills
-                    or rnd.num_rows >= self.cfg.max_running_requests):
+            if (
+                rnd.budget <= 0
+                or rnd.long >= self.cfg.max_long_partial_prefills
+                or rnd.partial >= self.cfg.max_num_partial_prefills
+                or rnd.num_rows >= self.cfg.max_running_requests
+            ):
                 return
             if shares_uncached_prefix(req, cached[id(req)], rnd.chosen, self.share_min):
                 continue
@@ -137,7 +166,9 @@ class PrefillPlanner:
             if ext > 0 and self._admit(rnd, req, cached[id(req)], ext, waiting) is None:
                 return
 
-    def _long_chunk(self, rnd: _Round, req: Request, start: int, left: int, later_floor: int) -> int:
+    def _long_chunk(
+        self, rnd: _Round, req: Request, start: int, left: int, later_floor: int
+    ) -> int:
         """Tokens for one long prompt: <= the threshold and the budget (less the floor of the
         long prompts after it); with a step-time target, what the cost model says still fits,
         but at least MIN_LONG_CHUNK so it progresses."""
@@ -149,8 +180,15 @@ class PrefillPlanner:
         return max(fitted, min(cap, MIN_LONG_CHUNK, rnd.budget))
 
     # ---- short prompts ---------------------------------------------------------------------
-    def _admit_short(self, rnd: _Round, ordered: list[Request], long_ids: set[int], waiting: list[Request],
-                     cached: dict[int, int], floor: int) -> None:
+    def _admit_short(
+        self,
+        rnd: _Round,
+        ordered: list[Request],
+        long_ids: set[int],
+        waiting: list[Request],
+        cached: dict[int, int],
+        floor: int,
+    ) -> None:
         """Short prompts and scoring groups (of any length: one tree each) in the policy's
         order, within the budget less the long prompts' floor; one that would stay mid-prefill
         only while a partial slot is free. Long prompts are left to `_admit_long`."""
@@ -167,10 +205,15 @@ class PrefillPlanner:
                     if not self._admit_group(rnd, group, waiting, grouped):
                         return
                     continue
-            if id(req) in long_ids or shares_uncached_prefix(req, cached[id(req)], rnd.chosen, self.share_min):
+            if id(req) in long_ids or shares_uncached_prefix(
+                req, cached[id(req)], rnd.chosen, self.share_min
+            ):
                 continue
             ext = min(req.prefill_len - cached[id(req)], short_budget)
-            if ext < req.prefill_len - cached[id(req)] and rnd.partial >= self.cfg.max_num_partial_prefills:
+            if (
+                ext < req.prefill_len - cached[id(req)]
+                and rnd.partial >= self.cfg.max_num_partial_prefills
+            ):
                 continue
             if self._admit(rnd, req, cached[id(req)], ext, waiting) is None:
                 return
@@ -178,8 +221,9 @@ class PrefillPlanner:
     def _admit_group(self, rnd: _Round, group, waiting: list[Request], grouped: set[int]) -> bool:
         """Admit a scoring group (one tree of prefix-pool rows); False if its KV does not fit."""
         busy = self._busy(rnd)
-        if not self.kv.fits(group.num_rows + (rnd.reserved[0] if busy else 0), rnd.reserved[1] if busy else 0) \
-                or not self.kv.admit(group.leader):
+        if not self.kv.fits(
+            group.num_rows + (rnd.reserved[0] if busy else 0), rnd.reserved[1] if busy else 0
+        ) or not self.kv.admit(group.leader):
             return False
         for member in group.members:
             waiting.remove(member)
@@ -192,7 +236,9 @@ class PrefillPlanner:
         return True
 
     # ---- bookkeeping -----------------------------------------------------------------------
-    def _admit(self, rnd: _Round, req: Request, cached_len: int, ext: int, waiting: list[Request]) -> int | None:
+    def _admit(
+        self, rnd: _Round, req: Request, cached_len: int, ext: int, waiting: list[Request]
+    ) -> int | None:
         """Admit a waiting request with `ext` prompt tokens this step if its KV fits (with the
         reservations while others hold KV: its whole remaining prompt and its decode share).
         Returns the tokens planned, None when it does not fit (admission stops)."""

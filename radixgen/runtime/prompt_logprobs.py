@@ -21,15 +21,17 @@ def input_logprob_rows(req: Request, ext: int) -> tuple[int, int]:
 
 
 @torch.inference_mode()
-def record_input_logprobs(reqs: list[Request], rows: list[tuple[int, int]], logits: torch.Tensor) -> None:
+def record_input_logprobs(
+    reqs: list[Request], rows: list[tuple[int, int]], logits: torch.Tensor
+) -> None:
     """logits [sum(counts), vocab]: row p predicts prompt token p + 1."""
     start = 0
     for req, (off, count) in zip(reqs, rows):
         if not count:
             continue
         first = req.kv_len + off + 1  # the prompt position of the first token scored
-        targets = torch.tensor(req.input_ids[first:first + count], device=logits.device)
-        lp = torch.log_softmax(logits[start:start + count].float(), dim=-1)
+        targets = torch.tensor(req.input_ids[first : first + count], device=logits.device)
+        lp = torch.log_softmax(logits[start : start + count].float(), dim=-1)
         req.input_logprobs.extend(lp.gather(1, targets[:, None])[:, 0].tolist())
         record_input_top_logprobs(req, lp)
         start += count
@@ -40,4 +42,6 @@ def record_input_top_logprobs(req: Request, logprobs: torch.Tensor) -> None:
     k = req.params.top_logprobs_num
     if k and logprobs.shape[0]:
         values, indices = logprobs.topk(k, dim=-1)
-        req.input_top_logprobs.extend([list(zip(i, v)) for i, v in zip(indices.tolist(), values.tolist())])
+        req.input_top_logprobs.extend(
+            [list(zip(i, v)) for i, v in zip(indices.tolist(), values.tolist())]
+        )

@@ -38,7 +38,9 @@ class Request:
     output_logprobs: list[float] = field(default_factory=list)
     output_top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
     input_logprobs: list[float] = field(default_factory=list)  # of prompt tokens, see below
-    input_top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)  # with top_logprobs_num
+    input_top_logprobs: list[list[tuple[int, float]]] = field(
+        default_factory=list
+    )  # with top_logprobs_num
     input_logprobs_sent: bool = False
     first_token_time: float | None = None
     # wall-clock stamps (time.time()) reported once, as messages.ReqTimes, after the prefill
@@ -49,7 +51,9 @@ class Request:
     spec_verify_ct: int = 0  # speculative verify steps, drafts accepted, drafts cut by the grammar
     spec_accepted: int = 0
     spec_pruned: int = 0
-    spec_recent_accept: float = 8.0  # moving average of drafts accepted per verify step (starts high)
+    spec_recent_accept: float = (
+        8.0  # moving average of drafts accepted per verify step (starts high)
+    )
 
     @property
     def seq_len(self) -> int:

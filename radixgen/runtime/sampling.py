@@ -34,13 +34,17 @@ def sample(logits: torch.Tensor, reqs: list[Request]) -> SampleResult:
     top = None
     if k:
         values, indices = raw_logprobs.topk(k, dim=-1)
-        top = [list(zip(indices[i].tolist(), values[i].tolist()))[:r.params.top_logprobs_num]
-               for i, r in enumerate(reqs)]
+        top = [
+            list(zip(indices[i].tolist(), values[i].tolist()))[: r.params.top_logprobs_num]
+            for i, r in enumerate(reqs)
+        ]
     return SampleResult(token_ids, chosen, top)
 
 
 @torch.inference_mode()
-def hold_back_stop_tokens(logits: torch.Tensor, reqs: list[Request], eos_token_ids: set[int]) -> None:
+def hold_back_stop_tokens(
+    logits: torch.Tensor, reqs: list[Request], eos_token_ids: set[int]
+) -> None:
     """logits [batch, vocab] (in place): a request short of min_new_tokens cannot pick EOS
     (unless ignore_eos) or a stop token id, unless nothing else is left (a grammar that
     allows only EOS ends the request at its own length)."""
@@ -49,7 +53,9 @@ def hold_back_stop_tokens(logits: torch.Tensor, reqs: list[Request], eos_token_i
         if len(req.output_ids) >= p.min_new_tokens:
             continue
         stops = set(p.stop_token_ids) | (set() if p.ignore_eos else eos_token_ids)
-        ids = torch.tensor(sorted(t for t in stops if t < logits.shape[1]), dtype=torch.int64, device=logits.device)
+        ids = torch.tensor(
+            sorted(t for t in stops if t < logits.shape[1]), dtype=torch.int64, device=logits.device
+        )
         kept = logits[i, ids].clone()
         logits[i, ids] = float("-inf")
         if not torch.isfinite(logits[i]).any():
@@ -62,11 +68,15 @@ def _apply_penalties(logits: torch.Tensor, reqs: list[Request]) -> None:
         if p.repetition_penalty != 1.0:
             seen = torch.tensor(sorted(set(req.all_ids)), dtype=torch.int64, device=logits.device)
             row = logits[i, seen]
-            logits[i, seen] = torch.where(row > 0, row / p.repetition_penalty, row * p.repetition_penalty)
+            logits[i, seen] = torch.where(
+                row > 0, row / p.repetition_penalty, row * p.repetition_penalty
+            )
         if (p.frequency_penalty or p.presence_penalty) and req.output_ids:
             ids = torch.tensor(req.output_ids, dtype=torch.int64, device=logits.device)
             counts = torch.bincount(ids, minlength=logits.shape[1]).to(logits.dtype)
-            logits[i] -= counts * p.frequency_penalty + (counts > 0).to(logits.dtype) * p.presence_penalty
+            logits[i] -= (
+                counts * p.frequency_penalty + (counts > 0).to(logits.dtype) * p.presence_penalty
+            )
 
 
 def _sample_rows(logits: torch.Tensor, rows: list[int], reqs: list[Request]) -> torch.Tensor:
@@ -79,9 +89,12 @@ def _sample_rows(logits: torch.Tensor, rows: list[int], reqs: list[Request]) -> 
     temperature = torch.tensor([p.temperature for p in params], device=device)[:, None]
     probs = torch.softmax(logits[rows].float() / temperature, dim=-1)
     if any(p.top_k > 0 or p.top_p < 1.0 or p.min_p > 0.0 for p in params):
-        probs = filter_probs(probs, [p.top_k for p in params], [p.top_p for p in params],
-                             [p.min_p for p in params])
-    u = torch.stack([torch.rand((), generator=reqs[i].generator, dtype=torch.float64) for i in rows])
+        probs = filter_probs(
+            probs, [p.top_k for p in params], [p.top_p for p in params], [p.min_p for p in params]
+        )
+    u = torch.stack(
+        [torch.rand((), generator=reqs[i].generator, dtype=torch.float64) for i in rows]
+    )
     return draw_rows(probs, u.to(device))
 
 
@@ -112,10 +125,9 @@ def filter_probs(probs: torch.Tensor, top_k, top_p, min_p) -> torch.Tensor:
     rank = torch.arange(rows.shape[-1], device=rows.device)[None, :]
     # the top k; the smallest head whose mass reaches top_p (the token crossing it included);
     # at least min_p times the top probability; and always the top token
-    keep = (((rank < k) | (k <= 0))
-            & (((sorted_probs.cumsum(-1) - sorted_probs) < p) | (p >= 1.0))
-            & ((sorted_probs >= m * sorted_probs[:, :1]) | (m <= 0.0))
-            | (rank == 0))
+    keep = ((rank < k) | (k <= 0)) & (
+        ((sorted_probs.cumsum(-1) - sorted_probs) < p) | (p >= 1.0)
+    ) & ((sorted_probs >= m * sorted_probs[:, :1]) | (m <= 0.0)) | (rank == 0)
     filtered = torch.zeros_like(rows).scatter_(-1, order, sorted_probs * keep)
     filtered = filtered / filtered.sum(-1, keepdim=True)
     return filtered if probs.ndim == 2 else filtered[0]

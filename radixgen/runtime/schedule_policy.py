@@ -31,13 +31,19 @@ class PrefillPlan:
     groups: list[ScoreGroup] = field(default_factory=list)  # scoring prompts, one tree each
 
 
-def order_waiting(waiting: list[Request], cached_lens: dict[int, int], cfg: SchedulerConfig,
-                  now: float | None = None) -> list[Request]:
+def order_waiting(
+    waiting: list[Request],
+    cached_lens: dict[int, int],
+    cfg: SchedulerConfig,
+    now: float | None = None,
+) -> list[Request]:
     """Waiting requests in the order they should be admitted."""
     if cfg.schedule_policy == "fcfs":
         return sorted(waiting, key=lambda r: r.arrival)
     now = time.monotonic() if now is None else now
-    aged = sorted((r for r in waiting if now - r.arrival >= cfg.aging_seconds), key=lambda r: r.arrival)
+    aged = sorted(
+        (r for r in waiting if now - r.arrival >= cfg.aging_seconds), key=lambda r: r.arrival
+    )
     young = [r for r in waiting if now - r.arrival < cfg.aging_seconds]
     young.sort(key=lambda r: (-cached_lens[id(r)], r.arrival))
     return aged + young
@@ -50,7 +56,9 @@ def in_batch_share_min(cfg: SchedulerConfig, device_type: str) -> int:
     return IN_BATCH_SHARE_MIN_CPU if device_type == "cpu" else IN_BATCH_SHARE_MIN_GPU
 
 
-def shares_uncached_prefix(req: Request, cached_len: int, chosen: list[Request], min_shared: int) -> bool:
+def shares_uncached_prefix(
+    req: Request, cached_len: int, chosen: list[Request], min_shared: int
+) -> bool:
     """True if req's prompt shares >= min_shared not-yet-cached prefix tokens with a chosen
     request (>= 1 for a prompt-only req)."""
     min_shared = 1 if req.is_prompt_only else min_shared

@@ -17,12 +17,20 @@ from radixgen.core import FinishReason
 from radixgen.radix import PrefixCache
 from radixgen.runtime.grammar_backend import CONSTRAINT_ERROR, GrammarBackend
 from radixgen.runtime.kv_manager import KVManager
-from radixgen.runtime.messages import AbortReq, FlushCacheReq, GenerateReq, ReqTimes, SpecCounts, TokenOut, ToScheduler
+from radixgen.runtime.messages import (
+    AbortReq,
+    FlushCacheReq,
+    GenerateReq,
+    ReqTimes,
+    SpecCounts,
+    TokenOut,
+    ToScheduler,
+)
 from radixgen.runtime.model_runner import ModelRunner
+from radixgen.runtime.prefill_planner import PrefillPlanner
 from radixgen.runtime.prompt_logprobs import input_logprob_rows, record_input_logprobs
 from radixgen.runtime.request import Request
 from radixgen.runtime.sampling import hold_back_stop_tokens, sample
-from radixgen.runtime.prefill_planner import PrefillPlanner
 from radixgen.runtime.schedule_policy import PrefillPlan
 from radixgen.runtime.score_group import ScoreGroup
 from radixgen.runtime.speculation import Draft, Speculator
@@ -33,22 +41,37 @@ logger = logging.getLogger(__name__)
 
 
 class Scheduler:
-    def __init__(self, runner: ModelRunner, cache: PrefixCache, cfg: SchedulerConfig,
-                 stop_checker: StopChecker, grammar: GrammarBackend | None = None,
-                 speculator: Speculator | None = None):
+    def __init__(
+        self,
+        runner: ModelRunner,
+        cache: PrefixCache,
+        cfg: SchedulerConfig,
+        stop_checker: StopChecker,
+        grammar: GrammarBackend | None = None,
+        speculator: Speculator | None = None,
+    ):
         self.runner, self.cfg, self.stop_checker = runner, cfg, stop_checker
         self.grammar = grammar  # None: constrained requests are refused
         self.spec = speculator  # None: one token per request and step
         self.cache = cache
         on_insert = speculator.drafter.observe if speculator is not None else None
-        self.kv = KVManager(cache, runner.allocator, runner.table, runner.mixed_kv, on_insert,
-                            runner.branch_window, runner.move_kv)
+        self.kv = KVManager(
+            cache,
+            runner.allocator,
+            runner.table,
+            runner.mixed_kv,
+            on_insert,
+            runner.branch_window,
+            runner.move_kv,
+        )
         self.planner = PrefillPlanner(self.kv, cfg, runner.device.type, runner.max_context_len)
         self.waiting: list[Request] = []
         self.running: list[Request] = []  # prefilled, decoding
         self.chunked: list[Request] = []  # admitted, prompt partly prefilled
         self.outputs: list[TokenOut] = []
-        self.num_prompt_tokens = self.num_cached_tokens = self.num_retractions = self.num_demoted = 0
+        self.num_prompt_tokens = self.num_cached_tokens = self.num_retractions = (
+            self.num_demoted
+        ) = 0
         self.num_cached_by_tier = [0, 0]
 
     @property
@@ -69,8 +92,9 @@ class Scheduler:
             self.flush_cache()
 
     def _add(self, msg: GenerateReq) -> None:
-        gen = torch.Generator().manual_seed(msg.params.seed if msg.params.seed is not None
-                                            else random.getrandbits(63))
+        gen = torch.Generator().manual_seed(
+            msg.params.seed if msg.params.seed is not None else random.getrandbits(63)
+        )
         req = Request(msg.rid, list(msg.input_ids), msg.params, msg.namespace, generator=gen)
         error = self._validate(req)
         if error:
@@ -116,7 +140,9 @@ class Scheduler:
 
     @property
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running or self.chunked or (self.grammar and self.grammar.pending))
+        return bool(
+            self.waiting or self.running or self.chunked or (self.grammar and self.grammar.pending)
+        )
 
     # ---- one step ---------------------------------------------------------------------------
     def step(self) -> list[TokenOut]:
@@ -135,30 +161,42 @@ class Scheduler:
                 time.sleep(0.002)  # only compiles in flight: leave the GIL to their thread
             return self._take_outputs()
         extra = [input_logprob_rows(r, e) for r, e in zip(plan.reqs, plan.extend_lens)]
-        trees = ([d.tree_input(s) for d, s in zip(drafts, tree_slots)]
-                 + [g.tree_input(s) for g, s in zip(plan.groups, group_slots)])
+        trees = [d.tree_input(s) for d, s in zip(drafts, tree_slots)] + [
+            g.tree_input(s) for g, s in zip(plan.groups, group_slots)
+        ]
         timed = self.planner.step_cost is not None and bool(plan.reqs or plan.groups)
         shape = step_shape(plan, dec_reqs, trees) if timed else None
         started = time.perf_counter()
-        logits = self.runner.forward_mixed(plan.reqs, plan.extend_lens, ext_slots, dec_reqs, dec_slots,
-                                           extra if any(c for _, c in extra) else None, trees)
+        logits = self.runner.forward_mixed(
+            plan.reqs,
+            plan.extend_lens,
+            ext_slots,
+            dec_reqs,
+            dec_slots,
+            extra if any(c for _, c in extra) else None,
+            trees,
+        )
         n, d, n_extra = len(plan.reqs), len(dec_reqs), sum(c for _, c in extra)
         n_verify = sum(dr.num_rows for dr in drafts)
         if n_extra:
-            record_input_logprobs(plan.reqs, extra, logits[n + d:n + d + n_extra])
+            record_input_logprobs(plan.reqs, extra, logits[n + d : n + d + n_extra])
         if n:
             self._after_prefill(plan, logits[:n])
         if dec_reqs:
             for req in dec_reqs:
                 req.kv_len += 1
-            self._append_tokens(dec_reqs, logits[n:n + d])
+            self._append_tokens(dec_reqs, logits[n : n + d])
         if drafts:
-            self._after_verify(drafts, tree_slots, logits[n + d + n_extra:n + d + n_extra + n_verify])
+            self._after_verify(
+                drafts, tree_slots, logits[n + d + n_extra : n + d + n_extra + n_verify]
+            )
         if plan.groups:
-            self._after_scoring(plan.groups, group_slots, logits[n + d + n_extra + n_verify:])
+            self._after_scoring(plan.groups, group_slots, logits[n + d + n_extra + n_verify :])
         if timed:  # sampling read the logits back: the device's time is in
             self.planner.observe_step(shape, time.perf_counter() - started)
-        self.num_demoted += self.kv.demote(self.running)  # branch window: older tokens to the branch pool
+        self.num_demoted += self.kv.demote(
+            self.running
+        )  # branch window: older tokens to the branch pool
         return self._take_outputs()
 
     def _take_outputs(self) -> list[TokenOut]:
@@ -214,19 +252,27 @@ class Scheduler:
         for tier, hits in enumerate(hits_by_tier):
             self.num_cached_by_tier[tier] += hits
 
-    def _after_scoring(self, groups: list[ScoreGroup], slots: list[torch.Tensor], logits: torch.Tensor) -> None:
+    def _after_scoring(
+        self, groups: list[ScoreGroup], slots: list[torch.Tensor], logits: torch.Tensor
+    ) -> None:
         """Every member's prompt logprobs from its group's rows; each member's computed tokens
         go to the cache (the trunk once, so a select's chosen answer is cached for what comes
         next); all members finish."""
         start = 0
         for group, group_slots in zip(groups, slots):
             count = len(group.logit_rows())
-            group.record_logprobs(logits[start:start + count])
+            group.record_logprobs(logits[start : start + count])
             start += count
             leader = group.leader
             hits = self.kv.hits_by_tier(leader)
-            self.kv.release_tree(leader, group_slots, [(req.input_ids[:req.prefill_len], path)
-                                                       for req, path in zip(group.members, group.paths)])
+            self.kv.release_tree(
+                leader,
+                group_slots,
+                [
+                    (req.input_ids[: req.prefill_len], path)
+                    for req, path in zip(group.members, group.paths)
+                ],
+            )
             for req, reused in zip(group.members, group.reused_lens()):
                 self._count_start(req, group.cached_len + reused, (hits[0] + reused, hits[1]))
                 self._emit(req, [], FinishReason("length"), None, None)
@@ -267,8 +313,8 @@ class Scheduler:
             sizes = [d.num_rows for d in drafts]
             slots = self.kv.alloc(len(plain) + sum(sizes), self.kv.new_token_tier)
             if slots is not None:
-                tree_slots = list(slots[len(plain):].split(sizes)) if drafts else []
-                return plain, slots[:len(plain)], drafts, tree_slots
+                tree_slots = list(slots[len(plain) :].split(sizes)) if drafts else []
+                return plain, slots[: len(plain)], drafts, tree_slots
             if drafts:
                 drafts = []
             else:
@@ -295,7 +341,9 @@ class Scheduler:
         its own cached branch-pool tokens (locked while it is admitted) may be what fills that
         pool: they are recomputed into the prefix pool."""
         if not self.kv.fits_when_empty(req, self.runner.capacity):
-            self._finish(req, FinishReason("abort", message="the KV pool is too small for this request"))
+            self._finish(
+                req, FinishReason("abort", message="the KV pool is too small for this request")
+            )
             return False
         if self.kv.branch_tier:
             req.prefix_pool_only = True
@@ -322,14 +370,18 @@ class Scheduler:
             if lp is not None:
                 req.output_logprobs.append(lp)
             *tokens, reason = self._add_tokens(req, [token])
-            self._settle(req, tokens, reason, [lp] if lp is not None else None, [top] if top else None)
+            self._settle(
+                req, tokens, reason, [lp] if lp is not None else None, [top] if top else None
+            )
 
-    def _after_verify(self, drafts: list[Draft], tree_slots: list[torch.Tensor], logits: torch.Tensor) -> None:
+    def _after_verify(
+        self, drafts: list[Draft], tree_slots: list[torch.Tensor], logits: torch.Tensor
+    ) -> None:
         """Accept each draft's verified tokens: its KV keeps the root and the accepted path."""
         start = 0
         for draft, slots in zip(drafts, tree_slots):
             req = draft.req
-            result = self.spec.verify(draft, logits[start:start + draft.num_rows])
+            result = self.spec.verify(draft, logits[start : start + draft.num_rows])
             start += draft.num_rows
             self.kv.keep_rows(req, slots, result.keep_rows())
             *tokens, reason = self._add_tokens(req, result.token_ids)
@@ -337,7 +389,9 @@ class Scheduler:
             self.kv.truncate(req, min(req.kv_len, req.seq_len - 1))
             self._settle(req, tokens, reason, None, None)
 
-    def _settle(self, req: Request, tokens: list[int], reason: FinishReason | None, lp, top) -> None:
+    def _settle(
+        self, req: Request, tokens: list[int], reason: FinishReason | None, lp, top
+    ) -> None:
         """Queue bookkeeping after req got new tokens: finished, waiting for the KV of
         jump-forward tokens (an extend), or decoding on."""
         if req in self.chunked:
@@ -385,17 +439,28 @@ class Scheduler:
         input_logprobs = input_top = None
         if req.params.logprob_start_len >= 0 and not req.input_logprobs_sent:
             req.input_logprobs_sent = True
-            pad = [None] * (req.input_logprob_start - req.params.logprob_start_len)  # position 0 has none
+            pad = [None] * (
+                req.input_logprob_start - req.params.logprob_start_len
+            )  # position 0 has none
             input_logprobs = pad + req.input_logprobs
             if req.params.top_logprobs_num:
                 input_top = pad + [[list(p) for p in t] for t in req.input_top_logprobs]
-        self.outputs.append(TokenOut(
-            rid=req.rid, token_ids=token_ids, prompt_tokens=len(req.input_ids),
-            cached_tokens=req.cached_tokens, completion_tokens=len(req.output_ids),
-            finish=reason.to_dict() if reason else None, logprobs=logprobs,
-            top_logprobs=[[list(p) for p in t] for t in top] if top else None,
-            input_logprobs=input_logprobs, input_top_logprobs=input_top, spec=spec, times=self._times_once(req),
-        ))
+        self.outputs.append(
+            TokenOut(
+                rid=req.rid,
+                token_ids=token_ids,
+                prompt_tokens=len(req.input_ids),
+                cached_tokens=req.cached_tokens,
+                completion_tokens=len(req.output_ids),
+                finish=reason.to_dict() if reason else None,
+                logprobs=logprobs,
+                top_logprobs=[[list(p) for p in t] for t in top] if top else None,
+                input_logprobs=input_logprobs,
+                input_top_logprobs=input_top,
+                spec=spec,
+                times=self._times_once(req),
+            )
+        )
 
     @staticmethod
     def _times_once(req: Request) -> ReqTimes | None:

@@ -26,7 +26,12 @@ from radixgen.runtime.request import Request
 def scoreable(req: Request) -> bool:
     """A fresh prompt-only, unconstrained request (it may want prompt logprobs or none: a
     select's bare prefix, a pin)."""
-    return req.is_prompt_only and req.row is None and not req.output_ids and req.params.constraint is None
+    return (
+        req.is_prompt_only
+        and req.row is None
+        and not req.output_ids
+        and req.params.constraint is None
+    )
 
 
 @dataclass
@@ -37,7 +42,9 @@ class ScoreGroup:
     parents: list[int]  # per row: the row before it on its path (-1: the cached prefix)
     depths: list[int]  # per row: its position minus cached_len
     trunk_len: int
-    paths: list[list[int]]  # per member: the row of each of its positions cached_len.. prefill_len - 1
+    paths: list[
+        list[int]
+    ]  # per member: the row of each of its positions cached_len.. prefill_len - 1
 
     @property
     def leader(self) -> Request:
@@ -53,8 +60,10 @@ class ScoreGroup:
         out = []
         for req, path in zip(self.members, self.paths):
             pos = req.next_input_logprob_pos
-            rows = [] if pos is None else path[pos - self.cached_len:]
-            out.append((req, rows, [] if pos is None else req.input_ids[pos + 1:pos + 1 + len(rows)]))
+            rows = [] if pos is None else path[pos - self.cached_len :]
+            out.append(
+                (req, rows, [] if pos is None else req.input_ids[pos + 1 : pos + 1 + len(rows)])
+            )
         return out
 
     def reused_lens(self) -> list[int]:
@@ -81,8 +90,14 @@ class ScoreGroup:
                 mask[i] = mask[parent]
             mask[i, i] = True
         positions = torch.tensor(self.depths, dtype=torch.int64) + self.cached_len
-        return TreeInput(self.leader, torch.tensor(self.token_ids, dtype=torch.int64), positions, mask,
-                         slots, torch.tensor(self.logit_rows(), dtype=torch.int64))
+        return TreeInput(
+            self.leader,
+            torch.tensor(self.token_ids, dtype=torch.int64),
+            positions,
+            mask,
+            slots,
+            torch.tensor(self.logit_rows(), dtype=torch.int64),
+        )
 
     @torch.inference_mode()
     def record_logprobs(self, logits: torch.Tensor) -> None:
@@ -98,7 +113,7 @@ class ScoreGroup:
 def build_group(members: list[Request], cached_len: int) -> ScoreGroup:
     """The rows of members (scoreable, every one cached exactly `cached_len` tokens, sharing
     the token after them) as a trunk and a trie."""
-    seqs = [req.input_ids[cached_len:req.prefill_len] for req in members]
+    seqs = [req.input_ids[cached_len : req.prefill_len] for req in members]
     trunk_len = len(os.path.commonprefix(seqs))
     token_ids, parents = list(seqs[0][:trunk_len]), list(range(-1, trunk_len - 1))
     depths = list(range(trunk_len))
@@ -119,17 +134,30 @@ def build_group(members: list[Request], cached_len: int) -> ScoreGroup:
     return ScoreGroup(list(members), cached_len, token_ids, parents, depths, trunk_len, paths)
 
 
-def group_for(req: Request, waiting: list[Request], cached: dict[int, int], taken: set[int],
-              max_rows: int, max_len: int) -> ScoreGroup | None:
+def group_for(
+    req: Request,
+    waiting: list[Request],
+    cached: dict[int, int],
+    taken: set[int],
+    max_rows: int,
+    max_len: int,
+) -> ScoreGroup | None:
     """req (scoreable) with the other waiting scoreable requests, not in `taken`, that share its
     cached length (cached: id -> cached prefix length), namespace and the token after the cached
     prefix, as one tree; None if req has no such partner or the tree has more than max_rows rows
     or would end past max_len (each then prefills on its own)."""
     c = cached[id(req)]
-    head = req.input_ids[:c + 1]
-    members = [req] + [o for o in waiting if o is not req and id(o) not in taken and scoreable(o)
-                       and cached[id(o)] == c and o.namespace == req.namespace
-                       and o.input_ids[:c + 1] == head]
+    head = req.input_ids[: c + 1]
+    members = [req] + [
+        o
+        for o in waiting
+        if o is not req
+        and id(o) not in taken
+        and scoreable(o)
+        and cached[id(o)] == c
+        and o.namespace == req.namespace
+        and o.input_ids[: c + 1] == head
+    ]
     if len(members) < 2:
         return None
     group = build_group(members, c)

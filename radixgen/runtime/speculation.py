@@ -25,8 +25,15 @@ from radixgen.runtime.grammar_backend import GrammarBackend
 from radixgen.runtime.model_runner import TreeInput
 from radixgen.runtime.request import Request
 from radixgen.runtime.sampling import filter_probs
-from radixgen.speculative import (AcceptStats, Drafter, TokenTree, VerifyResult, prune_tree,
-                                  verify_greedy, verify_sampling)
+from radixgen.speculative import (
+    AcceptStats,
+    Drafter,
+    TokenTree,
+    VerifyResult,
+    prune_tree,
+    verify_greedy,
+    verify_sampling,
+)
 
 
 @dataclass
@@ -41,13 +48,23 @@ class Draft:
     def tree_input(self, slots: torch.Tensor) -> TreeInput:
         """The verify rows: the root (newest token, at position kv_len) then the nodes."""
         tree = self.tree
-        return TreeInput(self.req, tree.verify_input_ids(self.req.all_ids[-1]),
-                         tree.verify_positions(self.req.kv_len), tree.verify_mask(), slots)
+        return TreeInput(
+            self.req,
+            tree.verify_input_ids(self.req.all_ids[-1]),
+            tree.verify_positions(self.req.kv_len),
+            tree.verify_mask(),
+            slots,
+        )
 
 
 class Speculator:
-    def __init__(self, cfg: SpeculativeConfig, drafter: Drafter, max_context_len: int,
-                 grammar: GrammarBackend | None):
+    def __init__(
+        self,
+        cfg: SpeculativeConfig,
+        drafter: Drafter,
+        max_context_len: int,
+        grammar: GrammarBackend | None,
+    ):
         self.cfg, self.drafter = cfg, drafter
         self.max_context_len = max_context_len
         self.grammar = grammar  # masks constrained requests' tree rows
@@ -58,9 +75,15 @@ class Speculator:
     def eligible(req: Request) -> bool:
         p = req.params
         # short of min_new_tokens, verification could accept a draft EOS the sampler would mask
-        return (req.remaining_new_tokens >= 2 and len(req.output_ids) >= p.min_new_tokens
-                and not p.return_logprob and not p.top_logprobs_num
-                and p.repetition_penalty == 1.0 and not p.frequency_penalty and not p.presence_penalty)
+        return (
+            req.remaining_new_tokens >= 2
+            and len(req.output_ids) >= p.min_new_tokens
+            and not p.return_logprob
+            and not p.top_logprobs_num
+            and p.repetition_penalty == 1.0
+            and not p.frequency_penalty
+            and not p.presence_penalty
+        )
 
     def draft(self, reqs: list[Request]) -> list[Draft]:
         """A pruned, non-empty tree for each eligible request that has drafts."""
@@ -95,7 +118,9 @@ class Speculator:
         if p.is_greedy:
             result = verify_greedy(tree, logits)
         else:
-            probs = torch.softmax(logits.float().cpu() / p.temperature, dim=-1)  # the generator is a CPU one
+            probs = torch.softmax(
+                logits.float().cpu() / p.temperature, dim=-1
+            )  # the generator is a CPU one
             if p.top_k > 0 or p.top_p < 1.0 or p.min_p > 0.0:
                 probs = filter_probs(probs, p.top_k, p.top_p, p.min_p)
             result = verify_sampling(tree, probs, generator=req.generator)
@@ -110,12 +135,17 @@ class Speculator:
 
     def summary(self) -> dict:
         s = self.stats
-        return {"spec_algorithm": self.cfg.speculative_algorithm, "spec_verify_steps": s.num_steps,
-                "spec_accept_length": round(s.mean_accept_len, 4),
-                "spec_accept_rate": round(s.num_accepted / s.num_drafted, 4) if s.num_drafted else 0.0,
-                "spec_draft_tokens": s.num_drafted, "spec_accepted_tokens": s.num_accepted,
-                "spec_draft_tokens_pruned": self.num_pruned, "spec_forced_tokens": self.num_forced,
-                "spec_position_accept_rate": [round(r, 4) for r in s.position_rates()]}
+        return {
+            "spec_algorithm": self.cfg.speculative_algorithm,
+            "spec_verify_steps": s.num_steps,
+            "spec_accept_length": round(s.mean_accept_len, 4),
+            "spec_accept_rate": round(s.num_accepted / s.num_drafted, 4) if s.num_drafted else 0.0,
+            "spec_draft_tokens": s.num_drafted,
+            "spec_accepted_tokens": s.num_accepted,
+            "spec_draft_tokens_pruned": self.num_pruned,
+            "spec_forced_tokens": self.num_forced,
+            "spec_position_accept_rate": [round(r, 4) for r in s.position_rates()],
+        }
 
 
 def _adaptive_budget(req: Request) -> int:

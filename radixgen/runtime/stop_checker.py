@@ -60,11 +60,17 @@ class StopChecker:
         text, newest = self._tail(req, STOP_REGEX_WINDOW_TOKENS)
         for pattern in req.params.stop_regex:
             try:
-                if new_match(regex.compile(pattern), text, newest, STOP_REGEX_TIMEOUT_S) is not None:
+                if (
+                    new_match(regex.compile(pattern), text, newest, STOP_REGEX_TIMEOUT_S)
+                    is not None
+                ):
                     return FinishReason("stop", matched=pattern)
             except TimeoutError:
-                return FinishReason("abort", message=f"stop_regex {pattern!r} took over "
-                                    f"{STOP_REGEX_TIMEOUT_S * 1000:.0f} ms to search the output")
+                return FinishReason(
+                    "abort",
+                    message=f"stop_regex {pattern!r} took over "
+                    f"{STOP_REGEX_TIMEOUT_S * 1000:.0f} ms to search the output",
+                )
         return None
 
     def _tail(self, req: Request, num_tokens: int) -> tuple[str, int]:
@@ -74,7 +80,9 @@ class StopChecker:
         return text, len(self.decode(tail_ids[:-1])) if len(tail_ids) > 1 else 0
 
 
-def new_match(pattern: regex.Pattern, text: str, floor: int, timeout: float | None = None) -> regex.Match | None:
+def new_match(
+    pattern: regex.Pattern, text: str, floor: int, timeout: float | None = None
+) -> regex.Match | None:
     """The first match of pattern in text that ends after character `floor` (an empty match
     counts only past it)."""
     pos = 0

@@ -13,9 +13,27 @@ from radixgen.speculative.drafter import Drafter, UnionDrafter
 from radixgen.speculative.pruning import PruneResult, fill_tree_bitmask, prune_tree
 from radixgen.speculative.radix_drafter import RadixDrafter
 from radixgen.speculative.token_tree import TokenTree
-from radixgen.speculative.verify import (AcceptStats, VerifyResult, verify_greedy,
-                                         verify_greedy_batch, verify_sampling)
+from radixgen.speculative.verify import (
+    AcceptStats,
+    VerifyResult,
+    verify_greedy,
+    verify_greedy_batch,
+    verify_sampling,
+)
 
-__all__ = ["AcceptStats", "DraftModelDrafter", "Drafter", "NextLogits", "PruneResult",
-           "RadixDrafter", "TokenTree", "VerifyResult", "fill_tree_bitmask", "prune_tree",
-           "UnionDrafter", "verify_greedy", "verify_greedy_batch", "verify_sampling"]
+__all__ = [
+    "AcceptStats",
+    "DraftModelDrafter",
+    "Drafter",
+    "NextLogits",
+    "PruneResult",
+    "RadixDrafter",
+    "TokenTree",
+    "VerifyResult",
+    "fill_tree_bitmask",
+    "prune_tree",
+    "UnionDrafter",
+    "verify_greedy",
+    "verify_greedy_batch",
+    "verify_sampling",
+]

@@ -60,20 +60,32 @@ class _Draft:
 class DraftModelDrafter:
     """See the module docstring; methods follow `Drafter` (observe/release are no-ops)."""
 
-    def __init__(self, next_logits: NextLogits, branch: int = 1, width: int = 1,
-                 temperature: float = 0.0, generator: torch.Generator | None = None):
+    def __init__(
+        self,
+        next_logits: NextLogits,
+        branch: int = 1,
+        width: int = 1,
+        temperature: float = 0.0,
+        generator: torch.Generator | None = None,
+    ):
         if branch < 1 or width < 1 or temperature < 0:
             raise ValueError("branch and width must be >= 1 and temperature >= 0")
         self.next_logits, self.branch, self.width = next_logits, branch, width
         self.temperature, self.generator = temperature, generator
 
-    def propose(self, context_ids: Sequence[int], max_tokens: int, max_depth: int,
-                request_id: Hashable = None) -> TokenTree:
+    def propose(
+        self,
+        context_ids: Sequence[int],
+        max_tokens: int,
+        max_depth: int,
+        request_id: Hashable = None,
+    ) -> TokenTree:
         """See `Drafter.propose`: one request, `propose_batch` of one."""
         return self.propose_batch([context_ids], max_tokens, max_depth)[0]
 
-    def propose_batch(self, contexts: Sequence[Sequence[int]], max_tokens: int,
-                      max_depth: int) -> list[TokenTree]:
+    def propose_batch(
+        self, contexts: Sequence[Sequence[int]], max_tokens: int, max_depth: int
+    ) -> list[TokenTree]:
         """One tree per context; one `next_logits` call per level for the whole batch."""
         drafts = [_Draft(_as_list(c)) for c in contexts]
         frontier: _Frontier = [(b, -1) for b in range(len(drafts))]
@@ -81,15 +93,17 @@ class DraftModelDrafter:
             frontier = [(b, n) for b, n in frontier if len(drafts[b].ids) < max_tokens]
             if not frontier:
                 break
-            logits = self.next_logits([drafts[b].context + drafts[b].path_ids(n)
-                                       for b, n in frontier])  # [F, vocab]
+            logits = self.next_logits(
+                [drafts[b].context + drafts[b].path_ids(n) for b, n in frontier]
+            )  # [F, vocab]
             probs = torch.softmax(logits.float() / (self.temperature or 1.0), dim=-1)
             expand = self._expand_sampled if self.temperature > 0 else self._expand_greedy
             frontier = expand(drafts, frontier, probs, max_tokens)
         return [d.tree() for d in drafts]
 
-    def _expand_greedy(self, drafts: list[_Draft], frontier: _Frontier, probs: torch.Tensor,
-                       max_tokens: int) -> _Frontier:
+    def _expand_greedy(
+        self, drafts: list[_Draft], frontier: _Frontier, probs: torch.Tensor, max_tokens: int
+    ) -> _Frontier:
         """Top-`branch` children of every frontier node; per request keep the most probable
         paths that fit the budget, expand the best `width` of them next."""
         k = min(self.branch, probs.shape[-1])
@@ -98,17 +112,19 @@ class DraftModelDrafter:
         for f, (b, n) in enumerate(frontier):
             base = drafts[b].path_prob[n] if n >= 0 else 1.0
             options.setdefault(b, []).extend(
-                (base * p, n, t, p) for p, t in zip(top_p[f], top_i[f]))
+                (base * p, n, t, p) for p, t in zip(top_p[f], top_i[f])
+            )
         nxt: _Frontier = []
         for b, opts in options.items():
             opts.sort(key=lambda o: -o[0])
             room = max_tokens - len(drafts[b].ids)
             added = [drafts[b].add(n, t, p) for _, n, t, p in opts[:room]]
-            nxt += [(b, i) for i in added[:self.width]]
+            nxt += [(b, i) for i in added[: self.width]]
         return nxt
 
-    def _expand_sampled(self, drafts: list[_Draft], frontier: _Frontier, probs: torch.Tensor,
-                        max_tokens: int) -> _Frontier:
+    def _expand_sampled(
+        self, drafts: list[_Draft], frontier: _Frontier, probs: torch.Tensor, max_tokens: int
+    ) -> _Frontier:
         """`branch` draws without replacement per frontier node, in frontier order until the
         budget runs out; the first `width` new nodes of each request are expanded next."""
         k = min(self.branch, int((probs > 0).sum(-1).min()))
@@ -132,8 +148,9 @@ class DraftModelDrafter:
         """See `Drafter.release`: no per-request state."""
 
 
-def _draw_without_replacement(q: torch.Tensor, count: int, generator: torch.Generator | None
-                              ) -> tuple[torch.Tensor, torch.Tensor]:
+def _draw_without_replacement(
+    q: torch.Tensor, count: int, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """`count` sequential draws without replacement from each row of q (float [F, vocab]).
     Returns tokens int64 [F, count] in draw order and rows float [F, count, vocab]: row k is
     q without the first k tokens drawn, renormalised (the distribution draw k came from)."""

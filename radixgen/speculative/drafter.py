@@ -9,8 +9,13 @@ from radixgen.speculative.token_tree import TokenTree
 
 @runtime_checkable
 class Drafter(Protocol):
-    def propose(self, context_ids: Sequence[int], max_tokens: int, max_depth: int,
-                request_id: Hashable = None) -> TokenTree:
+    def propose(
+        self,
+        context_ids: Sequence[int],
+        max_tokens: int,
+        max_depth: int,
+        request_id: Hashable = None,
+    ) -> TokenTree:
         """Draft tokens that may follow `context_ids` (prompt + output so far, ending with the
         root token) as a tree of at most `max_tokens` nodes and `max_depth` levels; may be empty.
         `request_id` lets the drafter keep per-request state between steps (the context must
@@ -33,8 +38,13 @@ class UnionDrafter:
     def __init__(self, drafters: Sequence[Drafter]):
         self.drafters = list(drafters)
 
-    def propose(self, context_ids: Sequence[int], max_tokens: int, max_depth: int,
-                request_id: Hashable = None) -> TokenTree:
+    def propose(
+        self,
+        context_ids: Sequence[int],
+        max_tokens: int,
+        max_depth: int,
+        request_id: Hashable = None,
+    ) -> TokenTree:
         tree = TokenTree.empty()
         for drafter in self.drafters:
             room = max_tokens - tree.num_nodes

@@ -45,13 +45,13 @@ def ngram_key(tokens: Sequence[int]) -> int:
 def _keys(seq: Sequence[int], first: int, stop: int, n: int) -> list[int]:
     """Keys of the n-grams ending at first..stop-1 (first >= n): `ngram_key(seq[e - n:e])`."""
     if stop - first < _SMALL:
-        return [ngram_key(seq[e - n:e]) for e in range(first, stop)]
-    tokens = np.asarray(seq[first - n:stop - 1], dtype=np.int64)  # [stop - first + n - 1]
+        return [ngram_key(seq[e - n : e]) for e in range(first, stop)]
+    tokens = np.asarray(seq[first - n : stop - 1], dtype=np.int64)  # [stop - first + n - 1]
     m = stop - first
     h = np.zeros(m, dtype=np.int64)
     with np.errstate(over="ignore"):
         for i in range(n):
-            h = h * _BASE + tokens[i:i + m]  # wraps like _wrap
+            h = h * _BASE + tokens[i : i + m]  # wraps like _wrap
         return (h * 8 + n).tolist()
 
 

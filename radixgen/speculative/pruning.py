@@ -54,7 +54,7 @@ class _Walk:
             self.visit(child)
             m.rollback(1)
         if not survived and not m.is_terminated() and self.max_forced > 0:
-            forced = list(m.jump_forward_token_ids())[:self.max_forced]
+            forced = list(m.jump_forward_token_ids())[: self.max_forced]
             if forced:
                 self.forced.append((node, forced))
 
@@ -81,13 +81,14 @@ def prune_tree(tree: TokenTree, matcher: "Matcher", max_forced: int = 8) -> Prun
     return PruneResult(pruned, tree.num_nodes - len(kept), num_forced)
 
 
-def fill_tree_bitmask(tree: TokenTree, matcher: "Matcher", bitmask: torch.Tensor,
-                      first_row: int = 0) -> None:
+def fill_tree_bitmask(
+    tree: TokenTree, matcher: "Matcher", bitmask: torch.Tensor, first_row: int = 0
+) -> None:
     """Grammar masks for the verify rows of `tree`: row `first_row` gets what the matcher
     allows after the root, row `first_row + i + 1` what it allows after node i (bitmask: int32
     [rows, ceil(vocab / 32)], CPU). Rows of nodes the grammar rejects (prune first) and of
     nodes after a terminating token stay empty. Mutates only those N + 1 rows; walks a fork."""
-    bitmask[first_row:first_row + tree.num_nodes + 1] = 0
+    bitmask[first_row : first_row + tree.num_nodes + 1] = 0
     fork, ids = matcher.fork(), tree.id_list
 
     def visit(node: int) -> None:
@@ -101,8 +102,9 @@ def fill_tree_bitmask(tree: TokenTree, matcher: "Matcher", bitmask: torch.Tensor
     visit(-1)
 
 
-def _restrict_rows(pruned: TokenTree, tree: TokenTree, kept: list[int],
-                   allowed: dict[int, torch.Tensor]) -> TokenTree:
+def _restrict_rows(
+    pruned: TokenTree, tree: TokenTree, kept: list[int], allowed: dict[int, torch.Tensor]
+) -> TokenTree:
     """Each kept row of draft_probs restricted to what its parent's state allows, renormalised
     (q(x | x allowed): the distribution a surviving candidate was in effect drawn from)."""
     if not kept:

@@ -38,10 +38,19 @@ class _ContextState:
 class RadixDrafter:
     """See the module docstring; methods follow `Drafter`."""
 
-    def __init__(self, max_ngram: int = 8, key_lens: Sequence[int] = (1, 2, 4),
-                 max_stored_tokens: int = 1 << 18, max_occurrences: int = 64,
-                 max_candidates: int = 16, decay: float = 0.95, prior: float = 0.5,
-                 min_prob: float = 0.05, context_window: int = 4096, max_requests: int = 256):
+    def __init__(
+        self,
+        max_ngram: int = 8,
+        key_lens: Sequence[int] = (1, 2, 4),
+        max_stored_tokens: int = 1 << 18,
+        max_occurrences: int = 64,
+        max_candidates: int = 16,
+        decay: float = 0.95,
+        prior: float = 0.5,
+        min_prob: float = 0.05,
+        context_window: int = 4096,
+        max_requests: int = 256,
+    ):
         assert max_ngram >= max(key_lens) >= 1
         self.max_ngram, self.key_lens = max_ngram, tuple(key_lens)
         self.max_stored_tokens, self.max_occurrences = max_stored_tokens, max_occurrences
@@ -86,8 +95,13 @@ class RadixDrafter:
 
     # ---- proposing ----
 
-    def propose(self, context_ids: Sequence[int], max_tokens: int, max_depth: int,
-                request_id: Hashable = None) -> TokenTree:
+    def propose(
+        self,
+        context_ids: Sequence[int],
+        max_tokens: int,
+        max_depth: int,
+        request_id: Hashable = None,
+    ) -> TokenTree:
         """See `Drafter.propose`. Without a request_id the last anonymous context is reused
         when the new one extends it (one caller at a time), else rebuilt."""
         if not isinstance(context_ids, list):
@@ -95,7 +109,7 @@ class RadixDrafter:
         if max_tokens <= 0 or max_depth <= 0 or not context_ids:
             return TokenTree.empty()
         state = self._context_state(context_ids, request_id)
-        suffix = list(context_ids[-self.max_ngram:])
+        suffix = list(context_ids[-self.max_ngram :])
         candidates = self._candidates(state, suffix)
         if not candidates:
             return TokenTree.empty()
@@ -109,7 +123,7 @@ class RadixDrafter:
         if state is not None:
             self._requests.move_to_end(request_id)
             indexed_end = state.offset + len(state.ids)
-            if indexed_end > len(context) or context[state.offset:indexed_end] != state.ids:
+            if indexed_end > len(context) or context[state.offset : indexed_end] != state.ids:
                 state = None
         if state is None:
             offset = max(0, len(context) - self.context_window)
@@ -118,7 +132,7 @@ class RadixDrafter:
             while len(self._requests) > self.max_requests:
                 self._requests.popitem(last=False)
         old_len = len(state.ids)
-        state.ids.extend(context[state.offset + old_len:])
+        state.ids.extend(context[state.offset + old_len :])
         state.index.add(0, state.ids, old_len, len(state.ids))
         return state
 
@@ -129,7 +143,7 @@ class RadixDrafter:
         seen = self._hits(self._index, self._seqs.get, suffix)
         found = own + seen
         found.sort(key=lambda c: -c[0])
-        return found[:self.max_candidates]
+        return found[: self.max_candidates]
 
     def _hits(self, index: NgramIndex, seq_of, suffix: list[int]) -> list[_Candidate]:
         """Up to max_candidates occurrences of the suffix's longest indexed n-grams, newest
@@ -154,10 +168,10 @@ class RadixDrafter:
         """Weighted counting trie of the candidates' next `max_depth` tokens."""
         root: _TrieNode = [0.0, {}]
         for rank, (m, seq, end) in enumerate(candidates):
-            weight = 2.0 ** (m - 2) * self.decay ** rank
+            weight = 2.0 ** (m - 2) * self.decay**rank
             node = root
             node[0] += weight
-            for token in seq[end:end + max_depth]:
+            for token in seq[end : end + max_depth]:
                 child = node[1].get(token)
                 if child is None:
                     child = node[1][token] = [0.0, {}]
@@ -184,8 +198,9 @@ class RadixDrafter:
             self._push_children(heap, node, -neg_prob, len(ids) - 1, tie * 1000)
         return TokenTree.build(ids, parents, token_probs=confidence)
 
-    def _push_children(self, heap: list, node: _TrieNode, prob: float, index: int,
-                       tie: int) -> None:
+    def _push_children(
+        self, heap: list, node: _TrieNode, prob: float, index: int, tie: int
+    ) -> None:
         denom = node[0] + self.prior
         for k, (token, child) in enumerate(node[1].items()):
             cond = child[0] / denom

@@ -44,14 +44,22 @@ class TokenTree:
         object.__setattr__(self, "depth", torch.tensor(depth, dtype=torch.int64))
 
     @classmethod
-    def build(cls, token_ids: Sequence[int], parents: Sequence[int],
-              draft_probs: torch.Tensor | None = None,
-              token_probs: Sequence[float] | torch.Tensor | None = None) -> "TokenTree":
+    def build(
+        cls,
+        token_ids: Sequence[int],
+        parents: Sequence[int],
+        draft_probs: torch.Tensor | None = None,
+        token_probs: Sequence[float] | torch.Tensor | None = None,
+    ) -> "TokenTree":
         """A tree from plain lists (parents before children)."""
         if token_probs is not None and not isinstance(token_probs, torch.Tensor):
             token_probs = torch.tensor(token_probs, dtype=torch.float32)
-        return cls(torch.tensor(token_ids, dtype=torch.int64).reshape(-1),
-                   torch.tensor(parents, dtype=torch.int64).reshape(-1), draft_probs, token_probs)
+        return cls(
+            torch.tensor(token_ids, dtype=torch.int64).reshape(-1),
+            torch.tensor(parents, dtype=torch.int64).reshape(-1),
+            draft_probs,
+            token_probs,
+        )
 
     @classmethod
     def empty(cls) -> "TokenTree":
@@ -161,13 +169,19 @@ class TokenTree:
         rows = torch.tensor(list(index), dtype=torch.int64)
         draft = self.draft_probs
         return TokenTree(
-            self.token_ids[rows], torch.tensor(parents, dtype=torch.int64),
+            self.token_ids[rows],
+            torch.tensor(parents, dtype=torch.int64),
             None if draft is None else draft[rows.to(draft.device)],
-            None if self.token_probs is None else self.token_probs[rows])
+            None if self.token_probs is None else self.token_probs[rows],
+        )
 
-    def add_chain(self, token_ids: Sequence[int], parent: int = -1,
-                  token_probs: Sequence[float] | None = None,
-                  draft_probs: torch.Tensor | None = None) -> "TokenTree":
+    def add_chain(
+        self,
+        token_ids: Sequence[int],
+        parent: int = -1,
+        token_probs: Sequence[float] | None = None,
+        draft_probs: torch.Tensor | None = None,
+    ) -> "TokenTree":
         """Append the path parent -> token_ids[0] -> ..., following existing children with the
         same tokens (no duplicate siblings). draft_probs: float [len(token_ids), vocab]."""
         extra = TokenTree.chain(token_ids, token_probs=token_probs, draft_probs=draft_probs)
@@ -190,8 +204,9 @@ class TokenTree:
                 added.append(j)
             new_of[j] = lookup[key]
         rows = torch.tensor(added, dtype=torch.int64)
-        return TokenTree.build(ids, parents, _cat_draft_probs(self, other, rows),
-                               _cat_token_probs(self, other, rows))
+        return TokenTree.build(
+            ids, parents, _cat_draft_probs(self, other, rows), _cat_token_probs(self, other, rows)
+        )
 
 
 def one_hot_rows(token_ids: torch.Tensor, vocab_size: int, like: torch.Tensor) -> torch.Tensor:

@@ -74,8 +74,9 @@ class AcceptStats:
 
 def _result(tree: TokenTree, path: list[int], last_token: int) -> VerifyResult:
     ids = tree.id_list
-    return VerifyResult([ids[i] for i in path] + [last_token], path,
-                        [d < len(path) for d in range(tree.max_depth)])
+    return VerifyResult(
+        [ids[i] for i in path] + [last_token], path, [d < len(path) for d in range(tree.max_depth)]
+    )
 
 
 def verify_greedy(tree: TokenTree, target_logits: torch.Tensor) -> VerifyResult:
@@ -95,7 +96,7 @@ def verify_greedy_batch(trees: list[TokenTree], target_logits: torch.Tensor) -> 
     argmax = target_logits.argmax(dim=-1).tolist()
     out, start = [], 0
     for tree in trees:
-        out.append(_greedy_walk(tree, argmax[start:start + tree.num_nodes + 1]))
+        out.append(_greedy_walk(tree, argmax[start : start + tree.num_nodes + 1]))
         start += tree.num_nodes + 1
     return out
 
@@ -111,9 +112,12 @@ def _greedy_walk(tree: TokenTree, argmax: list[int]) -> VerifyResult:
         path.append(node)
 
 
-def verify_sampling(tree: TokenTree, target_probs: torch.Tensor,
-                    draft_probs: torch.Tensor | None = None,
-                    generator: torch.Generator | None = None) -> VerifyResult:
+def verify_sampling(
+    tree: TokenTree,
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> VerifyResult:
     """Lossless multi-candidate rejection sampling over the tree (SpecInfer / Medusa style).
 
     target_probs: float [N + 1, vocab], rows summing to 1, already grammar-masked and
@@ -145,8 +149,9 @@ def verify_sampling(tree: TokenTree, target_probs: torch.Tensor,
 # renormalised, i.e. r(y) = p(y) / (1 - sum of p over the rejected siblings).
 
 
-def _verify_one_hot(tree: TokenTree, probs: torch.Tensor, coins: list[float],
-                    generator: torch.Generator | None) -> VerifyResult:
+def _verify_one_hot(
+    tree: TokenTree, probs: torch.Tensor, coins: list[float], generator: torch.Generator | None
+) -> VerifyResult:
     """Deterministic drafts: needs only p(x_c | parent) per node (one gather, one sync)."""
     rows = (tree.parents + 1).to(probs.device)
     p_tok = probs[rows, tree.token_ids.to(probs.device)].tolist()  # [N]
@@ -170,8 +175,13 @@ def _verify_one_hot(tree: TokenTree, probs: torch.Tensor, coins: list[float],
         path.append(node)
 
 
-def _verify_rows(tree: TokenTree, probs: torch.Tensor, q: torch.Tensor, coins: list[float],
-                 generator: torch.Generator | None) -> VerifyResult:
+def _verify_rows(
+    tree: TokenTree,
+    probs: torch.Tensor,
+    q: torch.Tensor,
+    coins: list[float],
+    generator: torch.Generator | None,
+) -> VerifyResult:
     """Sampled drafts: the residual is a full vector (one sync per candidate tried)."""
     ids, node, path = tree.id_list, -1, []
     while True:
@@ -191,8 +201,9 @@ def _verify_rows(tree: TokenTree, probs: torch.Tensor, q: torch.Tensor, coins: l
         path.append(node)
 
 
-def _sample(residual: torch.Tensor, fallback: torch.Tensor,
-            generator: torch.Generator | None) -> int:
+def _sample(
+    residual: torch.Tensor, fallback: torch.Tensor, generator: torch.Generator | None
+) -> int:
     """One draw from `residual` (unnormalised, [vocab]); from `fallback` if it has no mass. A
     row with no mass at all (e.g. after a token that terminated the grammar, whose emitted
     token the caller drops as it stops there) gives its argmax instead of failing."""
@@ -202,5 +213,4 @@ def _sample(residual: torch.Tensor, fallback: torch.Tensor,
     return int(torch.nan_to_num(fallback, nan=0.0).argmax())
 
 
-__all__ = ["AcceptStats", "VerifyResult", "verify_greedy", "verify_greedy_batch",
-           "verify_sampling"]
+__all__ = ["AcceptStats", "VerifyResult", "verify_greedy", "verify_greedy_batch", "verify_sampling"]

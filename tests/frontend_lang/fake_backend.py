@@ -15,8 +15,13 @@ class FakeBackend(Backend):
     """generate answers `reply(text, params)` (default: "<n>" with a running count); every
     call is recorded as (kind, text, params). `fail_on`: prompts containing it get a 400."""
 
-    def __init__(self, reply: Callable[[str, dict], str] | None = None, delay: float = 0.0,
-                 template: ChatTemplate = REGISTRY["chatml"], fail_on: str | None = None):
+    def __init__(
+        self,
+        reply: Callable[[str, dict], str] | None = None,
+        delay: float = 0.0,
+        template: ChatTemplate = REGISTRY["chatml"],
+        fail_on: str | None = None,
+    ):
         self.reply = reply or (lambda text, params: f"<{len(self.calls)}>")
         self.delay, self.template, self.fail_on = delay, template, fail_on
         self.calls: list[tuple[str, Any, dict]] = []
@@ -44,9 +49,16 @@ class FakeBackend(Backend):
 
     def _result(self, text: str, params: dict) -> dict[str, Any]:
         out = self.reply(text, params)
-        return {"text": out, "output_ids": [], "meta_info": {
-            "prompt_tokens": len(text), "completion_tokens": len(out), "cached_tokens": 0,
-            "finish_reason": {"type": "stop"}}}
+        return {
+            "text": out,
+            "output_ids": [],
+            "meta_info": {
+                "prompt_tokens": len(text),
+                "completion_tokens": len(out),
+                "cached_tokens": 0,
+                "finish_reason": {"type": "stop"},
+            },
+        }
 
     def generate(self, text, sampling_params, request=None):
         self._enter("generate", text, {**sampling_params, **(request or {})})
@@ -59,7 +71,11 @@ class FakeBackend(Backend):
         result = self._result(text, sampling_params)
         full = result["text"]
         for i in range(1, len(full) + 1):
-            meta = {**result["meta_info"], "output_token_logprobs": [[-0.5, i]]} if request else result["meta_info"]
+            meta = (
+                {**result["meta_info"], "output_token_logprobs": [[-0.5, i]]}
+                if request
+                else result["meta_info"]
+            )
             yield full[i - 1], {**result, "text": full[:i], "meta_info": meta}
 
     def cache_prefix(self, text):
@@ -70,11 +86,28 @@ class FakeBackend(Backend):
         """A choice is one token of logprob -len(choice), so the shortest wins (or its
         tokens' logprobs are `self.logprobs[choice]`)."""
         self._enter("select", text, {"choices": choices, "unconditional": unconditional})
-        entries = [[[lp, i] for i, lp in enumerate(self.logprobs.get(c, [-float(len(c))]))] for c in choices]
+        entries = [
+            [[lp, i] for i, lp in enumerate(self.logprobs.get(c, [-float(len(c))]))]
+            for c in choices
+        ]
         sums = [sum(e[0] for e in es) for es in entries]
         normalized = [s / len(es) for s, es in zip(sums, entries)]
-        uncond = [[[lp, i] for i, lp in enumerate(self.unconditional.get(c, [-1.0] * len(es)))]
-                  for c, es in zip(choices, entries)] if unconditional else None
+        uncond = (
+            [
+                [[lp, i] for i, lp in enumerate(self.unconditional.get(c, [-1.0] * len(es)))]
+                for c, es in zip(choices, entries)
+            ]
+            if unconditional
+            else None
+        )
         best = max(range(len(choices)), key=lambda i: (normalized[i], -i))
-        return SelectResult(choices[best], normalized, normalized, sums, [len(e) for e in entries],
-                            {"prompt_tokens": 0, "cached_tokens": 0}, entries, uncond)
+        return SelectResult(
+            choices[best],
+            normalized,
+            normalized,
+            sums,
+            [len(e) for e in entries],
+            {"prompt_tokens": 0, "cached_tokens": 0},
+            entries,
+            uncond,
+        )

@@ -11,6 +11,8 @@ import radixgen as rg
 pytestmark = pytest.mark.model
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
 def load(name: str):
     spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
@@ -25,7 +27,9 @@ def test_multi_agent_shares_the_system_prompt(live_runtime, capsys):
 
 
 def test_tree_of_thought(live_runtime):
-    state = load("tree_of_thought").main(["--url", live_runtime.url, "--max-tokens", "4", "--branches", "2"])
+    state = load("tree_of_thought").main(
+        ["--url", live_runtime.url, "--max-tokens", "4", "--branches", "2"]
+    )
     assert state["best"] in ("1", "2") and len(state["thought"]) == 2
     assert len(state.get_meta_info("best")["scores"]) == 2
 

@@ -18,11 +18,15 @@ def _graph() -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
                 if node.module.startswith(PREFIX):
-                    deps.add(node.module[len(PREFIX):].split(".")[0])
+                    deps.add(node.module[len(PREFIX) :].split(".")[0])
                 elif node.module == "radixgen.frontend_lang":
                     deps.update(alias.name for alias in node.names)
             elif isinstance(node, ast.Import):
-                deps.update(a.name[len(PREFIX):].split(".")[0] for a in node.names if a.name.startswith(PREFIX))
+                deps.update(
+                    a.name[len(PREFIX) :].split(".")[0]
+                    for a in node.names
+                    if a.name.startswith(PREFIX)
+                )
         graph[name] = {d for d in deps if (PKG_DIR / f"{d}.py").exists() and d != name}
     return graph
 
@@ -34,7 +38,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         state[node] = 1
         for dep in sorted(graph.get(node, ())):
             if state.get(dep) == 1:
-                return path[path.index(dep):] + [dep] if dep in path else [node, dep]
+                return path[path.index(dep) :] + [dep] if dep in path else [node, dep]
             if dep not in state and (found := visit(dep, path + [dep])):
                 return found
         state[node] = 2

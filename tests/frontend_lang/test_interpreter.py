@@ -19,16 +19,25 @@ def test_text_gen_and_sampling_params():
 
     @rg.function
     def prog(s, city):
-        s += "Q: capital of " + city + "? A: " + rg.gen("a", max_tokens=5, stop="\n", temperature=0.5,
-                                                         json_schema={"type": "string"})
+        s += (
+            "Q: capital of "
+            + city
+            + "? A: "
+            + rg.gen("a", max_tokens=5, stop="\n", temperature=0.5, json_schema={"type": "string"})
+        )
 
     state = prog.run(city="France", backend=backend, temperature=0, top_p=0.9)
     assert state["a"] == "Paris"
     assert state.text() == "Q: capital of France? A: Paris"
     kind, text, params = backend.calls[0]
     assert (kind, text) == ("generate", "Q: capital of France? A: ")
-    assert params == {"max_new_tokens": 5, "stop": ["\n"], "temperature": 0.5, "top_p": 0.9,
-                      "json_schema": json.dumps({"type": "string"})}
+    assert params == {
+        "max_new_tokens": 5,
+        "stop": ["\n"],
+        "temperature": 0.5,
+        "top_p": 0.9,
+        "json_schema": json.dumps({"type": "string"}),
+    }
     assert state.get_meta_info("a")["prompt_tokens"] == len(text)
 
 
@@ -50,11 +59,23 @@ def test_both_role_forms_render_the_same_chat():
 
     a = call_form.run(backend=FakeBackend(reply=lambda t, p: "Hello!"))
     b = block_form.run(backend=FakeBackend(reply=lambda t, p: "Hello!"))
-    assert a.text() == b.text() == ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
-                                    "<|im_start|>assistant\nHello!<|im_end|>\n")
-    assert a.messages() == b.messages() == [{"role": "system", "content": "Be brief."},
-                                            {"role": "user", "content": "Hi"},
-                                            {"role": "assistant", "content": "Hello!"}]
+    assert (
+        a.text()
+        == b.text()
+        == (
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\nHello!<|im_end|>\n"
+        )
+    )
+    assert (
+        a.messages()
+        == b.messages()
+        == [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello!"},
+        ]
+    )
 
 
 def test_default_system_prompt_and_nesting_error():
@@ -67,7 +88,11 @@ def test_default_system_prompt_and_nesting_error():
     def prog(s):
         s += rg.user("Hi")
 
-    assert prog.run(backend=FakeBackend(template=template)).text().startswith("<sys><|im_start|>user\n")
+    assert (
+        prog.run(backend=FakeBackend(template=template))
+        .text()
+        .startswith("<sys><|im_start|>user\n")
+    )
 
     @rg.function
     def nested(s):
@@ -92,7 +117,11 @@ def test_fork_pins_the_prefix_then_branches_run_in_parallel():
 
     state = prog.run(backend=backend)
     assert backend.calls[0] == ("cache_prefix", "shared prefix ", {"max_new_tokens": 0})
-    assert sorted(c[1] for c in backend.calls[1:]) == ["shared prefix 0", "shared prefix 1", "shared prefix 2"]
+    assert sorted(c[1] for c in backend.calls[1:]) == [
+        "shared prefix 0",
+        "shared prefix 1",
+        "shared prefix 2",
+    ]
     assert backend.max_active == 3  # the three branches were in flight together
     assert state["x"] == ["0", "1", "2"]
     assert state.text() == "shared prefix done"
@@ -238,6 +267,8 @@ def test_states_are_thread_safe_per_program():
 
 
 def test_import_radixgen_stays_light():
-    code = ("import sys, radixgen; radixgen.function; radixgen.RuntimeEndpoint;"
-            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
+    code = (
+        "import sys, radixgen; radixgen.function; radixgen.RuntimeEndpoint;"
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -12,16 +12,20 @@ from radixgen.frontend_lang import BackendError, RuntimeEndpoint
 
 pytestmark = pytest.mark.model
 
-SYSTEM = ("You are a careful assistant for a travel agency. You answer questions about cities, "
-          "countries, flights and hotels. Keep every answer short, factual and polite, and never "
-          "invent prices or schedules you do not know.")
+SYSTEM = (
+    "You are a careful assistant for a travel agency. You answer questions about cities, "
+    "countries, flights and hotels. Keep every answer short, factual and polite, and never "
+    "invent prices or schedules you do not know."
+)
 
 
 def _render_whole_chat(backend, messages):
     """The model's Jinja template over the whole conversation at once (as HF renders it)."""
     from radixgen.frontend_lang.chat_template import _renderer
 
-    config = json.loads((Path(backend.get_model_info()["model_path"]) / "tokenizer_config.json").read_text())
+    config = json.loads(
+        (Path(backend.get_model_info()["model_path"]) / "tokenizer_config.json").read_text()
+    )
     return _renderer(config["chat_template"], config.get("bos_token") or "")(messages, False)
 
 
@@ -42,7 +46,9 @@ def test_roles_render_like_the_model_chat_template(backend):
     assert messages[2]["content"] == state["first"] and messages[4]["content"] == state["second"]
     assert state.text() == _render_whole_chat(backend, messages)
     first_prompt = state.get_meta_info("first")["prompt_tokens"]
-    assert state.get_meta_info("second")["cached_tokens"] >= first_prompt - 1  # the first turn was cached
+    assert (
+        state.get_meta_info("second")["cached_tokens"] >= first_prompt - 1
+    )  # the first turn was cached
 
 
 def test_gen_arguments_reach_the_server(backend):
@@ -94,7 +100,9 @@ def test_select_returns_a_choice_with_its_scores(backend):
 
 def test_select_scores_equal_the_model_logprobs(backend):
     prefix = "The capital of France is"
-    greedy = backend.generate(prefix, {"max_new_tokens": 1, "temperature": 0, "return_logprob": True})
+    greedy = backend.generate(
+        prefix, {"max_new_tokens": 1, "temperature": 0, "return_logprob": True}
+    )
     token_text, (logprob, _) = greedy["text"], greedy["meta_info"]["output_token_logprobs"][0]
     res = backend.select(prefix, [token_text, " zebra"])
     assert res.choice == token_text

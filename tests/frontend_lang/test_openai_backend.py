@@ -19,9 +19,16 @@ class FakeAPI:
         body = json.loads(request.content)
         self.bodies.append((request.url.path, body))
         text = self.texts.pop(0)
-        usage = {"prompt_tokens": len(str(body.get("prompt", body.get("messages")))), "completion_tokens": 3}
+        usage = {
+            "prompt_tokens": len(str(body.get("prompt", body.get("messages")))),
+            "completion_tokens": 3,
+        }
         if request.url.path.endswith("/chat/completions"):
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
         else:
             choice = {"index": 0, "text": text, "finish_reason": "stop"}
         return httpx.Response(200, json={"choices": [choice], "usage": usage})
@@ -29,8 +36,13 @@ class FakeAPI:
 
 def _backend(texts, chat):
     api = FakeAPI(texts)
-    backend = sgl.OpenAI("m", is_chat_model=chat, base_url="http://x/v1", api_key="k",
-                         transport=httpx.MockTransport(api))
+    backend = sgl.OpenAI(
+        "m",
+        is_chat_model=chat,
+        base_url="http://x/v1",
+        api_key="k",
+        transport=httpx.MockTransport(api),
+    )
     return backend, api
 
 
@@ -78,10 +90,17 @@ def test_completion_speculation_fills_three_gens_from_one_request():
     backend, api = _backend([" Ada\nBirthday: 1815\nJob: analyst\nmore"], chat=False)
     state = spec.run(backend=backend)
     assert (state["name"], state["birthday"], state["job"]) == (" Ada", " 1815", " analyst")
-    assert len(api.bodies) == 1 and "stop" not in api.bodies[0][1] and api.bodies[0][1]["max_tokens"] == 64
+    assert (
+        len(api.bodies) == 1
+        and "stop" not in api.bodies[0][1]
+        and api.bodies[0][1]["max_tokens"] == 64
+    )
     plain, api2 = _backend([" Ada", " 1815", " analyst"], chat=False)
     sgl.function(_character).run(backend=plain)
-    assert len(api2.bodies) == 3 and backend.token_usage.prompt_tokens < plain.token_usage.prompt_tokens
+    assert (
+        len(api2.bodies) == 3
+        and backend.token_usage.prompt_tokens < plain.token_usage.prompt_tokens
+    )
 
 
 def test_completion_speculation_asks_again_when_the_text_diverges():
@@ -89,14 +108,18 @@ def test_completion_speculation_asks_again_when_the_text_diverges():
     backend, api = _backend([" Ada\nAge: 3", " 1815\nJob: analyst\n"], chat=False)
     state = spec.run(backend=backend)
     assert (state["name"], state["birthday"], state["job"]) == (" Ada", " 1815", " analyst")
-    assert len(api.bodies) == 2  # "\nBirthday:" did not follow " Ada": the second gen speculated again
+    assert (
+        len(api.bodies) == 2
+    )  # "\nBirthday:" did not follow " Ada": the second gen speculated again
 
 
 def test_chat_speculation_generates_the_whole_message_once():
     @sgl.function(num_api_spec_tokens=128)
     def prog(s):
         s += sgl.user("Make a character.")
-        s += sgl.assistant("Name:" + sgl.gen("name", stop="\n") + "\nJob:" + sgl.gen("job", stop="\n"))
+        s += sgl.assistant(
+            "Name:" + sgl.gen("name", stop="\n") + "\nJob:" + sgl.gen("job", stop="\n")
+        )
 
     backend, api = _backend(["Name: Ada\nJob: analyst"], chat=True)
     state = prog.run(backend=backend)
@@ -110,14 +133,24 @@ def test_select_scores_from_echo_logprobs_else_falls_back_to_guided_choice():
     def echo(request):
         body = json.loads(request.content)
         if body.get("echo"):
-            choices = [{"index": i, "text": p, "logprobs": {
-                "tokens": ["Q:", " Yes" if p.endswith("Yes") else " No"], "token_logprobs": [None, -0.2 if
-                                                                                         p.endswith("No") else -2.0],
-                "text_offset": [0, 2]}} for i, p in enumerate(body["prompt"])]
+            choices = [
+                {
+                    "index": i,
+                    "text": p,
+                    "logprobs": {
+                        "tokens": ["Q:", " Yes" if p.endswith("Yes") else " No"],
+                        "token_logprobs": [None, -0.2 if p.endswith("No") else -2.0],
+                        "text_offset": [0, 2],
+                    },
+                }
+                for i, p in enumerate(body["prompt"])
+            ]
             return httpx.Response(200, json={"choices": choices})
         return httpx.Response(200, json={"choices": [{"index": 0, "text": "Yes"}]})
 
-    backend = sgl.OpenAI("m", is_chat_model=False, base_url="http://x/v1", transport=httpx.MockTransport(echo))
+    backend = sgl.OpenAI(
+        "m", is_chat_model=False, base_url="http://x/v1", transport=httpx.MockTransport(echo)
+    )
 
     @sgl.function
     def prog(s):
@@ -128,9 +161,15 @@ def test_select_scores_from_echo_logprobs_else_falls_back_to_guided_choice():
     def refuse(request):
         body = json.loads(request.content)
         if body.get("echo"):
-            return httpx.Response(400, json={"error": {"message": "echo with logprobs is not supported"}})
-        return httpx.Response(200, json={"choices": [{"index": 0, "text": body["guided_choice"][0]}]})
+            return httpx.Response(
+                400, json={"error": {"message": "echo with logprobs is not supported"}}
+            )
+        return httpx.Response(
+            200, json={"choices": [{"index": 0, "text": body["guided_choice"][0]}]}
+        )
 
-    fallback = sgl.OpenAI("m", is_chat_model=False, base_url="http://x/v1", transport=httpx.MockTransport(refuse))
+    fallback = sgl.OpenAI(
+        "m", is_chat_model=False, base_url="http://x/v1", transport=httpx.MockTransport(refuse)
+    )
     state = prog.run(backend=fallback)
     assert state["a"] == " Yes" and state.get_meta_info("a")["constrained"] is True

@@ -13,8 +13,11 @@ from tests.frontend_lang.fake_backend import FakeBackend
 
 def _reply(text, params):
     if params.get("regex"):
-        return '"Paris"' if params["regex"].startswith(('"', '\\"')) else ("True" if "True" in params["regex"]
-                                                                           else "24")
+        return (
+            '"Paris"'
+            if params["regex"].startswith(('"', '\\"'))
+            else ("True" if "True" in params["regex"] else "24")
+        )
     return " Search" if "Action" in text[-12:] else " 42"
 
 
@@ -47,13 +50,25 @@ def mt_bench():
         with s.assistant():
             s += sgl.gen("answer_2")
 
-    assert len(answer.run(question_1="a", question_2="b", temperature=0.7, max_new_tokens=64).messages()) == 5
+    assert (
+        len(
+            answer.run(
+                question_1="a", question_2="b", temperature=0.7, max_new_tokens=64
+            ).messages()
+        )
+        == 5
+    )
 
 
 def select():
     @sgl.function
     def true_or_false(s, statement):
-        s += "Statement: " + statement + "\nAnswer:" + sgl.select("answer", ["True", "False", "Unknown"])
+        s += (
+            "Statement: "
+            + statement
+            + "\nAnswer:"
+            + sgl.select("answer", ["True", "False", "Unknown"])
+        )
 
     assert true_or_false.run(statement="x")["answer"] in ["True", "False", "Unknown"]
 
@@ -94,7 +109,9 @@ def expert_answer():
     @sgl.function
     def prog(s, question):
         s += "Question: " + question + "\nExpert:" + sgl.gen("expert", stop=[".", "\n"]) + ".\n"
-        s += "For example," + s["expert"] + " would answer that " + sgl.gen("answer", stop=".") + "."
+        s += (
+            "For example," + s["expert"] + " would answer that " + sgl.gen("answer", stop=".") + "."
+        )
 
     assert "would answer" in prog.run(question="q", temperature=0.1).text()
 
@@ -161,8 +178,9 @@ def stream():
         s += sgl.user(question)
         s += sgl.assistant(sgl.gen("answer"))
 
-    assert "".join(qa(question="q", stream=True).text_iter()) and "".join(qa(question="q", stream=True)
-                                                                           .text_iter("answer"))
+    assert "".join(qa(question="q", stream=True).text_iter()) and "".join(
+        qa(question="q", stream=True).text_iter("answer")
+    )
 
 
 def regex():
@@ -178,7 +196,9 @@ def regex():
 def dtype_gen():
     @sgl.function
     def prog(s):
-        s += "A: " + sgl.gen("int_res", dtype=int) + "\nA: " + sgl.gen("bool_res", dtype=bool) + "\n"
+        s += (
+            "A: " + sgl.gen("int_res", dtype=int) + "\nA: " + sgl.gen("bool_res", dtype=bool) + "\n"
+        )
 
     state = prog.run()
     state["int_res"] = int(state["int_res"])
@@ -203,12 +223,26 @@ def gen_min_new_tokens():
     assert convo.run().get_meta_info("answer") is not None
 
 
-PROGRAMS = [few_shot_qa, mt_bench, select, decode_int, decode_json_regex, decode_json, expert_answer, tool_use,
-            react, parallel_decoding, parallel_encoding, stream, regex, dtype_gen, completion_speculative,
-            gen_min_new_tokens]
+PROGRAMS = [
+    few_shot_qa,
+    mt_bench,
+    select,
+    decode_int,
+    decode_json_regex,
+    decode_json,
+    expert_answer,
+    tool_use,
+    react,
+    parallel_decoding,
+    parallel_encoding,
+    stream,
+    regex,
+    dtype_gen,
+    completion_speculative,
+    gen_min_new_tokens,
+]
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
 def test_sglang_program_runs_unchanged(program):
     program()
-

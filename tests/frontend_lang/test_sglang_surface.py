@@ -12,11 +12,39 @@ from radixgen.frontend_lang.api import DTYPE_REGEX
 from radixgen.frontend_lang.choices import GreedyTokenSelection
 from tests.frontend_lang.fake_backend import FakeBackend
 
-SGLANG_NAMES = ("function", "Runtime", "set_default_backend", "flush_cache", "get_server_info", "gen", "gen_int",
-                "gen_string", "image", "video", "select", "system", "user", "assistant", "system_begin",
-                "system_end", "user_begin", "user_end", "assistant_begin", "assistant_end", "separate_reasoning",
-                "global_config", "RuntimeEndpoint", "OpenAI", "token_length_normalized", "greedy_token_selection",
-                "unconditional_likelihood_normalized", "REGEX_INT", "REGEX_FLOAT", "REGEX_BOOL", "REGEX_STR")
+SGLANG_NAMES = (
+    "function",
+    "Runtime",
+    "set_default_backend",
+    "flush_cache",
+    "get_server_info",
+    "gen",
+    "gen_int",
+    "gen_string",
+    "image",
+    "video",
+    "select",
+    "system",
+    "user",
+    "assistant",
+    "system_begin",
+    "system_end",
+    "user_begin",
+    "user_end",
+    "assistant_begin",
+    "assistant_end",
+    "separate_reasoning",
+    "global_config",
+    "RuntimeEndpoint",
+    "OpenAI",
+    "token_length_normalized",
+    "greedy_token_selection",
+    "unconditional_likelihood_normalized",
+    "REGEX_INT",
+    "REGEX_FLOAT",
+    "REGEX_BOOL",
+    "REGEX_STR",
+)
 
 
 def test_every_sglang_name_exists():
@@ -26,8 +54,16 @@ def test_every_sglang_name_exists():
 
 def test_gen_positional_order_is_sglangs():
     params = list(inspect.signature(sgl.gen).parameters)
-    assert params[:8] == ["name", "max_tokens", "min_tokens", "n", "stop", "stop_token_ids", "stop_regex",
-                          "temperature"]
+    assert params[:8] == [
+        "name",
+        "max_tokens",
+        "min_tokens",
+        "n",
+        "stop",
+        "stop_token_ids",
+        "stop_regex",
+        "temperature",
+    ]
     g = sgl.gen("x", 10, 3, None, "\n")
     assert g.sampling_params == {"max_new_tokens": 10, "min_new_tokens": 3, "stop": ["\n"]}
 
@@ -37,18 +73,31 @@ def test_gen_sends_sglang_fields_and_logprob_fields_at_the_request_level():
 
     @sgl.function
     def prog(s):
-        s += sgl.gen("a", min_tokens=4, stop_regex=r"\d", return_logprob=True, top_logprobs_num=2,
-                     logprob_start_len=0, return_text_in_logprobs=True)
+        s += sgl.gen(
+            "a",
+            min_tokens=4,
+            stop_regex=r"\d",
+            return_logprob=True,
+            top_logprobs_num=2,
+            logprob_start_len=0,
+            return_text_in_logprobs=True,
+        )
 
     state = prog.run(backend=backend)
     assert state["a"] == "ok"
-    assert backend.calls[0][2] == {"min_new_tokens": 4, "stop_regex": [r"\d"], "return_logprob": True,
-                                   "top_logprobs_num": 2, "logprob_start_len": 0,
-                                   "return_text_in_logprobs": True}
+    assert backend.calls[0][2] == {
+        "min_new_tokens": 4,
+        "stop_regex": [r"\d"],
+        "return_logprob": True,
+        "top_logprobs_num": 2,
+        "logprob_start_len": 0,
+        "return_text_in_logprobs": True,
+    }
 
 
-@pytest.mark.parametrize("dtype,kind", [(int, "int"), (float, "float"), (bool, "bool"), (str, "str"),
-                                        ("int", "int")])
+@pytest.mark.parametrize(
+    "dtype,kind", [(int, "int"), (float, "float"), (bool, "bool"), (str, "str"), ("int", "int")]
+)
 def test_dtype_gen_is_a_regex_constraint_that_parses(dtype, kind):
     backend = FakeBackend(reply=lambda t, p: "1")
 
@@ -62,7 +111,12 @@ def test_dtype_gen_is_a_regex_constraint_that_parses(dtype, kind):
     assert ("stop" in params) == (kind == "str")  # a stop string could cut a number short
     samples = {"int": "-42", "float": "3.25", "bool": "True", "str": '"a \\"b\\" c"'}
     assert re.fullmatch(DTYPE_REGEX[kind], samples[kind])
-    parse = {"int": int, "float": float, "bool": lambda v: v in ("True", "False"), "str": json.loads}
+    parse = {
+        "int": int,
+        "float": float,
+        "bool": lambda v: v in ("True", "False"),
+        "str": json.loads,
+    }
     assert parse[kind](samples[kind]) is not None
 
 
@@ -85,7 +139,9 @@ def test_regex_constants_match_what_they_name():
 
 def test_gen_with_choices_is_a_scored_select():
     g = sgl.gen("c", choices=["a", "bb"], choices_method=sgl.greedy_token_selection)
-    assert isinstance(g, sgl.select("x", ["a"]).__class__) and g.method is sgl.greedy_token_selection
+    assert (
+        isinstance(g, sgl.select("x", ["a"]).__class__) and g.method is sgl.greedy_token_selection
+    )
 
 
 def _reference_greedy(rows):
@@ -104,8 +160,10 @@ LOGPROBS = {"Paris": [-0.05, -3.0], "Par": [-0.1], "London": [-2.0, -0.01, -0.01
 UNCOND = {"Paris": [-5.0, -4.0], "Par": [-0.05], "London": [-12.0, -0.5, -0.5]}
 
 
-@pytest.mark.parametrize("method", ["token_length_normalized", "greedy_token_selection",
-                                    "unconditional_likelihood_normalized"])
+@pytest.mark.parametrize(
+    "method",
+    ["token_length_normalized", "greedy_token_selection", "unconditional_likelihood_normalized"],
+)
 def test_choice_methods_pick_sglangs_choice_on_the_same_logprobs(method):
     backend = FakeBackend()
     backend.logprobs, backend.unconditional = LOGPROBS, UNCOND
@@ -121,8 +179,12 @@ def test_choice_methods_pick_sglangs_choice_on_the_same_logprobs(method):
         "token_length_normalized": means.index(max(means)),
         "greedy_token_selection": _reference_greedy(list(LOGPROBS.values())),
         "unconditional_likelihood_normalized": max(
-            range(3), key=lambda i: sum(a - b for a, b in zip(LOGPROBS[choices[i]], UNCOND[choices[i]]))
-            / len(LOGPROBS[choices[i]])),
+            range(3),
+            key=lambda i: (
+                sum(a - b for a, b in zip(LOGPROBS[choices[i]], UNCOND[choices[i]]))
+                / len(LOGPROBS[choices[i]])
+            ),
+        ),
     }[method]
     assert state["c"] == choices[reference]
     assert backend.calls[0][2]["unconditional"] == (method == "unconditional_likelihood_normalized")
@@ -131,15 +193,28 @@ def test_choice_methods_pick_sglangs_choice_on_the_same_logprobs(method):
 
 def test_the_methods_disagree_on_these_logprobs():
     picks = set()
-    for method in (sgl.token_length_normalized, sgl.greedy_token_selection,
-                   sgl.unconditional_likelihood_normalized):
+    for method in (
+        sgl.token_length_normalized,
+        sgl.greedy_token_selection,
+        sgl.unconditional_likelihood_normalized,
+    ):
         entries = [[[lp, 0] for lp in v] for v in LOGPROBS.values()]
         uncond = [[[lp, 0] for lp in v] for v in UNCOND.values()]
         means = [sum(v) / len(v) for v in LOGPROBS.values()]
-        picks.add(method(choices=list(LOGPROBS), normalized_prompt_logprobs=means, input_token_logprobs=entries,
-                         output_token_logprobs=[[]] * 3, unconditional_token_logprobs=uncond).decision)
+        picks.add(
+            method(
+                choices=list(LOGPROBS),
+                normalized_prompt_logprobs=means,
+                input_token_logprobs=entries,
+                output_token_logprobs=[[]] * 3,
+                unconditional_token_logprobs=uncond,
+            ).decision
+        )
     assert len(picks) == 3
-    assert GreedyTokenSelection.logprob_matrix([[[-1.0, 0]], [[-1.0, 0], [-3.0, 1]]]) == [[-1.0, -1.0], [-1.0, -3.0]]
+    assert GreedyTokenSelection.logprob_matrix([[[-1.0, 0]], [[-1.0, 0], [-3.0, 1]]]) == [
+        [-1.0, -1.0],
+        [-1.0, -3.0],
+    ]
 
 
 def test_state_methods_var_scope_setitem_copy_error_and_meta():
@@ -168,7 +243,10 @@ def test_empty_role_call_is_an_empty_message():
         s += sgl.assistant("hi")
 
     state = prog.run(backend=FakeBackend())
-    assert state.messages() == [{"role": "user", "content": ""}, {"role": "assistant", "content": "hi"}]
+    assert state.messages() == [
+        {"role": "user", "content": ""},
+        {"role": "assistant", "content": "hi"},
+    ]
 
 
 def test_forks_take_a_lambda_an_expression_or_a_list_and_join_both_spellings():

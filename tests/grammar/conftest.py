@@ -41,9 +41,13 @@ def smol_info(smol_tokenizer) -> TokenizerInfo:
 @pytest.fixture(scope="session")
 def small_info(smol_info) -> TokenizerInfo:
     """SmolLM2's first 3000 tokens: every byte plus the most frequent merges."""
-    return TokenizerInfo(smol_info.token_bytes[:SMALL_VOCAB], smol_info.eos_ids,
-                         frozenset(i for i in smol_info.special_ids if i < SMALL_VOCAB), SMALL_VOCAB,
-                         name="smol-3000")
+    return TokenizerInfo(
+        smol_info.token_bytes[:SMALL_VOCAB],
+        smol_info.eos_ids,
+        frozenset(i for i in smol_info.special_ids if i < SMALL_VOCAB),
+        SMALL_VOCAB,
+        name="smol-3000",
+    )
 
 
 @pytest.fixture(scope="session")

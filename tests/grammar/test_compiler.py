@@ -10,8 +10,13 @@ from radixgen.grammar.compiler import GrammarCompiler, choices_regex
 from radixgen.grammar.matcher import GrammarError
 from tests.grammar.walks import info_text, random_walk
 
-REGEXES = [r"[a-z]{3,8}@[a-z]+\.(com|org)", r"^\d{3}-\d{4}$", r"(yes|no)!?", r"[A-Z][a-z]* [0-9]{2}",
-           r"-?\d+(\.\d+)?"]
+REGEXES = [
+    r"[a-z]{3,8}@[a-z]+\.(com|org)",
+    r"^\d{3}-\d{4}$",
+    r"(yes|no)!?",
+    r"[A-Z][a-z]* [0-9]{2}",
+    r"-?\d+(\.\d+)?",
+]
 
 
 def test_cache_hit_is_fast(small_compiler):
@@ -35,7 +40,9 @@ def test_submit_is_async_and_cached(small_compiler):
 
 
 def test_submit_reports_errors_through_the_future(small_compiler):
-    future = small_compiler.submit(Constraint("json_schema", {"type": "integer", "multipleOf": 0.7}))
+    future = small_compiler.submit(
+        Constraint("json_schema", {"type": "integer", "multipleOf": 0.7})
+    )
     with pytest.raises(GrammarError, match="multipleOf"):
         future.result(timeout=60)
 
@@ -43,10 +50,13 @@ def test_submit_reports_errors_through_the_future(small_compiler):
 def test_running_out_of_memory_is_the_constraints_error(small_compiler, monkeypatch):
     """A constraint whose checking runs out of memory past every size budget is refused like
     any constraint too large (a 400 at the HTTP edge), on validation and on compile alike."""
+
     def out_of_memory(constraint):
         raise MemoryError
 
-    constraint = Constraint("regex", "out-of-memory-[a-c]{2}")  # (its error stays cached: a pattern no other test uses)
+    constraint = Constraint(
+        "regex", "out-of-memory-[a-c]{2}"
+    )  # (its error stays cached: a pattern no other test uses)
     monkeypatch.setattr(small_compiler, "_validate_now", out_of_memory)
     monkeypatch.setattr(small_compiler, "_compile_now", out_of_memory)
     with pytest.raises(GrammarError, match="too large"):
@@ -58,7 +68,9 @@ def test_running_out_of_memory_is_the_constraints_error(small_compiler, monkeypa
 def test_invalid_regex(small_compiler):
     with pytest.raises(GrammarError):
         small_compiler.compile(Constraint("regex", "a("))
-    with pytest.raises(GrammarError, match="matches no string"):  # nothing can follow the whole text
+    with pytest.raises(
+        GrammarError, match="matches no string"
+    ):  # nothing can follow the whole text
         small_compiler.compile(Constraint("regex", "a(?=b)"))
     with pytest.raises(GrammarError, match="backreferences"):
         small_compiler.compile(Constraint("regex", "(a)\\1"))
@@ -66,8 +78,16 @@ def test_invalid_regex(small_compiler):
         small_compiler.compile(Constraint("regex", "(?=(?!a)b)b"))
 
 
-@pytest.mark.parametrize("pattern", ["(?!abc)[a-c]{3}", "[a-c]+(?<!a)", "\\bab\\b cd|x\\B\\w",
-                                     "(?=.*[0-9])[a-c0-9]{2,4}", "(?!\\s)[^,]{1,3}"])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "(?!abc)[a-c]{3}",
+        "[a-c]+(?<!a)",
+        "\\bab\\b cd|x\\B\\w",
+        "(?=.*[0-9])[a-c0-9]{2,4}",
+        "(?!\\s)[^,]{1,3}",
+    ],
+)
 def test_regex_lookarounds_are_written_out(pattern, small_compiler, small_info):
     """A regex constraint matches the whole output: lookarounds and word boundaries written out
     through the automaton (regex.lookaround), every output a full match."""
@@ -82,7 +102,7 @@ def test_cfg_kinds_go_to_the_cfg_compiler(small_compiler, monkeypatch):
 
     monkeypatch.setitem(sys.modules, "radixgen.grammar.cfg.grammar", None)  # as if absent
     with pytest.raises(GrammarError, match="radixgen.grammar.cfg.grammar"):
-        GrammarCompiler(small_compiler.tokenizer_info).compile(Constraint("lark", "start: \"a\""))
+        GrammarCompiler(small_compiler.tokenizer_info).compile(Constraint("lark", 'start: "a"'))
 
 
 @pytest.mark.parametrize("pattern", REGEXES)
@@ -106,8 +126,11 @@ def test_choices_output_is_exactly_one_choice(smol_compiler, smol_info):
 
 
 def test_jump_forward_tokens_decode_to_forced_text(smol_compiler, smol_info, smol_tokenizer):
-    schema = {"type": "object", "properties": {"temperature_celsius": {"type": "integer"}},
-              "required": ["temperature_celsius"]}
+    schema = {
+        "type": "object",
+        "properties": {"temperature_celsius": {"type": "integer"}},
+        "required": ["temperature_celsius"],
+    }
     matcher = smol_compiler.compile(Constraint("json_schema", schema)).matcher()
     forced = matcher.jump_forward_string()
     assert forced == '{"temperature_celsius":'

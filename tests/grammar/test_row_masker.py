@@ -12,8 +12,14 @@ from radixgen.runtime.grammar_backend import GrammarBackend
 def _rows(vocab: int, rng: np.random.Generator) -> list[np.ndarray]:
     """Rows that allow: nothing, everything, one token, a few, about half, all but a few."""
     every = np.arange(vocab)
-    sets = [np.array([], dtype=np.int64), every, np.array([7]), rng.choice(vocab, 40, replace=False),
-            rng.choice(vocab, vocab // 2, replace=False), np.setdiff1d(every, rng.choice(vocab, 30))]
+    sets = [
+        np.array([], dtype=np.int64),
+        every,
+        np.array([7]),
+        rng.choice(vocab, 40, replace=False),
+        rng.choice(vocab, vocab // 2, replace=False),
+        np.setdiff1d(every, rng.choice(vocab, 30)),
+    ]
     return [pack_token_ids(s, vocab) for s in sets]
 
 

@@ -11,19 +11,37 @@ from radixgen.core import Constraint
 from radixgen.runtime.server.openai_tools import TOOL_OPEN, tool_constraint, tool_schema_error
 from tests.grammar.walks import random_walk
 
-ADDRESS = {"title": "Address", "type": "object", "properties": {"city": {"type": "string", "maxLength": 8}},
-           "required": ["city"]}
-PERSON = {"$defs": {"Address": ADDRESS}, "title": "Person", "type": "object",
-          "properties": {"home": {"$ref": "#/$defs/Address"}, "default": {"$ref": "#/$defs/Address"},
-                         "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
-          "required": ["home", "default"]}
-CHAIN = {"type": "object", "properties": {"n": {"type": "integer"},
-                                          "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
-         "required": ["n", "next"]}
-DRAFT7 = {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"P": ADDRESS},
-          "type": "object", "properties": {"pair": {"type": "array", "items": [{"$ref": "#/definitions/P"},
-                                                                                {"type": "integer"}]}},
-          "required": ["pair"]}
+ADDRESS = {
+    "title": "Address",
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 8}},
+    "required": ["city"],
+}
+PERSON = {
+    "$defs": {"Address": ADDRESS},
+    "title": "Person",
+    "type": "object",
+    "properties": {
+        "home": {"$ref": "#/$defs/Address"},
+        "default": {"$ref": "#/$defs/Address"},
+        "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+    },
+    "required": ["home", "default"],
+}
+CHAIN = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}, "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
+    "required": ["n", "next"],
+}
+DRAFT7 = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "definitions": {"P": ADDRESS},
+    "type": "object",
+    "properties": {
+        "pair": {"type": "array", "items": [{"$ref": "#/definitions/P"}, {"type": "integer"}]}
+    },
+    "required": ["pair"],
+}
 TOOLS = {"save_person": PERSON, "chain": CHAIN}
 
 
@@ -42,7 +60,7 @@ class _Opened:
 
 def _calls(text: str, mode: str) -> list:
     if mode == "auto":
-        text = text[:-len("</tool_call>")]
+        text = text[: -len("</tool_call>")]
     calls = json.loads(text)
     return calls if isinstance(calls, list) else [calls]
 
@@ -72,14 +90,18 @@ def test_draft7_parameters_keep_their_draft(small_compiler, small_info):
             jsonschema.Draft7Validator(DRAFT7).validate(call["arguments"])
 
 
-
 def test_tool_mode_errors_name_the_tool_parameters(small_compiler):
     from radixgen.grammar.matcher import GrammarError
 
-    bad = {"$defs": {"A": {"type": "string", "pattern": "a(?=b)"}}, "type": "object",
-           "properties": {"a": {"$ref": "#/$defs/A"}, "n": {"type": "integer", "multipleOf": 0.3}}}
+    bad = {
+        "$defs": {"A": {"type": "string", "pattern": "a(?=b)"}},
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/A"}, "n": {"type": "integer", "multipleOf": 0.3}},
+    }
     for mode in ("auto", "required", "bad"):
         with pytest.raises(GrammarError) as caught:
-            small_compiler.validate(tool_constraint(mode, {"ok": {"type": "object"}, "bad": bad}, parallel=True))
+            small_compiler.validate(
+                tool_constraint(mode, {"ok": {"type": "object"}, "bad": bad}, parallel=True)
+            )
         message = tool_schema_error(str(caught.value))
         assert "tools[1].function.parameters." in message and "$defs.tool" not in message

@@ -43,7 +43,9 @@ def valid_walks(grammar, info, schema: dict, walks: int) -> list:
     the validator its `$schema` names (2020-12 otherwise)."""
     import jsonschema
 
-    validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+    validator = jsonschema.validators.validator_for(
+        schema, default=jsonschema.Draft202012Validator
+    )(schema)
     values = [json.loads(random_walk(grammar, info, seed)[1]) for seed in range(walks)]
     for value in values:
         validator.validate(value)
@@ -71,7 +73,9 @@ def checked_mask_after(grammar, info, tokenizer, prefix: str) -> set[int]:
     """The tokens the grammar's mask allows after `prefix` (which it must accept), checked
     against accept_token for every token of the vocabulary."""
     matcher = grammar.matcher()
-    assert all(matcher.accept_token(t) for t in tokenizer.encode(prefix, add_special_tokens=False)), prefix
+    assert all(
+        matcher.accept_token(t) for t in tokenizer.encode(prefix, add_special_tokens=False)
+    ), prefix
     bitmask = allocate_bitmask(1, info.vocab_size)
     matcher.fill_bitmask(bitmask, 0)
     allowed = set(unpack_row(bitmask[0], info.vocab_size).tolist())

@@ -11,8 +11,15 @@ from radixgen.kernels.nvfp4 import dequantize_nvfp4_ref, quantize_nvfp4_ref
 FORMATS = ("bf16", "fp8", "nvfp4")
 
 
-def make_pool(fmt: str, num_slots: int, hkv: int, d: int, gen: torch.Generator, device="cpu",
-              float_dtype=torch.float32) -> KVBuffers:
+def make_pool(
+    fmt: str,
+    num_slots: int,
+    hkv: int,
+    d: int,
+    gen: torch.Generator,
+    device="cpu",
+    float_dtype=torch.float32,
+) -> KVBuffers:
     """A pool of random K/V (per-head magnitudes differ) quantized with per-head scales."""
     mag = torch.logspace(-1, 1, hkv, device=gen.device)[None, :, None]
     k = torch.randn(num_slots, hkv, d, generator=gen, device=gen.device) * mag
@@ -20,13 +27,20 @@ def make_pool(fmt: str, num_slots: int, hkv: int, d: int, gen: torch.Generator, 
     return pool_of(fmt, k, v, device, float_dtype)
 
 
-def pool_of(fmt: str, k: torch.Tensor, v: torch.Tensor, device="cpu", float_dtype=torch.float32) -> KVBuffers:
+def pool_of(
+    fmt: str, k: torch.Tensor, v: torch.Tensor, device="cpu", float_dtype=torch.float32
+) -> KVBuffers:
     """A pool holding K/V [slots, Hkv, D] (float32), quantized with per-head scales from their amax."""
     if fmt == "bf16":
         pool = KVBuffers(k.to(float_dtype), v.to(float_dtype))
     elif fmt == "fp8":
         ks, vs = k.abs().amax((0, 2)) / 448, v.abs().amax((0, 2)) / 448
-        pool = KVBuffers(quantize_fp8_ref(k, ks.view(1, -1, 1))[0], quantize_fp8_ref(v, vs.view(1, -1, 1))[0], ks, vs)
+        pool = KVBuffers(
+            quantize_fp8_ref(k, ks.view(1, -1, 1))[0],
+            quantize_fp8_ref(v, vs.view(1, -1, 1))[0],
+            ks,
+            vs,
+        )
     else:
         ks, vs = k.abs().amax((0, 2)) / 2688, v.abs().amax((0, 2)) / 2688
         kc, kb, _ = quantize_nvfp4_ref(k, ks.view(1, -1, 1))
@@ -44,14 +58,22 @@ def dequant64(kv: KVBuffers, slots: torch.Tensor):
     """(k, v) float64 [n, Hkv, D] of the slots (on the pool's device), each value scaled exactly once."""
     slots = slots.to(kv.k.device).long()
     if kv.fmt == FMT_FP8:
-        return tuple(t[slots].double() * s.double().view(1, -1, 1) for t, s in ((kv.k, kv.k_scale), (kv.v, kv.v_scale)))
+        return tuple(
+            t[slots].double() * s.double().view(1, -1, 1)
+            for t, s in ((kv.k, kv.k_scale), (kv.v, kv.v_scale))
+        )
     if kv.fmt == FMT_NVFP4:
-        return tuple(dequantize_nvfp4_ref(c[slots], b[slots], 1.0, torch.float32).double() * s.double().view(1, -1, 1)
-                     for c, b, s in ((kv.k, kv.k_bscale, kv.k_scale), (kv.v, kv.v_bscale, kv.v_scale)))
+        return tuple(
+            dequantize_nvfp4_ref(c[slots], b[slots], 1.0, torch.float32).double()
+            * s.double().view(1, -1, 1)
+            for c, b, s in ((kv.k, kv.k_bscale, kv.k_scale), (kv.v, kv.v_bscale, kv.v_scale))
+        )
     return kv.k[slots].double(), kv.v[slots].double()
 
 
-def oracle(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor, sm_scale: float):
+def oracle(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor, sm_scale: float
+):
     """float64 attention of q [n, Hq, D] over k, v [L, Hkv, D]: (o [n, Hq, D], lse [n, Hq])."""
     q = q.to(k.device).double()
     group = q.shape[1] // k.shape[1]

@@ -5,14 +5,22 @@ import pytest
 import torch
 
 from radixgen import kernels
-from radixgen.grammar.bitmask import allocate_bitmask, apply_bitmask, fill_all, pack_token_ids, unpack_row
+from radixgen.grammar.bitmask import (
+    allocate_bitmask,
+    apply_bitmask,
+    fill_all,
+    pack_token_ids,
+    unpack_row,
+)
 from tests.kernels.conftest import KERNEL_DEVICE
 
 
 def _case(batch, vocab, words, dtype, seed=0):
     g = torch.Generator().manual_seed(seed)
     logits = torch.randn(batch, vocab, generator=g).to(dtype)
-    bitmask = torch.randint(-2**31, 2**31 - 1, (batch, words), generator=g, dtype=torch.int64).to(torch.int32)
+    bitmask = torch.randint(-(2**31), 2**31 - 1, (batch, words), generator=g, dtype=torch.int64).to(
+        torch.int32
+    )
     return logits, bitmask
 
 
@@ -51,7 +59,9 @@ def test_bad_inputs_raise_value_error(backend):
     with pytest.raises(ValueError):
         kernels.apply_token_bitmask(logits, torch.zeros(3, 2, dtype=torch.int32), backend=backend)
     with pytest.raises(ValueError):
-        kernels.apply_token_bitmask(logits.long(), torch.zeros(2, 2, dtype=torch.int32), backend=backend)
+        kernels.apply_token_bitmask(
+            logits.long(), torch.zeros(2, 2, dtype=torch.int32), backend=backend
+        )
 
 
 def test_grammar_helpers_round_trip():

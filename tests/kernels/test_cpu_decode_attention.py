@@ -51,18 +51,26 @@ def test_strided_query_and_empty_rows():
     assert torch.allclose(lse[[0, 2]], ref_lse[[0, 2]], atol=1e-5)
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda a: {**a, "q": a["q"].double()}, "dtype"),
-    (lambda a: {**a, "k_pool": a["k_pool"].to(torch.bfloat16)}, "dtype"),
-    (lambda a: {**a, "slots": a["slots"].int()}, "slots"),
-    (lambda a: {**a, "slots": a["slots"] + 1000}, "slots must lie"),
-    (lambda a: {**a, "lens": torch.tensor([9, 2])}, "lens must lie"),
-    (lambda a: {**a, "q": a["q"][:, :5]}, "heads"),
-    (lambda a: {**a, "v_pool": a["v_pool"][:10]}, "k_pool and v_pool"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda a: {**a, "q": a["q"].double()}, "dtype"),
+        (lambda a: {**a, "k_pool": a["k_pool"].to(torch.bfloat16)}, "dtype"),
+        (lambda a: {**a, "slots": a["slots"].int()}, "slots"),
+        (lambda a: {**a, "slots": a["slots"] + 1000}, "slots must lie"),
+        (lambda a: {**a, "lens": torch.tensor([9, 2])}, "lens must lie"),
+        (lambda a: {**a, "q": a["q"][:, :5]}, "heads"),
+        (lambda a: {**a, "v_pool": a["v_pool"][:10]}, "k_pool and v_pool"),
+    ],
+)
 def test_bad_inputs_raise(change, message):
-    args = {"q": torch.randn(2, 6, 16), "k_pool": torch.randn(50, 2, 16), "v_pool": torch.randn(50, 2, 16),
-            "slots": torch.zeros(2, 8, dtype=torch.int64), "lens": torch.tensor([8, 2])}
+    args = {
+        "q": torch.randn(2, 6, 16),
+        "k_pool": torch.randn(50, 2, 16),
+        "v_pool": torch.randn(50, 2, 16),
+        "slots": torch.zeros(2, 8, dtype=torch.int64),
+        "lens": torch.tensor([8, 2]),
+    }
     with pytest.raises(ValueError, match=message):
         cpu.cpu_decode_attention(**change(args))
 
@@ -78,12 +86,21 @@ def test_runtime_decode_same_as_gather_path(monkeypatch, shared):
     pool.v[0][:400].copy_(torch.randn(400, hkv, d, generator=gen))
     lens = [50, 45, 60, 41, 47, 52, 43, 58]
     b = len(lens)
-    rows = [list(range(shared)) + torch.randperm(300, generator=gen)[:n - shared].add(100).tolist()
-            for n in lens]
+    rows = [
+        list(range(shared)) + torch.randperm(300, generator=gen)[: n - shared].add(100).tolist()
+        for n in lens
+    ]
     kv_slots = torch.tensor([r + [0] * (max(lens) - len(r)) for r in rows])
-    batch = ForwardBatch(ForwardMode.DECODE, torch.zeros(b, dtype=torch.int64), torch.tensor(lens) - 1,
-                         kv_slots[torch.arange(b), torch.tensor(lens) - 1], kv_slots, lens, [1] * b,
-                         torch.arange(b))
+    batch = ForwardBatch(
+        ForwardMode.DECODE,
+        torch.zeros(b, dtype=torch.int64),
+        torch.tensor(lens) - 1,
+        kv_slots[torch.arange(b), torch.tensor(lens) - 1],
+        kv_slots,
+        lens,
+        [1] * b,
+        torch.arange(b),
+    )
     q = torch.randn(b, hq, d, generator=gen)
     for direct, attn in _attend_both_ways(monkeypatch, batch, q, pool, hq, hkv, d):
         assert bool(attn.plan.groups) == bool(shared)
@@ -95,7 +112,9 @@ def _attend_both_ways(monkeypatch, batch, q, pool, hq, hkv, d):
     k_new, v_new = pool.k[0][batch.out_slots].clone(), pool.v[0][batch.out_slots].clone()
     outs = []
     for direct in (True, False):
-        monkeypatch.setattr(attention_mod, "_reads_pool_directly", lambda pool, q, direct=direct: direct)
+        monkeypatch.setattr(
+            attention_mod, "_reads_pool_directly", lambda pool, q, direct=direct: direct
+        )
         attn = TorchAttention(hq, hkv, d)
         attn.begin(batch)
         outs.append(attn.attend(0, q, k_new, v_new, pool))
@@ -104,7 +123,9 @@ def _attend_both_ways(monkeypatch, batch, q, pool, hq, hkv, d):
 
 
 @pytest.mark.parametrize("dtype, tol", [(torch.float32, 2e-6), (torch.bfloat16, 1e-2)])
-@pytest.mark.parametrize("hq, hkv, d", [(9, 3, 64), (16, 2, 128), (4, 4, 32), (8, 1, 64), (6, 2, 40), (6, 3, 20)])
+@pytest.mark.parametrize(
+    "hq, hkv, d", [(9, 3, 64), (16, 2, 128), (4, 4, 32), (8, 1, 64), (6, 2, 40), (6, 3, 20)]
+)
 def test_shared_segments_match_reference(dtype, tol, hq, hkv, d):
     """Groups of 1 to 9 members (the GEMM-like path from 8 query rows, dot products below), a
     segment longer than the kernel's 256-key chunk, nested and empty segments, requests with
@@ -115,32 +136,49 @@ def test_shared_segments_match_reference(dtype, tol, hq, hkv, d):
     k_pool, v_pool = torch.randn(2, slots_n, hkv, d, generator=gen).to(dtype).unbind(0)
     slots = torch.randint(0, slots_n, (b, width), generator=gen)
     lens = torch.tensor([70, 0, 5, 33, 64, 1, 2, 3, 70, 16, 17, 0])  # row 11: in no group either
-    segments = [(torch.arange(100, 400), torch.tensor([0, 2, 3, 4, 5, 6, 7, 8, 9])),
-                (torch.randint(0, slots_n, (45,), generator=gen), torch.tensor([1, 3, 10])),
-                (torch.randint(0, slots_n, (7,), generator=gen), torch.tensor([0, 2])),  # nested in the first
-                (torch.empty(0, dtype=torch.int64), torch.tensor([5]))]
+    segments = [
+        (torch.arange(100, 400), torch.tensor([0, 2, 3, 4, 5, 6, 7, 8, 9])),
+        (torch.randint(0, slots_n, (45,), generator=gen), torch.tensor([1, 3, 10])),
+        (
+            torch.randint(0, slots_n, (7,), generator=gen),
+            torch.tensor([0, 2]),
+        ),  # nested in the first
+        (torch.empty(0, dtype=torch.int64), torch.tensor([5])),
+    ]
     shared = cpu.SharedSegments.build(segments)
     out, lse = cpu.cpu_decode_attention(q, k_pool, v_pool, slots, lens, shared=shared)
     ref_out, ref_lse = cpu.cpu_decode_attention_ref(q, k_pool, v_pool, slots, lens, shared=shared)
     err = ((out.double() - ref_out.double()).abs().max() / ref_out.double().abs().max()).item()
     assert err < tol, err
-    assert torch.equal(torch.isneginf(lse), torch.isneginf(ref_lse)) and torch.isneginf(lse[11]).all()
+    assert (
+        torch.equal(torch.isneginf(lse), torch.isneginf(ref_lse)) and torch.isneginf(lse[11]).all()
+    )
     assert torch.equal(out[11], torch.zeros_like(out[11]))
     finite = torch.isfinite(ref_lse)
     assert torch.allclose(lse[finite].double(), ref_lse[finite].double(), rtol=1e-6, atol=1e-5)
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda s: s._replace(members=s.members + 5), "members must lie"),
-    (lambda s: s._replace(slots=s.slots + 1000), "slots must lie"),
-    (lambda s: s._replace(member_offsets=s.member_offsets[:-1]), "offsets"),
-    (lambda s: s._replace(slot_offsets=torch.tensor([0, 4, 3])), "offsets"),
-    (lambda s: s._replace(slots=s.slots.int()), "int64"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda s: s._replace(members=s.members + 5), "members must lie"),
+        (lambda s: s._replace(slots=s.slots + 1000), "slots must lie"),
+        (lambda s: s._replace(member_offsets=s.member_offsets[:-1]), "offsets"),
+        (lambda s: s._replace(slot_offsets=torch.tensor([0, 4, 3])), "offsets"),
+        (lambda s: s._replace(slots=s.slots.int()), "int64"),
+    ],
+)
 def test_bad_shared_segments_raise(change, message):
-    shared = cpu.SharedSegments.build([(torch.arange(3), torch.tensor([0, 1])), (torch.arange(4), torch.tensor([1]))])
-    args = {"q": torch.randn(2, 6, 16), "k_pool": torch.randn(50, 2, 16), "v_pool": torch.randn(50, 2, 16),
-            "slots": torch.zeros(2, 8, dtype=torch.int64), "lens": torch.tensor([8, 2])}
+    shared = cpu.SharedSegments.build(
+        [(torch.arange(3), torch.tensor([0, 1])), (torch.arange(4), torch.tensor([1]))]
+    )
+    args = {
+        "q": torch.randn(2, 6, 16),
+        "k_pool": torch.randn(50, 2, 16),
+        "v_pool": torch.randn(50, 2, 16),
+        "slots": torch.zeros(2, 8, dtype=torch.int64),
+        "lens": torch.tensor([8, 2]),
+    }
     with pytest.raises(ValueError, match=message):
         cpu.cpu_decode_attention(**args, shared=change(shared))
 
@@ -159,14 +197,26 @@ def test_runtime_extend_same_as_sdpa_path(monkeypatch):
     perm = torch.randperm(1200, generator=gen)
     rows, at = [], 0
     for n in seq:
-        rows.append(perm[at:at + n].tolist())
+        rows.append(perm[at : at + n].tolist())
         at += n
     kv_slots = torch.tensor([r + [0] * (max(seq) - len(r)) for r in rows])
-    tree = torch.tensor([[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 0, 1, 0, 0], [1, 1, 0, 1, 0], [1, 0, 1, 0, 1]], dtype=torch.bool)
-    out_slots = torch.cat([kv_slots[i, p:p + e] for i, (p, e) in enumerate(zip(prefix, ext))])
+    tree = torch.tensor(
+        [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 0, 1, 0, 0], [1, 1, 0, 1, 0], [1, 0, 1, 0, 1]],
+        dtype=torch.bool,
+    )
+    out_slots = torch.cat([kv_slots[i, p : p + e] for i, (p, e) in enumerate(zip(prefix, ext))])
     positions = torch.cat([torch.arange(p, p + e) for p, e in zip(prefix, ext)])
-    batch = ForwardBatch(ForwardMode.EXTEND, torch.zeros(len(positions), dtype=torch.int64), positions, out_slots,
-                         kv_slots, seq, ext, torch.arange(len(ext)), tree_masks=[None, None, tree, None, None])
+    batch = ForwardBatch(
+        ForwardMode.EXTEND,
+        torch.zeros(len(positions), dtype=torch.int64),
+        positions,
+        out_slots,
+        kv_slots,
+        seq,
+        ext,
+        torch.arange(len(ext)),
+        tree_masks=[None, None, tree, None, None],
+    )
     q = torch.randn(len(positions), hq, d, generator=gen)
     for direct, attn in _attend_both_ways(monkeypatch, batch, q, pool, hq, hkv, d):
         assert (attn.ext_plan.kernel is not None) == direct

@@ -27,8 +27,10 @@ def _random_lexer(seed: int, num_states: int = 30, num_types: int = 7, dead: flo
     ignored[rng.choice(num_types, 2, replace=False)] = True
     state_set = rng.integers(0, 5, size=num_states).astype(np.int16)
     # bytes from a few values only, so tokens share outcomes and groups hold several rows
-    tokens = [bytes(rng.choice([9, 34, 65, 66, 200], size=rng.integers(1, 12)).tolist())
-              for _ in range(600)]
+    tokens = [
+        bytes(rng.choice([9, 34, 65, 66, 200], size=rng.integers(1, 12)).tolist())
+        for _ in range(600)
+    ]
     return trans, emit, ignored, state_set, tokens
 
 
@@ -67,7 +69,7 @@ def test_groups_partition_the_live_rows():
     live = np.flatnonzero(groups.row_group >= 0)
     assert sorted(groups.order.tolist()) == live.tolist()
     for g in range(len(groups.key)):
-        rows = groups.order[groups.start[g]:groups.start[g + 1]]
+        rows = groups.order[groups.start[g] : groups.start[g + 1]]
         assert len(rows) and (groups.row_group[rows] == g).all() and (np.diff(rows) > 0).all()
     assert len(set(zip(groups.key.tolist(), groups.sets.tolist()))) == len(groups.key)
 

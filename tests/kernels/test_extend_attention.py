@@ -10,7 +10,16 @@ from radixgen import kernels
 from radixgen.kernels import decode_attention as da
 from radixgen.kernels import extend_attention as ea
 from tests.kernels.conftest import KERNEL_DEVICE
-from tests.kernels.kv_pools import FORMATS, csr, dequant64, make_pool, oracle, poisoned, rel_err, to_device
+from tests.kernels.kv_pools import (
+    FORMATS,
+    csr,
+    dequant64,
+    make_pool,
+    oracle,
+    poisoned,
+    rel_err,
+    to_device,
+)
 
 HKV, HQ, D, SLOTS = 2, 4, 32, 64
 SM_SCALE = 1 / math.sqrt(D)
@@ -31,7 +40,9 @@ def _case(gen, masked: bool):
         old = n_kv[b] - new[b]
         vis = torch.ones(n_q[b], n_kv[b], dtype=torch.bool)
         if new[b]:
-            vis[:, old:] = blocks[b] if masked else torch.ones(new[b], new[b], dtype=torch.bool).tril()
+            vis[:, old:] = (
+                blocks[b] if masked else torch.ones(new[b], new[b], dtype=torch.bool).tril()
+            )
         visible.append(vis)
     return qo_indptr, kv_indptr, kv_indices, torch.tensor(new), mask, mask_indptr, visible
 
@@ -39,8 +50,8 @@ def _case(gen, masked: bool):
 def _oracle(q, kv, qo_indptr, kv_indptr, kv_indices, visible):
     outs, lses = [], []
     for b, vis in enumerate(visible):
-        k, v = dequant64(kv, kv_indices[kv_indptr[b]:kv_indptr[b + 1]])
-        o, lse = oracle(q[qo_indptr[b]:qo_indptr[b + 1]], k, v, vis, SM_SCALE)
+        k, v = dequant64(kv, kv_indices[kv_indptr[b] : kv_indptr[b + 1]])
+        o, lse = oracle(q[qo_indptr[b] : qo_indptr[b + 1]], k, v, vis, SM_SCALE)
         outs.append(o)
         lses.append(lse)
     return torch.cat(outs), torch.cat(lses)
@@ -51,8 +62,15 @@ def _run(q, kv, *index, out_dtype=torch.float32):
     dev = KERNEL_DEVICE
     out = (poisoned(q.shape, out_dtype, dev), poisoned(q.shape[:2], torch.float32, dev))
     index = [None if t is None else t.to(dev) for t in index]
-    return ea.extend_attention(q.to(dev), to_device(kv, dev), *index[:4], SM_SCALE, *index[4:],
-                               out_dtype=out_dtype, out=out)
+    return ea.extend_attention(
+        q.to(dev),
+        to_device(kv, dev),
+        *index[:4],
+        SM_SCALE,
+        *index[4:],
+        out_dtype=out_dtype,
+        out=out,
+    )
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -64,7 +82,10 @@ def test_extend_matches_float64(fmt, masked):
     q = torch.randn(18, HQ, D, generator=gen)
     want_o, want_lse = _oracle(q, kv, qo_indptr, kv_indptr, kv_indices, visible)
     index = (qo_indptr, kv_indptr, kv_indices, new, mask, mask_indptr)
-    for o, lse in (_run(q, kv, *index), ea.extend_attention_ref(q, kv, *index[:4], SM_SCALE, *index[4:])):
+    for o, lse in (
+        _run(q, kv, *index),
+        ea.extend_attention_ref(q, kv, *index[:4], SM_SCALE, *index[4:]),
+    ):
         assert rel_err(o, want_o) < 1e-5 and rel_err(lse, want_lse) < 1e-6
     if masked:  # the first query of request 2 sees no key
         assert (o[9] == 0).all() and (lse[9] == -math.inf).all()
@@ -76,7 +97,9 @@ def test_bf16_queries_fp8_pool():
     qo_indptr, kv_indptr, kv_indices, new, _, _, visible = _case(gen, False)
     q = (torch.randn(18, HQ, D, generator=gen) * 1e3).bfloat16()
     want_o, want_lse = _oracle(q, kv, qo_indptr, kv_indptr, kv_indices, visible)
-    o, lse = _run(q, kv, qo_indptr, kv_indptr, kv_indices, new, None, None, out_dtype=torch.bfloat16)
+    o, lse = _run(
+        q, kv, qo_indptr, kv_indptr, kv_indices, new, None, None, out_dtype=torch.bfloat16
+    )
     assert o.dtype == torch.bfloat16 and rel_err(o, want_o) < 2e-2 and rel_err(lse, want_lse) < 1e-3
 
 
@@ -92,9 +115,11 @@ def test_prefix_in_fp8_new_tokens_in_nvfp4_merged():
     o4, l4 = _run(q, nvfp4, qo_indptr, ptr4, idx4, torch.tensor([5, 7]), None, None)
     o, lse = da.merge_state(o8, l8, o4, l4)
     for b, (n8, n4) in enumerate([(11, 5), (0, 7)]):
-        k8, v8 = dequant64(fp8, idx8[ptr8[b]:ptr8[b] + n8])
-        k4, v4 = dequant64(nvfp4, idx4[ptr4[b]:ptr4[b] + n4])
-        vis = torch.cat([torch.ones(n4, n8, dtype=torch.bool), torch.ones(n4, n4, dtype=torch.bool).tril()], 1)
+        k8, v8 = dequant64(fp8, idx8[ptr8[b] : ptr8[b] + n8])
+        k4, v4 = dequant64(nvfp4, idx4[ptr4[b] : ptr4[b] + n4])
+        vis = torch.cat(
+            [torch.ones(n4, n8, dtype=torch.bool), torch.ones(n4, n4, dtype=torch.bool).tril()], 1
+        )
         rows = slice(qo_indptr[b], qo_indptr[b + 1])
         want_o, want_lse = oracle(q[rows], torch.cat([k8, k4]), torch.cat([v8, v4]), vis, SM_SCALE)
         assert rel_err(o[rows], want_o) < 1e-5 and rel_err(lse[rows], want_lse) < 1e-6
@@ -106,7 +131,8 @@ def test_validation(backend):
     kv = to_device(make_pool("nvfp4", SLOTS, HKV, D, gen), KERNEL_DEVICE)
     qo_indptr, kv_indptr, kv_indices, new, mask, mask_indptr, _ = (
         None if t is None else (t.to(KERNEL_DEVICE) if isinstance(t, torch.Tensor) else t)
-        for t in _case(gen, True))
+        for t in _case(gen, True)
+    )
     q = torch.randn(18, HQ, D, device=KERNEL_DEVICE)
     good = [q, kv, qo_indptr, kv_indptr, kv_indices, new, SM_SCALE, mask, mask_indptr]
     cases = [
@@ -131,22 +157,35 @@ def test_validation(backend):
 def test_gpu_1024_new_over_1024_prefix(fmt):
     b, old, new_len, hq, hkv, d = 2, 1024, 1024, 32, 8, 128
     gen = torch.Generator("cuda").manual_seed(2)
-    kv = make_pool(fmt, b * (old + new_len) + 7, hkv, d, gen, device="cuda", float_dtype=torch.bfloat16)
+    kv = make_pool(
+        fmt, b * (old + new_len) + 7, hkv, d, gen, device="cuda", float_dtype=torch.bfloat16
+    )
     kv_indptr, kv_indices = csr([old + new_len] * b, b * (old + new_len) + 7, gen, "cuda")
     qo_indptr = torch.arange(0, b + 1, device="cuda", dtype=torch.int32) * new_len
     q = torch.randn(b * new_len, hq, d, generator=gen, device="cuda").bfloat16()
     num_new = torch.full((b,), new_len, device="cuda", dtype=torch.int32)
-    o, lse = ea.extend_attention(q, kv, qo_indptr, kv_indptr, kv_indices, num_new, 1 / math.sqrt(d),
-                                 out_dtype=torch.float32)
-    vis = torch.cat([torch.ones(new_len, old, dtype=torch.bool, device="cuda"),
-                     torch.ones(new_len, new_len, dtype=torch.bool, device="cuda").tril()], 1)
+    o, lse = ea.extend_attention(
+        q, kv, qo_indptr, kv_indptr, kv_indices, num_new, 1 / math.sqrt(d), out_dtype=torch.float32
+    )
+    vis = torch.cat(
+        [
+            torch.ones(new_len, old, dtype=torch.bool, device="cuda"),
+            torch.ones(new_len, new_len, dtype=torch.bool, device="cuda").tril(),
+        ],
+        1,
+    )
     for r in range(b):
-        k, v = dequant64(kv, kv_indices[r * (old + new_len):(r + 1) * (old + new_len)])
+        k, v = dequant64(kv, kv_indices[r * (old + new_len) : (r + 1) * (old + new_len)])
         group = hq // hkv
-        s = torch.einsum("nhd,lhd->hnl", q[r * new_len:(r + 1) * new_len].double(),
-                         k.repeat_interleave(group, 1)) / math.sqrt(d)
+        s = torch.einsum(
+            "nhd,lhd->hnl",
+            q[r * new_len : (r + 1) * new_len].double(),
+            k.repeat_interleave(group, 1),
+        ) / math.sqrt(d)
         s = s.masked_fill(~vis, -math.inf)
         want_lse = torch.logsumexp(s, -1)
-        want_o = torch.einsum("hnl,lhd->nhd", torch.exp(s - want_lse[..., None]), v.repeat_interleave(group, 1))
+        want_o = torch.einsum(
+            "hnl,lhd->nhd", torch.exp(s - want_lse[..., None]), v.repeat_interleave(group, 1)
+        )
         rows = slice(r * new_len, (r + 1) * new_len)
         assert rel_err(o[rows], want_o) < 1e-2 and rel_err(lse[rows], want_lse.T) < 1e-3

@@ -164,7 +164,10 @@ def test_quantize_validation(backend):
         ((torch.tensor([math.inf]),), "NaN or Inf"),
         ((x, 1.0, 1), "not both"),
         ((x, 0.0), "> 0"),
-        ((x, torch.tensor(0.0)), "> 0"),  # scale tensors: the Triton launcher checks them in its kernel
+        (
+            (x, torch.tensor(0.0)),
+            "> 0",
+        ),  # scale tensors: the Triton launcher checks them in its kernel
         ((x, torch.full((1, 4, 1), math.inf)), "> 0"),
         ((x, torch.tensor([1.0, -1.0, 1.0, math.nan]).view(1, 4, 1)), "> 0"),
         ((x, torch.tensor([1.0, 2.0, 1.0, -0.0]).view(1, 4, 1)), "> 0"),
@@ -182,7 +185,12 @@ def test_nonfinite_found_in_any_program(where):
     the first, a middle or the last of its programs, calibrated or given scale."""
     x = torch.randn(4, 8, 128, generator=torch.Generator().manual_seed(6)).to(KERNEL_DEVICE)
     x.view(-1)[where] = math.inf
-    for scale, per_head in ((None, None), (None, 1), (0.5, None), (torch.full((1, 8, 1), 0.1), None)):
+    for scale, per_head in (
+        (None, None),
+        (None, 1),
+        (0.5, None),
+        (torch.full((1, 8, 1), 0.1), None),
+    ):
         scale = scale.to(KERNEL_DEVICE) if isinstance(scale, torch.Tensor) else scale
         with pytest.raises(ValueError, match="NaN or Inf"):
             kernels.quantize_fp8(x, scale, per_head, backend="triton")

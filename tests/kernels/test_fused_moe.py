@@ -23,8 +23,8 @@ def per_token_moe(x, w13, w2, topk_weights, topk_ids):
 def random_moe(num_tokens, num_experts, top_k, hidden, inter, device, seed=0, skew=False):
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(num_tokens, hidden, generator=gen)
-    w13 = torch.randn(num_experts, 2 * inter, hidden, generator=gen) / hidden ** 0.5
-    w2 = torch.randn(num_experts, hidden, inter, generator=gen) / inter ** 0.5
+    w13 = torch.randn(num_experts, 2 * inter, hidden, generator=gen) / hidden**0.5
+    w2 = torch.randn(num_experts, hidden, inter, generator=gen) / inter**0.5
     scores = torch.randn(num_tokens, num_experts, generator=gen)
     if skew:  # most tokens on expert 0: one expert's run spans several tiles
         scores[:, 0] += 10
@@ -32,8 +32,12 @@ def random_moe(num_tokens, num_experts, top_k, hidden, inter, device, seed=0, sk
     return [t.to(device) for t in (x, w13, w2, weights, ids)]
 
 
-@pytest.mark.parametrize("num_tokens,num_experts,top_k,block_m", [(1, 4, 2, 16), (7, 8, 2, 16), (40, 4, 3, 16)])
-def test_align_block_size_groups_each_pair_under_its_expert(num_tokens, num_experts, top_k, block_m):
+@pytest.mark.parametrize(
+    "num_tokens,num_experts,top_k,block_m", [(1, 4, 2, 16), (7, 8, 2, 16), (40, 4, 3, 16)]
+)
+def test_align_block_size_groups_each_pair_under_its_expert(
+    num_tokens, num_experts, top_k, block_m
+):
     from radixgen.kernels.fused_moe import align_block_size
 
     _, _, _, _, ids = random_moe(num_tokens, num_experts, top_k, 8, 8, "cpu", skew=True)
@@ -45,18 +49,22 @@ def test_align_block_size_groups_each_pair_under_its_expert(num_tokens, num_expe
     assert (sorted_ids[used:] == num_pairs).all()
     flat = ids.reshape(-1)
     for tile in range(used // block_m):
-        entries = sorted_ids[tile * block_m:(tile + 1) * block_m]
+        entries = sorted_ids[tile * block_m : (tile + 1) * block_m]
         entries = entries[entries < num_pairs].long()
         assert (flat[entries] == expert_ids[tile]).all(), tile
-    assert (expert_ids[used // block_m:] == num_experts).all()
+    assert (expert_ids[used // block_m :] == num_experts).all()
 
 
-@pytest.mark.parametrize("num_tokens,num_experts,top_k,skew", [(1, 4, 2, False), (9, 8, 2, False), (37, 4, 2, True)])
+@pytest.mark.parametrize(
+    "num_tokens,num_experts,top_k,skew", [(1, 4, 2, False), (9, 8, 2, False), (37, 4, 2, True)]
+)
 def test_triton_grouped_gemm_matches_per_token_loop(num_tokens, num_experts, top_k, skew):
     from radixgen.kernels.fused_moe import fused_experts
 
     # hidden and width not multiples of the tiles: the K and N masks are exercised
-    args = random_moe(num_tokens, num_experts, top_k, 40, 24, KERNEL_DEVICE, seed=num_tokens, skew=skew)
+    args = random_moe(
+        num_tokens, num_experts, top_k, 40, 24, KERNEL_DEVICE, seed=num_tokens, skew=skew
+    )
     ref = per_token_moe(*[a.cpu() for a in args])
     out = fused_experts(*args).cpu()
     tol = 1e-4 if KERNEL_DEVICE == "cpu" else 2e-2  # TF32 dots on a GPU

@@ -16,19 +16,25 @@ POISON = 0x7F  # a NaN pattern in E4M3, and an unlikely code byte
 
 def _inputs(n, hkv, d, dtype, seed):
     gen = torch.Generator().manual_seed(seed)
-    x = (torch.randn(n, hkv, d, generator=gen) * torch.logspace(-2, 2, hkv)[None, :, None]).to(dtype)
+    x = (torch.randn(n, hkv, d, generator=gen) * torch.logspace(-2, 2, hkv)[None, :, None]).to(
+        dtype
+    )
     x[0, 0, :16] = 0.0  # an all-zero block
     slots = torch.randperm(SLOTS, generator=gen)[:n]
     return x, slots
 
 
 def _fp8_cache(hkv, d, device="cpu"):
-    return torch.full((SLOTS, hkv, d), POISON, dtype=torch.uint8, device=device).view(torch.float8_e4m3fn)
+    return torch.full((SLOTS, hkv, d), POISON, dtype=torch.uint8, device=device).view(
+        torch.float8_e4m3fn
+    )
 
 
 def _nvfp4_cache(hkv, d, device="cpu"):
     codes = torch.full((SLOTS, hkv, d // 2), POISON, dtype=torch.uint8, device=device)
-    bscale = torch.full((SLOTS, hkv, d // 16), POISON, dtype=torch.uint8, device=device).view(torch.float8_e4m3fn)
+    bscale = torch.full((SLOTS, hkv, d // 16), POISON, dtype=torch.uint8, device=device).view(
+        torch.float8_e4m3fn
+    )
     return codes, bscale
 
 
@@ -55,7 +61,9 @@ def test_store_fp8_bit_exact(dtype, backend):
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_store_nvfp4_bit_exact(d, backend):
     x, slots = _inputs(5, 2, d, torch.bfloat16, d)
-    tscale = x.float().abs().amax((0, 2)) / 2688 * torch.tensor([1.0, 0.1])  # head 1: saturating block scales
+    tscale = (
+        x.float().abs().amax((0, 2)) / 2688 * torch.tensor([1.0, 0.1])
+    )  # head 1: saturating block scales
     dev = KERNEL_DEVICE if backend == "triton" else "cpu"
     codes, bscale = _nvfp4_cache(2, d, dev)
     kernels.store_kv_nvfp4(codes, bscale, tscale.to(dev), slots.to(dev), x.to(dev), backend=backend)
@@ -68,8 +76,13 @@ def test_store_nvfp4_bit_exact(d, backend):
 def test_empty_store_is_a_no_op():
     codes, bscale = _nvfp4_cache(2, 32, KERNEL_DEVICE)
     empty = torch.empty(0, 2, 32, device=KERNEL_DEVICE)
-    kv_store.store_kv_nvfp4(codes, bscale, torch.ones(2, device=KERNEL_DEVICE),
-                            torch.empty(0, dtype=torch.long, device=KERNEL_DEVICE), empty)
+    kv_store.store_kv_nvfp4(
+        codes,
+        bscale,
+        torch.ones(2, device=KERNEL_DEVICE),
+        torch.empty(0, dtype=torch.long, device=KERNEL_DEVICE),
+        empty,
+    )
     assert (codes.view(torch.uint8) == POISON).all()
 
 
@@ -110,8 +123,12 @@ def test_launcher_rejects_non_contiguous_and_reference_rejects_nan():
     x, slots = _inputs(4, 2, 32, torch.float32, 0)
     cache = _fp8_cache(2, 32, KERNEL_DEVICE)
     with pytest.raises(ValueError, match="contiguous"):
-        kv_store.store_kv_fp8(cache, torch.ones(2, device=KERNEL_DEVICE), slots.to(KERNEL_DEVICE),
-                              x.transpose(0, 1).contiguous().transpose(0, 1).to(KERNEL_DEVICE))
+        kv_store.store_kv_fp8(
+            cache,
+            torch.ones(2, device=KERNEL_DEVICE),
+            slots.to(KERNEL_DEVICE),
+            x.transpose(0, 1).contiguous().transpose(0, 1).to(KERNEL_DEVICE),
+        )
     x[1, 1, 1] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
         kv_store.store_kv_fp8_ref(_fp8_cache(2, 32), torch.ones(2), slots, x)
@@ -125,7 +142,9 @@ def test_gpu_store_4096_tokens_bit_exact():
     s8, s4 = x.float().abs().amax((0, 2)) / 448, x.float().abs().amax((0, 2)) / 2688
     cache = torch.zeros(65536, 8, 128, device="cuda").to(torch.float8_e4m3fn)
     kv_store.store_kv_fp8(cache, s8, slots, x)
-    assert torch.equal(cache[slots].view(torch.uint8), quantize_fp8_ref(x, s8.view(1, -1, 1))[0].view(torch.uint8))
+    assert torch.equal(
+        cache[slots].view(torch.uint8), quantize_fp8_ref(x, s8.view(1, -1, 1))[0].view(torch.uint8)
+    )
     codes = torch.zeros(65536, 8, 64, dtype=torch.uint8, device="cuda")
     bscale = torch.zeros(65536, 8, 8, device="cuda").to(torch.float8_e4m3fn)
     kv_store.store_kv_nvfp4(codes, bscale, s4, slots, x)

@@ -36,7 +36,10 @@ def _merge64(o_a, lse_a, o_b, lse_b):
 
 def _triton(o_a, lse_a, o_b, lse_b):
     args = [t.to(KERNEL_DEVICE) for t in (o_a, lse_a, o_b, lse_b)]
-    out = (poisoned(o_a.shape, o_a.dtype, KERNEL_DEVICE), poisoned(lse_a.shape, torch.float32, KERNEL_DEVICE))
+    out = (
+        poisoned(o_a.shape, o_a.dtype, KERNEL_DEVICE),
+        poisoned(lse_a.shape, torch.float32, KERNEL_DEVICE),
+    )
     return da.merge_state(*args, out=out)
 
 
@@ -63,7 +66,10 @@ def test_merge_is_commutative_and_keeps_dtype():
 def test_merged_halves_equal_attention_over_the_union():
     gen = torch.Generator().manual_seed(2)
     q = torch.randn(3, 4, 32, generator=gen)
-    k, v = torch.randn(20, 2, 32, generator=gen).double(), torch.randn(20, 2, 32, generator=gen).double()
+    k, v = (
+        torch.randn(20, 2, 32, generator=gen).double(),
+        torch.randn(20, 2, 32, generator=gen).double(),
+    )
     all_keys = torch.ones(3, 20, dtype=torch.bool)
     a_keys = torch.rand(3, 20, generator=gen) > 0.5
     a_keys[0] = False  # query 0: A empty
@@ -89,7 +95,10 @@ def test_split_reduce_is_merge_state_over_all_splits(splits):
     want_o, want_lse = mid_o[:, :, 0].double(), mid_lse[:, :, 0].double()
     for i in range(1, splits):
         want_o, want_lse = _merge64(want_o, want_lse, mid_o[:, :, i], mid_lse[:, :, i])
-    out = (poisoned((b, hq, d), torch.bfloat16, KERNEL_DEVICE), poisoned((b, hq), torch.float32, KERNEL_DEVICE))
+    out = (
+        poisoned((b, hq, d), torch.bfloat16, KERNEL_DEVICE),
+        poisoned((b, hq), torch.float32, KERNEL_DEVICE),
+    )
     da.reduce_splits(mid_o.to(KERNEL_DEVICE), mid_lse.to(KERNEL_DEVICE), *out)
     o, lse = out
     assert rel_err(o, want_o) < 1e-2 and rel_err(lse.flatten()[1:], want_lse.flatten()[1:]) < 1e-6

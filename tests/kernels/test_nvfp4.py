@@ -80,7 +80,11 @@ def test_saturation_above_six(backend):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.one_of(st.floats(-8, 8, width=32), st.sampled_from([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, -0.75])))
+@given(
+    st.one_of(
+        st.floats(-8, 8, width=32), st.sampled_from([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, -0.75])
+    )
+)
 def test_codes_match_nearest_even_oracle(v):
     assert nvfp4.e2m1_codes_ref(torch.tensor([v])).item() == _oracle_code(v)
 
@@ -146,13 +150,19 @@ def test_nonfinite_found_in_any_program(dtype, where):
     """The Triton launcher checks finiteness inside its kernel (a flag, no second pass): a NaN in
     the first, a middle or the last program of a multi-program grid is found, with a calibrated
     or a given per-head scale, and the input is left as it was."""
-    x = torch.randn(16, 2, 128, generator=torch.Generator().manual_seed(5)).to(dtype).to(KERNEL_DEVICE)
+    x = (
+        torch.randn(16, 2, 128, generator=torch.Generator().manual_seed(5))
+        .to(dtype)
+        .to(KERNEL_DEVICE)
+    )
     x[where] = math.nan if where[0] != 8 else -math.inf
     before = x.clone()
     for scale in (None, torch.full((1, 2, 1), 0.01, device=KERNEL_DEVICE)):
         with pytest.raises(ValueError, match="NaN or Inf"):
             kernels.quantize_nvfp4(x, scale, backend="triton")
-    assert torch.equal(x.isnan(), before.isnan()) and torch.equal(x.nan_to_num(), before.nan_to_num())
+    assert torch.equal(x.isnan(), before.isnan()) and torch.equal(
+        x.nan_to_num(), before.nan_to_num()
+    )
 
 
 # ---------------------------------------------------------------- error bound
@@ -165,7 +175,9 @@ def _check_bound(x, codes, scales, s_t):
     step = (scales.float() * s_t).unsqueeze(-1)  # S, the value of E2M1 1.0
     bound = torch.maximum(step, block_amax - 6 * step)
     assert (err <= bound * (1 + 1e-6)).all()
-    normal = block_amax / (6 * s_t.unsqueeze(-1)) >= 2**-6  # the exact block scale is an E4M3 normal
+    normal = (
+        block_amax / (6 * s_t.unsqueeze(-1)) >= 2**-6
+    )  # the exact block scale is an E4M3 normal
     assert (err <= torch.where(normal, 17 / 96 * block_amax * (1 + 1e-6), bound * (1 + 1e-6))).all()
     return err
 
@@ -206,13 +218,18 @@ def test_global_scale_conversion():
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_per_head_tensor_scale(backend):
-    x = torch.randn(2, 3, 32, generator=torch.Generator().manual_seed(4)) * torch.tensor([1.0, 100.0, 1e-3])[:, None]
+    x = (
+        torch.randn(2, 3, 32, generator=torch.Generator().manual_seed(4))
+        * torch.tensor([1.0, 100.0, 1e-3])[:, None]
+    )
     s_t = kernels.nvfp4_tensor_scale(x, per_head_dim=1)
     assert s_t.shape == (1, 3, 1)
     assert torch.equal(s_t.flatten(), x.abs().amax(dim=(0, 2)) / 2688)
     codes, scales, s_out = _q(x, s_t, backend)
     assert torch.equal(s_out, s_t)
-    assert torch.equal(scales.float().amax(dim=(0, 2)), torch.full((3,), 448.0))  # each head uses the full range
+    assert torch.equal(
+        scales.float().amax(dim=(0, 2)), torch.full((3,), 448.0)
+    )  # each head uses the full range
     _check_bound(x, codes, scales, s_t)
     with pytest.raises(ValueError, match="last"):
         kernels.nvfp4_tensor_scale(x, per_head_dim=-1)
@@ -250,7 +267,9 @@ def test_triton_matches_ref_per_head_scale():
 
 @pytest.mark.gpu
 def test_triton_matches_ref_on_gpu_large():
-    x = torch.randn(64, 4096, generator=torch.Generator().manual_seed(7), dtype=torch.float32).to(torch.bfloat16)
+    x = torch.randn(64, 4096, generator=torch.Generator().manual_seed(7), dtype=torch.float32).to(
+        torch.bfloat16
+    )
     _assert_bit_exact(x)
 
 
@@ -269,10 +288,19 @@ def test_quantize_validation(backend):
         with pytest.raises(ValueError, match=match):
             _q(x, None, backend)
     # scale tensors too: the Triton launcher checks their values inside its kernel
-    tensor_scales = [torch.tensor(0.0), torch.tensor(-2.0), torch.tensor(math.inf), torch.tensor([[1.0], [math.nan]]),
-                     torch.tensor([[0.5], [-0.0]])]
-    for scale, match in [(torch.ones(3, 1), "broadcast"), (0.0, "> 0"), (-1.0, "> 0"), (math.nan, "> 0")] + [
-            (t, "tensor_scale must be finite and > 0") for t in tensor_scales]:
+    tensor_scales = [
+        torch.tensor(0.0),
+        torch.tensor(-2.0),
+        torch.tensor(math.inf),
+        torch.tensor([[1.0], [math.nan]]),
+        torch.tensor([[0.5], [-0.0]]),
+    ]
+    for scale, match in [
+        (torch.ones(3, 1), "broadcast"),
+        (0.0, "> 0"),
+        (-1.0, "> 0"),
+        (math.nan, "> 0"),
+    ] + [(t, "tensor_scale must be finite and > 0") for t in tensor_scales]:
         with pytest.raises(ValueError, match=match):
             _q(torch.ones(2, 32), scale, backend)
 
@@ -283,7 +311,9 @@ def test_launcher_rejects_non_contiguous_and_wrong_device(monkeypatch):
         nvfp4.quantize_nvfp4(x.t())
     codes, scales, s_t = nvfp4.quantize_nvfp4_ref(torch.randn(4, 32))
     with pytest.raises(ValueError, match="contiguous"):
-        nvfp4.dequantize_nvfp4(codes.to(KERNEL_DEVICE)[:, ::2], scales.to(KERNEL_DEVICE)[:, ::2], s_t)
+        nvfp4.dequantize_nvfp4(
+            codes.to(KERNEL_DEVICE)[:, ::2], scales.to(KERNEL_DEVICE)[:, ::2], s_t
+        )
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     with pytest.raises(ValueError, match="CUDA"):
         nvfp4.quantize_nvfp4(torch.randn(4, 32))
@@ -308,7 +338,9 @@ def test_dequantize_validation(backend):
 
 def test_dispatch():
     x = torch.randn(2, 32)
-    assert torch.equal(kernels.quantize_nvfp4(x)[0], nvfp4.quantize_nvfp4_ref(x)[0])  # auto on CPU: ref
+    assert torch.equal(
+        kernels.quantize_nvfp4(x)[0], nvfp4.quantize_nvfp4_ref(x)[0]
+    )  # auto on CPU: ref
     with pytest.raises(ValueError, match="unknown kernel op"):
         kernels.dispatch("quantize_int3", x)
     with pytest.raises(ValueError, match="backend"):
@@ -316,5 +348,7 @@ def test_dispatch():
 
 
 def test_import_needs_neither_triton_nor_torch():
-    code = "import sys, radixgen, radixgen.kernels; assert not {'triton', 'torch'} & set(sys.modules)"
+    code = (
+        "import sys, radixgen, radixgen.kernels; assert not {'triton', 'torch'} & set(sys.modules)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -7,8 +7,9 @@ from radixgen.kernels._common import interpreting
 from radixgen.kernels.nvfp4 import quantize_nvfp4_ref
 from radixgen.kernels.nvfp4_gemm import nvfp4_linear, nvfp4_linear_ref
 
-pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() or interpreting()),
-                                reason="needs CUDA or TRITON_INTERPRET=1")
+pytestmark = pytest.mark.skipif(
+    not (torch.cuda.is_available() or interpreting()), reason="needs CUDA or TRITON_INTERPRET=1"
+)
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -34,8 +35,10 @@ def test_bad_shapes_are_refused():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9),
-                    reason="torch._scaled_mm needs CUDA compute capability >= 8.9")
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9),
+    reason="torch._scaled_mm needs CUDA compute capability >= 8.9",
+)
 def test_fp8_scaled_mm_matches_reference():
     from radixgen.kernels.fp8_gemm import fp8_linear, fp8_linear_ref
 

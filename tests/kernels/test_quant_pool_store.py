@@ -8,7 +8,9 @@ import torch
 from radixgen.radix.mixed_kv_pool import MixedKVPool
 from radixgen.radix.quant_kv_pool import HEADROOM, FP8KVPool, NVFP4KVPool
 
-from .conftest import KERNEL_DEVICE as DEV  # the device pools: CUDA, or the CPU under TRITON_INTERPRET
+from .conftest import (
+    KERNEL_DEVICE as DEV,  # the device pools: CUDA, or the CPU under TRITON_INTERPRET
+)
 
 POOLS = {"fp8": FP8KVPool, "nvfp4": NVFP4KVPool}
 
@@ -45,7 +47,12 @@ def _stores(gen, hkv=3, d=32):
         (0, torch.tensor([5, 7, 9]), r(3) * big, r(3)),
         (1, torch.arange(20, 100), r(80), r(80) * 3),  # > FUSE_MAX_ROWS: the three-kernel path
         (1, torch.arange(100, 180), r(80) * big * 40, r(80)),  # grows, large path
-        (1, torch.tensor([11, 13, 15, 17, 19]), qkv[:, 1], qkv[:, 2]),  # views of a fused projection
+        (
+            1,
+            torch.tensor([11, 13, 15, 17, 19]),
+            qkv[:, 1],
+            qkv[:, 2],
+        ),  # views of a fused projection
     ]
 
 
@@ -76,7 +83,7 @@ def test_growth_factor_is_exact_at_powers_of_two():
     base = torch.full((1, 1, 16), 1.0, device=DEV)
     _both(pool, ref, 0, torch.tensor([0]), base, base)
     scale = pool.scales["k"][0].clone()
-    for factor in (4.0, 4.0 * (1 + 2 ** -23), 8.0 * (1 - 2 ** -23), 64.0):
+    for factor in (4.0, 4.0 * (1 + 2**-23), 8.0 * (1 - 2**-23), 64.0):
         x = torch.full((1, 1, 16), float(scale) * 448.0 * factor, device=DEV)
         _both(pool, ref, 0, torch.tensor([1]), x, x)
         _assert_same(pool, ref)
@@ -86,11 +93,21 @@ def test_growth_factor_is_exact_at_powers_of_two():
 @pytest.mark.parametrize("prefix_kind, branch_kind", [("fp8", "nvfp4"), ("nvfp4", "fp8")])
 def test_mixed_pool_routes_rows_on_the_device(prefix_kind, branch_kind):
     gen = torch.Generator().manual_seed(2)
-    make = lambda kind, n, dev, backend: POOLS[kind](n, 1, 2, 32, torch.float32, dev, store_backend=backend)
-    dev = MixedKVPool(make(prefix_kind, 40, DEV, "triton"), make(branch_kind, 24, DEV, "triton"), 40)
-    ref = MixedKVPool(make(prefix_kind, 40, "cpu", "torch"), make(branch_kind, 24, "cpu", "torch"), 40)
-    batches = [torch.arange(0, 30), torch.tensor([40, 41, 42]), torch.tensor([30, 43, 31, 44]),
-               torch.arange(44, 64)]
+    make = lambda kind, n, dev, backend: POOLS[kind](
+        n, 1, 2, 32, torch.float32, dev, store_backend=backend
+    )
+    dev = MixedKVPool(
+        make(prefix_kind, 40, DEV, "triton"), make(branch_kind, 24, DEV, "triton"), 40
+    )
+    ref = MixedKVPool(
+        make(prefix_kind, 40, "cpu", "torch"), make(branch_kind, 24, "cpu", "torch"), 40
+    )
+    batches = [
+        torch.arange(0, 30),
+        torch.tensor([40, 41, 42]),
+        torch.tensor([30, 43, 31, 44]),
+        torch.arange(44, 64),
+    ]
     for i, slots in enumerate(batches):
         k = torch.randn(len(slots), 2, 32, generator=gen) * (1 + 50 * i)
         v = torch.randn(len(slots), 2, 32, generator=gen)
@@ -111,12 +128,20 @@ def test_mixed_pool_large_stores_stay_in_each_pool(prefix_kind, branch_kind):
     branch slots: they are skipped, never written past the prefix pool's end (they were when the
     prefix pool's range was its whole buffer) nor counted in its scales or high-water mark."""
     gen = torch.Generator().manual_seed(3)
-    make = lambda kind, n, dev, backend: POOLS[kind](n, 1, 2, 32, torch.float32, dev, store_backend=backend)
-    dev = MixedKVPool(make(prefix_kind, 100, DEV, "triton"), make(branch_kind, 100, DEV, "triton"), 100)
-    ref = MixedKVPool(make(prefix_kind, 100, "cpu", "torch"), make(branch_kind, 100, "cpu", "torch"), 100)
-    batches = [torch.arange(100, 190),  # branch rows only
-               torch.cat([torch.arange(0, 40), torch.arange(190, 200), torch.arange(40, 70)]),  # both
-               torch.arange(10, 90)]  # prefix rows only, growing
+    make = lambda kind, n, dev, backend: POOLS[kind](
+        n, 1, 2, 32, torch.float32, dev, store_backend=backend
+    )
+    dev = MixedKVPool(
+        make(prefix_kind, 100, DEV, "triton"), make(branch_kind, 100, DEV, "triton"), 100
+    )
+    ref = MixedKVPool(
+        make(prefix_kind, 100, "cpu", "torch"), make(branch_kind, 100, "cpu", "torch"), 100
+    )
+    batches = [
+        torch.arange(100, 190),  # branch rows only
+        torch.cat([torch.arange(0, 40), torch.arange(190, 200), torch.arange(40, 70)]),  # both
+        torch.arange(10, 90),
+    ]  # prefix rows only, growing
     for i, slots in enumerate(batches):
         k = torch.randn(len(slots), 2, 32, generator=gen) * (1 + 50 * i)
         v = torch.randn(len(slots), 2, 32, generator=gen)

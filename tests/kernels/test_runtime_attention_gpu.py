@@ -24,7 +24,9 @@ KINDS = ["bf16", "fp8_e4m3", "nvfp4", "mixed"]
 def random_tree(n: int, gen: torch.Generator, bushy: bool) -> torch.Tensor:
     """[n, n] bool ancestor-or-self mask of a random tree whose nodes are in topological order
     (node 0 the root); a chain when not bushy."""
-    parents = [-1] + [int(torch.randint(0, i, (1,), generator=gen)) if bushy else i - 1 for i in range(1, n)]
+    parents = [-1] + [
+        int(torch.randint(0, i, (1,), generator=gen)) if bushy else i - 1 for i in range(1, n)
+    ]
     mask = torch.zeros(n, n, dtype=torch.bool)
     for i in range(n):
         j = i
@@ -36,8 +38,11 @@ def random_tree(n: int, gen: torch.Generator, bushy: bool) -> torch.Tensor:
 
 def make_pool(kind: str, n_prefix: int, n_branch: int):
     if kind == "mixed":
-        return MixedKVPool(make_kv_pool("fp8_e4m3", n_prefix, 1, HKV, D, torch.bfloat16, "cuda"),
-                           make_kv_pool("nvfp4", n_branch, 1, HKV, D, torch.bfloat16, "cuda"), n_prefix)
+        return MixedKVPool(
+            make_kv_pool("fp8_e4m3", n_prefix, 1, HKV, D, torch.bfloat16, "cuda"),
+            make_kv_pool("nvfp4", n_branch, 1, HKV, D, torch.bfloat16, "cuda"),
+            n_prefix,
+        )
     return make_kv_pool(kind, n_prefix + n_branch, 1, HKV, D, torch.bfloat16, "cuda")
 
 
@@ -51,7 +56,7 @@ def build_batch(kind, prefix_lens, extend_lens, masks, num_decode, gen):
     new_perm = torch.randperm(n_branch, generator=gen) + n_prefix
     slots, out_slots, pi, ni = [], [], 0, 0
     for p, e in zip(prefix_lens, extend_lens):
-        pre, new = pre_perm[pi:pi + p], new_perm[ni:ni + e]
+        pre, new = pre_perm[pi : pi + p], new_perm[ni : ni + e]
         pi, ni = pi + p, ni + e
         slots.append(torch.cat([pre, new]))
         out_slots.append(new)
@@ -62,15 +67,26 @@ def build_batch(kind, prefix_lens, extend_lens, masks, num_decode, gen):
     seq_lens = [p + e for p, e in zip(prefix_lens, extend_lens)]
     kv_slots = torch.zeros(len(seq_lens), max(seq_lens), dtype=torch.int64)
     for i, s in enumerate(slots):
-        kv_slots[i, :len(s)] = s
+        kv_slots[i, : len(s)] = s
     t = sum(extend_lens)
-    mode = ForwardMode.MIXED if num_decode and num_decode < len(seq_lens) else (
-        ForwardMode.DECODE if num_decode else ForwardMode.EXTEND)
+    mode = (
+        ForwardMode.MIXED
+        if num_decode and num_decode < len(seq_lens)
+        else (ForwardMode.DECODE if num_decode else ForwardMode.EXTEND)
+    )
     positions = torch.cat([torch.arange(p, p + e) for p, e in zip(prefix_lens, extend_lens)])
-    batch = ForwardBatch(mode, torch.zeros(t, dtype=torch.int64).cuda(), positions.cuda(),
-                         torch.cat(out_slots).cuda(), kv_slots.cuda(), seq_lens, list(extend_lens),
-                         torch.arange(t).cuda(), num_decode=num_decode if mode is ForwardMode.MIXED else 0,
-                         tree_masks=masks)
+    batch = ForwardBatch(
+        mode,
+        torch.zeros(t, dtype=torch.int64).cuda(),
+        positions.cuda(),
+        torch.cat(out_slots).cuda(),
+        kv_slots.cuda(),
+        seq_lens,
+        list(extend_lens),
+        torch.arange(t).cuda(),
+        num_decode=num_decode if mode is ForwardMode.MIXED else 0,
+        tree_masks=masks,
+    )
     q = torch.randn(t, HQ, D, generator=gen).cuda().bfloat16()
     k = torch.randn(t, HKV, D, generator=gen).cuda().bfloat16()
     v = torch.randn(t, HKV, D, generator=gen).cuda().bfloat16()
@@ -86,10 +102,13 @@ def reference(batch, pool, q, masks):
         keys, values = pool.gather(0, batch.kv_slots[i, :s])
         keys = keys.double().repeat_interleave(HQ // HKV, 1)
         values = values.double().repeat_interleave(HQ // HKV, 1)
-        qi = q[start:start + e].double()
+        qi = q[start : start + e].double()
         sc = torch.einsum("nhd,lhd->hnl", qi, keys) / math.sqrt(D)
-        tree = masks[i] if masks is not None and i < len(masks) and masks[i] is not None else \
-            torch.ones(e, e, dtype=torch.bool).tril()
+        tree = (
+            masks[i]
+            if masks is not None and i < len(masks) and masks[i] is not None
+            else torch.ones(e, e, dtype=torch.bool).tril()
+        )
         vis = torch.cat([torch.ones(e, s - e, dtype=torch.bool), tree.bool()], 1).cuda()
         sc = sc.masked_fill(~vis, -math.inf)
         out.append(torch.einsum("hnl,lhd->nhd", sc.softmax(-1), values))
@@ -99,7 +118,10 @@ def reference(batch, pool, q, masks):
 
 def run_both(batch, pool, q, k, v, flashinfer_extend=None):
     outs = []
-    for attn in (TorchAttention(HQ, HKV, D), KernelAttention(HQ, HKV, D, "triton", flashinfer_extend)):
+    for attn in (
+        TorchAttention(HQ, HKV, D),
+        KernelAttention(HQ, HKV, D, "triton", flashinfer_extend),
+    ):
         attn.begin(batch)
         outs.append(attn.attend(0, q, k, v, pool).float())
     return outs
@@ -110,15 +132,22 @@ def run_both(batch, pool, q, k, v, flashinfer_extend=None):
 def test_tree_mask_extend_triton_matches_torch(kind, bushy):
     gen = torch.Generator().manual_seed(3)
     prefix_lens, extend_lens = [1030, 77, 500, 0], [9, 33, 17, 5]
-    masks = [random_tree(9, gen, bushy), random_tree(33, gen, bushy), None, random_tree(5, gen, bushy)]
+    masks = [
+        random_tree(9, gen, bushy),
+        random_tree(33, gen, bushy),
+        None,
+        random_tree(5, gen, bushy),
+    ]
     batch, pool, q, k, v = build_batch(kind, prefix_lens, extend_lens, masks, 0, gen)
     want = reference(batch, pool, q, masks)
     got_t, got_k = run_both(batch, pool, q, k, v)
     d_tk = (got_t - got_k).abs().max().item()
     d_kr = (got_k.double() - want).abs().max().item()
     d_tr = (got_t.double() - want).abs().max().item()
-    print(f"\n[tree extend {kind} {'bushy' if bushy else 'chain'}] max|triton-torch| {d_tk:.2e}  "
-          f"max|triton-ref| {d_kr:.2e}  max|torch-ref| {d_tr:.2e}")
+    print(
+        f"\n[tree extend {kind} {'bushy' if bushy else 'chain'}] max|triton-torch| {d_tk:.2e}  "
+        f"max|triton-ref| {d_kr:.2e}  max|torch-ref| {d_tr:.2e}"
+    )
     assert d_kr < 2e-2 and d_tk < 3e-2
     if not bushy:  # a chain is causal: same rows as no tree mask at all
         batch.tree_masks = None
@@ -162,8 +191,10 @@ def test_extend_dispatch_matches_torch(kind):
     assert attn.flashinfer_extends == int(to_flashinfer)
     d_tk = (got_t - got_k).abs().max().item()
     d_kr = (got_k.double() - want).abs().max().item()
-    print(f"\n[extend dispatch {kind}: {'flashinfer' if to_flashinfer else 'triton'}] "
-          f"max|kernel-torch| {d_tk:.2e}  max|kernel-ref| {d_kr:.2e}")
+    print(
+        f"\n[extend dispatch {kind}: {'flashinfer' if to_flashinfer else 'triton'}] "
+        f"max|kernel-torch| {d_tk:.2e}  max|kernel-ref| {d_kr:.2e}"
+    )
     assert d_kr < 2e-2 and d_tk < 3e-2
     triton_only = KernelAttention(HQ, HKV, D, "triton", flashinfer_extend=False)
     triton_only.begin(batch)
@@ -172,18 +203,29 @@ def test_extend_dispatch_matches_torch(kind):
 
 
 GREEDY = {"max_new_tokens": 24, "temperature": 0, "ignore_eos": True, "return_logprob": True}
-ENGINE_KV = {"bf16": {"kv_cache_dtype": "bf16"}, "fp8": {"kv_cache_dtype": "fp8_e4m3"},
-             "nvfp4": {"kv_cache_dtype": "nvfp4"},
-             "mixed": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4"}}
+ENGINE_KV = {
+    "bf16": {"kv_cache_dtype": "bf16"},
+    "fp8": {"kv_cache_dtype": "fp8_e4m3"},
+    "nvfp4": {"kv_cache_dtype": "nvfp4"},
+    "mixed": {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4"},
+}
 
 
 def engine_outputs(model_path, backend, dtype, kv, prompts):
     from radixgen.runtime.engine import Engine
 
-    eng = Engine(str(model_path), load_format="dummy", dtype=dtype, max_total_tokens=4096,
-                 attention_backend=backend, **kv)
+    eng = Engine(
+        str(model_path),
+        load_format="dummy",
+        dtype=dtype,
+        max_total_tokens=4096,
+        attention_backend=backend,
+        **kv,
+    )
     try:
-        first = eng.generate(input_ids=prompts[0], sampling_params=GREEDY)  # the rest hit its prefix
+        first = eng.generate(
+            input_ids=prompts[0], sampling_params=GREEDY
+        )  # the rest hit its prefix
         rest = eng.generate(input_ids=prompts, sampling_params=GREEDY)
     finally:
         eng.shutdown()
@@ -193,7 +235,10 @@ def engine_outputs(model_path, backend, dtype, kv, prompts):
 def shared_prefix_prompts():
     gen = torch.Generator().manual_seed(5)
     prefix = torch.randint(100, 40000, (300,), generator=gen).tolist()
-    return [prefix + torch.randint(100, 40000, (n,), generator=gen).tolist() for n in (3, 17, 40, 1, 64, 9)]
+    return [
+        prefix + torch.randint(100, 40000, (n,), generator=gen).tolist()
+        for n in (3, 17, 40, 1, 64, 9)
+    ]
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16"])
@@ -213,9 +258,11 @@ def test_engine_triton_matches_torch(model_path, kv, dtype):
         lp_a = [lp for lp, _ in a["meta_info"]["output_token_logprobs"][:n]]
         lp_b = [lp for lp, _ in b["meta_info"]["output_token_logprobs"][:n]]
         max_lp = max([max_lp] + [abs(x - y) for x, y in zip(lp_a, lp_b)])
-    print(f"\n[engine {kv} {dtype}] tokens equal {same}/{total}; identical prefix per request "
-          f"{first_diverge}; max |logprob diff| before divergence {max_lp:.2e}; "
-          f"cached tokens {[o['meta_info']['cached_tokens'] for o in kern_out]}")
+    print(
+        f"\n[engine {kv} {dtype}] tokens equal {same}/{total}; identical prefix per request "
+        f"{first_diverge}; max |logprob diff| before divergence {max_lp:.2e}; "
+        f"cached tokens {[o['meta_info']['cached_tokens'] for o in kern_out]}"
+    )
     assert max_lp < 0.1  # bf16 on random weights: near-ties may flip a token, then outputs part
     if dtype == "float32":
         assert same >= 0.9 * total
@@ -226,8 +273,8 @@ def test_quantized_pool_stores_strided_views(kind):
     """The model hands the pool k and v as views of the fused qkv output (not contiguous)."""
     gen = torch.Generator().manual_seed(6)
     qkv = torch.randn(7, (HQ + 2 * HKV) * D, generator=gen).cuda().bfloat16()
-    k = qkv[:, HQ * D:(HQ + HKV) * D].view(-1, HKV, D)
-    v = qkv[:, (HQ + HKV) * D:].view(-1, HKV, D)
+    k = qkv[:, HQ * D : (HQ + HKV) * D].view(-1, HKV, D)
+    v = qkv[:, (HQ + HKV) * D :].view(-1, HKV, D)
     assert not k.is_contiguous() and not v.is_contiguous()
     pool = make_kv_pool(kind, 64, 1, HKV, D, torch.bfloat16, "cuda")
     slots = torch.tensor([3, 9, 1, 40, 41, 0, 63], device="cuda")

@@ -31,13 +31,25 @@ def _prefill(runner, ids: list[int], upto: int) -> tuple[Request, torch.Tensor]:
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_tree_rows_equal_prefills_of_their_paths(tiny_model_path, backend):
-    eng = Engine(str(tiny_model_path), load_format="dummy", dtype="float32", max_total_tokens=512,
-                 attention_backend=backend)
+    eng = Engine(
+        str(tiny_model_path),
+        load_format="dummy",
+        dtype="float32",
+        max_total_tokens=512,
+        attention_backend=backend,
+    )
     runner = eng.scheduler.runner
-    req, _ = _prefill(runner, CONTEXT, len(CONTEXT) - 1)  # the root's KV is computed by the tree pass
+    req, _ = _prefill(
+        runner, CONTEXT, len(CONTEXT) - 1
+    )  # the root's KV is computed by the tree pass
     slots = runner.allocator.alloc(TREE.num_nodes + 1)
-    tree_input = TreeInput(req, TREE.verify_input_ids(CONTEXT[-1]), TREE.verify_positions(req.kv_len),
-                           TREE.verify_mask(), slots)
+    tree_input = TreeInput(
+        req,
+        TREE.verify_input_ids(CONTEXT[-1]),
+        TREE.verify_positions(req.kv_len),
+        TREE.verify_mask(),
+        slots,
+    )
     rows = runner.forward_mixed([], [], [], [], None, trees=[tree_input])
     assert rows.shape[0] == TREE.num_nodes + 1
     for node in range(-1, TREE.num_nodes):
@@ -52,8 +64,13 @@ def test_tree_rows_equal_prefills_of_their_paths(tiny_model_path, backend):
 def test_trees_of_several_requests_verified_together(tiny_model_path, backend):
     """Two requests' trees (a bushy tree, a chain) in one forward: short extends attended
     together (TorchAttention pads them into one call) give each row its path's logits."""
-    eng = Engine(str(tiny_model_path), load_format="dummy", dtype="float32", max_total_tokens=512,
-                 attention_backend=backend)
+    eng = Engine(
+        str(tiny_model_path),
+        load_format="dummy",
+        dtype="float32",
+        max_total_tokens=512,
+        attention_backend=backend,
+    )
     runner = eng.scheduler.runner
     contexts = [CONTEXT, [40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53]]
     trees = [TREE, TokenTree.chain([61, 62, 63])]
@@ -61,8 +78,15 @@ def test_trees_of_several_requests_verified_together(tiny_model_path, backend):
     for ctx, tree in zip(contexts, trees):
         req, _ = _prefill(runner, ctx, len(ctx) - 1)
         slots = runner.allocator.alloc(tree.num_nodes + 1)
-        inputs.append(TreeInput(req, tree.verify_input_ids(ctx[-1]), tree.verify_positions(req.kv_len),
-                                tree.verify_mask(), slots))
+        inputs.append(
+            TreeInput(
+                req,
+                tree.verify_input_ids(ctx[-1]),
+                tree.verify_positions(req.kv_len),
+                tree.verify_mask(),
+                slots,
+            )
+        )
     rows = runner.forward_mixed([], [], [], [], None, trees=inputs)
     start = 0
     for ctx, tree in zip(contexts, trees):

@@ -5,8 +5,13 @@ import pytest
 import torch
 
 from radixgen.radix.kv_pool import KVPool
-from radixgen.radix.quant_kv_pool import (HEADROOM, FP8KVPool, NVFP4KVPool, kv_bytes_per_token,
-                                          make_kv_pool)
+from radixgen.radix.quant_kv_pool import (
+    HEADROOM,
+    FP8KVPool,
+    NVFP4KVPool,
+    kv_bytes_per_token,
+    make_kv_pool,
+)
 
 # relative error bounds per token row: FP8 E4M3 has 3 mantissa bits, NVFP4 1 (plus block scales)
 BOUNDS = {"fp8_e4m3": 0.05, "nvfp4": 0.2}
@@ -26,7 +31,10 @@ def test_round_trip_and_growth(kind):
     assert (scale_k > 0).all() and (pool.scales["k"][0] == 0).all()  # only layer 1 calibrated
     before = pool.gather(1, torch.arange(8) * 2)[0]
     # values far beyond the calibrated range: the scale grows instead of saturating
-    k2, v2 = torch.randn(4, 3, 32, generator=gen) * 100 * HEADROOM, torch.randn(4, 3, 32, generator=gen)
+    k2, v2 = (
+        torch.randn(4, 3, 32, generator=gen) * 100 * HEADROOM,
+        torch.randn(4, 3, 32, generator=gen),
+    )
     pool.store(1, torch.tensor([1, 3, 5, 7]), k2, v2)
     grow = pool.scales["k"][1] / scale_k
     assert (grow > 1).all() and torch.equal(torch.log2(grow), torch.log2(grow).round())
@@ -39,7 +47,7 @@ def test_round_trip_and_growth(kind):
     after = pool.gather(1, torch.arange(8) * 2)[0]
     changed = after != before
     assert changed.float().mean() < 0.2
-    assert ((after - before).abs() <= 2.0 ** -9 * pool.scales["k"][1].view(1, -1, 1) * 8).all()
+    assert ((after - before).abs() <= 2.0**-9 * pool.scales["k"][1].view(1, -1, 1) * 8).all()
 
 
 def test_zero_input_never_uses_a_silent_unit_scale():
@@ -59,7 +67,10 @@ def test_bytes_per_token():
     assert bf16 == 2 * 30 * 3 * 64 * 2
     assert kv_bytes_per_token("nvfp4", 30, 3, 64, torch.float32) / bf16 == pytest.approx(0.28125)
     pool = make_kv_pool("nvfp4", 10, 1, 2, 32, torch.bfloat16)
-    stored = sum(t.numel() * t.element_size() for t in (*pool.k_codes, *pool.k_bscale, *pool.v_codes, *pool.v_bscale))
+    stored = sum(
+        t.numel() * t.element_size()
+        for t in (*pool.k_codes, *pool.k_bscale, *pool.v_codes, *pool.v_bscale)
+    )
     assert stored == 10 * NVFP4KVPool.bytes_per_token(1, 2, 32)
 
 
@@ -83,8 +94,11 @@ def test_mixed_pool_demote_moves_prefix_kv_into_the_branch_pool():
     pool = MixedKVPool(make("fp8_e4m3", boundary), make("nvfp4", 24), boundary)
     direct = make("nvfp4", 24)  # the same branch pool, written without the move
     gen = torch.Generator().manual_seed(0)
-    src, dst, other = torch.tensor([3, 7, 8]), torch.tensor([boundary + 5, boundary + 1, boundary + 20]), \
-        torch.tensor([boundary + 2])
+    src, dst, other = (
+        torch.tensor([3, 7, 8]),
+        torch.tensor([boundary + 5, boundary + 1, boundary + 20]),
+        torch.tensor([boundary + 2]),
+    )
     for layer in range(layers):
         k, v = (torch.randn(4, hkv, d, generator=gen) for _ in range(2))
         pool.store(layer, torch.cat([src, other]), k, v)

@@ -6,8 +6,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
-                                 rule)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from radixgen.radix import InsertResult, MatchResult, NoPrefixCache, PrefixCache, RadixCache
 
@@ -47,6 +46,7 @@ def _walk(node):
 
 
 # ---- unit tests ------------------------------------------------------------------------------
+
 
 def test_insert_then_match_returns_slots_in_order():
     cache, _ = make()
@@ -219,8 +219,16 @@ def test_page_size_4_siblings_share_first_token_but_not_first_page():
     cache, _ = make(page_size=4)
     cache.insert([1, 2, 3, 4, 5, 5, 5, 5], torch.arange(8))
     cache.insert([1, 2, 3, 4, 5, 5, 5, 6], torch.arange(10, 18))
-    assert cache.match_prefix([1, 2, 3, 4, 5, 5, 5, 6]).slots.tolist() == [0, 1, 2, 3,
-                                                                          14, 15, 16, 17]
+    assert cache.match_prefix([1, 2, 3, 4, 5, 5, 5, 6]).slots.tolist() == [
+        0,
+        1,
+        2,
+        3,
+        14,
+        15,
+        16,
+        17,
+    ]
     cache.check_integrity()
 
 
@@ -333,7 +341,7 @@ class RadixMachine(RuleBasedStateMachine):
         head: tuple[int, ...] = ()
         if self.entries and data.draw(st.booleans()):
             _, e_ids, _ = data.draw(st.sampled_from(self.entries))
-            head = e_ids[:data.draw(st.integers(0, len(e_ids)))]
+            head = e_ids[: data.draw(st.integers(0, len(e_ids)))]
         return head + tuple(data.draw(st.lists(st.integers(0, 2), max_size=10)))
 
     def touch(self, touched: list[int]) -> None:
@@ -352,8 +360,10 @@ class RadixMachine(RuleBasedStateMachine):
         locked = {s for _, _, _, lock_slots in self.locks for s in lock_slots}
         ends = []
         for ns, ids, e_slots in self.entries:
-            extended = any(o_ns == ns and len(o_ids) > len(ids) and o_ids[:len(ids)] == ids
-                           for o_ns, o_ids, _ in self.entries)
+            extended = any(
+                o_ns == ns and len(o_ids) > len(ids) and o_ids[: len(ids)] == ids
+                for o_ns, o_ids, _ in self.entries
+            )
             if not extended and e_slots[-1] not in locked:
                 ends.append(e_slots[-1])
         return ends
@@ -372,12 +382,12 @@ class RadixMachine(RuleBasedStateMachine):
         res = self.cache.insert(ids, src, namespace)
         src.fill_(-1)  # the cache must have copied what it took
         assert res == InsertResult(len(want), len(ids) - len(ids) % self.page)
-        took = offered[res.prefix_len:res.cached_len]
+        took = offered[res.prefix_len : res.cached_len]
         assert not self.taken.intersection(took)
         self.taken.update(took)
         self.touch(want + took)
         if res.cached_len:
-            self.entries.append((namespace, ids[:res.cached_len], want + took))
+            self.entries.append((namespace, ids[: res.cached_len], want + took))
 
     @rule(data=st.data(), namespace=NAMESPACES)
     def match(self, data, namespace):
@@ -388,7 +398,7 @@ class RadixMachine(RuleBasedStateMachine):
         ids = self.draw_ids(data)
         m = self.match_and_check(ids, namespace)
         self.cache.lock(m.node)
-        self.locks.append((m.node, namespace, tuple(ids[:m.length]), m.slots.tolist()))
+        self.locks.append((m.node, namespace, tuple(ids[: m.length]), m.slots.tolist()))
 
     @precondition(lambda self: self.locks)
     @rule(data=st.data())
@@ -446,9 +456,12 @@ class RadixMachine(RuleBasedStateMachine):
         assert self.cache.total_size() == 0
 
 
-RadixMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40,
-                                          deadline=None,
-                                          suppress_health_check=[HealthCheck.too_slow])
+RadixMachine.TestCase.settings = settings(
+    max_examples=150,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 test_radix_cache_against_reference = RadixMachine.TestCase
 
 

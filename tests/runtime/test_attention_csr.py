@@ -47,8 +47,16 @@ def test_new_tokens_home_part_per_extend_request():
 
     def num_new(rows):
         n = sum(extend_lens)
-        batch = ForwardBatch(ForwardMode.EXTEND, torch.zeros(n, dtype=torch.int64), torch.zeros(n, dtype=torch.int64),
-                             torch.zeros(n, dtype=torch.int64), rows, seq_lens, extend_lens, torch.zeros(0))
+        batch = ForwardBatch(
+            ForwardMode.EXTEND,
+            torch.zeros(n, dtype=torch.int64),
+            torch.zeros(n, dtype=torch.int64),
+            torch.zeros(n, dtype=torch.int64),
+            rows,
+            seq_lens,
+            extend_lens,
+            torch.zeros(0),
+        )
         attn = KernelAttention(4, 2, 16, backend="torch")
         attn.begin(batch)
         return attn._num_new_per_part(parts, torch.device("cpu"))
@@ -75,4 +83,4 @@ def test_padded_csr_matches_csr(seed):
         indptr, indices = _csr_padded(rows, torch.tensor(lens), lo, hi)
         assert torch.equal(indptr, ref_indptr)
         assert indices.numel() == rows.numel() + 1
-        assert torch.equal(indices[:int(indptr[-1])], ref_indices)
+        assert torch.equal(indices[: int(indptr[-1])], ref_indices)

@@ -5,7 +5,6 @@ import pytest
 import torch
 
 import radixgen.runtime.attention as attention_mod
-
 from radixgen.runtime.engine import Engine
 from tests.runtime.prompts import PROMPTS, chat_ids
 
@@ -27,9 +26,13 @@ def hf_outputs(model_path, prompt_ids):
     outs = []
     with torch.no_grad():
         for ids in prompt_ids:
-            gen = hf.generate(torch.tensor([ids]), max_new_tokens=MAX_NEW, do_sample=False,
-                              attention_mask=torch.ones(1, len(ids), dtype=torch.long))
-            outs.append(gen[0, len(ids):].tolist())
+            gen = hf.generate(
+                torch.tensor([ids]),
+                max_new_tokens=MAX_NEW,
+                do_sample=False,
+                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            )
+            outs.append(gen[0, len(ids) :].tolist())
     return outs
 
 
@@ -89,8 +92,10 @@ def test_last_token_logits_close_to_hf(model_path, prompt_ids):
     eng = Engine(str(model_path), dtype="float32")
     worst = 0.0
     for ids in prompt_ids[:4]:
-        ours = eng.generate(input_ids=ids, sampling_params={"max_new_tokens": 1, "temperature": 0,
-                                                            "top_logprobs_num": 5})
+        ours = eng.generate(
+            input_ids=ids,
+            sampling_params={"max_new_tokens": 1, "temperature": 0, "top_logprobs_num": 5},
+        )
         with torch.no_grad():
             ref = torch.log_softmax(hf(torch.tensor([ids])).logits[0, -1], -1)
         for token, logprob in ours["meta_info"]["output_top_logprobs"][0]:
@@ -108,20 +113,35 @@ SHARED_SYSTEM = (
 )
 
 
-def test_shared_system_prompt_decodes_through_cascade_and_matches_hf(model_path, tokenizer, monkeypatch):
+def test_shared_system_prompt_decodes_through_cascade_and_matches_hf(
+    model_path, tokenizer, monkeypatch
+):
     """Requests sharing a long system prompt read it once per group (cascade attention) and
     still give HF's greedy tokens."""
     from transformers import AutoModelForCausalLM
 
-    users = ["Where is my order ORD-1?", "I want a refund for ORD-7.", "How do I reset my password?",
-             "Can you ship to Norway?", "Is ORD-3 insured?", "My parcel arrived damaged.",
-             "Do you sell gift cards?", "Cancel ORD-9, please."]  # 8: a group with the CPU kernel
+    users = [
+        "Where is my order ORD-1?",
+        "I want a refund for ORD-7.",
+        "How do I reset my password?",
+        "Can you ship to Norway?",
+        "Is ORD-3 insured?",
+        "My parcel arrived damaged.",
+        "Do you sell gift cards?",
+        "Cancel ORD-9, please.",
+    ]  # 8: a group with the CPU kernel
     ids = [chat_ids(tokenizer, u, system=SHARED_SYSTEM) for u in users]
     hf = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
     with torch.no_grad():
-        ref = [hf.generate(torch.tensor([x]), max_new_tokens=MAX_NEW, do_sample=False,
-                           attention_mask=torch.ones(1, len(x), dtype=torch.long))[0, len(x):].tolist()
-               for x in ids]
+        ref = [
+            hf.generate(
+                torch.tensor([x]),
+                max_new_tokens=MAX_NEW,
+                do_sample=False,
+                attention_mask=torch.ones(1, len(x), dtype=torch.long),
+            )[0, len(x) :].tolist()
+            for x in ids
+        ]
     eng = Engine(str(model_path), dtype="float32")
     groups = []
     original = attention_mod.plan_decode

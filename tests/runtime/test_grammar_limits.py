@@ -9,9 +9,15 @@ import pytest
 
 from tests.runtime.conftest import TINY_CONFIG
 
-SCHEMA = {"type": "object", "properties": {
-    "name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
-    "meta": {"type": "object", "additionalProperties": {"type": "integer"}}}, "required": ["name", "tags", "meta"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "meta": {"type": "object", "additionalProperties": {"type": "integer"}},
+    },
+    "required": ["name", "tags", "meta"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +35,11 @@ def short_context_engine(tmp_path_factory, tiny_model_path):
 def _sampled_to_limits(engine, schema: dict, limits: tuple, seeds: int) -> list:
     """Sampled outputs of `schema` at each max_new_tokens in `limits`, each checked: within its
     limit and valid."""
-    params = [{"max_new_tokens": n, "temperature": 1.0, "seed": seed, "json_schema": json.dumps(schema)}
-              for n in limits for seed in range(seeds)]
+    params = [
+        {"max_new_tokens": n, "temperature": 1.0, "seed": seed, "json_schema": json.dumps(schema)}
+        for n in limits
+        for seed in range(seeds)
+    ]
     outs = engine.generate(input_ids=[[11, 12, 13]] * len(params), sampling_params=params)
     for p, out in zip(params, outs):
         assert len(out["output_ids"]) <= p["max_new_tokens"]
@@ -48,15 +57,26 @@ def test_grammar_compiled_schema_outputs_at_max_new_tokens_validate(short_contex
     """A schema past the regex budget runs on the CFG matcher: its outputs close in time too."""
     from tests.grammar.json_grammar.test_cfg import _too_large_schema
 
-    assert len(_sampled_to_limits(short_context_engine, _too_large_schema(), (6, 14, 30), seeds=3)) == 9
+    assert (
+        len(_sampled_to_limits(short_context_engine, _too_large_schema(), (6, 14, 30), seeds=3))
+        == 9
+    )
 
 
 def test_outputs_at_the_context_limit_validate(short_context_engine):
     prompt = list(range(100, 160))  # 60 of the 96 positions
     outs = short_context_engine.generate(
         input_ids=[prompt] * 3,
-        sampling_params=[{"max_new_tokens": 500, "temperature": 1.0, "seed": s, "json_schema": json.dumps(SCHEMA)}
-                         for s in range(3)])
+        sampling_params=[
+            {
+                "max_new_tokens": 500,
+                "temperature": 1.0,
+                "seed": s,
+                "json_schema": json.dumps(SCHEMA),
+            }
+            for s in range(3)
+        ],
+    )
     for out in outs:
         assert len(prompt) + len(out["output_ids"]) <= 96
         jsonschema.validate(json.loads(out["text"]), SCHEMA)
@@ -67,9 +87,14 @@ def test_sql_outputs_at_max_new_tokens_parse(short_context_engine):
 
     from radixgen.grammar.cfg.grammar import shipped_grammar
 
-    params = [{"max_new_tokens": n, "temperature": 1.0, "seed": seed, "lark": "sql"}
-              for n in (4, 9, 16, 30) for seed in range(3)]
-    outs = short_context_engine.generate(input_ids=[[11, 12, 13]] * len(params), sampling_params=params)
+    params = [
+        {"max_new_tokens": n, "temperature": 1.0, "seed": seed, "lark": "sql"}
+        for n in (4, 9, 16, 30)
+        for seed in range(3)
+    ]
+    outs = short_context_engine.generate(
+        input_ids=[[11, 12, 13]] * len(params), sampling_params=params
+    )
     parser = Lark(shipped_grammar("sql"), parser="lalr")
     for p, out in zip(params, outs):
         assert len(out["output_ids"]) <= p["max_new_tokens"]
@@ -83,7 +108,12 @@ def test_grammar_compiled_schema_with_flexible_whitespace_closes_in_time(tiny_mo
     from radixgen.runtime.engine import Engine
     from tests.grammar.json_grammar.test_cfg import _too_large_schema
 
-    engine = Engine(str(tiny_model_path), load_format="dummy", max_total_tokens=1024, grammar_whitespace="flexible")
+    engine = Engine(
+        str(tiny_model_path),
+        load_format="dummy",
+        max_total_tokens=1024,
+        grammar_whitespace="flexible",
+    )
     outs = _sampled_to_limits(engine, _too_large_schema(), (6, 14, 30), seeds=3)
     assert all(o["text"] == o["text"].strip() for o in outs)
     assert any(c in o["text"] for o in outs for c in " \n\t")

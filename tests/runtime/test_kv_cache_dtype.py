@@ -27,17 +27,23 @@ def reference(model_path):
 
 @pytest.mark.parametrize("kind, max_extra_nll", [("fp8_e4m3", 0.25), ("nvfp4", 0.75)])
 def test_quantized_kv_generates_coherently(model_path, reference, prompts, kind, max_extra_nll):
-    ref_out = [r["output_ids"] for r in reference.generate(input_ids=prompts, sampling_params=GREEDY)]
+    ref_out = [
+        r["output_ids"] for r in reference.generate(input_ids=prompts, sampling_params=GREEDY)
+    ]
     eng = Engine(str(model_path), dtype="float32", kv_cache_dtype=kind)
     try:
         out = [r["output_ids"] for r in eng.generate(input_ids=prompts, sampling_params=GREEDY)]
     finally:
         eng.shutdown()
-    agree = [next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), min(len(x), len(y)))
-             for x, y in zip(out, ref_out)]
+    agree = [
+        next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), min(len(x), len(y)))
+        for x, y in zip(out, ref_out)
+    ]
     rate = sum(agree) / sum(len(r) for r in ref_out)
     ref_nll, nll = mean_nll(reference, prompts, ref_out), mean_nll(reference, prompts, out)
-    print(f"\n{kind}: greedy agreement with bf16 KV {rate:.0%} (tokens before divergence {agree}); "
-          f"NLL under bf16 KV {nll:.3f} vs its own greedy {ref_nll:.3f}")
+    print(
+        f"\n{kind}: greedy agreement with bf16 KV {rate:.0%} (tokens before divergence {agree}); "
+        f"NLL under bf16 KV {nll:.3f} vs its own greedy {ref_nll:.3f}"
+    )
     assert all(len(o) > 0 for o in out)
     assert nll <= ref_nll + max_extra_nll, (kind, rate, nll, ref_nll)

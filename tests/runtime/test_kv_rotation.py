@@ -16,10 +16,16 @@ from tests.runtime.prompts import PROMPTS
 def test_hadamard_rotation_is_orthonormal_block_diagonal(head_dim, block):
     h = hadamard_rotation(head_dim, torch.float64, "cpu")
     assert torch.equal(h, h.T)
-    torch.testing.assert_close(h @ h.T, torch.eye(head_dim, dtype=torch.float64), rtol=0, atol=1e-12)
-    blocks = torch.block_diag(*[torch.ones(block, block, dtype=torch.float64)] * (head_dim // block))
+    torch.testing.assert_close(
+        h @ h.T, torch.eye(head_dim, dtype=torch.float64), rtol=0, atol=1e-12
+    )
+    blocks = torch.block_diag(
+        *[torch.ones(block, block, dtype=torch.float64)] * (head_dim // block)
+    )
     assert torch.equal(h.abs() > 0, blocks > 0)
-    assert torch.allclose(h.abs()[blocks > 0], torch.tensor(1 / math.sqrt(block), dtype=torch.float64))
+    assert torch.allclose(
+        h.abs()[blocks > 0], torch.tensor(1 / math.sqrt(block), dtype=torch.float64)
+    )
 
 
 def _passage_ids(tokenizer, n: int) -> list[int]:
@@ -27,7 +33,9 @@ def _passage_ids(tokenizer, n: int) -> list[int]:
     from radixgen.radix import quant_kv_pool
     from radixgen.runtime import model_runner, scheduler
 
-    text = "\n\n".join([" ".join(PROMPTS), quant_kv_pool.__doc__, model_runner.__doc__, scheduler.__doc__])
+    text = "\n\n".join(
+        [" ".join(PROMPTS), quant_kv_pool.__doc__, model_runner.__doc__, scheduler.__doc__]
+    )
     ids = tokenizer.encode(text, add_special_tokens=False)
     assert len(ids) >= n
     return ids[:n]
@@ -41,7 +49,9 @@ def _prompt_logprobs(model_path, ids: list[int], **kv) -> tuple[torch.Tensor, bo
         rotated = eng.scheduler.runner.kv_rotation
     finally:
         eng.shutdown()
-    return torch.tensor([lp for lp in res["meta_info"]["input_token_logprobs"] if lp is not None]), rotated
+    return torch.tensor(
+        [lp for lp in res["meta_info"]["input_token_logprobs"] if lp is not None]
+    ), rotated
 
 
 @pytest.mark.model
@@ -58,7 +68,9 @@ def test_rotation_matches_unrotated_on_full_precision_kv(model_path, tokenizer):
 def test_rotation_brings_fp8_kv_closer_to_full_precision(model_path, tokenizer):
     ids = _passage_ids(tokenizer, 400)
     ref, _ = _prompt_logprobs(model_path, ids, kv_cache_dtype="fp32")
-    unrotated, flag_off = _prompt_logprobs(model_path, ids, kv_cache_dtype="fp8_e4m3", kv_rotation="off")
+    unrotated, flag_off = _prompt_logprobs(
+        model_path, ids, kv_cache_dtype="fp8_e4m3", kv_rotation="off"
+    )
     rotated, flag_auto = _prompt_logprobs(model_path, ids, kv_cache_dtype="fp8_e4m3")
     assert (flag_off, flag_auto) == (False, True)  # auto rotates for a quantized pool
     err_off, err_on = (unrotated - ref).abs().mean().item(), (rotated - ref).abs().mean().item()

@@ -10,7 +10,12 @@ import torch
 from radixgen.runtime.engine import Engine
 from radixgen.runtime.model.arch import ModelArch
 from radixgen.runtime.model.loader import load_state_dict, resolve_dtype
-from tests.runtime.test_model_families import build_hf_model, copy_tokenizer, save_tiny_model, tiny_config
+from tests.runtime.test_model_families import (
+    build_hf_model,
+    copy_tokenizer,
+    save_tiny_model,
+    tiny_config,
+)
 
 CPU = torch.device("cpu")
 INDEX = "model.safetensors.index.json"
@@ -62,8 +67,12 @@ def test_sharded_loads_identically_to_single_file(single, sharded):
 def test_sharded_engine_output_equals_single_file(single, sharded):
     params = {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True}
     prompts = [[11, 12, 13, 14], [500, 7]]
-    outputs = [Engine(str(folder), dtype="float32", max_total_tokens=64, max_running_requests=2)
-               .generate(input_ids=prompts, sampling_params=params) for folder in (single, sharded)]
+    outputs = [
+        Engine(str(folder), dtype="float32", max_total_tokens=64, max_running_requests=2).generate(
+            input_ids=prompts, sampling_params=params
+        )
+        for folder in (single, sharded)
+    ]
     assert [r["output_ids"] for r in outputs[0]] == [r["output_ids"] for r in outputs[1]]
 
 
@@ -89,8 +98,10 @@ def test_folder_without_config_is_a_file_not_found(tmp_path):
         ModelArch.from_folder(tmp_path)
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("float32", torch.float32), ("float16", torch.float16), ("bfloat16", torch.bfloat16)])
+@pytest.mark.parametrize(
+    "name, expected",
+    [("float32", torch.float32), ("float16", torch.float16), ("bfloat16", torch.bfloat16)],
+)
 def test_explicit_dtype_is_used_for_every_tensor(single, name, expected):
     arch = ModelArch.from_folder(single)
     dtype = resolve_dtype(name, arch, CPU)
@@ -100,12 +111,17 @@ def test_explicit_dtype_is_used_for_every_tensor(single, name, expected):
 
 def test_auto_dtype_follows_the_checkpoint():
     base = tiny_config("llama").to_dict()
-    for checkpoint, cpu, gpu in (("float32", torch.float32, torch.float32),
-                                 ("bfloat16", torch.bfloat16, torch.bfloat16),
-                                 ("float16", torch.float32, torch.float16)):
+    for checkpoint, cpu, gpu in (
+        ("float32", torch.float32, torch.float32),
+        ("bfloat16", torch.bfloat16, torch.bfloat16),
+        ("float16", torch.float32, torch.float16),
+    ):
         for key in ("dtype", "torch_dtype"):  # transformers 5 and 4 spellings
-            cfg = {**{k: v for k, v in base.items() if k not in ("dtype", "torch_dtype")}, key: checkpoint,
-                   "architectures": ["LlamaForCausalLM"]}
+            cfg = {
+                **{k: v for k, v in base.items() if k not in ("dtype", "torch_dtype")},
+                key: checkpoint,
+                "architectures": ["LlamaForCausalLM"],
+            }
             arch = ModelArch.from_config(cfg)
             assert resolve_dtype("auto", arch, CPU) == cpu, (checkpoint, key)
             assert resolve_dtype("auto", arch, torch.device("cuda")) == gpu, (checkpoint, key)
@@ -115,7 +131,9 @@ def test_engine_dtype_option(single):
     eng = Engine(str(single), dtype="bfloat16", max_total_tokens=64, max_running_requests=2)
     runner = eng.scheduler.runner
     assert runner.dtype == runner.model.embed.dtype == runner.pool.dtype == torch.bfloat16
-    out = eng.generate(input_ids=[1, 2, 3], sampling_params={"max_new_tokens": 2, "ignore_eos": True})
+    out = eng.generate(
+        input_ids=[1, 2, 3], sampling_params={"max_new_tokens": 2, "ignore_eos": True}
+    )
     assert len(out["output_ids"]) == 2
 
 
@@ -157,8 +175,9 @@ def test_dummy_weights_have_the_real_names_and_shapes(tmp_path, family, tied):
 def test_dummy_weights_are_seeded(tmp_path):
     folder = _config_only(tmp_path, tiny_config("llama"))
     arch = ModelArch.from_folder(folder)
-    first, again, other = (load_state_dict(folder, arch, torch.float32, "dummy", CPU, seed)
-                           for seed in (0, 0, 1))
+    first, again, other = (
+        load_state_dict(folder, arch, torch.float32, "dummy", CPU, seed) for seed in (0, 0, 1)
+    )
     name = "model.layers.0.self_attn.q_proj.weight"
     assert torch.equal(first[name], again[name])
     assert not torch.equal(first[name], other[name])
@@ -168,8 +187,10 @@ def test_engine_runs_on_dummy_weights(tmp_path, model_path):
     folder = _config_only(tmp_path, tiny_config("qwen2", tie_word_embeddings=False), model_path)
     eng = Engine(str(folder), load_format="dummy", max_total_tokens=64, max_running_requests=2)
     assert eng.scheduler.runner.model.lm_head.shape == (49152, 64)
-    results = eng.generate(input_ids=[[5, 6, 7], [8, 9]],
-                           sampling_params={"max_new_tokens": 4, "temperature": 0, "ignore_eos": True})
+    results = eng.generate(
+        input_ids=[[5, 6, 7], [8, 9]],
+        sampling_params={"max_new_tokens": 4, "temperature": 0, "ignore_eos": True},
+    )
     for r in results:
         assert len(r["output_ids"]) == 4
         assert all(0 <= t < 49152 for t in r["output_ids"])

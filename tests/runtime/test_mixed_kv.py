@@ -27,7 +27,12 @@ def test_lossless_pools_through_the_mixed_path_change_nothing(tiny_model_path):
 
 
 def test_second_turn_reuses_the_generated_branch(tiny_model_path):
-    eng = _engine(tiny_model_path, kv_prefix_dtype="fp8_e4m3", kv_branch_dtype="nvfp4", kv_branch_window="none")
+    eng = _engine(
+        tiny_model_path,
+        kv_prefix_dtype="fp8_e4m3",
+        kv_branch_dtype="nvfp4",
+        kv_branch_window="none",
+    )
     runner, cache = eng.scheduler.runner, eng.scheduler.cache
     boundary = runner.capacity[0]
     turn1 = [11, 12, 13, 14, 15, 16, 17, 18] * 4
@@ -40,7 +45,7 @@ def test_second_turn_reuses_the_generated_branch(tiny_model_path):
     slots = cache.match_prefix(turn2).slots
     tiers = (slots >= boundary).to(torch.int64).tolist()
     n1 = len(turn1)
-    assert tiers[:n1] == [0] * n1 and set(tiers[n1:n1 + len(out1) - 1]) == {1}
+    assert tiers[:n1] == [0] * n1 and set(tiers[n1 : n1 + len(out1) - 1]) == {1}
     assert tiers[-4:] == [0] * 4  # the second turn's own (prompt) tokens: prefix pool
     cache.check_integrity()
 
@@ -51,15 +56,22 @@ def test_branch_window_keeps_first_and_newest_tokens_in_the_prefix_pool(tiny_mod
     DEMOTE_BATCH), the newest 16 or more in the prefix pool; every count adds up per pool."""
     from radixgen.runtime.kv_manager import DEMOTE_BATCH
 
-    eng = _engine(tiny_model_path, kv_prefix_dtype="fp8_e4m3", kv_branch_dtype="nvfp4", kv_branch_window="4,16")
+    eng = _engine(
+        tiny_model_path,
+        kv_prefix_dtype="fp8_e4m3",
+        kv_branch_dtype="nvfp4",
+        kv_branch_window="4,16",
+    )
     sched, cache = eng.scheduler, eng.scheduler.cache
     boundary = sched.runner.capacity[0]
     prompt = [31, 32, 33, 34, 35] * 4
-    out = eng.generate(input_ids=prompt, sampling_params={**GREEDY, "max_new_tokens": 48})["output_ids"]
+    out = eng.generate(input_ids=prompt, sampling_params={**GREEDY, "max_new_tokens": 48})[
+        "output_ids"
+    ]
     tiers = (cache.match_prefix(prompt + out).slots >= boundary).to(torch.int64).tolist()
-    gen = tiers[len(prompt):]  # the 47 generated tokens with KV (the last one has none)
-    assert tiers[:len(prompt)] == [0] * len(prompt) and gen[:4] == [0] * 4
-    assert gen[-16:] == [0] * 16 and set(gen[4:48 - 16 - DEMOTE_BATCH]) == {1}
+    gen = tiers[len(prompt) :]  # the 47 generated tokens with KV (the last one has none)
+    assert tiers[: len(prompt)] == [0] * len(prompt) and gen[:4] == [0] * 4
+    assert gen[-16:] == [0] * 16 and set(gen[4 : 48 - 16 - DEMOTE_BATCH]) == {1}
     assert sched.num_demoted == sum(gen)
     assert cache.total_size(0) + cache.total_size(1) == len(tiers)
     assert sched.runner.allocator.num_free(0) + cache.total_size(0) == sched.runner.capacity[0]
@@ -71,8 +83,10 @@ def test_window_wider_than_the_generation_equals_the_prefix_precision(tiny_model
     greedy tokens as FP8 KV everywhere."""
     prompts = [[5 + i, 17, 300, 4000 + i, 9] * 6 for i in range(3)]
     params = {**GREEDY, "max_new_tokens": 40}
-    run = lambda **kv: [r["output_ids"] for r in _engine(tiny_model_path, **kv).generate(
-        input_ids=prompts, sampling_params=params)]
+    run = lambda **kv: [
+        r["output_ids"]
+        for r in _engine(tiny_model_path, **kv).generate(input_ids=prompts, sampling_params=params)
+    ]
     fp8 = run(kv_cache_dtype="fp8_e4m3")
     wide = run(kv_prefix_dtype="fp8_e4m3", kv_branch_dtype="nvfp4", kv_branch_window="100,100")
     assert wide == fp8
@@ -84,8 +98,13 @@ def test_second_turn_whose_cached_branch_fills_the_branch_pool_finishes(tiny_mod
     cached prefix), the request reuses only the prefix-pool part of its cached prefix and
     recomputes the rest; eviction of the branch pool takes the cached turn below it. Both turns
     finish with all their tokens; nothing hangs."""
-    eng = _engine(tiny_model_path, kv_prefix_dtype="fp8_e4m3", kv_branch_dtype="nvfp4", kv_branch_window="none",
-                  kv_branch_fraction=0.006)
+    eng = _engine(
+        tiny_model_path,
+        kv_prefix_dtype="fp8_e4m3",
+        kv_branch_dtype="nvfp4",
+        kv_branch_window="none",
+        kv_branch_fraction=0.006,
+    )
     sched = eng.scheduler
     branch = sched.runner.capacity[1]
     assert 16 <= branch < 40, sched.runner.capacity
@@ -114,14 +133,19 @@ def test_alloc_positions_per_tier_and_empty(tiny_model_path):
     context is fully cached)."""
     from radixgen.runtime.request import Request
 
-    for kv in ({}, {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_branch_window": "2,3"}):
+    for kv in (
+        {},
+        {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_branch_window": "2,3"},
+    ):
         sched = _engine(tiny_model_path, **kv).scheduler
         req = Request("r", [5, 6, 7, 8], SamplingParams())
         req.output_ids = list(range(10, 20))  # 10 generated: indices 2..6 are outside the window
         empty = sched.kv.alloc_positions(req, 3, 0)
         assert empty is not None and len(empty) == 0
         slots = sched.kv.alloc_positions(req, 0, 14)
-        tiers = (slots >= sched.runner.capacity[0]).tolist() if sched.runner.mixed_kv else [False] * 14
+        tiers = (
+            (slots >= sched.runner.capacity[0]).tolist() if sched.runner.mixed_kv else [False] * 14
+        )
         expect = [False] * 6 + [True] * 5 + [False] * 3 if sched.runner.mixed_kv else [False] * 14
         assert tiers == expect and len(set(slots.tolist())) == 14
         sched.runner.allocator.free(slots)

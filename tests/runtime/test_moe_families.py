@@ -17,17 +17,45 @@ from tests.runtime.test_model_families import build_hf_model, copy_tokenizer, on
 
 MAX_NEW = 8
 PROMPT_LENS = (3, 5, 9, 12, 17, 20, 26, 31)
-TINY = dict(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-            vocab_size=49152, max_position_embeddings=256, initializer_range=0.2, rms_norm_eps=1e-5,
-            tie_word_embeddings=False)
+TINY = dict(
+    hidden_size=64,
+    intermediate_size=96,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    vocab_size=49152,
+    max_position_embeddings=256,
+    initializer_range=0.2,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=False,
+)
 FAMILIES = {
     "qwen3": ("Qwen3Config", dict(num_hidden_layers=2)),
-    "qwen3_moe": ("Qwen3MoeConfig", dict(num_hidden_layers=3, num_experts=8, num_experts_per_tok=2,
-                                         moe_intermediate_size=32, norm_topk_prob=True, mlp_only_layers=[1])),
-    "qwen2_moe": ("Qwen2MoeConfig", dict(num_hidden_layers=2, num_experts=4, num_experts_per_tok=2,
-                                         moe_intermediate_size=32, shared_expert_intermediate_size=48)),
-    "mixtral": ("MixtralConfig", dict(num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2,
-                                      intermediate_size=32)),
+    "qwen3_moe": (
+        "Qwen3MoeConfig",
+        dict(
+            num_hidden_layers=3,
+            num_experts=8,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            norm_topk_prob=True,
+            mlp_only_layers=[1],
+        ),
+    ),
+    "qwen2_moe": (
+        "Qwen2MoeConfig",
+        dict(
+            num_hidden_layers=2,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            shared_expert_intermediate_size=48,
+        ),
+    ),
+    "mixtral": (
+        "MixtralConfig",
+        dict(num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2, intermediate_size=32),
+    ),
 }
 GREEDY = {"max_new_tokens": MAX_NEW, "temperature": 0, "ignore_eos": True, "top_logprobs_num": 5}
 ENGINE = dict(dtype="float32", max_total_tokens=1024, max_running_requests=8)
@@ -39,8 +67,9 @@ def save_tiny_moe(folder, family: str, tokenizer_src, seed: int = 0):
     import transformers
 
     cls_name, overrides = FAMILIES[family]
-    config = getattr(transformers, cls_name)(**{**TINY, **overrides},
-                                             architectures=[cls_name.replace("Config", "ForCausalLM")])
+    config = getattr(transformers, cls_name)(
+        **{**TINY, **overrides}, architectures=[cls_name.replace("Config", "ForCausalLM")]
+    )
     model = build_hf_model(config, seed)
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -65,9 +94,16 @@ def family(request, tmp_path_factory, model_path):
     gen = torch.Generator().manual_seed(seed)
     prompts = [torch.randint(3, 49152, (n,), generator=gen).tolist() for n in PROMPT_LENS]
     with torch.no_grad():
-        ref = [hf.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
-                           max_new_tokens=MAX_NEW, do_sample=False, eos_token_id=None)[0, len(p):].tolist()
-               for p in prompts]
+        ref = [
+            hf.generate(
+                torch.tensor([p]),
+                attention_mask=torch.ones(1, len(p), dtype=torch.long),
+                max_new_tokens=MAX_NEW,
+                do_sample=False,
+                eos_token_id=None,
+            )[0, len(p) :].tolist()
+            for p in prompts
+        ]
     engine = Engine(str(folder), chunked_prefill_size=8, **ENGINE)
     results = engine.generate(input_ids=prompts, sampling_params=GREEDY)
     yield name, folder, prompts, ref, hf, engine, results
@@ -85,7 +121,9 @@ def test_first_token_logprobs_match_hf(family):
     for ids, result in zip(prompts, results):
         with torch.no_grad():
             ref = torch.log_softmax(hf(torch.tensor([ids])).logits[0, -1].float(), -1)
-        tokens, ours = zip(*[(int(t), lp) for t, lp in result["meta_info"]["output_top_logprobs"][0]])
+        tokens, ours = zip(
+            *[(int(t), lp) for t, lp in result["meta_info"]["output_top_logprobs"][0]]
+        )
         torch.testing.assert_close(torch.tensor(ours), ref[list(tokens)], atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(torch.tensor(ours), ref.topk(5).values, atol=1e-4, rtol=1e-4)
 
@@ -104,9 +142,15 @@ def test_unchunked_and_speculative_equal_chunked(family):
     with Engine(str(folder), **ENGINE) as unchunked:
         assert _ids(unchunked.generate(input_ids=prompts, sampling_params=GREEDY)) == ref
     # the model drafting for itself: tree verification runs on every step
-    with Engine(str(folder), speculative_algorithm="draft", speculative_draft_model_path=str(folder),
-                speculative_num_draft_tokens=4, speculative_depth=3, speculative_draft_max_total_tokens=1024,
-                **ENGINE) as spec:
+    with Engine(
+        str(folder),
+        speculative_algorithm="draft",
+        speculative_draft_model_path=str(folder),
+        speculative_num_draft_tokens=4,
+        speculative_depth=3,
+        speculative_draft_max_total_tokens=1024,
+        **ENGINE,
+    ) as spec:
         plain = {k: v for k, v in GREEDY.items() if k != "top_logprobs_num"}  # logprobs: no drafts
         outs = spec.generate(input_ids=prompts, sampling_params=plain)
         assert _ids(outs) == ref
@@ -122,7 +166,9 @@ def test_dummy_loader_knows_every_checkpoint_name(family):
     with safe_open(str(folder / "model.safetensors"), "pt") as f:
         saved = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
     assert param_shapes(arch) == saved, name
-    assert param_bytes(arch, torch.float32) == sum(4 * torch.Size(s).numel() for s in saved.values())
+    assert param_bytes(arch, torch.float32) == sum(
+        4 * torch.Size(s).numel() for s in saved.values()
+    )
     assert len(hf_shapes) > 0
     with Engine(str(folder), load_format="dummy", **ENGINE) as dummy:
         out = dummy.generate(input_ids=prompts[0], sampling_params=GREEDY)
@@ -131,25 +177,56 @@ def test_dummy_loader_knows_every_checkpoint_name(family):
 
 def test_json_schema_request_on_moe_model(tmp_path, model_path):
     save_tiny_moe(tmp_path, "qwen3_moe", model_path)
-    schema = {"type": "object", "required": ["name", "tags"], "additionalProperties": False,
-              "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"enum": ["a", "b"]}}}}
+    schema = {
+        "type": "object",
+        "required": ["name", "tags"],
+        "additionalProperties": False,
+        "properties": {
+            "name": {"type": "string"},
+            "tags": {"type": "array", "items": {"enum": ["a", "b"]}},
+        },
+    }
     with Engine(str(tmp_path), **ENGINE) as engine:
-        out = engine.generate(input_ids=[5, 6, 7], sampling_params={
-            "max_new_tokens": 30, "temperature": 1.0, "seed": 1, "json_schema": json.dumps(schema)})
+        out = engine.generate(
+            input_ids=[5, 6, 7],
+            sampling_params={
+                "max_new_tokens": 30,
+                "temperature": 1.0,
+                "seed": 1,
+                "json_schema": json.dumps(schema),
+            },
+        )
     jsonschema.validate(json.loads(out["text"]), schema)
 
 
-QWEN3_30B_A3B = {"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 2048, "intermediate_size": 6144,
-                 "moe_intermediate_size": 768, "num_hidden_layers": 48, "num_attention_heads": 32,
-                 "num_key_value_heads": 4, "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8,
-                 "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": [],
-                 "vocab_size": 151936, "tie_word_embeddings": False, "max_position_embeddings": 40960,
-                 "rope_theta": 1e6, "rms_norm_eps": 1e-6, "torch_dtype": "bfloat16"}
+QWEN3_30B_A3B = {
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "hidden_size": 2048,
+    "intermediate_size": 6144,
+    "moe_intermediate_size": 768,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "norm_topk_prob": True,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "vocab_size": 151936,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 40960,
+    "rope_theta": 1e6,
+    "rms_norm_eps": 1e-6,
+    "torch_dtype": "bfloat16",
+}
 
 
 def test_qwen3_30b_a3b_shape_counts_its_parameters():
     """The GPU benchmark builds this shape from its config alone: 30.5B parameters, 3.3B active."""
     arch = ModelArch.from_config(QWEN3_30B_A3B)
-    assert arch.moe is not None and arch.moe.top_k == 8 and arch.qk_norm and not arch.moe.dense_layers
+    assert (
+        arch.moe is not None and arch.moe.top_k == 8 and arch.qk_norm and not arch.moe.dense_layers
+    )
     total = param_bytes(arch, torch.bfloat16) / 2
     assert 30.0e9 < total < 31.0e9, total

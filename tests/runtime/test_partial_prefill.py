@@ -7,7 +7,12 @@ from radixgen.core import SamplingParams
 from radixgen.runtime.engine import Engine
 from radixgen.runtime.messages import GenerateReq
 
-OPTIONS = {"load_format": "dummy", "dtype": "float32", "chunked_prefill_size": 64, "max_total_tokens": 4096}
+OPTIONS = {
+    "load_format": "dummy",
+    "dtype": "float32",
+    "chunked_prefill_size": 64,
+    "max_total_tokens": 4096,
+}
 GREEDY = {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True}
 LONG = {"long-a": list(range(1000, 1400)), "long-b": list(range(3000, 3260))}
 SHORT = {f"short-{i}": [5000 + 37 * i + j for j in range(12)] for i in range(3)}
@@ -35,7 +40,11 @@ def test_short_requests_overtake_long_prefills_and_outputs_match(tiny_model_path
                 first_token_step.setdefault(out.rid, steps)
         after = {r.rid: r.kv_len for r in sched.chunked + sched.running}
         long_mid = [rid for rid in LONG if rid in before and before[rid] < len(LONG[rid])]
-        assert all(after.get(rid, len(LONG[rid])) > before[rid] for rid in long_mid), (steps, before, after)
+        assert all(after.get(rid, len(LONG[rid])) > before[rid] for rid in long_mid), (
+            steps,
+            before,
+            after,
+        )
         steps += 1
     long_done = min(first_token_step[rid] for rid in LONG)
     for arrival, rid in zip((2, 4, 5), SHORT):
@@ -43,4 +52,6 @@ def test_short_requests_overtake_long_prefills_and_outputs_match(tiny_model_path
         assert first_token_step[rid] < long_done
     alone = Engine(str(tiny_model_path), **OPTIONS)
     for rid, ids in {**LONG, **SHORT}.items():
-        assert tokens[rid] == alone.generate(input_ids=ids, sampling_params=GREEDY)["output_ids"], rid
+        assert tokens[rid] == alone.generate(input_ids=ids, sampling_params=GREEDY)["output_ids"], (
+            rid
+        )

@@ -25,7 +25,9 @@ class FakeKV:
         return 0
 
     def fits(self, prompt_tokens: int, generated_tokens: int) -> bool:
-        return prompt_tokens + generated_tokens <= self.capacity - sum(r.kv_len for r in self.admitted)
+        return prompt_tokens + generated_tokens <= self.capacity - sum(
+            r.kv_len for r in self.admitted
+        )
 
     def admit(self, req: Request) -> bool:
         req.row, req.kv_len = next(self.rows), 0
@@ -76,7 +78,11 @@ def test_defaults_per_device_and_validation():
     assert _planner(long_prefill_token_threshold=77).long_threshold == 77
     with pytest.raises(ValueError, match="max_long_partial_prefills"):
         SchedulerConfig(max_num_partial_prefills=1, max_long_partial_prefills=2)
-    for bad in ({"max_num_partial_prefills": 0}, {"long_prefill_token_threshold": 0}, {"max_step_ms": -1}):
+    for bad in (
+        {"max_num_partial_prefills": 0},
+        {"long_prefill_token_threshold": 0},
+        {"max_step_ms": -1},
+    ):
         with pytest.raises(ValueError):
             SchedulerConfig(**bad)
 
@@ -113,13 +119,23 @@ def test_long_prompts_progress_under_a_stream_of_short_ones():
         assert long.kv_len - before >= min(MIN_LONG_CHUNK, long.prefill_len - before), got
         assert sum(got.values()) <= 256
         steps += 1
-    assert steps <= 1500 // MIN_LONG_CHUNK + 1  # it shares the kept half with short prompts left mid-prefill
+    assert (
+        steps <= 1500 // MIN_LONG_CHUNK + 1
+    )  # it shares the kept half with short prompts left mid-prefill
 
 
 def test_long_prompt_limit_lets_short_ones_pass():
-    planner = _planner(chunked_prefill_size=512, long_prefill_token_threshold=100,
-                       max_num_partial_prefills=3, max_long_partial_prefills=2)
-    waiting, running, chunked = [_req(f"long{i}", 900) for i in range(3)] + [_req("short", 50)], [], []
+    planner = _planner(
+        chunked_prefill_size=512,
+        long_prefill_token_threshold=100,
+        max_num_partial_prefills=3,
+        max_long_partial_prefills=2,
+    )
+    waiting, running, chunked = (
+        [_req(f"long{i}", 900) for i in range(3)] + [_req("short", 50)],
+        [],
+        [],
+    )
     got = _step(planner, waiting, running, chunked)
     assert got == {"short": 50, "long0": 100, "long1": 100}
     assert [r.rid for r in waiting] == ["long2"]
@@ -128,8 +144,12 @@ def test_long_prompt_limit_lets_short_ones_pass():
 def test_partial_limit_one_keeps_one_chunked_prompt_at_a_time():
     """max_num_partial_prefills=1 with no long prompts: the chunked prompt continues with the
     whole budget, another one waits for its last chunk (one chunked prompt at a time)."""
-    planner = _planner(chunked_prefill_size=64, long_prefill_token_threshold=1 << 20,
-                       max_num_partial_prefills=1, max_long_partial_prefills=1)
+    planner = _planner(
+        chunked_prefill_size=64,
+        long_prefill_token_threshold=1 << 20,
+        max_num_partial_prefills=1,
+        max_long_partial_prefills=1,
+    )
     waiting, running, chunked = [_req("a", 100), _req("b", 100)], [], []
     assert _step(planner, waiting, running, chunked) == {"a": 64}
     assert _step(planner, waiting, running, chunked) == {"a": 36, "b": 28}
@@ -140,8 +160,12 @@ def test_partial_limit_one_keeps_one_chunked_prompt_at_a_time():
 def test_short_prompt_that_would_stay_partial_needs_a_free_slot():
     """With one partial slot, held by a long prompt: a short prompt that fits the short
     budget whole is prefilled, one that would stay mid-prefill waits."""
-    planner = _planner(chunked_prefill_size=64, long_prefill_token_threshold=50, max_num_partial_prefills=1,
-                       max_long_partial_prefills=1)
+    planner = _planner(
+        chunked_prefill_size=64,
+        long_prefill_token_threshold=50,
+        max_num_partial_prefills=1,
+        max_long_partial_prefills=1,
+    )
     waiting, running, chunked = [_req("long", 200)], [], []
     assert _step(planner, waiting, running, chunked) == {"long": 50}
     waiting += [_req("s40", 40), _req("s20", 20)]  # the short budget: 64 - the long's floor (32)
@@ -170,7 +194,15 @@ def _true_seconds(shape: StepShape) -> float:
 def test_step_cost_model_learns_the_device():
     model = StepCostModel()
     shapes = []
-    for ext, prefix in [(100, 0), (400, 0), (200, 3000), (50, 9000), (300, 500), (120, 6000), (80, 20)]:
+    for ext, prefix in [
+        (100, 0),
+        (400, 0),
+        (200, 3000),
+        (50, 9000),
+        (300, 500),
+        (120, 6000),
+        (80, 20),
+    ]:
         shape = StepShape()
         shape.add_prefill(prefix, ext)
         shape.add_decode(700, rows=3)

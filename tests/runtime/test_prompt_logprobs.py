@@ -30,7 +30,12 @@ def hf_logprobs(model_path, prompts):
 
 
 def _params(start: int, max_new: int = 1) -> dict:
-    return {"max_new_tokens": max_new, "temperature": 0, "return_logprob": True, "logprob_start_len": start}
+    return {
+        "max_new_tokens": max_new,
+        "temperature": 0,
+        "return_logprob": True,
+        "logprob_start_len": start,
+    }
 
 
 def _check(result, ids, ref, start):
@@ -39,7 +44,7 @@ def _check(result, ids, ref, start):
     if start == 0:
         assert got[0] is None  # the first prompt token has no logprob
         got = got[1:]
-    assert got == pytest.approx(ref[max(start, 1) - 1:], abs=2e-4)
+    assert got == pytest.approx(ref[max(start, 1) - 1 :], abs=2e-4)
 
 
 @pytest.mark.parametrize("chunk", [None, 7])

@@ -6,7 +6,9 @@ from radixgen.runtime.sampling import draw, filter_probs, sample
 
 
 def _req(seed=0, output=(), **params):
-    req = Request("r", [5, 6, 7], SamplingParams(**params), generator=torch.Generator().manual_seed(seed))
+    req = Request(
+        "r", [5, 6, 7], SamplingParams(**params), generator=torch.Generator().manual_seed(seed)
+    )
     req.output_ids = list(output)
     return req
 
@@ -37,7 +39,9 @@ def test_seeded_sampling_is_reproducible_and_follows_distribution():
     b = [sample(logits.clone(), [_req(seed=7, temperature=1.0)]).token_ids[0] for _ in range(1)]
     assert a == b
     req = _req(seed=1, temperature=1.0)
-    counts = torch.bincount(torch.tensor([sample(logits.clone(), [req]).token_ids[0] for _ in range(3000)]), minlength=3)
+    counts = torch.bincount(
+        torch.tensor([sample(logits.clone(), [req]).token_ids[0] for _ in range(3000)]), minlength=3
+    )
     assert torch.allclose(counts.float() / 3000, torch.tensor([0.6, 0.3, 0.1]), atol=0.04)
 
 
@@ -74,17 +78,34 @@ def test_engine_applies_every_sampling_option_end_to_end(tiny_model_path):
     from radixgen.runtime.engine import Engine
 
     engine = Engine(str(tiny_model_path), load_format="dummy", max_total_tokens=512)
-    params = {"max_new_tokens": 6, "temperature": 0.8, "top_p": 0.9, "top_k": 40, "min_p": 0.01,
-              "seed": 5, "repetition_penalty": 1.2, "frequency_penalty": 0.4,
-              "presence_penalty": 0.3, "ignore_eos": True, "top_logprobs_num": 2}
+    params = {
+        "max_new_tokens": 6,
+        "temperature": 0.8,
+        "top_p": 0.9,
+        "top_k": 40,
+        "min_p": 0.01,
+        "seed": 5,
+        "repetition_penalty": 1.2,
+        "frequency_penalty": 0.4,
+        "presence_penalty": 0.3,
+        "ignore_eos": True,
+        "top_logprobs_num": 2,
+    }
     first = engine.generate(input_ids=[11, 12, 13], sampling_params=params)
     again = engine.generate(input_ids=[11, 12, 13], sampling_params=params)
     assert len(first["output_ids"]) == 6 and first["output_ids"] == again["output_ids"]
     assert len(first["meta_info"]["output_top_logprobs"]) == 6
-    greedy = {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True,
-              "repetition_penalty": 1.5, "frequency_penalty": 1.0}
-    penalised = [engine.generate(input_ids=[11, 12, 13], sampling_params=greedy)["output_ids"]
-                 for _ in range(2)]
+    greedy = {
+        "max_new_tokens": 6,
+        "temperature": 0,
+        "ignore_eos": True,
+        "repetition_penalty": 1.5,
+        "frequency_penalty": 1.0,
+    }
+    penalised = [
+        engine.generate(input_ids=[11, 12, 13], sampling_params=greedy)["output_ids"]
+        for _ in range(2)
+    ]
     assert len(penalised[0]) == 6 and penalised[0] == penalised[1]
 
 
@@ -92,7 +113,14 @@ def test_batched_filters_equal_row_by_row():
     """filter_probs over a batch with per-row parameters equals filtering each row alone."""
     gen = torch.Generator().manual_seed(5)
     probs = torch.softmax(torch.randn(6, 300, generator=gen) * 3, -1)
-    params = [(0, 1.0, 0.0), (5, 1.0, 0.0), (0, 0.8, 0.0), (0, 1.0, 0.1), (20, 0.9, 0.05), (1, 0.5, 0.5)]
+    params = [
+        (0, 1.0, 0.0),
+        (5, 1.0, 0.0),
+        (0, 0.8, 0.0),
+        (0, 1.0, 0.1),
+        (20, 0.9, 0.05),
+        (1, 0.5, 0.5),
+    ]
     got = filter_probs(probs, *[list(c) for c in zip(*params)])
     for row, (k, p, m) in zip(range(6), params):
         want = filter_probs(probs[row], k, p, m)
@@ -103,10 +131,17 @@ def test_batched_filters_equal_row_by_row():
 def test_batched_sampling_draws_each_row_with_its_generator():
     """A batch of sampled requests draws what each request draws alone, from its own seed."""
     logits = torch.randn(4, 200, generator=torch.Generator().manual_seed(2))
-    specs = [dict(temperature=0.7, top_k=20), dict(temperature=1.3), dict(temperature=0),
-             dict(temperature=1.0, top_p=0.9, min_p=0.02)]
+    specs = [
+        dict(temperature=0.7, top_k=20),
+        dict(temperature=1.3),
+        dict(temperature=0),
+        dict(temperature=1.0, top_p=0.9, min_p=0.02),
+    ]
     together = sample(logits.clone(), [_req(seed=i, **s) for i, s in enumerate(specs)]).token_ids
-    alone = [sample(logits[i:i + 1].clone(), [_req(seed=i, **s)]).token_ids[0] for i, s in enumerate(specs)]
+    alone = [
+        sample(logits[i : i + 1].clone(), [_req(seed=i, **s)]).token_ids[0]
+        for i, s in enumerate(specs)
+    ]
     assert together == alone and together[2] == int(logits[2].argmax())
 
 

@@ -9,8 +9,12 @@ from radixgen.core import SamplingParams
 from radixgen.runtime.engine import Engine
 from radixgen.runtime.messages import GenerateReq
 from radixgen.runtime.request import Request
-from radixgen.runtime.schedule_policy import (IN_BATCH_SHARE_MIN_CPU, IN_BATCH_SHARE_MIN_GPU, in_batch_share_min,
-                                              shares_uncached_prefix)
+from radixgen.runtime.schedule_policy import (
+    IN_BATCH_SHARE_MIN_CPU,
+    IN_BATCH_SHARE_MIN_GPU,
+    in_batch_share_min,
+    shares_uncached_prefix,
+)
 
 
 def test_threshold_defaults_per_device_and_can_be_set():
@@ -33,11 +37,15 @@ def test_shares_uncached_prefix_counts_only_uncached_tokens():
 def _submit(engine: Engine, shared: list[int], max_new_tokens: int = 1) -> None:
     for i in range(3):
         params = SamplingParams(max_new_tokens=max_new_tokens)
-        engine.scheduler.handle(GenerateReq(rid=str(i), input_ids=shared + [500 + i, 600 + i], params=params))
+        engine.scheduler.handle(
+            GenerateReq(rid=str(i), input_ids=shared + [500 + i, 600 + i], params=params)
+        )
 
 
 @pytest.mark.parametrize("threshold, admitted_first", [(None, 1), (32, 3)])
-def test_requests_sharing_an_uncached_prefix_wait_a_step(tiny_model_path, threshold, admitted_first):
+def test_requests_sharing_an_uncached_prefix_wait_a_step(
+    tiny_model_path, threshold, admitted_first
+):
     """12 shared uncached tokens: with the CPU default (8) one request computes them and the
     two others read them from the cache a step later; with 32 all three compute them."""
     engine = Engine(str(tiny_model_path), load_format="dummy", in_batch_prefix_tokens=threshold)
@@ -57,8 +65,13 @@ def test_prompt_only_request_waits_for_any_shared_token(tiny_model_path):
     engine = Engine(str(tiny_model_path), load_format="dummy", in_batch_prefix_tokens=8)
     shared = [1000, 1001]
     for rid, tail, max_new in (("gen", 500, 1), ("pin", 600, 0)):
-        engine.scheduler.handle(GenerateReq(rid=rid, input_ids=shared + [tail, tail + 1],
-                                            params=SamplingParams(max_new_tokens=max_new)))
+        engine.scheduler.handle(
+            GenerateReq(
+                rid=rid,
+                input_ids=shared + [tail, tail + 1],
+                params=SamplingParams(max_new_tokens=max_new),
+            )
+        )
     outs = {o.rid: o for o in engine.scheduler.step()}
     assert set(outs) == {"gen"} and len(engine.scheduler.waiting) == 1
     while engine.scheduler.has_work:
@@ -90,21 +103,36 @@ def test_prefill_chunks_shrink_while_requests_decode(tiny_model_path):
     decodes, in chunks of mixed_chunk_size (its decode step waits for the chunk);
     max_prefill_tokens caps both. (The long-prompt threshold is raised to the chunk size: by
     default it would cap this prompt's share at half a chunk.)"""
-    engine = Engine(str(tiny_model_path), load_format="dummy", chunked_prefill_size=64, mixed_chunk_size=16,
-                    long_prefill_token_threshold=64)
+    engine = Engine(
+        str(tiny_model_path),
+        load_format="dummy",
+        chunked_prefill_size=64,
+        mixed_chunk_size=16,
+        long_prefill_token_threshold=64,
+    )
     sched = engine.scheduler
-    sched.handle(GenerateReq(rid="long", input_ids=list(range(1000, 1100)),
-                             params=SamplingParams(max_new_tokens=40, ignore_eos=True)))
+    sched.handle(
+        GenerateReq(
+            rid="long",
+            input_ids=list(range(1000, 1100)),
+            params=SamplingParams(max_new_tokens=40, ignore_eos=True),
+        )
+    )
     sched.step()
     assert sched.chunked[0].kv_len == 64  # nothing decodes yet: a full chunk
     while sched.chunked:
         sched.step()
-    sched.handle(GenerateReq(rid="new", input_ids=list(range(2000, 2050)),
-                             params=SamplingParams(max_new_tokens=1)))
+    sched.handle(
+        GenerateReq(
+            rid="new", input_ids=list(range(2000, 2050)), params=SamplingParams(max_new_tokens=1)
+        )
+    )
     lens = []
     while any(r.rid == "new" for r in sched.waiting + sched.chunked):
         sched.step()
         lens += [r.kv_len for r in sched.chunked if r.rid == "new"]
     assert lens == [16, 32, 48] and sched.running  # 16 tokens a step beside the decoding request
-    capped = Engine(str(tiny_model_path), load_format="dummy", chunked_prefill_size=64, max_prefill_tokens=8)
+    capped = Engine(
+        str(tiny_model_path), load_format="dummy", chunked_prefill_size=64, max_prefill_tokens=8
+    )
     assert capped.scheduler.chunk_size == capped.scheduler.mixed_chunk_size == 8

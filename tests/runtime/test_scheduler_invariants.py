@@ -15,8 +15,11 @@ from radixgen.runtime.messages import AbortReq, GenerateReq
 def _census(engine: Engine) -> None:
     sched = engine.scheduler
     runner, cache = sched.runner, sched.cache
-    owned = [runner.table.read(r.row, r.kv_len, r.tree_len)
-             for r in sched.running + sched.chunked if r.row is not None]
+    owned = [
+        runner.table.read(r.row, r.kv_len, r.tree_len)
+        for r in sched.running + sched.chunked
+        if r.row is not None
+    ]
     num_owned = sum(len(o) for o in owned)
     assert runner.allocator.num_free() + cache.total_size() + num_owned == runner.num_slots
     if runner.mixed_kv:
@@ -33,7 +36,7 @@ def _census(engine: Engine) -> None:
                 if window is None:
                     assert (slots[prompt:] >= boundary).all()
                 else:  # the window's first tokens stay in the prefix pool; older ones move lazily
-                    assert (slots[prompt:prompt + window[0]] < boundary).all()
+                    assert (slots[prompt : prompt + window[0]] < boundary).all()
     cache.check_integrity()
     everything = torch.cat([runner.allocator.free_slots(), cache.all_slots(), *owned])
     assert len(everything.unique()) == runner.num_slots, "a KV slot is in two places"
@@ -48,33 +51,57 @@ def _traffic(rng: random.Random, num: int, alphabet: int = 40000) -> list[Genera
     for i in range(num):
         head = system if rng.random() < 0.6 else []
         ids = head + [rng.randrange(100, 100 + alphabet) for _ in range(rng.randrange(1, 40))]
-        params = SamplingParams(max_new_tokens=rng.randrange(1, 24), ignore_eos=True,
-                                temperature=rng.choice([0.0, 0.8]), seed=i)
+        params = SamplingParams(
+            max_new_tokens=rng.randrange(1, 24),
+            ignore_eos=True,
+            temperature=rng.choice([0.0, 0.8]),
+            seed=i,
+        )
         if reqs and rng.random() < 0.4:  # a scoring prompt sharing a start with the one before
             base = reqs[-1].input_ids
-            keep = rng.randrange(1, len(base) + 1) if reqs[-1].params.max_new_tokens else len(base) - 1
-            ids = base[:keep] + [rng.randrange(100, 100 + alphabet) for _ in range(rng.randrange(1, 5))]
+            keep = (
+                rng.randrange(1, len(base) + 1) if reqs[-1].params.max_new_tokens else len(base) - 1
+            )
+            ids = base[:keep] + [
+                rng.randrange(100, 100 + alphabet) for _ in range(rng.randrange(1, 5))
+            ]
             params = SamplingParams(max_new_tokens=0, return_logprob=True, logprob_start_len=keep)
         reqs.append(GenerateReq(rid=str(i), input_ids=ids, params=params))
     return reqs
 
 
-MIXED = {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4", "kv_branch_fraction": 0.1,
-         "kv_branch_window": "none"}
+MIXED = {
+    "kv_prefix_dtype": "fp8_e4m3",
+    "kv_branch_dtype": "nvfp4",
+    "kv_branch_fraction": 0.1,
+    "kv_branch_window": "none",
+}
 WINDOW = {**MIXED, "kv_branch_window": "2,3"}  # short generations here: a small window moves tokens
 
 
 SPEC = {"speculative_algorithm": "radix", "speculative_num_draft_tokens": 6}
 
 
-@pytest.mark.parametrize("kv", [{"max_total_tokens": 160}, {"max_total_tokens": 48, **MIXED},
-                                {"max_total_tokens": 36, **WINDOW}, {"max_total_tokens": 160, **SPEC},
-                                {"max_total_tokens": 64, **WINDOW, **SPEC}],
-                         ids=["one-pool", "mixed", "mixed-window", "speculative", "mixed-window-speculative"])
+@pytest.mark.parametrize(
+    "kv",
+    [
+        {"max_total_tokens": 160},
+        {"max_total_tokens": 48, **MIXED},
+        {"max_total_tokens": 36, **WINDOW},
+        {"max_total_tokens": 160, **SPEC},
+        {"max_total_tokens": 64, **WINDOW, **SPEC},
+    ],
+    ids=["one-pool", "mixed", "mixed-window", "speculative", "mixed-window-speculative"],
+)
 def test_kv_invariant_holds_every_step(tiny_model_path, kv):
     rng = random.Random(0)
-    engine = Engine(str(tiny_model_path), load_format="dummy", chunked_prefill_size=32,
-                    max_running_requests=6, **kv)
+    engine = Engine(
+        str(tiny_model_path),
+        load_format="dummy",
+        chunked_prefill_size=32,
+        max_running_requests=6,
+        **kv,
+    )
     sched = engine.scheduler
     pending = _traffic(rng, 30, alphabet=8 if "speculative_algorithm" in kv else 40000)
     finished, steps = set(), 0

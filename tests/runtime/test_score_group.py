@@ -27,7 +27,7 @@ def test_trie_shares_trunk_and_branches():
     # each computes its prompt but the last token: the trunk is PREFIX[4:], then a trie of
     # [7, 8] (tail 3), [7, 8, 10] (tail 4) and [7] (tail 5): nodes 7, 8 under it, 10 under that
     assert group.trunk_len == len(PREFIX) - 4
-    assert group.token_ids[group.trunk_len:] == [7, 8, 10]
+    assert group.token_ids[group.trunk_len :] == [7, 8, 10]
     tree = group.tree_input(torch.arange(group.num_rows))
     mask = tree.mask
     for row, parent in enumerate(group.parents):  # a row sees exactly its ancestors and itself
@@ -50,8 +50,11 @@ def test_trie_rows_merge_equal_paths_only():
     assert group.num_rows == group.trunk_len + 2
 
 
-@pytest.mark.parametrize("kv", [{}, {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4"}],
-                         ids=["one-pool", "mixed"])
+@pytest.mark.parametrize(
+    "kv",
+    [{}, {"kv_prefix_dtype": "fp8_e4m3", "kv_branch_dtype": "nvfp4"}],
+    ids=["one-pool", "mixed"],
+)
 def test_scoring_batch_is_one_forward_equal_to_one_at_a_time(tiny_model_path, kv):
     engine = Engine(str(tiny_model_path), load_format="dummy", **kv)
     sched = engine.scheduler
@@ -65,7 +68,9 @@ def test_scoring_batch_is_one_forward_equal_to_one_at_a_time(tiny_model_path, kv
     assert all(o.finish["type"] == "length" for o in outs.values())
     # the leader's tokens came from the cache (4); the others reused the rows computed before them
     reused = [len(PREFIX) - 4, len(PREFIX) - 4, len(PREFIX) - 4 + 2, len(PREFIX) - 4 + 1]
-    assert [outs[str(i)].cached_tokens for i in range(len(prompts))] == [4] + [4 + r for r in reused]
+    assert [outs[str(i)].cached_tokens for i in range(len(prompts))] == [4] + [
+        4 + r for r in reused
+    ]
     for ids in prompts:  # every member's tokens but its last are cached, the trunk once
         assert sched.cache.match_prefix(ids, None).length == len(ids) - 1
     assert sched.cache.total_size() == len(PREFIX) + 3  # trunk + trie nodes 7, 8, 10
@@ -73,9 +78,19 @@ def test_scoring_batch_is_one_forward_equal_to_one_at_a_time(tiny_model_path, kv
     grouped = [outs[str(i)].input_logprobs for i in range(len(prompts))]
     for i, ids in enumerate(prompts):
         sched.cache.reset()
-        alone = engine.generate(input_ids=ids, sampling_params={
-            "max_new_tokens": 0, "return_logprob": True, "logprob_start_len": len(PREFIX)})
+        alone = engine.generate(
+            input_ids=ids,
+            sampling_params={
+                "max_new_tokens": 0,
+                "return_logprob": True,
+                "logprob_start_len": len(PREFIX),
+            },
+        )
         expected = alone["meta_info"]["input_token_logprobs"]
         assert len(grouped[i]) == len(expected) == len(TAILS[i])
-        assert torch.allclose(torch.tensor(grouped[i]), torch.tensor(expected), atol=1e-4), (i, grouped[i], expected)
+        assert torch.allclose(torch.tensor(grouped[i]), torch.tensor(expected), atol=1e-4), (
+            i,
+            grouped[i],
+            expected,
+        )
     engine.shutdown()

@@ -1,6 +1,6 @@
 import torch
 
-from radixgen.speculative import DraftModelDrafter, Drafter
+from radixgen.speculative import Drafter, DraftModelDrafter
 
 VOCAB = 8
 

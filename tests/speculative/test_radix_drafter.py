@@ -132,9 +132,9 @@ def test_index_keys_agree_between_bulk_and_incremental_adds():
         step.add(1, seq, stop - 1, stop)  # one end at a time, plain Python hashing
     for end in range(4, len(seq)):
         for n in (1, 2, 4):
-            found = [unpack(c)[1] for c in bulk.lookup(seq[end - n:end])]
+            found = [unpack(c)[1] for c in bulk.lookup(seq[end - n : end])]
             assert end in found
-            assert list(step.lookup(seq[end - n:end])) == list(bulk.lookup(seq[end - n:end]))
+            assert list(step.lookup(seq[end - n : end])) == list(bulk.lookup(seq[end - n : end]))
 
 
 def test_tuple_and_tensor_contexts():

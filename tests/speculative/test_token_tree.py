@@ -78,8 +78,11 @@ def test_merge_dedupes_identical_children():
     other = TokenTree.build([5, 7, 4, 8], [-1, 0, 1, -1])
     merged = TREE.merge(other)
     assert merged.num_nodes == 7  # only 5 -> 7 -> 4 is new
-    assert sorted(tuple(merged.id_list[i] for i in p) for p in merged.paths()) == \
-        [(5, 6, 1), (5, 7, 4), (8, 9)]
+    assert sorted(tuple(merged.id_list[i] for i in p) for p in merged.paths()) == [
+        (5, 6, 1),
+        (5, 7, 4),
+        (8, 9),
+    ]
     assert TREE.merge(TREE).num_nodes == TREE.num_nodes
 
 

@@ -1,7 +1,12 @@
 import torch
 
-from radixgen.speculative import (AcceptStats, TokenTree, verify_greedy, verify_greedy_batch,
-                                  verify_sampling)
+from radixgen.speculative import (
+    AcceptStats,
+    TokenTree,
+    verify_greedy,
+    verify_greedy_batch,
+    verify_sampling,
+)
 
 # root -> 0:3 -> 1:4 -> 2:5
 #      -> 3:6 -> 4:7
@@ -59,8 +64,9 @@ def test_sampling_never_emits_a_zero_probability_token():
 def test_greedy_batch_matches_one_by_one():
     other = TokenTree.chain([1, 2])
     logits_a, logits_b = _logits([6, 4, 9, 0, 7, 1]), _logits([1, 5, 0])
-    batch = verify_greedy_batch([TREE, other, TokenTree.empty()],
-                                torch.cat([logits_a, logits_b, _logits([4])]))
+    batch = verify_greedy_batch(
+        [TREE, other, TokenTree.empty()], torch.cat([logits_a, logits_b, _logits([4])])
+    )
     assert [r.token_ids for r in batch] == [[6, 7, 1], [1, 5], [4]]
     assert batch[0] == verify_greedy(TREE, logits_a)
 

@@ -9,8 +9,13 @@ at alpha = 0.001). Fixed seeds, so the test is deterministic; a biased acceptor 
 import pytest
 import torch
 
-from radixgen.speculative import (DraftModelDrafter, TokenTree, VerifyResult, prune_tree,
-                                  verify_sampling)
+from radixgen.speculative import (
+    DraftModelDrafter,
+    TokenTree,
+    VerifyResult,
+    prune_tree,
+    verify_sampling,
+)
 from tests.speculative.toy_matcher import DfaMatcher
 
 VOCAB, ROOT, RUNS = 8, 2, 600
@@ -68,11 +73,15 @@ def _emit_two(drafter, verify, gen: torch.Generator, masked: bool) -> tuple[int,
     return out[0], out[1]
 
 
-def _run(verify, temperature: float, masked: bool = False,
-         runs: int = RUNS) -> tuple[float, float]:
+def _run(verify, temperature: float, masked: bool = False, runs: int = RUNS) -> tuple[float, float]:
     gen = torch.Generator().manual_seed(1234)
-    draft = DraftModelDrafter(lambda ctxs: W_DRAFT[[c[-1] for c in ctxs]], branch=2, width=2,
-                              temperature=temperature, generator=gen)
+    draft = DraftModelDrafter(
+        lambda ctxs: W_DRAFT[[c[-1] for c in ctxs]],
+        branch=2,
+        width=2,
+        temperature=temperature,
+        generator=gen,
+    )
     pairs = [_emit_two(draft, verify, gen, masked) for _ in range(runs)]
     first, second = _expected(masked)
     return _chi2([a for a, _ in pairs], first), _chi2([b for _, b in pairs], second)

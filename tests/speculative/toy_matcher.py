@@ -59,7 +59,7 @@ class DfaMatcher:
             nxt = self.transitions.get(state, {})
             if len(nxt) != 1:
                 break
-            (token, state), = nxt.items()
+            ((token, state),) = nxt.items()
             out.append(token)
         return out
 

@@ -104,8 +104,10 @@ class Dfa:
         return frozenset(seen)
 
     def _step(self, config, atom: int) -> tuple:
-        behind = tuple(self._plain_closure([d for s in states for d in self._read(s, atom)]) | begun
-                       for states, begun in zip(config[1], self.behind_starts))
+        behind = tuple(
+            self._plain_closure([d for s in states for d in self._read(s, atom)]) | begun
+            for states, begun in zip(config[1], self.behind_starts)
+        )
         glob = (False, behind)
         threads = []
         for state, must_end, obligations in config[2]:
@@ -116,8 +118,9 @@ class Dfa:
                 continue
             kept, alive = set(), True
             for positive, final, ahead in obligations:
-                moved = self._ahead_closure(glob, [(d, False) for s, end in ahead if not end
-                                                   for d in self._read(s, atom)])
+                moved = self._ahead_closure(
+                    glob, [(d, False) for s, end in ahead if not end for d in self._read(s, atom)]
+                )
                 decided = _decide(positive, final, moved)
                 if decided == "dead":
                     alive = False
@@ -129,9 +132,14 @@ class Dfa:
         return self._config(glob, threads)
 
     def _accepts(self, config) -> bool:
-        return any(state == self.nfa.final and all(
-            any(s == final for s, _ in ahead) == positive for positive, final, ahead in obligations)
-            for state, _, obligations in config[2])
+        return any(
+            state == self.nfa.final
+            and all(
+                any(s == final for s, _ in ahead) == positive
+                for positive, final, ahead in obligations
+            )
+            for state, _, obligations in config[2]
+        )
 
     def minimal(self) -> tuple[list[dict], list[bool]]:
         """The minimal automaton of the states that can reach acceptance: (moves, accepting),
@@ -146,12 +154,19 @@ class Dfa:
                     live.add(i)
                     changed = True
         if 0 not in live:
-            raise LookaroundError("it matches no string that can be written out (JSON string contents "
-                                  "hold no control character, '\"' or '\\' unescaped)")
+            raise LookaroundError(
+                "it matches no string that can be written out (JSON string contents "
+                "hold no control character, '\"' or '\\' unescaped)"
+            )
         block = {i: int(self.accepting[i]) for i in live}
         while True:
-            keys = {i: (block[i], tuple(sorted((a, block[j]) for a, j in self.moves[i].items() if j in live)))
-                    for i in live}
+            keys = {
+                i: (
+                    block[i],
+                    tuple(sorted((a, block[j]) for a, j in self.moves[i].items() if j in live)),
+                )
+                for i in live
+            }
             names: dict = {}
             new = {i: names.setdefault(keys[i], len(names)) for i in sorted(live)}
             if len(names) == len(set(block.values())):
@@ -195,6 +210,7 @@ def _atoms(sets, universe: tuple) -> tuple[list[tuple], dict]:
         groups.setdefault(signature, []).append((lo, hi))
     atom_sets = [norm(v) for v in groups.values()]
     signatures = list(groups)
-    atoms_of = {s: frozenset(i for i, sig in enumerate(signatures) if sig[k]) for k, s in enumerate(sets)}
+    atoms_of = {
+        s: frozenset(i for i, sig in enumerate(signatures) if sig[k]) for k, s in enumerate(sets)
+    }
     return atom_sets, atoms_of
-

@@ -16,8 +16,17 @@ _NON_ASCII = ((0x80, MAX_CP),)
 _DIGIT = ((0x30, 0x39),)
 _WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
 # white space in both ECMA-262 and Python, and in either
-_SPACE_BOTH = ((0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
-               (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000))
+_SPACE_BOTH = (
+    (0x09, 0x0D),
+    (0x20, 0x20),
+    (0xA0, 0xA0),
+    (0x1680, 0x1680),
+    (0x2000, 0x200A),
+    (0x2028, 0x2029),
+    (0x202F, 0x202F),
+    (0x205F, 0x205F),
+    (0x3000, 0x3000),
+)
 _SPACE_EITHER = _SPACE_BOTH + ((0x1C, 0x1F), (0x85, 0x85), (0xFEFF, 0xFEFF))
 
 
@@ -45,8 +54,11 @@ def _category(name, positive: bool) -> tuple:
     either does (under a negation)."""
     negated = name in (C.CATEGORY_NOT_DIGIT, C.CATEGORY_NOT_WORD, C.CATEGORY_NOT_SPACE)
     if negated:
-        plain = {C.CATEGORY_NOT_DIGIT: C.CATEGORY_DIGIT, C.CATEGORY_NOT_WORD: C.CATEGORY_WORD,
-                 C.CATEGORY_NOT_SPACE: C.CATEGORY_SPACE}[name]
+        plain = {
+            C.CATEGORY_NOT_DIGIT: C.CATEGORY_DIGIT,
+            C.CATEGORY_NOT_WORD: C.CATEGORY_WORD,
+            C.CATEGORY_NOT_SPACE: C.CATEGORY_SPACE,
+        }[name]
         return _complement(_category(plain, not positive))
     if name == C.CATEGORY_DIGIT:
         return _DIGIT if positive else norm(_DIGIT + _NON_ASCII)
@@ -63,7 +75,9 @@ def _char_set(op, arg, positive: bool) -> tuple:
     if op == C.NOT_LITERAL:
         return _complement(((arg, arg),))
     if op == C.ANY:  # ECMA-262 leaves out \n \r U+2028 U+2029, Python \n alone
-        return _complement(((0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)) if positive else ((0x0A, 0x0A),))
+        return _complement(
+            ((0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)) if positive else ((0x0A, 0x0A),)
+        )
     if op == C.RANGE:
         return (arg,)
     if op == C.CATEGORY:
@@ -74,7 +88,6 @@ def _char_set(op, arg, positive: bool) -> tuple:
         members = norm([r for o, a in items for r in _char_set(o, a, positive != negate)])
         return _complement(members) if negate else members
     raise LookaroundError(f"unsupported class item {op}")
-
 
 
 # ---------------------------------------------------------------- the automaton
@@ -164,4 +177,3 @@ class Nfa:
             self._sequence(list(sub), positive, where, cur, nxt)
             cur = nxt
         self.edge(cur, ("e",), dst)
-

@@ -44,9 +44,15 @@ import threading
 import time
 from concurrent.futures import Future
 
-PROBE_MEMORY = 4 << 30  # bytes of address space the child may map (outlines-core's failed allocations abort)
-PROBE_SECONDS = 20.0  # at most, per regex; the largest schemas the index budget admits take a few seconds
-PROBE_BASE_SECONDS = 1.5  # per regex, plus PROBE_SECONDS_PER_CHAR per character (see the module doc)
+PROBE_MEMORY = (
+    4 << 30
+)  # bytes of address space the child may map (outlines-core's failed allocations abort)
+PROBE_SECONDS = (
+    20.0  # at most, per regex; the largest schemas the index budget admits take a few seconds
+)
+PROBE_BASE_SECONDS = (
+    1.5  # per regex, plus PROBE_SECONDS_PER_CHAR per character (see the module doc)
+)
 PROBE_SECONDS_PER_CHAR = 0.002
 _START_SECONDS = 30.0  # for the child to import outlines-core and say it is ready
 _HEADER = 8
@@ -82,7 +88,10 @@ class AutomatonProbe:
             self._stop()
 
     def _ask(self, request: tuple):
-        from radixgen.grammar.matcher import GrammarError, RegexTooLarge  # (not at the top: the child must not import torch)
+        from radixgen.grammar.matcher import (  # (not at the top: the child must not import torch)
+            GrammarError,
+            RegexTooLarge,
+        )
 
         seconds = self.seconds_for(request[0])
         with self._lock:
@@ -96,10 +105,14 @@ class AutomatonProbe:
                     raise
                 raise RegexTooLarge(
                     "constraint too large to compile: its automaton "
-                    + ("took more than %.1f s to build" % seconds if isinstance(exc, TimeoutError)
-                       else "needed more than %.1f GiB to build" % (self.memory / (1 << 30)))
+                    + (
+                        "took more than %.1f s to build" % seconds
+                        if isinstance(exc, TimeoutError)
+                        else "needed more than %.1f GiB to build" % (self.memory / (1 << 30))
+                    )
                     + " (regexes with ambiguous repeats, like `(a|b)*a(a|b){40}` or a pattern "
-                    "`^.*[a-z]+.*$` under a maxLength, have exponentially many states)") from None
+                    "`^.*[a-z]+.*$` under a maxLength, have exponentially many states)"
+                ) from None
         if status == "error":
             raise GrammarError(f"cannot compile regex: {value}")
         return value
@@ -107,8 +120,13 @@ class AutomatonProbe:
     def _start(self) -> subprocess.Popen:
         self._stop()
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-        self._child = _spawn([sys.executable, "-m", __name__, str(self.memory), str(os.getpid())], env)
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+        }
+        self._child = _spawn(
+            [sys.executable, "-m", __name__, str(self.memory), str(os.getpid())], env
+        )
         if _read(self._child.stdout, time.monotonic() + _START_SECONDS) != _READY:
             raise EOFError
         return self._child
@@ -144,7 +162,9 @@ def _spawn(args: list, env: dict) -> subprocess.Popen:
     global _spawner
     with _default_lock:
         if _spawner is None or not _spawner.is_alive():
-            _spawner = threading.Thread(target=_spawn_forever, name="automaton-probe-spawner", daemon=True)
+            _spawner = threading.Thread(
+                target=_spawn_forever, name="automaton-probe-spawner", daemon=True
+            )
             _spawner.start()
     done: Future = Future()
     _spawns.put((args, env, done))
@@ -155,7 +175,9 @@ def _spawn_forever() -> None:
     while True:
         args, env, done = _spawns.get()
         try:
-            done.set_result(subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+            done.set_result(
+                subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            )
         except BaseException as exc:  # (reaches the caller waiting on `done`)
             done.set_exception(exc)
 
@@ -168,8 +190,12 @@ def _write(pipe, data: bytes) -> None:
 def _read(pipe, deadline: float) -> bytes:
     """A length-prefixed message from `pipe`, or TimeoutError at `deadline`, EOFError when the
     writer is gone."""
+
     def exactly(n: int) -> bytes:
-        chunks, got = [], 0  # (joined once: adding each pipe-sized chunk to the rest copies it all again)
+        chunks, got = (
+            [],
+            0,
+        )  # (joined once: adding each pipe-sized chunk to the rest copies it all again)
         while got < n:
             if not select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))[0]:
                 raise TimeoutError
@@ -179,6 +205,7 @@ def _read(pipe, deadline: float) -> bytes:
             chunks.append(chunk)
             got += len(chunk)
         return b"".join(chunks)
+
     return exactly(int.from_bytes(exactly(_HEADER), "little"))
 
 
@@ -191,7 +218,10 @@ def _build(regex: str, extra_tokens: tuple, weights: list | None):
     tokens = {bytes([b]): [b] for b in range(256)}
     tokens.update({token: [256 + i] for i, token in enumerate(extra_tokens)})
     index = Index(regex, Vocabulary(256 + len(extra_tokens), tokens))
-    moves = {state: {b: nxt for b, nxt in out.items() if b < 256} for state, out in index.get_transitions().items()}
+    moves = {
+        state: {b: nxt for b, nxt in out.items() if b < 256}
+        for state, out in index.get_transitions().items()
+    }
     if weights is not None:
         return sum(weights[b] for out in moves.values() for b in out)
     return index.get_initial_state(), frozenset(index.get_final_states()), moves
@@ -201,6 +231,7 @@ def _die_with_parent(parent: int) -> None:
     """Exit when the process that started this one is gone (see the module doc)."""
     try:
         import ctypes
+
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
@@ -212,14 +243,17 @@ def _die_with_parent(parent: int) -> None:
         while os.getppid() == parent:
             time.sleep(0.5)
         os._exit(1)
+
     threading.Thread(target=watch, daemon=True).start()
 
 
 def _serve(memory: int, parent: int) -> None:
     _die_with_parent(parent)
     import outlines_core  # noqa: F401  (before `ready`: its import is start-up, not a regex's time)
+
     try:
         import resource
+
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     except (ImportError, ValueError, OSError):
         pass  # no address-space limit here (macOS): the time limit still holds

@@ -20,8 +20,12 @@ def write_out(moves: list[dict], accepting: list[bool], atom_sets: list) -> str:
 
     def put(a: int, b: int, r: "_Re") -> None:
         merged = succ[a][b].alt(r) if b in succ[a] else r
-        if len(merged.text) > MAX_TEXT:  # (every state is live: an edge's text ends up in the result)
-            raise LookaroundError(f"written out without lookarounds it is over {MAX_TEXT} characters long")
+        if (
+            len(merged.text) > MAX_TEXT
+        ):  # (every state is live: an edge's text ends up in the result)
+            raise LookaroundError(
+                f"written out without lookarounds it is over {MAX_TEXT} characters long"
+            )
         succ[a][b] = merged
         pred[b].add(a)
 
@@ -58,7 +62,9 @@ def _weight(k: int, succ: dict, pred: dict) -> int:
     ins = [len(succ[a][k].text) for a in pred[k] if a != k]
     outs = [len(r.text) for b, r in succ[k].items() if b != k]
     loop = len(succ[k][k].text) if k in succ[k] else 0
-    return sum(ins) * (len(outs) - 1) + sum(outs) * (len(ins) - 1) + loop * (len(ins) * len(outs) - 1)
+    return (
+        sum(ins) * (len(outs) - 1) + sum(outs) * (len(ins) - 1) + loop * (len(ins) * len(outs) - 1)
+    )
 
 
 class _Re:
@@ -68,13 +74,19 @@ class _Re:
     def __init__(self, kind: str, text: str, depth: int = 0):
         self.kind, self.text, self.depth = kind, text, depth
         if depth > MAX_DEPTH:
-            raise LookaroundError(f"written out without lookarounds its groups nest more than {MAX_DEPTH} deep")
+            raise LookaroundError(
+                f"written out without lookarounds its groups nest more than {MAX_DEPTH} deep"
+            )
 
     def _quantifiable(self) -> tuple[str, int]:
-        return (self.text, self.depth) if self.kind == "atom" else (f"(?:{self.text})", self.depth + 1)
+        return (
+            (self.text, self.depth) if self.kind == "atom" else (f"(?:{self.text})", self.depth + 1)
+        )
 
     def _concatenable(self) -> tuple[str, int]:
-        return (f"(?:{self.text})", self.depth + 1) if self.kind == "alt" else (self.text, self.depth)
+        return (
+            (f"(?:{self.text})", self.depth + 1) if self.kind == "alt" else (self.text, self.depth)
+        )
 
     def star(self) -> "_Re":
         if self.kind == "eps":
@@ -117,6 +129,7 @@ def _char_text(code: int) -> str:
 def _class_text(ranges: tuple) -> str:
     if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
         return _char_text(ranges[0][0])
-    parts = [_char_text(lo) if lo == hi else f"{_char_text(lo)}-{_char_text(hi)}" for lo, hi in ranges]
+    parts = [
+        _char_text(lo) if lo == hi else f"{_char_text(lo)}-{_char_text(hi)}" for lo, hi in ranges
+    ]
     return "[" + "".join(parts) + "]"
-

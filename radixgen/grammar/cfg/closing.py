@@ -38,10 +38,10 @@ from collections import deque
 
 import numpy as np
 
-from radixgen.grammar.cfg.vocabulary_index import pack_ids
 from radixgen.grammar.cfg.items import StackCompletions
 from radixgen.grammar.cfg.lexer import FRESH
 from radixgen.grammar.cfg.search_budget import OutOfBudget, SizedMemo, WorkBudget
+from radixgen.grammar.cfg.vocabulary_index import pack_ids
 
 WINDOW = 16  # plan length + WINDOW >= budget: narrow the row
 _SEARCH_LIMIT = 20_000  # stacks a Dijkstra may expand before giving up (no narrowing then)
@@ -53,8 +53,12 @@ _NARROW_UNITS = 100_000_000
 _MEMO_WEIGHT = 4_000_000  # stack states (and tokens) each memo may hold, ~32 MB
 _OUTCOMES_LIMIT = 256  # lexer states whose vocabulary outcomes are kept (~100 KB each)
 # spelling preference: letters, digits, a space, punctuation, then any byte
-_BYTE_ORDER = (list(range(ord("a"), ord("z") + 1)) + list(range(ord("0"), ord("9") + 1)) + [ord(" ")]
-               + [b for b in range(33, 127) if not chr(b).isalnum()])
+_BYTE_ORDER = (
+    list(range(ord("a"), ord("z") + 1))
+    + list(range(ord("0"), ord("9") + 1))
+    + [ord(" ")]
+    + [b for b in range(33, 127) if not chr(b).isalnum()]
+)
 _BYTE_ORDER += [b for b in range(256) if b not in set(_BYTE_ORDER)]
 _MISS = object()
 logger = logging.getLogger(__name__)
@@ -74,14 +78,27 @@ class Closer:
             for t, s in self.suffixes(start).items():
                 if s and (t not in self.spelling or len(s) < len(self.spelling[t])):
                     self.spelling[t] = s
-        self.separator = next((s for t, s in sorted(self.spelling.items(), key=lambda x: len(x[1]))
-                               if t in lexer.ignored and s.strip() == b""), b"")
+        self.separator = next(
+            (
+                s
+                for t, s in sorted(self.spelling.items(), key=lambda x: len(x[1]))
+                if t in lexer.ignored and s.strip() == b""
+            ),
+            b"",
+        )
         self._cost = {t: len(s) + len(self.separator) for t, s in self.spelling.items()}
         conf = grammar.lark.parser.parser_conf
-        self.completions = StackCompletions(conf.rules, self.parser, conf.start[0], self._cost,
-                                            getattr(grammar.lark.parser, "kernels", None))
+        self.completions = StackCompletions(
+            conf.rules,
+            self.parser,
+            conf.start[0],
+            self._cost,
+            getattr(grammar.lark.parser, "kernels", None),
+        )
         self._pieces, self._prefixes = _vocabulary_pieces(grammar.info)
-        self._ends = SizedMemo(_MEMO_WEIGHT)  # stack -> terminal names to feed to reach $END, or None
+        self._ends = SizedMemo(
+            _MEMO_WEIGHT
+        )  # stack -> terminal names to feed to reach $END, or None
         self._plans = SizedMemo(_MEMO_WEIGHT)  # (q, stack) -> token ids, or None
         self._budget: WorkBudget | None = None  # the current narrow's, shared by its searches
         self._gave_up = False  # (a narrow ran out of budget: logged once)
@@ -194,8 +211,10 @@ class Closer:
         """Greedy longest pieces of `text` that the grammar accepts in turn (None: none fits)."""
         g, ids, pos, pieces, prefixes = self.grammar, [], 0, self._pieces, self._prefixes
         while pos < len(text):
-            end = pos + 1  # (only as far as some piece starts with the text: a few bytes, not the longest piece)
-            while end < len(text) and text[pos:end + 1] in prefixes:
+            end = (
+                pos + 1
+            )  # (only as far as some piece starts with the text: a few bytes, not the longest piece)
+            while end < len(text) and text[pos : end + 1] in prefixes:
                 end += 1
             for end in range(end, pos, -1):
                 tid = pieces.get(text[pos:end])
@@ -219,8 +238,10 @@ class Closer:
         except (OutOfBudget, RecursionError):
             if not self._gave_up:
                 self._gave_up = True
-                logger.warning("grammar: the shortest completions of a state took more than their "
-                               "search budget; rows from such states are not narrowed to max_new_tokens")
+                logger.warning(
+                    "grammar: the shortest completions of a state took more than their "
+                    "search budget; rows from such states are not narrowed to max_new_tokens"
+                )
             return None
         finally:
             self._budget = None

@@ -11,7 +11,9 @@ from array import array
 from radixgen.grammar.cfg.terminal_regex import ByteDfa, parse_regex
 
 _LENGTH_LIMITS = ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, 0x10FFFF))
-MAX_DFA_STATES = 20000  # (as cfg.lexer.MAX_LEXER_STATES: no lexer of a larger terminal could be built)
+MAX_DFA_STATES = (
+    20000  # (as cfg.lexer.MAX_LEXER_STATES: no lexer of a larger terminal could be built)
+)
 MAX_NFA_STATES = 100_000  # a counted repeat is unrolled: `"a"{100000}` stops here, not in memory
 # NFA states visited while determinizing (each DFA state reads its subset, each new closure is
 # built): the budget that refuses `(("a"?){50}){50}` (2,500 optional bytes: every subset holds
@@ -51,8 +53,10 @@ class _Nfa:
 
     def new(self) -> int:
         if len(self.edges) >= MAX_NFA_STATES:
-            raise ValueError("regex DFA is too large (its counted repeats unroll to more than "
-                             f"{MAX_NFA_STATES} states)")
+            raise ValueError(
+                "regex DFA is too large (its counted repeats unroll to more than "
+                f"{MAX_NFA_STATES} states)"
+            )
         self.edges.append([])
         self.eps.append([])
         return len(self.edges) - 1
@@ -118,8 +122,10 @@ def _determinize(nfa: _Nfa, final: int) -> tuple[list[list[int]], set[int]]:
         current = order[len(trans)]
         work += len(current)
         if work > MAX_SUBSET_WORK:
-            raise ValueError("regex DFA is too large (building it visits more than "
-                             f"{MAX_SUBSET_WORK} NFA states: nested or ambiguous optional repeats)")
+            raise ValueError(
+                "regex DFA is too large (building it visits more than "
+                f"{MAX_SUBSET_WORK} NFA states: nested or ambiguous optional repeats)"
+            )
         if final in current:
             accepting.add(len(trans))
         edges = [edge for s in current for edge in nfa.edges[s]]
@@ -140,7 +146,9 @@ def _determinize(nfa: _Nfa, final: int) -> tuple[list[list[int]], set[int]]:
                 target = ids[key] = len(order)
                 order.append(key)
             row[a:b] = [target] * (b - a)
-        trans.append(array("i", row))  # (1 KB a state, half a list's: MAX_DFA_STATES of them is 20 MB)
+        trans.append(
+            array("i", row)
+        )  # (1 KB a state, half a list's: MAX_DFA_STATES of them is 20 MB)
     return trans, accepting
 
 
@@ -167,7 +175,9 @@ def _minimize(trans: list[list[int]], accepting: set[int]) -> ByteDfa:
     rows: list[tuple[int, ...] | None] = [None] * len(remap)
     for i, s in enumerate(states):
         if rows[remap[block_of[i]]] is None:
-            rows[remap[block_of[i]]] = tuple(remap[block_of[index[t]]] if t in index else -1 for t in trans[s])
+            rows[remap[block_of[i]]] = tuple(
+                remap[block_of[index[t]]] if t in index else -1 for t in trans[s]
+            )
     final = frozenset(remap[block_of[index[s]]] for s in accepting if s in live)
     return ByteDfa(tuple(rows), final)
 

@@ -18,9 +18,22 @@ import re
 
 from radixgen.grammar.matcher import GrammarError
 
-_TOKEN = re.compile(r"""\s+|\#[^\n]*|(?P<name>[A-Za-z0-9_-]+)|(?P<define>::=)|(?P<str>"(?:[^"\\]|\\.)*")
-    |(?P<cls>\[(?:[^\]\\]|\\.)*\])|(?P<op>[()|*+?.])|(?P<rep>\{\s*\d+\s*(?:,\s*\d*\s*)?\})""", re.X)
-_ESC = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "]": "]", "[": "[", "-": "-", "^": "^"}
+_TOKEN = re.compile(
+    r"""\s+|\#[^\n]*|(?P<name>[A-Za-z0-9_-]+)|(?P<define>::=)|(?P<str>"(?:[^"\\]|\\.)*")
+    |(?P<cls>\[(?:[^\]\\]|\\.)*\])|(?P<op>[()|*+?.])|(?P<rep>\{\s*\d+\s*(?:,\s*\d*\s*)?\})""",
+    re.X,
+)
+_ESC = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "\\": "\\",
+    '"': '"',
+    "]": "]",
+    "[": "[",
+    "-": "-",
+    "^": "^",
+}
 
 
 def _lex(text: str) -> list[tuple[str, str, int]]:
@@ -28,7 +41,9 @@ def _lex(text: str) -> list[tuple[str, str, int]]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m:
-            raise GrammarError(f"GBNF syntax error at position {pos}: unexpected {text[pos:pos + 10]!r}")
+            raise GrammarError(
+                f"GBNF syntax error at position {pos}: unexpected {text[pos : pos + 10]!r}"
+            )
         if m.lastgroup:
             out.append((m.lastgroup, m.group(m.lastgroup), pos))
         pos = m.end()
@@ -44,10 +59,10 @@ def _unescape(body: str, pos: int) -> list[str]:
             chars.append(c)
             i += 1
             continue
-        e = body[i + 1:i + 2]
+        e = body[i + 1 : i + 2]
         width = {"x": 2, "u": 4, "U": 8}.get(e)
         if width:
-            chars.append(chr(int(body[i + 2:i + 2 + width], 16)))
+            chars.append(chr(int(body[i + 2 : i + 2 + width], 16)))
             i += 2 + width
         elif e in _ESC:
             chars.append(_ESC[e])
@@ -95,8 +110,11 @@ class _Parser:
         items = []
         while True:
             kind, value, _ = self.peek()
-            if kind == "eof" or (kind == "op" and value in "|)") or \
-                    (kind == "name" and self.peek(1)[0] == "define"):
+            if (
+                kind == "eof"
+                or (kind == "op" and value in "|)")
+                or (kind == "name" and self.peek(1)[0] == "define")
+            ):
                 return ("seq", items)
             items.append(self.postfix(self.atom()))
 
@@ -166,6 +184,7 @@ def _check_refs(rules: dict[str, tuple]) -> None:
             raise GrammarError(f"GBNF error at position {node[2]}: undefined rule {node[1]!r}")
         for child in _children(node):
             walk(child)
+
     for ast in rules.values():
         walk(ast)
 
@@ -179,4 +198,5 @@ def _children(node: tuple) -> list[tuple]:
 def ebnf_to_lark(text: str) -> str:
     """A Lark grammar (start rule `start`) equivalent to a GBNF grammar (root rule `root`)."""
     from radixgen.grammar.cfg.gbnf import LarkEmitter
+
     return LarkEmitter(parse_gbnf(text)).emit()

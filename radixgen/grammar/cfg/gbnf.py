@@ -96,12 +96,20 @@ class LarkEmitter:
     def regex(self, node: tuple) -> str:
         kind = node[0]
         if kind == "lit":
-            return "".join(c if c.isascii() and c.isalnum() else
-                           "\\" + c if 32 < ord(c) < 127 and c != "/" else _cp_escape(c) for c in node[1])
+            return "".join(
+                c
+                if c.isascii() and c.isalnum()
+                else "\\" + c
+                if 32 < ord(c) < 127 and c != "/"
+                else _cp_escape(c)
+                for c in node[1]
+            )
         if kind == "any":
             return "(?s:.)"
         if kind == "cls":
-            body = "".join(_cp_escape(a) if a == b else f"{_cp_escape(a)}-{_cp_escape(b)}" for a, b in node[2])
+            body = "".join(
+                _cp_escape(a) if a == b else f"{_cp_escape(a)}-{_cp_escape(b)}" for a, b in node[2]
+            )
             return f"[{'^' if node[1] else ''}{body}]"
         if kind == "seq":
             return "".join(f"(?:{self.regex(c)})" for c in node[1])
@@ -132,7 +140,9 @@ class LarkEmitter:
         return all(self.is_regular(r) for r in self._refs(node))
 
     def _only_literals(self, node: tuple) -> bool:
-        return node[0] == "lit" or (node[0] in ("alt", "seq") and all(map(self._only_literals, node[1])))
+        return node[0] == "lit" or (
+            node[0] in ("alt", "seq") and all(map(self._only_literals, node[1]))
+        )
 
     def _sequence(self, items: list[tuple]) -> str:
         """Maximal runs of regular items become one terminal each (so the lexer sees words,

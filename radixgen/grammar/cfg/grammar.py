@@ -53,14 +53,18 @@ from lark.exceptions import LarkError
 from radixgen.core import Constraint
 from radixgen.grammar.cfg.closing import Closer
 from radixgen.grammar.cfg.language import check_finite_string
-from radixgen.grammar.cfg.vocabulary_index import (
-    SeqTrie, VocabLexer, ids_of, pack_ids, partial_allowed,
-)
 from radixgen.grammar.cfg.lexer import DEAD, FRESH, LexerDfa
 from radixgen.grammar.cfg.parser import LalrTables, Stack
-from radixgen.grammar.unique.guarded_matcher import GuardedMatcher
+from radixgen.grammar.cfg.vocabulary_index import (
+    SeqTrie,
+    VocabLexer,
+    ids_of,
+    pack_ids,
+    partial_allowed,
+)
 from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.tokenizer_info import TokenizerInfo
+from radixgen.grammar.unique.guarded_matcher import GuardedMatcher
 
 _MASK_CACHE_LIMIT = 8192
 _MASK_KEY_STATES = 2_000_000  # stack states _masks' keys may hold together (~16 MB)
@@ -92,14 +96,16 @@ def build_lark(text: str, cache: bool = False) -> Lark:
         raise GrammarError(f"invalid lark grammar: {exc}") from None
 
 
-def compile_cfg(constraint: Constraint, tokenizer_info: TokenizerInfo,
-                precompute: bool = True) -> "CfgGrammar":
+def compile_cfg(
+    constraint: Constraint, tokenizer_info: TokenizerInfo, precompute: bool = True
+) -> "CfgGrammar":
     """Compile a `lark` (text or shipped name) or `ebnf` constraint for one tokenizer.
     `precompute`: index the vocabulary from every lexer state now (seconds for SQL), so that no
     mask ever waits for an index; False builds them lazily on first use (tests)."""
     shipped = None
     if constraint.kind == "ebnf":
         from radixgen.grammar.cfg.ebnf import ebnf_to_lark
+
         text = ebnf_to_lark(constraint.spec)
     elif constraint.kind == "lark":
         spec = constraint.spec.strip()
@@ -118,13 +124,16 @@ def compile_cfg(constraint: Constraint, tokenizer_info: TokenizerInfo,
 class CfgGrammar:
     """The compiled, shareable grammar: lexer DFA, LALR tables, vocabulary index and caches."""
 
-    def __init__(self, lark: Lark, info: TokenizerInfo, lexer: LexerDfa | None = None, guard=None) -> None:
+    def __init__(
+        self, lark: Lark, info: TokenizerInfo, lexer: LexerDfa | None = None, guard=None
+    ) -> None:
         """`lexer`: the grammar's own (json_grammar.cfg's JSON tokens); by default Lark's terminals'.
         `guard`: a UniqueGuard beside the grammar (json_grammar.cfg: a JSON Schema that needs one)."""
         self.guard = guard
         try:
-            self.lexer = lexer or LexerDfa(lark.terminals, list(lark.lexer_conf.ignore),
-                                           lark.lexer_conf.g_regex_flags)
+            self.lexer = lexer or LexerDfa(
+                lark.terminals, list(lark.lexer_conf.ignore), lark.lexer_conf.g_regex_flags
+            )
         except ValueError as exc:
             raise GrammarError(str(exc)) from None
         conf = lark.parser.parser_conf
@@ -133,8 +142,9 @@ class CfgGrammar:
         self.parser = LalrTables(lark)
         self.info = info
         self.num_words = (info.vocab_size + 31) // 32
-        self.vocab = VocabLexer(self.lexer, info.token_bytes, info.special_ids | set(info.eos_ids),
-                                self.num_words)
+        self.vocab = VocabLexer(
+            self.lexer, info.token_bytes, info.special_ids | set(info.eos_ids), self.num_words
+        )
         self.eos_ids = frozenset(info.eos_ids)
         self._tries: dict[int, SeqTrie] = {}
         self._masks: dict[tuple[int, Stack], MaskEntry] = {}
@@ -177,8 +187,10 @@ class CfgGrammar:
         if entry is None:
             entry = self._compute_mask(q, stack)
             # bounded in entries and in the stack states their keys hold (deep outputs' stacks)
-            while self._masks and (len(self._masks) >= _MASK_CACHE_LIMIT
-                                   or self._mask_key_states + len(stack) > _MASK_KEY_STATES):
+            while self._masks and (
+                len(self._masks) >= _MASK_CACHE_LIMIT
+                or self._mask_key_states + len(stack) > _MASK_KEY_STATES
+            ):
                 self._mask_key_states -= len(next(iter(self._masks))[1])
                 del self._masks[next(iter(self._masks))]
             self._masks[key] = entry
@@ -190,7 +202,9 @@ class CfgGrammar:
         rows: list[np.ndarray] = []
         num_allowed = self.trie(q).collect(self.parser, stack, small, rows)
         ids = ids_of(small)
-        words = pack_ids(ids, self.num_words) if small else np.zeros(self.num_words, dtype=np.uint32)
+        words = (
+            pack_ids(ids, self.num_words) if small else np.zeros(self.num_words, dtype=np.uint32)
+        )
         for row in rows:
             np.bitwise_or(words, row, out=words)
         single = int(ids[0]) if num_allowed == 1 else -1  # a row holds >= 256 ids
@@ -234,8 +248,12 @@ class CfgGrammar:
 class CfgMatcher:
     """One request's cursor: a history of (lexer state, parser stack, terminated) per token."""
 
-    def __init__(self, grammar: CfgGrammar, history: list[tuple[int, Stack, bool]],
-                 deadline: int | None = None) -> None:
+    def __init__(
+        self,
+        grammar: CfgGrammar,
+        history: list[tuple[int, Stack, bool]],
+        deadline: int | None = None,
+    ) -> None:
         self._grammar = grammar
         self._history = history
         self._deadline = deadline  # the most tokens num_accepted may reach (None: no limit)

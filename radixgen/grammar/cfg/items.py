@@ -28,8 +28,14 @@ Yield = tuple[int, tuple[str, ...]]  # (cost, terminal names)
 
 
 class StackCompletions:
-    def __init__(self, rules: list, parser, start: str, cost: dict[str, int],
-                 kernels: dict[int, tuple] | None = None) -> None:
+    def __init__(
+        self,
+        rules: list,
+        parser,
+        start: str,
+        cost: dict[str, int],
+        kernels: dict[int, tuple] | None = None,
+    ) -> None:
         """`kernels`: table state -> its kernel items, where the table's builder kept them
         (json_grammar.cfg's cfg.lalr_table); else the LR(0) automaton is rebuilt and matched to the table."""
         self.parser = parser
@@ -37,7 +43,7 @@ class StackCompletions:
         self._origin = [r.origin.name for r in rules] + ["$root"]
         self._root = len(rules)  # the augmented rule $root -> start
         self._by_origin: dict[str, list[int]] = {}
-        for i, name in enumerate(self._origin[:self._root]):
+        for i, name in enumerate(self._origin[: self._root]):
             self._by_origin.setdefault(name, []).append(i)
         self.yields = self._cheapest_yields(cost)
         self.kernel = kernels if kernels is not None else self._kernels(parser.start_stack[0])
@@ -49,7 +55,7 @@ class StackCompletions:
         changed = True
         while changed:
             changed = False
-            for i, rhs in enumerate(self._rhs[:self._root]):
+            for i, rhs in enumerate(self._rhs[: self._root]):
                 found = self._sequence(out, rhs)
                 name = self._origin[i]
                 if found is not None and (name not in out or found[0] < out[name][0]):
@@ -114,7 +120,11 @@ class StackCompletions:
         found = self._known(stack)
         if found is not _MISS:
             return found
-        frames, active, returned = [[stack, iter(self.kernel.get(stack[-1], ())), None, None]], {stack}, _MISS
+        frames, active, returned = (
+            [[stack, iter(self.kernel.get(stack[-1], ())), None, None]],
+            {stack},
+            _MISS,
+        )
         while frames:
             frame = frames[-1]
             if returned is not _MISS:  # the frame's waited-on item came back with `returned`

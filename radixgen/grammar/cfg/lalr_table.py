@@ -34,8 +34,10 @@ class LalrTable:
     def kernels(self) -> dict[int, tuple[tuple[int, int], ...]]:
         """State -> its kernel items (rule index, dot): those past their start, and the root's."""
         root = len(self.rules) - 1
-        return {sid: tuple(item for item in items if item[1] > 0 or item[0] == root)
-                for sid, items in enumerate(self.items)}
+        return {
+            sid: tuple(item for item in items if item[1] > 0 or item[0] == root)
+            for sid, items in enumerate(self.items)
+        }
 
     # symbols and items ---------------------------------------------------------------------
     def _symbols(self) -> None:
@@ -60,7 +62,9 @@ class LalrTable:
             self.names.append(END)
             self.terminal.append(True)
         self.origins = [names[rule.origin.name] for rule in self.rules]
-        self.nullable = _nullable(list(zip(self.origins, self.expansions)), lambda s: self.terminal[s])
+        self.nullable = _nullable(
+            list(zip(self.origins, self.expansions)), lambda s: self.terminal[s]
+        )
         self._closures: dict[int, frozenset[tuple[int, int]]] = {}
 
     def _closure_of(self, symbol: int) -> frozenset[tuple[int, int]]:
@@ -145,7 +149,7 @@ class LalrTable:
                 expansion, at = self.expansions[k], sid
                 for j in range(dot, len(expansion)):
                     s = expansion[j]
-                    if not self.terminal[s] and all(x in self.nullable for x in expansion[j + 1:]):
+                    if not self.terminal[s] and all(x in self.nullable for x in expansion[j + 1 :]):
                         includes[transitions[(at, s)]].append(i)
                     at = self.goto[at][s]
                 if dot == 0:
@@ -174,7 +178,9 @@ class LalrTable:
                     reductions.setdefault(t, []).append(k)
             for t, ks in reductions.items():
                 if len(ks) > 1:
-                    ranked = sorted(((self.rules[k].options.priority or 0, k) for k in ks), key=lambda p: -p[0])
+                    ranked = sorted(
+                        ((self.rules[k].options.priority or 0, k) for k in ks), key=lambda p: -p[0]
+                    )
                     if ranked[0][0] == ranked[1][0]:
                         collisions.append((self.names[t], [self.rules[k] for k in ks]))
                         continue
@@ -184,10 +190,18 @@ class LalrTable:
                     actions[name] = (Reduce, self.rules[ks[0]])
             states[sid] = actions
         if collisions:
-            raise LarkGrammarError("\n\n".join(f"Reduce/Reduce collision in {t} between the following rules: "
-                                               + "".join(f"\n\t- {r}" for r in rules) for t, rules in collisions))
-        return IntParseTable(states, {self.names[self.expansions[-1][0]]: self.start_state},
-                             {self.names[self.expansions[-1][0]]: self.end_state})
+            raise LarkGrammarError(
+                "\n\n".join(
+                    f"Reduce/Reduce collision in {t} between the following rules: "
+                    + "".join(f"\n\t- {r}" for r in rules)
+                    for t, rules in collisions
+                )
+            )
+        return IntParseTable(
+            states,
+            {self.names[self.expansions[-1][0]]: self.start_state},
+            {self.names[self.expansions[-1][0]]: self.end_state},
+        )
 
 
 def _nullable(rules: list[tuple], is_terminal) -> set:
@@ -267,16 +281,19 @@ def _digraph(edges: list[list[int]], init: list[int]) -> list[int]:
     return result
 
 
-def terminal_follows(rules: dict[str, list[list[str]]], terminals: list[str],
-                     start: str) -> tuple[frozenset[str], dict[str, frozenset[str]]]:
+def terminal_follows(
+    rules: dict[str, list[list[str]]], terminals: list[str], start: str
+) -> tuple[frozenset[str], dict[str, frozenset[str]]]:
     """(the terminals a text of `start` can begin with, per terminal the terminals that can come
     right after it) of a grammar given as rule name -> alternatives of symbol names: the FIRST
     and FOLLOW sets, as bitsets through `_digraph`."""
     bit = {name: 1 << i for i, name in enumerate(terminals)}
     names = list(rules)
     index = {name: i for i, name in enumerate(names)}
-    nullable = _nullable([(name, alt) for name, alternatives in rules.items() for alt in alternatives],
-                         lambda s: s in bit)
+    nullable = _nullable(
+        [(name, alt) for name, alternatives in rules.items() for alt in alternatives],
+        lambda s: s in bit,
+    )
 
     def firsts(symbols: list[str]) -> tuple[int, list[int], bool]:
         """(terminal bits, rules whose FIRST joins, all nullable) of a symbol sequence."""
@@ -303,12 +320,14 @@ def terminal_follows(rules: dict[str, list[list[str]]], terminals: list[str],
     for name, alternatives in rules.items():
         for alt in alternatives:
             for i, s in enumerate(alt):
-                bits, joined, rest_nullable = firsts(alt[i + 1:])
+                bits, joined, rest_nullable = firsts(alt[i + 1 :])
                 for r in joined:
                     bits |= first[r]
                 init[where[s]] |= bits
                 if rest_nullable:
                     edges[where[s]].append(where[name])
     follow = _digraph(edges, init)
-    return (frozenset(terminals[i] for i in _bits(first[index[start]])),
-            {t: frozenset(terminals[i] for i in _bits(follow[where[t]])) for t in terminals})
+    return (
+        frozenset(terminals[i] for i in _bits(first[index[start]])),
+        {t: frozenset(terminals[i] for i in _bits(follow[where[t]])) for t in terminals},
+    )

@@ -47,7 +47,8 @@ def check_finite_string(rules: list, lexer, start: str = "start") -> None:
     raise GrammarError(
         f"the grammar admits no finite string: every derivation of {_user_name(start)} refers back "
         f"to a rule that never ends in terminals alone ({shown}); give each recursive rule an "
-        f"alternative without the recursion (e.g. start: \"a\" start | \"a\")")
+        f'alternative without the recursion (e.g. start: "a" start | "a")'
+    )
 
 
 def _user_name(name: str) -> str:

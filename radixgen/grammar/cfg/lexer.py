@@ -46,8 +46,9 @@ class _Candidate:
 
 
 def _lark_order(terminals: list) -> list:
-    return sorted(terminals, key=lambda t: (-t.priority, -t.pattern.max_width,
-                                            -len(t.pattern.value), t.name))
+    return sorted(
+        terminals, key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name)
+    )
 
 
 def _candidates(terminals: list, regex_flags: int) -> list[_Candidate]:
@@ -105,7 +106,9 @@ class LexerDfa:
         for i, (ci, s) in enumerate(new):
             c = self.cands[ci]
             if c.parent < 0 and s in c.dfa.accepting:
-                return tuple(new[:i + 1] + [x for x in new[i + 1:] if self.cands[x[0]].parent == ci])
+                return tuple(
+                    new[: i + 1] + [x for x in new[i + 1 :] if self.cands[x[0]].parent == ci]
+                )
         return tuple(new)
 
     def _winner(self, q: tuple) -> int:
@@ -114,7 +117,7 @@ class LexerDfa:
         for i, (ci, s) in enumerate(q):
             c = self.cands[ci]
             if c.parent < 0 and s in c.dfa.accepting:
-                for cj, sj in q[i + 1:]:
+                for cj, sj in q[i + 1 :]:
                     shadow = self.cands[cj]
                     if shadow.parent == ci and sj in shadow.dfa.accepting:
                         return self.type_id[shadow.name]
@@ -131,9 +134,14 @@ class LexerDfa:
         return sid
 
     @classmethod
-    def from_token_automaton(cls, type_names: list[str], token_rows: list[list[int]],
-                             winner: list[int], restart: list[int] | None = None,
-                             starts: list[int] | None = None) -> "LexerDfa":
+    def from_token_automaton(
+        cls,
+        type_names: list[str],
+        token_rows: list[list[int]],
+        winner: list[int],
+        restart: list[int] | None = None,
+        starts: list[int] | None = None,
+    ) -> "LexerDfa":
         """A lexer over terminals given as one automaton of a single token: `token_rows[s][b]` the
         state after byte b inside the token (DEAD: the token cannot go on), FRESH its start,
         `winner[s]` the type id of a token ending in s (-1: none). Maximal munch: a byte the
@@ -150,15 +158,24 @@ class LexerDfa:
         return lexer
 
     def _build(self) -> None:
-        rows = [[DEAD] * 256, [self._intern(self._step(self._states[FRESH], b)) for b in range(256)]]
+        rows = [
+            [DEAD] * 256,
+            [self._intern(self._step(self._states[FRESH], b)) for b in range(256)],
+        ]
         sid = 2
         while sid < len(self._states):
-            rows.append([self._intern(nxt) if (nxt := self._step(self._states[sid], b)) else DEAD
-                         for b in range(256)])
+            rows.append(
+                [
+                    self._intern(nxt) if (nxt := self._step(self._states[sid], b)) else DEAD
+                    for b in range(256)
+                ]
+            )
             sid += 1
         self._finish(rows, [self._winner(q) for q in self._states])
 
-    def _finish(self, token_rows: list[list[int]], winner: list[int], restart: list[int] | None = None) -> None:
+    def _finish(
+        self, token_rows: list[list[int]], winner: list[int], restart: list[int] | None = None
+    ) -> None:
         """The lexer's tables from the automaton of one token: where the token cannot take a
         byte, it ends as its winner and the byte starts the next token (DEAD where it has none)."""
         trans, emit = [[DEAD] * 256, list(token_rows[FRESH])], [[-1] * 256, [-1] * 256]
@@ -200,8 +217,10 @@ class LexerDfa:
                     todo.append(p)
         names = self.type_names
         cache: dict[int, frozenset[str]] = {}
-        self.winnable = [cache.setdefault(x, frozenset(names[i] for i in range(len(names)) if x >> i & 1))
-                         for x in bits]
+        self.winnable = [
+            cache.setdefault(x, frozenset(names[i] for i in range(len(names)) if x >> i & 1))
+            for x in bits
+        ]
 
     @property
     def num_states(self) -> int:

@@ -63,7 +63,9 @@ class LalrTables:
         self._end_state = table.end_states[start]
         self._feed = SuffixMemo()  # term -> None or (states popped, states pushed)
         self._acceptable = SuffixMemo()
-        self._end = SizedMemo(_CACHE_LIMIT * 8)  # stack -> may the input end (keys weigh their length)
+        self._end = SizedMemo(
+            _CACHE_LIMIT * 8
+        )  # stack -> may the input end (keys weigh their length)
         # per state: the terminals it shifts, and its reductions as (states popped, nonterminal
         # pushed, terminals) triples
         self._shifts: dict[int, frozenset[str]] = {}
@@ -81,8 +83,9 @@ class LalrTables:
             for t, (kind, rule) in terms:
                 if kind is not Shift:
                     rules.setdefault(rule, set()).add(t)
-            self._reduces[state] = [(len(rule.expansion), rule.origin.name, frozenset(ts))
-                                    for rule, ts in rules.items()]
+            self._reduces[state] = [
+                (len(rule.expansion), rule.origin.name, frozenset(ts)) for rule, ts in rules.items()
+            ]
             if not rules:
                 self.shift_only[state] = self._shifts[state]
 
@@ -101,7 +104,7 @@ class LalrTables:
         if hit is None:
             return None
         pops, pushed = hit
-        return stack[:len(stack) - pops] + pushed
+        return stack[: len(stack) - pops] + pushed
 
     def _simulate(self, stack: Stack, term: str) -> tuple[Stack | None, int]:
         """(feed's result, low): only the states from stack[low - 1] up were read."""

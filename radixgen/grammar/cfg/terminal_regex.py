@@ -16,7 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from radixgen.grammar.automata.code_point_sets import (
-    MAX_CP, negated as _negate, normalized as _normalize,
+    MAX_CP,
+)
+from radixgen.grammar.automata.code_point_sets import (
+    negated as _negate,
+)
+from radixgen.grammar.automata.code_point_sets import (
+    normalized as _normalize,
 )
 
 _ESCAPED_STRING = '".*?(?<!\\\\)(\\\\\\\\)*?"'
@@ -95,12 +101,12 @@ class _RegexParser:
 
     def _brace_ahead(self) -> bool:
         end = self.text.find("}", self.pos)
-        body = self.text[self.pos + 1:end] if end > 0 else ""
+        body = self.text[self.pos + 1 : end] if end > 0 else ""
         return bool(body) and all(ch.isdigit() or ch == "," for ch in body) and body[0] != ","
 
     def _braces(self) -> tuple[int, int | None]:
         end = self.text.index("}", self.pos)
-        body, self.pos = self.text[self.pos + 1:end], end + 1
+        body, self.pos = self.text[self.pos + 1 : end], end + 1
         if "," not in body:
             return int(body), int(body)
         lo, hi = body.split(",", 1)
@@ -144,7 +150,7 @@ class _RegexParser:
         start = self.pos
         while self.peek().isalpha() or self.peek() == "-":
             self.pos += 1
-        spec = self.text[start:self.pos]
+        spec = self.text[start : self.pos]
         if self.peek() != ":":
             raise self.error("lookarounds, back-references and global flags are not supported")
         self.pos += 1
@@ -164,11 +170,11 @@ class _RegexParser:
         width = {"x": 2, "u": 4, "U": 8}.get(c)
         if width and self.rust and self.peek() == "{":  # \x{1F600}
             end = self.text.index("}", self.pos)
-            code = int(self.text[self.pos + 1:end], 16)
+            code = int(self.text[self.pos + 1 : end], 16)
             self.pos = end + 1
             return [(code, code)]
         if width:
-            code = int(self.text[self.pos:self.pos + width], 16)
+            code = int(self.text[self.pos : self.pos + width], 16)
             self.pos += width
             return [(code, code)]
         if c.isalnum():
@@ -198,7 +204,7 @@ class _RegexParser:
         self.pos += negated
         ranges = self._rust_union(first=True)
         while self.text.startswith(("--", "&&", "~~"), self.pos):
-            op = self.text[self.pos:self.pos + 2]
+            op = self.text[self.pos : self.pos + 2]
             self.pos += 2
             other = self._rust_union(first=False)
             if op == "--":
@@ -206,7 +212,9 @@ class _RegexParser:
             elif op == "&&":
                 ranges = _intersect(ranges, other)
             else:
-                ranges = _normalize(_intersect(ranges, _negate(other)) + _intersect(other, _negate(ranges)))
+                ranges = _normalize(
+                    _intersect(ranges, _negate(other)) + _intersect(other, _negate(ranges))
+                )
         if self.peek() != "]":
             raise self.error("unterminated character class")
         self.pos += 1
@@ -214,7 +222,9 @@ class _RegexParser:
 
     def _rust_union(self, first: bool) -> list[tuple[int, int]]:
         ranges: list[tuple[int, int]] = []
-        while first or (self.peek() != "]" and not self.text.startswith(("--", "&&", "~~"), self.pos)):
+        while first or (
+            self.peek() != "]" and not self.text.startswith(("--", "&&", "~~"), self.pos)
+        ):
             if not self.peek():
                 raise self.error("unterminated character class")
             first = False
@@ -229,7 +239,7 @@ class _RegexParser:
         """One class item, or the range `a-b` (a `-` followed by one of `literal_before` is the
         character itself)."""
         lo = self._class_item()
-        if self.peek() == "-" and self.text[self.pos + 1:self.pos + 2] not in literal_before:
+        if self.peek() == "-" and self.text[self.pos + 1 : self.pos + 2] not in literal_before:
             self.pos += 1
             hi = self._class_item()
             return [(lo[0][0], hi[0][1])]

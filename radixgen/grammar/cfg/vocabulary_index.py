@@ -67,8 +67,14 @@ class SeqTrie:
             node = self.children[name] = SeqTrie()
         return node
 
-    def fill(self, groups: list[tuple[int, np.ndarray]], kept_types: list[frozenset[str]],
-             ignorable: list[bool], num_words: int, shared: dict) -> None:
+    def fill(
+        self,
+        groups: list[tuple[int, np.ndarray]],
+        kept_types: list[frozenset[str]],
+        ignorable: list[bool],
+        num_words: int,
+        shared: dict,
+    ) -> None:
         """Set this node's tokens: (trailing type set index, int32 ids) per group, in ascending
         set order; per set, its non-ignored types and whether it has an ignored one. Equal type
         tuples are shared across nodes through `shared` (fewer objects for the cyclic GC)."""
@@ -77,8 +83,11 @@ class SeqTrie:
         self.group_types = shared.setdefault(group_types, group_types)
         self.always = tuple(ignorable[i] for i in present)
         self.group_parts = tuple(_part(ids, num_words) for _, ids in groups)
-        self.whole = self.group_parts[0] if len(groups) == 1 else \
-            _part(np.concatenate([ids for _, ids in groups]), num_words)
+        self.whole = (
+            self.group_parts[0]
+            if len(groups) == 1
+            else _part(np.concatenate([ids for _, ids in groups]), num_words)
+        )
         self.num_groups = len(present)
         if len(present) > 1:
             key = ("by_type", tuple(present))
@@ -87,12 +96,16 @@ class SeqTrie:
                 for g, types in enumerate(group_types):
                     for t in types:
                         by_type.setdefault(t, []).append(g)
-                shared[key] = (frozenset(by_type), {t: tuple(gs) for t, gs in by_type.items()},
-                               tuple(g for g, a in enumerate(self.always) if a))
+                shared[key] = (
+                    frozenset(by_type),
+                    {t: tuple(gs) for t, gs in by_type.items()},
+                    tuple(g for g, a in enumerate(self.always) if a),
+                )
             self.by_type = shared[key]
 
-    def collect(self, parser: LalrTables, stack: Stack, small: list[bytes],
-                rows: list[np.ndarray]) -> int:
+    def collect(
+        self, parser: LalrTables, stack: Stack, small: list[bytes], rows: list[np.ndarray]
+    ) -> int:
         """Append to `small` / `rows` the short id lists / packed rows of every group the
         parser allows from `stack`, descending only into children whose terminal the parser
         accepts (`acceptable` is exact); returns the number of ids appended.
@@ -126,7 +139,9 @@ class SeqTrie:
             if acceptable is None:
                 acceptable = acceptable_of(stack)
             if num_groups == 1:
-                if not node.group_types[0].isdisjoint(acceptable) or (node.always[0] and acceptable):
+                if not node.group_types[0].isdisjoint(acceptable) or (
+                    node.always[0] and acceptable
+                ):
                     ids, row, num = node.whole
                     count += num
                     if ids is None:
@@ -149,13 +164,23 @@ class SeqTrie:
                     for term, child in children.items():
                         if term in acceptable:
                             state = shifts.get(term)
-                            push((child, stack + (state,) if state is not None else feed(stack, term)))
+                            push(
+                                (
+                                    child,
+                                    stack + (state,) if state is not None else feed(stack, term),
+                                )
+                            )
                 else:  # e.g. the root: a child per terminal, few of them acceptable
                     for term in acceptable:
                         child = children.get(term)
                         if child is not None:
                             state = shifts.get(term)
-                            push((child, stack + (state,) if state is not None else feed(stack, term)))
+                            push(
+                                (
+                                    child,
+                                    stack + (state,) if state is not None else feed(stack, term),
+                                )
+                            )
         return count
 
     def select(self, acceptable: frozenset[str]) -> Selection:
@@ -167,9 +192,11 @@ class SeqTrie:
             hit.update(by_type[t])
         parts = self.group_parts
         selected = [self.whole] if len(hit) == len(parts) else [parts[g] for g in sorted(hit)]
-        out = (tuple([ids for ids, _, _ in selected if ids is not None]),
-               tuple([row for _, row, _ in selected if row is not None]),
-               sum([n for _, _, n in selected]))
+        out = (
+            tuple([ids for ids, _, _ in selected if ids is not None]),
+            tuple([row for _, row, _ in selected if row is not None]),
+            sum([n for _, _, n in selected]),
+        )
         if self.selections is None or len(self.selections) >= _SELECTIONS_LIMIT:
             self.selections = {}  # a bound on memory; a grammar has few distinct sets
         self.selections[acceptable] = out
@@ -204,12 +231,19 @@ def pack_ids(ids: np.ndarray, num_words: int) -> np.ndarray:
 class VocabLexer:
     """The vocabulary as a byte matrix, rows sorted by length (longest first), lexed per state."""
 
-    def __init__(self, lexer: LexerDfa, token_bytes: tuple[bytes, ...],
-                 special_ids: frozenset[int], num_words: int) -> None:
+    def __init__(
+        self,
+        lexer: LexerDfa,
+        token_bytes: tuple[bytes, ...],
+        special_ids: frozenset[int],
+        num_words: int,
+    ) -> None:
         self.lexer = lexer
         self.num_words = num_words  # of the packed rows (>= the vocabulary's bits)
-        ids = sorted((i for i, b in enumerate(token_bytes) if b and i not in special_ids),
-                     key=lambda i: -len(token_bytes[i]))
+        ids = sorted(
+            (i for i, b in enumerate(token_bytes) if b and i not in special_ids),
+            key=lambda i: -len(token_bytes[i]),
+        )
         self.ids = np.array(ids, dtype=np.int32)
         self.row_of = np.full(len(token_bytes), -1, dtype=np.int64)  # token id -> row (-1: none)
         self.row_of[self.ids] = np.arange(len(ids))
@@ -217,7 +251,7 @@ class VocabLexer:
         matrix = np.zeros((len(ids), width), dtype=np.uint8)  # [num_tokens, max_len]
         lengths = np.array([len(token_bytes[i]) for i in ids], dtype=np.int64)
         for row, i in enumerate(ids):
-            matrix[row, :lengths[row]] = np.frombuffer(token_bytes[i], dtype=np.uint8)
+            matrix[row, : lengths[row]] = np.frombuffer(token_bytes[i], dtype=np.uint8)
         # rows still running at byte position k: the first active[k] rows
         self.active = [int(np.count_nonzero(lengths > k)) for k in range(width)]
         self.columns = [matrix[:n, k].astype(np.int32) for k, n in enumerate(self.active)]
@@ -231,7 +265,9 @@ class VocabLexer:
         self.base = len(lexer.type_names) + 1  # a completed sequence: digits t + 1 in this base
         self.limit = min(_SHORT, int(62 / np.log2(self.base + 1)))  # base ** limit fits in an int64
         self._kernel: cpu_vocab_lexer.VocabLexerKernel | bool | None = None  # False: numpy
-        self._identity: np.ndarray | None = None  # int16 [num_states]: final_outcomes groups by state
+        self._identity: np.ndarray | None = (
+            None  # int16 [num_states]: final_outcomes groups by state
+        )
 
     def index(self, q: int) -> SeqTrie:
         """Lex every token from lexer state q and group the ids by outcome."""
@@ -252,8 +288,13 @@ class VocabLexer:
             if cpu_vocab_lexer.available():
                 tokens = [self.token_bytes[i] for i in self.ids.tolist()]
                 self._kernel = cpu_vocab_lexer.VocabLexerKernel(
-                    self.lexer.trans, self.lexer.emit, self.ignored_type[:-1], self.state_set, tokens,
-                    self.limit)
+                    self.lexer.trans,
+                    self.lexer.emit,
+                    self.ignored_type[:-1],
+                    self.state_set,
+                    tokens,
+                    self.limit,
+                )
         return self._kernel is not False
 
     def _kernel_groups(self, q: int):
@@ -264,7 +305,9 @@ class VocabLexer:
         by_seq: dict[int | tuple, list[tuple[int, np.ndarray]]] = {}
         bounds = found.start.tolist()
         for g, (key, set_index) in enumerate(zip(found.key.tolist(), found.sets.tolist())):
-            by_seq.setdefault(key, []).append((set_index, self.ids[found.order[bounds[g]:bounds[g + 1]]]))
+            by_seq.setdefault(key, []).append(
+                (set_index, self.ids[found.order[bounds[g] : bounds[g + 1]]])
+            )
         long_rows: dict[tuple, list[int]] = {}  # (sequence, set index) -> rows
         for row in np.flatnonzero(found.row_group == cpu_vocab_lexer.LONG_ROW).tolist():
             state, seq = self._lex_row(q, row)
@@ -277,7 +320,12 @@ class VocabLexer:
 
     def _lex_row(self, q: int, row: int) -> tuple[int, list[int]]:
         """One live row's final state and completed non-ignored types."""
-        trans, emit, ignored, seq = self.lexer.trans_rows, self.lexer.emit_rows, self.ignored_type, []
+        trans, emit, ignored, seq = (
+            self.lexer.trans_rows,
+            self.lexer.emit_rows,
+            self.ignored_type,
+            [],
+        )
         for b in self.token_bytes[int(self.ids[row])]:
             e, q = emit[q][b], trans[q][b]
             if e >= 0 and not ignored[e]:
@@ -287,18 +335,27 @@ class VocabLexer:
     def final_outcomes(self, q: int) -> tuple[np.ndarray, list[tuple[int, tuple[int, ...]]]]:
         """Per row, the index of its outcome from lexer state q; the outcomes as (final lexer
         state, completed non-ignored type ids). Dead rows share (DEAD, ())."""
-        if not self.uses_kernel() or self.lexer.num_states > np.iinfo(np.int16).max:  # (states as int16 sets)
+        if (
+            not self.uses_kernel() or self.lexer.num_states > np.iinfo(np.int16).max
+        ):  # (states as int16 sets)
             states, seqs, counts = self.outcomes(q)
             seq_ids, found = self.sequence_ids(states, seqs, counts)
-            _, first, outcome_of = np.unique(seq_ids * self.lexer.num_states + states, return_index=True,
-                                             return_inverse=True)
-            return outcome_of.reshape(-1), [(int(states[r]), tuple(found[seq_ids[r]]) if seq_ids[r] >= 0 else ())
-                                            for r in first.tolist()]
+            _, first, outcome_of = np.unique(
+                seq_ids * self.lexer.num_states + states, return_index=True, return_inverse=True
+            )
+            return outcome_of.reshape(-1), [
+                (int(states[r]), tuple(found[seq_ids[r]]) if seq_ids[r] >= 0 else ())
+                for r in first.tolist()
+            ]
         if self._identity is None:
             self._identity = np.arange(self.lexer.num_states, dtype=np.int16)
         found = self._kernel.lex(q, self._identity)
-        outcomes = [(s, tuple(self._digits(k))) for k, s in zip(found.key.tolist(), found.sets.tolist())]
-        outcome_of = np.full(len(self.ids), len(outcomes), dtype=np.int64)  # dead rows: the next one
+        outcomes = [
+            (s, tuple(self._digits(k))) for k, s in zip(found.key.tolist(), found.sets.tolist())
+        ]
+        outcome_of = np.full(
+            len(self.ids), len(outcomes), dtype=np.int64
+        )  # dead rows: the next one
         outcome_of[found.order] = np.repeat(np.arange(len(outcomes)), np.diff(found.start))
         outcomes.append((DEAD, ()))
         extra: dict[tuple, int] = {}
@@ -325,8 +382,9 @@ class VocabLexer:
         ids, sets = self.ids[rows], self.state_set[states]
         return [(int(i), ids[sets == i]) for i in np.flatnonzero(np.bincount(sets))]
 
-    def sequence_ids(self, states: np.ndarray, seqs: np.ndarray,
-                     counts: np.ndarray) -> tuple[np.ndarray, list[list[int]]]:
+    def sequence_ids(
+        self, states: np.ndarray, seqs: np.ndarray, counts: np.ndarray
+    ) -> tuple[np.ndarray, list[list[int]]]:
         """(per row, the index of its completed sequence among the distinct ones, -1 for dead
         rows; those sequences). Rows completing at most `limit` terminals are keyed by one int64
         (digits in base number of types + 1); the rare longer ones (runs of brackets, dashes,
@@ -340,10 +398,10 @@ class VocabLexer:
         _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         ids = np.full(len(states), -1, dtype=np.int64)
         ids[short] = inverse.reshape(-1)
-        found = [seqs[row, :counts[row]].tolist() for row in short[first].tolist()]
+        found = [seqs[row, : counts[row]].tolist() for row in short[first].tolist()]
         long_ids: dict[tuple, int] = {}
         for row in np.flatnonzero(alive & (counts > limit)).tolist():
-            seq = tuple(seqs[row, :counts[row]].tolist())
+            seq = tuple(seqs[row, : counts[row]].tolist())
             if seq not in long_ids:
                 long_ids[seq] = len(found)
                 found.append(list(seq))
@@ -357,7 +415,7 @@ class VocabLexer:
         order = np.argsort(ids, kind="stable")
         bounds = np.searchsorted(ids[order], np.arange(len(found) + 1))
         for g, seq in enumerate(found):
-            yield seq, order[bounds[g]:bounds[g + 1]]
+            yield seq, order[bounds[g] : bounds[g + 1]]
 
     def outcomes(self, q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row: the final lexer state, the completed non-ignored types (-1 padded) and
@@ -375,7 +433,9 @@ class VocabLexer:
             if hit.size:
                 events.append((hit, counts[hit], emitted[hit]))
                 counts[hit] += 1
-        seqs = np.full((num_rows, max(_SHORT, int(counts.max()) if num_rows else 1)), -1, dtype=np.int16)
+        seqs = np.full(
+            (num_rows, max(_SHORT, int(counts.max()) if num_rows else 1)), -1, dtype=np.int16
+        )
         for rows, slots, types in events:
             seqs[rows, slots] = types
         return states, seqs, counts

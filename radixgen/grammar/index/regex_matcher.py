@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from radixgen.grammar.bitmask import numpy_rows
 from radixgen.grammar.index.token_index import TokenIndex
-from radixgen.grammar.unique.guarded_matcher import GuardedMatcher
 from radixgen.grammar.unique.guard import UniqueGuard
+from radixgen.grammar.unique.guarded_matcher import GuardedMatcher
 
 _EOS_STATE = -1  # pushed when an EOS token is accepted: the matcher is then terminated
 MAX_JUMP_TOKENS = 256
@@ -23,7 +23,9 @@ MAX_JUMP_BYTES = 1024
 class RegexGrammar:
     """CompiledGrammar: an immutable token automaton plus the source it came from."""
 
-    def __init__(self, index: TokenIndex, source: str, kind: str, guard: "UniqueGuard | None" = None) -> None:
+    def __init__(
+        self, index: TokenIndex, source: str, kind: str, guard: "UniqueGuard | None" = None
+    ) -> None:
         self.index = index
         self.source = source  # the regex the automaton was built from
         self.kind = kind
@@ -44,7 +46,9 @@ class RegexMatcher:
 
     __slots__ = ("_index", "_states", "_eos_ids", "_deadline")
 
-    def __init__(self, index: TokenIndex, states: list[int] | None = None, deadline: int | None = None) -> None:
+    def __init__(
+        self, index: TokenIndex, states: list[int] | None = None, deadline: int | None = None
+    ) -> None:
         self._index = index
         self._states = states if states is not None else [index.initial_state]
         self._eos_ids = frozenset(index.info.eos_ids)
@@ -112,7 +116,9 @@ class RegexMatcher:
         """Undo the last `num_tokens` accepted tokens (EOS included). ValueError if more than
         were accepted."""
         if num_tokens < 0 or num_tokens > len(self._states) - 1:
-            raise ValueError(f"cannot roll back {num_tokens} tokens; {len(self._states) - 1} accepted")
+            raise ValueError(
+                f"cannot roll back {num_tokens} tokens; {len(self._states) - 1} accepted"
+            )
         if num_tokens:
             del self._states[-num_tokens:]
 
@@ -167,7 +173,6 @@ class RegexMatcher:
             if nxt is not None:
                 return nxt
         return None
-
 
 
 def _decode_complete(data: bytes) -> str:

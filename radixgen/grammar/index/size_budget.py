@@ -24,9 +24,9 @@ import weakref
 import numpy as np
 
 from radixgen.grammar.automata.probe import default_probe
+from radixgen.grammar.index.token_index import outlines_vocabulary
 from radixgen.grammar.matcher import RegexTooLarge
 from radixgen.grammar.regex.markers import escape_end
-from radixgen.grammar.index.token_index import outlines_vocabulary
 from radixgen.grammar.tokenizer_info import TokenizerInfo
 
 REGEX_BUDGET = 16 << 20  # characters of regex (the token index of one takes several GB before this)
@@ -40,16 +40,20 @@ _GROUP_HEAD = re.compile(r"\?(?:P?<[A-Za-z_][A-Za-z0-9_]*>|[A-Za-z-]*:|[A-Za-z-]
 
 def check_regex_size(size: int) -> None:
     if size > REGEX_BUDGET:
-        raise RegexTooLarge(f"json_schema expands to too large a grammar (a regex of about {size >> 20} MiB; "
-                           f"the limit is {REGEX_BUDGET >> 20} MiB: nested objects with many optional "
-                           "properties multiply, and each use of a reference copies its schema)")
+        raise RegexTooLarge(
+            f"json_schema expands to too large a grammar (a regex of about {size >> 20} MiB; "
+            f"the limit is {REGEX_BUDGET >> 20} MiB: nested objects with many optional "
+            "properties multiply, and each use of a reference copies its schema)"
+        )
 
 
 def written_size(regex: str, placeholders: dict) -> int:
     """The length of `regex` once each placeholder name in it is replaced by `(?:leaf)` (counted
     before writing them: a long leaf copied into every place a subschema is used can take more
     memory and time than the machine has)."""
-    return len(regex) + sum(regex.count(name) * (len(leaf) + 4 - len(name)) for name, leaf in placeholders.items())
+    return len(regex) + sum(
+        regex.count(name) * (len(leaf) + 4 - len(name)) for name, leaf in placeholders.items()
+    )
 
 
 def check_index_size(regex: str, info: TokenizerInfo) -> int:
@@ -70,7 +74,8 @@ def check_index_size(regex: str, info: TokenizerInfo) -> int:
             f"{entries / 1e6:.0f} million entries (the limit is {INDEX_ENTRY_BUDGET / 1e6:.0f} million, "
             "about 1 GB and half a minute of compiling). Places that accept almost any text cost a row "
             "over the whole vocabulary each, and counted repeats multiply them: a long {m,n} in a "
-            "pattern, free strings in many alternatives, large schemas of free strings")
+            "pattern, free strings in many alternatives, large schemas of free strings"
+        )
     return entries
 
 
@@ -79,9 +84,11 @@ def index_entries(regex: str, info: TokenizerInfo) -> int:
     single-byte tokens (built by the automaton probe, which refuses one that explodes), each
     state's allowed bytes weighed by how many of `info`'s tokens start with them."""
     vocab = outlines_vocabulary(info)
-    return default_probe().weighted_moves(f"{vocab.start}(?:{regex}){vocab.sentinel}",
-                                          (vocab.sentinel.encode(), vocab.start.encode()),
-                                          _first_byte_counts(info).tolist())
+    return default_probe().weighted_moves(
+        f"{vocab.start}(?:{regex}){vocab.sentinel}",
+        (vocab.sentinel.encode(), vocab.start.encode()),
+        _first_byte_counts(info).tolist(),
+    )
 
 
 _counts_lock = threading.Lock()
@@ -177,7 +184,7 @@ class _WideCount:
         if c == "[":
             return self._class()
         if c == "\\":
-            kind = regex[self.i + 1:self.i + 2]
+            kind = regex[self.i + 1 : self.i + 2]
             self.i = escape_end(regex, self.i)
             return int(kind in _WIDE_ESCAPES)
         self.i += 1
@@ -233,12 +240,12 @@ class _WideCount:
         if kind == "x":
             if regex.startswith("{", self.i):
                 end = regex.index("}", self.i)
-                digits, self.i = regex[self.i + 1:end], end + 1
+                digits, self.i = regex[self.i + 1 : end], end + 1
             else:
-                digits, self.i = regex[self.i:self.i + 2], self.i + 2
+                digits, self.i = regex[self.i : self.i + 2], self.i + 2
             return chr(int(digits, 16)), False
         if kind == "u":
-            digits, self.i = regex[self.i:self.i + 4], self.i + 4
+            digits, self.i = regex[self.i : self.i + 4], self.i + 4
             return chr(int(digits, 16)), False
         if kind in "pP" and regex.startswith("{", self.i):
             self.i = regex.index("}", self.i) + 1
@@ -276,7 +283,9 @@ class SchemaRegexSize:
                 self.memo[ref] = self.of(self.target(self.root, ref), depth + 1)
             return self.memo[ref]
         if "properties" in node:
-            sizes = [len(name) + 16 + self.of(value, depth) for name, value in node["properties"].items()]
+            sizes = [
+                len(name) + 16 + self.of(value, depth) for name, value in node["properties"].items()
+            ]
             if node.get("required"):
                 return 16 + sum(sizes)
             return 16 + sum(size * (len(sizes) - j) for j, size in enumerate(sizes))
@@ -286,8 +295,11 @@ class SchemaRegexSize:
         if "enum" in node or "const" in node:
             return 16 + len(json.dumps(node.get("enum", node.get("const"))))
         items = 2 * self.of(node["items"], depth) if isinstance(node.get("items"), dict) else 0
-        values = 2 * self.of(node["additionalProperties"], depth) \
-            if isinstance(node.get("additionalProperties"), dict) else 0
+        values = (
+            2 * self.of(node["additionalProperties"], depth)
+            if isinstance(node.get("additionalProperties"), dict)
+            else 0
+        )
         types = node.get("type")
         free = {"object", "array"} & set(types if isinstance(types, list) else [types])
         if items or values or not free:

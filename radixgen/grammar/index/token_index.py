@@ -40,7 +40,9 @@ WITHIN_CACHE_ROWS = 256  # LRU bound on rows narrowed to a token budget (row_wit
 _vocab_lock = threading.Lock()
 _by_bytes: "weakref.WeakKeyDictionary[TokenizerInfo, dict]" = weakref.WeakKeyDictionary()
 _first: "weakref.WeakKeyDictionary[TokenizerInfo, np.ndarray]" = weakref.WeakKeyDictionary()
-_vocabularies: "weakref.WeakKeyDictionary[TokenizerInfo, OutlinesVocab]" = weakref.WeakKeyDictionary()
+_vocabularies: "weakref.WeakKeyDictionary[TokenizerInfo, OutlinesVocab]" = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,11 @@ def outlines_vocabulary(info: TokenizerInfo) -> OutlinesVocab:
         for token_id, data in enumerate(info.token_bytes):
             if data and token_id not in skip:
                 by_bytes.setdefault(data, []).append(token_id)
-        unused = (chr(c) for c in range(0xE000, 0xF8FF) if not any(chr(c).encode() in data for data in by_bytes))
+        unused = (
+            chr(c)
+            for c in range(0xE000, 0xF8FF)
+            if not any(chr(c).encode() in data for data in by_bytes)
+        )
         sentinel, start = next(unused), next(unused)
         sentinel_id = max(info.vocab_size, len(info.token_bytes))
         by_bytes[sentinel.encode()] = [sentinel_id]
@@ -96,8 +102,9 @@ def outlines_vocabulary(info: TokenizerInfo) -> OutlinesVocab:
             if start.encode()[cut:] not in by_bytes:
                 by_bytes[start.encode()[cut:]] = [fake_id]
                 fake_id += 1
-        vocab = OutlinesVocab(Vocabulary(fake_id, by_bytes), sentinel, sentinel_id,
-                              start, sentinel_id + 1, fake_id)
+        vocab = OutlinesVocab(
+            Vocabulary(fake_id, by_bytes), sentinel, sentinel_id, start, sentinel_id + 1, fake_id
+        )
         _vocabularies[info] = vocab
         return vocab
 
@@ -121,7 +128,9 @@ class TokenIndex:
     spelling passes through can never reach an accepting state, so they are dead, and a token is
     allowed only when it leads to a live state (one from which an accepting state is reachable)."""
 
-    def __init__(self, index: Index, info: TokenizerInfo, vocab: OutlinesVocab, bulk: bool = False) -> None:
+    def __init__(
+        self, index: Index, info: TokenizerInfo, vocab: OutlinesVocab, bulk: bool = False
+    ) -> None:
         self.index = index
         self.info = info
         self.initial_state: int = index.get_next_state(index.get_initial_state(), vocab.start_id)
@@ -136,12 +145,16 @@ class TokenIndex:
         self._lock = threading.Lock()
         self._first_byte = _first_bytes(info)
         self._accepting: dict[int, bool] = {}
-        successors, eager = self._explore(_bulk_moves(index.get_transitions()) if bulk else self._moves)
+        successors, eager = self._explore(
+            _bulk_moves(index.get_transitions()) if bulk else self._moves
+        )
         self._distance = _distances(successors, self._accepting)
         self._live = frozenset(self._distance)
         # per state, the longest of its tokens' distances: a budget above it narrows nothing
-        self._farthest = {s: max((self._distance.get(n, 0) for n in successors[s].tolist()), default=0)
-                          for s in self._live}
+        self._farthest = {
+            s: max((self._distance.get(n, 0) for n in successors[s].tolist()), default=0)
+            for s in self._live
+        }
         self._dead = np.fromiter((s for s in successors if s not in self._live), dtype=np.int64)
         self.num_states = len(self._live)
         self.rows = np.zeros((0, 0), dtype=np.int32)
@@ -171,7 +184,9 @@ class TokenIndex:
         while stack:
             state = stack.pop()
             ids, nxt = moves_of(state)
-            self._accepting[state] = bool(np.isin(nxt[ids == self._sentinel_id], list(self._final)).any())
+            self._accepting[state] = bool(
+                np.isin(nxt[ids == self._sentinel_id], list(self._final)).any()
+            )
             real = ids < self._sentinel_id
             ids, nxt = ids[real], nxt[real]
             successors[state] = np.unique(nxt)
@@ -191,8 +206,11 @@ class TokenIndex:
         """All tokens outlines-core allows in `state` (the fake ones too) and the states they lead to."""
         ids = np.asarray(self.index.get_allowed_tokens(state), dtype=np.int64)
         step = self.index.get_next_state
-        nxt = np.fromiter((-1 if (n := step(state, t)) is None else n for t in ids.tolist()), dtype=np.int64,
-                          count=len(ids))
+        nxt = np.fromiter(
+            (-1 if (n := step(state, t)) is None else n for t in ids.tolist()),
+            dtype=np.int64,
+            count=len(ids),
+        )
         return ids[nxt >= 0], nxt[nxt >= 0]  # (outlines' own EOS leads nowhere)
 
     def _live_moves(self, state: int) -> tuple[np.ndarray, np.ndarray]:
@@ -331,10 +349,14 @@ class TokenIndex:
 
 def _bulk_moves(transitions: dict):
     """`_moves` read from outlines-core's whole transition table."""
+
     def moves_of(state: int) -> tuple[np.ndarray, np.ndarray]:
         moves = transitions.get(state, {})
-        return (np.fromiter(moves.keys(), dtype=np.int64, count=len(moves)),
-                np.fromiter(moves.values(), dtype=np.int64, count=len(moves)))
+        return (
+            np.fromiter(moves.keys(), dtype=np.int64, count=len(moves)),
+            np.fromiter(moves.values(), dtype=np.int64, count=len(moves)),
+        )
+
     return moves_of
 
 

@@ -23,10 +23,10 @@ from lark.exceptions import LarkError
 from lark.grammar import NonTerminal, Rule, RuleOptions, Terminal
 
 from radixgen.grammar.cfg.grammar import CfgGrammar
-from radixgen.grammar.json_grammar.tokens import LexerTooLarge, TokenAtoms
 from radixgen.grammar.cfg.lalr_table import LalrTable, terminal_follows
-from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.json_grammar.rules import PUNCTUATION, JsonGrammar, keep_productive
+from radixgen.grammar.json_grammar.tokens import LexerTooLarge, TokenAtoms
+from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.tokenizer_info import TokenizerInfo
 from radixgen.grammar.unique.guard import UniqueGuard
 
@@ -37,8 +37,12 @@ def check_json_grammar(grammar: JsonGrammar) -> None:
     _atoms(grammar)
 
 
-def compile_json_grammar(grammar: JsonGrammar, info: TokenizerInfo, precompute: bool = True,
-                         guard: UniqueGuard | None = None) -> CfgGrammar:
+def compile_json_grammar(
+    grammar: JsonGrammar,
+    info: TokenizerInfo,
+    precompute: bool = True,
+    guard: UniqueGuard | None = None,
+) -> CfgGrammar:
     """The matcher's grammar; `precompute` as in cfg.compile_cfg; `guard` what the schema needs
     beside its grammar (json_schema's unique paths, as beside its regex)."""
     atoms = _atoms(grammar)
@@ -61,11 +65,15 @@ def compile_json_grammar(grammar: JsonGrammar, info: TokenizerInfo, precompute: 
         built = LalrTable(conf.rules, grammar.start)
     except LarkError as exc:
         first = str(exc).splitlines()[0]
-        raise GrammarError(f"json_schema is too large for one regex, and its grammar is ambiguous where "
-                           f"it would need to be deterministic ({first})") from None
+        raise GrammarError(
+            f"json_schema is too large for one regex, and its grammar is ambiguous where "
+            f"it would need to be deterministic ({first})"
+        ) from None
     table = SimpleNamespace(parser=SimpleNamespace(parse_table=built.table))
     # (a Lark object's shape, with the states' kernels for the shortest completions, cfg.items)
-    parsed = SimpleNamespace(parser=SimpleNamespace(parser=table, parser_conf=conf, kernels=built.kernels()))
+    parsed = SimpleNamespace(
+        parser=SimpleNamespace(parser=table, parser_conf=conf, kernels=built.kernels())
+    )
     compiled = CfgGrammar(parsed, info, lexer=atoms.lexer(), guard=guard)
     if precompute:
         compiled.precompute()
@@ -81,7 +89,9 @@ def _atoms(grammar: JsonGrammar) -> TokenAtoms:
         return TokenAtoms(grammar.terminals, _not_json_checked(grammar), grammar.whitespace)
     except LexerTooLarge:
         follows = terminal_follows(grammar.rules, list(grammar.terminals), grammar.start)
-        return TokenAtoms(grammar.terminals, _not_json_checked(grammar), grammar.whitespace, follows)
+        return TokenAtoms(
+            grammar.terminals, _not_json_checked(grammar), grammar.whitespace, follows
+        )
 
 
 def _not_json_checked(grammar: JsonGrammar) -> frozenset[str]:
@@ -89,7 +99,9 @@ def _not_json_checked(grammar: JsonGrammar) -> frozenset[str]:
     return frozenset(PUNCTUATION.values()) | frozenset(grammar.tags)
 
 
-def _lark_rules(rules: dict[str, list[list[str]]], symbols: dict[str, str], atoms: set[str]) -> list[Rule]:
+def _lark_rules(
+    rules: dict[str, list[list[str]]], symbols: dict[str, str], atoms: set[str]
+) -> list[Rule]:
     """Lark's rules, each with a priority of its own (earlier rules higher), which decides its
     reduce/reduce conflicts."""
     out, priority = [], len(rules)
@@ -98,6 +110,9 @@ def _lark_rules(rules: dict[str, list[list[str]]], symbols: dict[str, str], atom
         priority -= 1
         origin = NonTerminal(name)
         for order, alt in enumerate(alternatives):
-            expansion = [Terminal(s) if s in atoms else NonTerminal(s) for s in (symbols.get(x, x) for x in alt)]
+            expansion = [
+                Terminal(s) if s in atoms else NonTerminal(s)
+                for s in (symbols.get(x, x) for x in alt)
+            ]
             out.append(Rule(origin, expansion, order, options=options))
     return out

@@ -29,7 +29,9 @@ class RegexRules:
 
     def __init__(self, grammar) -> None:
         self.grammar = grammar
-        self._token: dict[str, object] = {}  # repr(node) -> its DFA if it is one JSON token, else None
+        self._token: dict[
+            str, object
+        ] = {}  # repr(node) -> its DFA if it is one JSON token, else None
 
     def symbol(self, regex: str, path: str) -> str:
         try:
@@ -38,8 +40,10 @@ class RegexRules:
                 raise NotAligned
             return self.grammar.rule([self._symbols(ast)])
         except (NotAligned, ValueError, RecursionError):
-            raise GrammarError(f"json_schema: the value at {path} is a regex over several JSON tokens that "
-                               "cannot be cut into them") from None
+            raise GrammarError(
+                f"json_schema: the value at {path} is a regex over several JSON tokens that "
+                "cannot be cut into them"
+            ) from None
 
     def _symbols(self, node: tuple) -> list[str]:
         """Grammar symbols whose texts in sequence are exactly the node's texts."""

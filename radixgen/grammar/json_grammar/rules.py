@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from outlines_core.json_schema import build_regex_from_schema
 
 from radixgen.grammar.cfg.terminal_regex import ByteDfa
+from radixgen.grammar.json_grammar.regex_rules import RegexRules
 from radixgen.grammar.json_grammar.tokens import starts_container
 from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.rewrite.containers import KEYED
-from radixgen.grammar.json_grammar.regex_rules import RegexRules
 
 ANY_DEPTH = 2  # outlines-core's nesting for a value with no constraints
 # An object's n optional properties put ~n items in each of its ~n parser states: the LALR
@@ -39,9 +39,27 @@ RULE_BUDGET = 50_000
 SCALAR_TYPES = ("string", "number", "integer", "boolean", "null")
 PUNCTUATION = {"{": r"\{", "}": r"\}", "[": r"\[", "]": r"\]", ",": ",", ":": ":"}
 # what outlines-core reads, in its order: the first a node has decides it
-_DECIDING = ("properties", "allOf", "anyOf", "oneOf", "prefixItems", "enum", "const", "$ref", "type")
+_DECIDING = (
+    "properties",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "prefixItems",
+    "enum",
+    "const",
+    "$ref",
+    "type",
+)
 _PLACEHOLDER = re.compile(r'"RGPH[0-9a-f]+x[0-9]+"')  # rewrite.rewriter's placeholder names, quoted
-_STRUCTURAL = {"properties", "allOf", "anyOf", "oneOf", "prefixItems", "items", "additionalProperties"}
+_STRUCTURAL = {
+    "properties",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "prefixItems",
+    "items",
+    "additionalProperties",
+}
 
 
 # bytes a compact JSON token may start with, or a number continue with
@@ -51,30 +69,48 @@ _JSON_BYTES = frozenset(b'"-+.0123456789eEtfn{}[],:')
 @dataclass
 class JsonGrammar:
     rules: dict[str, list[list[str]]]  # rule name -> alternatives (lists of rule / terminal names)
-    terminals: dict[str, "str | ByteDfa"]  # terminal name -> regex (or DFA) of the JSON tokens it matches
+    terminals: dict[
+        str, "str | ByteDfa"
+    ]  # terminal name -> regex (or DFA) of the JSON tokens it matches
     start: str = "start"
     tags: tuple[str, ...] = ()  # terminals that are literal tags around the JSON, not JSON tokens
-    whitespace: str = ""  # the regex of the whitespace in each gap between tokens (json_grammar.tokens)
+    whitespace: str = (
+        ""  # the regex of the whitespace in each gap between tokens (json_grammar.tokens)
+    )
 
     def framed(self, opener: str, closer: str) -> "JsonGrammar":
         """The grammar of `opener`, an instance and `closer` (tool_calls' tags around the calls).
         The tags lex by maximal munch beside JSON tokens only if neither starts with a byte a
         JSON token starts or continues with, and neither is a prefix of the other."""
         for tag in (opener, closer):
-            if not tag or tag.encode()[0] in _JSON_BYTES or opener.startswith(closer) or closer.startswith(opener):
-                raise GrammarError(f"tool call tags {opener!r} / {closer!r} cannot frame a JSON grammar")
+            if (
+                not tag
+                or tag.encode()[0] in _JSON_BYTES
+                or opener.startswith(closer)
+                or closer.startswith(opener)
+            ):
+                raise GrammarError(
+                    f"tool call tags {opener!r} / {closer!r} cannot frame a JSON grammar"
+                )
         tags = {"TAG_OPEN": re.escape(opener), "TAG_CLOSE": re.escape(closer)}
-        rules = {**self.rules, self.start: [["TAG_OPEN", *alt, "TAG_CLOSE"] for alt in self.rules[self.start]]}
+        rules = {
+            **self.rules,
+            self.start: [["TAG_OPEN", *alt, "TAG_CLOSE"] for alt in self.rules[self.start]],
+        }
         if self.whitespace:
             raise GrammarError("tool call tags frame compact JSON only")
-        return JsonGrammar(rules, {**self.terminals, **tags}, self.start, (*self.tags, *tags.values()))
+        return JsonGrammar(
+            rules, {**self.terminals, **tags}, self.start, (*self.tags, *tags.values())
+        )
 
 
 class SchemaGrammar:
     """One use: `build()` the grammar of a rewritten schema, with the placeholders its `const`s
     stand for (rewrite.rewriter) and `ref_target` to resolve its `$ref`s."""
 
-    def __init__(self, root, placeholders: dict[str, str], ref_target, keyed_objects: dict | None = None) -> None:
+    def __init__(
+        self, root, placeholders: dict[str, str], ref_target, keyed_objects: dict | None = None
+    ) -> None:
         """`keyed_objects`: the rewriter's records of its keyed-object carriers (placeholder ->
         (name regex, nonempty, maxProperties))."""
         self.root, self.placeholders, self.ref_target = root, placeholders, ref_target
@@ -92,8 +128,10 @@ class SchemaGrammar:
 
     def build(self) -> JsonGrammar:
         self.rules["start"] = [[self.value(self.root, "$")]]
-        terminals = {name: self._dfas.get(name, PUNCTUATION[":"] if name in self._colons else regex)
-                     for regex, name in self._terminal_names.items()}
+        terminals = {
+            name: self._dfas.get(name, PUNCTUATION[":"] if name in self._colons else regex)
+            for regex, name in self._terminal_names.items()
+        }
         keep_productive(self.rules, terminals)
         return JsonGrammar(self.rules, terminals)
 
@@ -140,7 +178,9 @@ class SchemaGrammar:
 
     def rule(self, alternatives: list[list[str]], hint: str = "r") -> str:
         if len(self.rules) >= RULE_BUDGET:
-            raise GrammarError(f"json_schema is too large even as a grammar (more than {RULE_BUDGET:,} rules)")
+            raise GrammarError(
+                f"json_schema is too large even as a grammar (more than {RULE_BUDGET:,} rules)"
+            )
         name = f"{hint}{len(self.rules)}"
         self.rules[name] = [list(alt) for alt in dict.fromkeys(tuple(alt) for alt in alternatives)]
         return name
@@ -149,7 +189,9 @@ class SchemaGrammar:
     def value(self, node, path: str) -> str:
         """The symbol of the JSON values `node` accepts (a terminal for a scalar, else a rule);
         one per node (the rewritten schema shares subschemas)."""
-        key = json.dumps(node) if isinstance(node, dict) else repr(node)  # (copies share their rules)
+        key = (
+            json.dumps(node) if isinstance(node, dict) else repr(node)
+        )  # (copies share their rules)
         symbol = self._values.get(key)
         if symbol is None:
             symbol = self._values[key] = self._value(node, path)
@@ -162,7 +204,9 @@ class SchemaGrammar:
         if node is True or node == {}:
             return self.any_value(ANY_DEPTH)
         if not isinstance(node, dict):
-            raise GrammarError(f"json_schema: unsupported subschema {json.dumps(node)[:80]} at {path}")
+            raise GrammarError(
+                f"json_schema: unsupported subschema {json.dumps(node)[:80]} at {path}"
+            )
         if KEYED in node:
             return self.keyed(node, path)
         deciding = next((k for k in _DECIDING if k in node), None)
@@ -170,8 +214,10 @@ class SchemaGrammar:
             return self.object(node, path)
         if deciding == "allOf":
             if len(node["allOf"]) != 1:
-                raise GrammarError(f"unsupported JSON Schema keyword 'allOf' at {path} (in a schema too large "
-                                   "for one regex, allOf keeps one member)")
+                raise GrammarError(
+                    f"unsupported JSON Schema keyword 'allOf' at {path} (in a schema too large "
+                    "for one regex, allOf keeps one member)"
+                )
             return self.value(node["allOf"][0], f"{path}.allOf[0]")
         if deciding in ("anyOf", "oneOf"):
             return self.alternatives(node[deciding], f"{path}.{deciding}")
@@ -184,7 +230,9 @@ class SchemaGrammar:
             return self.ref(node["$ref"])
         if deciding == "type":
             types = node["type"] if isinstance(node["type"], list) else [node["type"]]
-            scalars = [t for t in types if t in SCALAR_TYPES]  # (one terminal: integer and number overlap)
+            scalars = [
+                t for t in types if t in SCALAR_TYPES
+            ]  # (one terminal: integer and number overlap)
             symbols = [self.terminal(self._types_regex(node, scalars, path))] if scalars else []
             symbols += [self.typed(node, t, path) for t in types if t not in SCALAR_TYPES]
             return symbols[0] if len(symbols) == 1 else self.rule([[s] for s in symbols])
@@ -222,15 +270,23 @@ class SchemaGrammar:
                 return self.rule([[self.punct("{"), self.punct("}")]])
             extra = node.get("additionalProperties", True)
             depth = node.get("depth", ANY_DEPTH)
-            values = self.any_value(depth) if extra is True else self.value(extra, f"{path}.additionalProperties")
+            values = (
+                self.any_value(depth)
+                if extra is True
+                else self.value(extra, f"{path}.additionalProperties")
+            )
             return self.dictionary(values, nonempty=(node.get("minProperties") or 0) > 0)
         if kind == "array":
             items = node.get("items")
             if items is None:
                 return self.any_array(node.get("depth", ANY_DEPTH))
             if not isinstance(items, (dict, bool)):
-                raise GrammarError(f"unsupported JSON Schema keyword 'items' at {path} (an array of schemas)")
-            return self.array(self.value(items, f"{path}.items"), node.get("minItems", 0), node.get("maxItems"))
+                raise GrammarError(
+                    f"unsupported JSON Schema keyword 'items' at {path} (an array of schemas)"
+                )
+            return self.array(
+                self.value(items, f"{path}.items"), node.get("minItems", 0), node.get("maxItems")
+            )
         raise GrammarError(f"json_schema: unsupported type {kind!r} at {path}")
 
     # containers --------------------------------------------------------------------------
@@ -242,12 +298,16 @@ class SchemaGrammar:
         required = set(node.get("required", []))
         self._items += len(props) ** 2
         if self._items > ITEM_BUDGET:
-            raise GrammarError(f"json_schema is too large even as a grammar (its objects' optional properties "
-                               f"make more than {ITEM_BUDGET:,} parser items: the sum over objects of the number of "
-                               "properties squared)")
+            raise GrammarError(
+                f"json_schema is too large even as a grammar (its objects' optional properties "
+                f"make more than {ITEM_BUDGET:,} parser items: the sum over objects of the number of "
+                "properties squared)"
+            )
         keys = [self.terminal(re.escape(json.dumps(name, ensure_ascii=False))) for name, _ in props]
-        pairs = [[key, self.colon(key), self.value(schema, f"{path}.properties.{name}")]
-                 for key, (name, schema) in zip(keys, props)]
+        pairs = [
+            [key, self.colon(key), self.value(schema, f"{path}.properties.{name}")]
+            for key, (name, schema) in zip(keys, props)
+        ]
         first = later = self.empty()
         for i in range(len(props) - 1, -1, -1):
             optional = props[i][0] not in required
@@ -256,33 +316,46 @@ class SchemaGrammar:
             first, later = self.rule(first_i, "f"), self.rule(later_i, "n")
         return self.rule([[self.punct("{"), first, self.punct("}")]], "o")
 
-    def dictionary(self, values: str, nonempty: bool, names: str | None = None, most: int | None = None) -> str:
+    def dictionary(
+        self, values: str, nonempty: bool, names: str | None = None, most: int | None = None
+    ) -> str:
         """`{` names (any string, or the JSON strings the regex `names` matches), each with a
         value of `values`, at most `most` of them `}` (names may repeat, as outlines-core writes
         it; the validators read the last)."""
         key = self.terminal(names if names is not None else self._outlines({"type": "string"}, "$"))
         pair = self.rule([[key, self.colon(key), values]], "p")
-        return self.rule([[self.punct("{")] + self.listed(pair, 1 if nonempty else 0, most) + [self.punct("}")]], "o")
+        return self.rule(
+            [[self.punct("{")] + self.listed(pair, 1 if nonempty else 0, most) + [self.punct("}")]],
+            "o",
+        )
 
     def keyed(self, node: dict, path: str) -> str:
         """A keyed object (rewrite.containers' carrier): names from its name regex, values of its
         additionalProperties, as rewrite.keyed_objects writes its regex."""
         names, nonempty, most = self.keyed_objects[f'"{node[KEYED]}"']
-        if "additionalProperties" not in node:  # the recursion was cut there (Unroll): the empty object
+        if (
+            "additionalProperties" not in node
+        ):  # the recursion was cut there (Unroll): the empty object
             if nonempty:
-                raise GrammarError("recursive $ref without an exit: an object needing a property "
-                                   "recurses at every level")
+                raise GrammarError(
+                    "recursive $ref without an exit: an object needing a property "
+                    "recurses at every level"
+                )
             return self.rule([[self.punct("{"), self.punct("}")]], "o")
         values = self.value(node["additionalProperties"], f"{path}.additionalProperties")
         return self.dictionary(values, nonempty, self._filled(names), most)
 
     def array(self, item: str, min_items: int, max_items: int | None) -> str:
-        return self.rule([[self.punct("[")] + self.listed(item, min_items, max_items) + [self.punct("]")]], "a")
+        return self.rule(
+            [[self.punct("[")] + self.listed(item, min_items, max_items) + [self.punct("]")]], "a"
+        )
 
     def tuple_items(self, items: list, path: str) -> str:
         symbols = [self.punct("[")]
         for i, item in enumerate(items):
-            symbols += ([self.punct(",")] if i else []) + [self.value(item, f"{path}.prefixItems[{i}]")]
+            symbols += ([self.punct(",")] if i else []) + [
+                self.value(item, f"{path}.prefixItems[{i}]")
+            ]
         return self.rule([symbols + [self.punct("]")]], "a")
 
     def listed(self, item: str, low: int, high: int | None) -> list[str]:
@@ -304,8 +377,9 @@ class SchemaGrammar:
             if depth <= 0:
                 return scalar
             inner = self.any_value(depth - 1)
-            name = self._any[depth] = self.rule([[scalar], [self.dictionary(inner, False)],
-                                                 [self.array(inner, 0, None)]], "v")
+            name = self._any[depth] = self.rule(
+                [[scalar], [self.dictionary(inner, False)], [self.array(inner, 0, None)]], "v"
+            )
         return name
 
     def any_array(self, depth: int) -> str:
@@ -347,10 +421,17 @@ class SchemaGrammar:
             return None
         deciding = next((k for k in _DECIDING if k in node), None)
         if deciding in ("anyOf", "oneOf"):
-            found = [self.scalar_regex(o, f"{path}.{deciding}[{i}]") for i, o in enumerate(node[deciding])]
+            found = [
+                self.scalar_regex(o, f"{path}.{deciding}[{i}]")
+                for i, o in enumerate(node[deciding])
+            ]
             return _union(found) if found and None not in found else None
         if deciding == "allOf":
-            return self.scalar_regex(node["allOf"][0], f"{path}.allOf[0]") if len(node["allOf"]) == 1 else None
+            return (
+                self.scalar_regex(node["allOf"][0], f"{path}.allOf[0]")
+                if len(node["allOf"]) == 1
+                else None
+            )
         if deciding in ("enum", "const"):
             values = node["enum"] if deciding == "enum" else [node["const"]]
             if not values or any(isinstance(v, (dict, list)) for v in values):
@@ -385,7 +466,9 @@ class SchemaGrammar:
 
     def _filled(self, regex: str) -> str:
         """`regex` with its placeholders written out."""
-        return _PLACEHOLDER.sub(lambda m: f"(?:{self.placeholders.get(m.group(0), m.group(0))})", regex)
+        return _PLACEHOLDER.sub(
+            lambda m: f"(?:{self.placeholders.get(m.group(0), m.group(0))})", regex
+        )
 
 
 def keep_productive(rules: dict[str, list[list[str]]], terminals: dict[str, str]) -> None:
@@ -399,8 +482,10 @@ def keep_productive(rules: dict[str, list[list[str]]], terminals: dict[str, str]
                 done.add(name)
                 changed = True
     if "start" not in done:
-        raise GrammarError("json_schema: no finite instance (a recursive $ref without an exit: it is required "
-                           "at every level)")
+        raise GrammarError(
+            "json_schema: no finite instance (a recursive $ref without an exit: it is required "
+            "at every level)"
+        )
     for name in list(rules):
         if name in done:
             rules[name] = [alt for alt in rules[name] if all(s in done for s in alt)]
@@ -410,7 +495,11 @@ def keep_productive(rules: dict[str, list[list[str]]], terminals: dict[str, str]
 
 def _scalar_part(node: dict) -> dict:
     """The keywords of `node` outlines-core reads for a scalar type."""
-    return {k: v for k, v in node.items() if k not in _STRUCTURAL and k not in ("type", "$ref", "$defs", "definitions")}
+    return {
+        k: v
+        for k, v in node.items()
+        if k not in _STRUCTURAL and k not in ("type", "$ref", "$defs", "definitions")
+    }
 
 
 def _json_regex(value) -> str:

@@ -39,8 +39,13 @@ class LexerTooLarge(GrammarError):
 class TokenAtoms:
     """The product automaton of a set of terminals; `atoms_of[terminal]` its atom type names."""
 
-    def __init__(self, terminals: dict[str, "str | ByteDfa"], punctuation: frozenset[str] = frozenset(),
-                 whitespace: str = "", follows: tuple | None = None) -> None:
+    def __init__(
+        self,
+        terminals: dict[str, "str | ByteDfa"],
+        punctuation: frozenset[str] = frozenset(),
+        whitespace: str = "",
+        follows: tuple | None = None,
+    ) -> None:
         """`terminals`: name -> regex (Rust syntax, see cfg.terminal_regex) or DFA of the JSON tokens it
         matches; each not in `punctuation` (regexes) is checked to match JSON scalar tokens only
         (strings, numbers, literals). `whitespace`: the regex of the whitespace between tokens
@@ -53,14 +58,20 @@ class TokenAtoms:
         dfas = [t if isinstance(t, ByteDfa) else _dfa(name, t) for name, t in terminals.items()]
         for name, dfa in zip(self.names, dfas):
             if terminals[name] not in punctuation and not is_scalar_token(dfa):
-                raise GrammarError(f"json_schema: a value's regex ({str(terminals[name])[:80]}) matches more than "
-                                   "one JSON token")
+                raise GrammarError(
+                    f"json_schema: a value's regex ({str(terminals[name])[:80]}) matches more than "
+                    "one JSON token"
+                )
         self._owners = list(range(len(dfas)))
-        self._closed_dfa: dict[int, int] = {}  # after a value: terminal -> its DFA taking whitespace before it
+        self._closed_dfa: dict[
+            int, int
+        ] = {}  # after a value: terminal -> its DFA taking whitespace before it
         self._opening = frozenset()
         if whitespace:
             dfas, self._owners, self._closed_dfa = with_whitespace(terminals, dfas, whitespace)
-            self._opening = frozenset(i for i, name in enumerate(self.names) if terminals[name] in _OPENING)
+            self._opening = frozenset(
+                i for i, name in enumerate(self.names) if terminals[name] in _OPENING
+            )
         self._whitespace = bool(whitespace)
         position = {name: i for i, name in enumerate(self.names)}
         self._everything = frozenset(range(len(self.names)))
@@ -70,7 +81,9 @@ class TokenAtoms:
             self._first = frozenset(position[t] for t in follows[0])
             self._follow = [frozenset(position[u] for u in follows[1][t]) for t in self.names]
         # per DFA and state: its live transitions as (byte, next state) pairs
-        self._moves = [[[(b, t) for b, t in enumerate(row) if t >= 0] for row in dfa.trans] for dfa in dfas]
+        self._moves = [
+            [[(b, t) for b, t in enumerate(row) if t >= 0] for row in dfa.trans] for dfa in dfas
+        ]
         self._accepting = [dfa.accepting for dfa in dfas]
         self._build()
 
@@ -97,8 +110,10 @@ class TokenAtoms:
             target = ids.get(key)
             if target is None:
                 if len(states) >= MAX_LEXER_STATES:
-                    raise LexerTooLarge("json_schema's JSON tokens need too large a lexer (more than "
-                                        f"{MAX_LEXER_STATES} states: too many distinct names and patterns)")
+                    raise LexerTooLarge(
+                        "json_schema's JSON tokens need too large a lexer (more than "
+                        f"{MAX_LEXER_STATES} states: too many distinct names and patterns)"
+                    )
                 target = ids[key] = len(states)
                 states.append(key)
             return target
@@ -134,7 +149,9 @@ class TokenAtoms:
         self.rows = rows
 
     def lexer(self) -> LexerDfa:
-        return LexerDfa.from_token_automaton(self.type_names, self.rows, self.winner, self.restart, self.starts)
+        return LexerDfa.from_token_automaton(
+            self.type_names, self.rows, self.winner, self.restart, self.starts
+        )
 
 
 # whitespace: after these (and at the start) a token takes none before it; after any other
@@ -144,7 +161,9 @@ _LEADING = frozenset((",", ":", r"\}", r"\]"))
 _JSON_WHITESPACE = "[ \t\n\r]*"
 
 
-def with_whitespace(terminals: dict, dfas: list[ByteDfa], whitespace: str) -> tuple[list, list, dict]:
+def with_whitespace(
+    terminals: dict, dfas: list[ByteDfa], whitespace: str
+) -> tuple[list, list, dict]:
     """(DFAs, the terminal each belongs to, terminal -> its DFA after a value) of terminals with
     `whitespace` in each gap between tokens, once: `{` `[` `,` `:` take it after them; after a
     value or `}` `]`, `,` `:` `}` `]` take it before them (DFAs of their own). So no gap has it
@@ -153,8 +172,10 @@ def with_whitespace(terminals: dict, dfas: list[ByteDfa], whitespace: str) -> tu
     the empty text (the shortest completions need none)."""
     ws = _dfa("the whitespace", whitespace)
     if not _within(ws, _compiled(_JSON_WHITESPACE)) or 0 not in ws.accepting:
-        raise GrammarError(f"the whitespace pattern {whitespace!r} must match only spaces, tabs and newlines, "
-                           "and the empty text, for a schema compiled to a grammar")
+        raise GrammarError(
+            f"the whitespace pattern {whitespace!r} must match only spaces, tabs and newlines, "
+            "and the empty text, for a schema compiled to a grammar"
+        )
     names = list(terminals)
     dfas, owners, closed = list(dfas), list(range(len(names))), {}
     for i, name in enumerate(names):
@@ -162,7 +183,12 @@ def with_whitespace(terminals: dict, dfas: list[ByteDfa], whitespace: str) -> tu
         if regex in _OPENING:
             dfas[i] = _dfa(name, f"{regex}(?:{whitespace})")
         if regex in _LEADING:
-            dfas.append(_dfa(name, f"(?:{whitespace}){regex}" + (f"(?:{whitespace})" if regex in _OPENING else "")))
+            dfas.append(
+                _dfa(
+                    name,
+                    f"(?:{whitespace}){regex}" + (f"(?:{whitespace})" if regex in _OPENING else ""),
+                )
+            )
             owners.append(i)
             closed[i] = len(dfas) - 1
     return dfas, owners, closed
@@ -174,8 +200,10 @@ def starts_container(regex: str) -> bool:
     return row[ord("{")] >= 0 or row[ord("[")] >= 0
 
 
-_SCALAR_TOKEN = (r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
-                 r"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
+_SCALAR_TOKEN = (
+    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+    r"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null"
+)
 
 
 @lru_cache(maxsize=1)

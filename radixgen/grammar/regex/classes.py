@@ -14,24 +14,37 @@ from __future__ import annotations
 import re
 
 from radixgen.grammar.regex.properties import (
-    PROPERTY, members_text, pattern_tokens, property_members, python_compiled,
+    PROPERTY,
+    members_text,
+    pattern_tokens,
+    property_members,
+    python_compiled,
 )
 
 _JSON_UNSAFE = r'["\\\x00-\x1f]'  # chars a raw JSON string may not contain unescaped
 # "." (ECMA-262's leaves out the line terminators \u2028 and \u2029, Python's does not: neither)
 ANY_SAFE = r'[^"\\\x00-\x1f\u2028\u2029]'
-_JSON_BACKSLASH = r"(?:\\\\)"  # a backslash in a string's value, as JSON text writes it: \\ (one atom)
+_JSON_BACKSLASH = (
+    r"(?:\\\\)"  # a backslash in a string's value, as JSON text writes it: \\ (one atom)
+)
 # ASCII subsets of Python's shorthand classes (printable; without '"' and '\\', which JSON escapes)
-_SHORTHAND = {"d": "0-9", "w": "0-9A-Za-z_", "s": " ",
-              "D": r"\x20\x21\x23-\x2f\x3a-\x5b\x5d-\x7e", "S": r"\x21\x23-\x5b\x5d-\x7e",
-              "W": r"\x20\x21\x23-\x2f\x3a-\x40\x5b\x5d\x5e\x60\x7b-\x7e"}
+_SHORTHAND = {
+    "d": "0-9",
+    "w": "0-9A-Za-z_",
+    "s": " ",
+    "D": r"\x20\x21\x23-\x2f\x3a-\x5b\x5d-\x7e",
+    "S": r"\x21\x23-\x5b\x5d-\x7e",
+    "W": r"\x20\x21\x23-\x2f\x3a-\x40\x5b\x5d\x5e\x60\x7b-\x7e",
+}
 _CONTROL_ESCAPES = set("ntrfv0")
 _SAFE_PUNCT = set(".^$*+?()[]{}|-/,:;=<>!@#%&~`' _")
 _CONTROLS = {"\\t", "\\n", "\\r", "\\f", "\\v"}  # (without_optional_controls)
 _ZERO_OR_MORE = re.compile(r"(?:\*|\?|\{0(?:,\d*)?\})[?+]?")
 
 
-def escape_piece(body: str, i: int, refuse, in_class: bool, negated: bool = False) -> tuple[str, int]:
+def escape_piece(
+    body: str, i: int, refuse, in_class: bool, negated: bool = False
+) -> tuple[str, int]:
     if i + 1 >= len(body):
         raise refuse("trailing backslash")
     c = body[i + 1]
@@ -42,11 +55,17 @@ def escape_piece(body: str, i: int, refuse, in_class: bool, negated: bool = Fals
         m = PROPERTY.match(body, i)
         members = property_members(m[1], m[2] or m[3]) if m else None
         if members is None:
-            raise refuse(f"unsupported property escape {body[i:i + 12]!r} (general categories and POSIX names only)")
+            raise refuse(
+                f"unsupported property escape {body[i : i + 12]!r} (general categories and POSIX names only)"
+            )
         if negated:
             raise refuse("a Unicode property inside a negated class is not supported")
-        if not members and not in_class:  # (in a class it adds nothing; an empty class is refused there)
-            raise refuse(f"{m[0]} has no printable ASCII character (properties are narrowed to ASCII)")
+        if (
+            not members and not in_class
+        ):  # (in a class it adds nothing; an empty class is refused there)
+            raise refuse(
+                f"{m[0]} has no printable ASCII character (properties are narrowed to ASCII)"
+            )
         return members_text(members, in_class), m.end()
     if c in "xu":
         width = 2 if c == "x" else 4
@@ -83,12 +102,12 @@ _ESCAPED_CODES = {"t": 9, "n": 10, "v": 11, "f": 12, "r": 13, "0": 0}
 def _class_atom(body: str, i: int) -> tuple[int, int] | None:
     """(code point, index after) of one class member at i that names a single character (a
     literal, `\\t`-style, `\\xHH`, `\\uHHHH` or a punctuation escape), else None."""
-    c = body[i:i + 1]
+    c = body[i : i + 1]
     if not c or c == "]":
         return None
     if c != "\\":
         return ord(c), i + 1
-    e = body[i + 1:i + 2]
+    e = body[i + 1 : i + 2]
     if e in _ESCAPED_CODES:
         return _ESCAPED_CODES[e], i + 2
     if e in ("x", "u"):
@@ -100,7 +119,7 @@ def _class_atom(body: str, i: int) -> tuple[int, int] | None:
 def _hex_escape(body: str, i: int) -> int | None:
     """The code point of the `\\xHH` or `\\uHHHH` escape at i, None where it is malformed."""
     width = 2 if body[i + 1] == "x" else 4
-    digits = body[i + 2:i + 2 + width]
+    digits = body[i + 2 : i + 2 + width]
     if len(digits) != width or any(d not in "0123456789abcdefABCDEF" for d in digits):
         return None
     return int(digits, 16)
@@ -145,7 +164,7 @@ def _negated_as_ascii(body: str, i: int, end: int, refuse) -> tuple[str, int]:
     U+00A0, so [^\\s] would take it), but on ASCII ECMA-262 and Python read every shorthand
     alike, so the whole class narrowed to ASCII is exact there."""
     try:
-        test = python_compiled(body[i:end + 1])
+        test = python_compiled(body[i : end + 1])
     except re.error:
         raise refuse("a shorthand class inside a negated class is not supported") from None
     members = [c for c in map(chr, range(0x20, 0x7F)) if c not in '"\\' and test.fullmatch(c)]
@@ -167,7 +186,10 @@ def char_class(body: str, i: int, refuse) -> tuple[str, int]:
     first, backslash = True, False  # backslash: listed in a class that is not negated
     while j < len(body) and (body[j] != "]" or first):
         c = body[j]
-        ends_a_range = parts[-1] == "-" and parts[-2] not in ("[", "[^")  # (`9` of `0-9`: not a start)
+        ends_a_range = parts[-1] == "-" and parts[-2] not in (
+            "[",
+            "[^",
+        )  # (`9` of `0-9`: not a start)
         ranged = _unsafe_range(body, j) if not (negated or ends_a_range) else None
         if ranged is not None:  # (`[\x09-\x0D\x20-\x7E]`, `[\u0001-\uFFFF]`, `[@\\-_]`)
             lo, hi, j = ranged
@@ -184,22 +206,31 @@ def char_class(body: str, i: int, refuse) -> tuple[str, int]:
         if c == "\\":
             start = j
             piece, j = escape_piece(body, j, refuse, in_class=True, negated=negated)
-            shorthand = body[start + 1] in _SHORTHAND or body[start + 1] in "pP"  # (a set, not one character)
+            shorthand = (
+                body[start + 1] in _SHORTHAND or body[start + 1] in "pP"
+            )  # (a set, not one character)
             if shorthand and body.startswith("-", j) and not body.startswith("-]", j):
                 raise refuse("a range next to a shorthand class is ambiguous")
-            if not piece and (parts[-1] == "-" or body.startswith("-", j) and not body.startswith("-]", j)):
-                raise refuse("a range from or to a character JSON strings must escape is not supported")
-            backslash |= body[j - 2:j] == "\\\\" and not negated
+            if not piece and (
+                parts[-1] == "-" or body.startswith("-", j) and not body.startswith("-]", j)
+            ):
+                raise refuse(
+                    "a range from or to a character JSON strings must escape is not supported"
+                )
+            backslash |= body[j - 2 : j] == "\\\\" and not negated
             parts.append(piece)
-        elif body.startswith("--", j) or c == "[" and body[j - 2:j] == "&&":
+        elif body.startswith("--", j) or c == "[" and body[j - 2 : j] == "&&":
             raise refuse("nested classes and class set operations are not supported")
         # (`[`, `&&`, `~~` and `||` are characters in ECMA-262 without the v flag and in Python's
         # re, and each is escaped below or not special in Rust: AWS's `[\p{L}||\p{M}||\p{N}]`,
         # `[...,@[\]+=...]`, where Rust would open a nested class; but `&&[` is Java's class
         # intersection, `[\p{Print}&&[^|:/]]`, whose author meant another set)
         else:  # (^ & ~ escaped: next to a removed member they would turn into syntax)
-            parts.append("\\]" if c == "]" else ("\\-" if c == "-" and first else
-                                                  ("\\" + c if c in "^&~[" else c)))
+            parts.append(
+                "\\]"
+                if c == "]"
+                else ("\\-" if c == "-" and first else ("\\" + c if c in "^&~[" else c))
+            )
             j += 1
         first = False
     if j >= len(body):
@@ -209,7 +240,9 @@ def char_class(body: str, i: int, refuse) -> tuple[str, int]:
             return ANY_SAFE, j + 1
         if backslash:
             return _JSON_BACKSLASH, j + 1
-        raise refuse("it matches only characters that JSON strings must escape (or lone surrogates)")
+        raise refuse(
+            "it matches only characters that JSON strings must escape (or lone surrogates)"
+        )
     inner = "".join(parts) + "]"
     if backslash:
         return f"(?:[{inner}--{_JSON_UNSAFE}]|{_JSON_BACKSLASH})", j + 1

@@ -27,10 +27,16 @@ from radixgen.grammar.regex.properties import pattern_tokens
 
 # what Python's re with IGNORECASE matches beyond a letter's two ASCII cases
 _UNICODE_FOLDS = {"i": "\u0130\u0131", "k": "\u212a", "s": "\u017f"}
-_SCOPED = re.compile(r"\(\?i(\)|:)")  # `(?i)` (to the end of the group) or `(?i:` (a group of its own)
-_GROUP_SYNTAX = re.compile(r"\(\?(?:P?<[A-Za-z_]\w*>|<?[=!]|:)")  # (?:, (?=, (?!, (?<=, (?<!, named groups
+_SCOPED = re.compile(
+    r"\(\?i(\)|:)"
+)  # `(?i)` (to the end of the group) or `(?i:` (a group of its own)
+_GROUP_SYNTAX = re.compile(
+    r"\(\?(?:P?<[A-Za-z_]\w*>|<?[=!]|:)"
+)  # (?:, (?=, (?!, (?<=, (?<!, named groups
 _NEGATIVE = re.compile(r"\(\?<?!")
-_CASED_ESCAPE = re.compile(r"\\[pPxuUcNk0-9]")  # escapes of letters or of sets the spelling would have to know
+_CASED_ESCAPE = re.compile(
+    r"\\[pPxuUcNk0-9]"
+)  # escapes of letters or of sets the spelling would have to know
 _STRING_ANCHORS = {"\\A": "^", "\\Z": "$"}
 
 
@@ -47,8 +53,10 @@ def neutral(pattern: str) -> str:
 
 def caret_dollar(pattern: str) -> str:
     """`pattern` with Python's `\\A` and `\\Z` outside classes spelt `^` and `$`."""
-    return "".join(_STRING_ANCHORS.get(text, text) if not in_class else text
-                   for _, text, in_class in pattern_tokens(pattern))
+    return "".join(
+        _STRING_ANCHORS.get(text, text) if not in_class else text
+        for _, text, in_class in pattern_tokens(pattern)
+    )
 
 
 def case_spelt(pattern: str) -> str:
@@ -65,7 +73,9 @@ def case_spelt(pattern: str) -> str:
 def _spelt(pattern: str) -> str:
     tokens = list(pattern_tokens(pattern))
     out: list[str] = []
-    frames = [[False, False]]  # per open group: [case-insensitive, inside an odd number of negative lookarounds]
+    frames = [
+        [False, False]
+    ]  # per open group: [case-insensitive, inside an odd number of negative lookarounds]
     k = 0
     while k < len(tokens):
         i, text, _ = tokens[k]
@@ -79,7 +89,9 @@ def _spelt(pattern: str) -> str:
             if scoped and scoped[1] == ")":
                 frames[-1][0] = True  # to the end of the enclosing group
                 continue
-            frames.append([insensitive or bool(scoped), negative != bool(_NEGATIVE.match(pattern, i))])
+            frames.append(
+                [insensitive or bool(scoped), negative != bool(_NEGATIVE.match(pattern, i))]
+            )
             out.append("(?:" if scoped else syntax[0])
             continue
         if text == "(":
@@ -88,7 +100,7 @@ def _spelt(pattern: str) -> str:
             frames.pop()
         elif text.startswith("["):
             end = _class_end(tokens, k)
-            members = [t for _, t, _ in tokens[k + 1:end]]
+            members = [t for _, t, _ in tokens[k + 1 : end]]
             out.append(_class_spelt(text, members, insensitive, negative))
             k = end + 1
             continue

@@ -10,8 +10,10 @@ from radixgen.grammar.regex.leaves import string_pattern_regex
 
 _YEAR = r"(?:0(?:0(?:0[1-9]|[1-9][0-9])|[1-9][0-9]{2})|[1-9][0-9]{3})"  # 0001-9999
 _LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
-_MONTH_DAY = (r"(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
-              r"|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))")
+_MONTH_DAY = (
+    r"(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+    r"|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+)
 _DATE = rf"(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
 _TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
@@ -19,8 +21,14 @@ _DIGITS = "[0-9]{1,6}"
 _DUR_TIME = rf"T(?:{_DIGITS}H(?:{_DIGITS}M(?:{_DIGITS}S)?)?|{_DIGITS}M(?:{_DIGITS}S)?|{_DIGITS}S)"
 _DUR_DATE = rf"(?:{_DIGITS}D|{_DIGITS}M(?:{_DIGITS}D)?|{_DIGITS}Y(?:{_DIGITS}M(?:{_DIGITS}D)?)?)"
 _H16 = "[0-9a-f]{1,4}"
-_IPV6_TAILS = [f"(?:{_H16}:){{3}}{_H16}:{_H16}", f"(?:{_H16}:){{2}}{_H16}:{_H16}", f"{_H16}:{_H16}:{_H16}",
-               f"{_H16}:{_H16}", _H16, ""]
+_IPV6_TAILS = [
+    f"(?:{_H16}:){{3}}{_H16}:{_H16}",
+    f"(?:{_H16}:){{2}}{_H16}:{_H16}",
+    f"{_H16}:{_H16}:{_H16}",
+    f"{_H16}:{_H16}",
+    _H16,
+    "",
+]
 _LABEL = "[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?"  # <= 48 characters, no "-" at either end
 _SEGMENT = "[A-Za-z0-9._~-]"  # one unreserved character of a path segment (RFC 3986)
 _HOST = r"https?://[a-z0-9-]+(?:\.[a-z0-9-]+)*"  # a scheme and a lower-case host name
@@ -41,10 +49,19 @@ FORMATS = {
     # optional day, no fractions; 6 digits per number keeps the automaton small
     "duration": rf"P(?:{_DUR_DATE}(?:{_DUR_TIME})?|{_DUR_TIME}|{_DIGITS}W)",
     # RFC 4291's text forms in lower case, "::" anywhere; an embedded IPv4 tail is not generated
-    "ipv6": "(?:" + "|".join([f"(?:{_H16}:){{6}}{_H16}:{_H16}", f"::(?:{_H16}:){{5}}{_H16}:{_H16}",
-                              f"(?:{_H16})?::(?:{_H16}:){{4}}{_H16}:{_H16}"]
-                             + [f"(?:(?:{_H16}:){{0,{k}}}{_H16})?::{tail}"
-                                for k, tail in enumerate(_IPV6_TAILS, start=1)]) + ")",
+    "ipv6": "(?:"
+    + "|".join(
+        [
+            f"(?:{_H16}:){{6}}{_H16}:{_H16}",
+            f"::(?:{_H16}:){{5}}{_H16}:{_H16}",
+            f"(?:{_H16})?::(?:{_H16}:){{4}}{_H16}:{_H16}",
+        ]
+        + [
+            f"(?:(?:{_H16}:){{0,{k}}}{_H16})?::{tail}"
+            for k, tail in enumerate(_IPV6_TAILS, start=1)
+        ]
+    )
+    + ")",
     # RFC 1123 labels in lower case: up to 5 labels of up to 48 characters (<= 244 < 253)
     "hostname": rf"{_LABEL}(?:\.{_LABEL}){{0,4}}",
     # RFC 3986: a uri as above, or a relative path of unreserved characters (no ":", so its first
@@ -63,7 +80,7 @@ FORMATS = {
     "regex": rf"\^?{_REGEX_BRANCH}(?:\|{_REGEX_BRANCH})*\$?",
     # draft 3's CSS 2.1 color: a hex code or one of its 17 names
     "color": "(?:#[0-9a-f]{6}|#[0-9a-f]{3}|aqua|black|blue|fuchsia|gray|green|lime|maroon|navy|olive|orange|"
-             "purple|red|silver|teal|white|yellow)",
+    "purple|red|silver|teal|white|yellow)",
 }
 FORMATS["iri"] = FORMATS["uri"]  # ASCII URIs are IRIs
 FORMATS["iri-reference"] = FORMATS["uri-reference"]
@@ -76,8 +93,12 @@ FORMATS["iri-reference"] = FORMATS["uri-reference"]
 # 256), and no URL a model writes into a tool call needs more. Both are subsets, so exact.
 _FLAT_URI = r"https?://[a-z0-9][A-Za-z0-9._~/-]*"  # unreserved characters and "/" only
 _FLAT_RELATIVE = r"/?[A-Za-z0-9._~-][A-Za-z0-9._~/-]*"
-_FLAT_FORMS = {"uri": _FLAT_URI, "iri": _FLAT_URI, "uri-reference": f"(?:{_FLAT_URI}|{_FLAT_RELATIVE})",
-               "iri-reference": f"(?:{_FLAT_URI}|{_FLAT_RELATIVE})"}
+_FLAT_FORMS = {
+    "uri": _FLAT_URI,
+    "iri": _FLAT_URI,
+    "uri-reference": f"(?:{_FLAT_URI}|{_FLAT_RELATIVE})",
+    "iri-reference": f"(?:{_FLAT_URI}|{_FLAT_RELATIVE})",
+}
 _RELATIVE_FORMS = dict.fromkeys(("uri-reference", "iri-reference"), _FLAT_RELATIVE)
 _FLAT_FORMS["relative-json-pointer"] = r"0/[A-Za-z0-9._/-]*"  # this element's own members
 _FLAT_FORMS["regex"] = r"[A-Za-z0-9 _.-]+"  # literal characters and "."
@@ -89,20 +110,25 @@ def format_length_regex(fmt: str, path: str, min_length: int, max_length: int | 
     most = max(min_length, FORMAT_MAX_LENGTH)
     most = most if max_length is None else min(max_length, most)
     try:
-        return string_pattern_regex(_FLAT_FORMS.get(fmt, FORMATS[fmt]), path, min_length, most,
-                                    keyword="format", name=fmt)
+        return string_pattern_regex(
+            _FLAT_FORMS.get(fmt, FORMATS[fmt]), path, min_length, most, keyword="format", name=fmt
+        )
     except GrammarError:  # both branches get one repeat count: too short for "https://..."
         if fmt not in _RELATIVE_FORMS:
             raise
-        return string_pattern_regex(_RELATIVE_FORMS[fmt], path, min_length, most, keyword="format", name=fmt)
+        return string_pattern_regex(
+            _RELATIVE_FORMS[fmt], path, min_length, most, keyword="format", name=fmt
+        )
 
 
 # formats that JSON Schema validators check (jsonschema's FormatChecker, every draft): one of
 # these that FORMATS lacks is refused; any other name (OpenAPI's int32, password, binary, ...)
 # is an annotation that validators ignore, so it constrains nothing
-CHECKED_FORMATS = frozenset("""date time date-time duration email idn-email hostname idn-hostname ipv4
+CHECKED_FORMATS = frozenset(
+    """date time date-time duration email idn-email hostname idn-hostname ipv4
 ipv6 uri uri-reference iri iri-reference uri-template json-pointer relative-json-pointer regex uuid
-color""".split())
+color""".split()
+)
 
 
 def format_regex(fmt: str, path: str) -> str | None:
@@ -110,6 +136,8 @@ def format_regex(fmt: str, path: str) -> str | None:
     if fmt in FORMATS:
         return FORMATS[fmt]
     if fmt in CHECKED_FORMATS:
-        raise GrammarError(f"unsupported string format {fmt!r} at {path}.format "
-                           f"(supported: {', '.join(sorted(FORMATS))})")
+        raise GrammarError(
+            f"unsupported string format {fmt!r} at {path}.format "
+            f"(supported: {', '.join(sorted(FORMATS))})"
+        )
     return None

@@ -25,22 +25,38 @@ import json
 import re
 
 from radixgen.grammar.matcher import GrammarError
+from radixgen.grammar.regex.classes import (
+    ANY_SAFE,
+    char_class,
+    escape_piece,
+    without_optional_controls,
+)
 from radixgen.grammar.regex.lengths import (
-    LENGTH_REFUSAL, alternatives_of, both_lengths, fit_lengths,
+    LENGTH_REFUSAL,
+    alternatives_of,
+    both_lengths,
+    fit_lengths,
 )
 from radixgen.grammar.regex.lookahead import (
-    leading_excluded_prefixes, leading_not_only, length_lookahead, not_blank_written_out,
-    not_only_written_out, without_prefixes,
-)
-from radixgen.grammar.regex.classes import (
-    ANY_SAFE, char_class, escape_piece, without_optional_controls,
+    leading_excluded_prefixes,
+    leading_not_only,
+    length_lookahead,
+    not_blank_written_out,
+    not_only_written_out,
+    without_prefixes,
 )
 from radixgen.grammar.regex.lookaround import (
-    LookaroundError, lookarounds_written_out, needs_writing_out,
+    LookaroundError,
+    lookarounds_written_out,
+    needs_writing_out,
 )
 from radixgen.grammar.regex.properties import (
-    pattern_tokens, python_compiled, python_view, without_single_negations,
+    pattern_tokens,
+    python_compiled,
+    python_view,
+    without_single_negations,
 )
+
 
 def escape_literal(text: str) -> str:
     """`text` as a regex matching itself (Rust accepts escaping every char escaped here)."""
@@ -56,8 +72,10 @@ def increasing_subsequence_regex(items: list[str], separator: str, nonempty: boo
     """Regex for items[i1] sep items[i2] sep ... with i1 < i2 < ...: every item at most once, in
     the given order (how `uniqueItems` over a finite set is generated). One alternative per last
     item: O(n^2) text, an automaton of O(n) states."""
-    alternatives = ["".join(f"(?:{item}{separator})?" for item in items[:k]) + items[k]
-                    for k in range(len(items))]
+    alternatives = [
+        "".join(f"(?:{item}{separator})?" for item in items[:k]) + items[k]
+        for k in range(len(items))
+    ]
     body = "(?:" + "|".join(alternatives) + ")"
     return body if nonempty else f"{body}?"
 
@@ -65,8 +83,15 @@ def increasing_subsequence_regex(items: list[str], separator: str, nonempty: boo
 # ---------------------------------------------------------------- string patterns
 
 
-def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_length: int | None = None,
-                         keyword: str = "pattern", name: str | None = None, open_from: int | None = None) -> str:
+def string_pattern_regex(
+    pattern: str,
+    path: str,
+    min_length: int = 0,
+    max_length: int | None = None,
+    keyword: str = "pattern",
+    name: str | None = None,
+    open_from: int | None = None,
+) -> str:
     """Translate a JSON Schema `pattern` into a safe fullmatch regex over raw string contents,
     whose strings are `min_length`..`max_length` characters long (see `regex.lengths.fit_length`). A format's
     regex goes through here too when the format has length bounds (keyword "format", name: the
@@ -77,24 +102,40 @@ def string_pattern_regex(pattern: str, path: str, min_length: int = 0, max_lengt
     anchors inside that the rewrites here do not take is written out without them through an
     automaton first (`regex.lookaround`)."""
     try:
-        return _fitted_pattern_regex(pattern, path, min_length, max_length, keyword, name, open_from)
+        return _fitted_pattern_regex(
+            pattern, path, min_length, max_length, keyword, name, open_from
+        )
     except GrammarError as exc:
-        if not (_WRITTEN_OUT_REFUSAL.search(str(exc)) and (needs_writing_out(pattern) or "anchor" in str(exc))):
+        if not (
+            _WRITTEN_OUT_REFUSAL.search(str(exc))
+            and (needs_writing_out(pattern) or "anchor" in str(exc))
+        ):
             raise
         try:
             written, least, most = _written_out(pattern)
         except LookaroundError as why:
             raise GrammarError(f"{exc} (nor can it be written out without them: {why})") from None
         lengths = both_lengths(min_length, max_length, least, most)
-        return _fitted_written_out(pattern, written, lengths, path, keyword, name or pattern, open_from)
+        return _fitted_written_out(
+            pattern, written, lengths, path, keyword, name or pattern, open_from
+        )
 
 
 def _written_out(pattern: str) -> tuple[str, int, int | None]:
-    return lookarounds_written_out(pattern, python_view(without_single_negations(_python_group_names(pattern))))
+    return lookarounds_written_out(
+        pattern, python_view(without_single_negations(_python_group_names(pattern)))
+    )
 
 
-def _fitted_written_out(pattern: str, written: str, lengths: tuple, path: str, keyword: str, name: str,
-                        open_from: int | None) -> str:
+def _fitted_written_out(
+    pattern: str,
+    written: str,
+    lengths: tuple,
+    path: str,
+    keyword: str,
+    name: str,
+    open_from: int | None,
+) -> str:
     """_fitted_pattern_regex of `written`, `pattern` written out; where its repeats cannot be
     counted to fit a maxLength up to _WRITTEN_LENGTH_MAX (`\\b([0-9]|[0-9][0-9])\\b` under
     maxLength 2), `pattern` written out again with the lengths in the automaton too, as a
@@ -103,25 +144,40 @@ def _fitted_written_out(pattern: str, written: str, lengths: tuple, path: str, k
     try:
         return _fitted_pattern_regex(written, path, least, most, keyword, name, open_from)
     except GrammarError as fitting:
-        if not (LENGTH_REFUSAL.search(str(fitting)) and most is not None and most <= _WRITTEN_LENGTH_MAX):
+        if not (
+            LENGTH_REFUSAL.search(str(fitting)) and most is not None and most <= _WRITTEN_LENGTH_MAX
+        ):
             raise
         try:
-            written, *bounds = _written_out(f"(?=^[\\s\\S]{{{least},{most}}}$)[\\s\\S]*?(?:{pattern})")
+            written, *bounds = _written_out(
+                f"(?=^[\\s\\S]{{{least},{most}}}$)[\\s\\S]*?(?:{pattern})"
+            )
         except LookaroundError:
             raise fitting from None
-    return _fitted_pattern_regex(written, path, *both_lengths(least, most, *bounds), keyword, name, open_from)
+    return _fitted_pattern_regex(
+        written, path, *both_lengths(least, most, *bounds), keyword, name, open_from
+    )
 
 
 _WRITTEN_LENGTH_MAX = 64  # (the automaton of a length lookahead has a state per length)
 
 
 # refusals `lookarounds_written_out` may lift
-_WRITTEN_OUT_REFUSAL = re.compile("lookaround and inline flags|negative lookahead is supported only|anchor '.' inside"
-                                  r"|escape \\[bB] is not supported")
+_WRITTEN_OUT_REFUSAL = re.compile(
+    "lookaround and inline flags|negative lookahead is supported only|anchor '.' inside"
+    r"|escape \\[bB] is not supported"
+)
 
 
-def _fitted_pattern_regex(pattern: str, path: str, min_length: int, max_length: int | None, keyword: str,
-                          name: str | None, open_from: int | None) -> str:
+def _fitted_pattern_regex(
+    pattern: str,
+    path: str,
+    min_length: int,
+    max_length: int | None,
+    keyword: str,
+    name: str | None,
+    open_from: int | None,
+) -> str:
     """string_pattern_regex without the automaton: the whole pattern, else (under lengths) its
     top-level alternatives one by one."""
     try:
@@ -135,7 +191,11 @@ def _fitted_pattern_regex(pattern: str, path: str, min_length: int, max_length: 
         kept = []
         for alternative in alternatives:
             try:
-                kept.append(_pattern_regex(alternative, path, min_length, max_length, keyword, name, open_from))
+                kept.append(
+                    _pattern_regex(
+                        alternative, path, min_length, max_length, keyword, name, open_from
+                    )
+                )
             except GrammarError:
                 continue
         if not kept:
@@ -143,23 +203,31 @@ def _fitted_pattern_regex(pattern: str, path: str, min_length: int, max_length: 
         return "(?:" + "|".join(kept) + ")"
 
 
-def _pattern_regex(pattern: str, path: str, min_length: int, max_length: int | None, keyword: str,
-                   name: str | None, open_from: int | None) -> str:
+def _pattern_regex(
+    pattern: str,
+    path: str,
+    min_length: int,
+    max_length: int | None,
+    keyword: str,
+    name: str | None,
+    open_from: int | None,
+) -> str:
     """string_pattern_regex of the whole pattern at once."""
+
     def refuse(why: str) -> GrammarError:
         return GrammarError(f"unsupported {keyword} {name or pattern!r} at {path}.{keyword}: {why}")
 
     body = without_single_negations(_python_group_names(pattern))
     flags = _ANCHOR_THEN_FLAGS.match(body)
     if flags:  # `^(?s).+$`: Java's reading, the flags first (where Python wants them)
-        body = body[1:flags.end()] + "^" + body[flags.end():]
+        body = body[1 : flags.end()] + "^" + body[flags.end() :]
     try:
         python_compiled(body)
     except re.error as exc:
         raise refuse(f"not a valid regular expression ({exc})") from None
     except RecursionError:
         raise refuse("its groups nest too deeply") from None
-    body = without_optional_controls(body[len(_NO_OP_FLAGS.match(body)[0]):])
+    body = without_optional_controls(body[len(_NO_OP_FLAGS.match(body)[0]) :])
     if body.startswith("^"):
         body = body[1:]
     end_anchored = body.endswith("$") and not _escaped_at(body, len(body) - 1)
@@ -173,20 +241,26 @@ def _pattern_regex(pattern: str, path: str, min_length: int, max_length: int | N
     excluded, body = leading_excluded_prefixes(not_blank_written_out(body))
     if excluded and not body and not end_anchored:  # `^(?!aws:.*)`: a search, so any continuation
         body = ".*"
-    if open_from is None and max_length is not None:  # a repeat past maxLength counts as open: fit_length
-        open_from = max_length + 1                    # bounds it (`[a-z]{2,64}` under maxLength 33)
+    if (
+        open_from is None and max_length is not None
+    ):  # a repeat past maxLength counts as open: fit_length
+        open_from = max_length + 1  # bounds it (`[a-z]{2,64}` under maxLength 33)
     out, unbounded, bounded, i = [], [], [], 0
     edges = _edge_anchors(body, end_anchored)
     while i < len(body):
-        if i in edges:  # an anchor that can only match at an end of the string: fullmatch implies it
+        if (
+            i in edges
+        ):  # an anchor that can only match at an end of the string: fullmatch implies it
             i += 1
             continue
         if body[i] == "+" and out and _is_quantifier(out[-1]):
             # after a quantifier (a literal brace is "\\}" here): Python 3.11's possessive form
             raise refuse("possessive quantifiers are not supported")
         counted = _QUANTIFIER.match(body, i) if open_from is not None else None
-        if counted and counted[1] and counted[1][1:] and int(counted[1][1:]) >= open_from:  # {a,b} as {a,}
-            least = int(body[i + 1:counted.start(1)])
+        if (
+            counted and counted[1] and counted[1][1:] and int(counted[1][1:]) >= open_from
+        ):  # {a,b} as {a,}
+            least = int(body[i + 1 : counted.start(1)])
             unbounded.append((len(out), i, counted.end(), least))
             out.append(f"{{{least},}}")
             i = counted.end()
@@ -201,7 +275,9 @@ def _pattern_regex(pattern: str, path: str, min_length: int, max_length: int | N
         ranged = _RANGED.match(body, i)
         optional = body[i] == "?" and out and not _is_quantifier(out[-1])  # not a lazy `*?`
         if optional or (ranged and int(ranged[1]) < int(ranged[2])):  # fit_length may narrow it
-            least, most, end = (0, 1, i + 1) if optional else (int(ranged[1]), int(ranged[2]), ranged.end())
+            least, most, end = (
+                (0, 1, i + 1) if optional else (int(ranged[1]), int(ranged[2]), ranged.end())
+            )
             bounded.append((len(out), i, end, least, most))
             out.append(body[i:end])
             i = end
@@ -209,13 +285,24 @@ def _pattern_regex(pattern: str, path: str, min_length: int, max_length: int | N
         piece, i = _pattern_piece(body, i, refuse)
         out.append(piece)
     if min_length or max_length is not None:
-        body = fit_lengths(body, out, unbounded, bounded, min_length, max_length, refuse,
-                            open_end=not (end_anchored or excluded))
+        body = fit_lengths(
+            body,
+            out,
+            unbounded,
+            bounded,
+            min_length,
+            max_length,
+            refuse,
+            open_end=not (end_anchored or excluded),
+        )
     if excluded:
         return without_prefixes(body, out, excluded, refuse)
     if not_only:
-        excluded_text = (escape_piece(not_only, 0, refuse, in_class=False) if not_only.startswith("\\")
-                         else char_class(not_only, 0, refuse))[0]
+        excluded_text = (
+            escape_piece(not_only, 0, refuse, in_class=False)
+            if not_only.startswith("\\")
+            else char_class(not_only, 0, refuse)
+        )[0]
         return not_only_written_out(body, out, not_only, excluded_text, refuse)
     return "(?:" + "".join(out) + ")"
 
@@ -247,7 +334,11 @@ def _edge_anchors(body: str, end_anchored: bool = False) -> set[int]:
                 edges.add(i)
         elif text == "(":
             groups.append((at_start, []))
-            while k + 1 < len(tokens) and body.startswith("(?", i) and tokens[k + 1][1] not in (":", ">"):
+            while (
+                k + 1 < len(tokens)
+                and body.startswith("(?", i)
+                and tokens[k + 1][1] not in (":", ">")
+            ):
                 k += 1  # the group's "?P<name>" / "?:" prefix consumes nothing
             k += body.startswith("(?", i)
         elif text == "|":
@@ -306,7 +397,11 @@ def _python_group_names(pattern: str) -> str:
     for i, text, in_class in pattern_tokens(pattern):
         if skip:
             skip -= 1
-        elif not in_class and pattern.startswith("(?<", i) and pattern[i + 3:i + 4] not in ("=", "!", ""):
+        elif (
+            not in_class
+            and pattern.startswith("(?<", i)
+            and pattern[i + 3 : i + 4] not in ("=", "!", "")
+        ):
             out.append("(?P<")
             skip = 2
         else:
@@ -347,7 +442,10 @@ def _pattern_piece(body: str, i: int, refuse) -> tuple[str, int]:
     if c == "{" and body.startswith("{,", i):
         raise refuse("'{,n}' quantifiers are not supported")
     if c in "{}" and _literal_brace(body, i):
-        return "\\" + c, i + 1  # a literal brace (ECMA and Python), which Rust's regex wants escaped
+        return (
+            "\\" + c,
+            i + 1,
+        )  # a literal brace (ECMA and Python), which Rust's regex wants escaped
     if c == '"' or ord(c) < 0x20:
         raise refuse("it matches characters that JSON strings must escape")
     return c, i + 1

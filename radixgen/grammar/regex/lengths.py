@@ -6,7 +6,6 @@ top-level alternatives a pattern is fitted by one by one when it cannot be fitte
 from __future__ import annotations
 
 import re
-
 from re import _constants
 
 from radixgen.grammar.matcher import GrammarError
@@ -17,12 +16,27 @@ _UNBOUNDED_WIDTH = int(_constants.MAXREPEAT)
 REPEAT_MAX = 256  # most count of a repeat under a maxLength (a subset: the automaton has a state
 # per count, and CloudFormation's `^[\s\S]*$` with maxLength 10,000,000 would need ten million)
 _REPEATS = (_constants.MAX_REPEAT, _constants.MIN_REPEAT)
-_ONE_CHAR = (_constants.LITERAL, _constants.NOT_LITERAL, _constants.IN, _constants.ANY, _constants.CATEGORY)
-_SAMPLE = [chr(c) for c in range(0x20, 0x7F)] + list("\t\n\u00a0\u00e9\u00df\u0416\u4e2d\u2028\U0001F600")
+_ONE_CHAR = (
+    _constants.LITERAL,
+    _constants.NOT_LITERAL,
+    _constants.IN,
+    _constants.ANY,
+    _constants.CATEGORY,
+)
+_SAMPLE = [chr(c) for c in range(0x20, 0x7F)] + list(
+    "\t\n\u00a0\u00e9\u00df\u0416\u4e2d\u2028\U0001f600"
+)
 
 
-def fit_length(body: str, out: list, unbounded: list, min_length: int, max_length: int | None, refuse,
-               bounded: tuple = ()) -> None:
+def fit_length(
+    body: str,
+    out: list,
+    unbounded: list,
+    min_length: int,
+    max_length: int | None,
+    refuse,
+    bounded: tuple = (),
+) -> None:
     """Make every string of the translated pattern `out` (in place) min_length..max_length long.
     `unbounded` lists the pattern's unbounded repeats (`*`, `+`, `{n,}`) as (index in `out`,
     start and end in `body`, least count).
@@ -47,6 +61,7 @@ def fit_length(body: str, out: list, unbounded: list, min_length: int, max_lengt
     a, b)) vary too, each within its own a..b: `^[a-z0-9_-]{0,64}$` under minLength 1 is
     `{1,64}`, `^[a-z](?:-?[a-z0-9]){0,62}$` under maxLength 63 is `{0,31}`. Counts inside the
     pattern's own ranges, checked against the widths once more: still a subset."""
+
     def fits(width: tuple[int, int | None]) -> bool:
         lo, hi = width
         return lo >= min_length and (max_length is None or (hi is not None and hi <= max_length))
@@ -55,37 +70,56 @@ def fit_length(body: str, out: list, unbounded: list, min_length: int, max_lengt
     if fits(span):
         return
     try:
-        repeats, counts = unbounded, _open_counts(body, unbounded, min_length, max_length, fits, span, refuse)
+        repeats, counts = (
+            unbounded,
+            _open_counts(body, unbounded, min_length, max_length, fits, span, refuse),
+        )
     except GrammarError:
         if not bounded:
             raise
         repeats = sorted([(*r, None) for r in unbounded] + list(bounded), key=lambda r: r[1])
         caps = [r[4] for r in repeats]
         repeats = [r[:4] for r in repeats]
-        counts = _counts_that_fit(body, repeats, min_length, max_length, list(range(len(repeats))), caps)
+        counts = _counts_that_fit(
+            body, repeats, min_length, max_length, list(range(len(repeats))), caps
+        )
         if counts is None or not fits(_width_with(body, repeats, counts)):
             raise
     for (index, *_), count in zip(repeats, counts):
         out[index] = _count_text(*count)
 
 
-def _open_counts(body: str, unbounded: list, min_length: int, max_length: int | None, fits, span, refuse) -> list:
+def _open_counts(
+    body: str, unbounded: list, min_length: int, max_length: int | None, fits, span, refuse
+) -> list:
     """fit_length's counts for the unbounded repeats alone (GrammarError where none fit)."""
     if not unbounded:
-        raise refuse(f"its strings are {span[0]}..{span[1]} characters long, outside "
-                     f"minLength {min_length} / maxLength {max_length}")
+        raise refuse(
+            f"its strings are {span[0]}..{span[1]} characters long, outside "
+            f"minLength {min_length} / maxLength {max_length}"
+        )
     counts = _counts_that_fit(body, unbounded, min_length, max_length, list(range(len(unbounded))))
     if counts is None or not fits(_width_with(body, unbounded, counts)):
         raise refuse(f"no repeat count gives strings of length {min_length}..{max_length}")
-    if len(unbounded) > 1 and max_length is not None and not _ends_are_determined(body, len(unbounded)):
+    if (
+        len(unbounded) > 1
+        and max_length is not None
+        and not _ends_are_determined(body, len(unbounded))
+    ):
         last = _counts_that_fit(body, unbounded, min_length, max_length, [len(unbounded) - 1])
         if last is not None and fits(_width_with(body, unbounded, last)):
             counts = last
     return counts
 
 
-def _counts_that_fit(body: str, unbounded: list, min_length: int, max_length: int | None,
-                     varied: list, caps: list | None = None) -> list | None:
+def _counts_that_fit(
+    body: str,
+    unbounded: list,
+    min_length: int,
+    max_length: int | None,
+    varied: list,
+    caps: list | None = None,
+) -> list | None:
     """(least, most) per repeat: the `varied` ones share the smallest least count a and then the
     largest most count b for which the widths fit, the others keep their own least count; a
     repeat with a cap (its own most count) never counts past it."""
@@ -96,13 +130,17 @@ def _counts_that_fit(body: str, unbounded: list, min_length: int, max_length: in
         return (lo, hi) if cap is None else (min(lo, cap), cap if hi is None else min(hi, cap))
 
     def counts(least: int, most: int | None) -> list:
-        return [count(n, cap, least, most) if i in varied else (n, n)
-                for i, ((*_, n), cap) in enumerate(zip(unbounded, caps))]
+        return [
+            count(n, cap, least, most) if i in varied else (n, n)
+            for i, ((*_, n), cap) in enumerate(zip(unbounded, caps))
+        ]
 
     def width(least: int, most: int | None) -> tuple[int, int | None]:
         return _width_with(body, unbounded, counts(least, most))
 
-    def too_wide(least: int, most: int) -> bool:  # (no most: a repeat the counts leave open; checked after)
+    def too_wide(
+        least: int, most: int
+    ) -> bool:  # (no most: a repeat the counts leave open; checked after)
         hi = width(least, most)[1]
         return hi is None or hi > max_length
 
@@ -136,8 +174,13 @@ def _ends_are_determined(body: str, num_unbounded: int) -> bool:
 
     for i in tops[:-1]:
         repeated = items[i][1][2].data
-        if len(repeated) != 1 or repeated[0][0] not in _ONE_CHAR or i + 1 >= len(items) \
-                or items[i + 1][0] not in _ONE_CHAR or chars(repeated[0]) & chars(items[i + 1]):
+        if (
+            len(repeated) != 1
+            or repeated[0][0] not in _ONE_CHAR
+            or i + 1 >= len(items)
+            or items[i + 1][0] not in _ONE_CHAR
+            or chars(repeated[0]) & chars(items[i + 1])
+        ):
             return False
     return True
 
@@ -174,8 +217,16 @@ def _smallest(ok, lo: int, hi: int) -> int | None:
     return lo
 
 
-def fit_lengths(body: str, out: list, unbounded: list, bounded: list, min_length: int, max_length: int | None,
-                 refuse, open_end: bool) -> str:
+def fit_lengths(
+    body: str,
+    out: list,
+    unbounded: list,
+    bounded: list,
+    min_length: int,
+    max_length: int | None,
+    refuse,
+    open_end: bool,
+) -> str:
     """fit_length on the translation `out` (in place); where nothing fits and the pattern is a
     search that need not end where it does (`open_end`, `\\S` under minLength 20), any text may
     follow it, which fit_length then sizes (still a subset of the strings that match). Returns
@@ -192,9 +243,13 @@ def fit_lengths(body: str, out: list, unbounded: list, bounded: list, min_length
     return body + ".*"
 
 
-def both_lengths(min_length: int, max_length: int | None, least: int, most: int | None) -> tuple[int, int | None]:
+def both_lengths(
+    min_length: int, max_length: int | None, least: int, most: int | None
+) -> tuple[int, int | None]:
     """The lengths two bounds allow together (None: no most)."""
-    return max(min_length, least), most if max_length is None else max_length if most is None else min(max_length, most)
+    return max(
+        min_length, least
+    ), most if max_length is None else max_length if most is None else min(max_length, most)
 
 
 LENGTH_REFUSAL = re.compile("characters long, outside|no repeat count gives")

@@ -15,11 +15,14 @@ the smaller one (`leading_not_only`, `not_only_written_out`). Other lookarounds 
 from __future__ import annotations
 
 import re
-
 from re import _constants
 
 from radixgen.grammar.regex.properties import (
-    group_end, python_compiled, python_parsed, python_view, unwrapped,
+    group_end,
+    python_compiled,
+    python_parsed,
+    python_view,
+    unwrapped,
 )
 
 _LOOKAHEAD_LITERAL = re.compile(r"\(\?!((?:[A-Za-z0-9 _:/@#%&=,;'<>~`-]|\\[^A-Za-z0-9])+)(\.\*)?\)")
@@ -40,7 +43,7 @@ def length_lookahead(body: str) -> tuple[str, int, int | None] | None:
     the text kept cannot match one either (None otherwise, and for every other body)."""
     m = _LENGTH_ONLY.match(body)
     if m:
-        kept, bounds = body[m.end():], (m[1], m[2], m[3])
+        kept, bounds = body[m.end() :], (m[1], m[2], m[3])
     else:
         inner, tail = _leading_lookahead(body)
         run = _ANY_RUN.fullmatch(tail) if inner is not None else None
@@ -60,7 +63,7 @@ def length_lookahead(body: str) -> tuple[str, int, int | None] | None:
 def _leading_lookahead(body: str) -> tuple[str | None, str]:
     """(X, the rest) for a body opening with `(?=X)`; (None, body) otherwise."""
     end = group_end(body) if body.startswith("(?=") else None
-    return (None, body) if end is None else (body[3:end], body[end + 1:])
+    return (None, body) if end is None else (body[3:end], body[end + 1 :])
 
 
 def _matches_line_break(pattern: str) -> bool:
@@ -87,7 +90,9 @@ def _tree_matches(items, codes: set[int]) -> bool:
         elif op == _constants.BRANCH:
             if any(_tree_matches(branch, codes) for branch in arg[1]):
                 return True
-        elif op not in (_constants.AT,):  # anything else (lookarounds, backreferences): assume it can
+        elif op not in (
+            _constants.AT,
+        ):  # anything else (lookarounds, backreferences): assume it can
             return True
     return False
 
@@ -114,9 +119,14 @@ def _class_item_matches(op, arg, code: int) -> bool:
     return True  # unknown: assume it can
 
 
-_CATEGORY_TEXT = {_constants.CATEGORY_DIGIT: r"\d", _constants.CATEGORY_NOT_DIGIT: r"\D",
-                  _constants.CATEGORY_SPACE: r"\s", _constants.CATEGORY_NOT_SPACE: r"\S",
-                  _constants.CATEGORY_WORD: r"\w", _constants.CATEGORY_NOT_WORD: r"\W"}
+_CATEGORY_TEXT = {
+    _constants.CATEGORY_DIGIT: r"\d",
+    _constants.CATEGORY_NOT_DIGIT: r"\D",
+    _constants.CATEGORY_SPACE: r"\s",
+    _constants.CATEGORY_NOT_SPACE: r"\S",
+    _constants.CATEGORY_WORD: r"\w",
+    _constants.CATEGORY_NOT_WORD: r"\W",
+}
 
 
 _NOT_ONLY = re.compile(r"\(\?!\^?(\[(?:[^\]\\]|\\.)*\]|\\d)[+*]\$\)")
@@ -130,7 +140,7 @@ def leading_not_only(body: str) -> tuple[str | None, str]:
     m = _NOT_ONLY.match(body)
     if m is None:
         return None, body
-    rest = unwrapped(body[m.end():])
+    rest = unwrapped(body[m.end() :])
     return (m[1], rest) if _ONE_REPEATED_CLASS.fullmatch(rest) else (None, body)
 
 
@@ -141,8 +151,10 @@ def not_only_written_out(rest: str, out: list, excluded: str, excluded_text: str
     character is the one outside D), since two counted repeats side by side would make the
     automaton a product of their counts."""
     cls, count = out
-    if not any(re.fullmatch(python_view(rest[:-1]), ch) and not re.fullmatch(python_view(excluded), ch)
-               for ch in map(chr, range(0x20, 0x7F))):
+    if not any(
+        re.fullmatch(python_view(rest[:-1]), ch) and not re.fullmatch(python_view(excluded), ch)
+        for ch in map(chr, range(0x20, 0x7F))
+    ):
         raise refuse("a negative lookahead leaves no printable character of the class")
     outside = f"[{cls}--{excluded_text}]"
     if count in ("+", "*"):
@@ -169,7 +181,7 @@ def leading_excluded_prefixes(body: str) -> tuple[list[str], str]:
     literals = []
     while (m := _LOOKAHEAD_LITERAL.match(body)) is not None:
         literals.append(re.sub(r"\\(.)", r"\1", m[1]))
-        body = body[m.end():]
+        body = body[m.end() :]
     return literals, (unwrapped(body) if literals else body)
 
 
@@ -183,12 +195,18 @@ def without_prefixes(body: str, out: list, excluded: list[str], refuse) -> str:
     m = _REPEAT.fullmatch(quantifier)
     source = _TRAILING_REPEAT.sub("", body)
     if not out or not out[0].startswith("[") or m is None or source == body:
-        raise refuse("a negative lookahead is supported only as literal prefixes before one repeated "
-                     "character class")
+        raise refuse(
+            "a negative lookahead is supported only as literal prefixes before one repeated "
+            "character class"
+        )
     atom = out[0]
     least = {"*": 0, "+": 1}.get(quantifier, int(m[1] or 0))
-    most = None if quantifier in ("*", "+") or m[2] == "" else int(m[2] if m[2] is not None else m[1])
-    allowed = python_compiled(source)  # the class as the pattern wrote it: which literal characters it takes
+    most = (
+        None if quantifier in ("*", "+") or m[2] == "" else int(m[2] if m[2] is not None else m[1])
+    )
+    allowed = python_compiled(
+        source
+    )  # the class as the pattern wrote it: which literal characters it takes
 
     def rest(count: int) -> str:  # any tail of the class, after `count` characters
         lo = max(least - count, 0)
@@ -196,18 +214,29 @@ def without_prefixes(body: str, out: list, excluded: list[str], refuse) -> str:
 
     def node(prefix: str) -> str | None:  # the tails after `prefix`; None: no string
         depth = len(prefix)
-        children = sorted({lit[depth] for lit in excluded if lit.startswith(prefix) and len(lit) > depth})
+        children = sorted(
+            {lit[depth] for lit in excluded if lit.startswith(prefix) and len(lit) > depth}
+        )
         options = []
         if most is None or depth < most:
             diff = "".join(f"\\x{{{ord(ch):x}}}" for ch in children)
-            options.append(f"[{atom}--[{diff}]]{rest(depth + 1)}" if diff else f"{atom}{rest(depth + 1)}")
+            options.append(
+                f"[{atom}--[{diff}]]{rest(depth + 1)}" if diff else f"{atom}{rest(depth + 1)}"
+            )
             for ch in children:
-                if prefix + ch not in excluded and allowed.fullmatch(ch) and ch not in '"\\' and ch >= " ":
+                if (
+                    prefix + ch not in excluded
+                    and allowed.fullmatch(ch)
+                    and ch not in '"\\'
+                    and ch >= " "
+                ):
                     tail = node(prefix + ch)
                     if tail is not None:
                         options.append(f"\\x{{{ord(ch):x}}}" + tail)
         if least <= depth:  # may end here: the options made optional (an empty alternative
-            return f"(?:{'|'.join(options)})?" if options else ""  # would end outlines' match early)
+            return (
+                f"(?:{'|'.join(options)})?" if options else ""
+            )  # would end outlines' match early)
         return f"(?:{'|'.join(options)})" if options else None
 
     regex = node("")

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import re
 import warnings
-from re import _constants as C, _parser
+from re import _constants as C
+from re import _parser
 
 from radixgen.grammar.automata import write_out
 from radixgen.grammar.automata.lookaround_dfa import Dfa
@@ -47,20 +48,28 @@ _LOOKAROUND = re.compile(r"\(\?<?[=!]")
 # word boundaries as lookarounds: a word character on one side only (`\\B`: on both or neither);
 # the polarity rule then takes a word character ECMA-262 and Python both count where one must be
 # there, and any either counts where none may be (ECMA-262's \\w is ASCII, Python's Unicode)
-_BOUNDARIES = {"\\b": "(?:(?<=\\w)(?!\\w)|(?<!\\w)(?=\\w))", "\\B": "(?:(?<=\\w)(?=\\w)|(?<!\\w)(?!\\w))"}
+_BOUNDARIES = {
+    "\\b": "(?:(?<=\\w)(?!\\w)|(?<!\\w)(?=\\w))",
+    "\\B": "(?:(?<=\\w)(?=\\w)|(?<!\\w)(?!\\w))",
+}
 
 
 def needs_writing_out(pattern: str) -> bool:
     return bool(_LOOKAROUND.search(pattern)) or any(
-        text in _BOUNDARIES and not in_class for _, text, in_class in pattern_tokens(pattern))
+        text in _BOUNDARIES and not in_class for _, text, in_class in pattern_tokens(pattern)
+    )
 
 
 def _boundaries_as_lookarounds(python_text: str) -> str:
-    return "".join(_BOUNDARIES.get(text, text) if not in_class else text
-                   for _, text, in_class in pattern_tokens(python_text))
+    return "".join(
+        _BOUNDARIES.get(text, text) if not in_class else text
+        for _, text, in_class in pattern_tokens(python_text)
+    )
 
 
-def lookarounds_written_out(pattern: str, python_text: str, whole: bool = False) -> tuple[str, int, int | None]:
+def lookarounds_written_out(
+    pattern: str, python_text: str, whole: bool = False
+) -> tuple[str, int, int | None]:
     """`pattern` (its Python view, `python_text`: properties as ASCII classes) as an anchored
     pattern without lookarounds or inner anchors, and a length range: the pattern's strings of
     those lengths are the same strings (see the module docstring for the classes). Lengths keep
@@ -78,7 +87,9 @@ def lookarounds_written_out(pattern: str, python_text: str, whole: bool = False)
         raise LookaroundError("its groups nest too deeply") from None
     if parsed.state.flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE):
         raise LookaroundError("inline flags are not supported")
-    items, least, most = (list(parsed), 0, None) if whole else _lengths_taken_out(list(parsed), parsed.state)
+    items, least, most = (
+        (list(parsed), 0, None) if whole else _lengths_taken_out(list(parsed), parsed.state)
+    )
     nfa = Nfa(ANY_TEXT if whole else UNIVERSE)
     start = nfa.new()
     if not whole:  # a search: anything before the match
@@ -111,11 +122,20 @@ def _lengths_taken_out(items: list, state) -> tuple[list, int, int | None]:
         inner = list(items[head][1][1])
         at_start = anchored or (inner and inner[0] == (C.AT, C.AT_BEGINNING))
         inner = inner[1:] if inner and inner[0] == (C.AT, C.AT_BEGINNING) else inner
-        if (at_start and len(inner) == 2 and inner[1] == (C.AT, C.AT_END) and inner[0][0] == C.MAX_REPEAT
-                and list(inner[0][1][2]) == [(C.ANY, None)]):
+        if (
+            at_start
+            and len(inner) == 2
+            and inner[1] == (C.AT, C.AT_END)
+            and inner[0][0] == C.MAX_REPEAT
+            and list(inner[0][1][2]) == [(C.ANY, None)]
+        ):
             least, count = inner[0][1][0], inner[0][1][1]
             most = None if count == C.MAXREPEAT else count
-            items = items[:head] + items[head + 1:] if anchored else [(C.AT, C.AT_BEGINNING)] + items[head + 1:]
+            items = (
+                items[:head] + items[head + 1 :]
+                if anchored
+                else [(C.AT, C.AT_BEGINNING)] + items[head + 1 :]
+            )
             anchored = True
     if not (anchored and items[-1] == (C.AT, C.AT_END)):
         return items, least, most
@@ -129,14 +149,15 @@ def _lengths_taken_out(items: list, state) -> tuple[list, int, int | None]:
     if high == C.MAXREPEAT or piece[0] != piece[1] or piece[0] == 0 or high - low < 4:
         return items, least, most
     fixed = sum(lo for k, (lo, _) in enumerate(widths) if k != i)
-    items = items[:i] + [(C.MAX_REPEAT, (low, C.MAXREPEAT, sub))] + items[i + 1:]
+    items = items[:i] + [(C.MAX_REPEAT, (low, C.MAXREPEAT, sub))] + items[i + 1 :]
     return (items, *both_lengths(least, most, fixed + piece[0] * low, fixed + piece[0] * high))
 
 
 def _refuse_properties_under_lookarounds(pattern: str) -> None:
     for m in _LOOKAROUND.finditer(pattern):
-        end = group_end(pattern[m.start():])
-        inside = pattern[m.start():m.start() + end + 1] if end is not None else pattern[m.start():]
+        end = group_end(pattern[m.start() :])
+        inside = (
+            pattern[m.start() : m.start() + end + 1] if end is not None else pattern[m.start() :]
+        )
         if re.search(r"\\[pP]", inside):
             raise LookaroundError("a Unicode property inside a lookaround is not supported")
-

@@ -31,7 +31,9 @@ def exclude_chars(regex: str, chars: str) -> str:
         return regex
 
 
-_FLAG_GROUP = re.compile(r"(?<!\\)(?:\\\\)*\(\?([a-zA-Z-]*)[:)]")  # an unescaped (?flags) or (?flags:
+_FLAG_GROUP = re.compile(
+    r"(?<!\\)(?:\\\\)*\(\?([a-zA-Z-]*)[:)]"
+)  # an unescaped (?flags) or (?flags:
 
 
 def _flag_set(regex: str, flag: str) -> bool:
@@ -60,7 +62,7 @@ def _rewritten(regex: str, excluded: str, dot: str) -> str:
 
 def escape_end(regex: str, i: int) -> int:
     """The end of the escape starting at `regex[i]` (a backslash)."""
-    kind = regex[i + 1:i + 2]
+    kind = regex[i + 1 : i + 2]
     if kind in ("p", "P", "x", "u", "U") and regex.startswith("{", i + 2):
         return regex.index("}", i + 2) + 1
     if kind == "x":

@@ -28,7 +28,7 @@ from radixgen.grammar.matcher import GrammarError, refuse
 from radixgen.grammar.regex.number_ranges import number_range_regex
 
 MAX_SPELT = 2000  # multiples spelt out as one alternation (a trie): ~10 characters each
-_FLOAT_INTEGER_MAX = 10 ** 15 - 1
+_FLOAT_INTEGER_MAX = 10**15 - 1
 
 
 def is_multiple(value, step) -> bool:
@@ -55,37 +55,61 @@ def multiple_of_regex(step, lo, hi, lo_excl: bool, hi_excl: bool, integer: bool,
     """The regex of the JSON numbers (integer: integers) that are multiples of `step` with
     lo <(=) x <(=) hi (None: unbounded; ints or floats as JSON parsed them), as the module
     docstring says."""
-    if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step) or step <= 0:
+    if (
+        isinstance(step, bool)
+        or not isinstance(step, (int, float))
+        or not math.isfinite(step)
+        or step <= 0
+    ):
         raise GrammarError(f"invalid JSON Schema: multipleOf at {path} must be a number above 0")
     exact = Fraction(step)
     if exact.denominator == 1:
         return _integer_multiples(int(exact), step, lo, hi, lo_excl, hi_excl, path)
     n = round(1 / Decimal(repr(step)))
     if Decimal(repr(step)) * n != 1 or not _integers_pass(exact, n):
-        refuse("multipleOf", path, f"only integer steps and steps 1/N (0.5, 0.1, 0.01, ...) are supported, not {step}")
+        refuse(
+            "multipleOf",
+            path,
+            f"only integer steps and steps 1/N (0.5, 0.1, 0.01, ...) are supported, not {step}",
+        )
     first, last = _index_range(Fraction(repr(step)), lo, hi, lo_excl, hi_excl)
     if not integer and first is not None and last is not None and last - first < MAX_SPELT:
         texts = [_text(Decimal(i) / n) for i in range(first, last + 1)]
         # each text as JSON parses it: a multiple in both readings, and within the bounds as Python
         # compares (an integer text against a float bound's binary value; a long fraction text
         # parses onto its nearest float, perhaps onto an exclusive bound)
-        texts = [t for t in texts if is_multiple(_parsed(t), step) and _within(_parsed(t), lo, hi, lo_excl, hi_excl)]
+        texts = [
+            t
+            for t in texts
+            if is_multiple(_parsed(t), step) and _within(_parsed(t), lo, hi, lo_excl, hi_excl)
+        ]
         if not texts:
-            refuse("multipleOf", path, f"no multiple of {step} within the bounds passes Python's floating-point check")
+            refuse(
+                "multipleOf",
+                path,
+                f"no multiple of {step} within the bounds passes Python's floating-point check",
+            )
         return _spelt(texts)
     # integers only: each is a multiple (a subset, unless the type is integer)
     int_lo, int_hi = _integer_bounds(lo, hi, lo_excl, hi_excl, fifteen_digits=True)
     if int_lo > int_hi:
-        refuse("multipleOf", path, "no integer lies within the bounds" if integer else
-               f"more than {MAX_SPELT:,} multiples of {step} lie within the bounds (then only integers are "
-               "generated) and no integer among them")
+        refuse(
+            "multipleOf",
+            path,
+            "no integer lies within the bounds"
+            if integer
+            else f"more than {MAX_SPELT:,} multiples of {step} lie within the bounds (then only integers are "
+            "generated) and no integer among them",
+        )
     return number_range_regex(int_lo, int_hi, False, False, True)
 
 
 def _integer_multiples(m: int, step, lo, hi, lo_excl: bool, hi_excl: bool, path: str) -> str:
     """Multiples of the integer `m` within the bounds (the MAX_SPELT nearest zero where more)."""
     # (a float step: instances become floats to divide, so 15 digits at most)
-    int_lo, int_hi = _integer_bounds(lo, hi, lo_excl, hi_excl, fifteen_digits=isinstance(step, float))
+    int_lo, int_hi = _integer_bounds(
+        lo, hi, lo_excl, hi_excl, fifteen_digits=isinstance(step, float)
+    )
     if m == 1:
         if int_lo is not None and int_hi is not None and int_lo > int_hi:
             refuse("minimum", path, "the bounds leave no integer")
@@ -112,9 +136,18 @@ def _integer_bounds(lo, hi, lo_excl: bool, hi_excl: bool, fifteen_digits: bool) 
 def _nearest_zero(first, last) -> list[int]:
     """Up to MAX_SPELT integers of [first, last] (None: unbounded) nearest zero, in order."""
     if first is not None and first >= 0:
-        return list(range(first, first + MAX_SPELT if last is None else min(last, first + MAX_SPELT - 1) + 1))
+        return list(
+            range(
+                first, first + MAX_SPELT if last is None else min(last, first + MAX_SPELT - 1) + 1
+            )
+        )
     if last is not None and last <= 0:
-        return list(range(last - MAX_SPELT + 1 if first is None else max(first, last - MAX_SPELT + 1), last + 1))
+        return list(
+            range(
+                last - MAX_SPELT + 1 if first is None else max(first, last - MAX_SPELT + 1),
+                last + 1,
+            )
+        )
     half = MAX_SPELT // 2  # zero inside: as many on each side as the bounds allow
     low = -half if first is None else max(first, -half)
     high = low + MAX_SPELT - 1 if last is None else min(last, low + MAX_SPELT - 1)
@@ -128,8 +161,8 @@ def _integers_pass(exact: Fraction, n: int) -> bool:
     it below the top of a binade): |d| <= 2^-54 with the quotient below k*n (d >= 0), or
     |d| < 2^-54 * (1 - 2^-52) otherwise. Quotients past 2^52 are integers anyway."""
     d = exact * n - 1
-    limit = Fraction(1, 2 ** 54)
-    return 0 <= d <= limit or abs(d) < limit * (1 - Fraction(1, 2 ** 52))
+    limit = Fraction(1, 2**54)
+    return 0 <= d <= limit or abs(d) < limit * (1 - Fraction(1, 2**52))
 
 
 def _index_range(step: Fraction, lo, hi, lo_excl: bool, hi_excl: bool) -> tuple:
@@ -152,8 +185,9 @@ def _parsed(text: str):
 
 def _within(value, lo, hi, lo_excl: bool, hi_excl: bool) -> bool:
     """Whether `value` meets the bounds as Python's `jsonschema` compares them."""
-    return (lo is None or value > lo or (value == lo and not lo_excl)) and \
-        (hi is None or value < hi or (value == hi and not hi_excl))
+    return (lo is None or value > lo or (value == lo and not lo_excl)) and (
+        hi is None or value < hi or (value == hi and not hi_excl)
+    )
 
 
 def _text(value: Decimal) -> str:

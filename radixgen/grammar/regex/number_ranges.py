@@ -32,17 +32,31 @@ def number_range_regex(lo, hi, lo_excl: bool, hi_excl: bool, integer: bool) -> s
     # with a fraction parse to floats, ordered as their decimals are against the bound's shortest
     # decimal (repr), which parses back to the bound
     short = [v if v is None or isinstance(v, Decimal) else Decimal(repr(v)) for v in (lo, hi)]
-    digits = max([_DEFAULT_FRACTION] + [len(_fraction_digits(abs(v))) for v in short if v is not None])
+    digits = max(
+        [_DEFAULT_FRACTION] + [len(_fraction_digits(abs(v))) for v in short if v is not None]
+    )
     if digits > _SIGNIFICANT:
-        raise GrammarError(f"number bounds {lo} / {hi} need more than {_SIGNIFICANT} fraction digits, "
-                           "beyond what a float keeps")
+        raise GrammarError(
+            f"number bounds {lo} / {hi} need more than {_SIGNIFICANT} fraction digits, "
+            "beyond what a float keeps"
+        )
     parts = []
-    int_lo = None if lo is None else (math.floor(Decimal(lo)) + 1 if lo_excl else math.ceil(Decimal(lo)))
-    int_hi = None if hi is None else (math.ceil(Decimal(hi)) - 1 if hi_excl else math.floor(Decimal(hi)))
+    int_lo = (
+        None if lo is None else (math.floor(Decimal(lo)) + 1 if lo_excl else math.ceil(Decimal(lo)))
+    )
+    int_hi = (
+        None if hi is None else (math.ceil(Decimal(hi)) - 1 if hi_excl else math.floor(Decimal(hi)))
+    )
     if int_lo is None or int_hi is None or int_lo <= int_hi:
         parts.append(number_range_regex(int_lo, int_hi, False, False, True))
-    fractions = _signed(short[0], short[1], lo_excl, hi_excl,
-                        lambda a, b, a_excl, b_excl: _fraction_magnitude(a, b, a_excl, b_excl, digits), None)
+    fractions = _signed(
+        short[0],
+        short[1],
+        lo_excl,
+        hi_excl,
+        lambda a, b, a_excl, b_excl: _fraction_magnitude(a, b, a_excl, b_excl, digits),
+        None,
+    )
     if fractions:
         parts.append(fractions)
     if not parts:
@@ -95,11 +109,13 @@ def _fraction_magnitude(a, b, a_excl: bool, b_excl: bool, digits: int) -> str:
 
     def edge(whole: int, low: Decimal, high: Decimal, low_excl: bool, high_excl: bool) -> None:
         for width in range(1, digits + 1):
-            scale = 10 ** width
+            scale = 10**width
             lo, hi = math.ceil(low * scale), math.floor(high * scale)
             lo, hi = lo + (low_excl and lo == low * scale), hi - (high_excl and hi == high * scale)
             if lo <= min(hi, scale - 1):
-                alts.append(rf"{whole}\.{_same_width(str(lo).zfill(width), str(min(hi, scale - 1)).zfill(width))}")
+                alts.append(
+                    rf"{whole}\.{_same_width(str(lo).zfill(width), str(min(hi, scale - 1)).zfill(width))}"
+                )
 
     at_b = b is not None and ib == int(b)  # b's integer part can carry a fraction
     if ia == ib:
@@ -125,17 +141,17 @@ def _int_range(lo: int, hi) -> str:
     with the square of the digit count at most (a bound of 10^300 gives ~13 KB)."""
     if hi is None:
         width = len(str(lo))
-        return f"(?:{_int_range(lo, 10 ** width - 1)}|[1-9][0-9]{{{width},}})"
+        return f"(?:{_int_range(lo, 10**width - 1)}|[1-9][0-9]{{{width},}})"
     alts = []
     while lo <= hi:
         width = len(str(lo))
-        if lo == 10 ** (width - 1) and hi >= 10 ** width - 1 and width > 1:
+        if lo == 10 ** (width - 1) and hi >= 10**width - 1 and width > 1:
             # every integer of widths width .. last: one term
             last = len(str(hi)) - (hi != 10 ** len(str(hi)) - 1)
             alts.append(f"[1-9][0-9]{{{width - 1},{last - 1}}}")
-            lo = 10 ** last
+            lo = 10**last
             continue
-        top = min(hi, 10 ** width - 1)
+        top = min(hi, 10**width - 1)
         alts.append(_same_width(str(lo), str(top)))
         lo = top + 1
     return "(?:" + "|".join(alts) + ")"

@@ -48,7 +48,11 @@ def open_ends(pattern: str) -> str:
     `[0-9]+` is meant as the whole string), as is one whose free end is a group with a repeat."""
     opened = []
     for alternative in top_level_alternatives(pattern):
-        anchors = {text for _, text, in_class in pattern_tokens(alternative) if not in_class and text in ("^", "$")}
+        anchors = {
+            text
+            for _, text, in_class in pattern_tokens(alternative)
+            if not in_class and text in ("^", "$")
+        }
         if anchors in ({"^"}, {"$"}):
             alternative = _opened(alternative, at_end=anchors == {"^"})
         opened.append(alternative)
@@ -138,4 +142,6 @@ def _small_counts(alternative: str) -> bool:
 def _repeated_group(alternative: str, piece: tuple) -> bool:
     """A group that is repeated or holds a repeat (`(ab)+`, `([a-z]{1,1023}/)`): left closed."""
     begin, end, stop = piece
-    return alternative[begin] == "(" and (stop > end or _INNER_REPEAT.search(alternative, begin, end) is not None)
+    return alternative[begin] == "(" and (
+        stop > end or _INNER_REPEAT.search(alternative, begin, end) is not None
+    )

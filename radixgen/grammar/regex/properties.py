@@ -15,17 +15,64 @@ import unicodedata
 import warnings
 
 PROPERTY = re.compile(r"\\([pP])(?:\{([^}]*)\}|([A-Za-z]))")
-_CATEGORIES = {"L", "Lu", "Ll", "Lt", "Lm", "Lo", "LC", "L&", "M", "Mn", "Mc", "Me", "N", "Nd", "Nl", "No",
-               "P", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "S", "Sm", "Sc", "Sk", "So",
-               "Z", "Zs", "Zl", "Zp", "C", "Cc", "Cf", "Cs", "Co", "Cn"}
+_CATEGORIES = {
+    "L",
+    "Lu",
+    "Ll",
+    "Lt",
+    "Lm",
+    "Lo",
+    "LC",
+    "L&",
+    "M",
+    "Mn",
+    "Mc",
+    "Me",
+    "N",
+    "Nd",
+    "Nl",
+    "No",
+    "P",
+    "Pc",
+    "Pd",
+    "Ps",
+    "Pe",
+    "Pi",
+    "Pf",
+    "Po",
+    "S",
+    "Sm",
+    "Sc",
+    "Sk",
+    "So",
+    "Z",
+    "Zs",
+    "Zl",
+    "Zp",
+    "C",
+    "Cc",
+    "Cf",
+    "Cs",
+    "Co",
+    "Cn",
+}
 _ASCII = [chr(c) for c in range(0x20, 0x7F) if chr(c) not in '"\\']
 # the POSIX names Java and PCRE patterns use (CloudFormation's `^[\p{Graph}\x20]*$`,
 # `^\p{ASCII}+$`): their printable ASCII members are the same under Java's ASCII reading and a
 # Unicode one (`Punct` is not: Java's includes `$+<=>^|~`, Unicode's P category does not)
-_POSIX = {"ASCII": lambda ch: True, "Print": lambda ch: True, "Graph": lambda ch: ch != " ",
-          "Alpha": str.isalpha, "Digit": str.isdigit, "Alnum": str.isalnum, "Upper": str.isupper,
-          "Lower": str.islower, "XDigit": lambda ch: ch in "0123456789abcdefABCDEF",
-          "Space": lambda ch: ch == " ", "Blank": lambda ch: ch == " "}
+_POSIX = {
+    "ASCII": lambda ch: True,
+    "Print": lambda ch: True,
+    "Graph": lambda ch: ch != " ",
+    "Alpha": str.isalpha,
+    "Digit": str.isdigit,
+    "Alnum": str.isalnum,
+    "Upper": str.isupper,
+    "Lower": str.islower,
+    "XDigit": lambda ch: ch in "0123456789abcdefABCDEF",
+    "Space": lambda ch: ch == " ",
+    "Blank": lambda ch: ch == " ",
+}
 
 
 def property_members(kind: str, name: str) -> list[str] | None:
@@ -83,7 +130,7 @@ def pattern_tokens(pattern: str):
             n = 2 if pattern.startswith("[]", i) else 3 if pattern.startswith("[^]", i) else 1
         else:
             n = 1
-        yield i, pattern[i:i + n], in_class
+        yield i, pattern[i : i + n], in_class
         if c != "\\":
             in_class = c != "]" if in_class else c == "["
         i += n
@@ -102,7 +149,13 @@ def group_end(body: str) -> int | None:
 
 def unwrapped(body: str) -> str:
     """`(X)` or `(?:X)` around the whole rest as X (`^(?!aws:)([a-z\\d_.:/=+@-]+)$`)."""
-    prefix = 3 if body.startswith("(?:") else 1 if body.startswith("(") and not body.startswith("(?") else 0
+    prefix = (
+        3
+        if body.startswith("(?:")
+        else 1
+        if body.startswith("(") and not body.startswith("(?")
+        else 0
+    )
     if not prefix or not body.endswith(")"):
         return body
     return body[prefix:-1] if group_end(body) == len(body) - 1 else body

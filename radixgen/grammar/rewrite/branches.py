@@ -14,7 +14,14 @@ from radixgen.grammar.regex.leaves import json_literal
 from radixgen.grammar.schema.merge import normalize
 from radixgen.grammar.schema.one_of import Readings, excludes, exclusive
 from radixgen.grammar.schema.rules import (
-    ASSERTIONS, NothingValid, accepts_nothing, asserts, is_type, need_type, only_asserting, refuse,
+    ASSERTIONS,
+    NothingValid,
+    accepts_nothing,
+    asserts,
+    is_type,
+    need_type,
+    only_asserting,
+    refuse,
 )
 from radixgen.grammar.schema.values import VALUE_KEYWORDS, values_meeting
 
@@ -30,8 +37,12 @@ class BranchRewrites:
         # alternatives that differ only in keywords JSON Schema does not define are one
         # (CloudFormation's items `{"type": "string", "pattern": ..., "anyOf": [{"relationshipRef":
         # ...}, ...]}` distribute into two copies of the pattern: strings, as uniqueItems can then see)
-        alternatives = list({json.dumps(_defined(option), sort_keys=True): option
-                             for option in _alternatives_of(node, path, "anyOf")}.values())
+        alternatives = list(
+            {
+                json.dumps(_defined(option), sort_keys=True): option
+                for option in _alternatives_of(node, path, "anyOf")
+            }.values()
+        )
         options = self._options(self._unsubsumed(alternatives, path), f"{path}.anyOf")
         # alternatives that rewrite alike are one
         distinct = list({json.dumps(option, sort_keys=True): option for option in options}.values())
@@ -39,15 +50,21 @@ class BranchRewrites:
 
     def _oneOf(self, node: dict, path: str) -> dict:
         options = [self._all_of_merged(option) for option in _alternatives_of(node, path, "oneOf")]
-        narrowed = exclusive(options, Readings(self._resolved, self._resolve_chain, self.draft_3_to_7,
-                                               self.const_unknown))
+        narrowed = exclusive(
+            options,
+            Readings(self._resolved, self._resolve_chain, self.draft_3_to_7, self.const_unknown),
+        )
         if narrowed is None:
             self._options(options, f"{path}.oneOf")  # an alternative's own error comes first
-            refuse("oneOf", path, "its alternatives may overlap (radixgen enforces oneOf only when "
-                    "they declare disjoint types, differ in enum/const values, or are objects that "
-                    "differ in a required property or in a const property's value; an alternative "
-                    "without \"type\" accepts every type its keywords do not constrain, e.g. "
-                    "{\"properties\": ...} accepts any string)")
+            refuse(
+                "oneOf",
+                path,
+                "its alternatives may overlap (radixgen enforces oneOf only when "
+                "they declare disjoint types, differ in enum/const values, or are objects that "
+                "differ in a required property or in a const property's value; an alternative "
+                'without "type" accepts every type its keywords do not constrain, e.g. '
+                '{"properties": ...} accepts any string)',
+            )
         return {"oneOf": self._options(options, f"{path}.oneOf", narrowed)}
 
     def _unsubsumed(self, options: list, path: str) -> list:
@@ -58,9 +75,15 @@ class BranchRewrites:
         resolved = [self._resolved(option) for option in options]
         kept: list = []
         for i, narrow in enumerate(resolved):
-            wider = [j for j, wide in enumerate(resolved) if j != i and _subsumes(wide, narrow, self.draft_4, path)]
+            wider = [
+                j
+                for j, wide in enumerate(resolved)
+                if j != i and _subsumes(wide, narrow, self.draft_4, path)
+            ]
             # (of two that accept the same values, the first stays)
-            if not any(j < i or not _subsumes(narrow, resolved[j], self.draft_4, path) for j in wider):
+            if not any(
+                j < i or not _subsumes(narrow, resolved[j], self.draft_4, path) for j in wider
+            ):
                 kept.append(options[i])
         return kept
 
@@ -69,7 +92,9 @@ class BranchRewrites:
         `allOf: [shared conditions, one target]`), as that schema, which is what it generates
         and what validators accept; else as written. Not under drafts 3-7, where a member's
         `$ref` with keywords beside it has a second reading."""
-        if self.draft_3_to_7 or not (isinstance(option, dict) and isinstance(option.get("allOf"), list)):
+        if self.draft_3_to_7 or not (
+            isinstance(option, dict) and isinstance(option.get("allOf"), list)
+        ):
             return option
         merged, _ = normalize(option, self._resolved, tuple(self._inlining))
         return merged if isinstance(merged, dict) and "allOf" not in merged else option
@@ -80,7 +105,9 @@ class BranchRewrites:
         for i, option in enumerate(options):
             chosen = option if not narrowed or narrowed[i] is None else narrowed[i]
             if chosen is False:  # narrowed to nothing (schema.one_of)
-                empty = NothingValid(f"the alternative at {path}[{i}] has no value valid under it alone")
+                empty = NothingValid(
+                    f"the alternative at {path}[{i}] has no value valid under it alone"
+                )
                 continue
             new = self._unless_empty(chosen, f"{path}[{i}]")
             if isinstance(new, NothingValid):
@@ -92,26 +119,56 @@ class BranchRewrites:
         return out
 
     def _prefixItems(self, node: dict, path: str) -> dict:
-        only_asserting(node, path, {"prefixItems", "type", "items", "minItems", "maxItems", "uniqueItems",
-                                    "additionalItems", "unevaluatedItems"})
+        only_asserting(
+            node,
+            path,
+            {
+                "prefixItems",
+                "type",
+                "items",
+                "minItems",
+                "maxItems",
+                "uniqueItems",
+                "additionalItems",
+                "unevaluatedItems",
+            },
+        )
         items = node["prefixItems"]
         need_type(node, path, "array")
         if node.get("minItems", 0) > len(items):
-            refuse("minItems", path, "it exceeds the number of prefixItems (exactly those are generated)")
+            refuse(
+                "minItems",
+                path,
+                "it exceeds the number of prefixItems (exactly those are generated)",
+            )
         if node.get("maxItems", math.inf) < len(items):
             refuse("maxItems", path, "it is below the number of prefixItems")
         if node.get("uniqueItems") is True and not self._distinct_prefix(items, node):
-            refuse("uniqueItems", path, "uniqueness cannot be enforced by a regular language (only where "
-                    "maxItems keeps to the prefixItems and no value of one is valid under another)")
-        return {"prefixItems": [self.rewrite(s, f"{path}.prefixItems[{i}]") for i, s in enumerate(items)]}
+            refuse(
+                "uniqueItems",
+                path,
+                "uniqueness cannot be enforced by a regular language (only where "
+                "maxItems keeps to the prefixItems and no value of one is valid under another)",
+            )
+        return {
+            "prefixItems": [
+                self.rewrite(s, f"{path}.prefixItems[{i}]") for i, s in enumerate(items)
+            ]
+        }
 
     def _distinct_prefix(self, items: list, node: dict) -> bool:
         """Whether the arrays generated from prefixItems `items` hold distinct items anyway: none
         past the prefix (maxItems), and no value one prefix schema generates is valid under
         another (DynamoDB's KeySchema: a HASH element, then a RANGE one)."""
-        readings = Readings(self._resolved, self._resolve_chain, self.draft_3_to_7, self.const_unknown)
+        readings = Readings(
+            self._resolved, self._resolve_chain, self.draft_3_to_7, self.const_unknown
+        )
         return node.get("maxItems", math.inf) <= len(items) and all(
-            excludes(a, b, readings) for i, a in enumerate(items) for j, b in enumerate(items) if i != j)
+            excludes(a, b, readings)
+            for i, a in enumerate(items)
+            for j, b in enumerate(items)
+            if i != j
+        )
 
     def _enum(self, node: dict, path: str, key: str = "enum") -> dict:
         only_asserting(node, path, VALUE_KEYWORDS)
@@ -121,8 +178,15 @@ class BranchRewrites:
         if "type" in node:
             types = node["type"] if isinstance(node["type"], list) else [node["type"]]
             # (draft 4 validators take no float as an integer, not even 1.0)
-            values = [v for v in values if any(is_type(v, t) and not (self.const_unknown and t == "integer"
-                                                                       and isinstance(v, float)) for t in types)]
+            values = [
+                v
+                for v in values
+                if any(
+                    is_type(v, t)
+                    and not (self.const_unknown and t == "integer" and isinstance(v, float))
+                    for t in types
+                )
+            ]
             if not values:
                 refuse(key, path, "no value matches the sibling type")
         if set(node) & VALUE_KEYWORDS - {key, "type"}:  # the values that meet them
@@ -133,16 +197,22 @@ class BranchRewrites:
             try:
                 json.dumps(v, allow_nan=False)
             except ValueError:
-                refuse(key, path, f"{v!r} holds a number beyond floating point (e.g. 1e400), which "
-                        "has no exact JSON text to generate")
+                refuse(
+                    key,
+                    path,
+                    f"{v!r} holds a number beyond floating point (e.g. 1e400), which "
+                    "has no exact JSON text to generate",
+                )
         if any(isinstance(v, (dict, list)) for v in values):
             # objects and arrays as their compact JSON text (equal values in other key orders or
             # spacing are valid too, but never generated)
-            placeholder = self._placeholder("(?:" + "|".join(map(json_literal, values)) + ")", quoted=False)
+            placeholder = self._placeholder(
+                "(?:" + "|".join(map(json_literal, values)) + ")", quoted=False
+            )
             self.literal_arrays[f'"{placeholder["const"]}"'] = values
             return placeholder
         for v in values:
-            if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2 ** 53:
+            if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**53:
                 refuse(key, path, f"{v} is beyond the integers outlines-core keeps exact")
         return {"enum": values}
 
@@ -154,7 +224,9 @@ class BranchRewrites:
         ref = node["$ref"]
         if not isinstance(ref, str) or "~" in ref or "%" in ref:
             refuse("$ref", path, "only plain local references (#/...) are supported")
-        if accepts_nothing(self._resolve(ref, path)):  # (its definition is not kept: rewrite.rewriter._with_defs)
+        if accepts_nothing(
+            self._resolve(ref, path)
+        ):  # (its definition is not kept: rewrite.rewriter._with_defs)
             refuse("$ref", path, f"{ref!r} is a schema no value meets", NothingValid)
         return {"$ref": ref}
 
@@ -164,8 +236,11 @@ def _subsumes(wide, narrow, draft_4: bool, path: str) -> bool:
     narrow's values (enum / const) each meet wide, or wide takes its types whole and narrow
     accepts those types only. (Dropping an option from an anyOf only narrows what is generated,
     so a wrong True could cost values, never validity.)"""
-    if not (isinstance(wide, dict) and isinstance(narrow, dict) and "type" in wide) \
-            or asserts(wide, tuple(VALUE_KEYWORDS)) or not isinstance(wide["type"], (str, list)):
+    if (
+        not (isinstance(wide, dict) and isinstance(narrow, dict) and "type" in wide)
+        or asserts(wide, tuple(VALUE_KEYWORDS))
+        or not isinstance(wide["type"], (str, list))
+    ):
         return False
     types = {wide["type"]} if isinstance(wide["type"], str) else set(wide["type"])
     values = [narrow["const"]] if "const" in narrow else narrow.get("enum")
@@ -183,7 +258,9 @@ def _subsumes(wide, narrow, draft_4: bool, path: str) -> bool:
 
 
 # what a schema's meaning can depend on besides its assertions: where its references lead
-_REFERENCE_KEYWORDS = frozenset(("$id", "id", "$anchor", "$dynamicAnchor", "$defs", "definitions", "$schema"))
+_REFERENCE_KEYWORDS = frozenset(
+    ("$id", "id", "$anchor", "$dynamicAnchor", "$defs", "definitions", "$schema")
+)
 
 
 def _defined(option):

@@ -16,8 +16,13 @@ from radixgen.grammar.regex.leaves import increasing_subsequence_regex, json_lit
 from radixgen.grammar.schema.kinds import listed_kinds, only_options
 from radixgen.grammar.schema.rules import NothingValid, asserts, value_key
 from radixgen.grammar.unique.values import (
-    BOUNDED_ITEM_MAX, CANONICAL_INTEGER, bounded_string_regex, canonical_string_regex,
-    grows_wherever_it_closes, integer_grows, item_counts,
+    BOUNDED_ITEM_MAX,
+    CANONICAL_INTEGER,
+    bounded_string_regex,
+    canonical_string_regex,
+    grows_wherever_it_closes,
+    integer_grows,
+    item_counts,
 )
 
 ITEMS_GUARD_MIN = 16  # arrays with a maxItems from here on are counted by the guard
@@ -30,7 +35,7 @@ FREE_STRING = f"{STRING_CHAR}*"  # the regex of a length-guarded string without 
 UNIQUE_SET_BUDGET = 300_000
 # unique bounded strings: fewer distinct values than this cap the array's maxItems (more items
 # than this never fit a context window)
-BOUNDED_VALUES_CAP = 10 ** 7
+BOUNDED_VALUES_CAP = 10**7
 
 
 class CollectionRewrites:
@@ -46,12 +51,19 @@ class CollectionRewrites:
         if not isinstance(patterns, dict):
             refuse("patternProperties", path, "it must be an object")
         if isinstance(node.get("type"), list) and len(node["type"]) > 1:
-            refuse(next(k for k in ("propertyNames", "patternProperties") if k in node), path,
-                    "it is only supported with the single type object")
+            refuse(
+                next(k for k in ("propertyNames", "patternProperties") if k in node),
+                path,
+                "it is only supported with the single type object",
+            )
         if node.get("required"):
-            refuse("required", path, "it is not supported on an object whose names follow a pattern")
+            refuse(
+                "required", path, "it is not supported on an object whose names follow a pattern"
+            )
         if node.get("minProperties", 0) > node.get("maxProperties", math.inf):
-            refuse("minProperties", path, "it exceeds maxProperties: no object is valid", NothingValid)
+            refuse(
+                "minProperties", path, "it exceeds maxProperties: no object is valid", NothingValid
+            )
         if node.get("minProperties", 0) > 1:
             refuse("minProperties", path, "values above 1 need properties (keys could repeat)")
         if patterns:
@@ -65,7 +77,9 @@ class CollectionRewrites:
         else:
             values = node.get("additionalProperties", True)
             names = self._name_schema(node["propertyNames"], f"{path}.propertyNames")
-        if values is False or node.get("maxProperties") == 0:  # no name may be there: the empty object
+        if (
+            values is False or node.get("maxProperties") == 0
+        ):  # no name may be there: the empty object
             if node.get("minProperties"):
                 refuse("minProperties", path, "no property is allowed")
             return {"type": "object", "maxProperties": 0}
@@ -74,13 +88,20 @@ class CollectionRewrites:
         except GrammarError as exc:
             if len(patterns) < 2:
                 raise
-            refuse("patternProperties", path, "several patterns may apply to one name, and its value "
-                    f"would have to meet all their schemas, which cannot be enforced here ({exc})")
+            refuse(
+                "patternProperties",
+                path,
+                "several patterns may apply to one name, and its value "
+                f"would have to meet all their schemas, which cannot be enforced here ({exc})",
+            )
         # after the values' placeholders, which its regex holds (json_schema replaces it first)
         carrier = self._placeholder("", quoted=False)["const"]  # its regex: rewrite.keyed_objects
         # (a name written twice counts once after parsing: maxProperties bounds the pairs written)
-        self.keyed_objects[f'"{carrier}"'] = (self._string_regex(names, path), node.get("minProperties", 0) == 1,
-                                               node.get("maxProperties"))
+        self.keyed_objects[f'"{carrier}"'] = (
+            self._string_regex(names, path),
+            node.get("minProperties", 0) == 1,
+            node.get("maxProperties"),
+        )
         return {"type": "object", "additionalProperties": values, KEYED: carrier}
 
     def _name_schema(self, schema, path: str) -> dict:
@@ -95,8 +116,11 @@ class CollectionRewrites:
             # (a name is not one match repeated: {"x-": 1, "x-": 2} is no use); where that cannot
             # be written (an alternative anchored at its end), the matches alone
             return self._first_enforceable(
-                lambda: self.rewrite({**schema, "type": "string", "pattern": f"{pattern}(?:.*)"}, path),
-                lambda: self._name_strings(schema, path))
+                lambda: self.rewrite(
+                    {**schema, "type": "string", "pattern": f"{pattern}(?:.*)"}, path
+                ),
+                lambda: self._name_strings(schema, path),
+            )
         return self._name_strings(schema, path)
 
     def _name_strings(self, schema: dict, path: str) -> dict:
@@ -122,8 +146,12 @@ class CollectionRewrites:
                 return self.length_strings[name][2]
             return self.placeholders.get(name, json_literal(rewritten["const"]))
         if rewritten.get("type") != "string" or set(rewritten) - {"type", "minLength", "maxLength"}:
-            refuse("propertyNames", path, "only enum, const, pattern, format, minLength and maxLength "
-                    "(or anyOf/oneOf over such schemas) are supported for property names")
+            refuse(
+                "propertyNames",
+                path,
+                "only enum, const, pattern, format, minLength and maxLength "
+                "(or anyOf/oneOf over such schemas) are supported for property names",
+            )
         least, most = rewritten.get("minLength", 0), rewritten.get("maxLength", "")
         return f'"{STRING_CHAR}{{{least},{most}}}"'
 
@@ -132,40 +160,62 @@ class CollectionRewrites:
         pydantic's set[Literal[...]] or set[SomeEnum]): each value at most once, in the set's
         order, which is a regular language. Free strings and integers go to `_unique_guarded`."""
         items = node.get("items", True)
-        ref = items.get("$ref") if isinstance(items, dict) and isinstance(items.get("$ref"), str) else None
+        ref = (
+            items.get("$ref")
+            if isinstance(items, dict) and isinstance(items.get("$ref"), str)
+            else None
+        )
         if ref in self._inlining:  # (the items are inlined: they would be again, without end)
-            refuse("uniqueItems", path, f"its items ({ref}) hold such an array again (a recursive schema)")
+            refuse(
+                "uniqueItems",
+                path,
+                f"its items ({ref}) hold such an array again (a recursive schema)",
+            )
         self._inlining.extend([ref] if ref else [])
         try:
             if self.ref_fallback and ref:  # as in rewrite: both readings
-                return self._first_enforceable(lambda: self._unique_items_of(self._resolved(items), node, path),
-                                               lambda: self._unique_items_of(self._resolve_chain(items), node, path))
+                return self._first_enforceable(
+                    lambda: self._unique_items_of(self._resolved(items), node, path),
+                    lambda: self._unique_items_of(self._resolve_chain(items), node, path),
+                )
             return self._unique_items_of(self._resolved(items), node, path)
         finally:
-            del self._inlining[len(self._inlining) - bool(ref):]
+            del self._inlining[len(self._inlining) - bool(ref) :]
 
     def _unique_items_of(self, items, node: dict, path: str) -> dict:
         if items is True or isinstance(items, dict) and not asserts(items):
             # items of any type (`{"type": "array", "uniqueItems": true}`): unique strings, a
             # subset spelt one way per value (objects are not: their names can come in any order)
             items = {"type": "string"}
-        if isinstance(items, dict) and items.get("type") == "number" and not {"enum", "const"} & set(items):
+        if (
+            isinstance(items, dict)
+            and items.get("type") == "number"
+            and not {"enum", "const"} & set(items)
+        ):
             # numbers (pydantic's set[float]) kept unique as integers where they can be: a subset,
             # spelt one way per value (decimals are not: 0.1 and 0.10000000000000001 are one float)
-            return self._first_enforceable(lambda: self._unique_values(items | {"type": "integer"}, node, path),
-                                           lambda: self._unique_values(items, node, path))
+            return self._first_enforceable(
+                lambda: self._unique_values(items | {"type": "integer"}, node, path),
+                lambda: self._unique_values(items, node, path),
+            )
         if not _may_be_strings(items):
             return self._unique_values(items, node, path)
         try:  # items of several types (`["string", "object"]`, a oneOf of a string and an object):
             # where they cannot be kept unique as they are, their strings alone (a subset)
             strings = {"type": "string", "allOf": [items]}
-            return self._first_enforceable(lambda: self._unique_values(items, node, path),
-                                           lambda: self._unique_values(strings, node, path))
+            return self._first_enforceable(
+                lambda: self._unique_values(items, node, path),
+                lambda: self._unique_values(strings, node, path),
+            )
         except GrammarError:
             return self._unique_values(items, node, path)  # (refused: the items' own reason)
 
     def _unique_values(self, items, node: dict, path: str) -> dict:
-        new = _one_alternative(self.rewrite(items, f"{path}.items")) if isinstance(items, dict) else None
+        new = (
+            _one_alternative(self.rewrite(items, f"{path}.items"))
+            if isinstance(items, dict)
+            else None
+        )
         kind = new.get("type") if new else None
         strings = self._string_item(items, new, node, path)
         if strings is not None:
@@ -175,35 +225,59 @@ class CollectionRewrites:
         item = self._placeholder_item(items, new, "integer")
         if item is not None and integer_grows(item):  # integers from a bound >= 0 up
             return self._unique_guarded(node, "integer", item)
-        if isinstance(items, dict) and new and (kind == "object" or set(new) in ({"anyOf"}, {"oneOf"})):
+        if (
+            isinstance(items, dict)
+            and new
+            and (kind == "object" or set(new) in ({"anyOf"}, {"oneOf"}))
+        ):
             keyed = self._unique_by_key(new, node, path)
             if keyed is not None:
                 return keyed
-        values = {"boolean": [True, False], "null": [None]}.get(kind) if isinstance(kind, str) else None
+        values = (
+            {"boolean": [True, False], "null": [None]}.get(kind) if isinstance(kind, str) else None
+        )
         values = new.get("enum", values) if new else None
         if values is None:
-            values = _option_values(new, self.placeholders)  # `oneOf: [{"enum": ["require"]}, {"enum": ...}]`
+            values = _option_values(
+                new, self.placeholders
+            )  # `oneOf: [{"enum": ["require"]}, {"enum": ...}]`
         if values is None:
-            refuse("uniqueItems", path, "uniqueness is only enforced over items from a finite set "
-                    "(enum, const, boolean), over strings (free, with a maxLength, a pattern or a "
-                    "format), over integers (and numbers, generated as integers) with no upper bound (from 0 "
-                    "or more up), or over objects "
-                    "with a required string property; not over other integers, numbers, arrays or "
-                    "other objects (those with minItems 0 or 1 are generated with at most one item)")
+            refuse(
+                "uniqueItems",
+                path,
+                "uniqueness is only enforced over items from a finite set "
+                "(enum, const, boolean), over strings (free, with a maxLength, a pattern or a "
+                "format), over integers (and numbers, generated as integers) with no upper bound (from 0 "
+                "or more up), or over objects "
+                "with a required string property; not over other integers, numbers, arrays or "
+                "other objects (those with minItems 0 or 1 are generated with at most one item)",
+            )
         distinct = list({value_key(v): v for v in reversed(values)}.values())[::-1]
         least, most = node.get("minItems", 0), node.get("maxItems", len(distinct))
         literals = [json_literal(v) for v in distinct]
         too_large = len(literals) * sum(map(len, literals)) > UNIQUE_SET_BUDGET
-        if (least > 1 or most < len(distinct) or too_large) and all(isinstance(v, str) for v in distinct):
+        if (least > 1 or most < len(distinct) or too_large) and all(
+            isinstance(v, str) for v in distinct
+        ):
             # strings from a set: the guard keeps them unique (and counts what is left)
-            return self._unique_guarded(*self._counted_items(f"(?:{'|'.join(literals)})", node, path))
+            return self._unique_guarded(
+                *self._counted_items(f"(?:{'|'.join(literals)})", node, path)
+            )
         if too_large:
-            refuse("uniqueItems", path, f"a set of {len(literals)} distinct values is too large to enforce "
-                    f"(values x their characters must stay within {UNIQUE_SET_BUDGET:,}: its automaton "
-                    "takes seconds to build per 100,000)")
+            refuse(
+                "uniqueItems",
+                path,
+                f"a set of {len(literals)} distinct values is too large to enforce "
+                f"(values x their characters must stay within {UNIQUE_SET_BUDGET:,}: its automaton "
+                "takes seconds to build per 100,000)",
+            )
         if least > 1 or most < len(distinct):
-            refuse("uniqueItems", path, "with uniqueItems, only minItems 0 or 1 and no maxItems "
-                    "below the number of distinct values are supported (or a set of strings only)")
+            refuse(
+                "uniqueItems",
+                path,
+                "with uniqueItems, only minItems 0 or 1 and no maxItems "
+                "below the number of distinct values are supported (or a set of strings only)",
+            )
         ws = self.whitespace
         body = increasing_subsequence_regex(literals, f"{ws},{ws}", nonempty=least == 1)
         placeholder = self._placeholder(rf"\[{ws}{body}{ws}\]", quoted=False)
@@ -231,8 +305,12 @@ class CollectionRewrites:
         if bounds is not None:
             least, most = bounds[0], min(bounds[1], BOUNDED_ITEM_MAX)
             if most < least:
-                refuse("uniqueItems", path, f"items of at most {BOUNDED_ITEM_MAX} characters are generated "
-                        "and minLength is above that")
+                refuse(
+                    "uniqueItems",
+                    path,
+                    f"items of at most {BOUNDED_ITEM_MAX} characters are generated "
+                    "and minLength is above that",
+                )
             return self._counted_items(bounded_string_regex(least, most), node, path)
         item = self._placeholder_item(items, new, "string")
         if item is None or not item.startswith('"'):
@@ -249,8 +327,11 @@ class CollectionRewrites:
         total = item_counts(item).total
         if total is not None:
             if node.get("minItems", 0) > total:
-                refuse("uniqueItems", path, f"minItems asks for more than the {total} distinct values "
-                        "generated")
+                refuse(
+                    "uniqueItems",
+                    path,
+                    f"minItems asks for more than the {total} distinct values generated",
+                )
             if total < BOUNDED_VALUES_CAP and node.get("maxItems", total + 1) > total:
                 node = {**node, "maxItems": total}  # so an array never runs out of new values
         return node, ("bounded", item), item
@@ -265,7 +346,11 @@ class CollectionRewrites:
         (a counted regex, or a length-guarded placeholder), else None."""
         if not isinstance(new, dict):
             return None
-        if new.get("type") == "string" and "maxLength" in new and set(new) <= {"type", "minLength", "maxLength"}:
+        if (
+            new.get("type") == "string"
+            and "maxLength" in new
+            and set(new) <= {"type", "minLength", "maxLength"}
+        ):
             return new.get("minLength", 0), new["maxLength"]
         key = _placeholder_key(new)
         plain = key in self.length_strings and not self._guarded_pattern(key)
@@ -279,8 +364,10 @@ class CollectionRewrites:
         """The item regex of an item of type `kind` the rewrite made a placeholder for (a string
         pattern or format, with its quotes; numeric bounds), else None."""
         key = _placeholder_key(new)
-        if not (isinstance(items, dict) and items.get("type") == kind and key in self.placeholders) \
-                or key in self.length_strings:
+        if (
+            not (isinstance(items, dict) and items.get("type") == kind and key in self.placeholders)
+            or key in self.length_strings
+        ):
             return None
         return self.placeholders[key]
 
@@ -325,8 +412,14 @@ def _option_values(new, placeholders: dict) -> list | None:
         return None
     lists = []
     for option in options:
-        if not (isinstance(option, dict) and set(option) in ({"enum"}, {"const"})
-                and isinstance(option.get("enum", []), list)) or _placeholder_key(option) in placeholders:
+        if (
+            not (
+                isinstance(option, dict)
+                and set(option) in ({"enum"}, {"const"})
+                and isinstance(option.get("enum", []), list)
+            )
+            or _placeholder_key(option) in placeholders
+        ):
             return None
         lists.append(option["enum"] if "enum" in option else [option["const"]])
     if "anyOf" in new:

@@ -5,10 +5,10 @@ value it should not keep (refused, or left to the counted regex)."""
 from __future__ import annotations
 
 from radixgen.grammar.matcher import GrammarError
-from radixgen.grammar.rewrite.rewriter import SchemaRewriter
 from radixgen.grammar.rewrite.containers import COUNTED
-from radixgen.grammar.rewrite.unique_keys import UNIQUE_KEY
 from radixgen.grammar.rewrite.outlines import NODE_BUDGET, ref_target
+from radixgen.grammar.rewrite.rewriter import SchemaRewriter
+from radixgen.grammar.rewrite.unique_keys import UNIQUE_KEY
 
 
 class GuardSites:
@@ -25,7 +25,9 @@ class GuardSites:
         self.root = root
         self.rewriter = rewriter
         self.guarded: list[tuple] = []  # (path, item kind) of unique arrays
-        self.arrays: list[tuple] = []  # (path, counts the guard keeps or None, the counted node or placeholder)
+        self.arrays: list[
+            tuple
+        ] = []  # (path, counts the guard keeps or None, the counted node or placeholder)
         self.lengths: list[tuple] = []  # (path, placeholder) of length-guarded strings
         self.strings: list[tuple] = []  # paths of other strings
         self.nodes = 0
@@ -38,36 +40,58 @@ class GuardSites:
         ("length", minLength, maxLength) (a string value) or ("items", maxItems) (an array's
         item count)."""
         self._walk(self.root, ())
-        others = [p for p, _, where in self.arrays
-                  if not (isinstance(where, str) and where in self.rewriter.unique_arrays
-                          or isinstance(where, dict) and UNIQUE_KEY in where)]
+        others = [
+            p
+            for p, _, where in self.arrays
+            if not (
+                isinstance(where, str)
+                and where in self.rewriter.unique_arrays
+                or isinstance(where, dict)
+                and UNIQUE_KEY in where
+            )
+        ]
         for guarded, kind in self.guarded:  # guarded arrays of another item kind count as others
             for other in others + [p for p, k in self.guarded if k != kind]:
                 if _overlap(guarded, other):
                     shown = "$" + "".join("[*]" if p is None else f".{p}" for p in guarded)
-                    raise GrammarError("unsupported JSON Schema keyword 'uniqueItems' at "
-                                       f"{shown}: another array of the schema can appear at the "
-                                       "same place (uniqueness over free strings or integers is "
-                                       "only enforced where no other array can be)")
+                    raise GrammarError(
+                        "unsupported JSON Schema keyword 'uniqueItems' at "
+                        f"{shown}: another array of the schema can appear at the "
+                        "same place (uniqueness over free strings or integers is "
+                        "only enforced where no other array can be)"
+                    )
         return tuple(dict.fromkeys(self.guarded + self._lengths() + self._counts()))
 
     def _lengths(self) -> list:
         bounds = {name: info[:2] for name, info in self.rewriter.length_strings.items()}
-        strings, lengths = _PathIndex(), _PathIndex()  # (thousands of each in CloudFormation's largest)
+        strings, lengths = (
+            _PathIndex(),
+            _PathIndex(),
+        )  # (thousands of each in CloudFormation's largest)
         for path in set(self.strings):
             strings.add(path, None)
         for path, name in set(self.lengths):
             lengths.add(path, bounds[name])
-        shared = {name for path, name in self.lengths
-                  if strings.overlapping(path) or lengths.overlapping(path) - {bounds[name]}}
+        shared = {
+            name
+            for path, name in self.lengths
+            if strings.overlapping(path) or lengths.overlapping(path) - {bounds[name]}
+        }
         for name in shared:
             self.rewriter.placeholders[name] = self.rewriter.length_strings[name][2]
-        return [(path, ("length", *bounds[name])) for path, name in self.lengths if name not in shared]
+        return [
+            (path, ("length", *bounds[name])) for path, name in self.lengths if name not in shared
+        ]
 
     def _counts(self) -> list:
-        counted = [(path, counts, where) for path, counts, where in self.arrays if counts is not None]
-        shared = {_identity(where) for path, counts, where in counted
-                  if any(_overlap(path, p) and c != counts for p, c, _ in self.arrays)}
+        counted = [
+            (path, counts, where) for path, counts, where in self.arrays if counts is not None
+        ]
+        shared = {
+            _identity(where)
+            for path, counts, where in counted
+            if any(_overlap(path, p) and c != counts for p, c, _ in self.arrays)
+        }
         kept = []
         for path, counts, where in counted:
             if _identity(where) in shared:  # back to the counted regex
@@ -88,10 +112,14 @@ class GuardSites:
             return
         if "$ref" in node:
             ref = node["$ref"]
-            if ref in self._walking:  # (references unrolled where they recurse, unless too large to be)
-                raise GrammarError(f"json_schema: the reference {ref!r} recurses, too deeply to be written out, "
-                                   "in a schema whose uniqueItems, maxLength or maxItems need a guard (the guard "
-                                   "tells places apart by their path, and a recursion has paths of every depth)")
+            if (
+                ref in self._walking
+            ):  # (references unrolled where they recurse, unless too large to be)
+                raise GrammarError(
+                    f"json_schema: the reference {ref!r} recurses, too deeply to be written out, "
+                    "in a schema whose uniqueItems, maxLength or maxItems need a guard (the guard "
+                    "tells places apart by their path, and a recursion has paths of every depth)"
+                )
             self._walking.add(ref)
             self._walk(ref_target(self.root, ref), path)
             self._walking.discard(ref)
@@ -102,7 +130,9 @@ class GuardSites:
             counts = self.rewriter.counted_arrays.get(name)
             self.arrays.append((path, None if counts is None else counts[0], name))
         elif UNIQUE_KEY in node:  # an array of objects kept unique by one property
-            key, kind = node[UNIQUE_KEY]  # (key: a name, or the path of two names into an object property)
+            key, kind = node[
+                UNIQUE_KEY
+            ]  # (key: a name, or the path of two names into an object property)
             self.guarded.append((path, ("key", key if isinstance(key, str) else tuple(key), kind)))
         elif name in self.rewriter.length_strings:
             self.lengths.append((path, name))
@@ -124,7 +154,10 @@ class GuardSites:
             self._walk(sub, path + (key,))
         for sub in node.get("allOf", []) + node.get("anyOf", []) + node.get("oneOf", []):
             self._walk(sub, path)
-        for sub in node.get("prefixItems", []) + [node.get("items"), node.get("additionalProperties")]:
+        for sub in node.get("prefixItems", []) + [
+            node.get("items"),
+            node.get("additionalProperties"),
+        ]:
             self._walk(sub, path + (None,))
 
 
@@ -154,7 +187,9 @@ class _PathIndex:
                 if part is None:
                     found += [child for key, child in node.items() if key is not _END]
                 else:
-                    found += [child for child in (node.get(part), node.get(None)) if child is not None]
+                    found += [
+                        child for child in (node.get(part), node.get(None)) if child is not None
+                    ]
             nodes = found
         return set().union(*(node.get(_END, ()) for node in nodes))
 
@@ -164,7 +199,9 @@ _END = ("end",)  # (a key no path part can be: parts are strings or None)
 
 def _overlap(path: tuple, other: tuple) -> bool:
     """Whether two instance paths (None: any key or index) can name the same place."""
-    return len(path) == len(other) and all(a is None or b is None or a == b for a, b in zip(path, other))
+    return len(path) == len(other) and all(
+        a is None or b is None or a == b for a, b in zip(path, other)
+    )
 
 
 def _literal_leaves(value, path: tuple, arrays: list, strings: list) -> None:

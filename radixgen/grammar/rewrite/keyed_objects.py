@@ -3,13 +3,16 @@ regex outlines-core builds for their values (`KeyedObjects`)."""
 
 from __future__ import annotations
 
+from radixgen.grammar.index.size_budget import check_regex_size, written_size
 from radixgen.grammar.matcher import GrammarError, RegexTooLarge
-from radixgen.grammar.rewrite.rewriter import SchemaRewriter
 from radixgen.grammar.rewrite.containers import KEYED
 from radixgen.grammar.rewrite.outlines import (
-    NODE_BUDGET, bound_any_depth, outlines_regex, ref_target,
+    NODE_BUDGET,
+    bound_any_depth,
+    outlines_regex,
+    ref_target,
 )
-from radixgen.grammar.index.size_budget import check_regex_size, written_size
+from radixgen.grammar.rewrite.rewriter import SchemaRewriter
 
 
 class KeyedObjects:
@@ -40,8 +43,10 @@ class KeyedObjects:
         ws = self.ws
         if "additionalProperties" not in node:  # the recursion was cut there: the empty object
             if nonempty:
-                raise GrammarError("recursive $ref without an exit: an object needing a property "
-                                   "recurses at every level")
+                raise GrammarError(
+                    "recursive $ref without an exit: an object needing a property "
+                    "recurses at every level"
+                )
             self.rewriter.placeholders[name] = rf"\{{{ws}\}}"
             return {"const": node[KEYED]}
         values = self._node(self._inlined(node["additionalProperties"]))
@@ -70,4 +75,6 @@ class KeyedObjects:
     def _count(self) -> None:
         self.nodes += 1
         if self.nodes > NODE_BUDGET:
-            raise RegexTooLarge("json_schema expands to too large a grammar (its references written out)")
+            raise RegexTooLarge(
+                "json_schema expands to too large a grammar (its references written out)"
+            )

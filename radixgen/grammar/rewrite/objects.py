@@ -12,8 +12,16 @@ from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.schema.exclusions import literal_pattern, plain_string
 from radixgen.grammar.schema.merge import EMPTY, merge
 from radixgen.grammar.schema.rules import (
-    NothingValid, asserts_nothing, dependent_names, forbidden_combinations, listed_name_rules,
-    need_type, only_asserting, only_objects, refuse, searches,
+    NothingValid,
+    asserts_nothing,
+    dependent_names,
+    forbidden_combinations,
+    listed_name_rules,
+    need_type,
+    only_asserting,
+    only_objects,
+    refuse,
+    searches,
 )
 
 _PROPERTY_SETS = 64  # alternatives for an object with a maxProperties below its listed properties
@@ -21,9 +29,22 @@ _PROPERTY_SETS = 64  # alternatives for an object with a maxProperties below its
 
 class ObjectRewrites:
     def _properties(self, node: dict, path: str) -> dict:
-        only_asserting(node, path, {"properties", "required", "type", "additionalProperties", "minProperties",
-                                    "maxProperties", "patternProperties", "propertyNames", "dependentRequired",
-                                    "dependencies"})
+        only_asserting(
+            node,
+            path,
+            {
+                "properties",
+                "required",
+                "type",
+                "additionalProperties",
+                "minProperties",
+                "maxProperties",
+                "patternProperties",
+                "propertyNames",
+                "dependentRequired",
+                "dependencies",
+            },
+        )
         props = node["properties"]
         if not isinstance(props, dict):
             raise GrammarError(f"properties at {path} must be an object")
@@ -31,14 +52,26 @@ class ObjectRewrites:
         if extra is not False and isinstance(node.get("required"), list):
             # a required name that properties does not list is an additional property: it is
             # generated with additionalProperties' schema (name rules are checked on it too)
-            props = {**props, **{name: extra for name in node["required"]
-                                 if isinstance(name, str) and name not in props}}
+            props = {
+                **props,
+                **{
+                    name: extra
+                    for name in node["required"]
+                    if isinstance(name, str) and name not in props
+                },
+            }
         props, node = self._with_pattern_schemas(node, props, path)
         required = listed_name_rules(node, props, path)
-        banned = [name for name, schema in props.items() if schema is False]  # no value: never there
+        banned = [
+            name for name, schema in props.items() if schema is False
+        ]  # no value: never there
         if set(banned) & set(required):
-            refuse("required", path, f"{sorted(set(banned) & set(required))} can have no value (false)",
-                   NothingValid if only_objects(node) else GrammarError)  # (other types pass required)
+            refuse(
+                "required",
+                path,
+                f"{sorted(set(banned) & set(required))} can have no value (false)",
+                NothingValid if only_objects(node) else GrammarError,
+            )  # (other types pass required)
         props = {name: schema for name, schema in props.items() if schema is not False}
         need_type(node, path, "object")
         for name in props:
@@ -46,8 +79,11 @@ class ObjectRewrites:
                 refuse("properties", path, f"property name {name!r} needs JSON escaping")
         missing = [r for r in required if r not in props]
         if missing:
-            refuse("required", path, f"{missing} are not listed in properties (only listed "
-                    "properties are generated)")
+            refuse(
+                "required",
+                path,
+                f"{missing} are not listed in properties (only listed properties are generated)",
+            )
         new_props = {}
         for name, schema in props.items():
             new = self._unless_empty(schema, f"{path}.properties.{name}")
@@ -58,16 +94,29 @@ class ObjectRewrites:
         optional = [name for name in new_props if name not in required]
         least = node.get("minProperties", 0)
         if node.get("maxProperties", math.inf) < len(new_props):
-            return self._few_properties(node, path, new_props, list(dict.fromkeys(required)), optional)
+            return self._few_properties(
+                node, path, new_props, list(dict.fromkeys(required)), optional
+            )
         if least > len(set(required)) + (1 if optional else 0):
-            refuse("minProperties", path, "only one property more than the required ones can be "
-                    "demanded (only listed properties are generated)")
+            refuse(
+                "minProperties",
+                path,
+                "only one property more than the required ones can be "
+                "demanded (only listed properties are generated)",
+            )
         if least <= len(set(required)):
             return {"type": "object", "properties": new_props, "required": list(required)}
         # one optional property must be there: one alternative per first present optional one
-        return {"anyOf": [{"type": "object", "required": [*required, first],
-                           "properties": {k: v for k, v in new_props.items() if k not in optional[:i]}}
-                          for i, first in enumerate(optional)]}
+        return {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "required": [*required, first],
+                    "properties": {k: v for k, v in new_props.items() if k not in optional[:i]},
+                }
+                for i, first in enumerate(optional)
+            ]
+        }
 
     def _with_pattern_schemas(self, node: dict, props: dict, path: str) -> tuple[dict, dict]:
         """(props, node) with each patternProperties schema merged into the listed properties
@@ -91,21 +140,37 @@ class ObjectRewrites:
                     folded[name] = False if both is EMPTY else both
         return folded, {k: v for k, v in node.items() if k != "patternProperties"}
 
-    def _few_properties(self, node: dict, path: str, props: dict, required: list, optional: list) -> dict:
+    def _few_properties(
+        self, node: dict, path: str, props: dict, required: list, optional: list
+    ) -> dict:
         """An object with a maxProperties below its listed properties (and maybe a
         minProperties): one alternative per set of optional properties whose size fits, each
         with exactly those (only listed properties are generated)."""
         least, most = node.get("minProperties", 0), node["maxProperties"]
         sizes = range(max(least - len(required), 0), min(most - len(required), len(optional)) + 1)
         if not sizes:
-            refuse("maxProperties", path, "no number of listed properties fits it and the required ones",
-                   NothingValid if only_objects(node) else GrammarError)
+            refuse(
+                "maxProperties",
+                path,
+                "no number of listed properties fits it and the required ones",
+                NothingValid if only_objects(node) else GrammarError,
+            )
         if sum(math.comb(len(optional), k) for k in sizes) > _PROPERTY_SETS:
-            refuse("maxProperties", path, f"more than {_PROPERTY_SETS} sets of the listed properties fit "
-                    "between minProperties and maxProperties")
-        alternatives = [{"type": "object", "required": [*required, *chosen],
-                         "properties": {k: v for k, v in props.items() if k in required or k in chosen}}
-                        for k in sizes for chosen in itertools.combinations(optional, k)]
+            refuse(
+                "maxProperties",
+                path,
+                f"more than {_PROPERTY_SETS} sets of the listed properties fit "
+                "between minProperties and maxProperties",
+            )
+        alternatives = [
+            {
+                "type": "object",
+                "required": [*required, *chosen],
+                "properties": {k: v for k, v in props.items() if k in required or k in chosen},
+            }
+            for k in sizes
+            for chosen in itertools.combinations(optional, k)
+        ]
         return alternatives[0] if len(alternatives) == 1 else {"anyOf": alternatives}
 
     def _type_object(self, node: dict, path: str) -> dict:
@@ -115,13 +180,18 @@ class ObjectRewrites:
         if node.get("required"):  # the required names, generated with additionalProperties' schema
             return self._properties({**node, "properties": {}}, path)
         if node.get("minProperties", 0) > node.get("maxProperties", math.inf):
-            refuse("minProperties", path, "it exceeds maxProperties: no object is valid", NothingValid)
+            refuse(
+                "minProperties", path, "it exceeds maxProperties: no object is valid", NothingValid
+            )
         if node.get("minProperties", 0) > 1:
             refuse("minProperties", path, "values above 1 need properties (keys could repeat)")
         if node.get("maxProperties", 0) > 0 and node.get("additionalProperties", True) is not False:
             # any names, at most that many: a keyed object whose names are any string
             return self._keyed_object({**node, "propertyNames": {"type": "string"}}, path)
-        new = {"type": "object", **{k: node[k] for k in ("minProperties", "maxProperties") if k in node}}
+        new = {
+            "type": "object",
+            **{k: node[k] for k in ("minProperties", "maxProperties") if k in node},
+        }
         extra = node.get("additionalProperties", True)
         if extra is False:
             new["maxProperties"] = 0
@@ -157,10 +227,17 @@ def forbidden_names_excluded(node: dict, path: str) -> dict:
     ever whole (a subset), as _dependent_names_excluded writes it. Objects with `properties` drop
     the name from them (schema.rules.forbidden_names_dropped)."""
     combos = forbidden_combinations(node.get("not"))
-    if combos is None or "properties" in node or node.get("required") or node.get("type", "object") not in ("object", ["object"]):
+    if (
+        combos is None
+        or "properties" in node
+        or node.get("required")
+        or node.get("type", "object") not in ("object", ["object"])
+    ):
         return node
     rest = {k: v for k, v in node.items() if k != "not"}
-    return _names_never_generated(rest, sorted({names[0] for names in combos}), "not", "a name it forbids", path)
+    return _names_never_generated(
+        rest, sorted({names[0] for names in combos}), "not", "a name it forbids", path
+    )
 
 
 def _names_never_generated(node: dict, names: list, keyword: str, what: str, path: str) -> dict:
@@ -169,7 +246,11 @@ def _names_never_generated(node: dict, names: list, keyword: str, what: str, pat
     gives the names generated, that pattern as `^(?!(?:N1|N2)$)(?:P)`; as it is where no name
     is generated (maxProperties 0, additionalProperties false and no patterns) or none is given."""
     patterns = node.get("patternProperties")
-    if not names or node.get("maxProperties") == 0 or (node.get("additionalProperties") is False and not patterns):
+    if (
+        not names
+        or node.get("maxProperties") == 0
+        or (node.get("additionalProperties") is False and not patterns)
+    ):
         return node
     if not all(plain_string(name) for name in names):
         refuse(keyword, path, f"{what} has characters JSON or a pattern would escape")
@@ -181,4 +262,7 @@ def _names_never_generated(node: dict, names: list, keyword: str, what: str, pat
         return node  # (refused as malformed by the keyed object)
     first, *others = patterns.items()
     body = "|".join(map(literal_pattern, names))
-    return {**node, "patternProperties": dict([(f"^(?!(?:{body})$)(?:{first[0]})", first[1]), *others])}
+    return {
+        **node,
+        "patternProperties": dict([(f"^(?!(?:{body})$)(?:{first[0]})", first[1]), *others]),
+    }

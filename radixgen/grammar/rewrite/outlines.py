@@ -8,9 +8,9 @@ import json
 
 from outlines_core.json_schema import build_regex_from_schema
 
+from radixgen.grammar.index.size_budget import SchemaRegexSize, check_regex_size
 from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.schema.refs import MISSING, follow_pointer, pointer_parts
-from radixgen.grammar.index.size_budget import SchemaRegexSize, check_regex_size
 
 OUTLINES_REF_DEPTH = 64  # the $ref nesting outlines-core is told to expand; deeper nesting is unrolled (rewrite.unroll)
 ANY_VALUE_DEPTH = 1  # nesting allowed inside objects/arrays whose contents are unconstrained
@@ -34,7 +34,9 @@ def bound_any_depth(node) -> None:
     automaton of a plain {"type": "object"} take seconds to build)."""
     if isinstance(node, dict):
         types = node.get("type")
-        if types in ("object", "array") and not ({"properties", "items", "additionalProperties"} & set(node)):
+        if types in ("object", "array") and not (
+            {"properties", "items", "additionalProperties"} & set(node)
+        ):
             node["depth"] = ANY_VALUE_DEPTH
         for value in node.values():
             bound_any_depth(value)
@@ -47,7 +49,11 @@ def ref_target(root, ref: str):
     """The rewritten schema at `ref`: the root or a $defs / definitions member, the only places
     hoist_deep_refs leaves references to (the rewriter keeps them where they were)."""
     parts = pointer_parts(ref)
-    if parts is None or len(parts) not in (0, 2) or (parts and parts[0] not in ("$defs", "definitions")):
+    if (
+        parts is None
+        or len(parts) not in (0, 2)
+        or (parts and parts[0] not in ("$defs", "definitions"))
+    ):
         raise GrammarError(f"$ref {ref!r} is not supported here (only the root and $defs members)")
     node = follow_pointer(root, parts)
     if node is MISSING:

@@ -37,8 +37,10 @@ class ReferenceReading:
         [C, C], ...) would take exponential work, so the follows are counted."""
         self._merge_follows += 1
         if self._merge_follows > MERGE_FOLLOW_BUDGET:
-            raise GrammarError("json_schema expands to too large a grammar (its merges follow "
-                               f"references more than {MERGE_FOLLOW_BUDGET} times)")
+            raise GrammarError(
+                "json_schema expands to too large a grammar (its merges follow "
+                f"references more than {MERGE_FOLLOW_BUDGET} times)"
+            )
         return self._resolve(ref, "$")
 
     def _as_validators_read(self, node):

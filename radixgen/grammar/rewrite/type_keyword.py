@@ -9,27 +9,50 @@ from __future__ import annotations
 
 import math
 
-from radixgen.grammar.unique import tables as guard_tables
 from radixgen.grammar.matcher import GrammarError, refuse
+from radixgen.grammar.regex.dialects import neutral
 from radixgen.grammar.regex.formats import format_length_regex, format_regex
 from radixgen.grammar.regex.leaves import string_pattern_regex
-from radixgen.grammar.regex.dialects import neutral
-from radixgen.grammar.regex.open_ends import searched_translation
 from radixgen.grammar.regex.multiples import multiple_of_regex
 from radixgen.grammar.regex.number_ranges import integer_bound, number_range_regex
+from radixgen.grammar.regex.open_ends import searched_translation
 from radixgen.grammar.rewrite.containers import COUNTED, FREE_STRING, ITEMS_GUARD_MIN, STRING_CHAR
 from radixgen.grammar.schema.rules import only_asserting, tightest
+from radixgen.grammar.unique import tables as guard_tables
 from radixgen.grammar.unique.values import length_guard_start
 
 _BY_TYPE = {
     "string": {"minLength", "maxLength", "pattern", "format"},
     # `format` on a number is an annotation (format checkers look at strings only): dropped
-    "integer": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "format"},
-    "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "format"},
+    "integer": {
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "format",
+    },
+    "number": {
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "format",
+    },
     "array": {"items", "minItems", "maxItems", "uniqueItems"},
-    "object": {"additionalProperties", "minProperties", "maxProperties", "required", "patternProperties",
-               "propertyNames", "dependentRequired", "dependencies"},
-    "boolean": set(), "null": set(),
+    "object": {
+        "additionalProperties",
+        "minProperties",
+        "maxProperties",
+        "required",
+        "patternProperties",
+        "propertyNames",
+        "dependentRequired",
+        "dependencies",
+    },
+    "boolean": set(),
+    "null": set(),
 }
 
 
@@ -43,10 +66,16 @@ class TypeRewrites:
         if len(types) == 1:
             return getattr(self, "_type_" + types[0])(node, path)
         if node.get("multipleOf", 1) != 1 and "number" in types:
-            refuse("multipleOf", path, "with several types, only multipleOf 1 on integers is supported")
+            refuse(
+                "multipleOf", path, "with several types, only multipleOf 1 on integers is supported"
+            )
         parts = [getattr(self, "_type_" + t)(node, path) for t in types]
-        leaf = [k for k in node if k in _BY_TYPE["string"] | _BY_TYPE["number"] | _BY_TYPE["integer"]
-                and k not in ("minLength", "maxLength")]
+        leaf = [
+            k
+            for k in node
+            if k in _BY_TYPE["string"] | _BY_TYPE["number"] | _BY_TYPE["integer"]
+            and k not in ("minLength", "maxLength")
+        ]
         if leaf or any("const" in part for part in parts):
             # one alternative per type, each with the keywords that constrain it (a keyword lets
             # every other type pass): {"type": ["string", "null"], "format": "date-time"}
@@ -60,7 +89,9 @@ class TypeRewrites:
     # ------------------------------------------------------------ one type
 
     def _type_string(self, node: dict, path: str) -> dict:
-        fmt = format_regex(node["format"], path) if "format" in node else None  # None: an annotation
+        fmt = (
+            format_regex(node["format"], path) if "format" in node else None
+        )  # None: an annotation
         lengths = node.get("minLength", 0), node.get("maxLength")
         guarded = lengths[1] is not None and lengths[1] >= guard_tables.LENGTH_GUARD_MIN
         if "pattern" in node and fmt is not None:
@@ -74,23 +105,39 @@ class TypeRewrites:
             except GrammarError as exc:
                 refuse("format", path, f"it cannot be combined with pattern here ({exc})")
         if "pattern" in node:  # (one end anchored: the other is open)
-            return searched_translation(node["pattern"], lambda pattern: self._pattern_strings(
-                pattern, path, lengths, guarded, name=node["pattern"]))
+            return searched_translation(
+                node["pattern"],
+                lambda pattern: self._pattern_strings(
+                    pattern, path, lengths, guarded, name=node["pattern"]
+                ),
+            )
         if fmt is not None and lengths != (0, None):
             fmt = format_length_regex(node["format"], path, *lengths)
         if fmt is not None:
             return self._placeholder(fmt, quoted=True)
         if guarded:
-            return self._length_guarded(FREE_STRING, lengths, f'"{STRING_CHAR}{{{lengths[0]},{lengths[1]}}}"')
+            return self._length_guarded(
+                FREE_STRING, lengths, f'"{STRING_CHAR}{{{lengths[0]},{lengths[1]}}}"'
+            )
         return {"type": "string", **{k: node[k] for k in ("minLength", "maxLength") if k in node}}
 
-    def _pattern_strings(self, pattern: str, path: str, lengths: tuple, guarded: bool, name: str | None = None) -> dict:
+    def _pattern_strings(
+        self, pattern: str, path: str, lengths: tuple, guarded: bool, name: str | None = None
+    ) -> dict:
         """A placeholder for the strings of `pattern` of `lengths` (name: the pattern errors show)."""
         exact = string_pattern_regex(pattern, path, *lengths, name=name)
-        free = string_pattern_regex(pattern, path, open_from=lengths[1], name=name) if guarded else exact
+        free = (
+            string_pattern_regex(pattern, path, open_from=lengths[1], name=name)
+            if guarded
+            else exact
+        )
         # the pattern's own regex with the guard keeping the length (exact, and one state per
         # piece), where no state past its first few characters needs more characters to close
-        first = length_guard_start(f'"{free}"', guard_tables.LENGTH_GUARD_MIN) if free != exact else None
+        first = (
+            length_guard_start(f'"{free}"', guard_tables.LENGTH_GUARD_MIN)
+            if free != exact
+            else None
+        )
         if first is not None and first <= lengths[1]:
             return self._length_guarded(free, lengths, f'"{exact}"')
         return self._placeholder(exact, quoted=True)
@@ -125,8 +172,12 @@ class TypeRewrites:
         if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_excl or hi_excl))):
             refuse("minimum", path, "the bounds leave no value")
         if step is not None:  # (bounds as given: integer ones are inclusive integers already)
-            return self._placeholder(multiple_of_regex(step, lo, hi, lo_excl, hi_excl, integer, path), quoted=False)
-        return self._placeholder(number_range_regex(lo, hi, lo_excl, hi_excl, integer), quoted=False)
+            return self._placeholder(
+                multiple_of_regex(step, lo, hi, lo_excl, hi_excl, integer, path), quoted=False
+            )
+        return self._placeholder(
+            number_range_regex(lo, hi, lo_excl, hi_excl, integer), quoted=False
+        )
 
     def _type_boolean(self, node: dict, path: str) -> dict:
         return {"type": "boolean"}
@@ -142,8 +193,10 @@ class TypeRewrites:
                 return self._unique_items(node, path)
             # items radixgen cannot keep unique (objects with no key property, bounded integers,
             # numbers, arrays): arrays of at most one item, which are unique (a subset)
-            return self._first_enforceable(lambda: self._unique_items(node, path),
-                                           lambda: self._type_array({**node, "maxItems": 1}, path))
+            return self._first_enforceable(
+                lambda: self._unique_items(node, path),
+                lambda: self._type_array({**node, "maxItems": 1}, path),
+            )
         new = {"type": "array", **{k: node[k] for k in ("minItems", "maxItems") if k in node}}
         if "items" in node:
             if not isinstance(node["items"], (dict, bool)):

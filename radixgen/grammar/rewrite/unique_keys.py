@@ -18,7 +18,7 @@ from radixgen.grammar.regex.leaves import json_literal
 UNIQUE_KEY = "x-radixgen-unique-key"
 # property names the guard compares as text: outlines-core writes them unescaped (a "/" could be
 # written "\/" in JSON, but the regex never generates that)
-_PLAIN_NAME = re.compile(r'[A-Za-z0-9_$@.:/ -]+')
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_$@.:/ -]+")
 
 
 class UniqueKeyRewrites:
@@ -41,10 +41,14 @@ class UniqueKeyRewrites:
         combiner = next((k for k in ("anyOf", "oneOf") if set(new) == {k}), None)
         objects = new[combiner] if combiner else [new]
         found = self._keyed_objects(objects, node, path)
-        for alone in objects if found is None and combiner and all(map(_plain_object, objects)) else ():
+        for alone in (
+            objects if found is None and combiner and all(map(_plain_object, objects)) else ()
+        ):
             # no property every alternative holds (CloudFormation's tags, `{Key, Value}` or
             # `{TagKey, TagValue}`): the first alternative that has one, alone (a subset)
-            found = self._keyed_objects([alone], node, path) or self._keyed_inside(alone, node, path)
+            found = self._keyed_objects([alone], node, path) or self._keyed_inside(
+                alone, node, path
+            )
             if found is not None:
                 combiner = None
                 break
@@ -53,8 +57,12 @@ class UniqueKeyRewrites:
         if found is None:
             return None
         node, kind, key, keyed = found
-        array = {"type": "array", "items": {combiner: keyed} if combiner else keyed[0],
-                 UNIQUE_KEY: [key, kind], **{k: node[k] for k in ("minItems", "maxItems") if k in node}}
+        array = {
+            "type": "array",
+            "items": {combiner: keyed} if combiner else keyed[0],
+            UNIQUE_KEY: [key, kind],
+            **{k: node[k] for k in ("minItems", "maxItems") if k in node},
+        }
         self.unique_key_nodes += 1
         return self._counted(array)
 
@@ -71,8 +79,11 @@ class UniqueKeyRewrites:
             sub = subs[0]
             names = _string_enum(sub)
             try:
-                strings = (self._counted_items(names, node, path) if names is not None
-                           else self._string_item({"type": "string"}, sub, node, path))
+                strings = (
+                    self._counted_items(names, node, path)
+                    if names is not None
+                    else self._string_item({"type": "string"}, sub, node, path)
+                )
             except GrammarError:  # (too many items for its values, ...): the next name may do
                 continue
             if strings is not None:
@@ -86,7 +97,11 @@ class UniqueKeyRewrites:
         first, then the optional), its key the path of the two names."""
         for outer in _candidates(obj):
             inner = self._property_schema(obj, outer, path)
-            if not (_PLAIN_NAME.fullmatch(outer) and _plain_object(inner) and inner.get("type") == "object"):
+            if not (
+                _PLAIN_NAME.fullmatch(outer)
+                and _plain_object(inner)
+                and inner.get("type") == "object"
+            ):
                 continue
             found = self._keyed_objects([inner], node, path)
             if found is not None:
@@ -97,7 +112,11 @@ class UniqueKeyRewrites:
     def _spelling(self, sub) -> str:
         """What a rewritten schema generates, as text: a placeholder's regex (alternatives get
         placeholders of their own for one pattern), else the schema itself."""
-        name = f'"{sub["const"]}"' if isinstance(sub, dict) and isinstance(sub.get("const"), str) else None
+        name = (
+            f'"{sub["const"]}"'
+            if isinstance(sub, dict) and isinstance(sub.get("const"), str)
+            else None
+        )
         if name in self.placeholders or name in self.length_strings:
             return repr((self.placeholders.get(name), self.length_strings.get(name)))
         return json.dumps(sub, sort_keys=True)
@@ -109,11 +128,11 @@ class UniqueKeyRewrites:
         if key not in obj.get("properties", {}) or not _PLAIN_NAME.fullmatch(key):
             return None  # the guard compares the name's JSON text: one spelling
         sub = self._property_schema(obj, key, path)
-        if _string_enum(sub) is None and not (isinstance(sub, dict) and (sub.get("type") == "string"
-                                                                         or self._string_placeholder(sub))):
+        if _string_enum(sub) is None and not (
+            isinstance(sub, dict) and (sub.get("type") == "string" or self._string_placeholder(sub))
+        ):
             return None
         return sub
-
 
     def _property_schema(self, obj: dict, name: str, path: str):
         """The rewritten schema of `obj`'s property `name`, as merged (an allOf beside it may
@@ -122,7 +141,11 @@ class UniqueKeyRewrites:
         sub = obj["properties"].get(name)  # (a required name may be unlisted)
         if isinstance(sub, dict) and "$ref" in sub:
             target = self._resolved(sub)
-            sub = self.rewrite(target, f"{path}.items.properties.{name}") if isinstance(target, dict) else None
+            sub = (
+                self.rewrite(target, f"{path}.items.properties.{name}")
+                if isinstance(target, dict)
+                else None
+            )
         return sub
 
 
@@ -135,21 +158,31 @@ def _candidates(obj: dict) -> list:
 
 def _plain_object(schema) -> bool:
     """Whether a rewritten schema is an object with properties and nothing that adds names."""
-    return isinstance(schema, dict) and isinstance(schema.get("properties"), dict) \
+    return (
+        isinstance(schema, dict)
+        and isinstance(schema.get("properties"), dict)
         and not set(schema) - {"type", "properties", "required", "additionalProperties"}
+    )
 
 
 def _with_required(obj: dict, key: str, value) -> dict:
     """`obj` with property `key` of schema `value`, required."""
     required = list(obj.get("required", ()))
-    return {**obj, "properties": {**obj["properties"], key: value},
-            "required": required if key in required else [*required, key]}
+    return {
+        **obj,
+        "properties": {**obj["properties"], key: value},
+        "required": required if key in required else [*required, key],
+    }
 
 
 def _string_enum(new) -> str | None:
     """The item regex of a rewritten schema that is a set of strings (an enum of strings only:
     CloudFormation's `Day`, `Action`), else None."""
-    if not isinstance(new, dict) or set(new) - {"type", "enum"} or new.get("type", "string") != "string":
+    if (
+        not isinstance(new, dict)
+        or set(new) - {"type", "enum"}
+        or new.get("type", "string") != "string"
+    ):
         return None
     values = new.get("enum")
     if not values or not all(isinstance(v, str) for v in values):

@@ -71,9 +71,11 @@ class Unroll:
     def run(self) -> dict:
         out = self._node(self.root, ())
         if out is _CUT:
-            raise GrammarError("recursive $ref without an exit: it is required at every level (cut "
-                               f"{RECURSIVE_REF_DEPTH} levels deep, it needs a null alternative, an "
-                               "empty array or an optional property to stop)")
+            raise GrammarError(
+                "recursive $ref without an exit: it is required at every level (cut "
+                f"{RECURSIVE_REF_DEPTH} levels deep, it needs a null alternative, an "
+                "empty array or an optional property to stop)"
+            )
         return out
 
     def _node(self, node, refs: tuple):
@@ -98,7 +100,9 @@ class Unroll:
                     new["properties"][name] = sub
         for key in ("anyOf", "oneOf"):
             if key in node:
-                new[key] = [s for s in (self._node(sub, refs) for sub in node[key]) if s is not _CUT]
+                new[key] = [
+                    s for s in (self._node(sub, refs) for sub in node[key]) if s is not _CUT
+                ]
                 if not new[key]:
                     return _CUT
         for key in ("allOf", "prefixItems"):

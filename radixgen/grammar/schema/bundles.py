@@ -18,16 +18,24 @@ from urllib.parse import urldefrag, urljoin
 
 from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.schema.refs import (
-    LITERAL_KEYWORDS, MISSING, base_keywords, declared_draft, declares_draft_3_to_7,
-    follow_pointer, names_draft_unambiguously, pointer_parts,
+    LITERAL_KEYWORDS,
+    MISSING,
+    base_keywords,
+    declared_draft,
+    declares_draft_3_to_7,
+    follow_pointer,
+    names_draft_unambiguously,
+    pointer_parts,
 )
-
 
 # Where validators look for embedded resources (the `referencing` library's subresources of each
 # draft): a subschema anywhere else is none, whatever its id. Keywords that hold one schema, an
 # array of them, or a map of names to them.
-_DRAFT_4 = (frozenset(("additionalItems", "additionalProperties", "not", "items")),
-            frozenset(("allOf", "anyOf", "oneOf", "items")), frozenset(("definitions", "patternProperties", "properties")))
+_DRAFT_4 = (
+    frozenset(("additionalItems", "additionalProperties", "not", "items")),
+    frozenset(("allOf", "anyOf", "oneOf", "items")),
+    frozenset(("definitions", "patternProperties", "properties")),
+)
 _DRAFT_6 = (_DRAFT_4[0] | {"contains", "propertyNames"}, *_DRAFT_4[1:])
 _DRAFT_7 = (_DRAFT_6[0] | {"if", "then", "else"}, *_DRAFT_6[1:])
 # a URI some validators read as draft 7 and others as 2020-12 (or none, read as 2020-12): what
@@ -44,14 +52,21 @@ def localize_embedded_refs(root: Any) -> Any:
     places = {3: _DRAFT_4, 4: _DRAFT_4, 6: _DRAFT_6, 7: _DRAFT_7}.get(draft, _EITHER)
     if not declares_draft_3_to_7(root):  # 2019-09 on, or no $schema (read as 2020-12)
         places = (places[0], places[1], places[2] | {"$defs"})
-    walk = _Bundle(root, keywords[0] if len(keywords) == 1 else "$id",  # (ambiguous: 2020-12's reading)
-                   draft, declares_draft_3_to_7(root), places)
+    walk = _Bundle(
+        root,
+        keywords[0] if len(keywords) == 1 else "$id",  # (ambiguous: 2020-12's reading)
+        draft,
+        declares_draft_3_to_7(root),
+        places,
+    )
     walk.find(root, (), "", at_root=True)
     return walk.rewrite(root, "", at_root=True)
 
 
 class _Bundle:
-    def __init__(self, root: dict, key: str, draft: int | None, old_uri: bool, places: tuple) -> None:
+    def __init__(
+        self, root: dict, key: str, draft: int | None, old_uri: bool, places: tuple
+    ) -> None:
         self.root = root
         self.key = key  # the keyword that sets a base
         self.draft = draft  # 3-7 under a URI every validator reads so, else None
@@ -68,9 +83,11 @@ class _Bundle:
             return None
         if self.old_uri and ("$ref" in node or value.startswith("#")):
             if self.draft is None and "$ref" in node:
-                raise GrammarError(f"unsupported JSON Schema keyword '$id' {value!r} beside a $ref: the "
-                                   "$schema URI is read as draft 7 (where it is ignored) by some validators "
-                                   "and as 2020-12 (where it sets the base) by others")
+                raise GrammarError(
+                    f"unsupported JSON Schema keyword '$id' {value!r} beside a $ref: the "
+                    "$schema URI is read as draft 7 (where it is ignored) by some validators "
+                    "and as 2020-12 (where it sets the base) by others"
+                )
             return None
         uri, fragment = urldefrag(_join(base, value))
         return uri if not fragment else None
@@ -90,8 +107,10 @@ class _Bundle:
         if own is not None or at_root:
             base = own if own is not None else base
             if self.resources.setdefault(base, path) != path:  # (which one validators take varies)
-                raise GrammarError(f"unsupported JSON Schema keyword '$id': two subschemas have the base URI "
-                                   f"{base!r}")
+                raise GrammarError(
+                    f"unsupported JSON Schema keyword '$id': two subschemas have the base URI "
+                    f"{base!r}"
+                )
         for parts, child in self.subresources(node):
             self.find(child, path + parts, base)
 
@@ -113,11 +132,17 @@ class _Bundle:
         for name, value in node.items():
             if id(value) in inside:
                 out[name] = self.rewrite(value, base)
-            elif name == "$schema" and isinstance(value, str) and node is not self.root \
-                    and _dialect(value) != _dialect(self.root.get("$schema")):
-                raise GrammarError(f"unsupported JSON Schema keyword '$schema' {value!r} below the root: "
-                                   "validators read that subschema in another draft (radixgen reads the "
-                                   "whole schema in the root's)")
+            elif (
+                name == "$schema"
+                and isinstance(value, str)
+                and node is not self.root
+                and _dialect(value) != _dialect(self.root.get("$schema"))
+            ):
+                raise GrammarError(
+                    f"unsupported JSON Schema keyword '$schema' {value!r} below the root: "
+                    "validators read that subschema in another draft (radixgen reads the "
+                    "whole schema in the root's)"
+                )
             elif name == "$ref" and isinstance(value, str):
                 out[name] = self._local(value, base)
             elif name in LITERAL_KEYWORDS:
@@ -125,8 +150,14 @@ class _Bundle:
             elif isinstance(value, dict):
                 out[name] = self._entries(value, base, inside)
             elif isinstance(value, list):
-                out[name] = [self.rewrite(v, base) if id(v) in inside else
-                             self._entries(v, base, inside) if isinstance(v, dict) else v for v in value]
+                out[name] = [
+                    self.rewrite(v, base)
+                    if id(v) in inside
+                    else self._entries(v, base, inside)
+                    if isinstance(v, dict)
+                    else v
+                    for v in value
+                ]
             else:
                 out[name] = value
         return out
@@ -139,9 +170,13 @@ class _Bundle:
             return ref
         parts = self.resources[uri] + inner
         if self.resources[uri] and follow_pointer(self.root, parts) is MISSING:
-            raise GrammarError(f"unsupported JSON Schema keyword '$ref': {ref!r} does not resolve inside "
-                               f"{uri!r}, the subschema with that base URI it sits in or names")
-        return "#" + "".join("/" + p.replace("%", "%25").replace("~", "~0").replace("/", "~1") for p in parts)
+            raise GrammarError(
+                f"unsupported JSON Schema keyword '$ref': {ref!r} does not resolve inside "
+                f"{uri!r}, the subschema with that base URI it sits in or names"
+            )
+        return "#" + "".join(
+            "/" + p.replace("%", "%25").replace("~", "~0").replace("/", "~1") for p in parts
+        )
 
 
 def _join(base: str, ref: str) -> str:
@@ -154,4 +189,6 @@ def _join(base: str, ref: str) -> str:
 
 def _dialect(uri) -> str:
     """A `$schema` URI as validators tell drafts apart (no `$schema`: 2020-12)."""
-    return uri.rstrip("#") if isinstance(uri, str) else "https://json-schema.org/draft/2020-12/schema"
+    return (
+        uri.rstrip("#") if isinstance(uri, str) else "https://json-schema.org/draft/2020-12/schema"
+    )

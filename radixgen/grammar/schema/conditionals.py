@@ -63,8 +63,11 @@ def expand_conditionals(node: dict, resolve, read_test=None) -> dict:
     depends = _dependent_schemas(node)
     if not (tests or depends) or node.get("type", "object") not in ("object", ["object"]):
         return node  # (a test on properties holds for every value that is not an object)
-    tags = [_tag(test.get("if"), read_test or resolve) or _presence_outcomes(test.get("if"), read_test or resolve)
-            for test in tests]
+    tags = [
+        _tag(test.get("if"), read_test or resolve)
+        or _presence_outcomes(test.get("if"), read_test or resolve)
+        for test in tests
+    ]
     if None in tags or depends is None:
         return node
     known: dict = {}  # every value the tests name, per property
@@ -75,12 +78,16 @@ def expand_conditionals(node: dict, resolve, read_test=None) -> dict:
     if rest:
         base["allOf"] = rest
     if isinstance(node.get("dependencies"), dict):  # the name lists stay (dependentRequired)
-        base["dependencies"] = {k: v for k, v in node["dependencies"].items() if isinstance(v, list)}
+        base["dependencies"] = {
+            k: v for k, v in node["dependencies"].items() if isinstance(v, list)
+        }
     alternatives = [base]
     for test, tag in zip(tests, tags):
         branches = resolve(test.get("then", True)), resolve(test.get("else", True))
         if len(tag) == 2:  # (holds, fails) of a presence test
-            alternatives = [m for alt in alternatives for m in _merged(alt, *tag, branches, resolve)]
+            alternatives = [
+                m for alt in alternatives for m in _merged(alt, *tag, branches, resolve)
+            ]
         else:
             alternatives = _outcomes(alternatives, tag, branches, known[tag[0]], resolve)
         if not alternatives or len(alternatives) > MAX_ALTERNATIVES:
@@ -88,8 +95,14 @@ def expand_conditionals(node: dict, resolve, read_test=None) -> dict:
     for name, schema in depends:  # present with the schema, or absent
         present = merge({"type": "object", "required": [name]}, resolve(schema), resolve)
         absent = {"type": "object", "properties": {name: False}}
-        alternatives = [merged for alt in alternatives for extra in (present, absent) if isinstance(extra, dict)
-                        for merged in [merge(alt, extra, resolve)] if isinstance(merged, dict)]
+        alternatives = [
+            merged
+            for alt in alternatives
+            for extra in (present, absent)
+            if isinstance(extra, dict)
+            for merged in [merge(alt, extra, resolve)]
+            if isinstance(merged, dict)
+        ]
         if not alternatives or len(alternatives) > MAX_ALTERNATIVES:
             return node
     return {"anyOf": alternatives, **{k: node[k] for k in ("$defs", "definitions") if k in node}}
@@ -98,6 +111,7 @@ def expand_conditionals(node: dict, resolve, read_test=None) -> dict:
 def _without_inert_conditionals(node: dict) -> dict:
     """`node` without the conditionals that have neither `then` nor `else` (they assert nothing;
     an `allOf` left empty goes too)."""
+
     def inert(member) -> bool:
         return _is_conditional(member) and "then" not in member and "else" not in member
 
@@ -120,14 +134,26 @@ def _presence_outcomes(test, resolve) -> tuple | None:
     test = resolve(test)
     negated = isinstance(test, dict) and set(test) - _ANNOTATIONS == {"not"}
     inner = resolve(test["not"]) if negated else test
-    if isinstance(inner, dict) and set(inner) - _ANNOTATIONS == {"anyOf"} and isinstance(inner["anyOf"], list):
+    if (
+        isinstance(inner, dict)
+        and set(inner) - _ANNOTATIONS == {"anyOf"}
+        and isinstance(inner["anyOf"], list)
+    ):
         members = [_names_present(resolve(m)) for m in inner["anyOf"]]
-        if not members or None in members or any(props for _, props in members) \
-                or math.prod(len(names) for names, _ in members) > 8 * MAX_ALTERNATIVES:
+        if (
+            not members
+            or None in members
+            or any(props for _, props in members)
+            or math.prod(len(names) for names, _ in members) > 8 * MAX_ALTERNATIVES
+        ):
             return None
         holds = [{"type": "object", "required": names} for names, _ in members]
-        fails = [{"type": "object", "properties": {name: False for name in choice}}
-                 for choice in dict.fromkeys(frozenset(c) for c in product(*(names for names, _ in members)))]
+        fails = [
+            {"type": "object", "properties": {name: False for name in choice}}
+            for choice in dict.fromkeys(
+                frozenset(c) for c in product(*(names for names, _ in members))
+            )
+        ]
         if len(fails) > MAX_ALTERNATIVES:
             return None
     else:
@@ -143,12 +169,20 @@ def _presence_outcomes(test, resolve) -> tuple | None:
 def _names_present(inner) -> tuple[list, dict] | None:
     """(names, the properties checked among them) for a test that names must be present, None
     for another test (a property checked but not required holds when absent: not a presence)."""
-    if not isinstance(inner, dict) or asserts(inner, ("properties", "required", "type")) \
-            or inner.get("type", "object") != "object":
+    if (
+        not isinstance(inner, dict)
+        or asserts(inner, ("properties", "required", "type"))
+        or inner.get("type", "object") != "object"
+    ):
         return None
     names, props = inner.get("required", []), inner.get("properties", {})
-    if not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)
-            and isinstance(props, dict) and set(props) <= set(names)):
+    if not (
+        isinstance(names, list)
+        and names
+        and all(isinstance(n, str) for n in names)
+        and isinstance(props, dict)
+        and set(props) <= set(names)
+    ):
         return None
     return names, props
 
@@ -176,7 +210,9 @@ def _dependent_schemas(node: dict) -> list | None:
         entries = node.get(key, {})
         if not isinstance(entries, dict):
             return None
-        pairs += [(name, schema) for name, schema in entries.items() if isinstance(schema, (dict, bool))]
+        pairs += [
+            (name, schema) for name, schema in entries.items() if isinstance(schema, (dict, bool))
+        ]
     return pairs
 
 
@@ -195,7 +231,11 @@ def _tag(test, resolve):
     keys = set(test) - _ANNOTATIONS if isinstance(test, dict) else set()
     if keys == {"not"}:  # absent or in the values <-> present and not in them
         inner = _tag(test["not"], resolve)
-        return None if inner is None or len(inner[0]) > 1 else (inner[0], inner[1], not inner[2], not inner[3])
+        return (
+            None
+            if inner is None or len(inner[0]) > 1
+            else (inner[0], inner[1], not inner[2], not inner[3])
+        )
     if keys == {"anyOf"}:
         return _any_tag(test["anyOf"], resolve)
     if not isinstance(test, dict) or asserts(test, ("properties", "required", "type")):
@@ -244,16 +284,26 @@ def _outcomes(alternatives: list, tag: tuple, branches: tuple, known: list, reso
     out = []
     for alt in alternatives:
         universe = _path_values(alt, path, resolve)
-        others = [v for v in (known if universe is None else universe) if value_key(v) not in tested]
+        others = [
+            v for v in (known if universe is None else universe) if value_key(v) not in tested
+        ]
         # (objects only: a test on properties holds for any other value, and `then` may not fit it)
         inside = {"type": "object", "properties": {name: {"enum": values}}, "required": [name]}
         outside = [{**inside, "properties": {name: {"enum": others}}}] if others else []
-        matched = [inside if required else {"type": "object", "properties": {name: {"enum": values}}}]
+        matched = [
+            inside if required else {"type": "object", "properties": {name: {"enum": values}}}
+        ]
         if negated:  # C is `not` the values: inside them it fails
-            holds, fails = outside + ([] if required else [absent]), [inside] + ([absent] if required else [])
+            holds, fails = (
+                outside + ([] if required else [absent]),
+                [inside] + ([absent] if required else []),
+            )
         else:
             holds, fails = matched, outside + ([absent] if required else [])
-        holds, fails = [_within(outer, h, True) for h in holds], [_within(outer, f, False) for f in fails]
+        holds, fails = (
+            [_within(outer, h, True) for h in holds],
+            [_within(outer, f, False) for f in fails],
+        )
         out.extend(m for m in _merged(alt, holds, fails, branches, resolve) if m not in out)
     return out
 
@@ -264,7 +314,10 @@ def _within(outer: list, schema: dict, holds: bool) -> dict:
     fails, with each present and an object."""
     for name in reversed(outer):
         if holds:
-            schema = {"type": "object", "properties": {name: {k: v for k, v in schema.items() if k != "type"}}}
+            schema = {
+                "type": "object",
+                "properties": {name: {k: v for k, v in schema.items() if k != "type"}},
+            }
         else:
             schema = {"type": "object", "required": [name], "properties": {name: schema}}
     return schema
@@ -280,10 +333,22 @@ def _path_values(node, path: tuple, resolve) -> list | None:
         return None
     if "properties" not in node and len([k for k in ("anyOf", "oneOf") if k in node]) == 1:
         options = node.get("anyOf", node.get("oneOf"))
-        parts = [_path_values(o, path, resolve) for o in options] if isinstance(options, list) else [None]
-        return None if None in parts else list({value_key(v): v for part in parts for v in part}.values())
+        parts = (
+            [_path_values(o, path, resolve) for o in options]
+            if isinstance(options, list)
+            else [None]
+        )
+        return (
+            None
+            if None in parts
+            else list({value_key(v): v for part in parts for v in part}.values())
+        )
     props = node.get("properties")
-    return _path_values(props[path[0]], path[1:], resolve) if isinstance(props, dict) and path[0] in props else None
+    return (
+        _path_values(props[path[0]], path[1:], resolve)
+        if isinstance(props, dict) and path[0] in props
+        else None
+    )
 
 
 def finite_values(schema, resolve) -> list | None:
@@ -302,7 +367,9 @@ def finite_values(schema, resolve) -> list | None:
             values = [v for v in values if value_key(v) in {value_key(e) for e in schema["enum"]}]
     elif len([k for k in ("anyOf", "oneOf") if k in schema]) == 1:
         options = schema.get("anyOf", schema.get("oneOf"))
-        parts = [finite_values(o, resolve) for o in options] if isinstance(options, list) else [None]
+        parts = (
+            [finite_values(o, resolve) for o in options] if isinstance(options, list) else [None]
+        )
         if None in parts:
             return None
         counts: dict = {}
@@ -311,7 +378,9 @@ def finite_values(schema, resolve) -> list | None:
         # anyOf: a value of any option; oneOf: of exactly one
         values = [v for v, n in counts.values() if "anyOf" in schema or n == 1]
     elif types and set(types) <= {"boolean", "null"}:
-        values = [v for t, vs in (("boolean", [True, False]), ("null", [None])) if t in types for v in vs]
+        values = [
+            v for t, vs in (("boolean", [True, False]), ("null", [None])) if t in types for v in vs
+        ]
     else:
         return None
     if isinstance(types, list):

@@ -36,7 +36,9 @@ def excluded_values_rewritten(node: dict, draft_4: bool, const_unknown: bool) ->
             rest["enum"] = [v for v in rest["enum"] if value_key(v) not in keys]
             return rest if rest["enum"] else node  # (nothing left: refused as it was)
         return rest if "enum" not in rest and value_key(rest["const"]) not in keys else node
-    if not asserts(rest):  # any value but those (nbformat's unrecognized cell_type): strings but those, a subset
+    if not asserts(
+        rest
+    ):  # any value but those (nbformat's unrecognized cell_type): strings but those, a subset
         written = excluded_values_rewritten({**node, "type": "string"}, draft_4, const_unknown)
         return node if "not" in written else written
     if rest.get("type") == "string" and not asserts(rest, ("type",)):
@@ -47,14 +49,22 @@ def excluded_values_rewritten(node: dict, draft_4: bool, const_unknown: bool) ->
             return rest
         body = "|".join(map(literal_pattern, strings))
         return {**rest, "pattern": f"^(?!(?:{body})$).*$"}
-    if rest.get("type") in ("integer", "number") and not draft_4 and not asserts(rest, ("type", "multipleOf", *_NUMERIC_BOUNDS)):
+    if (
+        rest.get("type") in ("integer", "number")
+        and not draft_4
+        and not asserts(rest, ("type", "multipleOf", *_NUMERIC_BOUNDS))
+    ):
         return _intervals(rest, excluded) or node
     return node
 
 
 def _excluded(negated) -> list | None:
     """The values of a `not` that is only an enum or a const, else None."""
-    if not isinstance(negated, dict) or asserts(negated, ("enum", "const")) or ("enum" in negated) == ("const" in negated):
+    if (
+        not isinstance(negated, dict)
+        or asserts(negated, ("enum", "const"))
+        or ("enum" in negated) == ("const" in negated)
+    ):
         return None
     values = negated["enum"] if "enum" in negated else [negated["const"]]
     return values if isinstance(values, list) else None
@@ -75,13 +85,23 @@ def _intervals(node: dict, excluded: list) -> dict | None:
     excluded values within its bounds; None when a bound is no finite number."""
     integer = node["type"] == "integer"
     bounds = {k: node[k] for k in _NUMERIC_BOUNDS if k in node}
-    if not all(isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in bounds.values()):
+    if not all(
+        isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b)
+        for b in bounds.values()
+    ):
         return None
     lo, lo_excl = tightest(bounds, "minimum", "exclusiveMinimum", max, False)
     hi, hi_excl = tightest(bounds, "maximum", "exclusiveMaximum", min, False)
-    cuts = sorted({v for v in excluded if is_type(v, node["type"]) and isinstance(v, (int, float))
-                   and (lo is None or v > lo or (v == lo and not lo_excl))
-                   and (hi is None or v < hi or (v == hi and not hi_excl))})
+    cuts = sorted(
+        {
+            v
+            for v in excluded
+            if is_type(v, node["type"])
+            and isinstance(v, (int, float))
+            and (lo is None or v > lo or (v == lo and not lo_excl))
+            and (hi is None or v < hi or (v == hi and not hi_excl))
+        }
+    )
     if not cuts:  # (none within the bounds: `node`, without its `not` already)
         return node
     base = {k: v for k, v in node.items() if k not in _NUMERIC_BOUNDS}
@@ -90,8 +110,13 @@ def _intervals(node: dict, excluded: list) -> dict | None:
     for (a, a_excl), (b, b_excl) in zip(edges, edges[1:]):
         if a is not None and b is not None and (a > b or (a == b and (a_excl or b_excl))):
             continue
-        if integer and a is not None and b is not None and (math.floor(a) + 1 if a_excl else math.ceil(a)) > \
-                (math.ceil(b) - 1 if b_excl else math.floor(b)):
+        if (
+            integer
+            and a is not None
+            and b is not None
+            and (math.floor(a) + 1 if a_excl else math.ceil(a))
+            > (math.ceil(b) - 1 if b_excl else math.floor(b))
+        ):
             continue  # (no integer between two neighbouring excluded integers)
         part = dict(base)
         if a is not None:
@@ -101,5 +126,13 @@ def _intervals(node: dict, excluded: list) -> dict | None:
         parts.append(part)
     if not parts:
         return None
-    return parts[0] if len(parts) == 1 else {k: v for k, v in node.items() if k not in _NUMERIC_BOUNDS
-                                             and k != "type" and k != "multipleOf"} | {"anyOf": parts}
+    return (
+        parts[0]
+        if len(parts) == 1
+        else {
+            k: v
+            for k, v in node.items()
+            if k not in _NUMERIC_BOUNDS and k != "type" and k != "multipleOf"
+        }
+        | {"anyOf": parts}
+    )

@@ -67,7 +67,11 @@ def widened(kinds) -> set:
 
 def only_options(node) -> list | None:
     """The options (a list) of a node that asserts nothing but one anyOf or oneOf, else None."""
-    if not isinstance(node, dict) or len({"anyOf", "oneOf"} & set(node)) != 1 or asserts(node, ("anyOf", "oneOf")):
+    if (
+        not isinstance(node, dict)
+        or len({"anyOf", "oneOf"} & set(node)) != 1
+        or asserts(node, ("anyOf", "oneOf"))
+    ):
         return None
     options = node.get("anyOf", node.get("oneOf"))
     return options if isinstance(options, list) else None
@@ -88,8 +92,14 @@ def whole_kinds(node) -> set:
             continue
         others = [o for j, o in enumerate(options) if j != i]
         if "anyOf" in node or all(listed_kinds(o) is not None for o in others):
-            taken = set().union(*(widened(listed_kinds(o)) for o in others)) if "oneOf" in node else set()
-            kinds |= set(listed_kinds(option)) - taken - ({"integer"} if "number" in taken else set())
+            taken = (
+                set().union(*(widened(listed_kinds(o)) for o in others))
+                if "oneOf" in node
+                else set()
+            )
+            kinds |= (
+                set(listed_kinds(option)) - taken - ({"integer"} if "number" in taken else set())
+            )
     return kinds
 
 

@@ -22,14 +22,42 @@ import re
 from radixgen.grammar.schema.rules import ASSERTIONS, asserts, may_search, value_key
 
 _APPLIES_TO = {
-    **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
-                    {"integer", "number"}),
+    **dict.fromkeys(
+        ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+        {"integer", "number"},
+    ),
     **dict.fromkeys(("minLength", "maxLength", "pattern", "format"), {"string"}),
-    **dict.fromkeys(("items", "prefixItems", "additionalItems", "unevaluatedItems", "contains", "minContains",
-                     "maxContains", "minItems", "maxItems", "uniqueItems"), {"array"}),
-    **dict.fromkeys(("properties", "patternProperties", "additionalProperties", "unevaluatedProperties",
-                     "propertyNames", "required", "dependentRequired", "dependencies", "dependentSchemas",
-                     "minProperties", "maxProperties"), {"object"}),
+    **dict.fromkeys(
+        (
+            "items",
+            "prefixItems",
+            "additionalItems",
+            "unevaluatedItems",
+            "contains",
+            "minContains",
+            "maxContains",
+            "minItems",
+            "maxItems",
+            "uniqueItems",
+        ),
+        {"array"},
+    ),
+    **dict.fromkeys(
+        (
+            "properties",
+            "patternProperties",
+            "additionalProperties",
+            "unevaluatedProperties",
+            "propertyNames",
+            "required",
+            "dependentRequired",
+            "dependencies",
+            "dependentSchemas",
+            "minProperties",
+            "maxProperties",
+        ),
+        {"object"},
+    ),
 }
 _TYPES = {"string", "integer", "number", "boolean", "null", "array", "object"}
 _NOT_MERGED = ("$defs", "definitions", "$schema", "$id")
@@ -46,9 +74,15 @@ def normalize(node: dict, resolve, inlining: tuple = (), one_of_option=None) -> 
     members = list(node["allOf"]) if isinstance(node.get("allOf"), list) else []
     if "$ref" in node and asserts(node, ("$ref", "allOf")):
         members.append({"$ref": node["$ref"]})
-    inlined = tuple(m["$ref"] for m in members if isinstance(m, dict) and isinstance(m.get("$ref"), str))
+    inlined = tuple(
+        m["$ref"] for m in members if isinstance(m, dict) and isinstance(m.get("$ref"), str)
+    )
     merged_refs: tuple = ()
-    if members and (len(members) > 1 or asserts(node, ("$ref", "allOf"))) and not set(inlined) & set(inlining):
+    if (
+        members
+        and (len(members) > 1 or asserts(node, ("$ref", "allOf")))
+        and not set(inlined) & set(inlining)
+    ):
         merged = {k: v for k, v in node.items() if k not in ("$ref", "allOf")}
         flat = _flat_members(members, resolve) or [None]
         if any(_scoped_unevaluated(m) for m in flat):
@@ -62,8 +96,16 @@ def normalize(node: dict, resolve, inlining: tuple = (), one_of_option=None) -> 
             # an object with `maxItems` beside it, as CloudFormation writes its Tags' items)
             node, merged_refs = _drop_inapplicable({**merged, **_kept(node)}), inlined
     for key in ("anyOf", "oneOf"):
-        if isinstance(node.get(key), list) and asserts(node, (key,)) and ({"anyOf", "oneOf"} - {key}).isdisjoint(node):
-            inlined = tuple(o["$ref"] for o in node[key] if isinstance(o, dict) and isinstance(o.get("$ref"), str))
+        if (
+            isinstance(node.get(key), list)
+            and asserts(node, (key,))
+            and ({"anyOf", "oneOf"} - {key}).isdisjoint(node)
+        ):
+            inlined = tuple(
+                o["$ref"]
+                for o in node[key]
+                if isinstance(o, dict) and isinstance(o.get("$ref"), str)
+            )
             if set(inlined) & set(inlining):
                 return node, merged_refs
             base = {k: v for k, v in node.items() if k != key and k not in _NOT_MERGED}
@@ -99,12 +141,19 @@ def split_by_type(node: dict) -> dict | None:
         return None
     if any(k in ASSERTIONS and k != "type" and k not in _APPLIES_TO for k in node):
         return None  # enum, allOf, not, ...: they apply to every alternative
-    kinds = {"number" if kind == "integer" else kind
-             for kind in set().union(*(_APPLIES_TO[k] for k in typed_keywords(node))) & set(types)}
-    keyed = {"patternProperties", "propertyNames"} & set(node)  # (a keyed object takes one type only)
+    kinds = {
+        "number" if kind == "integer" else kind
+        for kind in set().union(*(_APPLIES_TO[k] for k in typed_keywords(node))) & set(types)
+    }
+    keyed = {"patternProperties", "propertyNames"} & set(
+        node
+    )  # (a keyed object takes one type only)
     if (len(kinds) < 2 and not keyed) or not kinds & {"object", "array"}:
         return None
-    parts = [{"type": t, **{k: node[k] for k in typed_keywords(node) if t in _APPLIES_TO[k]}} for t in types]
+    parts = [
+        {"type": t, **{k: node[k] for k in typed_keywords(node) if t in _APPLIES_TO[k]}}
+        for t in types
+    ]
     return {**{k: v for k, v in node.items() if k not in ASSERTIONS}, "anyOf": parts}
 
 
@@ -126,7 +175,12 @@ def resolve_merged(node, target_of, siblings_optional: bool, depth: int = 0):
     if not asserts(node, ("$ref",)) or not isinstance(target, dict):
         return target
     siblings = {k: v for k, v in node.items() if k != "$ref" and k not in _NOT_MERGED}
-    merged = merge(siblings, target, lambda n: resolve_merged(n, target_of, siblings_optional, depth + 1), depth + 1)
+    merged = merge(
+        siblings,
+        target,
+        lambda n: resolve_merged(n, target_of, siblings_optional, depth + 1),
+        depth + 1,
+    )
     return target if siblings_optional and (merged is None or merged is _EMPTY) else merged
 
 
@@ -137,7 +191,9 @@ def _flat_members(members: list, resolve, depth: int = 0) -> list | None:
     for member in members:
         member = resolve(member)
         if isinstance(member, dict) and isinstance(member.get("allOf"), list):
-            inner = _flat_members(member["allOf"], resolve, depth + 1) if depth < _MAX_DEPTH else None
+            inner = (
+                _flat_members(member["allOf"], resolve, depth + 1) if depth < _MAX_DEPTH else None
+            )
             if inner is None:
                 return None
             flat += [{k: v for k, v in member.items() if k != "allOf"}, *inner]
@@ -155,11 +211,20 @@ def merge(a, b, resolve, depth: int = 0):
         return _EMPTY
     if "$ref" not in a and _same(a, b):  # A and A is A (GitHub's webhook schemas restate whole
         return a  # properties); JSON equality: a const 1 is not a const true
-    if not (isinstance(a, dict) and isinstance(b, dict)) or {"anyOf", "oneOf", "allOf", "$ref"} & set(a) & set(b):
+    if not (isinstance(a, dict) and isinstance(b, dict)) or {
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "$ref",
+    } & set(a) & set(b):
         return None
     if _scoped_unevaluated(b) and asserts(a):
         return None  # b (the member, option, target or branch merged in) sees no annotation of a
-    if depth > _MAX_DEPTH or ("prefixItems" in a) != ("prefixItems" in b) and "items" in (b if "prefixItems" in a else a):
+    if (
+        depth > _MAX_DEPTH
+        or ("prefixItems" in a) != ("prefixItems" in b)
+        and "items" in (b if "prefixItems" in a else a)
+    ):
         return None  # too deep (recursive properties), or an `items` that would move past a prefix
     a, b = _const_as_enum(a, b), _const_as_enum(b, a)
     out = dict(a)
@@ -182,15 +247,25 @@ def merge(a, b, resolve, depth: int = 0):
             out[key] = [v for v in out[key] if value_key(v) in theirs]
             if not out[key]:
                 return _EMPTY
-        elif key == "pattern" and isinstance(value, str) and isinstance(out[key], str) and value != out[key]:
+        elif (
+            key == "pattern"
+            and isinstance(value, str)
+            and isinstance(out[key], str)
+            and value != out[key]
+        ):
             out[key] = all_of_patterns(out[key], value)
         elif key == "not" and isinstance(value, dict) and isinstance(out[key], dict):
-            out[key] = {"anyOf": _disjuncts(out[key]) + _disjuncts(value)}  # not A and not B: not (A or B)
+            out[key] = {
+                "anyOf": _disjuncts(out[key]) + _disjuncts(value)
+            }  # not A and not B: not (A or B)
         elif key.startswith(("min", "max", "exclusiveM")) and _number(value) and _number(out[key]):
             tighter = max if key.startswith(("min", "exclusiveMin")) else min
             out[key] = tighter(out[key], value)
-        elif key == "items" and all(isinstance(x, (dict, bool)) for x in (out[key], value)) \
-                and not _same(out[key], value):  # one schema for every item (past equal prefixes)
+        elif (
+            key == "items"
+            and all(isinstance(x, (dict, bool)) for x in (out[key], value))
+            and not _same(out[key], value)
+        ):  # one schema for every item (past equal prefixes)
             both = merge(resolve(out[key]), resolve(value), resolve, depth + 1)
             if both is None:
                 return None
@@ -220,7 +295,11 @@ def all_of_patterns(a: str, b: str) -> str:
 
 def _disjuncts(schema: dict) -> list:
     """The options of a schema that is only an anyOf, else the schema itself as one."""
-    return list(schema["anyOf"]) if set(schema) == {"anyOf"} and isinstance(schema["anyOf"], list) else [schema]
+    return (
+        list(schema["anyOf"])
+        if set(schema) == {"anyOf"} and isinstance(schema["anyOf"], list)
+        else [schema]
+    )
 
 
 def _merge_objects(a: dict, b: dict, out: dict, resolve, depth: int):
@@ -234,8 +313,11 @@ def _merge_objects(a: dict, b: dict, out: dict, resolve, depth: int):
         for name, schema in props_b.items():
             if name in props and _scoped_unevaluated(resolve(props[name])):
                 return None  # (the two are cousins: see _scoped_unevaluated)
-            props[name] = schema if name not in props else \
-                merge(resolve(props[name]), resolve(schema), resolve, depth + 1)
+            props[name] = (
+                schema
+                if name not in props
+                else merge(resolve(props[name]), resolve(schema), resolve, depth + 1)
+            )
             if props[name] is None:
                 return None
             if props[name] is _EMPTY:  # no value fits: the property can only be absent (false,
@@ -247,7 +329,11 @@ def _merge_objects(a: dict, b: dict, out: dict, resolve, depth: int):
             # names this side's patternProperties take stay (those schemas stay on them: the
             # merged patternProperties apply to listed names too)
             allowed = _pattern_named(side.get("patternProperties", {}), others)
-            if allowed is None or extra is not False or (others - allowed) & set(out.get("required", [])):
+            if (
+                allowed is None
+                or extra is not False
+                or (others - allowed) & set(out.get("required", []))
+            ):
                 return None
             for name in others - allowed:
                 props[name] = False  # forbidden by this side, optional: never generated
@@ -255,7 +341,11 @@ def _merge_objects(a: dict, b: dict, out: dict, resolve, depth: int):
             # a required name with no value: nothing valid, unless other types than objects pass
             return _EMPTY if _types(out.get("type", [])) == {"object"} else None
         out["properties"] = props
-    extras = [s["additionalProperties"] for s in (a, b) if s.get("additionalProperties", True) not in (True, {})]
+    extras = [
+        s["additionalProperties"]
+        for s in (a, b)
+        if s.get("additionalProperties", True) not in (True, {})
+    ]
     if extras:
         if any(x is not False and not _same(x, extras[0]) for x in extras):
             return None
@@ -280,8 +370,9 @@ def _scoped_unevaluated(node) -> bool:
     a cousin: merged with an allOf sibling, the parent's keywords or a `$ref`'s siblings, it would
     wrongly see theirs ({"allOf": [{"prefixItems": [true]}, {"unevaluatedItems": false}]} allows
     no item at all)."""
-    return isinstance(node, dict) and any(node.get(k, True) not in (True, {}) for k in
-                                          ("unevaluatedItems", "unevaluatedProperties"))
+    return isinstance(node, dict) and any(
+        node.get(k, True) not in (True, {}) for k in ("unevaluatedItems", "unevaluatedProperties")
+    )
 
 
 def _drop_inapplicable(node: dict) -> dict:

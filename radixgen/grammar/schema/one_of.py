@@ -45,13 +45,32 @@ from typing import Callable
 
 from radixgen.grammar.regex.leaves import escape_literal
 from radixgen.grammar.schema.kinds import (
-    MAX_DEPTH, generated_kinds, listed_kinds, only_options, only_values, option_kinds, value_kind,
-    whole_kinds, widened, without_kinds,
+    MAX_DEPTH,
+    generated_kinds,
+    listed_kinds,
+    only_options,
+    only_values,
+    option_kinds,
+    value_kind,
+    whole_kinds,
+    widened,
+    without_kinds,
 )
 from radixgen.grammar.schema.rules import always_generated, asserts, may_search, required_names
 
-_OPEN = frozenset(("allOf", "anyOf", "oneOf", "$ref", "if", "then", "else", "dependentSchemas",
-                   "unevaluatedProperties"))  # keywords that may add generated names
+_OPEN = frozenset(
+    (
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "$ref",
+        "if",
+        "then",
+        "else",
+        "dependentSchemas",
+        "unevaluatedProperties",
+    )
+)  # keywords that may add generated names
 
 
 @dataclass(frozen=True)
@@ -98,7 +117,10 @@ def exclusive(options: list, readings: Readings) -> list | None:
         others = set().union(*(required_names(acc) | _one_of_required(acc) for acc in overlapping))
         drop = (others - always_generated(gen)) & set(gen["properties"])
         if drop:
-            narrowed[i] = {**gen, "properties": {k: v for k, v in gen["properties"].items() if k not in drop}}
+            narrowed[i] = {
+                **gen,
+                "properties": {k: v for k, v in gen["properties"].items() if k not in drop},
+            }
             continue
         own = _own_names(gen, overlapping)
         if not own:
@@ -130,13 +152,27 @@ def _strings_narrowed(gen, overlapping: list, const_ignored: bool = False):
     negative lookaheads (its own pattern searched after them); False (no string) where one of
     them may accept every string. None where that cannot be said (another kind of overlapping
     schema, combinations in gen, a pattern Python cannot read)."""
-    if not isinstance(gen, dict) or generated_kinds(gen) != ["string"] or _OPEN & set(gen) or "not" in gen:
+    if (
+        not isinstance(gen, dict)
+        or generated_kinds(gen) != ["string"]
+        or _OPEN & set(gen)
+        or "not" in gen
+    ):
         return None
     patterns, listed, lengths = [], set(), []
     for acc in overlapping:
-        if isinstance(acc, dict) and "type" in acc and "string" not in widened(listed_kinds(acc) or ["string"]):
+        if (
+            isinstance(acc, dict)
+            and "type" in acc
+            and "string" not in widened(listed_kinds(acc) or ["string"])
+        ):
             continue  # (no string is valid under it)
-        if acc is True or isinstance(acc, dict) and not asserts(acc, ("type", "format")) and not _OPEN & set(acc):
+        if (
+            acc is True
+            or isinstance(acc, dict)
+            and not asserts(acc, ("type", "format"))
+            and not _OPEN & set(acc)
+        ):
             return False  # it may accept every string (a format need not be asserted): gen none of them
         if not isinstance(acc, dict) or _OPEN & set(acc) or "not" in acc:
             return None
@@ -157,8 +193,15 @@ def _strings_narrowed(gen, overlapping: list, const_ignored: bool = False):
         return None
     values = only_values(gen)
     if values is not None:  # the values none of them accepts (a validator's reading: exact)
-        kept = [v[1] for v in values if v[1] not in listed and not any(c.search(v[1]) for c in compiled)
-                and not any(least <= len(v[1]) <= (most if most != "" else math.inf) for least, most in lengths)]
+        kept = [
+            v[1]
+            for v in values
+            if v[1] not in listed
+            and not any(c.search(v[1]) for c in compiled)
+            and not any(
+                least <= len(v[1]) <= (most if most != "" else math.inf) for least, most in lengths
+            )
+        ]
         rest = {k: v for k, v in gen.items() if k != "const"}
         return {**rest, "enum": kept} if kept else False
     own = gen.get("pattern")
@@ -172,7 +215,10 @@ def _strings_narrowed(gen, overlapping: list, const_ignored: bool = False):
         ahead.insert(0, f"(?=[\\s\\S]{{{gen.get('minLength', 0)},{gen.get('maxLength', '')}}}$)")
         gen = {k: v for k, v in gen.items() if k not in ("minLength", "maxLength")}
     # (its own pattern searched after them, not inside a lookahead: it may hold lookarounds)
-    return {**gen, "pattern": "^" + "".join(ahead) + ("" if own is None else f"[\\s\\S]*?(?:{own})")}
+    return {
+        **gen,
+        "pattern": "^" + "".join(ahead) + ("" if own is None else f"[\\s\\S]*?(?:{own})"),
+    }
 
 
 def _without_shared_types(options: list, readings: Readings) -> list | None:
@@ -201,7 +247,9 @@ def _without_shared_types(options: list, readings: Readings) -> list | None:
         if readings.fallback and gen != readings.widest(option):
             return None  # it may generate such a value some other way
         subs = only_options(gen)
-        if subs is not None:  # an anyOf / oneOf: each option narrowed, those left with no type dropped
+        if (
+            subs is not None
+        ):  # an anyOf / oneOf: each option narrowed, those left with no type dropped
             if any(not isinstance(sub, dict) or "$ref" in sub for sub in subs):
                 return None
             kept_subs = [without_kinds(sub, shared) for sub in subs]
@@ -220,36 +268,63 @@ def _without_shared_types(options: list, readings: Readings) -> list | None:
 def _own_names(gen: dict, overlapping: list) -> list:
     """The names `gen` may generate that every overlapping alternative forbids
     (`additionalProperties: false`, the name not listed), in gen's order."""
-    if not all(isinstance(acc, dict) and acc.get("additionalProperties") is False and not acc.get("patternProperties")
-               and isinstance(acc.get("properties", {}), dict) for acc in overlapping):
+    if not all(
+        isinstance(acc, dict)
+        and acc.get("additionalProperties") is False
+        and not acc.get("patternProperties")
+        and isinstance(acc.get("properties", {}), dict)
+        for acc in overlapping
+    ):
         return []
     allowed = set().union(*(acc.get("properties", {}) for acc in overlapping))
-    return [name for name, schema in gen["properties"].items() if name not in allowed and schema is not False]
+    return [
+        name
+        for name, schema in gen["properties"].items()
+        if name not in allowed and schema is not False
+    ]
 
 
 def _overlaps(options: list, narrowed: list, readings: Readings) -> list:
-    return [(i, j) for i, gen in enumerate(options) for j, acc in enumerate(options)
-            if i != j and narrowed[i] is not False
-            and not excludes(gen if narrowed[i] is None else narrowed[i], acc, readings)]
+    return [
+        (i, j)
+        for i, gen in enumerate(options)
+        for j, acc in enumerate(options)
+        if i != j
+        and narrowed[i] is not False
+        and not excludes(gen if narrowed[i] is None else narrowed[i], acc, readings)
+    ]
 
 
 def excludes(gen, acc, readings: Readings, depth: int = 0) -> bool:
     """No value that `gen` (as written) generates is valid under `acc` (as written); False when
     this cannot be shown."""
-    if isinstance(gen, dict) and set(gen) == {"anyOf"} and isinstance(gen["anyOf"], list):  # (a narrowing)
+    if (
+        isinstance(gen, dict) and set(gen) == {"anyOf"} and isinstance(gen["anyOf"], list)
+    ):  # (a narrowing)
         return all(excludes(branch, acc, readings, depth) for branch in gen["anyOf"])
     wide, acc = readings.loose(gen), readings.loose(acc)
-    if depth < MAX_DEPTH and (options := only_options(wide)):  # what it generates comes from its options
+    if depth < MAX_DEPTH and (
+        options := only_options(wide)
+    ):  # what it generates comes from its options
         return all(excludes(option, acc, readings, depth + 1) for option in options)
-    if depth < MAX_DEPTH and (options := only_options(acc)):  # a value no option accepts, acc does not
+    if depth < MAX_DEPTH and (
+        options := only_options(acc)
+    ):  # a value no option accepts, acc does not
         return all(excludes(wide, option, readings, depth + 1) for option in options)
     gen_kinds = generated_kinds(wide) or option_kinds(wide, readings, generated_kinds)
     acc_kinds = listed_kinds(acc) or option_kinds(acc, readings, listed_kinds)
-    if gen_kinds is not None and acc_kinds is not None and not (widened(gen_kinds) & widened(acc_kinds)):
+    if (
+        gen_kinds is not None
+        and acc_kinds is not None
+        and not (widened(gen_kinds) & widened(acc_kinds))
+    ):
         return True
     acc_values = only_values(acc, readings.const_ignored)  # acc accepts those values at most
-    if (gen_kinds is not None and acc_values is not None
-            and not {value_kind(v) for v in acc_values} & widened(gen_kinds)):
+    if (
+        gen_kinds is not None
+        and acc_values is not None
+        and not {value_kind(v) for v in acc_values} & widened(gen_kinds)
+    ):
         return True
     values = None if isinstance(wide, dict) and "properties" in wide else only_values(wide)
     if values is not None:  # (what gen generates: a const narrows output under every draft)
@@ -261,16 +336,39 @@ def excludes(gen, acc, readings: Readings, depth: int = 0) -> bool:
             return True
     if acc_values is not None and gen_kinds == ["string"] and _misses_pattern(acc_values, wide):
         return True  # gen's strings all match its pattern, which none of acc's values does
-    if gen_kinds == ["array"] and _plain_array(wide) and _plain_array(acc) and wide.get("minItems", 0) >= 1 \
-            and depth < MAX_DEPTH:  # a non-empty array whose items acc's items reject
+    if (
+        gen_kinds == ["array"]
+        and _plain_array(wide)
+        and _plain_array(acc)
+        and wide.get("minItems", 0) >= 1
+        and depth < MAX_DEPTH
+    ):  # a non-empty array whose items acc's items reject
         return excludes(wide.get("items", True), acc.get("items", True), readings, depth + 1)
-    return gen_kinds == ["object"] and isinstance(acc, dict) and _object_excludes(gen, acc, readings, depth)
+    return (
+        gen_kinds == ["object"]
+        and isinstance(acc, dict)
+        and _object_excludes(gen, acc, readings, depth)
+    )
 
 
 def _plain_array(node) -> bool:
     """An array schema with one `items` schema for every item (no tuple, no contains)."""
-    return isinstance(node, dict) and node.get("type") in ("array", ["array"]) and isinstance(node.get("items", True), (dict, bool)) \
-        and not {"prefixItems", "additionalItems", "contains", "unevaluatedItems", "$ref", "allOf", "anyOf", "oneOf"} & set(node)
+    return (
+        isinstance(node, dict)
+        and node.get("type") in ("array", ["array"])
+        and isinstance(node.get("items", True), (dict, bool))
+        and not {
+            "prefixItems",
+            "additionalItems",
+            "contains",
+            "unevaluatedItems",
+            "$ref",
+            "allOf",
+            "anyOf",
+            "oneOf",
+        }
+        & set(node)
+    )
 
 
 def _object_excludes(gen, acc: dict, readings: Readings, depth: int) -> bool:
@@ -285,43 +383,65 @@ def _object_excludes(gen, acc: dict, readings: Readings, depth: int) -> bool:
         names = wide_names | merged_names
         if required_names(acc) - names:
             return True
-        for options in (acc.get("anyOf"), acc.get("oneOf")):  # each option requires a name gen never generates
+        for options in (
+            acc.get("anyOf"),
+            acc.get("oneOf"),
+        ):  # each option requires a name gen never generates
             needed = _option_names(options)
             if needed and not needed & names:
                 return True
     acc_props = acc.get("properties") if isinstance(acc.get("properties"), dict) else {}
-    patterns = acc.get("patternProperties") if isinstance(acc.get("patternProperties"), dict) else {}
+    patterns = (
+        acc.get("patternProperties") if isinstance(acc.get("patternProperties"), dict) else {}
+    )
     held = required_names(wide)
     negated = acc.get("not")
-    if isinstance(negated, dict) and set(negated) == {"required"} and required_names(negated) <= held:
+    if (
+        isinstance(negated, dict)
+        and set(negated) == {"required"}
+        and required_names(negated) <= held
+    ):
         return True  # acc forbids a combination of names gen always has
-    if acc.get("additionalProperties") is False and any(  # (a pattern re cannot read may take the name)
-            name not in acc_props and all(may_search(p, name) is False for p in patterns) for name in held):
+    if acc.get(
+        "additionalProperties"
+    ) is False and any(  # (a pattern re cannot read may take the name)
+        name not in acc_props and all(may_search(p, name) is False for p in patterns)
+        for name in held
+    ):
         return True
     gen_props = wide.get("properties") if isinstance(wide.get("properties"), dict) else {}
-    return depth < MAX_DEPTH and any(excludes(gen_props[name], acc_props[name], readings, depth + 1)
-                                      for name in held & set(gen_props) & set(acc_props))
+    return depth < MAX_DEPTH and any(
+        excludes(gen_props[name], acc_props[name], readings, depth + 1)
+        for name in held & set(gen_props) & set(acc_props)
+    )
 
 
 def _misses_pattern(values: list, node) -> bool:
     """Whether no string among `values` (value keys) matches `node`'s pattern, as validators
     search it (Python's re, as jsonschema does); False when there is no pattern."""
     pattern = node.get("pattern") if isinstance(node, dict) else None
-    return isinstance(pattern, str) and all(v[0] != "string" or may_search(pattern, v[1]) is False for v in values)
+    return isinstance(pattern, str) and all(
+        v[0] != "string" or may_search(pattern, v[1]) is False for v in values
+    )
 
 
 def _names_generated(node) -> set | None:
     """The names an object schema generates: its listed and required names, where nothing else
     adds any (no combination, but anyOf/oneOf options that only require names: `oneOf: [{"required":
     ["Eq"]}, {"anyOf": [{"required": ["Gte"]}, {"required": ["Lte"]}]}]` distributed); None else."""
-    if not (isinstance(node, dict) and isinstance(node.get("properties"), dict)
-            and generated_kinds(node) == ["object"]):
+    if not (
+        isinstance(node, dict)
+        and isinstance(node.get("properties"), dict)
+        and generated_kinds(node) == ["object"]
+    ):
         return None
     names = set(node["properties"]) | required_names(node)
     for key in _OPEN & set(node):
         options = node[key] if key in ("anyOf", "oneOf") else None
-        if not (isinstance(options, list)
-                and all(isinstance(o, dict) and not asserts(o, ("required",)) for o in options)):
+        if not (
+            isinstance(options, list)
+            and all(isinstance(o, dict) and not asserts(o, ("required",)) for o in options)
+        ):
             return None
         names |= set().union(*(required_names(o) for o in options))
     return names
@@ -339,4 +459,8 @@ def _option_names(options) -> set:
 def _one_of_required(node) -> set:
     """_option_names of `node`'s anyOf and oneOf together (names to leave out of another
     alternative: a superset is safe, exclusion is checked after)."""
-    return _option_names(node.get("anyOf")) | _option_names(node.get("oneOf")) if isinstance(node, dict) else set()
+    return (
+        _option_names(node.get("anyOf")) | _option_names(node.get("oneOf"))
+        if isinstance(node, dict)
+        else set()
+    )

@@ -64,10 +64,13 @@ def hoist_deep_refs(root: Any, origins: dict[str, str] | None = None) -> Any:
 
     def moved(ref: str) -> str:
         if base and ref.startswith(base + "#"):
-            ref = ref[len(base):]
+            ref = ref[len(base) :]
         parts = pointer_parts(ref)
-        if parts is None or not parts or (len(parts) == 2 and parts[0] in _GROUPS
-                                          and ref == f"#/{parts[0]}/{parts[1]}"):
+        if (
+            parts is None
+            or not parts
+            or (len(parts) == 2 and parts[0] in _GROUPS and ref == f"#/{parts[0]}/{parts[1]}")
+        ):
             return ref
         target = follow_pointer(root, parts)
         if target is MISSING:
@@ -173,7 +176,9 @@ def root_base(root) -> str | None:
     return base[:-1] if base is not None and base.endswith("#") else base
 
 
-def _refuse_nested_bases(node: Any, path: str, old_draft: bool, keywords: tuple, at_root: bool = False) -> None:
+def _refuse_nested_bases(
+    node: Any, path: str, old_draft: bool, keywords: tuple, at_root: bool = False
+) -> None:
     """GrammarError when a subschema below the root has an $id (or draft-04 id) and a reference
     inside it: that reference would resolve against the subschema's base, not the root. Drafts
     3-7 read an id that is only a fragment ("#/properties/x", "#name") as a name for the
@@ -190,9 +195,11 @@ def _refuse_nested_bases(node: Any, path: str, old_draft: bool, keywords: tuple,
     if old_draft:
         bases = [b for b in bases if not b.startswith("#")]
     if not at_root and bases and _has_relative_ref(node):
-        raise GrammarError(f"unsupported JSON Schema keyword '$id' at {path}: relative references "
-                           "inside a subschema with its own base URI are not supported (they would "
-                           "resolve against it, not the root)")
+        raise GrammarError(
+            f"unsupported JSON Schema keyword '$id' at {path}: relative references "
+            "inside a subschema with its own base URI are not supported (they would "
+            "resolve against it, not the root)"
+        )
     for name, value in node.items():
         if name in LITERAL_KEYWORDS:
             continue

@@ -8,17 +8,26 @@ import re
 
 from radixgen.grammar.matcher import GrammarError, refuse
 
-_PY_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
-             "null": (type(None),), "array": (list,), "object": (dict,)}
+_PY_TYPES = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+    "array": (list,),
+    "object": (dict,),
+}
 _COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
 
 
-ASSERTIONS = frozenset("""type enum const multipleOf maximum exclusiveMaximum minimum exclusiveMinimum
+ASSERTIONS = frozenset(
+    """type enum const multipleOf maximum exclusiveMaximum minimum exclusiveMinimum
 maxLength minLength pattern format maxItems minItems uniqueItems maxContains minContains contains
 maxProperties minProperties required dependentRequired dependencies properties patternProperties
 additionalProperties propertyNames items prefixItems additionalItems unevaluatedItems
 unevaluatedProperties allOf anyOf oneOf not if then else dependentSchemas $ref $dynamicRef
-$recursiveRef""".split())
+$recursiveRef""".split()
+)
 _STRING_KEYS = ("pattern", "format", "$ref")
 _LIST_OF_STRINGS = ("required",)
 
@@ -28,22 +37,37 @@ def check_keyword_types(node: dict, path: str) -> None:
     a GrammarError naming the keyword instead of a crash deeper in the rewrite."""
     for key in _STRING_KEYS:
         if key in node and not isinstance(node[key], str):
-            raise GrammarError(f"invalid JSON Schema: {key!r} at {path} must be a string, got {node[key]!r}")
+            raise GrammarError(
+                f"invalid JSON Schema: {key!r} at {path} must be a string, got {node[key]!r}"
+            )
     for key in _LIST_OF_STRINGS:
-        if key in node and not (isinstance(node[key], list) and all(isinstance(x, str) for x in node[key])):
-            raise GrammarError(f"invalid JSON Schema: {key!r} at {path} must be an array of strings")
+        if key in node and not (
+            isinstance(node[key], list) and all(isinstance(x, str) for x in node[key])
+        ):
+            raise GrammarError(
+                f"invalid JSON Schema: {key!r} at {path} must be an array of strings"
+            )
     types = node.get("type", "string")
-    if not (isinstance(types, str) or (isinstance(types, list) and all(isinstance(t, str) for t in types))):
-        raise GrammarError(f"invalid JSON Schema: 'type' at {path} must be a string or an array of strings")
+    if not (
+        isinstance(types, str)
+        or (isinstance(types, list) and all(isinstance(t, str) for t in types))
+    ):
+        raise GrammarError(
+            f"invalid JSON Schema: 'type' at {path} must be a string or an array of strings"
+        )
 
 
 def check_counts(node: dict, path: str) -> None:
     """Length/size keywords must be integers >= 0 (outlines-core reads others as absent)."""
     for key in _COUNTS:
         value = node.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise GrammarError(f"unsupported JSON Schema keyword {key!r} at {path}: "
-                               f"{value!r} is not an integer >= 0")
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
+            raise GrammarError(
+                f"unsupported JSON Schema keyword {key!r} at {path}: "
+                f"{value!r} is not an integer >= 0"
+            )
 
 
 def value_key(value):
@@ -72,8 +96,11 @@ def tightest(bounds: dict, incl: str, excl: str, pick, integer: bool):
     value, exclusive = pick(cands, key=lambda c: (c[0], c[1] if pick is max else not c[1]))
     if integer:
         up = pick is max
-        value = (math.floor(value) + 1 if exclusive else math.ceil(value)) if up else \
-            (math.ceil(value) - 1 if exclusive else math.floor(value))
+        value = (
+            (math.floor(value) + 1 if exclusive else math.ceil(value))
+            if up
+            else (math.ceil(value) - 1 if exclusive else math.floor(value))
+        )
         return int(value), False
     return value, exclusive  # numbers: as JSON parsed them
 
@@ -95,6 +122,7 @@ def listed_name_rules(node: dict, props: dict, path: str) -> list:
       validators do): refused when its schema there asserts anything, ignored otherwise;
     - propertyNames: every listed name must satisfy it (pattern, length, enum/const);
     - dependentRequired (and draft 7 `dependencies` with name lists)."""
+
     def refuse(keyword: str, why: str):
         raise GrammarError(f"unsupported JSON Schema keyword {keyword!r} at {path}: {why}")
 
@@ -105,8 +133,11 @@ def listed_name_rules(node: dict, props: dict, path: str) -> list:
     for pattern, schema in patterns.items():
         for name in props:
             if searches(pattern, name, path, "patternProperties") and not asserts_nothing(schema):
-                refuse("patternProperties", f"{pattern!r} also applies to property {name!r} "
-                       "(radixgen does not combine the two schemas)")
+                refuse(
+                    "patternProperties",
+                    f"{pattern!r} also applies to property {name!r} "
+                    "(radixgen does not combine the two schemas)",
+                )
     if "propertyNames" in node:
         for name in props:
             if not _name_allowed(node["propertyNames"], name, path, refuse):
@@ -115,8 +146,11 @@ def listed_name_rules(node: dict, props: dict, path: str) -> list:
         if key in props:
             missing = [n for n in names if n not in props]
             if missing:
-                refuse("dependentRequired", f"{missing} are not listed in properties (only listed "
-                       "properties are generated)")
+                refuse(
+                    "dependentRequired",
+                    f"{missing} are not listed in properties (only listed "
+                    "properties are generated)",
+                )
             required += [n for n in names if n not in required]
     return required
 
@@ -128,11 +162,17 @@ def dependent_names(node: dict, path: str) -> dict:
     depends = {**(node.get("dependentRequired") or {})}
     for key, value in (node.get("dependencies") or {}).items():
         if not isinstance(value, list):
-            refuse("dependencies", path, "only the dependentRequired form (lists of names) is supported")
+            refuse(
+                "dependencies",
+                path,
+                "only the dependentRequired form (lists of names) is supported",
+            )
         depends[key] = value
     for names in depends.values():
         if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-            raise GrammarError(f"invalid JSON Schema: dependentRequired at {path} must map names to lists")
+            raise GrammarError(
+                f"invalid JSON Schema: dependentRequired at {path} must map names to lists"
+            )
     return depends
 
 
@@ -184,8 +224,13 @@ def forbidden_names_dropped(node: dict, path: str) -> dict:
                 # nothing valid only when they are all required of an object (a dependency's
                 # names are generated, not required; other types pass `required`)
                 empty = set(names) <= required_names(node) and only_objects(node)
-                refuse("not", path, f"it forbids {names}, which are always generated here"
-                       + (" (nothing would be valid)" if empty else ""), NothingValid if empty else GrammarError)
+                refuse(
+                    "not",
+                    path,
+                    f"it forbids {names}, which are always generated here"
+                    + (" (nothing would be valid)" if empty else ""),
+                    NothingValid if empty else GrammarError,
+                )
             drop.add(free[0])
     props = {k: v for k, v in node["properties"].items() if k not in drop}
     return {**{k: v for k, v in node.items() if k != "not"}, "properties": props}
@@ -196,11 +241,17 @@ def forbidden_combinations(inner) -> list[list[str]] | None:
     (a and b not both present; keywords beside `required` only make the negated schema harder to
     meet) or `{anyOf: [...]}` of such; None for any other `not`."""
     options = inner.get("anyOf") if isinstance(inner, dict) and set(inner) == {"anyOf"} else [inner]
-    combos = [o.get("required") for o in options if isinstance(o, dict) and "$ref" not in o] \
-        if isinstance(options, list) and not (isinstance(inner, dict) and "$ref" in inner) else []
+    combos = (
+        [o.get("required") for o in options if isinstance(o, dict) and "$ref" not in o]
+        if isinstance(options, list) and not (isinstance(inner, dict) and "$ref" in inner)
+        else []
+    )
     # (a $ref in the negated schema: drafts 3-7 would ignore the `required` beside it)
-    if not (combos and len(combos) == len(options)
-            and all(isinstance(c, list) and c and all(isinstance(n, str) for n in c) for c in combos)):
+    if not (
+        combos
+        and len(combos) == len(options)
+        and all(isinstance(c, list) and c and all(isinstance(n, str) for n in c) for c in combos)
+    ):
         return None
     return combos
 
@@ -212,7 +263,9 @@ def asserts_nothing(schema) -> bool:
 def accepts_nothing(schema) -> bool:
     """Whether `schema` is false or negates a schema that asserts nothing (`not: {}`: ansible-lint's
     removed modules): no value is valid under it."""
-    return schema is False or (isinstance(schema, dict) and "not" in schema and asserts_nothing(schema["not"]))
+    return schema is False or (
+        isinstance(schema, dict) and "not" in schema and asserts_nothing(schema["not"])
+    )
 
 
 def searches(pattern, name: str, path: str, keyword: str, flags: int = 0) -> bool:
@@ -220,8 +273,10 @@ def searches(pattern, name: str, path: str, keyword: str, flags: int = 0) -> boo
     an invalid schema where re cannot read the pattern."""
     found = may_search(pattern, name, flags)
     if found is None:
-        raise GrammarError(f"invalid JSON Schema: {keyword} pattern {pattern!r} at {path} is not a "
-                           "valid regular expression")
+        raise GrammarError(
+            f"invalid JSON Schema: {keyword} pattern {pattern!r} at {path} is not a "
+            "valid regular expression"
+        )
     return found
 
 
@@ -242,9 +297,12 @@ def _name_allowed(schema, name: str, path: str, refuse) -> bool:
     checked = {"type", "pattern", "minLength", "maxLength", "enum", "const"}
     if not (schema.keys() & ASSERTIONS) <= checked or schema.get("type", "string") != "string":
         refuse("propertyNames", "only pattern, minLength, maxLength, enum and const are checked")
-    return (("pattern" not in schema or searches(schema["pattern"], name, path, "propertyNames"))
-            and schema.get("minLength", 0) <= len(name) <= schema.get("maxLength", len(name))
-            and name in schema.get("enum", [name]) and name == schema.get("const", name))
+    return (
+        ("pattern" not in schema or searches(schema["pattern"], name, path, "propertyNames"))
+        and schema.get("minLength", 0) <= len(name) <= schema.get("maxLength", len(name))
+        and name in schema.get("enum", [name])
+        and name == schema.get("const", name)
+    )
 
 
 def need_type(node: dict, path: str, wanted: str) -> None:

@@ -13,12 +13,12 @@ import math
 import re
 
 from radixgen.grammar.matcher import refuse
+from radixgen.grammar.regex.dialects import neutral
 from radixgen.grammar.regex.formats import format_regex
 from radixgen.grammar.regex.leaves import string_pattern_regex
-from radixgen.grammar.regex.dialects import neutral
+from radixgen.grammar.regex.multiples import is_multiple
 from radixgen.grammar.regex.open_ends import searched_translation
 from radixgen.grammar.regex.properties import python_view
-from radixgen.grammar.regex.multiples import is_multiple
 from radixgen.grammar.schema.rules import searches, value_key
 from radixgen.grammar.unique.values import fullmatches
 
@@ -27,7 +27,9 @@ _JSON_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
 # RFC 3986 appendix A, ASCII (an IRI that is not ASCII is refused here), without IP-literal
 # hosts ("[::1]"): a subset of what the URI checkers accept, which is what a kept value needs
 _PCT = r"%[0-9A-Fa-f]{2}"
-_PLAIN = "A-Za-z0-9._~" + re.escape("!$&'()*+,;=")  # unreserved and sub-delims, as class members ("-" last)
+_PLAIN = "A-Za-z0-9._~" + re.escape(
+    "!$&'()*+,;="
+)  # unreserved and sub-delims, as class members ("-" last)
 _PCHAR = rf"(?:[{_PLAIN}:@-]|{_PCT})"
 _SEGMENTS = rf"(?:/{_PCHAR}*)*"
 _AUTHORITY = rf"(?:(?:[{_PLAIN}:-]|{_PCT})*@)?(?:[{_PLAIN}-]|{_PCT})*(?::[0-9]*)?"
@@ -35,25 +37,35 @@ _QUERY_AND_FRAGMENT = rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
 _URI = rf"[A-Za-z][A-Za-z0-9+.-]*:(?://{_AUTHORITY}{_SEGMENTS}|/(?:{_PCHAR}+{_SEGMENTS})?|{_PCHAR}+{_SEGMENTS}|)"
 _NO_COLON = rf"(?:[{_PLAIN}@-]|{_PCT})"  # a relative path's first segment
 _RELATIVE = rf"(?://{_AUTHORITY}{_SEGMENTS}|/(?:{_PCHAR}+{_SEGMENTS})?|{_NO_COLON}+{_SEGMENTS}|)"
-_URI_VALUES = {"uri": re.compile(_URI + _QUERY_AND_FRAGMENT),
-               "uri-reference": re.compile(f"(?:{_URI}|{_RELATIVE}){_QUERY_AND_FRAGMENT}")}
+_URI_VALUES = {
+    "uri": re.compile(_URI + _QUERY_AND_FRAGMENT),
+    "uri-reference": re.compile(f"(?:{_URI}|{_RELATIVE}){_QUERY_AND_FRAGMENT}"),
+}
 _URI_VALUES["iri"], _URI_VALUES["iri-reference"] = _URI_VALUES["uri"], _URI_VALUES["uri-reference"]
 
-VALUE_KEYWORDS = frozenset("""type enum const minLength maxLength pattern format minimum maximum
-exclusiveMinimum exclusiveMaximum multipleOf""".split())
+VALUE_KEYWORDS = frozenset(
+    """type enum const minLength maxLength pattern format minimum maximum
+exclusiveMinimum exclusiveMaximum multipleOf""".split()
+)
 
 
 def values_meeting(values: list, node: dict, key: str, draft_4: bool, path: str) -> list:
     """The enum/const `values` (already of the node's `type`) that meet the other VALUE_KEYWORDS
     of `node` (`key`: the keyword they come from). `draft_4`: exclusiveMinimum / exclusiveMaximum
     are flags (under a URI every validator reads as draft 4)."""
-    others = [node["enum"] if other == "enum" else [node["const"]]
-              for other in ("enum", "const") if other != key and other in node]
+    others = [
+        node["enum"] if other == "enum" else [node["const"]]
+        for other in ("enum", "const")
+        if other != key and other in node
+    ]
     if any(not isinstance(allowed, list) for allowed in others):
         return []
     allowed = [{value_key(v) for v in listed} for listed in others]
-    return [v for v in values if all(value_key(v) in keys for keys in allowed)
-            and _value_meets(v, node, draft_4, path)]
+    return [
+        v
+        for v in values
+        if all(value_key(v) in keys for keys in allowed) and _value_meets(v, node, draft_4, path)
+    ]
 
 
 def _value_meets(value, node: dict, draft_4: bool, path: str) -> bool:
@@ -80,17 +92,27 @@ def _pattern_matches(pattern, value: str, path: str) -> bool:
     subset), so line terminators, astral characters and Python-only escapes do not slip through."""
     readings = _READINGS.get(pattern) if isinstance(pattern, str) else None
     if readings is None:
-        translated = searched_translation(pattern, lambda searched: string_pattern_regex(searched, path, name=pattern))
-        read = neutral(pattern)  # (Python's \\A and \\Z, Java's inline (?i), as the translation reads them)
+        translated = searched_translation(
+            pattern, lambda searched: string_pattern_regex(searched, path, name=pattern)
+        )
+        read = neutral(
+            pattern
+        )  # (Python's \\A and \\Z, Java's inline (?i), as the translation reads them)
         if not {"^", "$"} & set(read):  # no anchor anywhere: found anywhere in the value
             translated = f"{_JSON_CHAR}*(?:{translated}){_JSON_CHAR}*"
-        readings = (python_view(read), f'"{translated}"')  # (property escapes as their ASCII members: Python has none)
+        readings = (
+            python_view(read),
+            f'"{translated}"',
+        )  # (property escapes as their ASCII members: Python has none)
         if isinstance(pattern, str):
             if len(_READINGS) >= 4096:
                 _READINGS.clear()
             _READINGS[pattern] = readings
     python, translated = readings
-    if not (searches(python, value, path, "pattern") and searches(python, value, path, "pattern", re.ASCII)):
+    if not (
+        searches(python, value, path, "pattern")
+        and searches(python, value, path, "pattern", re.ASCII)
+    ):
         return False
     return fullmatches(translated, json.dumps(value, ensure_ascii=False).encode())
 
@@ -102,7 +124,10 @@ _READINGS: dict[str, tuple[str, str]] = {}
 
 def _number_meets(value, node: dict, draft_4: bool, path: str) -> bool:
     lows, highs = [], []
-    for name, flag, keep in (("minimum", "exclusiveMinimum", lows), ("maximum", "exclusiveMaximum", highs)):
+    for name, flag, keep in (
+        ("minimum", "exclusiveMinimum", lows),
+        ("maximum", "exclusiveMaximum", highs),
+    ):
         if name in node:
             exclusive = node.get(flag)
             if exclusive is not None and draft_4 != isinstance(exclusive, bool):
@@ -111,13 +136,19 @@ def _number_meets(value, node: dict, draft_4: bool, path: str) -> bool:
     for name, keep in (("exclusiveMinimum", lows), ("exclusiveMaximum", highs)):
         if not draft_4 and name in node:
             keep.append((_bound(node[name], name, path), True))
-    if any(value < b or (excl and value == b) for b, excl in lows) \
-            or any(value > b or (excl and value == b) for b, excl in highs):
+    if any(value < b or (excl and value == b) for b, excl in lows) or any(
+        value > b or (excl and value == b) for b, excl in highs
+    ):
         return False
     step = node.get("multipleOf")
     if step is None:
         return True
-    if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step) or step <= 0:
+    if (
+        isinstance(step, bool)
+        or not isinstance(step, (int, float))
+        or not math.isfinite(step)
+        or step <= 0
+    ):
         refuse("multipleOf", path, "it must be a number above 0")
     return is_multiple(value, step)
 

@@ -47,14 +47,22 @@ import bisect
 
 import numpy as np
 
-from radixgen.grammar.unique.tables import (
-    after_last_quote, length_tables, tokens_with, vocab_tables,
-)
-from radixgen.grammar.unique.walk import (
-    ARRAY, INACTIVE, JsonWalk, escaped_backslash, guarded_item, keyed_bounded,
-)
 from radixgen.grammar.tokenizer_info import TokenizerInfo
+from radixgen.grammar.unique.tables import (
+    after_last_quote,
+    length_tables,
+    tokens_with,
+    vocab_tables,
+)
 from radixgen.grammar.unique.values import exhausted_prefixes, is_exhausted, item_counts
+from radixgen.grammar.unique.walk import (
+    ARRAY,
+    INACTIVE,
+    JsonWalk,
+    escaped_backslash,
+    guarded_item,
+    keyed_bounded,
+)
 
 
 class UniqueGuard(JsonWalk):
@@ -76,32 +84,63 @@ class UniqueGuard(JsonWalk):
 
     def __init__(self, paths, info: TokenizerInfo, prefix: bytes = b"") -> None:
         """paths: (instance path, item kind) pairs, as json_schema.schema_to_guarded_regex gives."""
-        encoded = [(tuple(None if p is None else p.encode() for p in path), kind) for path, kind in paths]
+        encoded = [
+            (tuple(None if p is None else p.encode() for p in path), kind) for path, kind in paths
+        ]
         # item kinds of unique arrays: "string", "integer", ("bounded", ItemCounts), or
         # ("key", name, item kind) for objects kept unique by one property
-        self.paths = {path: _item_kind(kind) for path, kind in encoded
-                      if isinstance(kind, str) or kind[0] in ("key", "bounded")}
-        self.lengths = {path: kind[1:] for path, kind in encoded if not isinstance(kind, str) and kind[0] == "length"}
-        self.counts = {path: kind[1] for path, kind in encoded if not isinstance(kind, str) and kind[0] == "items"}
+        self.paths = {
+            path: _item_kind(kind)
+            for path, kind in encoded
+            if isinstance(kind, str) or kind[0] in ("key", "bounded")
+        }
+        self.lengths = {
+            path: kind[1:]
+            for path, kind in encoded
+            if not isinstance(kind, str) and kind[0] == "length"
+        }
+        self.counts = {
+            path: kind[1]
+            for path, kind in encoded
+            if not isinstance(kind, str) and kind[0] == "items"
+        }
         fewest = min(self.counts.values(), default=None)
-        self._long_openers = np.asarray([] if fewest is None else [
-            t for t in tokens_with(info, b"[").tolist() if info.token_bytes[t].count(b",") >= fewest], dtype=np.int64)
+        self._long_openers = np.asarray(
+            []
+            if fewest is None
+            else [
+                t
+                for t in tokens_with(info, b"[").tolist()
+                if info.token_bytes[t].count(b",") >= fewest
+            ],
+            dtype=np.int64,
+        )
         self.info = info
         self.prefix = prefix
-        self._sorted, self._closers, self._quoted, self._digits, self._literal_first = vocab_tables(info)
+        self._sorted, self._closers, self._quoted, self._digits, self._literal_first = vocab_tables(
+            info
+        )
         self._length_rows = length_tables(info) if self.lengths else None
         bounded = any(_bounded(kind) for kind in self.paths.values())
         self._exhausted: dict = {}  # (items, kind) -> exhausted_prefixes, shared by the matchers
         self._after_quote = after_last_quote(info) if bounded else None
         # tokens that can close one item and open the next: what the next one reaches can
         # depend on the item just closed
-        self._two_quotes = np.asarray([t for t in self._closers[1].tolist() if info.token_bytes[t].count(b'"') >= 2]
-                                      if bounded else [], dtype=np.int64)
+        self._two_quotes = np.asarray(
+            [t for t in self._closers[1].tolist() if info.token_bytes[t].count(b'"') >= 2]
+            if bounded
+            else [],
+            dtype=np.int64,
+        )
         if self.lengths:  # a token whose last quote opens a string with more characters than
             # LENGTH_GUARD_MIN could pass a maxLength at once: run through advance too; tokens
             # holding a whole string only matter for unique items or a minLength
             long_openers = self._length_rows[2]
-            whole = self._quoted if self.paths or any(least for least, _ in self.lengths.values()) else ((), ())
+            whole = (
+                self._quoted
+                if self.paths or any(least for least, _ in self.lengths.values())
+                else ((), ())
+            )
             self._length_quoted = tuple(np.union1d(q, long_openers).astype(np.int64) for q in whole)
 
     def ban(self, state, words: np.ndarray, seen) -> None:
@@ -131,7 +170,7 @@ class UniqueGuard(JsonWalk):
             elif len(items) <= len(self._closers[0]):
                 for item in items:
                     if item.startswith(text):
-                        _clear(words, self._with_prefix(item[len(text):] + b'"'))
+                        _clear(words, self._with_prefix(item[len(text) :] + b'"'))
             else:  # more items than ways to close: look up what each closing token would close
                 for before, ids in self._closers[0]:
                     if text + before in items:
@@ -141,7 +180,14 @@ class UniqueGuard(JsonWalk):
         if len(quoted):
             allowed = quoted[(words[quoted >> 5] >> (quoted & 31)) & 1 == 1]
             token_bytes = self.info.token_bytes
-            _clear(words, [t for t in allowed.tolist() if repeats(self.advance(state, token_bytes[t], seen), seen)])
+            _clear(
+                words,
+                [
+                    t
+                    for t in allowed.tolist()
+                    if repeats(self.advance(state, token_bytes[t], seen), seen)
+                ],
+            )
 
     def _ban_exhausted_prefixes(self, guarded, lexeme, words: np.ndarray, seen) -> np.ndarray:
         """Bounded items (a maxLength, a finite pattern, format or set): clear the tokens that end
@@ -159,8 +205,10 @@ class UniqueGuard(JsonWalk):
             text = lexeme[1]
             for prefix in prefixes:
                 if len(prefix) > len(text) and prefix.startswith(text):
-                    _clear(words, self._exact(prefix[len(text):]))
-        return np.asarray([t for prefix in prefixes for t in self._after_quote.get(prefix, ())], dtype=np.int64)
+                    _clear(words, self._exact(prefix[len(text) :]))
+        return np.asarray(
+            [t for prefix in prefixes for t in self._after_quote.get(prefix, ())], dtype=np.int64
+        )
 
     def _ban_integers(self, state, words: np.ndarray, seen) -> None:
         """In an array of integers: while the item so far repeats an earlier one, the tokens that
@@ -194,9 +242,16 @@ class UniqueGuard(JsonWalk):
         """`quoted` plus the tokens with a comma while an array of the stack is at its last
         item, and the tokens that could open a counted array and pass its maxItems at once (a
         '[' and as many commas): they are run through advance."""
-        if any(frame[0] == ARRAY and frame[3] is not None and frame[3][0] + 1 >= frame[3][1] for frame in stack):
+        if any(
+            frame[0] == ARRAY and frame[3] is not None and frame[3][0] + 1 >= frame[3][1]
+            for frame in stack
+        ):
             quoted = np.union1d(quoted, tokens_with(self.info, b",")).astype(np.int64)
-        return np.union1d(quoted, self._long_openers).astype(np.int64) if len(self._long_openers) else quoted
+        return (
+            np.union1d(quoted, self._long_openers).astype(np.int64)
+            if len(self._long_openers)
+            else quoted
+        )
 
     def _exact(self, data: bytes) -> list[int]:
         keys, ids = self._sorted
@@ -215,7 +270,9 @@ class UniqueGuard(JsonWalk):
 def _bounded(kind) -> bool:
     """Whether a guarded path's kind holds strings that can run out of values (items or the
     values of objects' keeping property)."""
-    return isinstance(kind, tuple) and (kind[0] == "bounded" or kind[0] == "key" and _bounded(kind[2]))
+    return isinstance(kind, tuple) and (
+        kind[0] == "bounded" or kind[0] == "key" and _bounded(kind[2])
+    )
 
 
 def _item_kind(kind):

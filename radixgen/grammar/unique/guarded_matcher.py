@@ -13,8 +13,14 @@ class GuardedMatcher:
 
     __slots__ = ("_inner", "_guard", "_scans", "_seen", "_added")
 
-    def __init__(self, inner, guard: UniqueGuard, scans: list | None = None, seen: dict | None = None,
-                 added: list | None = None) -> None:
+    def __init__(
+        self,
+        inner,
+        guard: UniqueGuard,
+        scans: list | None = None,
+        seen: dict | None = None,
+        added: list | None = None,
+    ) -> None:
         self._inner = inner
         self._guard = guard
         self._scans = scans if scans is not None else [guard.initial]
@@ -28,7 +34,11 @@ class GuardedMatcher:
     def accept_token(self, token_id: int) -> bool:
         if not self._inner.accept_token(token_id):
             return False
-        data = self._guard.info.token_bytes[token_id] if token_id < len(self._guard.info.token_bytes) else b""
+        data = (
+            self._guard.info.token_bytes[token_id]
+            if token_id < len(self._guard.info.token_bytes)
+            else b""
+        )
         step = self._guard.advance(self._scans[-1], data, self._seen)
         if repeats(step, self._seen):
             self._inner.rollback(1)
@@ -49,7 +59,9 @@ class GuardedMatcher:
             return
         words = numpy_rows(bitmask)[row]
         self._guard.ban(self._scans[-1], words, self._seen)
-        if narrowed and not words.any():  # the guard bans every token that finishes in time: head for the end
+        if (
+            narrowed and not words.any()
+        ):  # the guard bans every token that finishes in time: head for the end
             self._inner.fill_bitmask(bitmask, row, within_limit=False)
             self._guard.ban(self._scans[-1], words, self._seen)
             self._inner.keep_closest(words)
@@ -62,8 +74,13 @@ class GuardedMatcher:
                 self._seen[instance].discard(text)
 
     def fork(self) -> "GuardedMatcher":
-        return GuardedMatcher(self._inner.fork(), self._guard, list(self._scans),
-                              {k: set(v) for k, v in self._seen.items()}, list(self._added))
+        return GuardedMatcher(
+            self._inner.fork(),
+            self._guard,
+            list(self._scans),
+            {k: set(v) for k, v in self._seen.items()},
+            list(self._added),
+        )
 
     def is_terminated(self) -> bool:
         return self._inner.is_terminated()

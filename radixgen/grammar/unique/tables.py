@@ -44,21 +44,46 @@ def vocab_tables(info: TokenizerInfo):
                 if cut is not None:
                     closers.setdefault(data[:cut], []).extend(ids)
             with_quote, quoted, quoted_thrice = (
-                np.asarray([t for t, data in enumerate(info.token_bytes)
-                            if t not in info.special_ids and (data.count(b'"') >= least
-                                                              or (least > 1 and len(_DIGIT_RUN.findall(data)) >= 2))],
-                           dtype=np.int64) for least in (1, 2, 3))
-            numeric = [(t, data) for t, data in enumerate(info.token_bytes)
-                       if t not in info.special_ids and _DIGIT_RUN.search(data)]
-            digits = (np.asarray([t for t, data in numeric if not data.isdigit()], dtype=np.int64),
-                      np.asarray([t for t, data in numeric if data.isdigit() and data[0] == ord("0")],
-                                 dtype=np.int64))
-            literal_first = pack_token_ids(np.asarray([t for t, data in enumerate(info.token_bytes)
-                                                       if data and data[0] in LITERAL], dtype=np.int64),
-                                           info.vocab_size)
-            cached = _tables[info] = ((keys, [by_bytes[k] for k in keys]),
-                                      (list(closers.items()), with_quote), (quoted, quoted_thrice),
-                                      digits, literal_first)
+                np.asarray(
+                    [
+                        t
+                        for t, data in enumerate(info.token_bytes)
+                        if t not in info.special_ids
+                        and (
+                            data.count(b'"') >= least
+                            or (least > 1 and len(_DIGIT_RUN.findall(data)) >= 2)
+                        )
+                    ],
+                    dtype=np.int64,
+                )
+                for least in (1, 2, 3)
+            )
+            numeric = [
+                (t, data)
+                for t, data in enumerate(info.token_bytes)
+                if t not in info.special_ids and _DIGIT_RUN.search(data)
+            ]
+            digits = (
+                np.asarray([t for t, data in numeric if not data.isdigit()], dtype=np.int64),
+                np.asarray(
+                    [t for t, data in numeric if data.isdigit() and data[0] == ord("0")],
+                    dtype=np.int64,
+                ),
+            )
+            literal_first = pack_token_ids(
+                np.asarray(
+                    [t for t, data in enumerate(info.token_bytes) if data and data[0] in LITERAL],
+                    dtype=np.int64,
+                ),
+                info.vocab_size,
+            )
+            cached = _tables[info] = (
+                (keys, [by_bytes[k] for k in keys]),
+                (list(closers.items()), with_quote),
+                (quoted, quoted_thrice),
+                digits,
+                literal_first,
+            )
         return cached
 
 
@@ -80,12 +105,28 @@ def length_tables(info: TokenizerInfo):
                 lengths = np.asarray([n for n, _ in counts])
                 closing = np.asarray([q for _, q in counts])
                 top = int(lengths.max()) + 1
-                upto.append([pack_token_ids(np.flatnonzero(lengths <= k), info.vocab_size) for k in range(top)])
-                short.append([pack_token_ids(np.flatnonzero(closing & (lengths < k)), info.vocab_size)
-                              for k in range(top + 1)])
+                upto.append(
+                    [
+                        pack_token_ids(np.flatnonzero(lengths <= k), info.vocab_size)
+                        for k in range(top)
+                    ]
+                )
+                short.append(
+                    [
+                        pack_token_ids(np.flatnonzero(closing & (lengths < k)), info.vocab_size)
+                        for k in range(top + 1)
+                    ]
+                )
             long_openers = np.asarray(
-                [t for t, data in enumerate(info.token_bytes) if t not in info.special_ids and b'"' in data
-                 and _string_characters(data[data.rindex(b'"') + 1:], 0)[0] >= LENGTH_GUARD_MIN], dtype=np.int64)
+                [
+                    t
+                    for t, data in enumerate(info.token_bytes)
+                    if t not in info.special_ids
+                    and b'"' in data
+                    and _string_characters(data[data.rindex(b'"') + 1 :], 0)[0] >= LENGTH_GUARD_MIN
+                ],
+                dtype=np.int64,
+            )
             cached = _length_cache[info] = (upto, short, long_openers)
         return cached
 
@@ -118,7 +159,7 @@ def after_last_quote(info: TokenizerInfo) -> dict[bytes, list[int]]:
             cached = _after_quote_cache[info] = {}
             for token_id, data in enumerate(info.token_bytes):
                 if b'"' in data and token_id not in info.special_ids:
-                    cached.setdefault(data[data.rindex(b'"') + 1:], []).append(token_id)
+                    cached.setdefault(data[data.rindex(b'"') + 1 :], []).append(token_id)
         return cached
 
 
@@ -143,6 +184,12 @@ def tokens_with(info: TokenizerInfo, byte: bytes) -> np.ndarray:
     with _tables_lock:
         cached = _with_byte.setdefault(info, {})
         if byte not in cached:
-            cached[byte] = np.asarray([t for t, data in enumerate(info.token_bytes)
-                                       if byte in data and t not in info.special_ids], dtype=np.int64)
+            cached[byte] = np.asarray(
+                [
+                    t
+                    for t, data in enumerate(info.token_bytes)
+                    if byte in data and t not in info.special_ids
+                ],
+                dtype=np.int64,
+            )
         return cached[byte]

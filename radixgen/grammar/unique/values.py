@@ -20,12 +20,15 @@ def canonical_string_regex(min_length: int = 0) -> str:
 
 # unique strings with a maxLength: printable ASCII but '"' and '\\' (a subset: every text is its
 # value's only spelling, and the automaton stays one state per character)
-BOUNDED_ITEM_MAX = 256  # longer bounds are narrowed to this (a subset; the automaton has a state per character)
+BOUNDED_ITEM_MAX = (
+    256  # longer bounds are narrowed to this (a subset; the automaton has a state per character)
+)
 
 
 def bounded_string_regex(min_length: int, max_length: int) -> str:
     """A JSON string of `min_length`..`max_length` printable ASCII characters, no escapes."""
     return f'"[ !#-\\[\\]-~]{{{min_length},{max_length}}}"'
+
 
 def grows_wherever_it_closes(item_regex: str) -> bool:
     """Whether a string item regex (quotes included) can take another character wherever it can
@@ -33,8 +36,11 @@ def grows_wherever_it_closes(item_regex: str) -> bool:
     are infinitely many (patterns like `^[a-z0-9-]+$`; not `^[a-z]{2}$` or a date)."""
     _, finals, moves, live = _byte_automaton(item_regex)
     quote = ord('"')
-    return all(any(b != quote and nxt in live for b, nxt in out.items())
-               for out in moves.values() if out.get(quote) in finals)
+    return all(
+        any(b != quote and nxt in live for b, nxt in out.items())
+        for out in moves.values()
+        if out.get(quote) in finals
+    )
 
 
 def integer_grows(item_regex: str) -> bool:
@@ -51,12 +57,17 @@ def integer_grows(item_regex: str) -> bool:
         return False
     after_minus = moves.get(start, {}).get(ord("-"))
     zero = moves.get(start, {}).get(ord("0"))
-    if (zero is not None and set(moves.get(zero, {})) - {comma}) or ord("0") in moves.get(after_minus, {}):
+    if (zero is not None and set(moves.get(zero, {})) - {comma}) or ord("0") in moves.get(
+        after_minus, {}
+    ):
         return False  # a leading zero, or -0
     if sum(nxt == zero for out in moves.values() for nxt in out.values()) > 1:
         zero = None  # another item ends where 0 does (e.g. -5 with `minimum: -5`): it must grow too
-    return all(any(b in digits and nxt in live for b, nxt in moves.get(state, {}).items())
-               for state in finals if state != zero)
+    return all(
+        any(b in digits and nxt in live for b, nxt in moves.get(state, {}).items())
+        for state in finals
+        if state != zero
+    )
 
 
 def length_guard_start(item_regex: str, limit: int) -> int | None:
@@ -70,7 +81,9 @@ def length_guard_start(item_regex: str, limit: int) -> int | None:
 
     def closes_and_grows(state) -> bool:
         out = moves.get(state, {})
-        return out.get(quote) in finals and any(b != quote and nxt in live for b, nxt in out.items())
+        return out.get(quote) in finals and any(
+            b != quote and nxt in live for b, nxt in out.items()
+        )
 
     successors: dict = {}  # state -> the live states one character after it (computed once)
 
@@ -107,8 +120,12 @@ def _char_steps(moves: dict, live: set, states: set, opening: bool = False) -> s
             tail = 0 if b < 0x80 and b != 0x5C else 1 if b < 0xE0 else 2 if b < 0xF0 else 3
             frontier = {nxt}
             for _ in range(tail):
-                frontier = {n for s in frontier for c, n in moves.get(s, {}).items()
-                            if n in live and (b == 0x5C or 0x80 <= c < 0xC0)}
+                frontier = {
+                    n
+                    for s in frontier
+                    for c, n in moves.get(s, {}).items()
+                    if n in live and (b == 0x5C or 0x80 <= c < 0xC0)
+                }
             out |= frontier
     return out
 
@@ -215,4 +232,8 @@ def exhausted_prefixes(items, counts: ItemCounts) -> set:
 def is_exhausted(text: bytes, items, counts: ItemCounts) -> bool:
     """Whether prefix `text` is one of `exhausted_prefixes(items, counts)`."""
     left = counts.completions(text)
-    return left is not None and left <= len(items) and sum(item.startswith(text) for item in items) >= left
+    return (
+        left is not None
+        and left <= len(items)
+        and sum(item.startswith(text) for item in items) >= left
+    )

@@ -40,7 +40,9 @@ class JsonWalk:
                 return self._length_step(state, c)
             if kind in "ln":
                 if c in LITERAL:
-                    return state if kind == "l" else (done, stack, (kind, text + bytes((c,))), arrays)
+                    return (
+                        state if kind == "l" else (done, stack, (kind, text + bytes((c,))), arrays)
+                    )
                 if kind == "n":
                     instance = guarded_item(stack)[0]
                     if text in seen.get(instance, ()) or (instance, text) in closed:
@@ -86,7 +88,12 @@ class JsonWalk:
             most = _at(self.counts, stack)  # the maxItems kept here
             counted = None if most is None else (0, most)
             if kind is not None:
-                return (done, stack + ((ARRAY, _EXPECT, (arrays, kind), counted),), None, arrays + 1)
+                return (
+                    done,
+                    stack + ((ARRAY, _EXPECT, (arrays, kind), counted),),
+                    None,
+                    arrays + 1,
+                )
             return (done, stack + ((ARRAY, _EXPECT, None, counted),), None, arrays)
         if c == ord('"'):
             if top is not None and top[0] == OBJECT and top[1] == _EXPECT:
@@ -142,7 +149,9 @@ def _keyed_array(stack: tuple):
         if not _keeps_by_key(keeping) or len(keeping[1]) != depth:
             continue
         objects = stack[-depth:]
-        if all(f[0] == OBJECT for f in objects) and all(f[2] == name for f, name in zip(objects, keeping[1][:-1])):
+        if all(f[0] == OBJECT for f in objects) and all(
+            f[2] == name for f, name in zip(objects, keeping[1][:-1])
+        ):
             return (instance, keeping[1][-1], keeping[2])
     return None
 
@@ -159,7 +168,7 @@ def _keeps_by_key(kind) -> bool:
 
 
 def _lexical(kind) -> str:
-    """"string" or "integer": how an item of `kind` is written ("bounded": a string)."""
+    """ "string" or "integer": how an item of `kind` is written ("bounded": a string)."""
     return kind if isinstance(kind, str) else "string"
 
 
@@ -167,8 +176,14 @@ def _at(table: dict, stack: tuple):
     """The entry of `table` (guarded path -> value; None in a path: any key or index) for the
     place `stack` is at, or None."""
     path = tuple(f[2] if f[0] == OBJECT else None for f in stack)
-    return next((value for p, value in table.items()
-                 if len(p) == len(path) and all(a is None or a == b for a, b in zip(p, path))), None)
+    return next(
+        (
+            value
+            for p, value in table.items()
+            if len(p) == len(path) and all(a is None or a == b for a, b in zip(p, path))
+        ),
+        None,
+    )
 
 
 def _after_value(done: int, stack: tuple, arrays: int):
@@ -182,4 +197,3 @@ def escaped_backslash(text: bytes) -> bool:
     """Whether `text`'s trailing backslash is itself escaped (an even run of backslashes)."""
     run = len(text) - len(text.rstrip(b"\\"))
     return run % 2 == 0
-

@@ -8,11 +8,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM",
-                           "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM")
-_BY_MODEL_TYPE = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mistral": "MistralForCausalLM",
-                  "qwen3": "Qwen3ForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
-                  "qwen3_moe": "Qwen3MoeForCausalLM", "mixtral": "MixtralForCausalLM"}
+SUPPORTED_ARCHITECTURES = (
+    "LlamaForCausalLM",
+    "Qwen2ForCausalLM",
+    "MistralForCausalLM",
+    "Qwen3ForCausalLM",
+    "Qwen2MoeForCausalLM",
+    "Qwen3MoeForCausalLM",
+    "MixtralForCausalLM",
+)
+_BY_MODEL_TYPE = {
+    "llama": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "qwen2_moe": "Qwen2MoeForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "mixtral": "MixtralForCausalLM",
+}
 _QK_NORM = ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM")  # RMSNorm of each q and k head before RoPE
 _QKV_BIAS = ("Qwen2ForCausalLM", "Qwen2MoeForCausalLM")
 
@@ -46,7 +59,9 @@ class MoEArch:
     def from_config(cls, arch: str, cfg: dict[str, Any]) -> "MoEArch | None":
         """The MoE fields of an HF config (Qwen2/3-MoE, Mixtral, DeepSeek-V2/V3 keys); None for
         a dense model."""
-        num_experts = cfg.get("num_experts") or cfg.get("num_local_experts") or cfg.get("n_routed_experts")
+        num_experts = (
+            cfg.get("num_experts") or cfg.get("num_local_experts") or cfg.get("n_routed_experts")
+        )
         if not num_experts:
             return None
         layers = cfg["num_hidden_layers"]
@@ -59,14 +74,17 @@ class MoEArch:
         method = cfg.get("topk_method") or ("noaux_tc" if cfg.get("n_group") else "greedy")
         grouped = method != "greedy" and (cfg.get("n_group") or 1) > 1
         return cls(
-            num_experts=num_experts, top_k=cfg["num_experts_per_tok"],
+            num_experts=num_experts,
+            top_k=cfg["num_experts_per_tok"],
             expert_size=cfg.get("moe_intermediate_size") or cfg["intermediate_size"],
             renormalize=arch == "MixtralForCausalLM" or bool(cfg.get("norm_topk_prob", False)),
             scoring=cfg.get("scoring_func") or ("sigmoid" if method == "noaux_tc" else "softmax"),
             num_groups=cfg["n_group"] if grouped else None,
-            topk_groups=cfg["topk_group"] if grouped else None, correction_bias=method == "noaux_tc",
+            topk_groups=cfg["topk_group"] if grouped else None,
+            correction_bias=method == "noaux_tc",
             routed_scaling_factor=float(cfg.get("routed_scaling_factor") or 1.0),
-            shared_expert_size=shared, shared_expert_gate=arch == "Qwen2MoeForCausalLM",
+            shared_expert_size=shared,
+            shared_expert_gate=arch == "Qwen2MoeForCausalLM",
             dense_layers=tuple(sorted(dense)),
         )
 
@@ -108,24 +126,37 @@ class ModelArch:
     def from_config(cls, cfg: dict[str, Any]) -> "ModelArch":
         arch = (cfg.get("architectures") or [_BY_MODEL_TYPE.get(cfg.get("model_type"), "")])[0]
         if arch not in SUPPORTED_ARCHITECTURES:
-            raise ValueError(f"unsupported architecture {arch or cfg.get('model_type')!r}; supported: {', '.join(SUPPORTED_ARCHITECTURES)}")
+            raise ValueError(
+                f"unsupported architecture {arch or cfg.get('model_type')!r}; supported: {', '.join(SUPPORTED_ARCHITECTURES)}"
+            )
         heads = cfg["num_attention_heads"]
         eos = cfg.get("eos_token_id")
         eos_ids = tuple(eos) if isinstance(eos, list) else ((eos,) if eos is not None else ())
         rope_theta, rope_scaling = _rope(cfg)
         return cls(
-            architecture=arch, hidden_size=cfg["hidden_size"],
-            intermediate_size=cfg["intermediate_size"], num_layers=cfg["num_hidden_layers"],
-            num_heads=heads, num_kv_heads=cfg.get("num_key_value_heads") or heads,
+            architecture=arch,
+            hidden_size=cfg["hidden_size"],
+            intermediate_size=cfg["intermediate_size"],
+            num_layers=cfg["num_hidden_layers"],
+            num_heads=heads,
+            num_kv_heads=cfg.get("num_key_value_heads") or heads,
             head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
-            vocab_size=cfg["vocab_size"], rms_norm_eps=cfg.get("rms_norm_eps", 1e-6),
-            rope_theta=rope_theta, rope_scaling=rope_scaling,
+            vocab_size=cfg["vocab_size"],
+            rms_norm_eps=cfg.get("rms_norm_eps", 1e-6),
+            rope_theta=rope_theta,
+            rope_scaling=rope_scaling,
             max_position_embeddings=cfg.get("max_position_embeddings", 4096),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            qkv_bias=bool(cfg.get("qkv_bias", arch in _QKV_BIAS) or cfg.get("attention_bias", False)),
-            sliding_window=cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None,
-            eos_token_ids=eos_ids, torch_dtype=str(cfg.get("torch_dtype") or cfg.get("dtype") or "float32"),
-            qk_norm=arch in _QK_NORM, moe=MoEArch.from_config(arch, cfg),
+            qkv_bias=bool(
+                cfg.get("qkv_bias", arch in _QKV_BIAS) or cfg.get("attention_bias", False)
+            ),
+            sliding_window=cfg.get("sliding_window")
+            if cfg.get("use_sliding_window", True)
+            else None,
+            eos_token_ids=eos_ids,
+            torch_dtype=str(cfg.get("torch_dtype") or cfg.get("dtype") or "float32"),
+            qk_norm=arch in _QK_NORM,
+            moe=MoEArch.from_config(arch, cfg),
         )
 
     @classmethod

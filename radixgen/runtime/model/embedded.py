@@ -27,18 +27,37 @@ CACHE_ENV = "RADIXGEN_CACHE_DIR"
 _FORMAT_VERSION = "1"  # bump when the conversion changes: old folders are rebuilt
 
 _CONFIG = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
-    "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
-    "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64, "vocab_size": 49152,
-    "rope_theta": 100000.0, "rope_scaling": None, "rms_norm_eps": 1e-5,
-    "max_position_embeddings": 8192, "tie_word_embeddings": True, "attention_bias": False,
-    "mlp_bias": False, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2,
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_act": "silu",
+    "hidden_size": 576,
+    "intermediate_size": 1536,
+    "num_hidden_layers": 30,
+    "num_attention_heads": 9,
+    "num_key_value_heads": 3,
+    "head_dim": 64,
+    "vocab_size": 49152,
+    "rope_theta": 100000.0,
+    "rope_scaling": None,
+    "rms_norm_eps": 1e-5,
+    "max_position_embeddings": 8192,
+    "tie_word_embeddings": True,
+    "attention_bias": False,
+    "mlp_bias": False,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "pad_token_id": 2,
     "torch_dtype": "float32",
 }
 _LAYER_NAMES = {
-    "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
-    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-    "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
 
@@ -67,7 +86,9 @@ def find_gguf() -> Path:
         ) from None
     path = Path(dist.locate_file(GGUF_FILE))
     if not path.is_file():
-        raise RuntimeError(f"{PACKAGE} is installed but {GGUF_FILE} is missing from it: reinstall it")
+        raise RuntimeError(
+            f"{PACKAGE} is installed but {GGUF_FILE} is missing from it: reinstall it"
+        )
     return path
 
 
@@ -104,7 +125,11 @@ def _write_weights(reader, path: Path) -> None:
         array = dequantize(t.data, t.tensor_type).astype(np.float32)
         array = array.reshape([int(d) for d in reversed(t.shape)])
         if kind in ("attn_q", "attn_k"):
-            heads = _CONFIG["num_attention_heads"] if kind == "attn_q" else _CONFIG["num_key_value_heads"]
+            heads = (
+                _CONFIG["num_attention_heads"]
+                if kind == "attn_q"
+                else _CONFIG["num_key_value_heads"]
+            )
             array = _unpermute_rotary(array, heads)
         tensors[name] = torch.from_numpy(np.ascontiguousarray(array))
     save_file(tensors, str(path), metadata={"format": "pt"})
@@ -131,22 +156,33 @@ def _write_tokenizer(reader, folder: Path) -> None:
     field = lambda key: reader.fields[key].contents()  # noqa: E731
     tokens, types = field("tokenizer.ggml.tokens"), field("tokenizer.ggml.token_type")
     merges = [tuple(m.split(" ", 1)) for m in field("tokenizer.ggml.merges")]
-    bpe = models.BPE(vocab={tok: i for i, tok in enumerate(tokens)}, merges=merges,
-                     fuse_unk=False, byte_fallback=False)
+    bpe = models.BPE(
+        vocab={tok: i for i, tok in enumerate(tokens)},
+        merges=merges,
+        fuse_unk=False,
+        byte_fallback=False,
+    )
     tokenizer = Tokenizer(bpe)
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-    ])
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
     special = [tok for tok, kind in zip(tokens, types) if kind == 3]  # 3 = control token
     tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
     tokenizer.save(str(folder / "tokenizer.json"))
     config = {
-        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 8192,
-        "bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "pad_token": "<|im_end|>",
-        "unk_token": "<|endoftext|>", "add_prefix_space": False, "clean_up_tokenization_spaces": False,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": 8192,
+        "bos_token": "<|im_start|>",
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|im_end|>",
+        "unk_token": "<|endoftext|>",
+        "add_prefix_space": False,
+        "clean_up_tokenization_spaces": False,
         "additional_special_tokens": ["<|im_start|>", "<|im_end|>"],
         "chat_template": field("tokenizer.chat_template"),
     }

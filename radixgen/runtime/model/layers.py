@@ -36,8 +36,9 @@ def prepare_weight(weight: torch.Tensor | QuantizedWeight) -> torch.Tensor | Qua
     return weight
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor | QuantizedWeight,
-           bias: torch.Tensor | None = None) -> torch.Tensor:
+def linear(
+    x: torch.Tensor, weight: torch.Tensor | QuantizedWeight, bias: torch.Tensor | None = None
+) -> torch.Tensor:
     """x [num_tokens, in] @ weight[out, in].T (+ bias), for weights from `prepare_weight`."""
     if isinstance(weight, QuantizedWeight):
         return quantized_linear(x, weight, bias)
@@ -54,9 +55,17 @@ _PACK_BATCH_HINT = 128  # oneDNN picks its blocking for this many rows; any row 
 class RotaryEmbedding:
     """RoPE in HF's rotate-half layout; cos/sin tables in float32, indexed by position."""
 
-    def __init__(self, head_dim: int, theta: float, max_positions: int,
-                 scaling: dict[str, Any] | None, device: torch.device):
-        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    def __init__(
+        self,
+        head_dim: int,
+        theta: float,
+        max_positions: int,
+        scaling: dict[str, Any] | None,
+        device: torch.device,
+    ):
+        inv_freq = 1.0 / (
+            theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim)
+        )
         inv_freq = _scale_inv_freq(inv_freq, scaling)
         positions = torch.arange(max_positions, dtype=torch.float32)
         freqs = positions[:, None] * inv_freq[None, :]  # [max_positions, head_dim/2]
@@ -64,9 +73,13 @@ class RotaryEmbedding:
         self.cos = emb.cos().to(device)  # [max_positions, head_dim]
         self.sin = emb.sin().to(device)
 
-    def tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    def tables(
+        self, positions: torch.Tensor, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin [T, 1, D] for a batch's positions; computed once per forward."""
-        return self.cos[positions].unsqueeze(1).to(dtype), self.sin[positions].unsqueeze(1).to(dtype)
+        return self.cos[positions].unsqueeze(1).to(dtype), self.sin[positions].unsqueeze(1).to(
+            dtype
+        )
 
     @staticmethod
     def apply(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -74,7 +87,9 @@ class RotaryEmbedding:
         return x * cos + _rotate_half(x) * sin
 
 
-def hadamard_rotation(head_dim: int, dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+def hadamard_rotation(
+    head_dim: int, dtype: torch.dtype, device: torch.device | str
+) -> torch.Tensor:
     """An orthonormal, symmetric [D, D] Hadamard matrix for rotating q and k after RoPE: block
     diagonal, each block the Sylvester Hadamard of the largest power of two dividing D, over
     sqrt(block). q.k is unchanged (H.T @ H = I); the rotation spreads the few large channels of
@@ -85,7 +100,9 @@ def hadamard_rotation(head_dim: int, dtype: torch.dtype, device: torch.device | 
     h = torch.ones(1, 1, dtype=torch.float64)
     while h.shape[0] < block:
         h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)])
-    return torch.block_diag(*[h / math.sqrt(block)] * (head_dim // block)).to(device=device, dtype=dtype)
+    return torch.block_diag(*[h / math.sqrt(block)] * (head_dim // block)).to(
+        device=device, dtype=dtype
+    )
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -107,7 +124,11 @@ def _scale_inv_freq(inv_freq: torch.Tensor, scaling: dict[str, Any] | None) -> t
 def _llama3_inv_freq(inv_freq: torch.Tensor, s: dict[str, Any]) -> torch.Tensor:
     """Llama 3.1 frequency-dependent scaling: long wavelengths divided by `factor`, short ones
     kept, a smooth blend in between."""
-    factor, low, high = float(s["factor"]), float(s["low_freq_factor"]), float(s["high_freq_factor"])
+    factor, low, high = (
+        float(s["factor"]),
+        float(s["low_freq_factor"]),
+        float(s["high_freq_factor"]),
+    )
     old_len = float(s["original_max_position_embeddings"])
     low_wavelen, high_wavelen = old_len / low, old_len / high
     wavelen = 2 * math.pi / inv_freq
@@ -130,8 +151,14 @@ class DenseMLP:
         return linear(F.silu(gate) * up, self.down)
 
     @classmethod
-    def take(cls, weights: dict[str, torch.Tensor], prefix: str, gate: str = "gate_proj",
-             up: str = "up_proj", down: str = "down_proj") -> "DenseMLP":
+    def take(
+        cls,
+        weights: dict[str, torch.Tensor],
+        prefix: str,
+        gate: str = "gate_proj",
+        up: str = "up_proj",
+        down: str = "down_proj",
+    ) -> "DenseMLP":
         """Pop `prefix{gate,up,down}.weight` from an HF state dict."""
         take = lambda name: weights.pop(f"{prefix}{name}.weight")  # noqa: E731
         return cls(prepare_weight(join_weights([take(gate), take(up)])), prepare_weight(take(down)))

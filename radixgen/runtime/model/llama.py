@@ -14,8 +14,14 @@ from radixgen.radix.kv_pool import KVPool
 from radixgen.runtime.attention import AttentionBackend
 from radixgen.runtime.forward_batch import ForwardBatch
 from radixgen.runtime.model.arch import ModelArch
-from radixgen.runtime.model.layers import (DenseMLP, RotaryEmbedding, hadamard_rotation, linear,
-                                            prepare_weight, rms_norm)
+from radixgen.runtime.model.layers import (
+    DenseMLP,
+    RotaryEmbedding,
+    hadamard_rotation,
+    linear,
+    prepare_weight,
+    rms_norm,
+)
 from radixgen.runtime.quant.weight import QuantizedWeight, join_weights
 
 
@@ -35,7 +41,9 @@ class LlamaModel:
         self.arch = arch
         self.embed = weights.pop("model.embed_tokens.weight")  # [vocab, hidden]
         lm_head = weights.pop("lm_head.weight", None)
-        if lm_head is None or (arch.tie_word_embeddings and not isinstance(lm_head, QuantizedWeight)):
+        if lm_head is None or (
+            arch.tie_word_embeddings and not isinstance(lm_head, QuantizedWeight)
+        ):
             lm_head = self.embed  # a quantized lm_head (--quantize-lm-head) replaces the tied one
         self.lm_head = prepare_weight(lm_head)  # [vocab, hidden]
         self.final_norm = weights.pop("model.norm.weight")
@@ -44,7 +52,9 @@ class LlamaModel:
         if unused:
             raise ValueError(f"unexpected weights in checkpoint: {unused[:5]}")
         max_pos = arch.max_position_embeddings
-        self.rope = RotaryEmbedding(arch.head_dim, arch.rope_theta, max_pos, arch.rope_scaling, device)
+        self.rope = RotaryEmbedding(
+            arch.head_dim, arch.rope_theta, max_pos, arch.rope_scaling, device
+        )
         self.dtype = self.embed.dtype
         self.qk_rotation: torch.Tensor | None = None  # [D, D], see rotate_qk
 
@@ -58,23 +68,40 @@ class LlamaModel:
             shapes["lm_head.weight"] = (arch.vocab_size, h)
         for n in range(arch.num_layers):
             p = f"model.layers.{n}."
-            shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
-                           p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
-                           p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q)})
+            shapes.update(
+                {
+                    p + "input_layernorm.weight": (h,),
+                    p + "post_attention_layernorm.weight": (h,),
+                    p + "self_attn.q_proj.weight": (q, h),
+                    p + "self_attn.k_proj.weight": (kv, h),
+                    p + "self_attn.v_proj.weight": (kv, h),
+                    p + "self_attn.o_proj.weight": (h, q),
+                }
+            )
             shapes.update(cls._mlp_shapes(arch, n))
             if arch.qkv_bias:
-                shapes.update({p + f"self_attn.{proj}.bias": (size,)
-                               for proj, size in (("q_proj", q), ("k_proj", kv), ("v_proj", kv))})
+                shapes.update(
+                    {
+                        p + f"self_attn.{proj}.bias": (size,)
+                        for proj, size in (("q_proj", q), ("k_proj", kv), ("v_proj", kv))
+                    }
+                )
             if arch.qk_norm:
-                shapes.update({p + "self_attn.q_norm.weight": (arch.head_dim,),
-                               p + "self_attn.k_norm.weight": (arch.head_dim,)})
+                shapes.update(
+                    {
+                        p + "self_attn.q_norm.weight": (arch.head_dim,),
+                        p + "self_attn.k_norm.weight": (arch.head_dim,),
+                    }
+                )
         return shapes
 
     @classmethod
     def _mlp_shapes(cls, arch: ModelArch, n: int) -> dict[str, tuple[int, ...]]:
         return dense_mlp_shapes(f"model.layers.{n}.mlp.", arch.hidden_size, arch.intermediate_size)
 
-    def _take_mlp(self, weights: dict[str, torch.Tensor], n: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    def _take_mlp(
+        self, weights: dict[str, torch.Tensor], n: int
+    ) -> Callable[[torch.Tensor], torch.Tensor]:
         return DenseMLP.take(weights, f"model.layers.{n}.mlp.")
 
     def rotate_qk(self) -> None:
@@ -97,9 +124,15 @@ class LlamaModel:
         hidden = rms_norm(hidden, self.final_norm, self.arch.rms_norm_eps)
         return linear(hidden, self.lm_head).float()
 
-    def _layer(self, n: int, layer: DecoderLayer, hidden: torch.Tensor,
-               rope: tuple[torch.Tensor, torch.Tensor], pool: KVPool,
-               attn: AttentionBackend) -> torch.Tensor:
+    def _layer(
+        self,
+        n: int,
+        layer: DecoderLayer,
+        hidden: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        pool: KVPool,
+        attn: AttentionBackend,
+    ) -> torch.Tensor:
         a = self.arch
         x = rms_norm(hidden, layer.input_norm, a.rms_norm_eps)
         qkv = linear(x, layer.qkv, layer.qkv_bias)  # [T, q_size + 2 * kv_size]
@@ -107,8 +140,13 @@ class LlamaModel:
         qk = qk.view(-1, a.num_heads + a.num_kv_heads, a.head_dim)
         if layer.qk_norm is not None:  # per head, before RoPE
             q, k = qk.split([a.num_heads, a.num_kv_heads], dim=1)
-            qk = torch.cat([rms_norm(q, layer.qk_norm[0], a.rms_norm_eps),
-                            rms_norm(k, layer.qk_norm[1], a.rms_norm_eps)], dim=1)
+            qk = torch.cat(
+                [
+                    rms_norm(q, layer.qk_norm[0], a.rms_norm_eps),
+                    rms_norm(k, layer.qk_norm[1], a.rms_norm_eps),
+                ],
+                dim=1,
+            )
         qk = self.rope.apply(qk, *rope)
         if self.qk_rotation is not None:
             qk = qk @ self.qk_rotation  # symmetric: each head's row times H
@@ -120,23 +158,42 @@ class LlamaModel:
     def _take_layer(self, w: dict[str, torch.Tensor], n: int) -> DecoderLayer:
         p = f"model.layers.{n}."
         take = lambda name: w.pop(p + name)  # noqa: E731
-        qkv = join_weights([take("self_attn.q_proj.weight"), take("self_attn.k_proj.weight"),
-                            take("self_attn.v_proj.weight")])
+        qkv = join_weights(
+            [
+                take("self_attn.q_proj.weight"),
+                take("self_attn.k_proj.weight"),
+                take("self_attn.v_proj.weight"),
+            ]
+        )
         bias = qk_norm = None
         if p + "self_attn.q_proj.bias" in w:
-            bias = torch.cat([take("self_attn.q_proj.bias"), take("self_attn.k_proj.bias"),
-                              take("self_attn.v_proj.bias")])
+            bias = torch.cat(
+                [
+                    take("self_attn.q_proj.bias"),
+                    take("self_attn.k_proj.bias"),
+                    take("self_attn.v_proj.bias"),
+                ]
+            )
         if self.arch.qk_norm:
             qk_norm = take("self_attn.q_norm.weight"), take("self_attn.k_norm.weight")
         return DecoderLayer(
-            input_norm=take("input_layernorm.weight"), qkv=prepare_weight(qkv), qkv_bias=bias,
-            qk_norm=qk_norm, o_proj=prepare_weight(take("self_attn.o_proj.weight")),
-            post_norm=take("post_attention_layernorm.weight"), mlp=self._take_mlp(w, n),
+            input_norm=take("input_layernorm.weight"),
+            qkv=prepare_weight(qkv),
+            qkv_bias=bias,
+            qk_norm=qk_norm,
+            o_proj=prepare_weight(take("self_attn.o_proj.weight")),
+            post_norm=take("post_attention_layernorm.weight"),
+            mlp=self._take_mlp(w, n),
         )
 
 
-def dense_mlp_shapes(prefix: str, hidden: int, inter: int, names=("gate_proj", "up_proj", "down_proj")):
+def dense_mlp_shapes(
+    prefix: str, hidden: int, inter: int, names=("gate_proj", "up_proj", "down_proj")
+):
     """Shapes of one SwiGLU MLP's HF weights under `prefix` (gate, up, down)."""
     gate, up, down = names
-    return {f"{prefix}{gate}.weight": (inter, hidden), f"{prefix}{up}.weight": (inter, hidden),
-            f"{prefix}{down}.weight": (hidden, inter)}
+    return {
+        f"{prefix}{gate}.weight": (inter, hidden),
+        f"{prefix}{up}.weight": (inter, hidden),
+        f"{prefix}{down}.weight": (hidden, inter),
+    }

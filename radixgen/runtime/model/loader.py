@@ -28,8 +28,14 @@ def resolve_dtype(name: str, arch: ModelArch, device: torch.device) -> torch.dty
     return dtype
 
 
-def load_state_dict(folder: str | Path, arch: ModelArch, dtype: torch.dtype, load_format: str,
-                    device: torch.device, seed: int = 0) -> dict[str, torch.Tensor]:
+def load_state_dict(
+    folder: str | Path,
+    arch: ModelArch,
+    dtype: torch.dtype,
+    load_format: str,
+    device: torch.device,
+    seed: int = 0,
+) -> dict[str, torch.Tensor]:
     """HF parameter name -> tensor (on `device`; floating weights in `dtype`, while a quantized
     checkpoint's codes, FP8 data and scales keep their stored dtype: quant/checkpoint.py reads
     them exactly)."""
@@ -57,12 +63,15 @@ def _safetensors_files(folder: Path) -> list[Path]:
         return [folder / s for s in shards]
     files = sorted(folder.glob("*.safetensors"))
     if not files:
-        raise FileNotFoundError(f"{folder} has no *.safetensors weights (use --load-format dummy for random weights)")
+        raise FileNotFoundError(
+            f"{folder} has no *.safetensors weights (use --load-format dummy for random weights)"
+        )
     return files
 
 
-def dummy_state_dict(arch: ModelArch, dtype: torch.dtype, device: torch.device,
-                     seed: int = 0) -> dict[str, torch.Tensor]:
+def dummy_state_dict(
+    arch: ModelArch, dtype: torch.dtype, device: torch.device, seed: int = 0
+) -> dict[str, torch.Tensor]:
     """Random weights with the real shapes (uniform, std 0.02; norms at 1), built on `device`
     from a counter-based hash in exact integer arithmetic, so every device gets the same weights
     (a generator's randn differs between CPU and CUDA) and CUDA can be checked against the CPU."""
@@ -95,10 +104,12 @@ def _hashed_uniform(start: int, count: int, seed: int, device: torch.device) -> 
     out = torch.empty(count, dtype=torch.float32, device=device)
     chunk = 1 << (26 if device.type == "cuda" else 18)  # CPU: temporaries that stay in cache
     for lo in range(0, count, chunk):
-        h = torch.arange(start + lo, start + min(count, lo + chunk), dtype=torch.int64, device=device)
+        h = torch.arange(
+            start + lo, start + min(count, lo + chunk), dtype=torch.int64, device=device
+        )
         h = ((h & _MASK31) ^ ((h >> 31) * 0x3C6EF372 + seed * 0x2545F491 + 0x1B873593)) & _MASK31
         for mult in (0x5BD1E995, 0x27D4EB2F, 0x165667B1):
             h.mul_(mult & _MASK31).bitwise_and_(_MASK31)
             h.bitwise_xor_(h >> 15)
-        out[lo:lo + h.numel()] = h.to(torch.float32).mul_(1.0 / (1 << 31))
+        out[lo : lo + h.numel()] = h.to(torch.float32).mul_(1.0 / (1 << 31))
     return out

@@ -32,15 +32,18 @@ MIXTRAL_NAMES = ExpertNames(block="block_sparse_moe", gate="w1", up="w3", down="
 DEEPSEEK_NAMES = ExpertNames(shared="shared_experts")
 
 
-def route(logits: torch.Tensor, moe: MoEArch,
-          correction_bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def route(
+    logits: torch.Tensor, moe: MoEArch, correction_bias: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(weights float32 [T, top_k], expert ids int64 [T, top_k]) from router logits [T, E]
     (float32); the rules are MoEArch's docstring. Tensor ops only (no host sync)."""
     scores = logits.softmax(dim=-1) if moe.scoring == "softmax" else logits.sigmoid()
     choice = scores if correction_bias is None else scores + correction_bias
     if moe.num_groups:
         groups = choice.view(choice.shape[0], moe.num_groups, -1)  # [T, G, E / G]
-        group_score = groups.topk(2, dim=-1).values.sum(-1) if moe.correction_bias else groups.amax(-1)
+        group_score = (
+            groups.topk(2, dim=-1).values.sum(-1) if moe.correction_bias else groups.amax(-1)
+        )
         best = group_score.topk(moe.topk_groups, dim=-1).indices  # [T, topk_groups]
         keep = torch.zeros_like(group_score, dtype=torch.bool).scatter_(1, best, True)
         choice = choice.masked_fill(~keep.repeat_interleave(groups.shape[2], dim=1), float("-inf"))
@@ -74,8 +77,9 @@ class MoEBlock:
         return out
 
     @classmethod
-    def take(cls, weights: dict[str, torch.Tensor], prefix: str, moe: MoEArch,
-             names: ExpertNames) -> "MoEBlock":
+    def take(
+        cls, weights: dict[str, torch.Tensor], prefix: str, moe: MoEArch, names: ExpertNames
+    ) -> "MoEBlock":
         """Pop one sparse block from an HF state dict (`prefix` = `model.layers.N.`): per-expert
         weights are stacked (and freed as they are), or taken as they are when the checkpoint
         already stores them stacked (`experts.gate_up_proj` / `experts.down_proj`)."""
@@ -92,8 +96,15 @@ class MoEBlock:
         if moe.shared_expert_size:
             shared = DenseMLP.take(weights, f"{p}{names.shared}.", names.gate, names.up, names.down)
             gate = weights.pop(p + "shared_expert_gate.weight") if moe.shared_expert_gate else None
-        return cls(moe, router, _contiguous(w13), _contiguous(w2),
-                   None if bias is None else bias.float(), shared, gate)
+        return cls(
+            moe,
+            router,
+            _contiguous(w13),
+            _contiguous(w2),
+            None if bias is None else bias.float(),
+            shared,
+            gate,
+        )
 
 
 def _dense(w: torch.Tensor | QuantizedWeight, dtype: torch.dtype) -> torch.Tensor:
@@ -106,8 +117,9 @@ def _contiguous(w: torch.Tensor | QuantizedWeight) -> torch.Tensor | QuantizedWe
     return w if isinstance(w, QuantizedWeight) else w.contiguous()
 
 
-def _stack_experts(weights: dict, prefix: str, num_experts: int,
-                   names: ExpertNames) -> tuple[torch.Tensor, torch.Tensor]:
+def _stack_experts(
+    weights: dict, prefix: str, num_experts: int, names: ExpertNames
+) -> tuple[torch.Tensor, torch.Tensor]:
     take = lambda e, name: weights.pop(f"{prefix}{e}.{name}.weight")  # noqa: E731
     first_gate = weights[f"{prefix}0.{names.gate}.weight"]  # [I, H]
     if isinstance(first_gate, QuantizedWeight):
@@ -123,21 +135,31 @@ def _stack_experts(weights: dict, prefix: str, num_experts: int,
     return w13, w2
 
 
-def moe_block_shapes(prefix: str, moe: MoEArch, hidden: int, names: ExpertNames) -> dict[str, tuple[int, ...]]:
+def moe_block_shapes(
+    prefix: str, moe: MoEArch, hidden: int, names: ExpertNames
+) -> dict[str, tuple[int, ...]]:
     """Shapes of one sparse block's HF weights under `prefix` (= `model.layers.N.`)."""
     p, inter = f"{prefix}{names.block}.", moe.expert_size
     shapes: dict[str, tuple[int, ...]] = {p + "gate.weight": (moe.num_experts, hidden)}
     for e in range(moe.num_experts):
-        shapes.update({f"{p}experts.{e}.{names.gate}.weight": (inter, hidden),
-                       f"{p}experts.{e}.{names.up}.weight": (inter, hidden),
-                       f"{p}experts.{e}.{names.down}.weight": (hidden, inter)})
+        shapes.update(
+            {
+                f"{p}experts.{e}.{names.gate}.weight": (inter, hidden),
+                f"{p}experts.{e}.{names.up}.weight": (inter, hidden),
+                f"{p}experts.{e}.{names.down}.weight": (hidden, inter),
+            }
+        )
     if moe.correction_bias:
         shapes[p + "gate.e_score_correction_bias"] = (moe.num_experts,)
     if moe.shared_expert_size:
         s = moe.shared_expert_size
-        shapes.update({f"{p}{names.shared}.{names.gate}.weight": (s, hidden),
-                       f"{p}{names.shared}.{names.up}.weight": (s, hidden),
-                       f"{p}{names.shared}.{names.down}.weight": (hidden, s)})
+        shapes.update(
+            {
+                f"{p}{names.shared}.{names.gate}.weight": (s, hidden),
+                f"{p}{names.shared}.{names.up}.weight": (s, hidden),
+                f"{p}{names.shared}.{names.down}.weight": (hidden, s),
+            }
+        )
         if moe.shared_expert_gate:
             shapes[p + "shared_expert_gate.weight"] = (1, hidden)
     return shapes

@@ -10,7 +10,13 @@ import torch
 
 from radixgen.runtime.model.arch import ModelArch
 from radixgen.runtime.model.llama import LlamaModel
-from radixgen.runtime.model.moe import MIXTRAL_NAMES, QWEN_NAMES, ExpertNames, MoEBlock, moe_block_shapes
+from radixgen.runtime.model.moe import (
+    MIXTRAL_NAMES,
+    QWEN_NAMES,
+    ExpertNames,
+    MoEBlock,
+    moe_block_shapes,
+)
 
 
 class MoEModel(LlamaModel):
@@ -22,7 +28,9 @@ class MoEModel(LlamaModel):
             return super()._mlp_shapes(arch, n)
         return moe_block_shapes(f"model.layers.{n}.", arch.moe, arch.hidden_size, cls.EXPERT_NAMES)
 
-    def _take_mlp(self, weights: dict[str, torch.Tensor], n: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    def _take_mlp(
+        self, weights: dict[str, torch.Tensor], n: int
+    ) -> Callable[[torch.Tensor], torch.Tensor]:
         if not self.arch.is_moe_layer(n):
             return super()._take_mlp(weights, n)
         return MoEBlock.take(weights, f"model.layers.{n}.", self.arch.moe, self.EXPERT_NAMES)

@@ -25,7 +25,9 @@ def model_class(arch: ModelArch) -> type[LlamaModel]:
     return MODEL_CLASSES[arch.architecture]
 
 
-def build_model(arch: ModelArch, weights: dict[str, torch.Tensor], device: torch.device) -> LlamaModel:
+def build_model(
+    arch: ModelArch, weights: dict[str, torch.Tensor], device: torch.device
+) -> LlamaModel:
     """The model of `arch` over `weights` (an HF state dict, consumed)."""
     return model_class(arch)(arch, weights, device)
 

@@ -51,15 +51,19 @@ def checkpoint_quantization(folder: str | Path) -> CheckpointQuantization | None
         return _modelopt(qcfg)
     if kind == "compressed-tensors" and qcfg.get("format") in _CT_FORMATS:
         return CheckpointQuantization("compressed-tensors", _CT_FORMATS[qcfg["format"]])
-    raise ValueError(f"{folder}: unsupported checkpoint quantization {kind!r} "
-                     f"(format {qcfg.get('format')!r}); radixgen reads ModelOpt NVFP4/FP8 and "
-                     f"compressed-tensors {', '.join(_CT_FORMATS)}")
+    raise ValueError(
+        f"{folder}: unsupported checkpoint quantization {kind!r} "
+        f"(format {qcfg.get('format')!r}); radixgen reads ModelOpt NVFP4/FP8 and "
+        f"compressed-tensors {', '.join(_CT_FORMATS)}"
+    )
 
 
 def _modelopt(qcfg: dict) -> CheckpointQuantization:
     algo = str(qcfg.get("quant_algo", "")).upper()
     if algo not in _MODELOPT_ALGOS:
-        raise ValueError(f"unsupported ModelOpt quant_algo {algo!r}; supported: {', '.join(_MODELOPT_ALGOS)}")
+        raise ValueError(
+            f"unsupported ModelOpt quant_algo {algo!r}; supported: {', '.join(_MODELOPT_ALGOS)}"
+        )
     if algo == "NVFP4" and qcfg.get("group_size", 16) != 16:
         raise ValueError(f"ModelOpt NVFP4 with group_size {qcfg['group_size']}: only 16 exists")
     return CheckpointQuantization("modelopt", _MODELOPT_ALGOS[algo])
@@ -80,14 +84,20 @@ def _read_layer(weights: dict, prefix: str) -> QuantizedWeight:
     data = weights.pop(prefix + "weight_packed", None)
     data = weights.pop(prefix + "weight") if data is None else data
     scale = weights.pop(prefix + "weight_scale")
-    input_scale = weights.pop(prefix + "input_scale", weights.pop(prefix + "input_global_scale", None))
+    input_scale = weights.pop(
+        prefix + "input_scale", weights.pop(prefix + "input_global_scale", None)
+    )
     rows = data.shape[:-1]
     if data.dtype == torch.float8_e4m3fn:
         per_row = scale.float().reshape(-1, 1) if scale.numel() > 1 else scale.float().reshape(1, 1)
-        return QuantizedWeight("fp8", data, per_row.expand(*rows, 1).contiguous(), None, input_scale)
+        return QuantizedWeight(
+            "fp8", data, per_row.expand(*rows, 1).contiguous(), None, input_scale
+        )
     if data.dtype != torch.uint8 or scale.dtype != torch.float8_e4m3fn:
-        raise ValueError(f"{prefix}weight: a quantized weight is float8_e4m3fn (FP8) or uint8 with "
-                         f"float8_e4m3fn block scales (NVFP4), got {data.dtype} / {scale.dtype}")
+        raise ValueError(
+            f"{prefix}weight: a quantized weight is float8_e4m3fn (FP8) or uint8 with "
+            f"float8_e4m3fn block scales (NVFP4), got {data.dtype} / {scale.dtype}"
+        )
     if prefix + "weight_scale_2" in weights:  # ModelOpt: the tensor scale itself
         tensor_scale = weights.pop(prefix + "weight_scale_2").float()
     else:  # compressed-tensors: its inverse
@@ -96,15 +106,23 @@ def _read_layer(weights: dict, prefix: str) -> QuantizedWeight:
     return QuantizedWeight("nvfp4", data, tensor_scale, scale, input_scale)
 
 
-def quantized_weights(folder: str | Path, weights: dict, quantization: str | None,
-                      quantize_lm_head: bool, scale_search: bool, load_format: str) -> tuple[dict, str]:
+def quantized_weights(
+    folder: str | Path,
+    weights: dict,
+    quantization: str | None,
+    quantize_lm_head: bool,
+    scale_search: bool,
+    load_format: str,
+) -> tuple[dict, str]:
     """(the state dict with QuantizedWeights in place, the method in effect): a pre-quantized
     checkpoint as stored, else `quantization` applied on load (None or "none": dense)."""
     found = None if load_format == "dummy" else checkpoint_quantization(folder)
     if found is not None:
         if quantization not in (None, found.method):
-            raise ValueError(f"--quantization {quantization}: the checkpoint is already "
-                             f"{found.producer} {found.method}; omit the flag or pass {found.method}")
+            raise ValueError(
+                f"--quantization {quantization}: the checkpoint is already "
+                f"{found.producer} {found.method}; omit the flag or pass {found.method}"
+            )
         return read_quantized(weights), found.method
     method = quantization or "none"
     return quantize_state_dict(weights, method, quantize_lm_head, scale_search), method

@@ -28,7 +28,11 @@ from radixgen.runtime.quant.weight import (
 
 FORMATS = ("modelopt-nvfp4", "modelopt-fp8", "modelopt-fp8-channel", "ct-nvfp4", "ct-fp8")
 _FUSED = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"), ("w1", "w3"))
-_MODELOPT_ALGO = {"modelopt-nvfp4": "NVFP4", "modelopt-fp8": "FP8", "modelopt-fp8-channel": "FP8_PER_CHANNEL_PER_TOKEN"}
+_MODELOPT_ALGO = {
+    "modelopt-nvfp4": "NVFP4",
+    "modelopt-fp8": "FP8",
+    "modelopt-fp8-channel": "FP8_PER_CHANNEL_PER_TOKEN",
+}
 
 
 def quantize_for_export(weights: dict[str, torch.Tensor], fmt: str) -> dict[str, QuantizedWeight]:
@@ -75,21 +79,37 @@ def _tensors(name: str, q: QuantizedWeight, fmt: str, weights: dict) -> dict[str
         scale = first_row_scale if fmt == "modelopt-fp8" else q.scale.clone()
         return {prefix + "weight": q.data, prefix + "weight_scale": scale}
     if fmt == "modelopt-nvfp4":
-        return {prefix + "weight": q.data, prefix + "weight_scale": q.block_scales,
-                prefix + "weight_scale_2": first_row_scale}
-    return {prefix + "weight_packed": q.data, prefix + "weight_scale": q.block_scales,
-            prefix + "weight_global_scale": ct_global_scale(weights, name).reshape(1)}
+        return {
+            prefix + "weight": q.data,
+            prefix + "weight_scale": q.block_scales,
+            prefix + "weight_scale_2": first_row_scale,
+        }
+    return {
+        prefix + "weight_packed": q.data,
+        prefix + "weight_scale": q.block_scales,
+        prefix + "weight_global_scale": ct_global_scale(weights, name).reshape(1),
+    }
 
 
 def _quant_config(fmt: str) -> dict:
     if fmt.startswith("modelopt"):
-        return {"quant_method": "modelopt", "quant_algo": _MODELOPT_ALGO[fmt], "group_size": 16,
-                "exclude_modules": ["lm_head"]}
-    weights = ({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}
-               if fmt == "ct-nvfp4" else {"num_bits": 8, "type": "float", "strategy": "channel"})
-    return {"quant_method": "compressed-tensors",
-            "format": "nvfp4-pack-quantized" if fmt == "ct-nvfp4" else "float-quantized",
-            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}}, "ignore": ["lm_head"]}
+        return {
+            "quant_method": "modelopt",
+            "quant_algo": _MODELOPT_ALGO[fmt],
+            "group_size": 16,
+            "exclude_modules": ["lm_head"],
+        }
+    weights = (
+        {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}
+        if fmt == "ct-nvfp4"
+        else {"num_bits": 8, "type": "float", "strategy": "channel"}
+    )
+    return {
+        "quant_method": "compressed-tensors",
+        "format": "nvfp4-pack-quantized" if fmt == "ct-nvfp4" else "float-quantized",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}},
+        "ignore": ["lm_head"],
+    }
 
 
 def export_checkpoint(src: str | Path, dst: str | Path, fmt: str) -> dict[str, QuantizedWeight]:
@@ -111,9 +131,14 @@ def export_checkpoint(src: str | Path, dst: str | Path, fmt: str) -> dict[str, Q
     config["quantization_config"] = _quant_config(fmt)
     (dst / "config.json").write_text(json.dumps(config, indent=2))
     if fmt.startswith("modelopt"):
-        (dst / "hf_quant_config.json").write_text(json.dumps({"quantization": _quant_config(fmt)}, indent=2))
+        (dst / "hf_quant_config.json").write_text(
+            json.dumps({"quantization": _quant_config(fmt)}, indent=2)
+        )
     for extra in src.iterdir():
-        if extra.suffix == ".json" and extra.name not in ("config.json", "model.safetensors.index.json"):
+        if extra.suffix == ".json" and extra.name not in (
+            "config.json",
+            "model.safetensors.index.json",
+        ):
             shutil.copy(extra, dst / extra.name)
     return quantized
 

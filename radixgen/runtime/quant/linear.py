@@ -30,7 +30,9 @@ def m_bucket(m: int) -> int:
     return next((b for b in M_BUCKETS if m <= b), M_BUCKETS[-1])
 
 
-def quantized_linear(x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
+def quantized_linear(
+    x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tensor | None = None
+) -> torch.Tensor:
     """x [M, K] @ dequantized(weight)[N, K].T (+ bias) -> [M, N] in x's dtype."""
     if x.is_cuda:
         path = _cuda_path(weight, x.shape[0])
@@ -48,7 +50,9 @@ def quantized_linear(x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tenso
     return _cpu_linear(x, weight, bias)
 
 
-def _cpu_linear(x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tensor | None) -> torch.Tensor:
+def _cpu_linear(
+    x: torch.Tensor, weight: QuantizedWeight, bias: torch.Tensor | None
+) -> torch.Tensor:
     from radixgen.runtime.model.layers import linear, prepare_weight  # layers imports this module
 
     if weight.cpu_dense is None or weight.cpu_dense.dtype != x.dtype:

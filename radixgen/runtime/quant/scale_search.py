@@ -21,21 +21,27 @@ _E4M3_LARGEST_BITS = 0x7E  # 448; 0x7F is NaN
 _ROWS_PER_CHUNK = 256  # bounds the float32 temporaries to ~5 x rows x K values
 
 
-def search_block_scales(w: torch.Tensor, tensor_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def search_block_scales(
+    w: torch.Tensor, tensor_scale: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(codes uint8 [..., N, K/2], block_scales float8_e4m3fn [..., N, K/16]) for float32 w
     [..., N, K] under the FP32 `tensor_scale` (0-d), each block scale the least-error candidate."""
     rows = w.reshape(-1, w.shape[-1])
     codes, scales = [], []
     for start in range(0, rows.shape[0], _ROWS_PER_CHUNK):
-        c, s = _search_rows(rows[start:start + _ROWS_PER_CHUNK], tensor_scale)
+        c, s = _search_rows(rows[start : start + _ROWS_PER_CHUNK], tensor_scale)
         codes.append(c)
         scales.append(s)
     lead = w.shape[:-1]
-    return (torch.cat(codes).view(*lead, -1),
-            torch.cat(scales).view(torch.float8_e4m3fn).view(*lead, -1))
+    return (
+        torch.cat(codes).view(*lead, -1),
+        torch.cat(scales).view(torch.float8_e4m3fn).view(*lead, -1),
+    )
 
 
-def _search_rows(rows: torch.Tensor, tensor_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _search_rows(
+    rows: torch.Tensor, tensor_scale: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """codes uint8 [R, K/2] and block-scale bits uint8 [R, K/16] of float32 rows [R, K]."""
     _, rtn_scales, _ = quantize_nvfp4_ref(rows, tensor_scale)
     rtn_bits = rtn_scales.view(torch.uint8).long()  # [R, K/16]

@@ -61,8 +61,13 @@ class QuantizedWeight:
 
     def to(self, device: torch.device) -> "QuantizedWeight":
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
-        return replace(self, data=move(self.data), scale=move(self.scale),
-                       block_scales=move(self.block_scales), input_scale=move(self.input_scale))
+        return replace(
+            self,
+            data=move(self.data),
+            scale=move(self.scale),
+            block_scales=move(self.block_scales),
+            input_scale=move(self.input_scale),
+        )
 
 
 def _byte_table(device: torch.device) -> torch.Tensor:
@@ -79,12 +84,18 @@ def join_weights(parts: list, stack: bool = False):
         return join(parts)
     formats = {getattr(p, "format", "dense") for p in parts}
     if len(formats) != 1:
-        raise ValueError(f"cannot fuse weights stored as {sorted(formats)}: the parts of a fused "
-                         "projection (q/k/v, gate/up, experts) must share one quantization")
+        raise ValueError(
+            f"cannot fuse weights stored as {sorted(formats)}: the parts of a fused "
+            "projection (q/k/v, gate/up, experts) must share one quantization"
+        )
     first = parts[0]
     joined = lambda name: join([getattr(p, name) for p in parts])  # noqa: E731
-    return QuantizedWeight(first.format, joined("data"), joined("scale"),
-                           None if first.block_scales is None else joined("block_scales"))
+    return QuantizedWeight(
+        first.format,
+        joined("data"),
+        joined("scale"),
+        None if first.block_scales is None else joined("block_scales"),
+    )
 
 
 def quantize_fp8_weight(w: torch.Tensor, per_tensor: bool = False) -> QuantizedWeight:
@@ -99,8 +110,9 @@ def quantize_fp8_weight(w: torch.Tensor, per_tensor: bool = False) -> QuantizedW
     return QuantizedWeight("fp8", data, scale)
 
 
-def quantize_nvfp4_weight(w: torch.Tensor, scale_search: bool = True,
-                          tensor_scale: torch.Tensor | None = None) -> QuantizedWeight:
+def quantize_nvfp4_weight(
+    w: torch.Tensor, scale_search: bool = True, tensor_scale: torch.Tensor | None = None
+) -> QuantizedWeight:
     """NVFP4 with one FP32 tensor scale per matrix (amax / (6 * 448)); block scales round to
     nearest from each block's amax, or with `scale_search` take the E4M3 value near it with
     the least squared error (scale_search.py). A given `tensor_scale` (0-d float32) replaces
@@ -145,15 +157,20 @@ def is_quantizable(name: str, tensor: torch.Tensor, quantize_lm_head: bool) -> b
     return name.endswith((".weight", "experts.gate_up_proj", "experts.down_proj"))
 
 
-def quantize_state_dict(weights: dict, method: str, quantize_lm_head: bool = False,
-                        scale_search: bool = True) -> dict:
+def quantize_state_dict(
+    weights: dict, method: str, quantize_lm_head: bool = False, scale_search: bool = True
+) -> dict:
     """Replace (in place) every quantizable dense weight of an HF state dict by its
     QuantizedWeight; already quantized entries (a pre-quantized checkpoint) are kept as they are.
     With `quantize_lm_head` and tied embeddings, lm_head becomes a quantized copy of the
     embedding (which stays dense for the lookup)."""
     if method == "none":
         return weights
-    if quantize_lm_head and "lm_head.weight" not in weights and "model.embed_tokens.weight" in weights:
+    if (
+        quantize_lm_head
+        and "lm_head.weight" not in weights
+        and "model.embed_tokens.weight" in weights
+    ):
         weights["lm_head.weight"] = weights["model.embed_tokens.weight"]
     for name, tensor in list(weights.items()):
         if isinstance(tensor, torch.Tensor) and is_quantizable(name, tensor, quantize_lm_head):

@@ -12,7 +12,13 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic.json_schema import models_json_schema
 
-from radixgen.runtime.server import metrics, native_api, openai_chat, openai_common, openai_completions
+from radixgen.runtime.server import (
+    metrics,
+    native_api,
+    openai_chat,
+    openai_common,
+    openai_completions,
+)
 from radixgen.runtime.server.errors import body_too_large, error_body, install_handlers
 from radixgen.runtime.server.http_common import ServerState, version
 from radixgen.runtime.server.protocol import BODY_MODELS
@@ -42,8 +48,9 @@ def _openapi_with_bodies(app: FastAPI) -> dict[str, Any]:
     (`json_body`), which their `openapi_extra` refers to."""
     if app.openapi_schema is None:
         spec = get_openapi(title=app.title, version=app.version, routes=app.routes)
-        _, defs = models_json_schema([(m, "validation") for m in BODY_MODELS],
-                                     ref_template="#/components/schemas/{model}")
+        _, defs = models_json_schema(
+            [(m, "validation") for m in BODY_MODELS], ref_template="#/components/schemas/{model}"
+        )
         spec.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
         app.openapi_schema = spec
     return app.openapi_schema
@@ -51,8 +58,13 @@ def _openapi_with_bodies(app: FastAPI) -> dict[str, Any]:
 
 async def send_error(send: Any, status: int, body: dict[str, Any], headers: tuple = ()) -> None:
     """A JSON error response straight from an ASGI middleware."""
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), *headers]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), *headers],
+        }
+    )
     await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
@@ -69,7 +81,9 @@ class BodyLimitMiddleware:
             return
         length = dict(scope.get("headers") or []).get(b"content-length", b"")
         if length.isdigit() and int(length) > self.limit:
-            await send_error(send, 413, body_too_large(self.limit).body(), ((b"connection", b"close"),))
+            await send_error(
+                send, 413, body_too_large(self.limit).body(), ((b"connection", b"close"),)
+            )
             return
         received = 0
 
@@ -96,11 +110,15 @@ class ApiKeyMiddleware:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS or self._authorized(scope):
             await self.app(scope, receive, send)
             return
-        body = error_body("invalid or missing API key; send 'Authorization: Bearer <key>'", code="invalid_api_key")
+        body = error_body(
+            "invalid or missing API key; send 'Authorization: Bearer <key>'", code="invalid_api_key"
+        )
         await send_error(send, 401, body, ((b"www-authenticate", b"Bearer"),))
 
     def _authorized(self, scope: dict) -> bool:
         headers = dict(scope.get("headers") or [])
         auth = headers.get(b"authorization", b"")
-        token = auth[7:].strip() if auth[:7].lower() == b"bearer " else headers.get(b"x-api-key", b"")
+        token = (
+            auth[7:].strip() if auth[:7].lower() == b"bearer " else headers.get(b"x-api-key", b"")
+        )
         return hmac.compare_digest(token, self.key)

@@ -13,8 +13,22 @@ import zmq
 
 from radixgen.runtime.detokenizer import IncrementalDetokenizer
 from radixgen.runtime.engine import load_tokenizer
-from radixgen.runtime.messages import DetokRegister, TextBatch, TextOut, ToDetokenizer, ToFrontend, TokenOut
-from radixgen.runtime.server.ipc import Codec, Endpoints, ParentWatch, pull_socket, push_socket, setup_child
+from radixgen.runtime.messages import (
+    DetokRegister,
+    TextBatch,
+    TextOut,
+    ToDetokenizer,
+    ToFrontend,
+    TokenOut,
+)
+from radixgen.runtime.server.ipc import (
+    Codec,
+    Endpoints,
+    ParentWatch,
+    pull_socket,
+    push_socket,
+    setup_child,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -54,12 +68,21 @@ class DetokenizerProcess:
         text = detok.push(out.token_ids, out.finish) if detok is not None else ""
         if out.finish is not None:
             self.detoks.pop(out.rid, None)
-        return TextOut(rid=out.rid, text=text, token_ids=out.token_ids,
-                       prompt_tokens=out.prompt_tokens, cached_tokens=out.cached_tokens,
-                       completion_tokens=out.completion_tokens, finish=out.finish,
-                       logprobs=out.logprobs, top_logprobs=out.top_logprobs,
-                       input_logprobs=out.input_logprobs, input_top_logprobs=out.input_top_logprobs,
-                       spec=out.spec, times=out.times)
+        return TextOut(
+            rid=out.rid,
+            text=text,
+            token_ids=out.token_ids,
+            prompt_tokens=out.prompt_tokens,
+            cached_tokens=out.cached_tokens,
+            completion_tokens=out.completion_tokens,
+            finish=out.finish,
+            logprobs=out.logprobs,
+            top_logprobs=out.top_logprobs,
+            input_logprobs=out.input_logprobs,
+            input_top_logprobs=out.input_top_logprobs,
+            spec=out.spec,
+            times=out.times,
+        )
 
 
 def run_detokenizer_process(tokenizer_path: str, endpoints: Endpoints, log_level: str) -> None:

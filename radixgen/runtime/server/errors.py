@@ -17,16 +17,30 @@ logger = logging.getLogger(__name__)
 
 # pydantic names the union member in an error's location (`stop.str`, `prompt.list[int]`,
 # `content.list[TextPart]`): not a field, so left out of `param`
-_UNION_TAG = re.compile(r"^(str|int|float|bool|none|constrained-[\w-]+|function-[\w-]+|[A-Z]\w*|.*\[.*)$")
+_UNION_TAG = re.compile(
+    r"^(str|int|float|bool|none|constrained-[\w-]+|function-[\w-]+|[A-Z]\w*|.*\[.*)$"
+)
 
 
 class APIError(Exception):
     """An error with its HTTP status and OpenAI error fields."""
 
-    def __init__(self, status: int, message: str, param: str | None = None,
-                 code: str | None = None, type: str = "invalid_request_error"):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        code: str | None = None,
+        type: str = "invalid_request_error",
+    ):
         super().__init__(message)
-        self.status, self.message, self.param, self.code, self.type = status, message, param, code, type
+        self.status, self.message, self.param, self.code, self.type = (
+            status,
+            message,
+            param,
+            code,
+            type,
+        )
 
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.type, self.param, self.code)
@@ -41,16 +55,23 @@ def invalid(message: str, param: str | None = None, code: str | None = None) -> 
 
 
 def body_too_large(limit: int) -> APIError:
-    return APIError(413, f"the request body is larger than {limit} bytes (--max-request-bytes)",
-                    code="request_too_large")
+    return APIError(
+        413,
+        f"the request body is larger than {limit} bytes (--max-request-bytes)",
+        code="request_too_large",
+    )
 
 
 def unavailable(message: str) -> APIError:
     return APIError(503, message, code="server_unavailable", type="server_error")
 
 
-def error_body(message: str, type: str = "invalid_request_error", param: str | None = None,
-               code: str | None = None) -> dict[str, Any]:
+def error_body(
+    message: str,
+    type: str = "invalid_request_error",
+    param: str | None = None,
+    code: str | None = None,
+) -> dict[str, Any]:
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
@@ -64,7 +85,9 @@ def from_validation_error(errors: list[dict[str, Any]]) -> APIError:
     loc = [str(p) for p in first.get("loc", ()) if p != "body" and not _UNION_TAG.match(str(p))]
     param = ".".join(loc) or None
     if first.get("type") == "json_invalid":
-        return invalid(f"the request body is not valid JSON: {first.get('msg')}", None, "invalid_json")
+        return invalid(
+            f"the request body is not valid JSON: {first.get('msg')}", None, "invalid_json"
+        )
     message = f"{param}: {first.get('msg')}" if param else str(first.get("msg"))
     return invalid(message, param, "invalid_value")
 
@@ -87,11 +110,15 @@ def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
-        return JSONResponse(error_body(str(exc.detail), param=None, code=code),
-                            status_code=exc.status_code, headers=getattr(exc, "headers", None))
+        return JSONResponse(
+            error_body(str(exc.detail), param=None, code=code),
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("unexpected error on %s", request.url.path)
-        return JSONResponse(error_body(f"internal error: {type(exc).__name__}", "server_error"),
-                            status_code=500)
+        return JSONResponse(
+            error_body(f"internal error: {type(exc).__name__}", "server_error"), status_code=500
+        )

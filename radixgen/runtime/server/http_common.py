@@ -17,8 +17,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import msgspec
 from fastapi import Request
-from pydantic import BaseModel, ValidationError
 from fastapi.responses import Response, StreamingResponse
+from pydantic import BaseModel, ValidationError
 
 from radixgen.config import EngineConfig, ServerConfig
 from radixgen.core import SEED_MAX, SEED_MIN, SamplingParams
@@ -46,8 +46,11 @@ class ServerState:
     @functools.cached_property
     def system_fingerprint(self) -> str:
         """OpenAI's `system_fingerprint`: changes when the version, model or engine config do."""
-        config = json.dumps([version(), str(self.model_path), dataclasses.asdict(self.engine_cfg)],
-                            sort_keys=True, default=str)
+        config = json.dumps(
+            [version(), str(self.model_path), dataclasses.asdict(self.engine_cfg)],
+            sort_keys=True,
+            default=str,
+        )
         return "fp_" + hashlib.sha256(config.encode()).hexdigest()[:12]
 
     def token_text(self, token_id: int) -> str:
@@ -125,8 +128,10 @@ def n_params(fields: dict[str, Any], n: int, param: str | None = None) -> list[S
     int64 range (so the n samples differ but the response is reproducible). Checked once: the
     copies share its constraint (a large schema is parsed once)."""
     first, seed = make_params(fields, param), fields.get("seed")
-    return [first] + [dataclasses.replace(first, seed=None if seed is None else _wrapped_seed(seed + i))
-                      for i in range(1, n)]
+    return [first] + [
+        dataclasses.replace(first, seed=None if seed is None else _wrapped_seed(seed + i))
+        for i in range(1, n)
+    ]
 
 
 def _wrapped_seed(seed: int) -> int:
@@ -192,5 +197,8 @@ def sse(chunks: AsyncIterator[dict[str, Any]], group: RequestGroup) -> Streaming
                 group.abort()
         yield "data: [DONE]\n\n"
 
-    return StreamingResponse(body(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return StreamingResponse(
+        body(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

@@ -28,7 +28,9 @@ class Endpoints:
     @classmethod
     def in_new_dir(cls) -> tuple["Endpoints", Path]:
         folder = Path(tempfile.mkdtemp(prefix="radixgen-ipc-"))
-        return cls(*(f"ipc://{folder / name}" for name in ("scheduler", "detokenizer", "frontend"))), folder
+        return cls(
+            *(f"ipc://{folder / name}" for name in ("scheduler", "detokenizer", "frontend"))
+        ), folder
 
 
 class Codec:
@@ -73,8 +75,9 @@ class ParentWatch:
 def setup_child(name: str, log_level: str) -> None:
     """Common start of a child process: logging, Ctrl-C left to the main process, SIGTERM
     turned into a clean SystemExit (so sockets close)."""
-    logging.basicConfig(level=log_level.upper(),
-                        format=f"%(asctime)s [{name}] %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=log_level.upper(), format=f"%(asctime)s [{name}] %(levelname)s %(name)s: %(message)s"
+    )
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)

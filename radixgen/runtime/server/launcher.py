@@ -31,9 +31,9 @@ from radixgen.runtime.server.detokenizer_proc import run_detokenizer_process
 from radixgen.runtime.server.http_common import ServerState
 from radixgen.runtime.server.ipc import Endpoints
 from radixgen.runtime.server.metrics import ServerMetrics
-from radixgen.runtime.server.tracing import build_tracer
 from radixgen.runtime.server.scheduler_proc import run_scheduler_process
 from radixgen.runtime.server.tokenizer_manager import StartupError, TokenizerManager
+from radixgen.runtime.server.tracing import build_tracer
 
 logger = logging.getLogger("radixgen.server")
 
@@ -52,14 +52,28 @@ class Interrupted(Exception):
 class Children:
     """The scheduler and detokenizer processes."""
 
-    def __init__(self, model_path: Path, tokenizer_path: Path, cfg: EngineConfig, endpoints: Endpoints,
-                 log_level: str):
+    def __init__(
+        self,
+        model_path: Path,
+        tokenizer_path: Path,
+        cfg: EngineConfig,
+        endpoints: Endpoints,
+        log_level: str,
+    ):
         spawn = multiprocessing.get_context("spawn")
         self.procs = {
-            "scheduler": spawn.Process(target=run_scheduler_process, name="radixgen-scheduler", daemon=True,
-                                       args=(str(model_path), str(tokenizer_path), cfg, endpoints, log_level)),
-            "detokenizer": spawn.Process(target=run_detokenizer_process, name="radixgen-detokenizer",
-                                         daemon=True, args=(str(tokenizer_path), endpoints, log_level)),
+            "scheduler": spawn.Process(
+                target=run_scheduler_process,
+                name="radixgen-scheduler",
+                daemon=True,
+                args=(str(model_path), str(tokenizer_path), cfg, endpoints, log_level),
+            ),
+            "detokenizer": spawn.Process(
+                target=run_detokenizer_process,
+                name="radixgen-detokenizer",
+                daemon=True,
+                args=(str(tokenizer_path), endpoints, log_level),
+            ),
         }
 
     def start(self) -> None:
@@ -104,8 +118,10 @@ class _Signals:
 
 def launch_server(engine_cfg: EngineConfig, server_cfg: ServerConfig) -> int:
     """Run the server until SIGTERM/SIGINT or a failure; returns the exit code."""
-    logging.basicConfig(level=server_cfg.log_level.upper(),
-                        format="%(asctime)s [main] %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=server_cfg.log_level.upper(),
+        format="%(asctime)s [main] %(levelname)s %(name)s: %(message)s",
+    )
     signals = _Signals()
     try:
         sock = bind_socket(server_cfg.host, server_cfg.port)
@@ -113,7 +129,11 @@ def launch_server(engine_cfg: EngineConfig, server_cfg: ServerConfig) -> int:
         logger.error("cannot start: %s", exc)
         return 1
     try:
-        model_path = Path(engine_cfg.model.model_path) if engine_cfg.model.model_path else default_model_path()
+        model_path = (
+            Path(engine_cfg.model.model_path)
+            if engine_cfg.model.model_path
+            else default_model_path()
+        )
         if not (model_path / "config.json").is_file():
             raise StartupError(f"{model_path} is not a model folder (no config.json)")
         tokenizer_path = Path(engine_cfg.model.tokenizer_path or model_path)
@@ -128,14 +148,18 @@ def launch_server(engine_cfg: EngineConfig, server_cfg: ServerConfig) -> int:
         sock.close()
         return 0
     with sock:
-        return asyncio.run(_serve(model_path, tokenizer_path, tokenizer, engine_cfg, server_cfg, signals, sock))
+        return asyncio.run(
+            _serve(model_path, tokenizer_path, tokenizer, engine_cfg, server_cfg, signals, sock)
+        )
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
     """The server's listening socket, bound now so that a port in use is refused before the
     model loads (uvicorn listens on it later); OSError with a clear message otherwise."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: TIME_WAIT is no conflict
+    sock.setsockopt(
+        socket.SOL_SOCKET, socket.SO_REUSEADDR, 1
+    )  # as uvicorn does: TIME_WAIT is no conflict
     try:
         sock.bind((host, port))
     except OSError as exc:
@@ -147,11 +171,20 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 def _warn_no_ops(cfg: EngineConfig) -> None:
     if cfg.model.trust_remote_code:
-        logger.warning("--trust-remote-code has no effect: radixgen runs its own model code, never the model folder's")
+        logger.warning(
+            "--trust-remote-code has no effect: radixgen runs its own model code, never the model folder's"
+        )
 
 
-async def _serve(model_path: Path, tokenizer_path: Path, tokenizer: Any, engine_cfg: EngineConfig,
-                 server_cfg: ServerConfig, signals: _Signals, sock: socket.socket) -> int:
+async def _serve(
+    model_path: Path,
+    tokenizer_path: Path,
+    tokenizer: Any,
+    engine_cfg: EngineConfig,
+    server_cfg: ServerConfig,
+    signals: _Signals,
+    sock: socket.socket,
+) -> int:
     endpoints, ipc_dir = Endpoints.in_new_dir()
     model_name = server_cfg.served_model_name or model_path.name
     metrics = ServerMetrics(model_name, build_tracer(server_cfg.otlp_traces_url, model_name))
@@ -161,8 +194,14 @@ async def _serve(model_path: Path, tokenizer_path: Path, tokenizer: Any, engine_
     try:
         await tm.wait_ready(lambda: signals.check() or children.dead(), READY_TIMEOUT_S)
         tm.start()
-        state = ServerState(tm, model_path, model_name, engine_cfg, server_cfg,
-                            {name: p.pid for name, p in children.procs.items()})
+        state = ServerState(
+            tm,
+            model_path,
+            model_name,
+            engine_cfg,
+            server_cfg,
+            {name: p.pid for name, p in children.procs.items()},
+        )
         return await _run_http(state, children, sock)
     except StartupError as exc:
         logger.error("%s", exc)
@@ -180,10 +219,18 @@ async def _serve(model_path: Path, tokenizer_path: Path, tokenizer: Any, engine_
 async def _run_http(state: ServerState, children: Children, sock: socket.socket) -> int:
     """uvicorn until SIGTERM/SIGINT and the drain (exit code 0) or a dead child (1)."""
     cfg = state.server_cfg
-    quiet = cfg.log_level if cfg.log_level in ("debug", "error") else "warning"  # our lines tell each phase
-    server = _DrainingServer(uvicorn.Config(
-        build_app(state), log_level=quiet, timeout_graceful_shutdown=RESPONSE_GRACE_S,
-        access_log=cfg.log_level == "debug"), lambda: _drain(state.tm, server, cfg.shutdown_timeout))
+    quiet = (
+        cfg.log_level if cfg.log_level in ("debug", "error") else "warning"
+    )  # our lines tell each phase
+    server = _DrainingServer(
+        uvicorn.Config(
+            build_app(state),
+            log_level=quiet,
+            timeout_graceful_shutdown=RESPONSE_GRACE_S,
+            access_log=cfg.log_level == "debug",
+        ),
+        lambda: _drain(state.tm, server, cfg.shutdown_timeout),
+    )
     exit_code = [0]
     watchdog = asyncio.create_task(_watch(children, state, server, exit_code))
     try:
@@ -218,12 +265,18 @@ async def _drain(tm: TokenizerManager, server: uvicorn.Server, timeout: float) -
     tm.start_drain("the server is shutting down")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    logger.info("shutting down: %d requests in flight, waiting up to %.0fs", tm.num_inflight, timeout)
+    logger.info(
+        "shutting down: %d requests in flight, waiting up to %.0fs", tm.num_inflight, timeout
+    )
     while tm.num_inflight and loop.time() < deadline and not server.should_exit:
         await asyncio.sleep(DRAIN_POLL_S)
     if tm.num_inflight:
-        logger.warning("%d requests still running after %.0fs: ending them", tm.num_inflight, timeout)
-        tm.fail_all(f"the server shut down before this request finished (--shutdown-timeout {timeout:g}s)")
+        logger.warning(
+            "%d requests still running after %.0fs: ending them", tm.num_inflight, timeout
+        )
+        tm.fail_all(
+            f"the server shut down before this request finished (--shutdown-timeout {timeout:g}s)"
+        )
     server.should_exit = True
 
 
@@ -232,15 +285,18 @@ def _url(sock: Any) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-async def _watch(children: Children, state: ServerState, server: uvicorn.Server,
-                 exit_code: list[int]) -> None:
+async def _watch(
+    children: Children, state: ServerState, server: uvicorn.Server, exit_code: list[int]
+) -> None:
     """Says where the server listens once it does. A dead child fails every waiting request,
     turns /health to 503, then stops the server with exit code 1."""
     announced = False
     while not server.should_exit:
         if server.started and not announced:
             announced = True
-            logger.info("serving %r at %s", state.served_model_name, _url(server.servers[0].sockets[0]))
+            logger.info(
+                "serving %r at %s", state.served_model_name, _url(server.servers[0].sockets[0])
+            )
         dead = children.dead()
         if dead:
             logger.error("%s; shutting down", dead)

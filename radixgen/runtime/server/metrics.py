@@ -19,7 +19,13 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
 
 from radixgen.runtime.messages import ReqTimes, TextOut
 from radixgen.runtime.server.scheduler_metrics import PREFIX, SchedulerCollector
@@ -32,12 +38,77 @@ REQUEST_LABELS = ("model_name", "weight_version", "adapter")
 
 # SGLang's buckets (seconds)
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 120, 160)
-ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06,
-               0.08, 0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8)
-E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 150, 200, 250,
-               300, 350, 500, 1000)
+ITL_BUCKETS = (
+    0.002,
+    0.004,
+    0.006,
+    0.008,
+    0.01,
+    0.015,
+    0.02,
+    0.025,
+    0.03,
+    0.035,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.2,
+    0.4,
+    0.6,
+    0.8,
+    1,
+    2,
+    4,
+    6,
+    8,
+)
+E2E_BUCKETS = (
+    0.1,
+    0.2,
+    0.4,
+    0.6,
+    0.8,
+    1,
+    2,
+    4,
+    6,
+    8,
+    10,
+    20,
+    40,
+    60,
+    80,
+    100,
+    150,
+    200,
+    250,
+    300,
+    350,
+    500,
+    1000,
+)
 # the parts of TTFT: from a millisecond (a cached prompt's prefill) up
-STAGE_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500)
+STAGE_BUCKETS = (
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.2,
+    0.5,
+    1,
+    2,
+    5,
+    10,
+    20,
+    50,
+    100,
+    200,
+    500,
+)
 
 
 @dataclass
@@ -71,32 +142,59 @@ class ServerMetrics:
         self._labels = (model_name, WEIGHT_VERSION, ADAPTER)
         counter = self._counter
         self.prompt_tokens = counter("prompt_tokens", "prompt tokens of ended requests")
-        self.cached_tokens = counter("cached_tokens", "prompt tokens of ended requests served from the radix cache")
+        self.cached_tokens = counter(
+            "cached_tokens", "prompt tokens of ended requests served from the radix cache"
+        )
         self.generation_tokens = counter("generation_tokens", "tokens generated")
         self.num_requests = counter("num_requests", "requests ended (finished or aborted)")
-        self.num_aborted = counter("num_aborted_requests", "requests aborted (by the client, or refused by the scheduler)")
+        self.num_aborted = counter(
+            "num_aborted_requests", "requests aborted (by the client, or refused by the scheduler)"
+        )
         histogram = self._histogram
         self.ttft = histogram("time_to_first_token_seconds", "arrival to first token", TTFT_BUCKETS)
-        self.itl = histogram("inter_token_latency_seconds", "time between output tokens", ITL_BUCKETS)
-        self.e2e = histogram("e2e_request_latency_seconds", "arrival to the last token", E2E_BUCKETS)
-        self.queue_time = histogram("queue_time_seconds", "TTFT part 1: arrival to admission into a batch",
-                                    STAGE_BUCKETS)
-        self.prefill_time = histogram("prefill_time_seconds", "TTFT part 2: admission to the end of the "
-                                      "prompt's prefill forward", STAGE_BUCKETS)
-        self.first_decode_time = histogram("first_decode_time_seconds", "TTFT part 3: end of prefill to the "
-                                           "first token's arrival (sampling, grammar mask, detokenizer)",
-                                           STAGE_BUCKETS)
+        self.itl = histogram(
+            "inter_token_latency_seconds", "time between output tokens", ITL_BUCKETS
+        )
+        self.e2e = histogram(
+            "e2e_request_latency_seconds", "arrival to the last token", E2E_BUCKETS
+        )
+        self.queue_time = histogram(
+            "queue_time_seconds", "TTFT part 1: arrival to admission into a batch", STAGE_BUCKETS
+        )
+        self.prefill_time = histogram(
+            "prefill_time_seconds",
+            "TTFT part 2: admission to the end of the prompt's prefill forward",
+            STAGE_BUCKETS,
+        )
+        self.first_decode_time = histogram(
+            "first_decode_time_seconds",
+            "TTFT part 3: end of prefill to the "
+            "first token's arrival (sampling, grammar mask, detokenizer)",
+            STAGE_BUCKETS,
+        )
         self._timings: dict[str, _Timing] = {}
-        for metric in (self.prompt_tokens, self.cached_tokens, self.generation_tokens, self.num_requests,
-                       self.num_aborted, self.ttft, self.itl, self.e2e, self.queue_time, self.prefill_time,
-                       self.first_decode_time):
+        for metric in (
+            self.prompt_tokens,
+            self.cached_tokens,
+            self.generation_tokens,
+            self.num_requests,
+            self.num_aborted,
+            self.ttft,
+            self.itl,
+            self.e2e,
+            self.queue_time,
+            self.prefill_time,
+            self.first_decode_time,
+        ):
             metric.labels(*self._labels)  # every series is exposed, at 0, from the start
 
     def _counter(self, name: str, doc: str) -> Counter:
         return Counter(PREFIX + name, doc, REQUEST_LABELS, registry=self.registry)
 
     def _histogram(self, name: str, doc: str, buckets: tuple) -> Histogram:
-        return Histogram(PREFIX + name, doc, REQUEST_LABELS, registry=self.registry, buckets=buckets)
+        return Histogram(
+            PREFIX + name, doc, REQUEST_LABELS, registry=self.registry, buckets=buckets
+        )
 
     def _child(self, metric: Any, timing: _Timing) -> Any:
         return metric.labels(*timing.labels)
@@ -146,7 +244,9 @@ class ServerMetrics:
         times = timing.times
         self._child(self.queue_time, timing).observe(max(times.admitted - timing.arrival_wall, 0.0))
         self._child(self.prefill_time, timing).observe(max(times.prefilled - times.admitted, 0.0))
-        self._child(self.first_decode_time, timing).observe(max(first_token_wall - times.prefilled, 0.0))
+        self._child(self.first_decode_time, timing).observe(
+            max(first_token_wall - times.prefilled, 0.0)
+        )
 
     def on_drop(self, rid: str) -> None:
         """The request's client left (it was aborted without a finish message)."""

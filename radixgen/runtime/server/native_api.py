@@ -11,8 +11,18 @@ from fastapi import APIRouter, Depends, Request
 
 from radixgen.core import SamplingParams
 from radixgen.runtime.server.errors import APIError, invalid, unavailable
-from radixgen.runtime.server.http_common import (ServerState, body_schema, checked_rids, client_gone, collect,
-                                                 json_body, request_rids, server_state, sse, version)
+from radixgen.runtime.server.http_common import (
+    ServerState,
+    body_schema,
+    checked_rids,
+    client_gone,
+    collect,
+    json_body,
+    request_rids,
+    server_state,
+    sse,
+    version,
+)
 from radixgen.runtime.server.native_fields import native_specs, refuse_unsupported
 from radixgen.runtime.server.native_result import LogprobFormat, native_result, stream_chunks
 from radixgen.runtime.server.protocol import AbortRequest, GenerateRequest
@@ -24,7 +34,9 @@ HEALTH_GENERATE_TIMEOUT_S = 20.0
 
 
 @router.post("/generate", openapi_extra=body_schema(GenerateRequest))
-async def generate(request: Request, body: GenerateRequest = Depends(json_body(GenerateRequest))) -> Any:
+async def generate(
+    request: Request, body: GenerateRequest = Depends(json_body(GenerateRequest))
+) -> Any:
     """Text or token ids (one or a batch) -> {"text", "output_ids", "meta_info"} (a list for
     a batch or n > 1, each prompt's samples in a row); with stream=true, SSE chunks of the
     cumulative text and ids with each chunk's own output logprobs."""
@@ -33,7 +45,9 @@ async def generate(request: Request, body: GenerateRequest = Depends(json_body(G
     prompts, single = await _prompts(st, body)
     specs = await asyncio.to_thread(native_specs, body, prompts, single, st.tm.limits)
     for ids, p in specs:
-        st.tm.check_prompt(ids, p.max_new_tokens, "input_ids" if body.input_ids is not None else "text")
+        st.tm.check_prompt(
+            ids, p.max_new_tokens, "input_ids" if body.input_ids is not None else "text"
+        )
     await st.tm.check_constraints([p for _, p in specs], "sampling_params")
     group = RequestGroup(st.tm, specs, checked_rids(st, _rids(body.rid, len(specs)), len(specs)))
     group.start()
@@ -100,10 +114,15 @@ async def get_model_info(request: Request) -> Any:
     """Model path, served name and the limits requests are checked against."""
     st = server_state(request)
     limits = st.tm.limits
-    return {"model_path": str(st.model_path), "tokenizer_path": str(st.model_path),
-            "served_model_name": st.served_model_name, "is_generation": True,
-            "max_context_length": limits.max_context_len, "vocab_size": limits.vocab_size,
-            "max_total_tokens": limits.num_slots}
+    return {
+        "model_path": str(st.model_path),
+        "tokenizer_path": str(st.model_path),
+        "served_model_name": st.served_model_name,
+        "is_generation": True,
+        "max_context_length": limits.max_context_len,
+        "vocab_size": limits.vocab_size,
+        "max_total_tokens": limits.num_slots,
+    }
 
 
 @router.get("/get_server_info")
@@ -112,11 +131,16 @@ async def get_server_info(request: Request) -> Any:
     st = server_state(request)
     server_cfg = dataclasses.asdict(st.server_cfg)
     server_cfg["api_key"] = "<set>" if st.server_cfg.api_key else None
-    return {"version": version(), "model_path": str(st.model_path),
-            "served_model_name": st.served_model_name,
-            "engine_config": dataclasses.asdict(st.engine_cfg), "server_config": server_cfg,
-            "max_context_length": st.tm.limits.max_context_len, "pids": st.child_pids,
-            "scheduler": await st.tm.get_stats()}
+    return {
+        "version": version(),
+        "model_path": str(st.model_path),
+        "served_model_name": st.served_model_name,
+        "engine_config": dataclasses.asdict(st.engine_cfg),
+        "server_config": server_cfg,
+        "max_context_length": st.tm.limits.max_context_len,
+        "pids": st.child_pids,
+        "scheduler": await st.tm.get_stats(),
+    }
 
 
 @router.get("/version")
@@ -134,7 +158,9 @@ async def flush_cache(request: Request) -> Any:
 
 
 @router.post("/abort_request", openapi_extra=body_schema(AbortRequest))
-async def abort_request(request: Request, body: AbortRequest = Depends(json_body(AbortRequest))) -> Any:
+async def abort_request(
+    request: Request, body: AbortRequest = Depends(json_body(AbortRequest))
+) -> Any:
     """Abort a running request by rid: a /generate client receives finish_reason `abort`
     (SGLang's shape), an OpenAI client an error."""
     if not server_state(request).tm.abort(body.rid, notify=True):

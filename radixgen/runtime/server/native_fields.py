@@ -50,8 +50,9 @@ def refuse_unsupported(body: GenerateRequest) -> None:
             raise invalid(f"{name}: {reason}", name, "unsupported_field")
 
 
-def native_specs(body: GenerateRequest, prompts: list[list[int]], single: bool,
-                 limits: SchedulerReady) -> list[tuple[list[int], SamplingParams]]:
+def native_specs(
+    body: GenerateRequest, prompts: list[list[int]], single: bool, limits: SchedulerReady
+) -> list[tuple[list[int], SamplingParams]]:
     """(prompt, params) of every request: each prompt's `n` samples in a row."""
     count = len(prompts)
     raw = body.sampling_params
@@ -108,13 +109,17 @@ def _logprob_fields(want: bool, top: int, start: int) -> dict[str, Any]:
     return fields
 
 
-def _logprob_starts(body: GenerateRequest, prompts: list[list[int]], single: bool,
-                    return_logprob: list[Any]) -> list[int]:
+def _logprob_starts(
+    body: GenerateRequest, prompts: list[list[int]], single: bool, return_logprob: list[Any]
+) -> list[int]:
     """Where each prompt's logprobs start: `logprob_start_len`, or with
     `logprob_start_common_prefix` the length of the longest token prefix every prompt of the
     batch shares."""
     if not body.logprob_start_common_prefix:
-        return [-1 if s is None else s for s in _per_prompt(body.logprob_start_len, len(prompts), "logprob_start_len")]
+        return [
+            -1 if s is None else s
+            for s in _per_prompt(body.logprob_start_len, len(prompts), "logprob_start_len")
+        ]
     param = "logprob_start_common_prefix"
     if not all(return_logprob):
         raise invalid("logprob_start_common_prefix needs return_logprob", param)
@@ -136,7 +141,10 @@ def _per_prompt(value: Any, count: int, name: str) -> list[Any]:
 
 def _check_token_ids(params: SamplingParams, vocab_size: int) -> None:
     if any(t >= vocab_size for t in params.stop_token_ids):
-        raise invalid(f"stop_token_ids must be token ids in [0, {vocab_size})", "sampling_params.stop_token_ids")
+        raise invalid(
+            f"stop_token_ids must be token ids in [0, {vocab_size})",
+            "sampling_params.stop_token_ids",
+        )
 
 
 def _given(value: Any) -> bool:

@@ -30,7 +30,9 @@ class LogprobFormat:
         return [None if top is None else [self.entry(lp, t) for t, lp in top] for top in tops]
 
 
-def sglang_finish_reason(finish: dict[str, Any] | None, completion_tokens: int) -> dict[str, Any] | None:
+def sglang_finish_reason(
+    finish: dict[str, Any] | None, completion_tokens: int
+) -> dict[str, Any] | None:
     """SGLang's finish_reason: a length finish carries `length` (the tokens generated)."""
     if finish is None or finish.get("type") != "length":
         return finish
@@ -40,18 +42,29 @@ def sglang_finish_reason(finish: dict[str, Any] | None, completion_tokens: int) 
 def native_result(s: ReqState, fmt: LogprobFormat, output_from: int = 0) -> dict[str, Any]:
     """One request's answer; output logprobs from the `output_from`-th token on."""
     meta: dict[str, Any] = {
-        "id": s.rid, "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
-        "cached_tokens": s.cached_tokens, "finish_reason": sglang_finish_reason(s.finish, s.completion_tokens),
-        "e2e_latency": s.e2e_latency, **(s.spec.meta_info() if s.spec else {})}
+        "id": s.rid,
+        "prompt_tokens": s.prompt_tokens,
+        "completion_tokens": s.completion_tokens,
+        "cached_tokens": s.cached_tokens,
+        "finish_reason": sglang_finish_reason(s.finish, s.completion_tokens),
+        "e2e_latency": s.e2e_latency,
+        **(s.spec.meta_info() if s.spec else {}),
+    }
     p = s.params
     if p.return_logprob or p.top_logprobs_num:
-        meta["output_token_logprobs"] = fmt.entries(s.logprobs[output_from:], s.output_ids[output_from:])
+        meta["output_token_logprobs"] = fmt.entries(
+            s.logprobs[output_from:], s.output_ids[output_from:]
+        )
         meta["input_token_logprobs"] = _input_entries(s, fmt)
     if p.top_logprobs_num:
         meta["output_top_logprobs"] = fmt.tops(s.top_logprobs[output_from:])
-        meta["input_top_logprobs"] = fmt.tops(s.input_top_logprobs or []) if p.logprob_start_len >= 0 else []
+        meta["input_top_logprobs"] = (
+            fmt.tops(s.input_top_logprobs or []) if p.logprob_start_len >= 0 else []
+        )
     if p.logprob_start_len >= 0:
-        meta["logprob_start_len"] = p.logprob_start_len  # where the entries begin (a common-prefix batch's start)
+        meta["logprob_start_len"] = (
+            p.logprob_start_len
+        )  # where the entries begin (a common-prefix batch's start)
     return {"text": s.text, "output_ids": list(s.output_ids), "meta_info": meta}
 
 
@@ -64,7 +77,9 @@ def _input_entries(s: ReqState, fmt: LogprobFormat) -> list[list[Any]]:
     return fmt.entries(s.input_logprobs, s.input_ids[start:])
 
 
-async def stream_chunks(group: RequestGroup, fmt: LogprobFormat, with_index: bool) -> AsyncIterator[dict[str, Any]]:
+async def stream_chunks(
+    group: RequestGroup, fmt: LogprobFormat, with_index: bool
+) -> AsyncIterator[dict[str, Any]]:
     """One chunk per scheduler output of any request of the group."""
     sent: dict[str, int] = {}  # rid -> output logprobs already streamed
     async for state, _ in group:

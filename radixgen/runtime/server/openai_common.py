@@ -21,33 +21,55 @@ CREATED = int(time.time())
 OPENAI_FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
 
 # top-level constraint field -> Constraint kind (SGLang's names, then vLLM's guided_*)
-CONSTRAINT_FIELDS = {"regex": "regex", "ebnf": "ebnf", "json_schema": "json_schema",
-                     "guided_json": "json_schema", "guided_regex": "regex",
-                     "guided_grammar": "ebnf", "guided_choice": "choices"}
+CONSTRAINT_FIELDS = {
+    "regex": "regex",
+    "ebnf": "ebnf",
+    "json_schema": "json_schema",
+    "guided_json": "json_schema",
+    "guided_regex": "regex",
+    "guided_grammar": "ebnf",
+    "guided_choice": "choices",
+}
 
 
 @router.get("/v1/models")
 async def list_models(request: Request) -> Any:
     """The one served model."""
     st = server_state(request)
-    return {"object": "list", "data": [{
-        "id": st.served_model_name, "object": "model", "created": CREATED, "owned_by": "radixgen",
-        "root": str(st.model_path), "max_model_len": st.tm.limits.max_context_len}]}
+    return {
+        "object": "list",
+        "data": [
+            {
+                "id": st.served_model_name,
+                "object": "model",
+                "created": CREATED,
+                "owned_by": "radixgen",
+                "root": str(st.model_path),
+                "max_model_len": st.tm.limits.max_context_len,
+            }
+        ],
+    }
 
 
 def check_common(st: ServerState, body: SamplingFields) -> None:
     """404 for an unknown model (as OpenAI answers); 400 for token ids outside the vocabulary
     and for fields that would change the output but are not supported."""
     if body.model not in (st.served_model_name, str(st.model_path)):
-        raise APIError(404, f"the model {body.model!r} does not exist; this server serves "
-                       f"{st.served_model_name!r}", "model", "model_not_found")
+        raise APIError(
+            404,
+            f"the model {body.model!r} does not exist; this server serves {st.served_model_name!r}",
+            "model",
+            "model_not_found",
+        )
     vocab = st.tm.limits.vocab_size
     if any(t >= vocab for t in body.stop_token_ids or ()):
         raise invalid(f"stop_token_ids must be token ids in [0, {vocab})", "stop_token_ids")
     if body.logit_bias:
         if not all(key.isdigit() and int(key) < vocab for key in body.logit_bias):
-            raise invalid(f"logit_bias keys must be token ids in [0, {vocab}) written as strings",
-                          "logit_bias")
+            raise invalid(
+                f"logit_bias keys must be token ids in [0, {vocab}) written as strings",
+                "logit_bias",
+            )
         raise invalid("logit_bias is not supported yet", "logit_bias", "unsupported_parameter")
     if body.stream_options is not None and not body.stream:
         raise invalid("stream_options is only allowed when stream is true", "stream_options")
@@ -58,7 +80,9 @@ def field_constraint(body: SamplingFields) -> tuple[Constraint, str] | tuple[Non
     field's name; 400 if more than one is given or it is malformed."""
     given = [name for name in CONSTRAINT_FIELDS if getattr(body, name) is not None]
     if len(given) > 1:
-        raise invalid(f"give at most one of {', '.join(CONSTRAINT_FIELDS)}; got {', '.join(given)}", given[1])
+        raise invalid(
+            f"give at most one of {', '.join(CONSTRAINT_FIELDS)}; got {', '.join(given)}", given[1]
+        )
     if not given:
         return None, None
     try:
@@ -70,10 +94,16 @@ def field_constraint(body: SamplingFields) -> tuple[Constraint, str] | tuple[Non
 def sampling_dict(body: SamplingFields, max_new_tokens: int) -> dict[str, Any]:
     """The SamplingParams fields an OpenAI request sets (logprob fields added by callers)."""
     fields: dict[str, Any] = {
-        "max_new_tokens": max_new_tokens, "top_k": body.top_k, "min_p": body.min_p,
-        "repetition_penalty": body.repetition_penalty, "frequency_penalty": body.frequency_penalty,
-        "presence_penalty": body.presence_penalty, "ignore_eos": body.ignore_eos,
-        "skip_special_tokens": body.skip_special_tokens, "seed": body.seed, "min_new_tokens": body.min_tokens,
+        "max_new_tokens": max_new_tokens,
+        "top_k": body.top_k,
+        "min_p": body.min_p,
+        "repetition_penalty": body.repetition_penalty,
+        "frequency_penalty": body.frequency_penalty,
+        "presence_penalty": body.presence_penalty,
+        "ignore_eos": body.ignore_eos,
+        "skip_special_tokens": body.skip_special_tokens,
+        "seed": body.seed,
+        "min_new_tokens": body.min_tokens,
         "temperature": 1.0 if body.temperature is None else body.temperature,
         "top_p": 1.0 if body.top_p is None else body.top_p,
     }
@@ -92,8 +122,12 @@ def usage(states: list[ReqState], n: int) -> dict[str, Any]:
     prompt = sum(s.prompt_tokens for s in states[::n])
     cached = sum(min(s.cached_tokens, s.prompt_tokens) for s in states[::n])
     completion = sum(s.completion_tokens for s in states)
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": cached}}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
 
 
 def finish_reason(state: ReqState) -> str | None:

@@ -11,10 +11,26 @@ from typing import Any, AsyncIterator
 from fastapi import APIRouter, Depends, Request
 
 from radixgen.runtime.server.errors import invalid
-from radixgen.runtime.server.http_common import (ServerState, body_schema, checked_rids, client_gone, collect,
-                                                 finite, json_body, n_params, request_rids, server_state, sse)
-from radixgen.runtime.server.openai_common import (check_common, field_constraint, finish_reason,
-                                                   sampling_dict, usage)
+from radixgen.runtime.server.http_common import (
+    ServerState,
+    body_schema,
+    checked_rids,
+    client_gone,
+    collect,
+    finite,
+    json_body,
+    n_params,
+    request_rids,
+    server_state,
+    sse,
+)
+from radixgen.runtime.server.openai_common import (
+    check_common,
+    field_constraint,
+    finish_reason,
+    sampling_dict,
+    usage,
+)
 from radixgen.runtime.server.protocol import CompletionRequest
 from radixgen.runtime.server.request_group import ReqState, RequestGroup
 
@@ -22,8 +38,9 @@ router = APIRouter()
 
 
 @router.post("/v1/completions", openapi_extra=body_schema(CompletionRequest))
-async def completions(request: Request,
-                      body: CompletionRequest = Depends(json_body(CompletionRequest))) -> Any:
+async def completions(
+    request: Request, body: CompletionRequest = Depends(json_body(CompletionRequest))
+) -> Any:
     """OpenAI (legacy) completions; choice index = prompt index * n + sample index."""
     st = server_state(request)
     _check_completion(st, body)
@@ -39,18 +56,31 @@ async def completions(request: Request,
     for ids in prompts:
         st.tm.check_prompt(ids, body.max_tokens, "prompt")
         specs += [(ids, p) for p in params]
-    group = RequestGroup(st.tm, specs, checked_rids(st, request_rids(body.rid, len(specs)), len(specs)))
+    group = RequestGroup(
+        st.tm, specs, checked_rids(st, request_rids(body.rid, len(specs)), len(specs))
+    )
     group.start()
-    head = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
-            "model": body.model, "system_fingerprint": st.system_fingerprint}
+    head = {
+        "id": f"cmpl-{uuid.uuid4().hex}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": body.model,
+        "system_fingerprint": st.system_fingerprint,
+    }
     if body.stream:
         return sse(_chunks(st, body, group, head), group)
     states = await collect(request, group)
     if states is None:
         return client_gone()
-    choices = [{"index": s.index, "text": _echo(st, body, s) + s.text,
-                "logprobs": _logprobs(st, s, 0, body.logprobs), "finish_reason": finish_reason(s)}
-               for s in states]
+    choices = [
+        {
+            "index": s.index,
+            "text": _echo(st, body, s) + s.text,
+            "logprobs": _logprobs(st, s, 0, body.logprobs),
+            "finish_reason": finish_reason(s),
+        }
+        for s in states
+    ]
     return {**head, "choices": choices, "usage": usage(states, body.n)}
 
 
@@ -61,8 +91,11 @@ def _check_completion(st: ServerState, body: CompletionRequest) -> None:
     if body.best_of not in (None, 1):
         raise invalid("best_of > 1 is not supported", "best_of", "unsupported_parameter")
     if body.echo and body.logprobs is not None:
-        raise invalid("echo with logprobs (prompt logprobs) is not supported yet", "echo",
-                      "unsupported_parameter")
+        raise invalid(
+            "echo with logprobs (prompt logprobs) is not supported yet",
+            "echo",
+            "unsupported_parameter",
+        )
 
 
 async def _prompts(st: ServerState, prompt: Any) -> list[list[int]]:
@@ -85,18 +118,23 @@ def _logprobs(st: ServerState, s: ReqState, start: int, k: int | None) -> dict[s
     """Legacy completions logprobs of the output tokens from `start` on."""
     if k is None:
         return None
-    texts = [st.token_text(t) for t in s.output_ids[:len(s.logprobs)]]
+    texts = [st.token_text(t) for t in s.output_ids[: len(s.logprobs)]]
     tokens, offsets, pos = texts[start:], [], sum(len(t) for t in texts[:start])
     for t in tokens:  # offsets of the token texts, concatenated from the first output token
         offsets.append(pos)
         pos += len(t)
     tops = [{st.token_text(t): finite(lp) for t, lp in top} for top in s.top_logprobs[start:]]
-    return {"tokens": tokens, "token_logprobs": [finite(lp) for lp in s.logprobs[start:]],
-            "top_logprobs": tops if k else None, "text_offset": offsets}
+    return {
+        "tokens": tokens,
+        "token_logprobs": [finite(lp) for lp in s.logprobs[start:]],
+        "top_logprobs": tops if k else None,
+        "text_offset": offsets,
+    }
 
 
-async def _chunks(st: ServerState, body: CompletionRequest, group: RequestGroup,
-                  head: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+async def _chunks(
+    st: ServerState, body: CompletionRequest, group: RequestGroup, head: dict[str, Any]
+) -> AsyncIterator[dict[str, Any]]:
     with_usage = body.stream_options is not None and body.stream_options.include_usage
     extra = {"usage": None} if with_usage else {}
     seen = {s.rid: 0 for s in group.states}
@@ -109,8 +147,12 @@ async def _chunks(st: ServerState, body: CompletionRequest, group: RequestGroup,
             text = _echo(st, body, s) + text
         if not (text or out.finish or seen[s.rid] > start):
             continue
-        choice = {"index": s.index, "text": text, "logprobs": _logprobs(st, s, start, body.logprobs),
-                  "finish_reason": finish_reason(s)}
+        choice = {
+            "index": s.index,
+            "text": text,
+            "logprobs": _logprobs(st, s, start, body.logprobs),
+            "finish_reason": finish_reason(s),
+        }
         yield {**head, "choices": [choice], **extra}
     if with_usage:
         yield {**head, "choices": [], "usage": usage(group.states, body.n)}

@@ -36,14 +36,21 @@ def response_constraint(body: ChatCompletionRequest) -> Constraint | None:
     if kind == "json_schema":
         spec = fmt.get("json_schema")
         if not isinstance(spec, dict) or not isinstance(spec.get("name", ""), str):
-            raise invalid("response_format.json_schema must be an object with a name and a schema",
-                          "response_format.json_schema")
+            raise invalid(
+                "response_format.json_schema must be an object with a name and a schema",
+                "response_format.json_schema",
+            )
         schema = spec.get("schema", {"type": "object"})
         if not isinstance(schema, dict):
-            raise invalid("response_format.json_schema.schema must be a JSON object", "response_format.json_schema")
+            raise invalid(
+                "response_format.json_schema.schema must be a JSON object",
+                "response_format.json_schema",
+            )
         return Constraint("json_schema", schema)
-    raise invalid(f"response_format type must be text, json_object or json_schema, got {kind!r}",
-                  "response_format.type")
+    raise invalid(
+        f"response_format type must be text, json_object or json_schema, got {kind!r}",
+        "response_format.type",
+    )
 
 
 def checked_tools(body: ChatCompletionRequest) -> dict[str, dict[str, Any]]:
@@ -57,7 +64,9 @@ def checked_tools(body: ChatCompletionRequest) -> dict[str, dict[str, Any]]:
         if not isinstance(name, str) or not name or name in tools:
             raise invalid("each function needs a unique non-empty name", f"tools.{i}.function.name")
         if not isinstance(params, dict):
-            raise invalid("function parameters must be a JSON schema object", f"tools.{i}.function.parameters")
+            raise invalid(
+                "function parameters must be a JSON schema object", f"tools.{i}.function.parameters"
+            )
         tools[name] = params
     return tools
 
@@ -77,7 +86,9 @@ def tool_mode(body: ChatCompletionRequest, tools: dict[str, dict]) -> str | None
         if name not in tools:
             raise invalid(f"tool_choice names {name!r}, which is not in tools", "tool_choice")
         return name
-    raise invalid('tool_choice must be "none", "auto", "required" or {"type": "function", ...}', "tool_choice")
+    raise invalid(
+        'tool_choice must be "none", "auto", "required" or {"type": "function", ...}', "tool_choice"
+    )
 
 
 def tool_constraint(mode: str | None, tools: dict[str, dict], parallel: bool) -> Constraint | None:
@@ -88,27 +99,45 @@ def tool_constraint(mode: str | None, tools: dict[str, dict], parallel: bool) ->
         return None
     defs, arguments = _hoisted(tools)
     if mode not in ("auto", "required"):
-        return Constraint("json_schema", {**_draft(tools), **_call_schema(mode, arguments[mode]), "$defs": defs})
-    calls = {**_draft(tools), "type": "array", "items": {"anyOf": [_call_schema(n, a) for n, a in arguments.items()]},
-             "minItems": 1, **({} if parallel else {"maxItems": 1}), "$defs": defs}
+        return Constraint(
+            "json_schema", {**_draft(tools), **_call_schema(mode, arguments[mode]), "$defs": defs}
+        )
+    calls = {
+        **_draft(tools),
+        "type": "array",
+        "items": {"anyOf": [_call_schema(n, a) for n, a in arguments.items()]},
+        "minItems": 1,
+        **({} if parallel else {"maxItems": 1}),
+        "$defs": defs,
+    }
     if len(tools) == 1:
         calls["items"] = calls["items"]["anyOf"][0]
     if mode == "required":
         return Constraint("json_schema", calls)
-    return Constraint("tool_calls", json.dumps({"schema": calls, "open": TOOL_OPEN, "close": TOOL_CLOSE},
-                                               separators=(",", ":")))
+    return Constraint(
+        "tool_calls",
+        json.dumps(
+            {"schema": calls, "open": TOOL_OPEN, "close": TOOL_CLOSE}, separators=(",", ":")
+        ),
+    )
 
 
 def tool_schema_error(message: str) -> str:
     """A grammar error about the call schema, with the hoisted places named as the request does:
     "$.$defs.tool3.properties.x" -> "tools[3].function.parameters.properties.x"."""
-    return re.sub(r"\$\.\$defs\.tool(\d+)(?:-(\$defs|definitions)-)?",
-                  lambda m: f"tools[{m[1]}].function.parameters" + (f".{m[2]}." if m[2] else ""), message)
+    return re.sub(
+        r"\$\.\$defs\.tool(\d+)(?:-(\$defs|definitions)-)?",
+        lambda m: f"tools[{m[1]}].function.parameters" + (f".{m[2]}." if m[2] else ""),
+        message,
+    )
 
 
 def _call_schema(name: str, arguments: dict) -> dict:
-    return {"type": "object", "properties": {"name": {"const": name}, "arguments": arguments},
-            "required": ["name", "arguments"]}
+    return {
+        "type": "object",
+        "properties": {"name": {"const": name}, "arguments": arguments},
+        "required": ["name", "arguments"],
+    }
 
 
 def _hoisted(tools: dict[str, dict]) -> tuple[dict, dict]:
@@ -152,8 +181,10 @@ def _moved_ref(ref: str, key: str, groups: dict) -> str:
 def tools_system_prompt(body: ChatCompletionRequest) -> str:
     """Tool descriptions and the call format, for templates without tool support."""
     specs = json.dumps([t["function"] for t in body.tools], indent=None)
-    return ("You can call these functions:\n" + specs + "\nTo call functions, answer with "
-            f'{TOOL_OPEN}[{{"name": <function name>, "arguments": <arguments object>}}]{TOOL_CLOSE}.')
+    return (
+        "You can call these functions:\n" + specs + "\nTo call functions, answer with "
+        f'{TOOL_OPEN}[{{"name": <function name>, "arguments": <arguments object>}}]{TOOL_CLOSE}.'
+    )
 
 
 def parse_tool_calls(text: str, mode: str | None) -> tuple[str | None, list[dict[str, Any]] | None]:
@@ -172,7 +203,9 @@ def render_tool_history(content: str | None, tool_calls: list[ToolCall], param: 
         try:
             args = json.loads(call.function.arguments)
         except json.JSONDecodeError:
-            raise invalid("tool_calls arguments must be a JSON object written as a string",
-                          f"{param}.{i}.function.arguments") from None
+            raise invalid(
+                "tool_calls arguments must be a JSON object written as a string",
+                f"{param}.{i}.function.arguments",
+            ) from None
         calls.append({"name": call.function.name, "arguments": args})
     return (content or "") + TOOL_OPEN + json.dumps(calls) + TOOL_CLOSE

@@ -60,12 +60,18 @@ class RequestGroup:
     """Submit with `start()`; iterate to get `(state, out)` per message (state already
     updated) until every request finished; `abort()` stops the unfinished ones."""
 
-    def __init__(self, tm: TokenizerManager, specs: list[tuple[list[int], SamplingParams]],
-                 rids: list[str] | None = None):
+    def __init__(
+        self,
+        tm: TokenizerManager,
+        specs: list[tuple[list[int], SamplingParams]],
+        rids: list[str] | None = None,
+    ):
         self.tm = tm
         self.queue: asyncio.Queue = asyncio.Queue()
         rids = rids or [uuid.uuid4().hex for _ in specs]
-        self.states = [ReqState(rid, i, ids, p) for i, (rid, (ids, p)) in enumerate(zip(rids, specs))]
+        self.states = [
+            ReqState(rid, i, ids, p) for i, (rid, (ids, p)) in enumerate(zip(rids, specs))
+        ]
         self.by_rid = {s.rid: s for s in self.states}
         self.followers: dict[str, list[ReqState]] = {}  # leader rid -> copies of its prompt
         self.arrival = time.perf_counter()  # where every request's latency metrics start

@@ -21,28 +21,46 @@ POOLS = ("prefix", "branch")
 GAUGES = {
     "num_running_reqs": ("num_running_reqs", "requests decoding or being prefilled"),
     "num_queue_reqs": ("num_waiting_reqs", "requests waiting for admission"),
-    "num_grammar_queue_reqs": ("num_grammar_queue_reqs", "requests waiting for their grammar to compile"),
+    "num_grammar_queue_reqs": (
+        "num_grammar_queue_reqs",
+        "requests waiting for their grammar to compile",
+    ),
     "token_usage": ("token_usage", "fraction of KV slots in use (by requests or the radix cache)"),
     "max_total_num_tokens": ("num_slots", "KV slots of every pool"),
     "cache_hit_rate": ("cache_hit_rate", "cached prompt tokens / prompt tokens since start"),
     # speculative decoding (0 while it is off)
     "spec_accept_length": ("spec_accept_length", "mean tokens emitted per speculative verify step"),
     "spec_accept_rate": ("spec_accept_rate", "accepted draft tokens / draft tokens verified"),
-    "spec_verify_steps": ("spec_verify_steps", "speculative verify steps (request-steps) since start"),
-    "spec_draft_tokens_pruned": ("spec_draft_tokens_pruned", "draft tokens cut by the grammar before verification"),
+    "spec_verify_steps": (
+        "spec_verify_steps",
+        "speculative verify steps (request-steps) since start",
+    ),
+    "spec_draft_tokens_pruned": (
+        "spec_draft_tokens_pruned",
+        "draft tokens cut by the grammar before verification",
+    ),
 }
 # per pool: metric name -> (statistic suffix after '<pool>_pool_', help)
 POOL_GAUGES = {
     "kv_pool_capacity_tokens": ("capacity_tokens", "KV pool capacity in tokens"),
     "kv_pool_token_usage": ("token_usage", "fraction of the KV pool's slots in use"),
     "kv_pool_cache_tokens": ("cached_tokens", "tokens of the KV pool held by the radix cache"),
-    "kv_pool_cache_hit_rate": ("cache_hit_rate", "prompt tokens served from this pool's cache / prompt tokens"),
+    "kv_pool_cache_hit_rate": (
+        "cache_hit_rate",
+        "prompt tokens served from this pool's cache / prompt tokens",
+    ),
 }
 COUNTERS = {
-    "num_retracted_requests": ("num_retractions", "requests sent back to the queue because the KV pool was full"),
+    "num_retracted_requests": (
+        "num_retractions",
+        "requests sent back to the queue because the KV pool was full",
+    ),
 }
 POOL_COUNTERS = {
-    "kv_pool_cache_hit_tokens": ("cache_hit_tokens", "prompt tokens served from this pool's radix cache"),
+    "kv_pool_cache_hit_tokens": (
+        "cache_hit_tokens",
+        "prompt tokens served from this pool's radix cache",
+    ),
 }
 
 
@@ -76,13 +94,17 @@ class SchedulerCollector(Collector):
     def _per_pool(self, kind: type, name: str, doc: str, suffix: str) -> Metric:
         family = kind(PREFIX + name, doc, labels=["model_name", "pool"])
         for pool in POOLS:
-            family.add_metric([self.model_name, pool], float(self.stats.get(f"{pool}_pool_{suffix}", 0.0)))
+            family.add_metric(
+                [self.model_name, pool], float(self.stats.get(f"{pool}_pool_{suffix}", 0.0))
+            )
         return family
 
     def _position_accept(self) -> Metric:
-        family = GaugeMetricFamily(PREFIX + "spec_position_accept_rate",
-                                   "per draft depth: verify steps accepting a token there / steps drafting it",
-                                   labels=["model_name", "position"])
+        family = GaugeMetricFamily(
+            PREFIX + "spec_position_accept_rate",
+            "per draft depth: verify steps accepting a token there / steps drafting it",
+            labels=["model_name", "position"],
+        )
         for depth, rate in enumerate(self.stats.get("spec_position_accept_rate", []), start=1):
             family.add_metric([self.model_name, str(depth)], float(rate))
         return family

@@ -17,11 +17,31 @@ import zmq
 
 from radixgen.config import EngineConfig
 from radixgen.runtime.engine import build_scheduler, load_tokenizer
-from radixgen.runtime.messages import (AbortReq, CompileReq, DetokRegister, FlushCacheReq, FlushCacheResp, GenerateReq,
-                                       GetInfoReq, InfoResp, SchedulerFailed, SchedulerReady,
-                                       ToDetokenizer, ToFrontend, TokenBatch, ToSchedulerProcess)
+from radixgen.runtime.messages import (
+    AbortReq,
+    CompileReq,
+    DetokRegister,
+    FlushCacheReq,
+    FlushCacheResp,
+    GenerateReq,
+    GetInfoReq,
+    InfoResp,
+    SchedulerFailed,
+    SchedulerReady,
+    ToDetokenizer,
+    ToFrontend,
+    TokenBatch,
+    ToSchedulerProcess,
+)
 from radixgen.runtime.scheduler import Scheduler
-from radixgen.runtime.server.ipc import Codec, Endpoints, ParentWatch, pull_socket, push_socket, setup_child
+from radixgen.runtime.server.ipc import (
+    Codec,
+    Endpoints,
+    ParentWatch,
+    pull_socket,
+    push_socket,
+    setup_child,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +93,10 @@ class SchedulerProcess:
         elif isinstance(msg, FlushCacheReq):
             self._reply(FlushCacheResp(ok=self.scheduler.flush_cache()))
         elif isinstance(msg, GetInfoReq):
-            stats = {**scheduler_stats(self.scheduler), "num_abort_requests": self.num_abort_requests}
+            stats = {
+                **scheduler_stats(self.scheduler),
+                "num_abort_requests": self.num_abort_requests,
+            }
             self._reply(InfoResp(stats=stats))
         elif isinstance(msg, CompileReq):
             if self.scheduler.grammar is not None:  # (else constrained requests are refused)
@@ -92,15 +115,22 @@ def scheduler_stats(s: Scheduler) -> dict[str, Any]:
     free = s.runner.allocator.num_free()
     prompt = s.num_prompt_tokens
     return {
-        "num_waiting_reqs": len(s.waiting), "num_running_reqs": len(s.running),
+        "num_waiting_reqs": len(s.waiting),
+        "num_running_reqs": len(s.running),
         "num_grammar_queue_reqs": len(s.grammar.pending) if s.grammar is not None else 0,
-        "num_slots": num_slots, "num_free_slots": free, "cache_size": s.cache.total_size(),
+        "num_slots": num_slots,
+        "num_free_slots": free,
+        "cache_size": s.cache.total_size(),
         "token_usage": round(1 - free / num_slots, 4) if num_slots else 0.0,
-        "num_prompt_tokens": prompt, "num_cached_tokens": s.num_cached_tokens,
+        "num_prompt_tokens": prompt,
+        "num_cached_tokens": s.num_cached_tokens,
         "cache_hit_rate": round(s.num_cached_tokens / prompt, 4) if prompt else 0.0,
-        "num_retractions": s.num_retractions, "chunk_size": s.chunk_size,
-        "kv_rotation": s.runner.kv_rotation, "cuda_graph": s.runner.graphs is not None,
-        **(s.runner.graphs.summary() if s.runner.graphs is not None else {}), **pool_stats(s),
+        "num_retractions": s.num_retractions,
+        "chunk_size": s.chunk_size,
+        "kv_rotation": s.runner.kv_rotation,
+        "cuda_graph": s.runner.graphs is not None,
+        **(s.runner.graphs.summary() if s.runner.graphs is not None else {}),
+        **pool_stats(s),
         **(s.spec.summary() if s.spec is not None else {}),
     }
 
@@ -113,16 +143,22 @@ def pool_stats(s: Scheduler) -> dict[str, Any]:
         capacity = s.runner.capacity[tier] if tier < len(s.runner.capacity) else 0
         free = s.runner.allocator.num_free(tier) if capacity else 0
         hits = s.num_cached_by_tier[tier]
-        out.update({f"{name}_pool_dtype": s.runner.kv_dtypes[tier], f"{name}_pool_capacity_tokens": capacity,
-                    f"{name}_pool_token_usage": round(1 - free / capacity, 4) if capacity else 0.0,
-                    f"{name}_pool_cached_tokens": s.cache.total_size(tier) if capacity else 0,
-                    f"{name}_pool_cache_hit_tokens": hits,
-                    f"{name}_pool_cache_hit_rate": round(hits / prompt, 4) if prompt else 0.0})
+        out.update(
+            {
+                f"{name}_pool_dtype": s.runner.kv_dtypes[tier],
+                f"{name}_pool_capacity_tokens": capacity,
+                f"{name}_pool_token_usage": round(1 - free / capacity, 4) if capacity else 0.0,
+                f"{name}_pool_cached_tokens": s.cache.total_size(tier) if capacity else 0,
+                f"{name}_pool_cache_hit_tokens": hits,
+                f"{name}_pool_cache_hit_rate": round(hits / prompt, 4) if prompt else 0.0,
+            }
+        )
     return out
 
 
-def run_scheduler_process(model_path: str, tokenizer_path: str, cfg: EngineConfig, endpoints: Endpoints,
-                          log_level: str) -> None:
+def run_scheduler_process(
+    model_path: str, tokenizer_path: str, cfg: EngineConfig, endpoints: Endpoints, log_level: str
+) -> None:
     """Child entry point (multiprocessing spawn). A load failure is reported to the main
     process as SchedulerFailed and ends the process with exit code 1."""
     setup_child("scheduler", log_level)
@@ -138,9 +174,16 @@ def run_scheduler_process(model_path: str, tokenizer_path: str, cfg: EngineConfi
     # the loaded model, tokenizer and tables never die: keep them out of the cyclic GC's full
     # passes (~0.2 s each over this heap), which otherwise stall decode steps and grammar masks
     gc.freeze()
-    proc._reply(SchedulerReady(max_context_len=runner.max_context_len, num_slots=runner.capacity[0],
-                               vocab_size=runner.arch.vocab_size))
-    logger.info("scheduler ready: %d KV slots, context %d", runner.num_slots, runner.max_context_len)
+    proc._reply(
+        SchedulerReady(
+            max_context_len=runner.max_context_len,
+            num_slots=runner.capacity[0],
+            vocab_size=runner.arch.vocab_size,
+        )
+    )
+    logger.info(
+        "scheduler ready: %d KV slots, context %d", runner.num_slots, runner.max_context_len
+    )
     try:
         proc.run()
     finally:

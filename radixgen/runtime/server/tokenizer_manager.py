@@ -14,9 +14,20 @@ import zmq
 import zmq.asyncio
 
 from radixgen.core import SamplingParams
-from radixgen.runtime.messages import (AbortReq, CompileReq, FlushCacheReq, FlushCacheResp, GenerateReq, GetInfoReq,
-                                       InfoResp, SchedulerFailed, SchedulerReady, TextBatch, ToFrontend,
-                                       ToSchedulerProcess)
+from radixgen.runtime.messages import (
+    AbortReq,
+    CompileReq,
+    FlushCacheReq,
+    FlushCacheResp,
+    GenerateReq,
+    GetInfoReq,
+    InfoResp,
+    SchedulerFailed,
+    SchedulerReady,
+    TextBatch,
+    ToFrontend,
+    ToSchedulerProcess,
+)
 from radixgen.runtime.server.errors import invalid, unavailable
 from radixgen.runtime.server.ipc import Codec, Endpoints
 from radixgen.runtime.server.metrics import ServerMetrics
@@ -43,10 +54,17 @@ class TokenizerManager:
     to its request's queue and every control answer to its waiting future; `metrics` sees
     every request's submission, text deltas and end."""
 
-    def __init__(self, tokenizer: Any, endpoints: Endpoints, metrics: ServerMetrics | None = None,
-                 grammar_whitespace: str = "compact"):
+    def __init__(
+        self,
+        tokenizer: Any,
+        endpoints: Endpoints,
+        metrics: ServerMetrics | None = None,
+        grammar_whitespace: str = "compact",
+    ):
         self.tokenizer = tokenizer
-        self.grammar_whitespace = grammar_whitespace  # the scheduler's, so the 400-check sizes the same regex
+        self.grammar_whitespace = (
+            grammar_whitespace  # the scheduler's, so the 400-check sizes the same regex
+        )
         self.metrics = metrics or ServerMetrics("radixgen")
         self.ctx = zmq.asyncio.Context()
         self.to_scheduler = self.ctx.socket(zmq.PUSH)
@@ -62,7 +80,9 @@ class TokenizerManager:
         self.draining: str | None = None  # set on SIGTERM: new requests are refused with it
         self._grammar_checker = None  # a GrammarCompiler used only to validate, built on first use
         self._waiters: dict[type, collections.deque[asyncio.Future]] = {
-            FlushCacheResp: collections.deque(), InfoResp: collections.deque()}
+            FlushCacheResp: collections.deque(),
+            InfoResp: collections.deque(),
+        }
         self._loop_task: asyncio.Task | None = None
         # Tokenization and chat templates run here, off the event loop, so a huge prompt holds
         # up neither /health nor the small prompts beside it. Several threads are safe: they
@@ -126,8 +146,14 @@ class TokenizerManager:
                     fut.set_exception(unavailable(reason))
 
     # ---- requests -----------------------------------------------------------------------
-    def submit(self, rid: str, input_ids: list[int], params: SamplingParams, queue: asyncio.Queue,
-               arrival: float | None = None) -> None:
+    def submit(
+        self,
+        rid: str,
+        input_ids: list[int],
+        params: SamplingParams,
+        queue: asyncio.Queue,
+        arrival: float | None = None,
+    ) -> None:
         """Send one request; its TextOut messages (then nothing) arrive on `queue`.
         `arrival` (perf_counter, default now) is where its latency metrics start."""
         if self.dead_reason is not None or self.draining is not None:
@@ -163,7 +189,9 @@ class TokenizerManager:
         try:
             return await asyncio.wait_for(fut, timeout=CONTROL_TIMEOUT_S)
         except asyncio.TimeoutError:
-            raise unavailable(f"the scheduler did not answer within {CONTROL_TIMEOUT_S:.0f}s") from None
+            raise unavailable(
+                f"the scheduler did not answer within {CONTROL_TIMEOUT_S:.0f}s"
+            ) from None
 
     def _send(self, msg: Any) -> None:
         self.to_scheduler.send(self.out_codec.encode(msg), copy=False)
@@ -217,15 +245,19 @@ class TokenizerManager:
         max_len = self.limits.max_context_len
         for enc in encoded:
             if len(enc) >= max_len:
-                raise invalid(f"the prompt has {len(enc)} tokens; this model's context is {max_len} tokens",
-                              param, "context_length_exceeded")
+                raise invalid(
+                    f"the prompt has {len(enc)} tokens; this model's context is {max_len} tokens",
+                    param,
+                    "context_length_exceeded",
+                )
         return [list(e) if isinstance(e, list) else list(e.ids) for e in encoded]
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
-    async def check_constraints(self, params: list, param: str,
-                                worded: Callable[[str], str] | None = None) -> None:
+    async def check_constraints(
+        self, params: list, param: str, worded: Callable[[str], str] | None = None
+    ) -> None:
         """400 naming the problem unless every constraint in `params` (SamplingParams) would
         compile: the cheap checks (schema features, regex and grammar syntax) run here, off
         the event loop; the vocabulary index is built by the scheduler process. `worded`
@@ -237,7 +269,9 @@ class TokenizerManager:
             from radixgen.grammar.compiler import GrammarCompiler
             from radixgen.grammar.tokenizer_info import TokenizerInfo
 
-            self._grammar_checker = GrammarCompiler(TokenizerInfo.from_hf(self.tokenizer), self.grammar_whitespace)
+            self._grammar_checker = GrammarCompiler(
+                TokenizerInfo.from_hf(self.tokenizer), self.grammar_whitespace
+            )
         from radixgen.grammar.matcher import GrammarError
 
         for constraint in constraints:  # the scheduler compiles each new one meanwhile
@@ -247,7 +281,9 @@ class TokenizerManager:
             try:
                 await asyncio.to_thread(self._grammar_checker.validate, constraint)
             except GrammarError as exc:
-                raise invalid(worded(str(exc)) if worded else str(exc), param, "invalid_constraint") from None
+                raise invalid(
+                    worded(str(exc)) if worded else str(exc), param, "invalid_constraint"
+                ) from None
 
     def check_prompt(self, ids: list[int], max_new_tokens: int, param: str) -> None:
         """400 unless the prompt is non-empty, in the vocabulary, and fits the context."""
@@ -255,14 +291,26 @@ class TokenizerManager:
         if not ids:
             raise invalid("the prompt is empty", param)
         if len(ids) < limits.max_context_len and any(
-                not isinstance(t, int) or t < 0 or t >= limits.vocab_size for t in ids):
+            not isinstance(t, int) or t < 0 or t >= limits.vocab_size for t in ids
+        ):
             raise invalid(f"token ids must be integers in [0, {limits.vocab_size})", param)
         if len(ids) >= limits.max_context_len:
-            raise invalid(f"the prompt has {len(ids)} tokens; this model's context is "
-                          f"{limits.max_context_len} tokens", param, "context_length_exceeded")
+            raise invalid(
+                f"the prompt has {len(ids)} tokens; this model's context is "
+                f"{limits.max_context_len} tokens",
+                param,
+                "context_length_exceeded",
+            )
         if len(ids) + max_new_tokens > limits.max_context_len:
-            raise invalid(f"{len(ids)} prompt tokens + {max_new_tokens} new tokens exceed this model's "
-                          f"context of {limits.max_context_len} tokens", param, "context_length_exceeded")
+            raise invalid(
+                f"{len(ids)} prompt tokens + {max_new_tokens} new tokens exceed this model's "
+                f"context of {limits.max_context_len} tokens",
+                param,
+                "context_length_exceeded",
+            )
         if len(ids) + 1 > limits.num_slots:
-            raise invalid(f"the prompt has {len(ids)} tokens; the KV pool holds {limits.num_slots}",
-                          param, "context_length_exceeded")
+            raise invalid(
+                f"the prompt has {len(ids)} tokens; the KV pool holds {limits.num_slots}",
+                param,
+                "context_length_exceeded",
+            )

@@ -31,7 +31,9 @@ class ToolCallReader:
         self._pos = 0  # next character of `text` to read
         self._stack: list[str] = []
         self._in_string = self._escape = False
-        self._key = self._key_start = None  # the call object's key being read / where its string starts
+        self._key = self._key_start = (
+            None  # the call object's key being read / where its string starts
+        )
         self._value_start: int | None = None  # where the call object's current value starts
         self._sent_args = 0  # characters of the current call's arguments sent
 
@@ -55,8 +57,14 @@ class ToolCallReader:
         text (an output cut short)."""
         if self.kind != "calls" or not self.complete or any(c["name"] is None for c in self.calls):
             return self.text, None
-        return None, [{"id": c["id"], "type": "function", "function": {
-            "name": c["name"], "arguments": c["arguments"]}} for c in self.calls]
+        return None, [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for c in self.calls
+        ]
 
     # ---- one character at a time --------------------------------------------------------
     def _read(self, pos: int, out: list) -> None:
@@ -78,8 +86,14 @@ class ToolCallReader:
         elif ch in "{[":
             self._stack.append(ch)
             if len(self._stack) == self.call_depth and ch == "{":
-                self.calls.append({"id": f"call_{uuid.uuid4().hex[:24]}", "name": None, "arguments": "",
-                                   "sent": False})
+                self.calls.append(
+                    {
+                        "id": f"call_{uuid.uuid4().hex[:24]}",
+                        "name": None,
+                        "arguments": "",
+                        "sent": False,
+                    }
+                )
         elif ch in "}]":
             if at_call:
                 self._value_closed(pos, out)
@@ -94,15 +108,15 @@ class ToolCallReader:
         if len(self._stack) != self.call_depth:
             return
         if self._value_start is None:  # a key of the call object
-            self._key = json.loads(self.text[self._key_start:pos + 1])
+            self._key = json.loads(self.text[self._key_start : pos + 1])
         elif self._key == "name":
-            self.calls[-1]["name"] = json.loads(self.text[self._value_start:pos + 1].strip())
+            self.calls[-1]["name"] = json.loads(self.text[self._value_start : pos + 1].strip())
             self._announce(out)
 
     def _value_closed(self, pos: int, out: list) -> None:
         """The call object's current value ends at `pos` (a comma or the object's close)."""
         if self._value_start is not None and self._key == "arguments":
-            self.calls[-1]["arguments"] = self.text[self._value_start:pos].strip()
+            self.calls[-1]["arguments"] = self.text[self._value_start : pos].strip()
             self._send_arguments(out, final=True)
         self._key = self._value_start = None
 
@@ -110,8 +124,18 @@ class ToolCallReader:
     def _announce(self, out: list) -> None:
         call = self.calls[-1]
         call["sent"] = True
-        out.append({"tool_calls": [{"index": len(self.calls) - 1, "id": call["id"], "type": "function",
-                                    "function": {"name": call["name"], "arguments": ""}}]})
+        out.append(
+            {
+                "tool_calls": [
+                    {
+                        "index": len(self.calls) - 1,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["name"], "arguments": ""},
+                    }
+                ]
+            }
+        )
         self._sent_args = 0
         if call["arguments"]:  # written before the name
             self._send_arguments(out, final=True)
@@ -123,10 +147,18 @@ class ToolCallReader:
         if final:
             text = self.calls[-1]["arguments"]
         elif self._key == "arguments" and self._value_start is not None:
-            text = self.text[self._value_start:self._pos].strip()
+            text = self.text[self._value_start : self._pos].strip()
         else:
             return
         if len(text) > self._sent_args:
-            out.append({"tool_calls": [{"index": len(self.calls) - 1,
-                                        "function": {"arguments": text[self._sent_args:]}}]})
+            out.append(
+                {
+                    "tool_calls": [
+                        {
+                            "index": len(self.calls) - 1,
+                            "function": {"arguments": text[self._sent_args :]},
+                        }
+                    ]
+                }
+            )
             self._sent_args = len(text)

@@ -22,7 +22,8 @@ TRACE_HEADERS = (b"traceparent", b"tracestate")
 
 # the W3C trace headers of the HTTP request being handled (None: it sent none)
 INCOMING_TRACE_HEADERS: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
-    "radixgen_incoming_trace_headers", default=None)
+    "radixgen_incoming_trace_headers", default=None
+)
 
 
 class TraceContextMiddleware:
@@ -37,8 +38,11 @@ class TraceContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        carrier = {name.decode("latin-1"): value.decode("latin-1")
-                   for name, value in scope.get("headers") or [] if name in TRACE_HEADERS}
+        carrier = {
+            name.decode("latin-1"): value.decode("latin-1")
+            for name, value in scope.get("headers") or []
+            if name in TRACE_HEADERS
+        }
         token = INCOMING_TRACE_HEADERS.set(carrier or None)
         try:
             await self.app(scope, receive, send)
@@ -73,8 +77,11 @@ class RequestTracer:
 
         # a private provider (never the global one): flushed at interpreter exit
         self.provider = TracerProvider(resource=Resource.create({"service.name": "radixgen"}))
-        self.provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=EXPORT_DELAY_MS)
-                                         if batch else SimpleSpanProcessor(exporter))
+        self.provider.add_span_processor(
+            BatchSpanProcessor(exporter, schedule_delay_millis=EXPORT_DELAY_MS)
+            if batch
+            else SimpleSpanProcessor(exporter)
+        )
         self.tracer = self.provider.get_tracer("radixgen")
         self.propagator = TraceContextTextMapPropagator()
         self.model_name = model_name
@@ -85,9 +92,17 @@ class RequestTracer:
 
         headers = INCOMING_TRACE_HEADERS.get()
         parent = self.propagator.extract(headers) if headers else None
-        span = self.tracer.start_span(SPAN_NAME, context=parent, kind=SpanKind.SERVER, start_time=_ns(start),
-                                      attributes={"gen_ai.request.id": rid, "gen_ai.response.model": self.model_name,
-                                                  "gen_ai.usage.prompt_tokens": prompt_tokens})
+        span = self.tracer.start_span(
+            SPAN_NAME,
+            context=parent,
+            kind=SpanKind.SERVER,
+            start_time=_ns(start),
+            attributes={
+                "gen_ai.request.id": rid,
+                "gen_ai.response.model": self.model_name,
+                "gen_ai.usage.prompt_tokens": prompt_tokens,
+            },
+        )
         self.spans[rid] = _LiveSpan(span, start)
 
     def observe(self, out: TextOut, now: float) -> None:
@@ -97,8 +112,11 @@ class RequestTracer:
         live.completion_tokens, live.cached_tokens = out.completion_tokens, out.cached_tokens
         if out.times is not None:
             live.admitted, live.prefilled = out.times.admitted, out.times.prefilled
-            for name, moment in (("queued", out.times.received), ("prefill_start", out.times.admitted),
-                                 ("prefill_end", out.times.prefilled)):
+            for name, moment in (
+                ("queued", out.times.received),
+                ("prefill_start", out.times.admitted),
+                ("prefill_end", out.times.prefilled),
+            ):
                 live.span.add_event(name, timestamp=_ns(moment))
         if out.token_ids and live.first_token is None:
             live.first_token = now
@@ -123,10 +141,12 @@ class RequestTracer:
 
     @staticmethod
     def _end_attributes(live: _LiveSpan, now: float, finish: dict | None) -> dict[str, Any]:
-        attributes = {"gen_ai.usage.completion_tokens": live.completion_tokens,
-                      "gen_ai.usage.cached_tokens": live.cached_tokens,
-                      "gen_ai.response.finish_reasons": [finish.get("type", "") if finish else "abort"],
-                      "gen_ai.latency.e2e": now - live.start}
+        attributes = {
+            "gen_ai.usage.completion_tokens": live.completion_tokens,
+            "gen_ai.usage.cached_tokens": live.cached_tokens,
+            "gen_ai.response.finish_reasons": [finish.get("type", "") if finish else "abort"],
+            "gen_ai.latency.e2e": now - live.start,
+        }
         if live.admitted is not None:
             attributes["gen_ai.latency.time_in_queue"] = live.admitted - live.start
             attributes["gen_ai.latency.time_in_model_prefill"] = live.prefilled - live.admitted

@@ -29,17 +29,25 @@ def test_automaton_accepts_what_the_regex_matches():
     try:
         automaton = probe.automaton('"[a-z]{2}(?:x|yz)?"')
         for text in ('"ab"', '"abx"', '"abyz"', '"a"', '"abz"', '"aby"', '"ab'):
-            assert _fullmatch(automaton, text.encode()) == bool(re.fullmatch('"[a-z]{2}(?:x|yz)?"', text))
+            assert _fullmatch(automaton, text.encode()) == bool(
+                re.fullmatch('"[a-z]{2}(?:x|yz)?"', text)
+            )
         with pytest.raises(GrammarError, match="cannot compile regex"):
             probe.automaton("(")
-        assert probe.weighted_moves("ab", (), [1] * 256) == 2  # one allowed byte per state before the end
+        assert (
+            probe.weighted_moves("ab", (), [1] * 256) == 2
+        )  # one allowed byte per state before the end
     finally:
         probe.close()
 
 
 @pytest.mark.parametrize("limit", ["seconds", "memory"])
 def test_an_exploding_automaton_is_refused_and_the_probe_recovers(limit):
-    probe = AutomatonProbe(seconds=2) if limit == "seconds" else AutomatonProbe(memory=400 << 20, seconds=60)
+    probe = (
+        AutomatonProbe(seconds=2)
+        if limit == "seconds"
+        else AutomatonProbe(memory=400 << 20, seconds=60)
+    )
     try:
         start = time.perf_counter()
         with pytest.raises(GrammarError, match="too large to compile.*exponentially many states"):

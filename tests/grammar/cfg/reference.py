@@ -39,8 +39,9 @@ class RefParser:
 
     def _acceptable(self, stack: tuple) -> frozenset[str]:
         row = self.states[stack[-1]]
-        return frozenset(t for t in row
-                         if t.isupper() and t != END and self._feed(stack, t) is not None)
+        return frozenset(
+            t for t in row if t.isupper() and t != END and self._feed(stack, t) is not None
+        )
 
 
 class RefMasker:
@@ -49,8 +50,11 @@ class RefMasker:
     def __init__(self, grammar) -> None:
         self.grammar, self.parser = grammar, RefParser(grammar.lark)
         info = grammar.info
-        self.token_ids = [i for i, b in enumerate(info.token_bytes)
-                          if b and i not in info.special_ids and i not in grammar.eos_ids]
+        self.token_ids = [
+            i
+            for i, b in enumerate(info.token_bytes)
+            if b and i not in info.special_ids and i not in grammar.eos_ids
+        ]
         self._lexed: dict[int, list[tuple[int, tuple[str, ...], int]]] = {}
 
     def _lex(self, q0: int) -> list[tuple[int, tuple[str, ...], int]]:

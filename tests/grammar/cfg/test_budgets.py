@@ -9,11 +9,11 @@ import time
 import pytest
 
 from radixgen.core import Constraint
-from radixgen.grammar.cfg import closing as cfg_closing
 from radixgen.grammar.bitmask import allocate_bitmask
+from radixgen.grammar.cfg import closing as cfg_closing
 from radixgen.grammar.cfg.grammar import compile_cfg
-from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.cfg.search_budget import OutOfBudget, SizedMemo, WorkBudget
+from radixgen.grammar.matcher import GrammarError
 from tests.grammar.conftest import toy_info
 
 TOY = toy_info([b"", b"a", b"b", b"x", b"y", b"(", b")", b"((", b"))", b" "])

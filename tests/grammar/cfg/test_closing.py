@@ -12,24 +12,29 @@ import pytest
 from lark import Lark
 
 from radixgen.core import Constraint
-from radixgen.grammar.cfg.grammar import compile_cfg, shipped_grammar
 from radixgen.grammar.cfg.closing import WINDOW
 from radixgen.grammar.cfg.ebnf import ebnf_to_lark
+from radixgen.grammar.cfg.grammar import compile_cfg, shipped_grammar
 from radixgen.grammar.tokenizer_info import TokenizerInfo
-from tests.grammar.conftest import JSON_LARK
 from tests.grammar.cfg.test_smollm import ARITH_GBNF, allowed_ids
+from tests.grammar.conftest import JSON_LARK
 
 MODEL_DIR = os.path.expanduser("~/.cache/radixgen/SmolLM2-135M-Instruct")
-pytestmark = [pytest.mark.model,
-              pytest.mark.skipif(not os.path.isdir(MODEL_DIR), reason="embedded model not materialised")]
-GRAMMARS = {"sql": (Constraint("lark", "sql"), shipped_grammar("sql")),
-            "json": (Constraint("lark", JSON_LARK), JSON_LARK),
-            "gbnf": (Constraint("ebnf", ARITH_GBNF), ebnf_to_lark(ARITH_GBNF))}
+pytestmark = [
+    pytest.mark.model,
+    pytest.mark.skipif(not os.path.isdir(MODEL_DIR), reason="embedded model not materialised"),
+]
+GRAMMARS = {
+    "sql": (Constraint("lark", "sql"), shipped_grammar("sql")),
+    "json": (Constraint("lark", JSON_LARK), JSON_LARK),
+    "gbnf": (Constraint("ebnf", ARITH_GBNF), ebnf_to_lark(ARITH_GBNF)),
+}
 
 
 @pytest.fixture(scope="module")
 def info():
     from transformers import AutoTokenizer
+
     return TokenizerInfo.from_hf(AutoTokenizer.from_pretrained(MODEL_DIR))
 
 
@@ -69,7 +74,9 @@ def test_plans_complete_every_state(name, info, compiled):
         for tok in plan:
             assert m.accept_token(tok)
         assert m.is_accepting()
-        parser.parse(b"".join(info.token_bytes[i] for i in ids + list(plan)).decode("utf-8", "replace"))
+        parser.parse(
+            b"".join(info.token_bytes[i] for i in ids + list(plan)).decode("utf-8", "replace")
+        )
 
 
 def test_item_completions_are_as_cheap_as_a_search(info, compiled):

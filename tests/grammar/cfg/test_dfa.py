@@ -10,9 +10,19 @@ import pytest
 
 from radixgen.grammar.cfg.dfa import compile_regex
 
-REGEXES = [r"a|ab|abc", r"(a|b)*a(a|b){3}", r"[a-c]{2,5}x?", r"(ab|a)(bc|c)*", r"x[^/].{0,12}",
-           r"([^~]*(~[01])*){1,4}", r"[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?", r"(a+|b+)*c{0,3}",
-           r"\d{2}-\d{2}|\d{4}", r"[a-z]+[a-z0-9]{1,6}", r"(?:a|b|)c*"]
+REGEXES = [
+    r"a|ab|abc",
+    r"(a|b)*a(a|b){3}",
+    r"[a-c]{2,5}x?",
+    r"(ab|a)(bc|c)*",
+    r"x[^/].{0,12}",
+    r"([^~]*(~[01])*){1,4}",
+    r"[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?",
+    r"(a+|b+)*c{0,3}",
+    r"\d{2}-\d{2}|\d{4}",
+    r"[a-z]+[a-z0-9]{1,6}",
+    r"(?:a|b|)c*",
+]
 ALPHABET = "abcx/~01.9-eE+z"
 
 
@@ -30,8 +40,10 @@ def _moore_blocks(dfa) -> int:
     block = [1 if s in dfa.accepting else 0 for s in range(len(dfa.trans))]
     while True:
         sigs = {}
-        new = [sigs.setdefault((block[s], tuple(block[t] if t >= 0 else -1 for t in row)), len(sigs))
-               for s, row in enumerate(dfa.trans)]
+        new = [
+            sigs.setdefault((block[s], tuple(block[t] if t >= 0 else -1 for t in row)), len(sigs))
+            for s, row in enumerate(dfa.trans)
+        ]
         if len(sigs) == len(set(block)):
             return len(sigs)
         block = new
@@ -47,7 +59,9 @@ def test_the_dfa_matches_what_python_re_fullmatches_and_is_minimal(regex):
     for text in texts:
         assert _matches(dfa, text.encode()) == bool(compiled.fullmatch(text)), (regex, text)
     assert _moore_blocks(dfa) == len(dfa.trans)
-    assert all(any(t >= 0 for t in row) or s in dfa.accepting for s, row in enumerate(dfa.trans))  # no dead states
+    assert all(
+        any(t >= 0 for t in row) or s in dfa.accepting for s, row in enumerate(dfa.trans)
+    )  # no dead states
 
 
 def test_long_counted_repeats_minimize_fast():

@@ -7,8 +7,8 @@ from lark import Lark
 from lark.exceptions import LarkError
 
 from radixgen.core import Constraint
-from radixgen.grammar.cfg.grammar import compile_cfg
 from radixgen.grammar.cfg.ebnf import ebnf_to_lark
+from radixgen.grammar.cfg.grammar import compile_cfg
 from radixgen.grammar.matcher import GrammarError
 from tests.grammar.cfg.test_toy import EOS, toy_info
 
@@ -43,20 +43,29 @@ def test_regular_runs_become_terminals():
 
 def test_repetition_counts_and_escapes():
     gbnf = r'root ::= "\x41" [0-9]{2,3} "\n"? ("-" | "+"){1,} tail' + "\ntail ::= .?"
-    for text, ok in [("A12-", True), ("A123+-x", True), ("A1-", False), ("A1234-", False),
-                     ("A12\n+", True), ("A12", False)]:
+    for text, ok in [
+        ("A12-", True),
+        ("A123+-x", True),
+        ("A1-", False),
+        ("A1234-", False),
+        ("A12\n+", True),
+        ("A12", False),
+    ]:
         assert parses(gbnf, text) == ok, text
 
 
-@pytest.mark.parametrize("bad, where", [
-    ('root ::= "abc', 9),
-    ('root ::= ("a" | "b"', 19),
-    ("root ::= [a-z", 9),
-    ('x ::= "a"', None),
-    ("root ::= undefined-rule", 9),
-    ('root ::= "a"\nroot ::= "b"', 13),
-    ('root ::= "a" {3,1}', 13),
-])
+@pytest.mark.parametrize(
+    "bad, where",
+    [
+        ('root ::= "abc', 9),
+        ('root ::= ("a" | "b"', 19),
+        ("root ::= [a-z", 9),
+        ('x ::= "a"', None),
+        ("root ::= undefined-rule", 9),
+        ('root ::= "a"\nroot ::= "b"', 13),
+        ('root ::= "a" {3,1}', 13),
+    ],
+)
 def test_syntax_errors_name_the_position(bad, where):
     with pytest.raises(GrammarError) as info:
         ebnf_to_lark(bad)

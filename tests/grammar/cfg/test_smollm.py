@@ -13,15 +13,17 @@ import torch
 from lark import Lark
 
 from radixgen.core import Constraint
-from radixgen.grammar.cfg.grammar import compile_cfg, shipped_grammar
 from radixgen.grammar.cfg.ebnf import ebnf_to_lark
+from radixgen.grammar.cfg.grammar import compile_cfg, shipped_grammar
 from radixgen.grammar.tokenizer_info import TokenizerInfo
 from radixgen.kernels.cpu_vocab_lexer import LONG_ROW
 from tests.grammar.conftest import JSON_LARK
 
 MODEL_DIR = os.path.expanduser("~/.cache/radixgen/SmolLM2-135M-Instruct")
-pytestmark = [pytest.mark.model,
-              pytest.mark.skipif(not os.path.isdir(MODEL_DIR), reason="embedded model not materialised")]
+pytestmark = [
+    pytest.mark.model,
+    pytest.mark.skipif(not os.path.isdir(MODEL_DIR), reason="embedded model not materialised"),
+]
 
 VALID_SQL = [
     "SELECT id, name FROM users WHERE age > 30 ORDER BY name ASC LIMIT 10;",
@@ -53,6 +55,7 @@ ws     ::= [ \t]*
 @pytest.fixture(scope="module")
 def tokenizer():
     from transformers import AutoTokenizer
+
     return AutoTokenizer.from_pretrained(MODEL_DIR)
 
 
@@ -69,7 +72,9 @@ def sql(info):
 def allowed_ids(matcher, info) -> np.ndarray:
     row = torch.zeros(1, (info.vocab_size + 31) // 32, dtype=torch.int32)
     matcher.fill_bitmask(row, 0)
-    return np.flatnonzero(np.unpackbits(row[0].numpy().view(np.uint8), bitorder="little")[:info.vocab_size])
+    return np.flatnonzero(
+        np.unpackbits(row[0].numpy().view(np.uint8), bitorder="little")[: info.vocab_size]
+    )
 
 
 def random_walk(grammar, info, rng: random.Random, max_tokens: int = 48) -> bytes | None:
@@ -90,11 +95,14 @@ def random_walk(grammar, info, rng: random.Random, max_tokens: int = 48) -> byte
     return None
 
 
-@pytest.mark.parametrize("name, constraint, lark_text, walks", [
-    ("sql", Constraint("lark", "sql"), None, 10),
-    ("json", Constraint("lark", JSON_LARK), JSON_LARK, 6),
-    ("gbnf", Constraint("ebnf", ARITH_GBNF), None, 8),
-])
+@pytest.mark.parametrize(
+    "name, constraint, lark_text, walks",
+    [
+        ("sql", Constraint("lark", "sql"), None, 10),
+        ("json", Constraint("lark", JSON_LARK), JSON_LARK, 6),
+        ("gbnf", Constraint("ebnf", ARITH_GBNF), None, 8),
+    ],
+)
 def test_random_walks_parse(name, constraint, lark_text, walks, info, sql):
     grammar = sql if name == "sql" else compile_cfg(constraint, info, precompute=False)
     text = lark_text or (shipped_grammar("sql") if name == "sql" else ebnf_to_lark(ARITH_GBNF))
@@ -119,16 +127,19 @@ def test_real_tokenizations_are_allowed(query, tokenizer, info, sql):
     assert m.accept_token(info.eos_ids[0])
 
 
-@pytest.mark.parametrize("prefix, bad", [
-    ("SELECT", ";"),  # no select list
-    ("SELECT a FROM", ";"),
-    ("SELECT a FROM t WHERE", ")"),
-    ("INSERT INTO t", " WHERE"),  # " WHERE" can become neither a keyword nor a name here
-    ("SELECT a,", ","),
-    ("UPDATE t SET a", ","),
-    ("DELETE FROM t", " SET"),
-    ("SELECT a FROM t WHERE b IN (1, 2", " FROM"),
-])
+@pytest.mark.parametrize(
+    "prefix, bad",
+    [
+        ("SELECT", ";"),  # no select list
+        ("SELECT a FROM", ";"),
+        ("SELECT a FROM t WHERE", ")"),
+        ("INSERT INTO t", " WHERE"),  # " WHERE" can become neither a keyword nor a name here
+        ("SELECT a,", ","),
+        ("UPDATE t SET a", ","),
+        ("DELETE FROM t", " SET"),
+        ("SELECT a FROM t WHERE b IN (1, 2", " FROM"),
+    ],
+)
 def test_invalid_tokens_are_rejected(prefix, bad, tokenizer, info, sql):
     m = sql.matcher()
     ids = tokenizer.encode(prefix)
@@ -136,7 +147,9 @@ def test_invalid_tokens_are_rejected(prefix, bad, tokenizer, info, sql):
     (bad_id,) = tokenizer.encode(bad)
     assert bad_id not in set(allowed_ids(m, info).tolist())
     assert not m.accept_token(bad_id) and m.num_accepted == len(ids)
-    assert (info.eos_ids[0] in allowed_ids(m, info)) == (prefix == "DELETE FROM t") == m.is_accepting()
+    assert (
+        (info.eos_ids[0] in allowed_ids(m, info)) == (prefix == "DELETE FROM t") == m.is_accepting()
+    )
 
 
 def test_keywords_are_not_identifiers(tokenizer, info, sql):
@@ -148,14 +161,19 @@ def test_keywords_are_not_identifiers(tokenizer, info, sql):
     assert m.accept_token(tokenizer.encode("ed")[0]) and m.is_accepting()
 
 
-@pytest.mark.parametrize("name, text, end", [
-    ("sql", "SELECT a FROM t;", ";"),
-    ("json", '{"a": [1, 2]}', "}"),
-])
+@pytest.mark.parametrize(
+    "name, text, end",
+    [
+        ("sql", "SELECT a FROM t;", ";"),
+        ("json", '{"a": [1, 2]}', "}"),
+    ],
+)
 def test_finished_parse_allows_only_eos(name, text, end, tokenizer, info, sql):
     """Once only the end of input may follow, %ignore'd whitespace is refused too (else a model
     pads its answer with newlines up to max_new_tokens); before that, whitespace is allowed."""
-    grammar = sql if name == "sql" else compile_cfg(Constraint("lark", JSON_LARK), info, precompute=False)
+    grammar = (
+        sql if name == "sql" else compile_cfg(Constraint("lark", JSON_LARK), info, precompute=False)
+    )
     m = grammar.matcher()
     ids = tokenizer.encode(text)
     assert tokenizer.decode(ids[-1:]).endswith(end)
@@ -170,16 +188,25 @@ def test_finished_parse_allows_only_eos(name, text, end, tokenizer, info, sql):
 
 def _trie_groups(trie) -> dict:
     """Every node's groups: path -> (types, always, per-group id sets, all ids)."""
+
     def ids(part):
         short, row, _ = part
         if short is not None:
             return frozenset(np.frombuffer(short, dtype=np.intp).tolist())
-        return frozenset(np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")).tolist())
+        return frozenset(
+            np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")).tolist()
+        )
+
     out, todo = {}, [((), trie)]
     while todo:
         path, node = todo.pop()
         if node.num_groups:
-            out[path] = (node.group_types, node.always, tuple(ids(p) for p in node.group_parts), ids(node.whole))
+            out[path] = (
+                node.group_types,
+                node.always,
+                tuple(ids(p) for p in node.group_parts),
+                ids(node.whole),
+            )
         todo += [(path + (t,), child) for t, child in node.children.items()]
     return out
 
@@ -200,7 +227,10 @@ def test_vocabulary_index_is_the_same_with_the_c_lexer(name, info, sql):
     else:
         from radixgen.grammar.compiler import GrammarCompiler
         from tests.grammar.json_grammar.test_cfg import _too_large_schema
-        grammar = GrammarCompiler(info).compile(Constraint("json_schema", json.dumps(_too_large_schema())))
+
+        grammar = GrammarCompiler(info).compile(
+            Constraint("json_schema", json.dumps(_too_large_schema()))
+        )
     vocab = grammar.vocab
     assert vocab.uses_kernel()
     states = range(1, grammar.lexer.num_states, 4 if name == "sql" else 1)

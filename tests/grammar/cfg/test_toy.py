@@ -29,7 +29,7 @@ def toy_info(pieces: list[str]) -> TokenizerInfo:
 def allowed(matcher, info: TokenizerInfo) -> set[str]:
     row = torch.zeros(1, (info.vocab_size + 31) // 32, dtype=torch.int32)
     matcher.fill_bitmask(row, 0)
-    bits = np.unpackbits(row[0].numpy().view(np.uint8), bitorder="little")[:info.vocab_size]
+    bits = np.unpackbits(row[0].numpy().view(np.uint8), bitorder="little")[: info.vocab_size]
     return {"<eos>" if i == EOS else info.token_bytes[i].decode() for i in np.flatnonzero(bits)}
 
 
@@ -69,7 +69,9 @@ def test_token_spanning_several_terminals():
 
 
 def test_space_and_keyword_in_one_token_and_ignore():
-    g, info = compile_toy(SELECT, ["SELECT", " a", " FROM", " from", " b", ";", " ", "  ", "a", ",", " ,"])
+    g, info = compile_toy(
+        SELECT, ["SELECT", " a", " FROM", " from", " b", ";", " ", "  ", "a", ",", " ,"]
+    )
     m = g.matcher()
     assert feed(m, info, ["SELECT", " a", " FROM", " b", ";", "<eos>"])
     assert m.is_terminated() and allowed(m, info) == set()
@@ -112,18 +114,30 @@ def _ours_accepts(g, info, text: str) -> bool:
     return all(m.accept_token(ids[c]) for c in text) and m.accept_token(EOS)
 
 
-@pytest.mark.parametrize("grammar, alphabet", [
-    (r"""start: KW NAME | NAME
+@pytest.mark.parametrize(
+    "grammar, alphabet",
+    [
+        (
+            r"""start: KW NAME | NAME
          KW.2: "ab"
-         NAME: /[a-z]+/""", "abc"),
-    (r"""start: (INT | FLOAT) ("+" (INT | FLOAT))*
+         NAME: /[a-z]+/""",
+            "abc",
+        ),
+        (
+            r"""start: (INT | FLOAT) ("+" (INT | FLOAT))*
          INT: /[0-9]+/
-         FLOAT: /[0-9]+\.[0-9]+/""", "1.+"),
-    (r"""start: ESCAPED_STRING+
+         FLOAT: /[0-9]+\.[0-9]+/""",
+            "1.+",
+        ),
+        (
+            r"""start: ESCAPED_STRING+
          %import common.ESCAPED_STRING
-         %ignore " " """, 'a"\\ '),
-    (SELECT, "se ,;"),
-])
+         %ignore " " """,
+            'a"\\ ',
+        ),
+        (SELECT, "se ,;"),
+    ],
+)
 def test_differential_against_lark(grammar: str, alphabet: str):
     """Every string we accept (bytes fed one at a time) Lark parses (with its default contextual
     lexer and with the basic lexer we emulate); we refuse a basic-lexer string only where Lark's
@@ -142,9 +156,12 @@ def test_differential_against_lark(grammar: str, alphabet: str):
 
 
 def test_priorities_decide_between_terminals():
-    g, info = compile_toy(r"""start: KW NAME | NAME
+    g, info = compile_toy(
+        r"""start: KW NAME | NAME
         KW.2: "ab"
-        NAME: /[a-z]+/""", ["ab", "c", "abc", "a"])
+        NAME: /[a-z]+/""",
+        ["ab", "c", "abc", "a"],
+    )
     m = g.matcher()
     assert feed(m, info, ["abc"])  # KW "ab" then NAME "c", as Lark lexes it
     assert "<eos>" in allowed(m, info)
@@ -170,8 +187,11 @@ def test_rollback_fork_eos():
 
 
 def test_jump_forward_only_when_forced():
-    g, info = compile_toy(r"""start: "hi" "!" NAME
-        NAME: /[a-z]+/""", ["hi", "!", "h", "i", "x", "y"])
+    g, info = compile_toy(
+        r"""start: "hi" "!" NAME
+        NAME: /[a-z]+/""",
+        ["hi", "!", "h", "i", "x", "y"],
+    )
     m = g.matcher()
     assert m.jump_forward_token_ids() == []  # "hi" or "h"
     assert feed(m, info, ["h", "i"])
@@ -195,7 +215,7 @@ def test_bad_grammars_raise_grammar_error():
     with pytest.raises(GrammarError):
         compile_cfg(Constraint("lark", "no_such_grammar"), info)
     with pytest.raises(GrammarError, match="terminal"):
-        compile_cfg(Constraint("lark", 'start: A\nA: /a(?=b)/'), info)
+        compile_cfg(Constraint("lark", "start: A\nA: /a(?=b)/"), info)
 
 
 def test_parse_tables_agree_with_lark_interactive_parser():
@@ -204,7 +224,9 @@ def test_parse_tables_agree_with_lark_interactive_parser():
 
     lark = build_lark(shipped_grammar("sql"), cache=True)
     tables = LalrTables(lark)
-    ip = lark.parse_interactive("SELECT a, COUNT(*) FROM t WHERE b IN (1, 2) ORDER BY a DESC LIMIT 3")
+    ip = lark.parse_interactive(
+        "SELECT a, COUNT(*) FROM t WHERE b IN (1, 2) ORDER BY a DESC LIMIT 3"
+    )
     stack = tables.start_stack
     for token in ip.iter_parse():  # yields each token before feeding it
         assert list(stack) == ip.parser_state.state_stack

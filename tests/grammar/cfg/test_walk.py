@@ -11,8 +11,8 @@ import numpy as np
 
 from radixgen.core import Constraint
 from radixgen.grammar.cfg.grammar import compile_cfg
-from radixgen.grammar.cfg.vocabulary_index import ids_of, partial_allowed
 from radixgen.grammar.cfg.lexer import FRESH
+from radixgen.grammar.cfg.vocabulary_index import ids_of, partial_allowed
 
 
 def _nodes(root):
@@ -34,20 +34,26 @@ def test_select_by_type_matches_partial_allowed(small_info):
     grammar = compile_cfg(Constraint("lark", "sql"), small_info, precompute=False)
     terms = sorted({t for row in grammar.parser.actions.values() for t in row if t.isupper()})
     rng = random.Random(5)
-    sets = [frozenset(), frozenset(terms)] + [frozenset(rng.sample(terms, k)) for k in (1, 2, 5, 20)
-                                              for _ in range(4)]
+    sets = [frozenset(), frozenset(terms)] + [
+        frozenset(rng.sample(terms, k)) for k in (1, 2, 5, 20) for _ in range(4)
+    ]
     checked = 0
     for q in range(FRESH, min(grammar.lexer.num_states, FRESH + 40)):
         for node in _nodes(grammar.trie(q)):
             if node.num_groups < 2:
                 continue
             for acceptable in sets + [frozenset(rng.choice(node.group_types))]:
-                expected = [part for part, types, always in zip(node.group_parts, node.group_types, node.always)
-                            if partial_allowed(types, always, acceptable)]
+                expected = [
+                    part
+                    for part, types, always in zip(node.group_parts, node.group_types, node.always)
+                    if partial_allowed(types, always, acceptable)
+                ]
                 small, rows, num = node.select(acceptable)
                 assert num == sum(n for _, _, n in expected)
-                assert _ids(small, rows) == _ids([i for i, _, _ in expected if i is not None],
-                                                 [r for _, r, _ in expected if r is not None])
+                assert _ids(small, rows) == _ids(
+                    [i for i, _, _ in expected if i is not None],
+                    [r for _, r, _ in expected if r is not None],
+                )
                 checked += 1
     assert checked > 50
 

@@ -110,8 +110,19 @@ def _completes(matcher, token: int) -> bool:
     return probe.accept_token(token) and probe.is_accepting()
 
 
-@pytest.mark.parametrize("name", ["flat", "nested", "array_of_objects", "additional_schema", "json_object",
-                                  "recursive_optional", "pattern_two_repeats", "format_uri"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "flat",
+        "nested",
+        "array_of_objects",
+        "additional_schema",
+        "json_object",
+        "recursive_optional",
+        "pattern_two_repeats",
+        "format_uri",
+    ],
+)
 def test_walks_that_refuse_to_end_still_validate(small_compiler, small_info, name):
     """Under every limit from the shortest output's length up, a walk that avoids ending ends
     within the limit, and its output validates."""
@@ -137,8 +148,8 @@ def test_unique_items_guard_with_a_limit(small_compiler, small_info):
 def test_both_readings_of_an_automaton_agree(small_info, name):
     """A small automaton is read from outlines-core's whole transition table, a large one a
     state at a time: the tables, distances and forced tokens are the same either way."""
-    from radixgen.grammar.json_schema import schema_to_regex
     from radixgen.grammar.index.token_index import build_index
+    from radixgen.grammar.json_schema import schema_to_regex
 
     regex = schema_to_regex(json.dumps(SUPPORTED[name]))
     bulk, streamed = build_index(regex, small_info, entries=0), build_index(regex, small_info)

@@ -7,16 +7,31 @@ import time
 import pytest
 
 from radixgen.core import Constraint
-from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.index.size_budget import INDEX_ENTRY_BUDGET, index_entries, wide_states
+from radixgen.grammar.matcher import GrammarError
 
 
-@pytest.mark.parametrize("regex,expected", [
-    ("abc", 0), ("[0-9]{1,300}", 0), ("[a-f]{50}", 0),  # narrow classes cost little
-    ('"[^"]*"', 1), ('"[^"]{0,99}"', 99), ("(a[^x]){3}", 3), ("(?:a|.)*", 1), (r"\w+", 1),
-    (r"[\w-]{4}", 4), ("[a-z]{2,5}", 5), ("x{1,}[^a]{2,}", 3), ("a{", 0), (r"\{[^}]{10}\}", 10),
-    ("(?:(?:[^a]){2}b){3}", 6), ('(?P<n>[^"]){0,7}', 7), (r"[\x00-\x{10FFFF}]{4}", 4),
-])
+@pytest.mark.parametrize(
+    "regex,expected",
+    [
+        ("abc", 0),
+        ("[0-9]{1,300}", 0),
+        ("[a-f]{50}", 0),  # narrow classes cost little
+        ('"[^"]*"', 1),
+        ('"[^"]{0,99}"', 99),
+        ("(a[^x]){3}", 3),
+        ("(?:a|.)*", 1),
+        (r"\w+", 1),
+        (r"[\w-]{4}", 4),
+        ("[a-z]{2,5}", 5),
+        ("x{1,}[^a]{2,}", 3),
+        ("a{", 0),
+        (r"\{[^}]{10}\}", 10),
+        ("(?:(?:[^a]){2}b){3}", 6),
+        ('(?P<n>[^"]){0,7}', 7),
+        (r"[\x00-\x{10FFFF}]{4}", 4),
+    ],
+)
 def test_wide_states_counts_copies_of_wide_atoms(regex, expected):
     assert wide_states(regex) == expected
 
@@ -26,7 +41,9 @@ def test_index_entries_weigh_states_by_the_tokens_they_allow(smol_info):
     assert 0.5 * smol_info.vocab_size < one_string < 2 * smol_info.vocab_size
     ten = index_entries("".join(f'"k{i}":"[^"]*",' for i in range(10)), smol_info)
     assert 8 * one_string < ten < 12 * one_string
-    assert index_entries("(?:true|false)", smol_info) < one_string / 4  # tokens starting with t or f
+    assert (
+        index_entries("(?:true|false)", smol_info) < one_string / 4
+    )  # tokens starting with t or f
 
 
 def test_oversized_indexes_are_refused_before_building(smol_info):
@@ -53,7 +70,8 @@ def test_bounded_repeats_of_wide_classes_compile_in_linear_time(smol_compiler, s
     from tests.grammar.walks import random_walk
 
     assert exclude_chars(r".[^\n]\W\d[a-z]", "\ue000") == (
-        r"[^\n\x{e000}][[^\n]&&[^\x{e000}]][\W&&[^\x{e000}]]\d[[a-z]&&[^\x{e000}]]")
+        r"[^\n\x{e000}][[^\n]&&[^\x{e000}]][\W&&[^\x{e000}]]\d[[a-z]&&[^\x{e000}]]"
+    )
     # left alone where a rewrite could change the language: verbose mode (a '[' in a comment),
     # '.' under any s flag, a class that does not end; an escaped paren is no flag group
     for regex in ("(?x)a # [\nb]", "(?s:x)a.b", "(?is)a.b", "[[]a"):
@@ -74,12 +92,17 @@ def test_cache_keeps_within_its_entry_budget(smol_info, monkeypatch):
 
     monkeypatch.setattr(compiler_module, "CACHE_ENTRY_BUDGET", 3 * smol_info.vocab_size)
     compiler = compiler_module.GrammarCompiler(smol_info)
-    first, second, small = (Constraint("regex", '"[^"]*","[^"]*"'), Constraint("regex", '"[^"]*",[0-9]+,"[^"]*"'),
-                            Constraint("regex", "(?:yes|no)"))
+    first, second, small = (
+        Constraint("regex", '"[^"]*","[^"]*"'),
+        Constraint("regex", '"[^"]*",[0-9]+,"[^"]*"'),
+        Constraint("regex", "(?:yes|no)"),
+    )
     for constraint in (first, small, second):
         compiler.compile(constraint)
     assert compiler.cached(second) and compiler.cached(small)
-    assert not compiler.cached(first)  # two free strings each, about 4 vocabularies > 3: the oldest went
+    assert not compiler.cached(
+        first
+    )  # two free strings each, about 4 vocabularies > 3: the oldest went
 
 
 def test_a_large_unique_set_is_guarded_or_refused_quickly():
@@ -98,10 +121,14 @@ def test_a_large_unique_set_is_guarded_or_refused_quickly():
     _, paths = schema_to_guarded_regex(json.dumps({**schema, "items": {"enum": values + [1]}}))
     assert [kind[0] for _, kind in paths] == ["bounded", "items"]
     with pytest.raises(GrammarError, match="too large to enforce"):
-        schema_to_guarded_regex(json.dumps({**schema, "items": {"enum": list(range(1000, 1865))}, "minItems": 2}))
+        schema_to_guarded_regex(
+            json.dumps({**schema, "items": {"enum": list(range(1000, 1865))}, "minItems": 2})
+        )
     assert time.perf_counter() - start < 2
     fits = int((UNIQUE_SET_BUDGET / 14) ** 0.5)
-    assert schema_to_guarded_regex(json.dumps({**schema, "items": {"enum": values[:fits]}}))[1] == ()
+    assert (
+        schema_to_guarded_regex(json.dumps({**schema, "items": {"enum": values[:fits]}}))[1] == ()
+    )
 
 
 def test_large_enums_merge_in_linear_time():
@@ -110,8 +137,12 @@ def test_large_enums_merge_in_linear_time():
     from radixgen.grammar.json_schema import schema_to_guarded_regex
 
     values = [f"v{i}" for i in range(4000)]
-    schema = {"type": "object", "properties": {"kind": {"enum": values}}, "required": ["kind"],
-              "allOf": [{"properties": {"kind": {"enum": values[::-1]}}}]}
+    schema = {
+        "type": "object",
+        "properties": {"kind": {"enum": values}},
+        "required": ["kind"],
+        "allOf": [{"properties": {"kind": {"enum": values[::-1]}}}],
+    }
     start = time.perf_counter()
     schema_to_guarded_regex(json.dumps(schema))
     assert time.perf_counter() - start < 2

@@ -20,17 +20,29 @@ pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 
 def _schema(num_objects: int, num_patterns: int) -> dict:
-    props = {f"o{i}": {"type": "object", "properties": {"kind": {"enum": ["red", "green", "blue"]},
-                                                        "ok": {"type": "boolean"}}, "required": ["kind", "ok"]}
-             for i in range(num_objects)}
-    props.update({f"p{i}": {"type": "string", "pattern": "^[a-z]{2,4}-[0-9]{3}$"} for i in range(num_patterns)})
+    props = {
+        f"o{i}": {
+            "type": "object",
+            "properties": {"kind": {"enum": ["red", "green", "blue"]}, "ok": {"type": "boolean"}},
+            "required": ["kind", "ok"],
+        }
+        for i in range(num_objects)
+    }
+    props.update(
+        {
+            f"p{i}": {"type": "string", "pattern": "^[a-z]{2,4}-[0-9]{3}$"}
+            for i in range(num_patterns)
+        }
+    )
     return {"type": "object", "properties": props, "required": list(props)}
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_long_shortest_completion_closes_within_the_limit(smol_info, seed):
     schema = _schema(30, 20)
-    form, _ = schema_to_compiled_form(json.dumps(schema), too_large=RegexTooLarge("(test: the grammar)"))
+    form, _ = schema_to_compiled_form(
+        json.dumps(schema), too_large=RegexTooLarge("(test: the grammar)")
+    )
     grammar = compile_json_grammar(form, smol_info, precompute=False)
     matcher = grammar.matcher()
     q, stack, _ = matcher._history[-1]

@@ -16,7 +16,10 @@ import pytest
 from radixgen.grammar.json_schema import schema_to_guarded_regex
 from radixgen.grammar.matcher import GrammarError
 from radixgen.grammar.regex.multiples import (
-    MAX_SPELT, _integers_pass, is_multiple, multiple_of_regex,
+    MAX_SPELT,
+    _integers_pass,
+    is_multiple,
+    multiple_of_regex,
 )
 
 
@@ -30,23 +33,40 @@ def _valid(text: str, schema: dict, checker=None) -> bool:
     return exact and (checker or jsonschema.Draft202012Validator(schema)).is_valid(value)
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "number", "multipleOf": 0.01, "minimum": 0, "maximum": 1},  # AWS's Weight
-    {"type": "number", "multipleOf": 0.1, "minimum": 0.1, "maximum": 12},  # CanaryPercent, narrowed
-    {"type": "number", "multipleOf": 0.25, "exclusiveMinimum": -1, "exclusiveMaximum": 1.5},
-    {"type": "number", "multipleOf": 0.05, "minimum": -0.5, "maximum": 0.5},
-    {"type": "integer", "multipleOf": 60, "minimum": 0, "maximum": 3600},
-    {"type": "number", "multipleOf": 15.0, "exclusiveMinimum": -45, "maximum": 400},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "number", "multipleOf": 0.01, "minimum": 0, "maximum": 1},  # AWS's Weight
+        {
+            "type": "number",
+            "multipleOf": 0.1,
+            "minimum": 0.1,
+            "maximum": 12,
+        },  # CanaryPercent, narrowed
+        {"type": "number", "multipleOf": 0.25, "exclusiveMinimum": -1, "exclusiveMaximum": 1.5},
+        {"type": "number", "multipleOf": 0.05, "minimum": -0.5, "maximum": 0.5},
+        {"type": "integer", "multipleOf": 60, "minimum": 0, "maximum": 3600},
+        {"type": "number", "multipleOf": 15.0, "exclusiveMinimum": -45, "maximum": 400},
+    ],
+)
 def test_spelt_multiples_are_exactly_the_valid_numbers(schema):
     """Every canonical number of four fraction digits (integer steps: every integer) around the
     bounds: the regex matches it exactly when it lies within the bounds and passes both readings
     of multipleOf."""
-    bounds = {k: schema.get(k) for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")}
+    bounds = {
+        k: schema.get(k) for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
+    }
     lo = bounds["minimum"] if bounds["minimum"] is not None else bounds["exclusiveMinimum"]
     hi = bounds["maximum"] if bounds["maximum"] is not None else bounds["exclusiveMaximum"]
-    regex = multiple_of_regex(schema["multipleOf"], lo, hi, bounds["minimum"] is None,
-                              bounds["maximum"] is None, schema["type"] == "integer", "$")
+    regex = multiple_of_regex(
+        schema["multipleOf"],
+        lo,
+        hi,
+        bounds["minimum"] is None,
+        bounds["maximum"] is None,
+        schema["type"] == "integer",
+        "$",
+    )
     matched, checker = 0, jsonschema.Draft202012Validator(schema)
     scale = 1 if float(schema["multipleOf"]).is_integer() else 10000
     for i in range(int((lo - 1) * scale), int((hi + 1) * scale) + 1):
@@ -60,14 +80,27 @@ def test_spelt_multiples_are_exactly_the_valid_numbers(schema):
 def test_floating_point_reading_leaves_some_decimal_multiples_out():
     regex = multiple_of_regex(0.01, 0, 1, False, False, False, "$")
     assert re.fullmatch(regex, "0.5") and re.fullmatch(regex, "1") and re.fullmatch(regex, "0.01")
-    assert 0.07 / 0.01 != 7 and not re.fullmatch(regex, "0.07")  # a decimal multiple jsonschema rejects
+    assert 0.07 / 0.01 != 7 and not re.fullmatch(
+        regex, "0.07"
+    )  # a decimal multiple jsonschema rejects
 
 
 def test_many_multiples_become_the_integers_within_the_bounds():
-    regex = multiple_of_regex(0.5, 1, None, False, False, False, "$")  # AWS's MaxIndexingCapacityInOcu
+    regex = multiple_of_regex(
+        0.5, 1, None, False, False, False, "$"
+    )  # AWS's MaxIndexingCapacityInOcu
     assert re.fullmatch(regex, "1") and re.fullmatch(regex, "2") and re.fullmatch(regex, "9" * 15)
-    assert not re.fullmatch(regex, "0") and not re.fullmatch(regex, "1.5") and not re.fullmatch(regex, "1" * 16)
-    schema = {"type": "number", "multipleOf": 0.0001, "minimum": 0, "maximum": 100}  # a million multiples
+    assert (
+        not re.fullmatch(regex, "0")
+        and not re.fullmatch(regex, "1.5")
+        and not re.fullmatch(regex, "1" * 16)
+    )
+    schema = {
+        "type": "number",
+        "multipleOf": 0.0001,
+        "minimum": 0,
+        "maximum": 100,
+    }  # a million multiples
     regex = multiple_of_regex(0.0001, 0, 100, False, False, False, "$")
     rng, checker = random.Random(0), jsonschema.Draft202012Validator(schema)
     for _ in range(500):
@@ -110,9 +143,16 @@ def test_steps_whose_float_is_too_far_from_one_over_n_are_refused(step):
         multiple_of_regex(step, 0, None, False, False, False, "$")
 
 
-@pytest.mark.parametrize("step,lo,hi,integer", [(0.3, 0, 1, False), (2.5, None, None, False),
-                                                (0.7, None, None, True), (0.0001, 0.2, 0.5, False),
-                                                (5, 1, 4, True)])
+@pytest.mark.parametrize(
+    "step,lo,hi,integer",
+    [
+        (0.3, 0, 1, False),
+        (2.5, None, None, False),
+        (0.7, None, None, True),
+        (0.0001, 0.2, 0.5, False),
+        (5, 1, 4, True),
+    ],
+)
 def test_refused_steps_and_empty_ranges(step, lo, hi, integer):
     with pytest.raises(GrammarError, match="multipleOf"):
         multiple_of_regex(step, lo, hi, False, False, integer, "$")
@@ -129,15 +169,41 @@ def test_is_multiple_agrees_with_jsonschema_where_the_decimal_also_divides():
         checker = jsonschema.Draft202012Validator({"multipleOf": step})
         for i in range(-300, 300):
             for value in (i, i / 100, i / 10):
-                exact = Fraction(repr(value) if isinstance(value, float) else value) % Fraction(repr(step)) == 0
-                assert is_multiple(value, step) == (exact and checker.is_valid(value)), (value, step)
+                exact = (
+                    Fraction(repr(value) if isinstance(value, float) else value)
+                    % Fraction(repr(step))
+                    == 0
+                )
+                assert is_multiple(value, step) == (exact and checker.is_valid(value)), (
+                    value,
+                    step,
+                )
 
 
-@pytest.mark.parametrize("schema", [  # found by a fuzzer: texts beyond a float's digits
-    {"type": "number", "multipleOf": 0.02, "exclusiveMinimum": 999999999999999, "exclusiveMaximum": 999999999999999.5},
-    {"type": "number", "multipleOf": 0.001, "exclusiveMinimum": 1000000000000000.0, "maximum": 1000000000000000.5},
-    {"type": "number", "multipleOf": 0.5, "minimum": 1e16, "maximum": 10000000000000010, "not": {"const": 1e16}},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [  # found by a fuzzer: texts beyond a float's digits
+        {
+            "type": "number",
+            "multipleOf": 0.02,
+            "exclusiveMinimum": 999999999999999,
+            "exclusiveMaximum": 999999999999999.5,
+        },
+        {
+            "type": "number",
+            "multipleOf": 0.001,
+            "exclusiveMinimum": 1000000000000000.0,
+            "maximum": 1000000000000000.5,
+        },
+        {
+            "type": "number",
+            "multipleOf": 0.5,
+            "minimum": 1e16,
+            "maximum": 10000000000000010,
+            "not": {"const": 1e16},
+        },
+    ],
+)
 def test_spelt_multiples_meet_the_bounds_as_floats_compare(schema):
     """A long fraction text parses onto its nearest float (999999999999999.44 is
     999999999999999.5, on an exclusive bound), an integer text compares with a float bound's
@@ -156,4 +222,6 @@ def test_spelt_multiples_meet_the_bounds_as_floats_compare(schema):
 
 def test_a_huge_bound_with_no_multiple_passing_is_refused():
     with pytest.raises(GrammarError, match="multipleOf"):  # 1e23 is 99999999999999991611392 exactly
-        schema_to_guarded_regex(json.dumps({"type": "number", "multipleOf": 0.5, "minimum": 1e23, "maximum": 1e23}))
+        schema_to_guarded_regex(
+            json.dumps({"type": "number", "multipleOf": 0.5, "minimum": 1e23, "maximum": 1e23})
+        )

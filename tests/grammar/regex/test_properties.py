@@ -22,7 +22,10 @@ NON_ASCII = ["é", "Ω", "ß", "\u0661", "\u00a0", "\u2028", "中", "\u0301"]
 
 
 def test_members_of_common_categories():
-    assert "".join(property_members("p", "L")) == "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    assert (
+        "".join(property_members("p", "L"))
+        == "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    )
     assert "".join(property_members("p", "N")) == "0123456789"
     assert property_members("p", "Z") == [" "] and property_members("p", "M") == []
     assert property_members("P", "C") == SAFE_ASCII
@@ -30,8 +33,25 @@ def test_members_of_common_categories():
     assert property_members("p", "Script=Latin") is None and property_members("p", "Greek") is None
 
 
-@pytest.mark.parametrize("escape", ["\\p{L}", "\\p{Lu}", "\\p{Ll}", "\\p{N}", "\\p{Nd}", "\\p{P}", "\\p{S}", "\\p{Sm}",
-                                    "\\p{Z}", "\\P{C}", "\\P{L}", "\\pL", "[\\p{L}\\p{N}_-]", "[^\\p{C}]"])
+@pytest.mark.parametrize(
+    "escape",
+    [
+        "\\p{L}",
+        "\\p{Lu}",
+        "\\p{Ll}",
+        "\\p{N}",
+        "\\p{Nd}",
+        "\\p{P}",
+        "\\p{S}",
+        "\\p{Sm}",
+        "\\p{Z}",
+        "\\P{C}",
+        "\\P{L}",
+        "\\pL",
+        "[\\p{L}\\p{N}_-]",
+        "[^\\p{C}]",
+    ],
+)
 def test_exact_on_ascii_and_nothing_else(escape):
     regex = string_pattern_regex(f"^{escape}$", "x")
     inner = escape.strip("[]^").replace("_-", "")
@@ -53,38 +73,68 @@ def test_exact_on_ascii_and_nothing_else(escape):
 
 # POSIX names (Java, PCRE), their members as Java's ASCII reading has them (a Unicode reading
 # agrees on printable ASCII)
-POSIX = {"Graph": "".join(chr(c) for c in range(0x21, 0x7F)), "Print": "".join(chr(c) for c in range(0x20, 0x7F)),
-         "ASCII": "".join(chr(c) for c in range(0x20, 0x7F)), "Alpha": string.ascii_letters, "Digit": string.digits,
-         "Alnum": string.ascii_letters + string.digits, "Upper": string.ascii_uppercase,
-         "Lower": string.ascii_lowercase, "XDigit": string.hexdigits, "Space": " ", "Blank": " "}
+POSIX = {
+    "Graph": "".join(chr(c) for c in range(0x21, 0x7F)),
+    "Print": "".join(chr(c) for c in range(0x20, 0x7F)),
+    "ASCII": "".join(chr(c) for c in range(0x20, 0x7F)),
+    "Alpha": string.ascii_letters,
+    "Digit": string.digits,
+    "Alnum": string.ascii_letters + string.digits,
+    "Upper": string.ascii_uppercase,
+    "Lower": string.ascii_lowercase,
+    "XDigit": string.hexdigits,
+    "Space": " ",
+    "Blank": " ",
+}
 
 
 @pytest.mark.parametrize("name", sorted(POSIX))
 def test_posix_names(name):
-    for kind in "pP" if set(SAFE_ASCII) - set(POSIX[name]) else "p":  # (\P{ASCII} has no member here)
+    for kind in (
+        "pP" if set(SAFE_ASCII) - set(POSIX[name]) else "p"
+    ):  # (\P{ASCII} has no member here)
         regex = string_pattern_regex(f"^[\\{kind}{{{name}}}]$", "x")
         for ch in SAFE_ASCII:
-            assert fullmatches(regex, ch.encode()) == ((ch in POSIX[name]) == (kind == "p")), (kind, name, ch)
+            assert fullmatches(regex, ch.encode()) == ((ch in POSIX[name]) == (kind == "p")), (
+                kind,
+                name,
+                ch,
+            )
         for ch in NON_ASCII:
             assert not fullmatches(regex, ch.encode())
 
 
 def test_cloudformation_descriptions_and_leading_flags(small_compiler, small_info):
-    schema = {"type": "object", "properties": {"d": {"type": "string", "pattern": "^[\\p{Graph}\\x20]*$", "maxLength": 8},
-                                               "t": {"type": "string", "pattern": "^(?s).+$", "maxLength": 4}},
-              "required": ["d", "t"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "d": {"type": "string", "pattern": "^[\\p{Graph}\\x20]*$", "maxLength": 8},
+            "t": {"type": "string", "pattern": "^(?s).+$", "maxLength": 4},
+        },
+        "required": ["d", "t"],
+    }
     grammar = small_compiler.compile(Constraint("json_schema", schema))
     for seed in range(4):
         value = json.loads(random_walk(grammar, small_info, seed)[1])
         assert re.fullmatch(r"[\x20-\x7e]*", value["d"]) and 1 <= len(value["t"]) <= 4
     # values beside a property escape: checked on its ASCII members (Python's re has no \p)
     for escape in ("\\p{Graph}", "\\p{L}"):
-        assert schema_to_regex(json.dumps({"enum": ["ab", "é", "a b"], "pattern": f"^{escape}+$"})) == '("ab")'
+        assert (
+            schema_to_regex(json.dumps({"enum": ["ab", "é", "a b"], "pattern": f"^{escape}+$"}))
+            == '("ab")'
+        )
 
 
-@pytest.mark.parametrize("pattern,why", [("^[^\\p{L}a]+$", "negated"), ("^\\p{Punct}+$", "POSIX names"), ("^[^\\p{L}\\p{N}]+$", "negated"),
-                                         ("^\\p{Script=Latin}+$", "general categories"),
-                                         ("^\\p{M}+$", "no printable ASCII")])
+@pytest.mark.parametrize(
+    "pattern,why",
+    [
+        ("^[^\\p{L}a]+$", "negated"),
+        ("^\\p{Punct}+$", "POSIX names"),
+        ("^[^\\p{L}\\p{N}]+$", "negated"),
+        ("^\\p{Script=Latin}+$", "general categories"),
+        ("^\\p{M}+$", "no printable ASCII"),
+    ],
+)
 def test_refused(pattern, why):
     with pytest.raises(GrammarError, match=why):
         string_pattern_regex(pattern, "x")
@@ -112,12 +162,24 @@ def test_python_view_keeps_widths_and_ascii_meaning():
 
 def test_aws_tag_values_end_to_end(smol_compiler, smol_info):
     pattern = "^([\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*)$"
-    schema = {"type": "object", "required": ["Key", "Value"], "additionalProperties": False,
-              "properties": {"Key": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": pattern},
-                             "Value": {"type": "string", "maxLength": 256, "pattern": pattern}}}
+    schema = {
+        "type": "object",
+        "required": ["Key", "Value"],
+        "additionalProperties": False,
+        "properties": {
+            "Key": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": pattern},
+            "Value": {"type": "string", "maxLength": 256, "pattern": pattern},
+        },
+    }
     grammar = smol_compiler.compile(Constraint("json_schema", json.dumps(schema)))
     for seed in range(4):
         _, text = random_walk(grammar, smol_info, seed)
         value = json.loads(text)
-        assert set(value) == {"Key", "Value"} and 1 <= len(value["Key"]) <= 128 and len(value["Value"]) <= 256
-        assert all(re.fullmatch(python_view(pattern), v) for v in value.values())  # ASCII letters, digits, ...
+        assert (
+            set(value) == {"Key", "Value"}
+            and 1 <= len(value["Key"]) <= 128
+            and len(value["Value"]) <= 256
+        )
+        assert all(
+            re.fullmatch(python_view(pattern), v) for v in value.values()
+        )  # ASCII letters, digits, ...

@@ -30,13 +30,17 @@ def dense_folder(tmp_path_factory, tiny_model_path):
     for f in tiny_model_path.iterdir():
         shutil.copy(f, folder / f.name)
     arch = ModelArch.from_config(TINY_CONFIG)
-    save_file(dummy_state_dict(arch, torch.float32, torch.device("cpu"), seed=3), str(folder / "model.safetensors"))
+    save_file(
+        dummy_state_dict(arch, torch.float32, torch.device("cpu"), seed=3),
+        str(folder / "model.safetensors"),
+    )
     torch.set_num_threads(1)
     return folder
 
 
-@pytest.mark.parametrize("fmt", [f if f == "ct-nvfp4" else pytest.param(f, marks=pytest.mark.slow)
-                                 for f in FORMATS])
+@pytest.mark.parametrize(
+    "fmt", [f if f == "ct-nvfp4" else pytest.param(f, marks=pytest.mark.slow) for f in FORMATS]
+)
 def test_checkpoint_loads_as_its_producer_quantized_it(dense_folder, tmp_path, fmt):
     produced = export_checkpoint(dense_folder, tmp_path / fmt, fmt)
     method = "nvfp4" if fmt.endswith("nvfp4") else "fp8"
@@ -46,18 +50,27 @@ def test_checkpoint_loads_as_its_producer_quantized_it(dense_folder, tmp_path, f
         assert runner.quantization == method
         for n, layer in enumerate(runner.model.layers):
             p = f"model.layers.{n}."
-            parts = {"qkv": [f"{p}self_attn.{x}_proj.weight" for x in "qkv"],
-                     "o_proj": [f"{p}self_attn.o_proj.weight"],
-                     "gate_up": [f"{p}mlp.gate_proj.weight", f"{p}mlp.up_proj.weight"],
-                     "down": [f"{p}mlp.down_proj.weight"]}
-            got = {"qkv": layer.qkv, "o_proj": layer.o_proj, "gate_up": layer.mlp.gate_up, "down": layer.mlp.down}
+            parts = {
+                "qkv": [f"{p}self_attn.{x}_proj.weight" for x in "qkv"],
+                "o_proj": [f"{p}self_attn.o_proj.weight"],
+                "gate_up": [f"{p}mlp.gate_proj.weight", f"{p}mlp.up_proj.weight"],
+                "down": [f"{p}mlp.down_proj.weight"],
+            }
+            got = {
+                "qkv": layer.qkv,
+                "o_proj": layer.o_proj,
+                "gate_up": layer.mlp.gate_up,
+                "down": layer.mlp.down,
+            }
             for key, names in parts.items():
                 expected = join_weights([produced[name] for name in names]).dequantize()
                 assert torch.equal(got[key].dequantize(), expected), (fmt, key)
         out = [r["output_ids"] for r in eng.generate(input_ids=PROMPTS, sampling_params=GREEDY)]
     if fmt in SAME_AS_ON_LOAD:
         with Engine(str(dense_folder), quantization=SAME_AS_ON_LOAD[fmt], **ENGINE) as eng:
-            on_load = [r["output_ids"] for r in eng.generate(input_ids=PROMPTS, sampling_params=GREEDY)]
+            on_load = [
+                r["output_ids"] for r in eng.generate(input_ids=PROMPTS, sampling_params=GREEDY)
+            ]
         assert out == on_load
 
 

@@ -5,7 +5,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from radixgen.kernels.nvfp4 import E2M1_VALUES, dequantize_nvfp4_ref, e2m1_codes_ref, quantize_nvfp4_ref
+from radixgen.kernels.nvfp4 import (
+    E2M1_VALUES,
+    dequantize_nvfp4_ref,
+    e2m1_codes_ref,
+    quantize_nvfp4_ref,
+)
 from radixgen.runtime.quant.linear import quantized_linear
 from radixgen.runtime.quant.scale_search import CANDIDATE_STEPS
 from radixgen.runtime.quant.weight import (
@@ -15,6 +20,7 @@ from radixgen.runtime.quant.weight import (
     quantize_nvfp4_weight,
     quantize_state_dict,
 )
+
 
 def _weight(rows=48, cols=64, seed=0):
     g = torch.Generator().manual_seed(seed)
@@ -38,7 +44,9 @@ def test_nvfp4_round_to_nearest_is_the_kv_pool_format():
     w = _weight()
     q = quantize_nvfp4_weight(w, scale_search=False)
     codes, scales, s_t = quantize_nvfp4_ref(w)  # the KV pools' quantizer, per-tensor scale
-    assert torch.equal(q.data, codes) and torch.equal(q.block_scales.view(torch.uint8), scales.view(torch.uint8))
+    assert torch.equal(q.data, codes) and torch.equal(
+        q.block_scales.view(torch.uint8), scales.view(torch.uint8)
+    )
     assert torch.equal(q.dequantize(), dequantize_nvfp4_ref(codes, scales, s_t, torch.float32))
 
 
@@ -51,15 +59,17 @@ def _search_reference(w: torch.Tensor, s_t: torch.Tensor) -> tuple[torch.Tensor,
     bits = torch.zeros_like(rtn_bits)
     for r in range(w.shape[0]):
         for b in range(w.shape[1] // 16):
-            block, best = w[r, 16 * b:16 * b + 16], None
+            block, best = w[r, 16 * b : 16 * b + 16], None
             for step in CANDIDATE_STEPS:
                 cand = int(min(max(int(rtn_bits[r, b]) + step, 1), 126))
-                scale = torch.tensor([cand], dtype=torch.uint8).view(torch.float8_e4m3fn).float() * s_t
+                scale = (
+                    torch.tensor([cand], dtype=torch.uint8).view(torch.float8_e4m3fn).float() * s_t
+                )
                 c = e2m1_codes_ref(block / scale)
                 err = float(((torch.tensor(E2M1_VALUES)[c.long()] * scale - block) ** 2).sum())
                 if best is None or err < best[0]:
                     best = (err, cand, c)
-            bits[r, b], codes[r, 16 * b:16 * b + 16] = best[1], best[2]
+            bits[r, b], codes[r, 16 * b : 16 * b + 16] = best[1], best[2]
     return codes[:, 0::2] | (codes[:, 1::2] << 4), bits.to(torch.uint8)
 
 
@@ -93,7 +103,9 @@ def test_cpu_linear_is_the_dequantized_matmul(dtype):
     for q in (quantize_fp8_weight(w), quantize_nvfp4_weight(w)):
         bias = torch.randn(48).to(dtype)
         expected = F.linear(x, q.dequantize(dtype), bias)
-        assert torch.allclose(quantized_linear(x, q, bias).float(), expected.float(), atol=1e-2, rtol=1e-2)
+        assert torch.allclose(
+            quantized_linear(x, q, bias).float(), expected.float(), atol=1e-2, rtol=1e-2
+        )
         assert q.nbytes < w.numel() * 2  # the stored form is smaller than bf16
 
 
@@ -104,12 +116,16 @@ def test_only_linear_projections_are_quantized():
     assert not is_quantizable("model.layers.0.mlp.gate.weight", w, False)  # MoE router
     assert not is_quantizable("model.layers.0.input_layernorm.weight", w[0], False)
     assert not is_quantizable("model.embed_tokens.weight", w, True)
-    assert not is_quantizable("lm_head.weight", w, False) and is_quantizable("lm_head.weight", w, True)
+    assert not is_quantizable("lm_head.weight", w, False) and is_quantizable(
+        "lm_head.weight", w, True
+    )
 
 
 def test_tied_lm_head_is_quantized_only_when_asked():
     embed = _weight(64, 32)
-    weights = quantize_state_dict({"model.embed_tokens.weight": embed}, "fp8", quantize_lm_head=True)
+    weights = quantize_state_dict(
+        {"model.embed_tokens.weight": embed}, "fp8", quantize_lm_head=True
+    )
     assert torch.equal(weights["model.embed_tokens.weight"], embed)
     assert weights["lm_head.weight"].format == "fp8"
     assert "lm_head.weight" not in quantize_state_dict({"model.embed_tokens.weight": embed}, "fp8")

@@ -34,8 +34,19 @@ class ServerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.api_key = api_key
         self.log_path = log_dir / f"server-{self.port}.log"
-        cmd = [sys.executable, "-m", "radixgen", "serve", "--model-path", str(model_path),
-               "--port", str(self.port), "--log-level", "warning", *args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "radixgen",
+            "serve",
+            "--model-path",
+            str(model_path),
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warning",
+            *args,
+        ]
         if api_key:
             cmd += ["--api-key", api_key]
         self.log = open(self.log_path, "w")
@@ -81,7 +92,9 @@ TINY_ARGS = ("--load-format", "dummy", "--max-total-tokens", "8192")
 
 @pytest.fixture(scope="session")
 def tiny_server(tiny_model_path, tmp_path_factory):
-    server = ServerProcess(tiny_model_path, tmp_path_factory.mktemp("logs"), *TINY_ARGS, api_key=API_KEY)
+    server = ServerProcess(
+        tiny_model_path, tmp_path_factory.mktemp("logs"), *TINY_ARGS, api_key=API_KEY
+    )
     try:
         yield server.wait_healthy()
     finally:
@@ -119,7 +132,7 @@ def sse_events(lines) -> list:
     events = []
     for line in lines:
         if line.startswith("data: "):
-            payload = line[len("data: "):]
+            payload = line[len("data: ") :]
             events.append(payload if payload == "[DONE]" else json.loads(payload))
     return events
 

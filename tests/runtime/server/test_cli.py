@@ -14,13 +14,42 @@ from radixgen.config import EngineConfig, ServerConfig
 
 
 def test_serve_flags_map_onto_configs():
-    args = build_parser().parse_args([
-        "serve", "--model-path", "/m", "--host", "0.0.0.0", "--port", "8000", "--api-key", "k",
-        "--dtype", "bfloat16", "--load-format", "dummy", "--max-total-tokens", "64",
-        "--mem-fraction-static", "0.5", "--chunked-prefill-size", "32", "--max-running-requests", "4",
-        "--schedule-policy", "fcfs", "--disable-radix-cache", "--log-level", "debug"])
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--model-path",
+            "/m",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "8000",
+            "--api-key",
+            "k",
+            "--dtype",
+            "bfloat16",
+            "--load-format",
+            "dummy",
+            "--max-total-tokens",
+            "64",
+            "--mem-fraction-static",
+            "0.5",
+            "--chunked-prefill-size",
+            "32",
+            "--max-running-requests",
+            "4",
+            "--schedule-policy",
+            "fcfs",
+            "--disable-radix-cache",
+            "--log-level",
+            "debug",
+        ]
+    )
     engine, server = serve_configs(args)
-    assert (engine.model.model_path, engine.model.dtype, engine.model.load_format) == ("/m", "bfloat16", "dummy")
+    assert (engine.model.model_path, engine.model.dtype, engine.model.load_format) == (
+        "/m",
+        "bfloat16",
+        "dummy",
+    )
     assert (engine.cache.max_total_tokens, engine.cache.mem_fraction_static) == (64, 0.5)
     assert engine.cache.disable_radix_cache
     assert (engine.scheduler.chunked_prefill_size, engine.scheduler.max_running_requests) == (32, 4)
@@ -41,19 +70,36 @@ def test_bad_flag_values_are_rejected():
 
 
 def test_sglang_flags_map_onto_configs():
-    engine, server = serve_configs(build_parser().parse_args([
-        "serve", "--context-length", "512", "--tokenizer-path", "/t", "--trust-remote-code", "--enable-metrics",
-        "--tp-size", "1", "--shutdown-timeout", "2.5"]))
+    engine, server = serve_configs(
+        build_parser().parse_args(
+            [
+                "serve",
+                "--context-length",
+                "512",
+                "--tokenizer-path",
+                "/t",
+                "--trust-remote-code",
+                "--enable-metrics",
+                "--tp-size",
+                "1",
+                "--shutdown-timeout",
+                "2.5",
+            ]
+        )
+    )
     assert (engine.model.context_length, engine.model.tokenizer_path) == (512, "/t")
     assert engine.model.trust_remote_code and server.enable_metrics and engine.model.tp_size == 1
     assert server.shutdown_timeout == 2.5
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--tp-size", "2"], "tensor parallelism is not implemented"),
-    (["--context-length", "1"], "context_length must be >= 2"),
-    (["--shutdown-timeout", "-1"], "shutdown_timeout must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--tp-size", "2"], "tensor parallelism is not implemented"),
+        (["--context-length", "1"], "context_length must be >= 2"),
+        (["--shutdown-timeout", "-1"], "shutdown_timeout must be >= 0"),
+    ],
+)
 def test_unsupported_flag_values_are_clear_errors(flags, message, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["serve", *flags])
@@ -66,8 +112,9 @@ def test_make_serve_installs_no_test_extra():
     root = Path(__file__).resolve().parents[3]
 
     def commands(target: str) -> str:  # -n: print, run nothing; -B: as on a fresh clone
-        return subprocess.run(["make", "-n", "-B", target], cwd=root, capture_output=True, text=True,
-                              check=True).stdout
+        return subprocess.run(
+            ["make", "-n", "-B", target], cwd=root, capture_output=True, text=True, check=True
+        ).stdout
 
     assert "pip install -e ." in commands("serve") and "[test]" not in commands("serve")
     assert "[test]" in commands("test")

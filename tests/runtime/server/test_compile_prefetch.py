@@ -33,7 +33,9 @@ def test_a_new_constraint_is_compiled_while_it_is_checked(tokenizer):
     inbox.bind(endpoints.scheduler)
     manager = TokenizerManager(tokenizer, endpoints)
     codec = Codec(ToSchedulerProcess)
-    good = Constraint("json_schema", json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}}))
+    good = Constraint(
+        "json_schema", json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}})
+    )
     bad = Constraint("regex", "a(b")
 
     async def check(constraint):

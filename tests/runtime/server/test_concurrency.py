@@ -19,32 +19,43 @@ NUM_CUT = 200
 
 
 def _async_api(server) -> "openai.AsyncOpenAI":
-    return openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key=API_KEY, max_retries=0, timeout=60)
+    return openai.AsyncOpenAI(
+        base_url=f"{server.url}/v1", api_key=API_KEY, max_retries=0, timeout=60
+    )
 
 
 def test_async_openai_client(tiny_server, model_name):
     async def run() -> None:
         async with _async_api(tiny_server) as api:
             assert [m.id async for m in api.models.list()] == [model_name]
-            chat = await api.chat.completions.create(model=model_name, messages=CHAT, max_tokens=5,
-                                                     temperature=0)
+            chat = await api.chat.completions.create(
+                model=model_name, messages=CHAT, max_tokens=5, temperature=0
+            )
             assert chat.choices[0].finish_reason == "length" and chat.usage.completion_tokens == 5
-            stream = await api.chat.completions.create(model=model_name, messages=CHAT, max_tokens=5,
-                                                       temperature=0, stream=True)
+            stream = await api.chat.completions.create(
+                model=model_name, messages=CHAT, max_tokens=5, temperature=0, stream=True
+            )
             text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
             assert text == chat.choices[0].message.content
             with pytest.raises(openai.AuthenticationError):
-                await openai.AsyncOpenAI(base_url=f"{tiny_server.url}/v1", api_key="wrong",
-                                         max_retries=0).models.list()
+                await openai.AsyncOpenAI(
+                    base_url=f"{tiny_server.url}/v1", api_key="wrong", max_retries=0
+                ).models.list()
 
     asyncio.run(run())
 
 
 async def _stream_completion(api, model_name: str, prompt: str) -> tuple[str, str, int]:
     """(text, finish_reason, completion tokens) of one greedy streamed completion."""
-    stream = await api.completions.create(model=model_name, prompt=prompt, max_tokens=8, temperature=0,
-                                          stream=True, stream_options={"include_usage": True},
-                                          extra_body={"ignore_eos": True})
+    stream = await api.completions.create(
+        model=model_name,
+        prompt=prompt,
+        max_tokens=8,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True},
+    )
     text, finish, tokens = "", None, 0
     async for chunk in stream:
         if chunk.choices:
@@ -60,7 +71,9 @@ def test_concurrent_streams_equal_sequential_ones(tiny_server, model_name):
 
     async def run() -> tuple[list, list]:
         async with _async_api(tiny_server) as api:
-            together = await asyncio.gather(*(_stream_completion(api, model_name, p) for p in prompts))
+            together = await asyncio.gather(
+                *(_stream_completion(api, model_name, p) for p in prompts)
+            )
             alone = [await _stream_completion(api, model_name, p) for p in prompts]
         return list(together), alone
 
@@ -74,8 +87,16 @@ async def _cut_stream(server, index: int) -> None:
     """Start a long streaming request, then close the connection: even indices after its
     first chunk (it runs), odd ones as soon as the headers arrive (it is most likely still
     queued: 200 of them do not fit the KV pool at once)."""
-    body = {"text": f"Go on {index}", "stream": True, "sampling_params": {
-        "max_new_tokens": 1000, "ignore_eos": True, "temperature": 1.0, "top_p": 0.9}}
+    body = {
+        "text": f"Go on {index}",
+        "stream": True,
+        "sampling_params": {
+            "max_new_tokens": 1000,
+            "ignore_eos": True,
+            "temperature": 1.0,
+            "top_p": 0.9,
+        },
+    }
     headers = {"Authorization": f"Bearer {API_KEY}"}
     async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=60) as c:
         async with c.stream("POST", "/generate", json=body) as resp:

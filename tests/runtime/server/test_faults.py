@@ -19,14 +19,20 @@ OTHER_TIMEOUT_S = 60.0  # generous for a loaded 2-core CI machine; each takes we
 
 def _open_slow_stream(server: ServerProcess) -> socket.socket:
     """A /generate stream on a socket with a tiny receive buffer that nobody reads yet."""
-    body = (b'{"text": "Go on", "stream": true, "sampling_params": {"max_new_tokens": %d, '
-            b'"ignore_eos": true, "temperature": 0}}' % SLOW_TOKENS)
+    body = (
+        b'{"text": "Go on", "stream": true, "sampling_params": {"max_new_tokens": %d, '
+        b'"ignore_eos": true, "temperature": 0}}' % SLOW_TOKENS
+    )
     sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # set before connect: the window stays small
+    sock.setsockopt(
+        socket.SOL_SOCKET, socket.SO_RCVBUF, 4096
+    )  # set before connect: the window stays small
     sock.connect(("127.0.0.1", server.port))
-    sock.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Authorization: Bearer " + API_KEY.encode() + b"\r\nConnection: close\r\n"
-                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    sock.sendall(
+        b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + API_KEY.encode() + b"\r\nConnection: close\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body) + body
+    )
     return sock
 
 
@@ -40,9 +46,16 @@ def _read_all(sock: socket.socket) -> bytes:
 
 def _other_request(client: httpx.Client, i: int) -> float:
     start = time.monotonic()
-    resp = client.post("/generate", json={"text": f"Other {i}", "sampling_params": {
-        "max_new_tokens": 16, "ignore_eos": True, "temperature": 0}})
-    assert resp.status_code == 200 and resp.json()["meta_info"]["completion_tokens"] == 16, resp.text
+    resp = client.post(
+        "/generate",
+        json={
+            "text": f"Other {i}",
+            "sampling_params": {"max_new_tokens": 16, "ignore_eos": True, "temperature": 0},
+        },
+    )
+    assert resp.status_code == 200 and resp.json()["meta_info"]["completion_tokens"] == 16, (
+        resp.text
+    )
     return time.monotonic() - start
 
 
@@ -73,7 +86,7 @@ def _dechunk(body: bytes) -> bytes:
         size = int(body[pos:eol].split(b";")[0], 16)
         if size == 0:
             return b"".join(out)
-        out.append(body[eol + 2:eol + 2 + size])
+        out.append(body[eol + 2 : eol + 2 + size])
         pos = eol + 2 + size + 2
 
 
@@ -83,9 +96,16 @@ OVERSUBSCRIBED = {"max_new_tokens": 120, "ignore_eos": True, "temperature": 0}
 
 def _greedy_outputs(server: ServerProcess) -> tuple[list[list[int]], int]:
     """Output ids of PROMPTS, sent all at once, and their prompt tokens in all."""
-    with server.client(timeout=300) as c, concurrent.futures.ThreadPoolExecutor(len(PROMPTS)) as pool:
-        resps = list(pool.map(lambda p: c.post("/generate", json={"text": p, "sampling_params": OVERSUBSCRIBED}),
-                              PROMPTS))
+    with (
+        server.client(timeout=300) as c,
+        concurrent.futures.ThreadPoolExecutor(len(PROMPTS)) as pool,
+    ):
+        resps = list(
+            pool.map(
+                lambda p: c.post("/generate", json={"text": p, "sampling_params": OVERSUBSCRIBED}),
+                PROMPTS,
+            )
+        )
     assert all(r.status_code == 200 for r in resps), [r.text for r in resps if r.status_code != 200]
     metas = [r.json()["meta_info"] for r in resps]
     assert all(m["finish_reason"]["type"] == "length" for m in metas)
@@ -93,9 +113,18 @@ def _greedy_outputs(server: ServerProcess) -> tuple[list[list[int]], int]:
 
 
 @pytest.mark.slow
-def test_an_oversubscribed_kv_pool_completes_every_request_unchanged(tiny_model_path, tmp_path, tiny_server):
-    small = ServerProcess(tiny_model_path, tmp_path, "--load-format", "dummy", "--max-total-tokens", "256",
-                          api_key=API_KEY).wait_healthy()
+def test_an_oversubscribed_kv_pool_completes_every_request_unchanged(
+    tiny_model_path, tmp_path, tiny_server
+):
+    small = ServerProcess(
+        tiny_model_path,
+        tmp_path,
+        "--load-format",
+        "dummy",
+        "--max-total-tokens",
+        "256",
+        api_key=API_KEY,
+    ).wait_healthy()
     try:
         outputs, prompt_tokens = _greedy_outputs(small)
         with small.client() as c:

@@ -37,7 +37,10 @@ BOMBS = [
 ]
 GOOD = [
     ("regex", "[a-z]{3}"),
-    ("json_schema", {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+    (
+        "json_schema",
+        {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+    ),
     ("lark", 'start: "yes" | "no"'),
     (None, None),
 ]
@@ -73,7 +76,9 @@ def _rss_mb(pid: int) -> float:
 
 @pytest.fixture(scope="module")
 def bomb_server(model_path, tmp_path_factory):
-    server = ServerProcess(model_path, tmp_path_factory.mktemp("bombs"), "--max-total-tokens", "2048")
+    server = ServerProcess(
+        model_path, tmp_path_factory.mktemp("bombs"), "--max-total-tokens", "2048"
+    )
     try:
         yield server.wait_healthy()
     finally:
@@ -107,7 +112,9 @@ def test_grammar_bombs_are_refused_and_harm_no_other_request(bomb_server):
             else:
                 assert resp.status_code == 200, resp.text
                 assert resp.json()["meta_info"]["finish_reason"]["type"] in ("stop", "length")
-        print(f"slowest bomb refused in {slowest:.2f} s")  # (reported, not asserted beyond the bound)
+        print(
+            f"slowest bomb refused in {slowest:.2f} s"
+        )  # (reported, not asserted beyond the bound)
         for kind, spec in BOMBS[:3]:  # again, from the compile caches
             assert_error(client.post("/generate", json=_body(kind, spec)), 400)
         assert client.get("/health", timeout=5).status_code == 200

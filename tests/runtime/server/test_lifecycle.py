@@ -45,7 +45,10 @@ def _stream_events(server: ServerProcess, sampling_params: dict) -> list:
 def _wait_running(server: ServerProcess, num: int = 1, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if httpx.get(f"{server.url}/get_server_info").json()["scheduler"]["num_running_reqs"] >= num:
+        if (
+            httpx.get(f"{server.url}/get_server_info").json()["scheduler"]["num_running_reqs"]
+            >= num
+        ):
             return
         time.sleep(0.02)
     raise AssertionError("the request never started running")
@@ -63,8 +66,9 @@ def test_sigterm_shuts_down_and_reaps_children(tiny_model_path, tmp_path):
         server.stop()
 
 
-def _sigterm_mid_stream(server: ServerProcess, sampling_params: dict,
-                        during: Callable[[], Any] = lambda: None) -> tuple[list, Any]:
+def _sigterm_mid_stream(
+    server: ServerProcess, sampling_params: dict, during: Callable[[], Any] = lambda: None
+) -> tuple[list, Any]:
     """SIGTERM while one /generate stream runs: the stream's events, and what `during()`
     returned (called just after the signal); then checks the exit code 0 and that no child
     is left."""
@@ -82,14 +86,20 @@ def _sigterm_mid_stream(server: ServerProcess, sampling_params: dict,
 
 def _health_and_new_request(server: ServerProcess) -> tuple[httpx.Response, httpx.Response]:
     time.sleep(0.3)
-    return (httpx.get(f"{server.url}/health", timeout=5),
-            httpx.post(f"{server.url}/generate", json={"text": "Hi"}, timeout=5))
+    return (
+        httpx.get(f"{server.url}/health", timeout=5),
+        httpx.post(f"{server.url}/generate", json={"text": "Hi"}, timeout=5),
+    )
 
 
 def test_sigterm_drains_in_flight_requests_and_refuses_new_ones(tiny_model_path, tmp_path):
-    server = ServerProcess(tiny_model_path, tmp_path, *TINY_ARGS, "--shutdown-timeout", "60").wait_healthy()
+    server = ServerProcess(
+        tiny_model_path, tmp_path, *TINY_ARGS, "--shutdown-timeout", "60"
+    ).wait_healthy()
     try:
-        events, (health, new) = _sigterm_mid_stream(server, LONG, lambda: _health_and_new_request(server))
+        events, (health, new) = _sigterm_mid_stream(
+            server, LONG, lambda: _health_and_new_request(server)
+        )
     finally:
         server.stop()
     assert health.status_code == 503 and new.status_code == 503, (health.text, new.text)
@@ -100,7 +110,9 @@ def test_sigterm_drains_in_flight_requests_and_refuses_new_ones(tiny_model_path,
 
 @pytest.mark.slow
 def test_streams_running_at_the_drain_timeout_end_with_an_error_event(tiny_model_path, tmp_path):
-    server = ServerProcess(tiny_model_path, tmp_path, *TINY_ARGS, "--shutdown-timeout", "0.5").wait_healthy()
+    server = ServerProcess(
+        tiny_model_path, tmp_path, *TINY_ARGS, "--shutdown-timeout", "0.5"
+    ).wait_healthy()
     try:
         events, _ = _sigterm_mid_stream(server, {**LONG, "max_new_tokens": 1000})
     finally:
@@ -126,12 +138,17 @@ def _watch_health(server: ServerProcess, killed_at: float, timeout: float = 15) 
     return first_503
 
 
-@pytest.mark.parametrize("child", ["scheduler", pytest.param("detokenizer", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "child", ["scheduler", pytest.param("detokenizer", marks=pytest.mark.slow)]
+)
 def test_dead_child_fails_health_and_exits_nonzero(tiny_model_path, tmp_path, child):
     server = ServerProcess(tiny_model_path, tmp_path, *TINY_ARGS).wait_healthy()
     try:
         pids = _pids(server)
-        body = {"text": "Go", "sampling_params": {"max_new_tokens": 1000, "ignore_eos": True, "top_p": 0.9}}
+        body = {
+            "text": "Go",
+            "sampling_params": {"max_new_tokens": 1000, "ignore_eos": True, "top_p": 0.9},
+        }
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             inflight = pool.submit(httpx.post, f"{server.url}/generate", json=body, timeout=30)
             _wait_running(server)
@@ -166,7 +183,9 @@ def test_port_in_use_is_refused_before_the_model_loads(tiny_model_path, tmp_path
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        server = ServerProcess(tiny_model_path, tmp_path, *TINY_ARGS, "--port", str(port), "--log-level", "info")
+        server = ServerProcess(
+            tiny_model_path, tmp_path, *TINY_ARGS, "--port", str(port), "--log-level", "info"
+        )
         try:
             assert server.proc.wait(60) == 1
             out = server.output()
@@ -179,13 +198,28 @@ def test_port_in_use_is_refused_before_the_model_loads(tiny_model_path, tmp_path
 @pytest.mark.slow
 def test_startup_says_each_phase_and_honours_sglang_flags(tiny_model_path, tmp_path):
     # the embedded tokenizer lives next to the tiny model's config: --tokenizer-path points at it
-    server = ServerProcess(tiny_model_path, tmp_path, *TINY_ARGS, "--log-level", "info", "--context-length", "256",
-                           "--tokenizer-path", str(tiny_model_path), "--trust-remote-code", "--enable-metrics",
-                           "--tp-size", "1").wait_healthy()
+    server = ServerProcess(
+        tiny_model_path,
+        tmp_path,
+        *TINY_ARGS,
+        "--log-level",
+        "info",
+        "--context-length",
+        "256",
+        "--tokenizer-path",
+        str(tiny_model_path),
+        "--trust-remote-code",
+        "--enable-metrics",
+        "--tp-size",
+        "1",
+    ).wait_healthy()
     try:
         info = httpx.get(f"{server.url}/get_model_info").json()
-        too_long = httpx.post(f"{server.url}/generate", timeout=30,
-                              json={"input_ids": [5] * 250, "sampling_params": {"max_new_tokens": 10}})
+        too_long = httpx.post(
+            f"{server.url}/generate",
+            timeout=30,
+            json={"input_ids": [5] * 250, "sampling_params": {"max_new_tokens": 10}},
+        )
         assert httpx.get(f"{server.url}/metrics").status_code == 200
     finally:
         server.stop()
@@ -196,5 +230,9 @@ def test_startup_says_each_phase_and_honours_sglang_flags(tiny_model_path, tmp_p
     phases = ["loading model", "weights:", "KV pool: 8192 tokens", "serving"]
     at = [next(i for i, line in enumerate(lines) if phase in line) for phase in phases]
     assert at == sorted(at), lines
-    assert "GiB" in lines[at[2]] and f"at {server.url}" in lines[at[3]] and tiny_model_path.name in lines[at[3]]
+    assert (
+        "GiB" in lines[at[2]]
+        and f"at {server.url}" in lines[at[3]]
+        and tiny_model_path.name in lines[at[3]]
+    )
     assert any("--trust-remote-code has no effect" in line for line in lines)

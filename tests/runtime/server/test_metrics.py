@@ -20,12 +20,30 @@ from radixgen.runtime.messages import GenerateReq, ReqTimes, TextOut
 from radixgen.runtime.server.metrics import ServerMetrics
 from tests.runtime.server.conftest import assert_error, scrape, wait_idle
 
-GAUGES = ("num_running_reqs", "num_queue_reqs", "num_grammar_queue_reqs", "token_usage", "cache_hit_rate",
-          "max_total_num_tokens")
-COUNTERS = ("prompt_tokens_total", "cached_tokens_total", "generation_tokens_total", "num_requests_total",
-            "num_aborted_requests_total", "num_retracted_requests_total")
-HISTOGRAMS = ("time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_request_latency_seconds",
-              "queue_time_seconds", "prefill_time_seconds", "first_decode_time_seconds")
+GAUGES = (
+    "num_running_reqs",
+    "num_queue_reqs",
+    "num_grammar_queue_reqs",
+    "token_usage",
+    "cache_hit_rate",
+    "max_total_num_tokens",
+)
+COUNTERS = (
+    "prompt_tokens_total",
+    "cached_tokens_total",
+    "generation_tokens_total",
+    "num_requests_total",
+    "num_aborted_requests_total",
+    "num_retracted_requests_total",
+)
+HISTOGRAMS = (
+    "time_to_first_token_seconds",
+    "inter_token_latency_seconds",
+    "e2e_request_latency_seconds",
+    "queue_time_seconds",
+    "prefill_time_seconds",
+    "first_decode_time_seconds",
+)
 TTFT_PARTS = ("queue_time_seconds", "prefill_time_seconds", "first_decode_time_seconds")
 DASHBOARD = Path(__file__).parents[3] / "deploy" / "grafana" / "radixgen.json"
 METRIC_NAME = re.compile(r"radixgen:[A-Za-z0-9_:]+")
@@ -35,7 +53,11 @@ SUFFIXES = {"_bucket": "histogram", "_sum": "histogram", "_count": "histogram", 
 def test_metrics_needs_the_key_and_has_every_metric(tiny_server, client):
     assert_error(httpx.get(f"{tiny_server.url}/metrics"), 401)
     values = scrape(client)
-    expected = [*GAUGES, *COUNTERS, *(f"{h}_{part}" for h in HISTOGRAMS for part in ("count", "sum"))]
+    expected = [
+        *GAUGES,
+        *COUNTERS,
+        *(f"{h}_{part}" for h in HISTOGRAMS for part in ("count", "sum")),
+    ]
     missing = [name for name in expected if f"radixgen:{name}" not in values]
     assert not missing, sorted(values)
     assert 0 <= values["radixgen:token_usage"] <= 1 and 0 <= values["radixgen:cache_hit_rate"] <= 1
@@ -45,8 +67,13 @@ def test_counters_and_histograms_move_by_one_request(client, tokenizer):
     ids = tokenizer.encode("The quick brown fox jumps", add_special_tokens=False)
     wait_idle(client)
     before = scrape(client)
-    out = client.post("/generate", json={"input_ids": ids, "sampling_params": {
-        "max_new_tokens": 4, "temperature": 0, "ignore_eos": True}}).json()
+    out = client.post(
+        "/generate",
+        json={
+            "input_ids": ids,
+            "sampling_params": {"max_new_tokens": 4, "temperature": 0, "ignore_eos": True},
+        },
+    ).json()
     after = scrape(client)
 
     def moved(name: str) -> float:
@@ -80,21 +107,40 @@ def test_gauges_agree_with_the_scheduler(client):
 
 
 def _out(rid: str, num_tokens: int, finish: dict | None = None) -> TextOut:
-    return TextOut(rid=rid, text="x" * num_tokens, token_ids=[7] * num_tokens, prompt_tokens=5,
-                   cached_tokens=0, completion_tokens=0, finish=finish)
+    return TextOut(
+        rid=rid,
+        text="x" * num_tokens,
+        token_ids=[7] * num_tokens,
+        prompt_tokens=5,
+        cached_tokens=0,
+        completion_tokens=0,
+        finish=finish,
+    )
 
 
 def test_server_metrics_counts_tokens_and_ended_requests():
     metrics = ServerMetrics("m")
     metrics.on_submit("a", prompt_tokens=5)
     metrics.on_submit("b", prompt_tokens=3)
-    for out in (_out("a", 1), _out("a", 3), _out("a", 0, {"type": "stop"}), _out("b", 2), _out("zzz", 9)):
+    for out in (
+        _out("a", 1),
+        _out("a", 3),
+        _out("a", 0, {"type": "stop"}),
+        _out("b", 2),
+        _out("zzz", 9),
+    ):
         metrics.on_output(out)
     metrics.on_drop("b")  # its client left
     metrics.on_output(_out("b", 1))  # a late delta of a dropped request is not counted
-    values = {s.name: s.value for f in text_string_to_metric_families(metrics.render({}).decode())
-              for s in f.samples if "le" not in s.labels}
-    assert values["radixgen:prompt_tokens_total"] == 8 and values["radixgen:num_requests_total"] == 2
+    values = {
+        s.name: s.value
+        for f in text_string_to_metric_families(metrics.render({}).decode())
+        for s in f.samples
+        if "le" not in s.labels
+    }
+    assert (
+        values["radixgen:prompt_tokens_total"] == 8 and values["radixgen:num_requests_total"] == 2
+    )
     assert values["radixgen:generation_tokens_total"] == 6
     assert values["radixgen:time_to_first_token_seconds_count"] == 2
     assert values["radixgen:inter_token_latency_seconds_count"] == 3  # a delta of 3 tokens: 3 gaps
@@ -103,13 +149,30 @@ def test_server_metrics_counts_tokens_and_ended_requests():
 
 def test_speculation_gauges_follow_the_scheduler_stats():
     metrics = ServerMetrics("m")
-    stats = {"spec_accept_length": 3.5, "spec_accept_rate": 0.625, "spec_verify_steps": 12,
-             "spec_draft_tokens_pruned": 4, "spec_position_accept_rate": [0.9, 0.5]}
-    samples = [s for f in text_string_to_metric_families(metrics.render(stats).decode()) for s in f.samples]
+    stats = {
+        "spec_accept_length": 3.5,
+        "spec_accept_rate": 0.625,
+        "spec_verify_steps": 12,
+        "spec_draft_tokens_pruned": 4,
+        "spec_position_accept_rate": [0.9, 0.5],
+    }
+    samples = [
+        s for f in text_string_to_metric_families(metrics.render(stats).decode()) for s in f.samples
+    ]
     values = {s.name: s.value for s in samples}
-    assert values["radixgen:spec_accept_length"] == 3.5 and values["radixgen:spec_accept_rate"] == 0.625
-    assert values["radixgen:spec_verify_steps"] == 12 and values["radixgen:spec_draft_tokens_pruned"] == 4
-    by_position = {s.labels["position"]: s.value for s in samples if s.name == "radixgen:spec_position_accept_rate"}
+    assert (
+        values["radixgen:spec_accept_length"] == 3.5
+        and values["radixgen:spec_accept_rate"] == 0.625
+    )
+    assert (
+        values["radixgen:spec_verify_steps"] == 12
+        and values["radixgen:spec_draft_tokens_pruned"] == 4
+    )
+    by_position = {
+        s.labels["position"]: s.value
+        for s in samples
+        if s.name == "radixgen:spec_position_accept_rate"
+    }
     assert by_position == {"1": 0.9, "2": 0.5}
 
 
@@ -127,7 +190,10 @@ def test_every_family_has_the_one_prefix_spelling(client):
 
 
 def test_cache_hits_are_counters_and_pools_are_labels(client):
-    body = {"text": "a prompt shared by two requests in a row", "sampling_params": {"max_new_tokens": 1}}
+    body = {
+        "text": "a prompt shared by two requests in a row",
+        "sampling_params": {"max_new_tokens": 1},
+    }
     before = scrape(client)
     first = client.post("/generate", json=body).json()
     second = client.post("/generate", json=body).json()
@@ -137,19 +203,34 @@ def test_cache_hits_are_counters_and_pools_are_labels(client):
     assert second["meta_info"]["cached_tokens"] > 0
     assert after["radixgen:cached_tokens_total"] - before["radixgen:cached_tokens_total"] == cached
     families = _families(client.get("/metrics").text)
-    by_pool = {s.labels["pool"]: s.value for s in families["radixgen:kv_pool_cache_hit_tokens"].samples}
+    by_pool = {
+        s.labels["pool"]: s.value for s in families["radixgen:kv_pool_cache_hit_tokens"].samples
+    }
     assert set(by_pool) == {"prefix", "branch"}
-    assert sum(by_pool.values()) == stats["num_cached_tokens"]  # the scheduler's own total, monotonic
-    capacity = {s.labels["pool"]: s.value for s in families["radixgen:kv_pool_capacity_tokens"].samples}
-    assert capacity == {pool: stats[f"{pool}_pool_capacity_tokens"] for pool in ("prefix", "branch")}
-    assert not any("_pool_" in name and not name.startswith("radixgen:kv_pool_") for name in families)
+    assert (
+        sum(by_pool.values()) == stats["num_cached_tokens"]
+    )  # the scheduler's own total, monotonic
+    capacity = {
+        s.labels["pool"]: s.value for s in families["radixgen:kv_pool_capacity_tokens"].samples
+    }
+    assert capacity == {
+        pool: stats[f"{pool}_pool_capacity_tokens"] for pool in ("prefix", "branch")
+    }
+    assert not any(
+        "_pool_" in name and not name.startswith("radixgen:kv_pool_") for name in families
+    )
 
 
 def test_request_series_carry_the_version_and_adapter_slots(client):
     family = _families(client.get("/metrics").text)["radixgen:num_requests"]
     labels = {tuple(sorted(s.labels.items())) for s in family.samples if s.name.endswith("_total")}
-    assert labels == {(("adapter", "base"), ("model_name", client.get("/v1/models").json()["data"][0]["id"]),
-                       ("weight_version", "default"))}
+    assert labels == {
+        (
+            ("adapter", "base"),
+            ("model_name", client.get("/v1/models").json()["data"][0]["id"]),
+            ("weight_version", "default"),
+        )
+    }
 
 
 def test_ttft_parts_sum_to_ttft_from_the_scheduler_times():
@@ -158,11 +239,24 @@ def test_ttft_parts_sum_to_ttft_from_the_scheduler_times():
     metrics.on_submit("a", prompt_tokens=5, arrival=arrival)
     start = metrics._timings["a"].arrival_wall
     times = ReqTimes(received=start + 0.05, admitted=start + 0.25, prefilled=start + 0.75)
-    metrics.on_output(TextOut(rid="a", text="x", token_ids=[7], prompt_tokens=5, cached_tokens=2,
-                              completion_tokens=1, times=times))
+    metrics.on_output(
+        TextOut(
+            rid="a",
+            text="x",
+            token_ids=[7],
+            prompt_tokens=5,
+            cached_tokens=2,
+            completion_tokens=1,
+            times=times,
+        )
+    )
     metrics.on_output(_out("a", 0, {"type": "stop"}))
-    values = {s.name: s.value for f in text_string_to_metric_families(metrics.render({}).decode())
-              for s in f.samples if "le" not in s.labels}
+    values = {
+        s.name: s.value
+        for f in text_string_to_metric_families(metrics.render({}).decode())
+        for s in f.samples
+        if "le" not in s.labels
+    }
     assert values["radixgen:queue_time_seconds_sum"] == pytest.approx(0.25, abs=1e-3)
     assert values["radixgen:prefill_time_seconds_sum"] == pytest.approx(0.5, abs=1e-6)
     ttft = values["radixgen:time_to_first_token_seconds_sum"]
@@ -178,24 +272,36 @@ def test_aborted_requests_are_counted():
     metrics.on_drop("a")  # its client left
     metrics.on_output(_out("b", 0, {"type": "abort", "message": "refused"}))
     metrics.on_output(_out("c", 1, {"type": "length"}))
-    values = {s.name: s.value for f in text_string_to_metric_families(metrics.render({}).decode())
-              for s in f.samples}
-    assert values["radixgen:num_aborted_requests_total"] == 2 and values["radixgen:num_requests_total"] == 3
+    values = {
+        s.name: s.value
+        for f in text_string_to_metric_families(metrics.render({}).decode())
+        for s in f.samples
+    }
+    assert (
+        values["radixgen:num_aborted_requests_total"] == 2
+        and values["radixgen:num_requests_total"] == 3
+    )
 
 
 def test_the_scheduler_sends_its_timestamps_once_after_the_prefill(tiny_model_path):
-    engine = Engine(str(tiny_model_path), load_format="dummy", chunked_prefill_size=8, max_total_tokens=512)
+    engine = Engine(
+        str(tiny_model_path), load_format="dummy", chunked_prefill_size=8, max_total_tokens=512
+    )
     sched = engine.scheduler
     params = SamplingParams(max_new_tokens=3, ignore_eos=True, temperature=0)
     before = time.time()
-    sched.handle(GenerateReq(rid="a", input_ids=list(range(100, 130)), params=params))  # 4 prefill chunks
+    sched.handle(
+        GenerateReq(rid="a", input_ids=list(range(100, 130)), params=params)
+    )  # 4 prefill chunks
     outs = []
     while sched.has_work or sched.outputs:
         outs += [(out, time.time()) for out in sched.step()]
     stamped = [(out, at) for out, at in outs if out.times is not None]
     assert len(stamped) == 1
     out, at = stamped[0]
-    assert out.token_ids and out is next(o for o, _ in outs if o.token_ids)  # the first token's message
+    assert out.token_ids and out is next(
+        o for o, _ in outs if o.token_ids
+    )  # the first token's message
     assert before <= out.times.received <= out.times.admitted <= out.times.prefilled <= at
 
 
@@ -204,7 +310,7 @@ def _family_of(name: str, types: dict[str, str]) -> tuple[str, str] | None:
     `_count` or a counter's `_total` belong to the family without the suffix; anything else
     must be a family itself (a gauge)."""
     for suffix, kind in SUFFIXES.items():
-        base = name[:-len(suffix)]
+        base = name[: -len(suffix)]
         if name.endswith(suffix) and types.get(base) == kind:
             return base, kind
     return (name, types[name]) if types.get(name) == "gauge" else None
@@ -224,15 +330,29 @@ def test_every_dashboard_query_names_a_live_metric(client):
         assert names, f"{title}: {expr}"
         for name in names:
             family = _family_of(name, types)
-            assert family is not None, f"panel {title!r} refers to {name}, which /metrics does not expose"
-        for name in re.findall(r"rate\((radixgen:[A-Za-z0-9_:]+)", expr):  # rate() only over counters
-            assert _family_of(name, types)[1] in ("counter", "histogram"), f"{title}: rate() of a gauge {name}"
+            assert family is not None, (
+                f"panel {title!r} refers to {name}, which /metrics does not expose"
+            )
+        for name in re.findall(
+            r"rate\((radixgen:[A-Za-z0-9_:]+)", expr
+        ):  # rate() only over counters
+            assert _family_of(name, types)[1] in ("counter", "histogram"), (
+                f"{title}: rate() of a gauge {name}"
+            )
 
 
 def test_the_dashboard_covers_the_serving_signals():
     exprs = " ".join(expr for _, expr in _panel_queries())
-    for name in ("generation_tokens_total", "time_to_first_token_seconds_bucket", *(f"{p}_sum" for p in TTFT_PARTS),
-                 "inter_token_latency_seconds_bucket", "e2e_request_latency_seconds_bucket", "num_queue_reqs",
-                 "kv_pool_token_usage", "cached_tokens_total", "spec_accept_length"):
+    for name in (
+        "generation_tokens_total",
+        "time_to_first_token_seconds_bucket",
+        *(f"{p}_sum" for p in TTFT_PARTS),
+        "inter_token_latency_seconds_bucket",
+        "e2e_request_latency_seconds_bucket",
+        "num_queue_reqs",
+        "kv_pool_token_usage",
+        "cached_tokens_total",
+        "spec_accept_length",
+    ):
         assert f"radixgen:{name}" in exprs, name
     assert _family_of("radixgen:num_requests_count", {"radixgen:num_requests": "counter"}) is None

@@ -25,8 +25,12 @@ def test_health_needs_no_key_and_info_routes_answer(tiny_server, client, model_n
     assert server["engine_config"]["cache"]["max_total_tokens"] == 8192
     assert server["server_config"]["api_key"] == "<set>"  # never echoed
     stats = server["scheduler"]
-    assert stats["num_slots"] == 8192 and {"cache_size", "num_free_slots", "cache_hit_rate"} <= set(stats)
-    assert stats["kv_rotation"] is (stats["prefix_pool_dtype"] in ("fp8_e4m3", "nvfp4"))  # --kv-rotation auto
+    assert stats["num_slots"] == 8192 and {"cache_size", "num_free_slots", "cache_hit_rate"} <= set(
+        stats
+    )
+    assert stats["kv_rotation"] is (
+        stats["prefix_pool_dtype"] in ("fp8_e4m3", "nvfp4")
+    )  # --kv-rotation auto
 
 
 def test_generate_text_ids_and_batches(client, tokenizer):
@@ -39,10 +43,17 @@ def test_generate_text_ids_and_batches(client, tokenizer):
     ids = tokenizer.encode("Hello there", add_special_tokens=False)
     by_ids = client.post("/generate", json={"input_ids": ids, "sampling_params": GREEDY}).json()
     assert by_ids["output_ids"] == one["output_ids"]
-    batch = client.post("/generate", json={"text": ["Hello there", "Hi"],
-                                           "sampling_params": [GREEDY, {**GREEDY, "max_new_tokens": 3}]}).json()
+    batch = client.post(
+        "/generate",
+        json={
+            "text": ["Hello there", "Hi"],
+            "sampling_params": [GREEDY, {**GREEDY, "max_new_tokens": 3}],
+        },
+    ).json()
     assert [len(r["output_ids"]) for r in batch] == [8, 3] and batch[0]["text"] == one["text"]
-    id_batch = client.post("/generate", json={"input_ids": [ids, ids[:1]], "sampling_params": GREEDY}).json()
+    id_batch = client.post(
+        "/generate", json={"input_ids": [ids, ids[:1]], "sampling_params": GREEDY}
+    ).json()
     assert len(id_batch) == 2 and id_batch[0]["output_ids"] == one["output_ids"]
 
 
@@ -60,8 +71,15 @@ def test_generate_stream_text_is_cumulative_and_matches(client):
 
 
 def test_generate_logprobs(client):
-    out = client.post("/generate", json={"text": "Hi", "sampling_params": GREEDY,
-                                         "return_logprob": True, "top_logprobs_num": 3}).json()
+    out = client.post(
+        "/generate",
+        json={
+            "text": "Hi",
+            "sampling_params": GREEDY,
+            "return_logprob": True,
+            "top_logprobs_num": 3,
+        },
+    ).json()
     meta = out["meta_info"]
     assert [t for _, t in meta["output_token_logprobs"]] == out["output_ids"]
     assert all(len(top) == 3 for top in meta["output_top_logprobs"])
@@ -73,11 +91,20 @@ def test_prompt_logprobs_score_choices_over_a_cached_prefix(client):
     """What the frontend's select does: prompt logprobs of several continuations in one
     batch, with max_new_tokens 0; the shared prefix comes from the cache."""
     prefix = "The capital of France is"
-    pinned = client.post("/generate", json={"text": prefix, "sampling_params": {"max_new_tokens": 0}})
+    pinned = client.post(
+        "/generate", json={"text": prefix, "sampling_params": {"max_new_tokens": 0}}
+    )
     n_prefix = pinned.json()["meta_info"]["prompt_tokens"]
     texts = [prefix + " Paris", prefix + " a banana"]
-    outs = client.post("/generate", json={"text": texts, "sampling_params": {"max_new_tokens": 0},
-                                          "return_logprob": True, "logprob_start_len": n_prefix}).json()
+    outs = client.post(
+        "/generate",
+        json={
+            "text": texts,
+            "sampling_params": {"max_new_tokens": 0},
+            "return_logprob": True,
+            "logprob_start_len": n_prefix,
+        },
+    ).json()
     scores = []
     for out in outs:
         meta = out["meta_info"]
@@ -100,18 +127,29 @@ def test_prompt_logprobs_from_the_common_prefix_of_a_batch(client, tokenizer):
     outs = client.post("/generate", json={**base, "logprob_start_common_prefix": True}).json()
     ref = client.post("/generate", json={**base, "logprob_start_len": common}).json()
     for out, r, seq in zip(outs, ref, ids):
-        pairs, ref_pairs = out["meta_info"]["input_token_logprobs"], r["meta_info"]["input_token_logprobs"]
-        assert out["meta_info"]["logprob_start_len"] == common and [t for _, t in pairs] == seq[common:]
+        pairs, ref_pairs = (
+            out["meta_info"]["input_token_logprobs"],
+            r["meta_info"]["input_token_logprobs"],
+        )
+        assert (
+            out["meta_info"]["logprob_start_len"] == common
+            and [t for _, t in pairs] == seq[common:]
+        )
         assert [lp for lp, _ in pairs] == pytest.approx([lp for lp, _ in ref_pairs], abs=1e-4)
 
 
 def test_stop_string_is_trimmed_in_both_modes(client):
-    base = client.post("/generate", json={"text": "The story", "sampling_params": {**GREEDY, "max_new_tokens": 12}}).json()
-    stop = base["text"][len(base["text"]) // 2:][:4]
+    base = client.post(
+        "/generate", json={"text": "The story", "sampling_params": {**GREEDY, "max_new_tokens": 12}}
+    ).json()
+    stop = base["text"][len(base["text"]) // 2 :][:4]
     assert stop.strip(), base["text"]
-    body = {"text": "The story", "sampling_params": {**GREEDY, "max_new_tokens": 12, "stop": [stop]}}
+    body = {
+        "text": "The story",
+        "sampling_params": {**GREEDY, "max_new_tokens": 12, "stop": [stop]},
+    }
     out = client.post("/generate", json=body).json()
-    assert out["text"] == base["text"][:base["text"].find(stop)]
+    assert out["text"] == base["text"][: base["text"].find(stop)]
     assert out["meta_info"]["finish_reason"] == {"type": "stop", "matched": stop}
     with client.stream("POST", "/generate", json={**body, "stream": True}) as resp:
         chunks = sse_events(resp.iter_lines())[:-1]
@@ -120,7 +158,10 @@ def test_stop_string_is_trimmed_in_both_modes(client):
 
 def test_repeated_prompt_hits_the_cache_and_flush_clears_it(client):
     assert client.post("/flush_cache").status_code == 200
-    body = {"text": "a b c d e f g h i j k l m n o p", "sampling_params": {**GREEDY, "max_new_tokens": 2}}
+    body = {
+        "text": "a b c d e f g h i j k l m n o p",
+        "sampling_params": {**GREEDY, "max_new_tokens": 2},
+    }
     assert client.post("/generate", json=body).json()["meta_info"]["cached_tokens"] == 0
     assert client.post("/generate", json=body).json()["meta_info"]["cached_tokens"] > 0
     assert client.post("/flush_cache").json()["success"]
@@ -129,14 +170,24 @@ def test_repeated_prompt_hits_the_cache_and_flush_clears_it(client):
 
 def _long_body(rid: str | None = None, stream: bool = False) -> dict:
     """A request that runs for seconds (top-p sampling sorts the vocabulary every step)."""
-    body = {"text": "Go on", "stream": stream, "sampling_params": {
-        "max_new_tokens": 1000, "ignore_eos": True, "temperature": 1.0, "top_p": 0.9}}
+    body = {
+        "text": "Go on",
+        "stream": stream,
+        "sampling_params": {
+            "max_new_tokens": 1000,
+            "ignore_eos": True,
+            "temperature": 1.0,
+            "top_p": 0.9,
+        },
+    }
     return {**body, "rid": rid} if rid else body
 
 
 def test_abort_request_by_rid(tiny_server, client):
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        fut = pool.submit(lambda: tiny_server.client().post("/generate", json=_long_body("abort-me")).json())
+        fut = pool.submit(
+            lambda: tiny_server.client().post("/generate", json=_long_body("abort-me")).json()
+        )
         for _ in range(100):
             if client.post("/abort_request", json={"rid": "abort-me"}).status_code == 200:
                 break
@@ -149,7 +200,10 @@ def test_abort_request_by_rid(tiny_server, client):
 
 def test_client_disconnect_aborts_streaming_and_plain_requests(tiny_server, client):
     before = wait_idle(client)["num_abort_requests"]
-    with tiny_server.client() as c, c.stream("POST", "/generate", json=_long_body(stream=True)) as resp:
+    with (
+        tiny_server.client() as c,
+        c.stream("POST", "/generate", json=_long_body(stream=True)) as resp,
+    ):
         lines = resp.iter_lines()
         assert next(lines).startswith("data: ")
     stats = wait_idle(client)

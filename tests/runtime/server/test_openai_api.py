@@ -13,7 +13,9 @@ CHAT = [{"role": "system", "content": "You are terse."}, {"role": "user", "conte
 
 
 def _chat(client, model_name, **fields):
-    resp = client.post("/v1/chat/completions", json={"model": model_name, "messages": CHAT, **fields})
+    resp = client.post(
+        "/v1/chat/completions", json={"model": model_name, "messages": CHAT, **fields}
+    )
     assert resp.status_code == 200, resp.text
     return resp.json()
 
@@ -37,8 +39,14 @@ def test_chat_completion_shape_and_usage(client, model_name):
 
 def test_chat_stream_matches_non_stream(client, model_name):
     full = _chat(client, model_name, max_tokens=8, temperature=0)
-    body = {"model": model_name, "messages": CHAT, "max_tokens": 8, "temperature": 0, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": model_name,
+        "messages": CHAT,
+        "max_tokens": 8,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     with client.stream("POST", "/v1/chat/completions", json=body) as resp:
         events = sse_events(resp.iter_lines())
     assert events[-1] == "[DONE]"
@@ -65,30 +73,52 @@ def test_n_samples_share_the_prompt_kv(client, model_name):
     assert again["usage"]["prompt_tokens_details"]["cached_tokens"] == usage["prompt_tokens"] - 1
     # copies of one prompt are prefilled once: the others read its KV
     client.post("/flush_cache")
-    copies = client.post("/generate", json={"text": ["Say hi"] * 3, "sampling_params": {"max_new_tokens": 2}}).json()
+    copies = client.post(
+        "/generate", json={"text": ["Say hi"] * 3, "sampling_params": {"max_new_tokens": 2}}
+    ).json()
     prompt_len = copies[0]["meta_info"]["prompt_tokens"]
     assert [c["meta_info"]["cached_tokens"] for c in copies] == [0, prompt_len - 1, prompt_len - 1]
 
 
 def test_chat_stream_with_n_samples(client, model_name):
-    body = {"model": model_name, "messages": CHAT, "max_tokens": 4, "n": 2, "seed": 3, "stream": True}
+    body = {
+        "model": model_name,
+        "messages": CHAT,
+        "max_tokens": 4,
+        "n": 2,
+        "seed": 3,
+        "stream": True,
+    }
     with client.stream("POST", "/v1/chat/completions", json=body) as resp:
         chunks = sse_events(resp.iter_lines())[:-1]
     for index in (0, 1):
         mine = [c["choices"][0] for c in chunks if c["choices"][0]["index"] == index]
         assert mine[0]["delta"]["role"] == "assistant" and mine[-1]["finish_reason"] == "length"
-    streamed = ["".join(c["choices"][0]["delta"].get("content", "") for c in chunks
-                        if c["choices"][0]["index"] == i) for i in (0, 1)]
+    streamed = [
+        "".join(
+            c["choices"][0]["delta"].get("content", "")
+            for c in chunks
+            if c["choices"][0]["index"] == i
+        )
+        for i in (0, 1)
+    ]
     full = _chat(client, model_name, max_tokens=4, n=2, seed=3)
     assert streamed == [c["message"]["content"] for c in full["choices"]]
 
 
 def test_chat_stop_and_logprobs(client, model_name):
-    base = _chat(client, model_name, max_tokens=10, temperature=0)["choices"][0]["message"]["content"]
-    stop = base[len(base) // 2:][:3]
-    out = _chat(client, model_name, max_tokens=10, temperature=0, stop=stop, logprobs=True, top_logprobs=2)
+    base = _chat(client, model_name, max_tokens=10, temperature=0)["choices"][0]["message"][
+        "content"
+    ]
+    stop = base[len(base) // 2 :][:3]
+    out = _chat(
+        client, model_name, max_tokens=10, temperature=0, stop=stop, logprobs=True, top_logprobs=2
+    )
     choice = out["choices"][0]
-    assert choice["message"]["content"] == base[:base.find(stop)] and choice["finish_reason"] == "stop"
+    assert (
+        choice["message"]["content"] == base[: base.find(stop)]
+        and choice["finish_reason"] == "stop"
+    )
     content = choice["logprobs"]["content"]
     assert len(content) == out["usage"]["completion_tokens"]
     assert all(len(c["top_logprobs"]) == 2 and c["logprob"] <= 0 for c in content)
@@ -97,7 +127,10 @@ def test_chat_stop_and_logprobs(client, model_name):
 
 def test_completions_prompt_forms(client, model_name, tokenizer):
     def complete(**fields):
-        resp = client.post("/v1/completions", json={"model": model_name, "max_tokens": 4, "temperature": 0, **fields})
+        resp = client.post(
+            "/v1/completions",
+            json={"model": model_name, "max_tokens": 4, "temperature": 0, **fields},
+        )
         assert resp.status_code == 200, resp.text
         return resp.json()
 
@@ -130,12 +163,23 @@ def test_completions_stream(client, model_name):
 def test_official_client(tiny_server, model_name):
     api = openai.OpenAI(base_url=f"{tiny_server.url}/v1", api_key=API_KEY, max_retries=0)
     assert [m.id for m in api.models.list()] == [model_name]
-    chat = api.chat.completions.create(model=model_name, messages=CHAT, max_tokens=5, temperature=0, seed=1)
+    chat = api.chat.completions.create(
+        model=model_name, messages=CHAT, max_tokens=5, temperature=0, seed=1
+    )
     assert chat.choices[0].finish_reason == "length" and chat.usage.completion_tokens == 5
-    stream = api.chat.completions.create(model=model_name, messages=CHAT, max_tokens=5, temperature=0,
-                                         stream=True, stream_options={"include_usage": True})
+    stream = api.chat.completions.create(
+        model=model_name,
+        messages=CHAT,
+        max_tokens=5,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
-    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == chat.choices[0].message.content
+    assert (
+        "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        == chat.choices[0].message.content
+    )
     assert chunks[-1].usage.completion_tokens == 5
     comp = api.completions.create(model=model_name, prompt="Hi", max_tokens=3, temperature=0)
     assert comp.usage.completion_tokens == 3

@@ -19,24 +19,39 @@ OPENAI_FINISH_REASONS = {"stop", "length", "tool_calls", "content_filter"}
 
 
 @pytest.mark.parametrize("route", ["chat", "completions"])
-@pytest.mark.parametrize("fields, check", [
-    ({"regex": "[0-9]{3}-[a-z]{2}"}, lambda text: re.fullmatch("[0-9]{3}-[a-z]{2}", text)),
-    ({"guided_regex": "(yes|no)!"}, lambda text: text in ("yes!", "no!")),
-    ({"guided_choice": ["red", "green"]}, lambda text: text in ("red", "green")),
-    ({"ebnf": 'root ::= "a" ("b" | "c")'}, lambda text: text in ("ab", "ac")),
-    ({"guided_grammar": 'root ::= "x" "y"'}, lambda text: text == "xy"),
-    ({"json_schema": {"type": "boolean"}}, lambda text: text in ("true", "false")),
-    ({"guided_json": '{"enum": [1, 2]}'}, lambda text: text in ("1", "2")),
-])
+@pytest.mark.parametrize(
+    "fields, check",
+    [
+        ({"regex": "[0-9]{3}-[a-z]{2}"}, lambda text: re.fullmatch("[0-9]{3}-[a-z]{2}", text)),
+        ({"guided_regex": "(yes|no)!"}, lambda text: text in ("yes!", "no!")),
+        ({"guided_choice": ["red", "green"]}, lambda text: text in ("red", "green")),
+        ({"ebnf": 'root ::= "a" ("b" | "c")'}, lambda text: text in ("ab", "ac")),
+        ({"guided_grammar": 'root ::= "x" "y"'}, lambda text: text == "xy"),
+        ({"json_schema": {"type": "boolean"}}, lambda text: text in ("true", "false")),
+        ({"guided_json": '{"enum": [1, 2]}'}, lambda text: text in ("1", "2")),
+    ],
+)
 def test_constraints_through_extra_body(tiny_server, model_name, route, fields, check):
     api = openai.OpenAI(base_url=f"{tiny_server.url}/v1", api_key=API_KEY, max_retries=0)
     if route == "chat":
-        out = api.chat.completions.create(model=model_name, messages=CHAT, max_tokens=30, temperature=1.0,
-                                          seed=3, extra_body=fields)
+        out = api.chat.completions.create(
+            model=model_name,
+            messages=CHAT,
+            max_tokens=30,
+            temperature=1.0,
+            seed=3,
+            extra_body=fields,
+        )
         text = out.choices[0].message.content
     else:
-        out = api.completions.create(model=model_name, prompt="Pick one", max_tokens=30, temperature=1.0,
-                                     seed=3, extra_body=fields)
+        out = api.completions.create(
+            model=model_name,
+            prompt="Pick one",
+            max_tokens=30,
+            temperature=1.0,
+            seed=3,
+            extra_body=fields,
+        )
         text = out.choices[0].text
     assert check(text), text
     assert out.choices[0].finish_reason == "stop"
@@ -46,8 +61,12 @@ def test_version_and_system_fingerprint(client, model_name):
     version = client.get("/version").json()["version"]
     assert isinstance(version, str) and version
     assert client.get("/get_server_info").json()["version"] == version
-    chat = client.post("/v1/chat/completions", json={"model": model_name, "messages": CHAT, "max_tokens": 2}).json()
-    comp = client.post("/v1/completions", json={"model": model_name, "prompt": "a", "max_tokens": 2}).json()
+    chat = client.post(
+        "/v1/chat/completions", json={"model": model_name, "messages": CHAT, "max_tokens": 2}
+    ).json()
+    comp = client.post(
+        "/v1/completions", json={"model": model_name, "prompt": "a", "max_tokens": 2}
+    ).json()
     fingerprint = chat["system_fingerprint"]
     assert fingerprint.startswith("fp_") and comp["system_fingerprint"] == fingerprint
     body = {"model": model_name, "messages": CHAT, "max_tokens": 2, "stream": True}
@@ -75,10 +94,18 @@ LONG = {"max_tokens": 900, "ignore_eos": True, "temperature": 1.0, "top_p": 0.9}
 def test_an_aborted_request_is_an_error_not_a_finish_reason(tiny_server, client, model_name):
     body = {"model": model_name, "messages": CHAT, "rid": "oa-abort", **LONG}
     with tiny_server.client() as c:
-        resp = _abort_while_running(tiny_server, client, "oa-abort", lambda: c.post("/v1/chat/completions", json=body))
+        resp = _abort_while_running(
+            tiny_server, client, "oa-abort", lambda: c.post("/v1/chat/completions", json=body)
+        )
     err = assert_error(resp)
     assert err["code"] == "request_aborted" and "abort" in err["message"]
-    body = {"model": model_name, "prompt": "Go on", "rid": "oa-abort-stream", "stream": True, **LONG}
+    body = {
+        "model": model_name,
+        "prompt": "Go on",
+        "rid": "oa-abort-stream",
+        "stream": True,
+        **LONG,
+    }
 
     def stream():
         with tiny_server.client() as c, c.stream("POST", "/v1/completions", json=body) as r:
@@ -92,8 +119,14 @@ def test_an_aborted_request_is_an_error_not_a_finish_reason(tiny_server, client,
 
 
 def test_finish_reasons_are_openai_values(client, model_name):
-    for body in ({"max_tokens": 3}, {"max_tokens": 50, "stop": ["e", "a", "o", " "]}, {"regex": "ab"}):
-        out = client.post("/v1/chat/completions", json={"model": model_name, "messages": CHAT, **body}).json()
+    for body in (
+        {"max_tokens": 3},
+        {"max_tokens": 50, "stop": ["e", "a", "o", " "]},
+        {"regex": "ab"},
+    ):
+        out = client.post(
+            "/v1/chat/completions", json={"model": model_name, "messages": CHAT, **body}
+        ).json()
         assert out["choices"][0]["finish_reason"] in OPENAI_FINISH_REASONS
 
 

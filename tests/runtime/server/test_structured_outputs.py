@@ -36,8 +36,11 @@ def test_json_schemas_always_validate(embedded_server):
     validates, those cut at the limit too."""
     names = sorted(SUPPORTED)
     assert len(names) >= 30
-    outs = _generate(embedded_server, [PROMPT] * len(names),
-                     [{**GREEDY, "json_schema": json.dumps(SUPPORTED[n])} for n in names])
+    outs = _generate(
+        embedded_server,
+        [PROMPT] * len(names),
+        [{**GREEDY, "json_schema": json.dumps(SUPPORTED[n])} for n in names],
+    )
     checker = jsonschema.Draft202012Validator.FORMAT_CHECKER  # RFC 3339 "time" (with its offset)
     for name, out in zip(names, outs):
         jsonschema.validate(json.loads(out["text"]), SUPPORTED[name], format_checker=checker)
@@ -47,15 +50,28 @@ def test_json_schemas_always_validate(embedded_server):
 
 def test_outputs_cut_short_still_validate(embedded_server):
     """Limits far below what the model would write: the JSON closes within each of them."""
-    schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {
-        "type": "array", "items": {"type": "string"}}}, "required": ["name", "tags"]}
-    prompt = PROMPT.replace("Give an example answer as JSON.", "Describe ten programming languages as JSON, "
-                            "with many tags for each.")
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["name", "tags"],
+    }
+    prompt = PROMPT.replace(
+        "Give an example answer as JSON.",
+        "Describe ten programming languages as JSON, with many tags for each.",
+    )
     free = _generate(embedded_server, prompt, {**GREEDY, "json_schema": json.dumps(schema)})
     limits = [12, 16, 20, 28]
-    assert len(free["output_ids"]) > max(limits), free["text"]  # each limit cuts into the free output
-    outs = _generate(embedded_server, [prompt] * len(limits), [
-        {**GREEDY, "max_new_tokens": n, "json_schema": json.dumps(schema)} for n in limits])
+    assert len(free["output_ids"]) > max(limits), free[
+        "text"
+    ]  # each limit cuts into the free output
+    outs = _generate(
+        embedded_server,
+        [prompt] * len(limits),
+        [{**GREEDY, "max_new_tokens": n, "json_schema": json.dumps(schema)} for n in limits],
+    )
     for n, out in zip(limits, outs):
         assert len(out["output_ids"]) <= n
         jsonschema.validate(json.loads(out["text"]), schema)
@@ -63,10 +79,19 @@ def test_outputs_cut_short_still_validate(embedded_server):
 
 def test_regex_choices_and_sql(embedded_server):
     regex = r"(Paris|London), [0-9]{1,3} km"
-    sql_prompt = PROMPT.replace("Give an example answer as JSON.", "Write a SQL query that lists the names of users older than 30.")
-    outs = _generate(embedded_server, [PROMPT, PROMPT, sql_prompt], [
-        {**GREEDY, "regex": regex}, {**GREEDY, "choices": ["yes", "no", "maybe not"]},
-        {**GREEDY, "lark": "sql"}])
+    sql_prompt = PROMPT.replace(
+        "Give an example answer as JSON.",
+        "Write a SQL query that lists the names of users older than 30.",
+    )
+    outs = _generate(
+        embedded_server,
+        [PROMPT, PROMPT, sql_prompt],
+        [
+            {**GREEDY, "regex": regex},
+            {**GREEDY, "choices": ["yes", "no", "maybe not"]},
+            {**GREEDY, "lark": "sql"},
+        ],
+    )
     assert re.fullmatch(regex, outs[0]["text"]), outs[0]["text"]
     assert outs[1]["text"] in ("yes", "no", "maybe not")
     from radixgen.grammar.cfg.grammar import build_lark, shipped_grammar
@@ -77,8 +102,14 @@ def test_regex_choices_and_sql(embedded_server):
 
 def test_jump_forward_keeps_greedy_output(embedded_server):
     schema = json.dumps(SUPPORTED["nested"])
-    on, off = _generate(embedded_server, [PROMPT] * 2, [
-        {**GREEDY, "json_schema": schema}, {**GREEDY, "json_schema": schema, "no_jump_forward": True}])
+    on, off = _generate(
+        embedded_server,
+        [PROMPT] * 2,
+        [
+            {**GREEDY, "json_schema": schema},
+            {**GREEDY, "json_schema": schema, "no_jump_forward": True},
+        ],
+    )
     assert on["output_ids"] == off["output_ids"]
 
 
@@ -88,7 +119,10 @@ def test_bad_constraint_fails_only_its_own_request(embedded_server):
 
     with embedded_server.client() as c, concurrent.futures.ThreadPoolExecutor(2) as pool:
         future = pool.submit(good)
-        bad = c.post("/generate", json={"text": PROMPT, "sampling_params": {"json_schema": {"type": "bogus"}}})
+        bad = c.post(
+            "/generate",
+            json={"text": PROMPT, "sampling_params": {"json_schema": {"type": "bogus"}}},
+        )
         assert bad.status_code == 400 and "error" in bad.json()
         assert future.result()["text"] in ("A", "B")
 
@@ -97,23 +131,51 @@ def _client(server):
     return openai.OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0, timeout=600)
 
 
-WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
-                                     "unit": {"enum": ["celsius", "fahrenheit"]}},
-    "required": ["city", "unit"]}}}
-TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
-    "type": "object", "properties": {"timezone": {"type": "string", "maxLength": 20}}, "required": ["timezone"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "maxLength": 20},
+                "unit": {"enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["city", "unit"],
+        },
+    },
+}
+TIME = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "parameters": {
+            "type": "object",
+            "properties": {"timezone": {"type": "string", "maxLength": 20}},
+            "required": ["timezone"],
+        },
+    },
+}
 
 
 def test_response_format_json_schema(embedded_server, model_name_e2e):
     schema = SUPPORTED["flat"]
     resp = _client(embedded_server).chat.completions.create(
-        model=model_name_e2e, messages=[{"role": "user", "content": "Describe a person."}], temperature=0,
-        max_tokens=100, response_format={"type": "json_schema", "json_schema": {"name": "p", "schema": schema}})
+        model=model_name_e2e,
+        messages=[{"role": "user", "content": "Describe a person."}],
+        temperature=0,
+        max_tokens=100,
+        response_format={"type": "json_schema", "json_schema": {"name": "p", "schema": schema}},
+    )
     jsonschema.validate(json.loads(resp.choices[0].message.content), schema)
     resp = _client(embedded_server).chat.completions.create(
-        model=model_name_e2e, messages=[{"role": "user", "content": "Any JSON object."}], temperature=0,
-        max_tokens=100, response_format={"type": "json_object"})
+        model=model_name_e2e,
+        messages=[{"role": "user", "content": "Any JSON object."}],
+        temperature=0,
+        max_tokens=100,
+        response_format={"type": "json_object"},
+    )
     assert isinstance(json.loads(resp.choices[0].message.content), dict)
 
 
@@ -124,35 +186,62 @@ def test_a_schema_too_large_for_one_regex_generates_valid_json(embedded_server, 
     schema = _too_large_schema()
     for max_tokens in (12, 120):
         resp = _client(embedded_server).chat.completions.create(
-            model=model_name_e2e, messages=[{"role": "user", "content": "Describe a nested config."}],
-            temperature=0, max_tokens=max_tokens,
-            response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": schema}})
+            model=model_name_e2e,
+            messages=[{"role": "user", "content": "Describe a nested config."}],
+            temperature=0,
+            max_tokens=max_tokens,
+            response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": schema}},
+        )
         jsonschema.validate(json.loads(resp.choices[0].message.content), schema)
 
 
 def test_openai_outputs_cut_by_max_tokens_still_parse(embedded_server, model_name_e2e):
     """max_tokens far below what the model writes: the content and the tool call's arguments
     close in time (finish_reason says the limit was reached)."""
-    schema = {"type": "object", "properties": {"story": {"type": "string"}, "tags": {
-        "type": "array", "items": {"type": "string"}}}, "required": ["story", "tags"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "story": {"type": "string"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["story", "tags"],
+    }
     resp = _client(embedded_server).chat.completions.create(
-        model=model_name_e2e, messages=[{"role": "user", "content": "Tell a long story with many tags."}],
-        temperature=0, max_tokens=14, response_format={"type": "json_schema", "json_schema": {"name": "s", "schema": schema}})
-    assert resp.usage.completion_tokens <= 14 and resp.choices[0].finish_reason == "length"  # (it loops to any limit)
+        model=model_name_e2e,
+        messages=[{"role": "user", "content": "Tell a long story with many tags."}],
+        temperature=0,
+        max_tokens=14,
+        response_format={"type": "json_schema", "json_schema": {"name": "s", "schema": schema}},
+    )
+    assert (
+        resp.usage.completion_tokens <= 14 and resp.choices[0].finish_reason == "length"
+    )  # (it loops to any limit)
     jsonschema.validate(json.loads(resp.choices[0].message.content), schema)
     resp = _client(embedded_server).chat.completions.create(
-        model=model_name_e2e, messages=[{"role": "user", "content": "What's the weather in Paris?"}],
-        tools=[WEATHER], tool_choice="required", temperature=0, max_tokens=20)  # (the model writes 27)
+        model=model_name_e2e,
+        messages=[{"role": "user", "content": "What's the weather in Paris?"}],
+        tools=[WEATHER],
+        tool_choice="required",
+        temperature=0,
+        max_tokens=20,
+    )  # (the model writes 27)
     calls = resp.choices[0].message.tool_calls
     assert calls and resp.usage.completion_tokens <= 20
     jsonschema.validate(json.loads(calls[0].function.arguments), WEATHER["function"]["parameters"])
 
 
-@pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "get_time"}}])
+@pytest.mark.parametrize(
+    "tool_choice", ["required", {"type": "function", "function": {"name": "get_time"}}]
+)
 def test_tool_calls_parse_into_declared_arguments(embedded_server, model_name_e2e, tool_choice):
     resp = _client(embedded_server).chat.completions.create(
-        model=model_name_e2e, messages=[{"role": "user", "content": "What's the weather in Paris?"}],
-        tools=[WEATHER, TIME], tool_choice=tool_choice, temperature=0, max_tokens=120)
+        model=model_name_e2e,
+        messages=[{"role": "user", "content": "What's the weather in Paris?"}],
+        tools=[WEATHER, TIME],
+        tool_choice=tool_choice,
+        temperature=0,
+        max_tokens=120,
+    )
     choice = resp.choices[0]
     assert choice.finish_reason == "tool_calls" and choice.message.tool_calls
     declared = {t["function"]["name"]: t["function"]["parameters"] for t in (WEATHER, TIME)}
@@ -165,8 +254,14 @@ def test_tool_calls_parse_into_declared_arguments(embedded_server, model_name_e2
 def test_tool_calls_stream_as_deltas(embedded_server, model_name_e2e):
     """As OpenAI streams them: the call's id, type and name first (arguments ""), then argument
     fragments as the tokens arrive; they add up to the non-stream response's arguments."""
-    request = dict(model=model_name_e2e, messages=[{"role": "user", "content": "Weather in Rome?"}], tools=[WEATHER],
-                   tool_choice="required", temperature=0, max_tokens=120)
+    request = dict(
+        model=model_name_e2e,
+        messages=[{"role": "user", "content": "Weather in Rome?"}],
+        tools=[WEATHER],
+        tool_choice="required",
+        temperature=0,
+        max_tokens=120,
+    )
     chunks = list(_client(embedded_server).chat.completions.create(**request, stream=True))
     deltas = [tc for ch in chunks for tc in (ch.choices[0].delta.tool_calls or []) if ch.choices]
     streamed = []
@@ -174,21 +269,35 @@ def test_tool_calls_stream_as_deltas(embedded_server, model_name_e2e):
         first, *fragments = [d for d in deltas if d.index == index]
         assert first.id and first.type == "function" and first.function.name == "get_weather"
         assert first.function.arguments == ""
-        assert len(fragments) > 3 and all(d.id is None and d.function.name is None for d in fragments)
+        assert len(fragments) > 3 and all(
+            d.id is None and d.function.name is None for d in fragments
+        )
         streamed.append(("get_weather", "".join(d.function.arguments for d in fragments)))
         jsonschema.validate(json.loads(streamed[-1][1]), WEATHER["function"]["parameters"])
-    assert chunks[-1].choices[0].finish_reason == "tool_calls" and not chunks[-1].choices[0].delta.tool_calls
-    whole = _client(embedded_server).chat.completions.create(**request).choices[0].message.tool_calls
+    assert (
+        chunks[-1].choices[0].finish_reason == "tool_calls"
+        and not chunks[-1].choices[0].delta.tool_calls
+    )
+    whole = (
+        _client(embedded_server).chat.completions.create(**request).choices[0].message.tool_calls
+    )
     assert [(c.function.name, c.function.arguments) for c in whole] == streamed
 
 
 def test_tool_choice_auto_answers_text_or_a_valid_call(embedded_server, model_name_e2e):
     resp = _client(embedded_server).chat.completions.create(
-        model=model_name_e2e, messages=[{"role": "user", "content": "What's the weather in Oslo?"}],
-        tools=[WEATHER], tool_choice="auto", temperature=0, max_tokens=120)
+        model=model_name_e2e,
+        messages=[{"role": "user", "content": "What's the weather in Oslo?"}],
+        tools=[WEATHER],
+        tool_choice="auto",
+        temperature=0,
+        max_tokens=120,
+    )
     message = resp.choices[0].message
     if message.tool_calls:
-        jsonschema.validate(json.loads(message.tool_calls[0].function.arguments), WEATHER["function"]["parameters"])
+        jsonschema.validate(
+            json.loads(message.tool_calls[0].function.arguments), WEATHER["function"]["parameters"]
+        )
     else:
         assert message.content and not message.content.startswith("<")
 
@@ -200,15 +309,31 @@ def test_tool_choice_auto_with_parameters_too_large_for_one_regex(embedded_serve
 
     params = _too_large_schema()
     tool = {"type": "function", "function": {"name": "configure", "parameters": params}}
-    earlier = [{"role": "user", "content": "Call it."},
-               {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
-                   "name": "configure", "arguments": '{"s": "a"}'}}]},
-               {"role": "tool", "tool_call_id": "c1", "content": "done"}]
+    earlier = [
+        {"role": "user", "content": "Call it."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "configure", "arguments": '{"s": "a"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
+    ]
     answers = {}
     for content in ("Call it again.", "What's the weather in Oslo?"):
         resp = _client(embedded_server).chat.completions.create(
-            model=model_name_e2e, messages=[*earlier, {"role": "user", "content": content}],
-            tools=[tool], tool_choice="auto", temperature=0, max_tokens=120)
+            model=model_name_e2e,
+            messages=[*earlier, {"role": "user", "content": content}],
+            tools=[tool],
+            tool_choice="auto",
+            temperature=0,
+            max_tokens=120,
+        )
         answers[content] = message = resp.choices[0].message
         for call in message.tool_calls or []:
             assert call.function.name == "configure"
@@ -218,9 +343,25 @@ def test_tool_choice_auto_with_parameters_too_large_for_one_regex(embedded_serve
     assert weather.tool_calls or (weather.content and not weather.content.startswith("<"))
 
 
-TAGS = {"type": "function", "function": {"name": "tag_photo", "parameters": {
-    "type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True,
-                                              "minItems": 4, "maxItems": 6}}, "required": ["tags"]}}}
+TAGS = {
+    "type": "function",
+    "function": {
+        "name": "tag_photo",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "tags": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "uniqueItems": True,
+                    "minItems": 4,
+                    "maxItems": 6,
+                }
+            },
+            "required": ["tags"],
+        },
+    },
+}
 
 
 @pytest.mark.parametrize("tool_choice", ["required", "auto"])
@@ -228,8 +369,15 @@ def test_tool_call_sets_of_strings_stay_unique(embedded_server, model_name_e2e, 
     """pydantic set[str] arguments: the model, asked to repeat a tag, still calls with distinct
     tags (UniqueGuard), in both the json_schema (required) and the tool_calls (auto) grammar."""
     resp = _client(embedded_server).chat.completions.create(
-        model=model_name_e2e, tools=[TAGS], tool_choice=tool_choice, temperature=0, max_tokens=120,
-        messages=[{"role": "user", "content": "Call tag_photo with the tags apple, apple, apple, apple."}])
+        model=model_name_e2e,
+        tools=[TAGS],
+        tool_choice=tool_choice,
+        temperature=0,
+        max_tokens=120,
+        messages=[
+            {"role": "user", "content": "Call tag_photo with the tags apple, apple, apple, apple."}
+        ],
+    )
     message = resp.choices[0].message
     assert message.tool_calls or tool_choice == "auto"
     for call in message.tool_calls or []:

@@ -30,9 +30,19 @@ def _traced() -> tuple[ServerMetrics, InMemorySpanExporter]:
     return ServerMetrics("m", RequestTracer(exporter, "m", batch=False)), exporter
 
 
-def _out(rid: str, tokens: int, finish: dict | None = None, times: ReqTimes | None = None) -> TextOut:
-    return TextOut(rid=rid, text="x" * tokens, token_ids=[7] * tokens, prompt_tokens=4, cached_tokens=1,
-                   completion_tokens=tokens, finish=finish, times=times)
+def _out(
+    rid: str, tokens: int, finish: dict | None = None, times: ReqTimes | None = None
+) -> TextOut:
+    return TextOut(
+        rid=rid,
+        text="x" * tokens,
+        token_ids=[7] * tokens,
+        prompt_tokens=4,
+        cached_tokens=1,
+        completion_tokens=tokens,
+        finish=finish,
+        times=times,
+    )
 
 
 def _run_request(metrics: ServerMetrics, rid: str, traceparent: str | None) -> None:
@@ -84,7 +94,10 @@ def test_a_request_whose_client_left_ends_its_span_with_an_error():
     metrics.on_submit("b", prompt_tokens=4)
     metrics.on_output(_out("b", 0, {"type": "abort", "message": "the constraint is invalid"}))
     dropped, refused = exporter.get_finished_spans()
-    assert dropped.status.status_code is StatusCode.ERROR and "disconnected" in dropped.status.description
+    assert (
+        dropped.status.status_code is StatusCode.ERROR
+        and "disconnected" in dropped.status.description
+    )
     assert refused.status.description == "the constraint is invalid"
     assert metrics.tracer.spans == {}
 
@@ -137,15 +150,31 @@ def receiver():
 
 def test_a_server_exports_its_spans_over_otlp_http(tiny_model_path, tmp_path, receiver):
     endpoint = f"127.0.0.1:{receiver.server_address[1]}"
-    server = ServerProcess(tiny_model_path, tmp_path, *TINY_ARGS, "--oltp-traces-endpoint", endpoint)
+    server = ServerProcess(
+        tiny_model_path, tmp_path, *TINY_ARGS, "--oltp-traces-endpoint", endpoint
+    )
     try:
         with server.wait_healthy().client() as client:
-            body = {"text": "hello there", "sampling_params": {"max_new_tokens": 3, "ignore_eos": True}}
-            assert client.post("/generate", json=body, headers={"traceparent": TRACEPARENT}).status_code == 200
+            body = {
+                "text": "hello there",
+                "sampling_params": {"max_new_tokens": 3, "ignore_eos": True},
+            }
+            assert (
+                client.post(
+                    "/generate", json=body, headers={"traceparent": TRACEPARENT}
+                ).status_code
+                == 200
+            )
             assert client.post("/generate", json=body).status_code == 200
-            chat = {"model": client.get("/v1/models").json()["data"][0]["id"], "max_tokens": 3,
-                    "messages": [{"role": "user", "content": "hi"}], "stream": True}
-            with client.stream("POST", "/v1/chat/completions", json=chat, headers={"traceparent": TRACEPARENT}) as resp:
+            chat = {
+                "model": client.get("/v1/models").json()["data"][0]["id"],
+                "max_tokens": 3,
+                "messages": [{"role": "user", "content": "hi"}],
+                "stream": True,
+            }
+            with client.stream(
+                "POST", "/v1/chat/completions", json=chat, headers={"traceparent": TRACEPARENT}
+            ) as resp:
                 assert resp.status_code == 200 and "[DONE]" in "".join(resp.iter_lines())
             deadline = time.monotonic() + 30
             while len(receiver.spans) < 3 and time.monotonic() < deadline:
@@ -156,7 +185,9 @@ def test_a_server_exports_its_spans_over_otlp_http(tiny_model_path, tmp_path, re
     traced = [s for s in receiver.spans if s.trace_id.hex() == TRACE_ID]
     untraced = [s for s in receiver.spans if s.trace_id.hex() != TRACE_ID]
     assert len(traced) == 2 and len(untraced) == 1, receiver.spans
-    assert all(s.parent_span_id.hex() == PARENT_ID for s in traced) and not untraced[0].parent_span_id
+    assert (
+        all(s.parent_span_id.hex() == PARENT_ID for s in traced) and not untraced[0].parent_span_id
+    )
     for span in receiver.spans:
         assert span.name == "llm_request" and [e.name for e in span.events] == EVENTS
         attrs = {a.key: a.value for a in span.attributes}
