@@ -25,6 +25,23 @@ class ModelConfig:
     load_format: str = option(
         "auto", "'dummy' builds random weights from config.json", ("auto", "safetensors", "dummy")
     )
+    quantization: str | None = option(
+        None,
+        "weight quantization of the linear layers: fp8 (E4M3, per-channel scales) or nvfp4 (E2M1, "
+        "an E4M3 scale per 16, an FP32 tensor scale); a bf16/fp32 checkpoint is quantized on load, "
+        "a ModelOpt or compressed-tensors one is read as stored (default: the checkpoint's own, "
+        "none for a dense one)",
+        ("none", "fp8", "nvfp4"),
+    )
+    quantize_lm_head: bool = option(
+        False, "with --quantization: quantize lm_head too (embeddings stay dense)"
+    )
+    nvfp4_scale_search: bool = option(
+        False,
+        "NVFP4 on load: per-block MSE-optimal scale search instead of round-to-nearest block "
+        "scales (measured on the embedded model: -2.5 points of perplexity on one passage, +11 "
+        "on another, so off by default)",
+    )
     device: str = option("auto", "'auto' picks cuda when available, else cpu")
     attention_backend: str = option(
         "auto",

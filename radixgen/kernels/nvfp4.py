@@ -125,18 +125,15 @@ def _checked_codes(codes, block_scales, tensor_scale, dtype) -> torch.Tensor:
 
 
 def e2m1_codes_ref(v: torch.Tensor) -> torch.Tensor:
-    """4-bit E2M1 codes (uint8) of fp32 values already divided by their scales."""
-    a = v.abs()
-    steps = (
-        (a > 0.25).int()
-        + (a >= 0.75).int()
-        + (a > 1.25).int()
-        + (a >= 1.75).int()
-        + (a > 2.5).int()
-        + (a >= 3.5).int()
-        + (a > 5.0).int()
-    )  # ties go to the even code
-    return (steps + 8 * (v < 0).int()).to(torch.uint8)
+    """4-bit E2M1 codes (uint8) of fp32 values already divided by their scales: the number of
+    rounding boundaries below |v|, with ties to the even code (|v| > 0.25, >= 0.75, > 1.25,
+    >= 1.75, > 2.5, >= 3.5, > 5: a `>=` boundary is the float32 just below it, under `>`)."""
+    magnitude_code = torch.bucketize(v.abs(), _E2M1_BOUNDARIES.to(v.device))
+    return (magnitude_code + 8 * (v < 0)).to(torch.uint8)
+
+
+_E2M1_BOUNDARIES = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], dtype=torch.float32)
+_E2M1_BOUNDARIES[1::2] = torch.nextafter(_E2M1_BOUNDARIES[1::2], torch.tensor(0.0))
 
 
 def quantize_nvfp4_ref(x: torch.Tensor, tensor_scale=None):

@@ -21,6 +21,8 @@ from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
 from radixgen.runtime.model.arch import ModelArch
 from radixgen.runtime.model.loader import load_state_dict, resolve_dtype
 from radixgen.runtime.model.registry import build_model
+from radixgen.runtime.quant.checkpoint import quantized_weights
+from radixgen.runtime.quant.weight import QuantizedWeight
 from radixgen.runtime.request import Request
 from radixgen.runtime.weights.version import sampled_checksum
 
@@ -48,6 +50,14 @@ class TreeInput:
         return torch.arange(len(self.slots)) if self.logit_rows is None else self.logit_rows
 
 
+def _nbytes(weight: torch.Tensor | QuantizedWeight) -> int:
+    return (
+        weight.nbytes
+        if isinstance(weight, QuantizedWeight)
+        else weight.numel() * weight.element_size()
+    )
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -69,10 +79,16 @@ class ModelRunner:
         weights = load_state_dict(
             model_path, self.arch, self.dtype, model_cfg.load_format, self.device, model_cfg.seed
         )
-        self.weight_bytes = weight_bytes = sum(
-            t.numel() * t.element_size() for t in weights.values()
+        self.weights_checksum = sampled_checksum(weights)  # of the checkpoint as loaded
+        weights, self.quantization = quantized_weights(
+            model_path,
+            weights,
+            model_cfg.quantization,
+            model_cfg.quantize_lm_head,
+            model_cfg.nvfp4_scale_search,
+            model_cfg.load_format,
         )
-        self.weights_checksum = sampled_checksum(weights)
+        self.weight_bytes = weight_bytes = sum(_nbytes(t) for t in weights.values())
         self.model = build_model(self.arch, weights, self.device)
         a = self.arch
         self.kv_dtypes = resolve_kv_dtypes(cache_cfg)  # (prefix, branch)
@@ -88,9 +104,10 @@ class ModelRunner:
         self.model_cfg, self.max_running_requests = model_cfg, max_running_requests
         self.graphs = self._decode_graphs(model_cfg, max_running_requests)
         logger.info(
-            "weights: %.1f MB %s on %s; context %d tokens",
+            "weights: %.1f MB %s (quantization %s) on %s; context %d tokens",
             weight_bytes / 1e6,
             str(self.dtype).removeprefix("torch."),
+            self.quantization,
             self.device,
             self.max_context_len,
         )

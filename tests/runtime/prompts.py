@@ -20,3 +20,15 @@ def chat_ids(tokenizer, text: str, system: str | None = None) -> list[int]:
     ]
     out = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
     return list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
+
+
+def mean_nll(engine, prompts, outputs) -> float:
+    """Mean negative log-likelihood of outputs given prompts under `engine` (teacher forced)."""
+    params = [
+        {"max_new_tokens": 0, "return_logprob": True, "logprob_start_len": len(p)} for p in prompts
+    ]
+    results = engine.generate(
+        input_ids=[p + o for p, o in zip(prompts, outputs)], sampling_params=params
+    )
+    lps = [lp for r in results for lp in r["meta_info"]["input_token_logprobs"]]
+    return -sum(lps) / len(lps)

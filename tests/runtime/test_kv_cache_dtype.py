@@ -6,7 +6,7 @@ quantized-KV outputs about as likely as its own greedy outputs."""
 import pytest
 
 from radixgen.runtime.engine import Engine
-from tests.runtime.prompts import PROMPTS, chat_ids
+from tests.runtime.prompts import PROMPTS, chat_ids, mean_nll
 
 pytestmark = pytest.mark.model
 MAX_NEW = 16
@@ -25,18 +25,6 @@ def reference(model_path):
     eng.shutdown()
 
 
-def _mean_nll(engine, prompts, outputs) -> float:
-    """Mean negative log-likelihood of outputs given prompts under `engine` (teacher forced)."""
-    params = [
-        {"max_new_tokens": 0, "return_logprob": True, "logprob_start_len": len(p)} for p in prompts
-    ]
-    results = engine.generate(
-        input_ids=[p + o for p, o in zip(prompts, outputs)], sampling_params=params
-    )
-    lps = [lp for r in results for lp, _, _ in r["meta_info"]["input_token_logprobs"]]
-    return -sum(lps) / len(lps)
-
-
 @pytest.mark.parametrize("kind, max_extra_nll", [("fp8_e4m3", 0.25), ("nvfp4", 0.75)])
 def test_quantized_kv_generates_coherently(model_path, reference, prompts, kind, max_extra_nll):
     ref_out = [
@@ -52,7 +40,7 @@ def test_quantized_kv_generates_coherently(model_path, reference, prompts, kind,
         for x, y in zip(out, ref_out)
     ]
     rate = sum(agree) / sum(len(r) for r in ref_out)
-    ref_nll, nll = _mean_nll(reference, prompts, ref_out), _mean_nll(reference, prompts, out)
+    ref_nll, nll = mean_nll(reference, prompts, ref_out), mean_nll(reference, prompts, out)
     print(
         f"\n{kind}: greedy agreement with bf16 KV {rate:.0%} (tokens before divergence {agree}); "
         f"NLL under bf16 KV {nll:.3f} vs its own greedy {ref_nll:.3f}"

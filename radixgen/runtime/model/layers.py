@@ -11,6 +11,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from radixgen.runtime.quant.linear import quantized_linear
+from radixgen.runtime.quant.weight import QuantizedWeight, join_weights
+
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm computed in float32 and cast back before the weight multiply, as HF does
@@ -20,10 +23,13 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * F.rms_norm(x.float(), (x.shape[-1],), None, eps).to(x.dtype)
 
 
-def prepare_weight(weight: torch.Tensor) -> torch.Tensor:
+def prepare_weight(weight: torch.Tensor | QuantizedWeight) -> torch.Tensor | QuantizedWeight:
     """The form `linear` runs fastest with. On the CPU: oneDNN's pre-packed (blocked) layout,
     which measured 1.3-1.6x the plain oneDNN GEMM and ~2x the default BLAS at decode batch
-    sizes here (docs/benchmarks-history.md). Elsewhere: the weight itself."""
+    sizes here (docs/benchmarks-history.md). Elsewhere, and for a quantized weight: the weight
+    itself."""
+    if isinstance(weight, QuantizedWeight):
+        return weight
     if (
         weight.device.type == "cpu"
         and weight.dtype in _ONEDNN_DTYPES
@@ -37,8 +43,12 @@ def prepare_weight(weight: torch.Tensor) -> torch.Tensor:
     return weight
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+def linear(
+    x: torch.Tensor, weight: torch.Tensor | QuantizedWeight, bias: torch.Tensor | None = None
+) -> torch.Tensor:
     """x [num_tokens, in] @ weight[out, in].T (+ bias), for weights from `prepare_weight`."""
+    if isinstance(weight, QuantizedWeight):
+        return quantized_linear(x, weight, bias)
     if weight.is_mkldnn:
         return torch.ops.mkldnn._linear_pointwise(x.contiguous(), weight, bias, "none", [], "")
     return F.linear(x, weight, bias)
@@ -174,4 +184,4 @@ class DenseMLP:
     ) -> "DenseMLP":
         """Pop `prefix{gate,up,down}.weight` from an HF state dict."""
         take = lambda name: weights.pop(f"{prefix}{name}.weight")  # noqa: E731
-        return cls(prepare_weight(torch.cat([take(gate), take(up)])), prepare_weight(take(down)))
+        return cls(prepare_weight(join_weights([take(gate), take(up)])), prepare_weight(take(down)))

@@ -22,6 +22,7 @@ from radixgen.runtime.model.layers import (
     prepare_weight,
     rms_norm,
 )
+from radixgen.runtime.quant.weight import QuantizedWeight, join_weights
 
 
 @dataclass
@@ -40,7 +41,10 @@ class LlamaModel:
         self.arch = arch
         self.embed = weights.pop("model.embed_tokens.weight")  # [vocab, hidden]
         lm_head = weights.pop("lm_head.weight", None)
-        lm_head = self.embed if arch.tie_word_embeddings or lm_head is None else lm_head
+        if lm_head is None or (
+            arch.tie_word_embeddings and not isinstance(lm_head, QuantizedWeight)
+        ):
+            lm_head = self.embed  # a quantized lm_head (--quantize-lm-head) replaces the tied one
         self.lm_head = prepare_weight(lm_head)  # [vocab, hidden]
         self.final_norm = weights.pop("model.norm.weight")
         self.layers = [self._take_layer(weights, n) for n in range(arch.num_layers)]
@@ -154,7 +158,7 @@ class LlamaModel:
     def _take_layer(self, w: dict[str, torch.Tensor], n: int) -> DecoderLayer:
         p = f"model.layers.{n}."
         take = lambda name: w.pop(p + name)  # noqa: E731
-        qkv = torch.cat(
+        qkv = join_weights(
             [
                 take("self_attn.q_proj.weight"),
                 take("self_attn.k_proj.weight"),

@@ -36,7 +36,9 @@ def load_state_dict(
     device: torch.device,
     seed: int = 0,
 ) -> dict[str, torch.Tensor]:
-    """HF parameter name -> tensor (on `device`, in `dtype`)."""
+    """HF parameter name -> tensor (on `device`; floating weights in `dtype`, while a quantized
+    checkpoint's codes, FP8 data and scales keep their stored dtype: quant/checkpoint.py reads
+    them exactly)."""
     if load_format == "dummy":
         return dummy_state_dict(arch, dtype, device, seed)
     if load_format not in ("auto", "safetensors"):
@@ -46,7 +48,8 @@ def load_state_dict(
     out: dict[str, torch.Tensor] = {}
     for path in _safetensors_files(Path(folder)):
         for name, tensor in load_file(str(path), device="cpu").items():
-            out[name] = tensor.to(device=device, dtype=dtype)
+            keep = tensor.dtype not in _DTYPES.values() or "scale" in name.rsplit(".", 1)[-1]
+            out[name] = tensor.to(device=device, dtype=None if keep else dtype)
     return out
 
 

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from radixgen.kernels import fused_experts
 from radixgen.runtime.model.arch import MoEArch
 from radixgen.runtime.model.layers import DenseMLP, linear
+from radixgen.runtime.quant.weight import QuantizedWeight, join_weights
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,8 @@ def route(
 class MoEBlock:
     moe: MoEArch
     router: torch.Tensor  # [E, H]; float32 when the family routes in float32 (sigmoid scoring)
-    w13: torch.Tensor  # [E, 2I, H]
-    w2: torch.Tensor  # [E, H, I]
+    w13: torch.Tensor | QuantizedWeight  # [E, 2I, H]
+    w2: torch.Tensor | QuantizedWeight  # [E, H, I]
     correction_bias: torch.Tensor | None  # float32 [E]
     shared: DenseMLP | None
     shared_gate: torch.Tensor | None  # [1, H]
@@ -67,7 +68,7 @@ class MoEBlock:
         """[T, H] -> [T, H]."""
         logits = F.linear(x.to(self.router.dtype), self.router).float()  # [T, E]
         weights, ids = route(logits, self.moe, self.correction_bias)
-        out = fused_experts(x, self.w13, self.w2, weights, ids)
+        out = fused_experts(x, _dense(self.w13, x.dtype), _dense(self.w2, x.dtype), weights, ids)
         if self.shared is not None:
             shared = self.shared(x)
             if self.shared_gate is not None:
@@ -98,19 +99,33 @@ class MoEBlock:
         return cls(
             moe,
             router,
-            w13.contiguous(),
-            w2.contiguous(),
+            _contiguous(w13),
+            _contiguous(w2),
             None if bias is None else bias.float(),
             shared,
             gate,
         )
 
 
+def _dense(w: torch.Tensor | QuantizedWeight, dtype: torch.dtype) -> torch.Tensor:
+    """Quantized experts run dequantized, one layer at a time: there is no quantized grouped
+    GEMM, so they save memory but not time."""
+    return w.dequantize(dtype) if isinstance(w, QuantizedWeight) else w
+
+
+def _contiguous(w: torch.Tensor | QuantizedWeight) -> torch.Tensor | QuantizedWeight:
+    return w if isinstance(w, QuantizedWeight) else w.contiguous()
+
+
 def _stack_experts(
-    weights: dict[str, torch.Tensor], prefix: str, num_experts: int, names: ExpertNames
+    weights: dict, prefix: str, num_experts: int, names: ExpertNames
 ) -> tuple[torch.Tensor, torch.Tensor]:
     take = lambda e, name: weights.pop(f"{prefix}{e}.{name}.weight")  # noqa: E731
     first_gate = weights[f"{prefix}0.{names.gate}.weight"]  # [I, H]
+    if isinstance(first_gate, QuantizedWeight):
+        w13 = [join_weights([take(e, names.gate), take(e, names.up)]) for e in range(num_experts)]
+        w2 = [take(e, names.down) for e in range(num_experts)]
+        return join_weights(w13, stack=True), join_weights(w2, stack=True)
     inter, hidden = first_gate.shape
     w13 = first_gate.new_empty(num_experts, 2 * inter, hidden)
     w2 = first_gate.new_empty(num_experts, hidden, inter)

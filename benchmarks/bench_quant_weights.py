@@ -1,0 +1,249 @@
+"""Quantized weights on the GPU: kernel time per Llama-3-8B linear shape and M, next to the
+copy bandwidth measured in the same process and each format's byte floor, then end-to-end
+decode tok/s through the Engine (dummy weights, Llama-3-8B shape) for bf16 / fp8 / nvfp4.
+
+    python benchmarks/bench_quant_weights.py            # on a CUDA machine; JSON to $OUT if set
+    python benchmarks/bench_quant_weights.py --dry-run  # tiny shapes, CPU-safe pieces only
+
+Rows: cuBLAS bf16 (F.linear), the NVFP4 W4A16 Triton kernel (kernels/nvfp4_gemm.py), NVFP4
+dequantize + cuBLAS, FP8 `torch._scaled_mm` with per-token activation scales, and gemlite's
+A16W4 NVFP4 path when `import gemlite` works. Floors: weight bytes / copy bandwidth (NVFP4
+4.5 bits a value, FP8 8 bits, bf16 16). The `best` column is what quant/linear.py's
+`dispatch_table` should hold per (shape, M). Each section runs in its own try/except.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+SHAPES = {
+    "qkv": (6144, 4096),
+    "o": (4096, 4096),
+    "gate_up": (28672, 4096),
+    "down": (4096, 14336),
+    "lm_head": (128256, 4096),
+}
+MS = (1, 4, 16, 64, 256)
+BITS = {
+    "bf16": 16,
+    "nvfp4_kernel": 4.5,
+    "nvfp4_dequant": 4.5,
+    "fp8_scaled_mm": 8,
+    "gemlite_nvfp4": 4.5,
+}
+
+
+def median_s(fn, iters: int = 50) -> float:
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def copy_bandwidth() -> float:
+    x = torch.empty(256 * 1024 * 1024, device="cuda", dtype=torch.bfloat16)  # 512 MiB, past L2
+    bw = 2 * x.numel() * 2 / median_s(x.clone, 20)
+    del x
+    torch.cuda.empty_cache()
+    return bw
+
+
+def kernel_paths(n: int, k: int):
+    """name -> (M -> callable) for one weight shape."""
+    from radixgen.kernels.fp8_gemm import fp8_linear
+    from radixgen.kernels.nvfp4_gemm import nvfp4_linear
+    from radixgen.runtime.quant.weight import quantize_fp8_weight, quantize_nvfp4_weight
+
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02
+    nv = quantize_nvfp4_weight(w, scale_search=False)
+    f8 = quantize_fp8_weight(w)
+    paths = {
+        "bf16": lambda x: F.linear(x, w),
+        "nvfp4_kernel": lambda x: nvfp4_linear(x, nv.data, nv.block_scales, nv.scale),
+        "nvfp4_dequant": lambda x: F.linear(x, nv.dequantize(x.dtype)),
+        "fp8_scaled_mm": lambda x: fp8_linear(x, f8.data, f8.scale),
+    }
+    gem = gemlite_path(w)
+    if gem is not None:
+        paths["gemlite_nvfp4"] = gem
+    return paths
+
+
+def gemlite_path(w: torch.Tensor):
+    try:
+        import gemlite  # noqa: F401
+    except ImportError:
+        return None
+    try:
+        from gemlite.helper import (
+            A16W4_NVFP,  # its NVFP4 weight-only helper (API of gemlite >= 0.5)
+        )
+
+        layer = torch.nn.Linear(
+            w.shape[1], w.shape[0], bias=False, device="cuda", dtype=torch.bfloat16
+        )
+        layer.weight.data.copy_(w)
+        gem = A16W4_NVFP(device="cuda", dtype=torch.bfloat16).from_linear(layer)
+        return lambda x: gem(x)
+    except Exception as err:  # noqa: BLE001 - report and go on without it
+        print(f"gemlite: installed but its NVFP4 path failed: {err!r}")
+        return None
+
+
+def bench_kernels(shapes: dict, ms: tuple, bandwidth: float) -> list[dict]:
+    rows = []
+    for name, (n, k) in shapes.items():
+        try:
+            paths = kernel_paths(n, k)
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+            continue
+        for m in ms:
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            row = {"shape": name, "n": n, "k": k, "m": m}
+            for path, fn in paths.items():
+                try:
+                    t = median_s(lambda fn=fn, x=x: fn(x))
+                    floor = n * k * BITS[path] / 8 / bandwidth
+                    row[path] = {"us": t * 1e6, "floor_us": floor * 1e6, "of_floor": floor / t}
+                except Exception as err:  # noqa: BLE001
+                    row[path] = {"error": repr(err)}
+            timed = {
+                p: v["us"]
+                for p, v in row.items()
+                if isinstance(v, dict) and "us" in v and p != "bf16"
+            }
+            row["best"] = min(timed, key=timed.get) if timed else None
+            rows.append(row)
+            print(_kernel_line(row), flush=True)
+    return rows
+
+
+def _kernel_line(row: dict) -> str:
+    cells = [f"{row['shape']:8s} M={row['m']:<4d}"]
+    for path in BITS:
+        v = row.get(path)
+        if isinstance(v, dict) and "us" in v:
+            cells.append(f"{path} {v['us']:8.1f}us ({100 * v['of_floor']:3.0f}% floor)")
+    return "  ".join(cells) + f"  best {row['best']}"
+
+
+def bench_decode(batches: tuple, context: int, steps: int) -> list[dict]:
+    from model_shapes import LLAMA3_8B
+
+    from radixgen.runtime.engine import Engine
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "config.json").write_text(json.dumps(LLAMA3_8B))
+        _copy_tokenizer(Path(tmp))
+        for method in ("none", "fp8", "nvfp4"):
+            try:
+                rows += _decode_rows(Engine, tmp, method, batches, context, steps)
+            except Exception:  # noqa: BLE001
+                traceback.print_exc()
+            torch.cuda.empty_cache()
+    return rows
+
+
+def _decode_rows(engine_cls, folder, method, batches, context, steps) -> list[dict]:
+    rows = []
+    eng = engine_cls(
+        folder,
+        load_format="dummy",
+        quantization=method,
+        nvfp4_scale_search=False,
+        max_total_tokens=max(batches) * (context + steps + 8),
+        max_running_requests=max(batches),
+    )
+    try:
+        for batch in batches:
+            prompts = [[(7 * i + j) % 30000 + 100 for j in range(context)] for i in range(batch)]
+            params = {"max_new_tokens": steps, "temperature": 0, "ignore_eos": True}
+            eng.generate(input_ids=prompts, sampling_params={**params, "max_new_tokens": 1})
+            start = time.perf_counter()
+            eng.generate(input_ids=prompts, sampling_params=params)  # prefix hits: mostly decode
+            wall = time.perf_counter() - start
+            rows.append(
+                {
+                    "quantization": method,
+                    "batch": batch,
+                    "context": context,
+                    "tok_s": batch * steps / wall,
+                    "weight_bytes": eng.scheduler.runner.weight_bytes,
+                }
+            )
+            print(
+                f"decode {method:6s} batch {batch:3d} ctx {context}: {rows[-1]['tok_s']:.1f} tok/s",
+                flush=True,
+            )
+    finally:
+        eng.shutdown()
+    return rows
+
+
+def _copy_tokenizer(dst: Path) -> None:
+    from radixgen.runtime.model.embedded import default_model_path
+
+    src = default_model_path()
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (dst / name).write_bytes((src / name).read_bytes())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dry-run", action="store_true", help="tiny shapes; skips what needs CUDA")
+    parser.add_argument("--context", type=int, default=2048)
+    parser.add_argument("--steps", type=int, default=64)
+    args = parser.parse_args()
+    result: dict = {}
+    if not torch.cuda.is_available():
+        print("no CUDA device: nothing to time" + (" (dry run)" if args.dry_run else ""))
+        result["kernels"] = []
+    else:
+        shapes = {"tiny": (256, 128)} if args.dry_run else SHAPES
+        for section, run in (("copy_bandwidth", copy_bandwidth),):
+            result[section] = run()
+        print(f"{torch.cuda.get_device_name()}: copy {result['copy_bandwidth'] / 1e12:.2f} TB/s")
+        try:
+            import gemlite  # noqa: F401
+        except ImportError:
+            print("gemlite: not installed")
+        try:
+            result["kernels"] = bench_kernels(
+                shapes, (1, 16) if args.dry_run else MS, result["copy_bandwidth"]
+            )
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+        if not args.dry_run:
+            try:
+                result["decode"] = bench_decode((1, 64), args.context, args.steps)
+            except Exception:  # noqa: BLE001
+                traceback.print_exc()
+    out = os.environ.get("OUT")
+    if out:
+        Path(out, "bench_quant_weights.json").write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
