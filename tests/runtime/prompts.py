@@ -30,5 +30,5 @@ def mean_nll(engine, prompts, outputs) -> float:
     results = engine.generate(
         input_ids=[p + o for p, o in zip(prompts, outputs)], sampling_params=params
     )
-    lps = [lp for r in results for lp in r["meta_info"]["input_token_logprobs"]]
+    lps = [lp for r in results for lp, _, _ in r["meta_info"]["input_token_logprobs"]]
     return -sum(lps) / len(lps)

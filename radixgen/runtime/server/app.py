@@ -65,15 +65,22 @@ def _openapi_with_bodies(app: FastAPI) -> dict[str, Any]:
 
 
 async def send_error(send: Any, status: int, body: dict[str, Any], headers: tuple = ()) -> None:
-    """A JSON error response straight from an ASGI middleware."""
+    """A JSON error response straight from an ASGI middleware, with its Content-Length (not
+    chunked: a connection closed right after it, with the request body unread, would cut a
+    chunked answer short of its last chunk)."""
+    payload = json.dumps(body).encode()
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), *headers],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *headers,
+            ],
         }
     )
-    await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+    await send({"type": "http.response.body", "body": payload})
 
 
 class BodyLimitMiddleware:
