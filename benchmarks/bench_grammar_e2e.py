@@ -1,5 +1,5 @@
 """End to end: JSON-schema-constrained vs unconstrained decoding on the embedded model, next to
-vLLM's CPU backend with its structured outputs (xgrammar), same workload, same run (issue 6).
+vLLM's CPU backend with its structured outputs (xgrammar), same workload, same run.
 
 Workload: N extraction / function-calling requests (default 48) rendered through the model's chat
 template into token ids (identical for every engine); each asks for JSON matching one of 8

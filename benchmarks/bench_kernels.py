@@ -41,7 +41,7 @@ class Timer:
     events on a GPU (as a serving runtime runs decode: no Python launch overhead), or plain calls.
     A graph holds REPS calls back to back (cycling through the inputs) and the time is per call:
     one replay between two events also times the graph's launch, a floor of 16-18 us on an H100
-    (a one-element kernel measured so), which inflated every figure here before session 23."""
+    (a one-element kernel measured so), which would inflate every per-call figure."""
 
     REPS = 10
 

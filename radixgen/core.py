@@ -229,10 +229,6 @@ class FinishReason:
             out["message"] = self.message
         return out
 
-    @property
-    def openai_reason(self) -> str:
-        return {"stop": "stop", "length": "length", "abort": "abort"}[self.kind]
-
 
 def _int_in(value: Any, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high

@@ -122,9 +122,6 @@ class ReqToTokenTable:
     def free_row(self, row: int) -> None:
         self._free_rows.append(row)
 
-    def num_free_rows(self) -> int:
-        return len(self._free_rows)
-
     def write(self, row: int, start: int, slots: torch.Tensor) -> None:
         self.table[row, start : start + len(slots)] = slots
 

@@ -263,6 +263,3 @@ class KVManager:
             assert kv_len >= req.tree_len, (kv_len, req.tree_len)
             self.allocator.free(self.table.read(req.row, req.kv_len, start=kv_len))
             req.kv_len = kv_len
-
-    def owned_slots(self, req: Request) -> int:
-        return req.kv_len - req.tree_len if req.row is not None else 0

@@ -78,11 +78,6 @@ class Request:
         return self.input_ids + self.output_ids
 
     @property
-    def is_prefilled(self) -> bool:
-        """True once every token but the newest has its KV computed (ready to decode)."""
-        return self.kv_len >= self.seq_len - 1 and self.row is not None
-
-    @property
     def remaining_new_tokens(self) -> int:
         return max(self.params.max_new_tokens - len(self.output_ids), 0)
 

@@ -82,13 +82,6 @@ class RegexMatcher:
         self._states.append(nxt)
         return True
 
-    def accept_token_ids(self, token_ids) -> int:
-        """Accept tokens in order until one is rejected; returns how many were accepted."""
-        for n, token_id in enumerate(token_ids):
-            if not self.accept_token(token_id):
-                return n
-        return len(token_ids)
-
     def fill_bitmask(self, bitmask, row: int, within_limit: bool = True) -> bool:
         """Write the allowed-next-token set into row `row` of a CPU int32 bitmask (that row
         only): under `limit_tokens`, unless `within_limit` is False, the tokens that can still
