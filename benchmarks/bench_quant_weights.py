@@ -5,11 +5,16 @@ decode tok/s through the Engine (dummy weights, Llama-3-8B shape) for bf16 / fp8
     python benchmarks/bench_quant_weights.py            # on a CUDA machine; JSON to $OUT if set
     python benchmarks/bench_quant_weights.py --dry-run  # tiny shapes, CPU-safe pieces only
 
-Rows: cuBLAS bf16 (F.linear), the NVFP4 W4A16 Triton kernel (kernels/nvfp4_gemm.py), NVFP4
-dequantize + cuBLAS, FP8 `torch._scaled_mm` with per-token activation scales, and gemlite's
-A16W4 NVFP4 path when `import gemlite` works. Floors: weight bytes / copy bandwidth (NVFP4
-4.5 bits a value, FP8 8 bits, bf16 16). The `best` column is what quant/linear.py's
-`dispatch_table` should hold per (shape, M). Each section runs in its own try/except.
+Rows: cuBLAS bf16 (F.linear); the weight-only Triton kernels (kernels/weight_gemm.py) for NVFP4
+(W4A16) and FP8 (W8A16); NVFP4 dequantize + cuBLAS (M >= 64 only); FP8 `torch._scaled_mm` with
+per-token activation scales; and gemlite when `import gemlite` works: its A16W4 NVFP4 path
+(Blackwell's `tl.dot_scaled`), its A16W8 FP8 weight-only path, and its A16W4 INT4 path (group
+32), the 4-bit peer that compiles on Hopper. Each is timed as a CUDA graph of 20 calls, as the
+decode step runs them, so launch overhead is not counted. Floors: weight bytes / copy bandwidth
+(NVFP4 4.5 bits a value, FP8 8 bits, INT4 g32 4.5, bf16 16). `best` is the fastest quantized
+path of the project per (shape, M), what quant/linear.py's `dispatch_table` should hold. A
+tiling sweep of the weight-only kernels at M = 1 and 16 follows. Each section runs in its own
+try/except.
 """
 
 from __future__ import annotations
@@ -40,9 +45,14 @@ BITS = {
     "bf16": 16,
     "nvfp4_kernel": 4.5,
     "nvfp4_dequant": 4.5,
+    "fp8_kernel": 8,
     "fp8_scaled_mm": 8,
     "gemlite_nvfp4": 4.5,
+    "gemlite_fp8": 8,
+    "gemlite_int4": 4.5,
 }
+OURS = ("nvfp4_kernel", "nvfp4_dequant", "fp8_kernel", "fp8_scaled_mm")
+GRAPH_CALLS = 20
 
 
 def median_s(fn, iters: int = 50) -> float:
@@ -60,6 +70,26 @@ def median_s(fn, iters: int = 50) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def graph_median_s(fn, replays: int = 15) -> float:
+    """Seconds per call of `fn`, captured GRAPH_CALLS times in one CUDA graph and replayed; plain
+    event timing (launch overhead included) where the capture fails."""
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(GRAPH_CALLS):
+                fn()
+    except Exception as err:  # noqa: BLE001 - a path that cannot be captured is timed eagerly
+        print(f"  (graph capture failed, timed eagerly: {err!r:.80})")
+        return median_s(fn)
+    return median_s(graph.replay, replays) / GRAPH_CALLS
+
+
 def copy_bandwidth() -> float:
     x = torch.empty(256 * 1024 * 1024, device="cuda", dtype=torch.bfloat16)  # 512 MiB, past L2
     bw = 2 * x.numel() * 2 / median_s(x.clone, 20)
@@ -70,7 +100,7 @@ def copy_bandwidth() -> float:
 
 def kernel_paths(n: int, k: int):
     """name -> (M -> callable) for one weight shape."""
-    from radixgen.kernels.fp8_gemm import fp8_linear
+    from radixgen.kernels.fp8_gemm import fp8_linear, fp8_weight_linear
     from radixgen.kernels.nvfp4_gemm import nvfp4_linear
     from radixgen.runtime.quant.weight import quantize_fp8_weight, quantize_nvfp4_weight
 
@@ -81,33 +111,54 @@ def kernel_paths(n: int, k: int):
         "bf16": lambda x: F.linear(x, w),
         "nvfp4_kernel": lambda x: nvfp4_linear(x, nv.data, nv.block_scales, nv.scale),
         "nvfp4_dequant": lambda x: F.linear(x, nv.dequantize(x.dtype)),
+        "fp8_kernel": lambda x: fp8_weight_linear(x, f8.data, f8.scale),
         "fp8_scaled_mm": lambda x: fp8_linear(x, f8.data, f8.scale),
     }
-    gem = gemlite_path(w)
-    if gem is not None:
-        paths["gemlite_nvfp4"] = gem
+    paths.update(gemlite_paths(w))
     return paths
 
 
-def gemlite_path(w: torch.Tensor):
+def gemlite_paths(w: torch.Tensor) -> dict:
+    """gemlite's layers for `w` that build and run once; each failure is printed and skipped."""
     try:
-        import gemlite  # noqa: F401
+        from gemlite import helper
     except ImportError:
-        return None
+        return {}
+    n, k = w.shape
+    probe = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
+    paths = {}
+    for name, build in (
+        ("gemlite_nvfp4", lambda: helper.A16W4_NVFP(device="cuda", dtype=torch.bfloat16)),
+        ("gemlite_fp8", lambda: helper.A16W8_FP8(device="cuda", dtype=torch.bfloat16)),
+    ):
+        try:
+            layer = torch.nn.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16)
+            layer.weight.data.copy_(w)
+            gem = build().from_linear(layer)
+            gem(probe)
+            paths[name] = gem
+        except Exception as err:  # noqa: BLE001 - report and go on without it
+            print(f"{name} ({n}x{k}): failed: {str(err).splitlines()[0][:120]}")
     try:
-        from gemlite.helper import (
-            A16W4_NVFP,  # its NVFP4 weight-only helper (API of gemlite >= 0.5)
-        )
+        paths["gemlite_int4"] = _gemlite_int4(helper, w)
+        paths["gemlite_int4"](probe)
+    except Exception as err:  # noqa: BLE001
+        paths.pop("gemlite_int4", None)
+        print(f"gemlite_int4 ({n}x{k}): failed: {str(err).splitlines()[0][:120]}")
+    return paths
 
-        layer = torch.nn.Linear(
-            w.shape[1], w.shape[0], bias=False, device="cuda", dtype=torch.bfloat16
-        )
-        layer.weight.data.copy_(w)
-        gem = A16W4_NVFP(device="cuda", dtype=torch.bfloat16).from_linear(layer)
-        return lambda x: gem(x)
-    except Exception as err:  # noqa: BLE001 - report and go on without it
-        print(f"gemlite: installed but its NVFP4 path failed: {err!r}")
-        return None
+
+def _gemlite_int4(helper, w: torch.Tensor, group: int = 32):
+    """Asymmetric INT4 with a bf16 scale and zero per `group` values, through gemlite's A16Wn."""
+    n, k = w.shape
+    g = w.float().reshape(n, k // group, group)
+    lo, hi = g.amin(-1, keepdim=True), g.amax(-1, keepdim=True)
+    scale = ((hi - lo) / 15).clamp(min=1e-8)
+    zero = -lo / scale
+    q = (g / scale + zero).round().clamp(0, 15).to(torch.uint8).reshape(n, k)
+    return helper.A16W4_HQQ_INT(device="cuda", dtype=torch.bfloat16).from_weights(
+        q, scale.reshape(n, -1).to(torch.bfloat16), zero.reshape(n, -1).to(torch.bfloat16)
+    )
 
 
 def bench_kernels(shapes: dict, ms: tuple, bandwidth: float) -> list[dict]:
@@ -122,8 +173,10 @@ def bench_kernels(shapes: dict, ms: tuple, bandwidth: float) -> list[dict]:
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
             row = {"shape": name, "n": n, "k": k, "m": m}
             for path, fn in paths.items():
+                if path == "nvfp4_dequant" and m < 64:
+                    continue  # it dequantizes the whole layer per call: a large-M path only
                 try:
-                    t = median_s(lambda fn=fn, x=x: fn(x))
+                    t = graph_median_s(lambda fn=fn, x=x: fn(x))
                     floor = n * k * BITS[path] / 8 / bandwidth
                     row[path] = {"us": t * 1e6, "floor_us": floor * 1e6, "of_floor": floor / t}
                 except Exception as err:  # noqa: BLE001
@@ -131,11 +184,76 @@ def bench_kernels(shapes: dict, ms: tuple, bandwidth: float) -> list[dict]:
             timed = {
                 p: v["us"]
                 for p, v in row.items()
-                if isinstance(v, dict) and "us" in v and p != "bf16"
+                if isinstance(v, dict) and "us" in v and p in OURS
             }
             row["best"] = min(timed, key=timed.get) if timed else None
             rows.append(row)
             print(_kernel_line(row), flush=True)
+    return rows
+
+
+SWEEP = (
+    {},  # the planner's choice
+    {"block_n": 32, "block_k": 128},
+    {"block_n": 64, "block_k": 64},
+    {"block_n": 128, "block_k": 64, "warps": 8},
+    {"block_n": 64, "block_k": 128, "warps": 8},
+    {"block_n": 32, "block_k": 256, "warps": 8},
+    {"block_n": 16, "block_k": 256},
+)
+
+
+def bench_sweep(shapes: tuple, ms: tuple, bandwidth: float) -> list[dict]:
+    """The weight-only kernels over tilings, each at 1x and 2x the planner's split."""
+    from radixgen.kernels.fp8_gemm import fp8_weight_linear
+    from radixgen.kernels.nvfp4_gemm import nvfp4_linear
+    from radixgen.kernels.weight_gemm import plan_tiling
+    from radixgen.runtime.quant.weight import quantize_fp8_weight, quantize_nvfp4_weight
+
+    rows = []
+    for name in shapes:
+        n, k = SHAPES[name]
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02
+        nv, f8 = quantize_nvfp4_weight(w, scale_search=False), quantize_fp8_weight(w)
+        kernels = {
+            "nvfp4_kernel": lambda x, t, nv=nv: nvfp4_linear(
+                x, nv.data, nv.block_scales, nv.scale, **t
+            ),
+            "fp8_kernel": lambda x, t, f8=f8: fp8_weight_linear(x, f8.data, f8.scale, **t),
+        }
+        for m in ms:
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            for path, fn in kernels.items():
+                for over in SWEEP:
+                    base = plan_tiling(m, n, k, x.device, **over)
+                    for split in sorted({base.split, 2 * base.split, max(1, base.split // 2)}):
+                        tiling = {**over, "split": split}
+                        try:
+                            t = graph_median_s(lambda fn=fn, x=x, t=tiling: fn(x, t))
+                        except Exception as err:  # noqa: BLE001
+                            print(f"sweep {name} M={m} {path} {tiling}: {err!r:.100}")
+                            continue
+                        floor = n * k * BITS[path] / 8 / bandwidth
+                        rows.append(
+                            {
+                                "shape": name,
+                                "m": m,
+                                "path": path,
+                                "tiling": tiling,
+                                "us": t * 1e6,
+                                "of_floor": floor / t,
+                            }
+                        )
+            for path in kernels:
+                mine = [r for r in rows if r["shape"] == name and r["m"] == m and r["path"] == path]
+                if mine:
+                    best = min(mine, key=lambda r: r["us"])
+                    print(
+                        f"sweep {name:8s} M={m:<3d} {path:13s} planner {mine[0]['us']:7.1f}us "
+                        f"({100 * mine[0]['of_floor']:3.0f}%), best {best['us']:7.1f}us "
+                        f"({100 * best['of_floor']:3.0f}%) at {best['tiling']}",
+                        flush=True,
+                    )
     return rows
 
 
@@ -232,6 +350,12 @@ def main() -> None:
         try:
             result["kernels"] = bench_kernels(
                 shapes, (1, 16) if args.dry_run else MS, result["copy_bandwidth"]
+            )
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+        try:
+            result["sweep"] = bench_sweep(
+                ("qkv", "gate_up", "down"), (1, 16), result["copy_bandwidth"]
             )
         except Exception:  # noqa: BLE001
             traceback.print_exc()

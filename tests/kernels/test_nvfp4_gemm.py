@@ -1,11 +1,14 @@
-"""The NVFP4 W4A16 GEMM against its torch reference (TRITON_INTERPRET=1 on the CPU)."""
+"""The weight-only GEMMs (NVFP4 W4A16, FP8 W8A16) against their torch references
+(TRITON_INTERPRET=1 on the CPU), over the tilings the planner and the benchmark use."""
 
 import pytest
 import torch
 
 from radixgen.kernels._common import interpreting
+from radixgen.kernels.fp8_gemm import fp8_weight_linear, fp8_weight_linear_ref
 from radixgen.kernels.nvfp4 import quantize_nvfp4_ref
 from radixgen.kernels.nvfp4_gemm import nvfp4_linear, nvfp4_linear_ref
+from radixgen.kernels.weight_gemm import plan_tiling
 
 pytestmark = pytest.mark.skipif(
     not (torch.cuda.is_available() or interpreting()), reason="needs CUDA or TRITON_INTERPRET=1"
@@ -13,18 +16,49 @@ pytestmark = pytest.mark.skipif(
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-@pytest.mark.parametrize("m, n, k", [(1, 48, 64), (5, 64, 128), (17, 80, 64)])
-def test_gemm_matches_reference(m, n, k):
+# (m, n, k, tiling overrides): one K tile, several, split-K with a ragged last slice, masked
+# rows and columns, and two M tiles
+CASES = [
+    (1, 48, 64, {"block_n": 32}),
+    (5, 64, 256, {"block_n": 32, "split": 2}),
+    (3, 40, 384, {"block_n": 32, "block_k": 128, "split": 2}),
+    (17, 80, 128, {"block_m": 16, "block_n": 64, "block_k": 64, "split": 1}),
+]
+
+
+@pytest.mark.parametrize("m, n, k, tiling", CASES)
+def test_nvfp4_gemm_matches_reference(m, n, k, tiling):
     g = torch.Generator().manual_seed(m * n + k)
     w = torch.randn(n, k, generator=g)
     rows = torch.rand(n, 1, generator=g) + 0.5
     codes, scales, s_t = quantize_nvfp4_ref(w, rows / 2688)
+    codes[0, 0] = 0x8F  # -6 in the high nibble, -0 (code 8) in the low one
     x = torch.randn(m, k, generator=g)
     args = [t.to(DEVICE) for t in (x, codes, scales, s_t)]
-    got = nvfp4_linear(*args, block_n=32)
+    got = nvfp4_linear(*args, **tiling)
     expected = nvfp4_linear_ref(*args)
     assert got.shape == (m, n)
     assert torch.allclose(got, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("m, n, k, tiling", CASES)
+def test_fp8_weight_gemm_matches_reference(m, n, k, tiling):
+    g = torch.Generator().manual_seed(m + n * k)
+    w = torch.randn(n, k, generator=g)
+    scale = w.abs().amax(1, keepdim=True) / 448
+    q = (w / scale).to(torch.float8_e4m3fn)
+    x, bias = torch.randn(m, k, generator=g), torch.randn(n, generator=g)
+    args = [t.to(DEVICE) for t in (x, q, scale, bias)]
+    got = fp8_weight_linear(*args, **tiling)
+    assert torch.allclose(got, fp8_weight_linear_ref(*args), atol=1e-4, rtol=1e-4)
+
+
+def test_planner_fills_the_device_and_respects_k():
+    small = plan_tiling(1, 4096, 4096, torch.device("cpu"))
+    assert small.block_m == 16 and 4096 % small.block_k == 0
+    assert plan_tiling(64, 4096, 4096, torch.device("cpu")).block_m == 64
+    with pytest.raises(ValueError, match="multiple of block_k"):
+        plan_tiling(1, 64, 96, torch.device("cpu"), block_k=64)
 
 
 def test_bad_shapes_are_refused():
@@ -32,6 +66,8 @@ def test_bad_shapes_are_refused():
     scales = torch.ones(8, 4).to(torch.float8_e4m3fn)
     with pytest.raises(ValueError, match="does not match"):
         nvfp4_linear(torch.zeros(2, 32), codes, scales, torch.ones(8))
+    with pytest.raises(ValueError, match="does not match"):
+        fp8_weight_linear(torch.zeros(2, 32), torch.zeros(8, 64).to(torch.float8_e4m3fn), scales)
 
 
 @pytest.mark.gpu

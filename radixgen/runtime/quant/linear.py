@@ -4,10 +4,10 @@ CPU: an emulation for CI and the quality evals, numerically the quantized model:
 dequantized into the activation dtype once, on its first forward, and kept (oneDNN-packed)
 beside the codes, so a CPU model is as fast as the dense one and saves no memory (dequantizing
 every layer at every forward measured ~5x slower end to end on this 2-core machine). CUDA keeps
-nothing dense: NVFP4 through the W4A16 Triton
-kernel (codes and scales dequantized in registers) for small M, and for larger M a dequantized
-bf16 copy of the layer and cuBLAS; FP8 through `torch._scaled_mm` with per-token activation
-scales on compute capability >= 8.9, else dequantize + cuBLAS. `dispatch_table` holds measured
+nothing dense: up to a measured M the weight-only Triton kernels (kernels/weight_gemm.py: NVFP4
+W4A16 and FP8 W8A16, the weight decoded in registers); beyond it FP8 through `torch._scaled_mm`
+with per-token activation scales (compute capability >= 8.9), and NVFP4 through a dequantized
+copy of the layer and cuBLAS. `dispatch_table` holds measured
 (shape, M) -> path choices that override the defaults (benchmarks/bench_quant_weights.py).
 """
 
@@ -18,8 +18,9 @@ import torch.nn.functional as F
 
 from radixgen.runtime.quant.weight import QuantizedWeight
 
-NVFP4_KERNEL_BLOCK_K = 64  # the kernel's K tile: other K take the dequantize path
-NVFP4_KERNEL_MAX_M = 64  # default: the Triton kernel up to this many rows, then dequantize + cuBLAS
+WEIGHT_KERNEL_K_MULTIPLE = 64  # the kernels' smallest K tile: other K take the dequantize path
+# default: the weight-only kernel up to this many rows, then the format's large-M path
+WEIGHT_KERNEL_MAX_M = {"nvfp4": 64, "fp8": 16}
 # (format, N, K, M bucket) -> "kernel" | "dequant" | "scaled_mm", written from measurements
 dispatch_table: dict[tuple[str, int, int, int], str] = {}
 M_BUCKETS = (1, 4, 16, 64, 256)
@@ -36,11 +37,15 @@ def quantized_linear(
     """x [M, K] @ dequantized(weight)[N, K].T (+ bias) -> [M, N] in x's dtype."""
     if x.is_cuda:
         path = _cuda_path(weight, x.shape[0])
-        if path == "kernel":
+        if path == "kernel" and weight.format == "nvfp4":
             from radixgen.kernels.nvfp4_gemm import nvfp4_linear
 
             out = nvfp4_linear(x, weight.data, weight.block_scales, weight.scale)
             return out if bias is None else out + bias
+        if path == "kernel":
+            from radixgen.kernels.fp8_gemm import fp8_weight_linear
+
+            return fp8_weight_linear(x, weight.data, weight.scale, bias)
         if path == "scaled_mm":
             from radixgen.kernels.fp8_gemm import fp8_linear
 
@@ -65,10 +70,12 @@ def _cuda_path(weight: QuantizedWeight, m: int) -> str:
     chosen = dispatch_table.get((weight.format, n, k, m_bucket(m)))
     if chosen is not None:
         return chosen
-    if weight.format == "nvfp4":
-        fits = k % NVFP4_KERNEL_BLOCK_K == 0 and len(weight.shape) == 2
-        return "kernel" if fits and m <= NVFP4_KERNEL_MAX_M else "dequant"
-    return "scaled_mm" if fp8_mm_supported(weight.device) else "dequant"
+    fits = k % WEIGHT_KERNEL_K_MULTIPLE == 0 and len(weight.shape) == 2
+    if fits and m <= WEIGHT_KERNEL_MAX_M[weight.format]:
+        return "kernel"
+    if weight.format == "fp8" and fp8_mm_supported(weight.device):
+        return "scaled_mm"
+    return "dequant"
 
 
 def fp8_mm_supported(device: torch.device) -> bool:
