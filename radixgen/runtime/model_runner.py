@@ -22,6 +22,7 @@ from radixgen.runtime.model.arch import ModelArch
 from radixgen.runtime.model.loader import load_state_dict, resolve_dtype
 from radixgen.runtime.model.registry import build_model
 from radixgen.runtime.quant.checkpoint import quantized_weights
+from radixgen.runtime.quant.linear import check_weight_kernels
 from radixgen.runtime.quant.weight import QuantizedWeight
 from radixgen.runtime.request import Request
 from radixgen.runtime.weights.version import sampled_checksum
@@ -88,6 +89,8 @@ class ModelRunner:
             model_cfg.nvfp4_scale_search,
             model_cfg.load_format,
         )
+        if self.device.type == "cuda" and self.quantization != "none":
+            check_weight_kernels(weights, self.dtype)
         self.weight_bytes = weight_bytes = sum(_nbytes(t) for t in weights.values())
         self.model = build_model(self.arch, weights, self.device)
         a = self.arch

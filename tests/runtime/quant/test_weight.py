@@ -132,3 +132,27 @@ def test_tied_lm_head_is_quantized_only_when_asked():
     assert torch.equal(weights["model.embed_tokens.weight"], embed)
     assert weights["lm_head.weight"].format == "fp8"
     assert "lm_head.weight" not in quantize_state_dict({"model.embed_tokens.weight": embed}, "fp8")
+
+
+def test_a_weight_kernel_that_disagrees_is_switched_off(monkeypatch):
+    from radixgen.runtime.quant import linear
+
+    monkeypatch.setitem(linear.WEIGHT_KERNEL_MAX_M, "fp8", 16)
+    monkeypatch.setitem(linear.WEIGHT_KERNEL_MAX_M, "nvfp4", 64)
+    g = torch.Generator().manual_seed(3)
+    weights = {
+        "a.weight": quantize_fp8_weight(torch.randn(32, 64, generator=g)),
+        "b.weight": quantize_nvfp4_weight(torch.randn(32, 64, generator=g)),
+        "norm.weight": torch.ones(64),
+    }
+
+    def exact(x, w):
+        return F.linear(x.float(), w.dequantize(torch.float32))
+
+    def broken_fp8(x, w):
+        return exact(x, w) * (2.0 if w.format == "fp8" else 1.0)
+
+    assert linear.check_weight_kernels(weights, torch.float32, kernel=exact) == set()
+    assert linear.WEIGHT_KERNEL_MAX_M == {"fp8": 16, "nvfp4": 64}
+    assert linear.check_weight_kernels(weights, torch.float32, kernel=broken_fp8) == {"fp8"}
+    assert linear.WEIGHT_KERNEL_MAX_M == {"fp8": 0, "nvfp4": 64}
