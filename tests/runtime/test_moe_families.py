@@ -101,15 +101,16 @@ GREEDY = {"max_new_tokens": MAX_NEW, "temperature": 0, "ignore_eos": True, "top_
 ENGINE = dict(dtype="float32", max_total_tokens=1024, max_running_requests=8)
 
 
-def save_tiny_moe(folder, family: str, tokenizer_src, seed: int = 0):
+def save_tiny_moe(folder, family: str, tokenizer_src, seed: int = 0, **overrides):
     """A tiny random `family` checkpoint in `folder`; returns the HF model. Routers get large
     random weights (and a correction bias random values) so different tokens pick different
     experts."""
     import transformers
 
-    cls_name, overrides = FAMILIES[family]
+    cls_name, family_overrides = FAMILIES[family]
     config = getattr(transformers, cls_name)(
-        **{**TINY, **overrides}, architectures=[cls_name.replace("Config", "ForCausalLM")]
+        **{**TINY, **family_overrides, **overrides},
+        architectures=[cls_name.replace("Config", "ForCausalLM")],
     )
     model = build_hf_model(config, seed)
     with torch.no_grad():
