@@ -138,3 +138,26 @@ def test_latent_attention_decode_through_the_kernel_equals_torch(mixed):
         attn.begin(batch)
         outs.append(attn.attend(0, q, new, new, latent_pool))
     torch.testing.assert_close(outs[1], outs[0], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+def test_gpu_mla_decode_matches_flashinfer_mla():
+    """Our kernel over a bf16 latent pool against flashinfer's MLA wrapper over the same latents
+    in its layout (c_kv and k_pe as views of one [N, 1, 576] tensor)."""
+    from radixgen.kernels import flashinfer_ops
+
+    if not flashinfer_ops.available():
+        pytest.skip("flashinfer is not installed")
+    gen = torch.Generator().manual_seed(5)
+    kv, latents = _pool("bf16", 512, 64, torch.bfloat16)
+    indptr, indices = _csr([70, 1, 33], gen)
+    q = torch.randn(3, 16, 576, generator=gen).bfloat16().cuda()
+    indptr, indices = indptr.cuda(), indices.cuda()
+    sm_scale = 1 / math.sqrt(192)
+    whole = latents.cuda().bfloat16()[:, None]  # [N, 1, 576]
+    fi_o, fi_lse = flashinfer_ops.mla_decode(
+        q, whole[..., :512], whole[..., 512:], indptr, indices, sm_scale
+    )
+    o, lse = mla.mla_decode(q, kv, indptr, indices, sm_scale, 512)
+    torch.testing.assert_close(o.float(), fi_o.float(), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(lse, fi_lse, atol=2e-2, rtol=2e-2)
