@@ -32,6 +32,7 @@ from .kv_layout import (
 LOG2E = 1.4426950408889634
 BLOCK_N, BLOCK_H = 32, 16
 NUM_WARPS = 4
+MIN_SPLIT_TOKENS = 256  # decode_splits: a split gets at least this many slots
 
 
 @triton.jit
@@ -125,6 +126,12 @@ def _mla_decode_kernel(
         q_kb = tl.load(q_row + dims_b[None, :], mask=ok, other=0.0).to(CDT)
         q_vb = tl.load(q_row + P + dims_b[None, :], mask=ok, other=0.0).to(CDT)
     start, end = tl.load(indptr_ptr + b), tl.load(indptr_ptr + b + 1)
+    split = tl.program_id(2)  # this program's share of the request's slots (split-KV)
+    per_split = tl.cdiv(end - start, tl.num_programs(2))
+    start = start + split * per_split
+    end = tl.minimum(end, start + per_split)
+    o_ptr += split * tl.num_programs(0) * num_heads * R  # partials [splits, B * H, R]
+    lse_ptr += split * tl.num_programs(0) * num_heads
     m = tl.full((BLOCK_H,), float("-inf"), tl.float32)
     l_sum = tl.zeros((BLOCK_H,), tl.float32)
     acc_ka = tl.zeros((BLOCK_H, PA), tl.float32)
@@ -213,24 +220,29 @@ def mla_decode(
     kv_indices: torch.Tensor,
     sm_scale: float,
     v_dim: int,
+    num_splits: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Absorbed MLA decode: q [B, H, 2P] (contiguous) over the latents of request b's slots
     kv_indices[kv_indptr[b]:kv_indptr[b+1]] (any order, not range-checked) in the planes of `kv`
     ([num_slots, G, group] each, G * group = P). Returns o [B, H, v_dim] (q's dtype) = softmax(
     sm_scale * q . latent) @ latent[:v_dim] and lse [B, H] float32 (natural log); a request
-    without keys gets o = 0, lse = -inf. No host sync. Raises ValueError for bad inputs."""
+    without keys gets o = 0, lse = -inf. `num_splits` programs share each request's slots
+    (split-KV: small batches fill the GPU), their partial states merged by log-sum-exp (see
+    decode_splits). No host sync. Raises ValueError for bad inputs."""
     _check(q, kv, kv_indptr, kv_indices, v_dim)
+    if not isinstance(num_splits, int) or num_splits < 1:
+        raise ValueError(f"num_splits must be a positive int, got {num_splits!r}")
     b, h, _ = q.shape
     groups, group = kv.num_kv_heads, kv.head_dim
     p = groups * group
     pa, pb = plane_chunks(p)
-    o = torch.empty(b, h, v_dim, dtype=torch.float32, device=q.device)
-    lse = torch.empty(b, h, dtype=torch.float32, device=q.device)
+    o = torch.empty(num_splits, b, h, v_dim, dtype=torch.float32, device=q.device)
+    lse = torch.empty(num_splits, b, h, dtype=torch.float32, device=q.device)
     if b == 0:
-        return o.to(q.dtype), lse
+        return o[0].to(q.dtype), lse[0]
     tl_cdt, prec = dot_config(q.dtype)  # quantized tiles are dequantized to q's dtype
     k, v, kb, vb, ks, vs = kv.kernel_args()
-    grid = (b, triton.cdiv(h, BLOCK_H))
+    grid = (b, triton.cdiv(h, BLOCK_H), num_splits)
     _mla_decode_kernel[grid](
         q, k, v, kb, vb, ks, vs, kv_indptr, kv_indices, o, lse,
         float(sm_scale), h, v_dim,
@@ -238,7 +250,26 @@ def mla_decode(
         FMT=kv.fmt, CDT=tl_cdt, PREC=prec, USE_ASM=not interpreting(),
         num_warps=NUM_WARPS,
     )  # fmt: skip
-    return o.to(q.dtype), lse
+    if num_splits == 1:
+        return o[0].to(q.dtype), lse[0]
+    return _merge_splits(o, lse, q.dtype)
+
+
+def _merge_splits(o: torch.Tensor, lse: torch.Tensor, dtype: torch.dtype):
+    """Merge split partials o [S, B, H, R], lse [S, B, H] (empty splits: lse -inf)."""
+    top = lse.amax(0)
+    top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
+    weights = torch.exp(lse - top)  # [S, B, H]
+    total = weights.sum(0)
+    merged = (o * weights[..., None]).sum(0) / total.clamp_min(1e-30)[..., None]
+    merged_lse = torch.where(total > 0, top + torch.log(total), torch.full_like(top, -torch.inf))
+    return merged.to(dtype), merged_lse
+
+
+def decode_splits(batch: int, num_heads: int, max_len: int, num_sms: int) -> int:
+    """A split count that gives about two programs per SM, each at least MIN_SPLIT_TOKENS."""
+    programs = batch * triton.cdiv(num_heads, BLOCK_H)
+    return max(1, min(triton.cdiv(2 * num_sms, programs), max_len // MIN_SPLIT_TOKENS))
 
 
 def mla_decode_ref(
@@ -248,8 +279,10 @@ def mla_decode_ref(
     kv_indices: torch.Tensor,
     sm_scale: float,
     v_dim: int,
+    num_splits: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """mla_decode in plain torch (float32 math over the dequantized slots)."""
+    """mla_decode in plain torch (float32 math over the dequantized slots; num_splits, a
+    scheduling choice, changes nothing here)."""
     kv.check()
     if q.shape[0] == 0:
         return q.new_zeros(0, q.shape[1], v_dim), q.new_zeros(0, q.shape[1], dtype=torch.float32)
@@ -267,4 +300,4 @@ def mla_decode_ref(
     return torch.stack(outs).to(q.dtype), torch.stack(lses)
 
 
-__all__ = ["mla_decode", "mla_decode_ref", "plane_chunks"]
+__all__ = ["mla_decode", "mla_decode_ref", "plane_chunks", "decode_splits"]

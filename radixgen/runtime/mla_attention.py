@@ -32,12 +32,25 @@ class LatentAttention(TorchAttention):
 
         if self.csr is None:
             self.csr = _part_csr(self.dec_batch, pool)
+            self.splits = _splits(self.dec_batch, self.num_heads, q.device)
         width, q, state = q.shape[-1], q.contiguous(), None
         for kv_of, indptr, indices in self.csr:
-            args = (q, kv_of(layer), indptr, indices, width**-0.5, width)
+            args = (q, kv_of(layer), indptr, indices, width**-0.5, width, self.splits)
             o, lse = dispatch("mla_decode", *args, backend="triton")
             state = (o, lse) if state is None else merge_state(*state, o, lse)
         return state[0]
+
+
+def _splits(batch: ForwardBatch, num_heads: int, device: torch.device) -> int:
+    """Split-KV programs per request for this decode batch (kernels.mla_decode.decode_splits)."""
+    from radixgen.kernels.mla_decode import decode_splits
+
+    sms = (
+        torch.cuda.get_device_properties(device).multi_processor_count
+        if device.type == "cuda"
+        else 4
+    )
+    return decode_splits(batch.batch_size, num_heads, max(batch.seq_lens), sms)
 
 
 def _parts(pool) -> list:

@@ -71,8 +71,8 @@ def test_mla_decode_matches_float64_over_the_stored_latents(kind, dtype, rank, r
     want_o, want_lse = _oracle(q, latents, indptr, indices, sm_scale, rank)
     dev = KERNEL_DEVICE
     args = (q.to(dev), kv, indptr.to(dev), indices.to(dev), sm_scale, rank)
-    for fn in (mla.mla_decode, mla.mla_decode_ref):
-        o, lse = fn(*args)
+    for fn, splits in ((mla.mla_decode, 1), (mla.mla_decode, 3), (mla.mla_decode_ref, 1)):
+        o, lse = fn(*args, num_splits=splits)  # 3: split-KV partials, merged
         assert o.shape == (len(lens), heads, rank) and o.dtype == dtype
         torch.testing.assert_close(o.double().cpu(), want_o, atol=tol, rtol=tol)
         torch.testing.assert_close(lse.double().cpu(), want_lse, atol=tol, rtol=tol)
@@ -89,6 +89,8 @@ def test_mla_decode_rejects_bad_inputs():
         mla.mla_decode(torch.randn(1, 4, 64, device=dev), kv, indptr, indices, 0.1, 0)
     with pytest.raises(ValueError, match="kv_indptr"):
         mla.mla_decode(torch.randn(2, 4, 64, device=dev), kv, indptr, indices, 0.1, 48)
+    with pytest.raises(ValueError, match="num_splits"):
+        mla.mla_decode(torch.randn(1, 4, 64, device=dev), kv, indptr, indices, 0.1, 48, 0)
     with pytest.raises(ValueError, match="power-of-two"):
         mla.plane_chunks(240)  # 128 + 112
 
