@@ -10,6 +10,7 @@ quantized latents of the whole prompt."""
 import pytest
 import torch
 
+from benchmarks.model_shapes import DEEPSEEK_V2_LITE
 from radixgen.radix.kv_pool import KVPool
 from radixgen.radix.latent_pool import LatentPool, latent_groups
 from radixgen.radix.quant_kv_pool import FP8KVPool, NVFP4KVPool, kv_bytes_per_token
@@ -113,45 +114,6 @@ def test_latent_pool_round_trip_stores_each_value_once():
     assert v is k
     torch.testing.assert_close(pool.k[1][2], latents[1, 0, :32].view(2, 16), rtol=0, atol=0)
     assert pool.k[0].abs().sum() == 0  # other layers untouched
-
-
-DEEPSEEK_V2_LITE = {
-    "architectures": ["DeepseekV2ForCausalLM"],
-    "hidden_size": 2048,
-    "intermediate_size": 10944,
-    "moe_intermediate_size": 1408,
-    "num_hidden_layers": 27,
-    "num_attention_heads": 16,
-    "num_key_value_heads": 16,
-    "n_routed_experts": 64,
-    "n_shared_experts": 2,
-    "num_experts_per_tok": 6,
-    "first_k_dense_replace": 1,
-    "moe_layer_freq": 1,
-    "norm_topk_prob": False,
-    "topk_method": "greedy",
-    "routed_scaling_factor": 1.0,
-    "kv_lora_rank": 512,
-    "q_lora_rank": None,
-    "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64,
-    "v_head_dim": 128,
-    "vocab_size": 102400,
-    "max_position_embeddings": 163840,
-    "rope_theta": 10000,
-    "rope_scaling": {
-        "type": "yarn",
-        "factor": 40,
-        "original_max_position_embeddings": 4096,
-        "beta_fast": 32,
-        "beta_slow": 1,
-        "mscale": 0.707,
-        "mscale_all_dim": 0.707,
-    },
-    "rms_norm_eps": 1e-6,
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
-}
 
 
 def test_deepseek_v2_lite_shape_counts_its_parameters_and_kv_bytes():
