@@ -105,6 +105,7 @@ def _mla_decode_kernel(
     P: tl.constexpr,
     PA: tl.constexpr,
     PB: tl.constexpr,
+    PB_TILE: tl.constexpr,  # max(PB, 16): the unused second chunk's placeholder shapes
     GROUP: tl.constexpr,
     BLOCK_H: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -118,7 +119,7 @@ def _mla_decode_kernel(
     heads_ok = heads < num_heads
     rows = b * num_heads + heads  # [BLOCK_H] rows of q [B * H, 2P] and o [B * H, R]
     q_row = q_ptr + rows[:, None] * (2 * P)
-    dims_a, dims_b = tl.arange(0, PA), PA + tl.arange(0, PB if PB > 0 else 16)
+    dims_a, dims_b = tl.arange(0, PA), PA + tl.arange(0, PB_TILE)
     ok = heads_ok[:, None]
     q_ka = tl.load(q_row + dims_a[None, :], mask=ok, other=0.0).to(CDT)
     q_va = tl.load(q_row + P + dims_a[None, :], mask=ok, other=0.0).to(CDT)
@@ -136,8 +137,8 @@ def _mla_decode_kernel(
     l_sum = tl.zeros((BLOCK_H,), tl.float32)
     acc_ka = tl.zeros((BLOCK_H, PA), tl.float32)
     acc_va = tl.zeros((BLOCK_H, PA), tl.float32)
-    acc_kb = tl.zeros((BLOCK_H, PB if PB > 0 else 16), tl.float32)
-    acc_vb = tl.zeros((BLOCK_H, PB if PB > 0 else 16), tl.float32)
+    acc_kb = tl.zeros((BLOCK_H, PB_TILE), tl.float32)
+    acc_vb = tl.zeros((BLOCK_H, PB_TILE), tl.float32)
     qk_scale = sm_scale * 1.4426950408889634  # exp2 below
     for n0 in range(start, end, BLOCK_N):
         idx = n0 + tl.arange(0, BLOCK_N)
@@ -246,7 +247,7 @@ def mla_decode(
     _mla_decode_kernel[grid](
         q, k, v, kb, vb, ks, vs, kv_indptr, kv_indices, o, lse,
         float(sm_scale), h, v_dim,
-        P=p, PA=pa, PB=pb, GROUP=group, BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N,
+        P=p, PA=pa, PB=pb, PB_TILE=max(pb, 16), GROUP=group, BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N,
         FMT=kv.fmt, CDT=tl_cdt, PREC=prec, USE_ASM=not interpreting(),
         num_warps=NUM_WARPS,
     )  # fmt: skip
