@@ -30,8 +30,10 @@ from .kv_layout import (
 )
 
 LOG2E = 1.4426950408889634
+# sm_90 (ptxas -v on the compiled kernel, DeepSeek's 288-value planes): 8 warps over 32-slot
+# tiles keep every format free of register spills; 4 warps spill 180-500 bytes a thread
 BLOCK_N, BLOCK_H = 32, 16
-NUM_WARPS = 4
+NUM_WARPS = 8
 MIN_SPLIT_TOKENS = 256  # decode_splits: a split gets at least this many slots
 
 
@@ -39,21 +41,18 @@ MIN_SPLIT_TOKENS = 256  # decode_splits: a split gets at least this many slots
 def _latent_chunk(
     plane_ptr,
     bscale_ptr,
-    scale_ptr,
     slots,
     valid,
     OFF: tl.constexpr,
     PART: tl.constexpr,
     P: tl.constexpr,
-    GROUP: tl.constexpr,
     BLOCK_N: tl.constexpr,
     FMT: tl.constexpr,
     CDT: tl.constexpr,
     USE_ASM: tl.constexpr,
 ):
-    """Dequantized plane dims [OFF, OFF + PART) of `slots` [BLOCK_N] -> [BLOCK_N, PART] (CDT);
-    rows not `valid` read as 0."""
-    dims = OFF + tl.arange(0, PART)
+    """Raw values (kv_layout.py: exact in CDT) of plane dims [OFF, OFF + PART) of `slots`
+    [BLOCK_N] -> [BLOCK_N, PART]; rows not `valid` read as 0. The value is raw * _factor."""
     if FMT == 2:
         half = OFF // 2 + tl.arange(0, PART // 2)
         codes = tl.load(
@@ -64,15 +63,44 @@ def _latent_chunk(
             bscale_ptr + slots[:, None] * (P // 16) + blocks[None, :], mask=valid[:, None], other=0
         )
         even, odd = _e2m1_pairs(codes, _pair_scales(bits, BLOCK_N, PART), USE_ASM)
-        raw = tl.reshape(tl.join(even, odd), (BLOCK_N, PART)).to(tl.float32)
-        factor = tl.load(scale_ptr + dims // GROUP) * 256.0  # s_T per group; raw has 2^-8
-        return (raw * factor[None, :]).to(CDT)
-    ptrs = plane_ptr + slots[:, None] * P + dims[None, :]
+        return tl.reshape(tl.join(even, odd), (BLOCK_N, PART)).to(CDT)
+    ptrs = plane_ptr + slots[:, None] * P + OFF + tl.arange(0, PART)[None, :]
     if FMT == 1:
         bits = tl.load(ptrs, mask=valid[:, None], other=0)
-        raw = bits.to(tl.float8e4nv, bitcast=True).to(tl.float32)
-        return (raw * tl.load(scale_ptr + dims // GROUP)[None, :]).to(CDT)
+        return bits.to(tl.float8e4nv, bitcast=True).to(CDT)
     return tl.load(ptrs, mask=valid[:, None], other=0.0).to(CDT)
+
+
+@triton.jit
+def _factor(
+    scale_ptr, OFF: tl.constexpr, PART: tl.constexpr, GROUP: tl.constexpr, FMT: tl.constexpr
+):
+    """[PART] float32: value / raw of plane dims [OFF, OFF + PART) (one scale per group:
+    fp8's scale, nvfp4's s_T * 2^8, 1 for float pools). Folded into the query before the loop
+    and into the output after it, so the loop converts codes and nothing else."""
+    factor = tl.full((PART,), 1.0, tl.float32)
+    if FMT != 0:  # (one return: every return of a jitted function must have one type)
+        factor = tl.load(scale_ptr + (OFF + tl.arange(0, PART)) // GROUP).to(tl.float32)
+        if FMT == 2:
+            factor = factor * 256.0
+    return factor
+
+
+@triton.jit
+def _query_chunk(
+    q_row,
+    ok,
+    scale_ptr,
+    Q_OFF: tl.constexpr,
+    OFF: tl.constexpr,
+    PART: tl.constexpr,
+    GROUP: tl.constexpr,
+    FMT: tl.constexpr,
+    CDT: tl.constexpr,
+):
+    """q[rows, Q_OFF:Q_OFF + PART] (plane dims from OFF) times their factors, in CDT."""
+    q = tl.load(q_row + Q_OFF + tl.arange(0, PART)[None, :], mask=ok, other=0.0).to(tl.float32)
+    return (q * _factor(scale_ptr, OFF, PART, GROUP, FMT)[None, :]).to(CDT)
 
 
 @triton.jit
@@ -119,13 +147,12 @@ def _mla_decode_kernel(
     heads_ok = heads < num_heads
     rows = b * num_heads + heads  # [BLOCK_H] rows of q [B * H, 2P] and o [B * H, R]
     q_row = q_ptr + rows[:, None] * (2 * P)
-    dims_a, dims_b = tl.arange(0, PA), PA + tl.arange(0, PB_TILE)
     ok = heads_ok[:, None]
-    q_ka = tl.load(q_row + dims_a[None, :], mask=ok, other=0.0).to(CDT)
-    q_va = tl.load(q_row + P + dims_a[None, :], mask=ok, other=0.0).to(CDT)
+    q_ka = _query_chunk(q_row, ok, ks_ptr, 0, 0, PA, GROUP, FMT, CDT)
+    q_va = _query_chunk(q_row, ok, vs_ptr, P, 0, PA, GROUP, FMT, CDT)
     if PB > 0:
-        q_kb = tl.load(q_row + dims_b[None, :], mask=ok, other=0.0).to(CDT)
-        q_vb = tl.load(q_row + P + dims_b[None, :], mask=ok, other=0.0).to(CDT)
+        q_kb = _query_chunk(q_row, ok, ks_ptr, PA, PA, PB, GROUP, FMT, CDT)
+        q_vb = _query_chunk(q_row, ok, vs_ptr, P + PA, PA, PB, GROUP, FMT, CDT)
     start, end = tl.load(indptr_ptr + b), tl.load(indptr_ptr + b + 1)
     split = tl.program_id(2)  # this program's share of the request's slots (split-KV)
     per_split = tl.cdiv(end - start, tl.num_programs(2))
@@ -144,21 +171,13 @@ def _mla_decode_kernel(
         idx = n0 + tl.arange(0, BLOCK_N)
         valid = idx < end
         slots = tl.load(indices_ptr + idx, mask=valid, other=0).to(tl.int64)
-        t_ka = _latent_chunk(
-            k_ptr, kb_ptr, ks_ptr, slots, valid, 0, PA, P, GROUP, BLOCK_N, FMT, CDT, USE_ASM
-        )
-        t_va = _latent_chunk(
-            v_ptr, vb_ptr, vs_ptr, slots, valid, 0, PA, P, GROUP, BLOCK_N, FMT, CDT, USE_ASM
-        )
+        t_ka = _latent_chunk(k_ptr, kb_ptr, slots, valid, 0, PA, P, BLOCK_N, FMT, CDT, USE_ASM)
+        t_va = _latent_chunk(v_ptr, vb_ptr, slots, valid, 0, PA, P, BLOCK_N, FMT, CDT, USE_ASM)
         s = tl.dot(q_ka, tl.trans(t_ka), input_precision=PREC)
         s = tl.dot(q_va, tl.trans(t_va), s, input_precision=PREC)
         if PB > 0:
-            t_kb = _latent_chunk(
-                k_ptr, kb_ptr, ks_ptr, slots, valid, PA, PB, P, GROUP, BLOCK_N, FMT, CDT, USE_ASM
-            )
-            t_vb = _latent_chunk(
-                v_ptr, vb_ptr, vs_ptr, slots, valid, PA, PB, P, GROUP, BLOCK_N, FMT, CDT, USE_ASM
-            )
+            t_kb = _latent_chunk(k_ptr, kb_ptr, slots, valid, PA, PB, P, BLOCK_N, FMT, CDT, USE_ASM)
+            t_vb = _latent_chunk(v_ptr, vb_ptr, slots, valid, PA, PB, P, BLOCK_N, FMT, CDT, USE_ASM)
             s = tl.dot(q_kb, tl.trans(t_kb), s, input_precision=PREC)
             s = tl.dot(q_vb, tl.trans(t_vb), s, input_precision=PREC)
         s = tl.where(valid[None, :], s * qk_scale, float("-inf"))  # [BLOCK_H, BLOCK_N], log2
@@ -176,9 +195,13 @@ def _mla_decode_kernel(
     has_keys = l_sum > 0  # a request without keys: o = 0, lse = -inf
     l_safe = tl.where(has_keys, l_sum, 1.0)
     inv_l = tl.where(has_keys, 1.0 / l_safe, 0.0)
+    acc_ka *= _factor(ks_ptr, 0, PA, GROUP, FMT)[None, :]
+    acc_va *= _factor(vs_ptr, 0, PA, GROUP, FMT)[None, :]
     _store_chunk(o_ptr, acc_ka, inv_l, rows, heads_ok, 0, PA, R)
     _store_chunk(o_ptr, acc_va, inv_l, rows, heads_ok, P, PA, R)
     if PB > 0:
+        acc_kb *= _factor(ks_ptr, PA, PB, GROUP, FMT)[None, :]
+        acc_vb *= _factor(vs_ptr, PA, PB, GROUP, FMT)[None, :]
         _store_chunk(o_ptr, acc_kb, inv_l, rows, heads_ok, PA, PB, R)
         _store_chunk(o_ptr, acc_vb, inv_l, rows, heads_ok, P + PA, PB, R)
     lse = tl.where(has_keys, (m + tl.log2(l_safe)) / 1.4426950408889634, float("-inf"))
