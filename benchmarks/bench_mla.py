@@ -38,27 +38,9 @@ sys.path.insert(1, str(HERE.parent))  # this tree's radixgen
 import torch  # noqa: E402
 from bench_agents import gpu_model_folder  # noqa: E402
 from bench_gpu_serving import Driver, pct, random_ids  # noqa: E402
-from model_shapes import DEEPSEEK_V2_LITE, LLAMA3_8B  # noqa: E402
+from model_shapes import DEEPSEEK_TINY, DEEPSEEK_V2_LITE, LLAMA3_8B  # noqa: E402
 
 KINDS = ("bf16", "fp8_e4m3", "nvfp4")
-TINY_V2 = {  # --dry-run: the V2-Lite config at a few layers and a small width
-    **DEEPSEEK_V2_LITE,
-    "hidden_size": 64,
-    "intermediate_size": 96,
-    "moe_intermediate_size": 32,
-    "num_hidden_layers": 3,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 4,
-    "n_routed_experts": 8,
-    "n_shared_experts": 1,
-    "num_experts_per_tok": 2,
-    "kv_lora_rank": 48,
-    "qk_rope_head_dim": 16,
-    "qk_nope_head_dim": 16,
-    "v_head_dim": 24,
-    "vocab_size": 49152,
-    "max_position_embeddings": 4096,
-}
 
 
 def parse_args(argv=None):
@@ -258,7 +240,7 @@ def section(results: dict, name: str, fn, *args) -> None:
 def main(argv=None) -> None:
     args = parse_args(argv)
     device = "cpu" if args.dry_run or not torch.cuda.is_available() else "cuda"
-    config = TINY_V2 if args.dry_run else DEEPSEEK_V2_LITE
+    config = DEEPSEEK_TINY if args.dry_run else DEEPSEEK_V2_LITE
     ctx = 64 if args.dry_run else args.ctx
     batches = [1, 4] if args.dry_run else [int(b) for b in args.batches.split(",")]
     steps = 4 if args.dry_run else args.steps

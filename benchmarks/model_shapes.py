@@ -63,3 +63,23 @@ DEEPSEEK_V2_LITE = {
     "tie_word_embeddings": False,
     "torch_dtype": "bfloat16",
 }
+
+# the V2-Lite config at a few layers and a small width (CPU dry runs, unit tests)
+DEEPSEEK_TINY = {
+    **DEEPSEEK_V2_LITE,
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "moe_intermediate_size": 32,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "n_routed_experts": 8,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 2,
+    "kv_lora_rank": 48,
+    "qk_rope_head_dim": 16,
+    "qk_nope_head_dim": 16,
+    "v_head_dim": 24,
+    "vocab_size": 49152,
+    "max_position_embeddings": 4096,
+}

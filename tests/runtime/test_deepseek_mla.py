@@ -10,7 +10,7 @@ quantized latents of the whole prompt."""
 import pytest
 import torch
 
-from benchmarks.model_shapes import DEEPSEEK_V2_LITE
+from benchmarks.model_shapes import DEEPSEEK_TINY, DEEPSEEK_V2_LITE
 from radixgen.radix.kv_pool import KVPool
 from radixgen.radix.latent_pool import LatentPool, latent_groups
 from radixgen.radix.quant_kv_pool import FP8KVPool, NVFP4KVPool, kv_bytes_per_token
@@ -127,3 +127,15 @@ def test_deepseek_v2_lite_shape_counts_its_parameters_and_kv_bytes():
     mla_bytes = kv_bytes_per_token("auto", arch.num_layers, *arch.pool_shape, torch.bfloat16)
     assert mla_bytes == 27 * 576 * 2
     assert kv_bytes_per_token("auto", 32, 8, 128, torch.bfloat16) / mla_bytes > 4
+
+
+def test_v3_multi_token_prediction_layer_is_dropped():
+    """A V3 checkpoint's MTP module (stored as layer num_hidden_layers) is not an error."""
+    from radixgen.runtime.model.loader import dummy_state_dict
+    from radixgen.runtime.model.registry import build_model
+
+    arch = ModelArch.from_config({**DEEPSEEK_TINY, "architectures": ["DeepseekV3ForCausalLM"]})
+    weights = dummy_state_dict(arch, torch.float32, torch.device("cpu"))
+    weights[f"model.layers.{arch.num_layers}.eh_proj.weight"] = torch.zeros(4, 4)
+    model = build_model(arch, weights, torch.device("cpu"))
+    assert len(model.layers) == arch.num_layers and not weights

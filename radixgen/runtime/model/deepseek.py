@@ -32,6 +32,13 @@ class MLADecoderLayer:
 class DeepseekModel(MoEModel):
     EXPERT_NAMES = DEEPSEEK_NAMES
 
+    def __init__(self, arch: ModelArch, weights: dict[str, torch.Tensor], device: torch.device):
+        # V3 checkpoints store their multi-token-prediction module (num_nextn_predict_layers)
+        # as layers past the decoder's; it is not served here (as in HF's DeepseekV3), so drop it
+        for name in [k for k in weights if _layer_index(k) >= arch.num_layers]:
+            del weights[name]
+        super().__init__(arch, weights, device)
+
     @classmethod
     def _attention_shapes(cls, arch: ModelArch, prefix: str) -> dict[str, tuple[int, ...]]:
         return mla_shapes(prefix, arch.mla, arch.hidden_size, arch.num_heads)
@@ -88,3 +95,9 @@ class DeepseekV2Model(DeepseekModel):
 
 class DeepseekV3Model(DeepseekModel):
     """DeepSeek-V3 / R1: low-rank queries, sigmoid routing over groups with a correction bias."""
+
+
+def _layer_index(name: str) -> int:
+    """N of a `model.layers.N.` weight name; -1 for the others."""
+    parts = name.split(".")
+    return int(parts[2]) if parts[:2] == ["model", "layers"] and parts[2].isdigit() else -1
