@@ -240,6 +240,8 @@ def section(results: dict, name: str, fn, *args) -> None:
 def main(argv=None) -> None:
     args = parse_args(argv)
     device = "cpu" if args.dry_run or not torch.cuda.is_available() else "cuda"
+    if device == "cpu":
+        torch.set_num_threads(1)  # a shared CPU: several OpenMP threads each run ~100x slower
     config = DEEPSEEK_TINY if args.dry_run else DEEPSEEK_V2_LITE
     ctx = 64 if args.dry_run else args.ctx
     batches = [1, 4] if args.dry_run else [int(b) for b in args.batches.split(",")]
