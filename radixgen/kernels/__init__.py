@@ -18,8 +18,11 @@ otherwise. The op modules (and so triton) are imported lazily, on first use.
                      custom_mask=None, mask_indptr=None) -> (o, lse)
     merge_state(o_a, lse_a, o_b, lse_b) -> (o, lse)
     fused_experts(x, w13, w2, topk_weights, topk_ids) -> [T, H] (mixture-of-experts FFN)
-KV pools are passed as `KVBuffers` (kv_layout.py). decode_attention and extend_attention have no
-wrapper here (importing their modules would shadow it): call `dispatch("decode_attention", ...)`.
+    mla_decode(q, kv, kv_indptr, kv_indices, sm_scale, v_dim) -> (o, lse) (MLA, absorbed, over
+                     a latent pool's two planes)
+KV pools are passed as `KVBuffers` (kv_layout.py). decode_attention, extend_attention and
+mla_decode have no wrapper here (importing their modules would shadow it): call
+`dispatch("decode_attention", ...)`.
 `flashinfer_ops` wraps flashinfer's paged decode/prefill for benchmarks and runtime dispatch; import
 it directly (never from here).
 """
@@ -41,6 +44,7 @@ _OPS = {
     "merge_state": "state_merge",
     "extend_attention": "extend_attention",
     "fused_experts": "fused_moe",
+    "mla_decode": "mla_decode",
 }
 # helpers without a Triton variant, loaded lazily from their module
 _HELPERS = {

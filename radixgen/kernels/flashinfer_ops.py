@@ -171,3 +171,53 @@ def decode_attention(
         kv_indptr, kv_indices, q.shape[1], kv.num_kv_heads, q.shape[2], q.dtype, kv_dtype, sm_scale
     )
     return op.run(q, kv)
+
+
+class FlashInferMLADecode:
+    """flashinfer BatchMLAPagedAttentionWrapper (absorbed MLA, page size 1) over its own latent
+    layout: c_kv [num_slots, 1, ckv_dim] and k_pe [num_slots, 1, kpe_dim] in two bf16 tensors
+    (or two strided views of one [num_slots, 1, ckv_dim + kpe_dim]). radixgen's latent pool
+    splits each latent over a K and a V plane at its midpoint (radix/latent_pool.py), which is
+    not that layout, so the runtime decodes with kernels/mla_decode.py; this wrapper is for
+    benchmarks and for checking against it."""
+
+    def __init__(self, device: torch.device | str = "cuda"):
+        fi = _flashinfer()
+        self.workspace = torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+        self.wrapper = fi.mla.BatchMLAPagedAttentionWrapper(self.workspace, backend="auto")
+
+    def plan(
+        self, kv_indptr, kv_indices, num_heads: int, ckv_dim: int, kpe_dim: int, dtype, sm_scale
+    ):
+        """Plan one decode batch layout (CSR of slots per request, one query each)."""
+        batch = kv_indptr.numel() - 1
+        qo_indptr = torch.arange(batch + 1, dtype=torch.int32, device=kv_indptr.device)
+        kv_lens = (kv_indptr[1:] - kv_indptr[:-1]).int()
+        self.ckv_dim = ckv_dim
+        self.wrapper.plan(
+            qo_indptr,
+            kv_indptr.int(),
+            kv_indices.int(),
+            kv_lens,
+            num_heads,
+            ckv_dim,
+            kpe_dim,
+            1,
+            False,
+            sm_scale,
+            dtype,
+            dtype,
+        )
+
+    def run(self, q: torch.Tensor, ckv: torch.Tensor, kpe: torch.Tensor):
+        """(o [B, H, ckv_dim], lse [B, H] float32 natural log) for q [B, H, ckv_dim + kpe_dim]."""
+        q_nope, q_pe = q[..., : self.ckv_dim], q[..., self.ckv_dim :]
+        o, lse = self.wrapper.run(q_nope.contiguous(), q_pe.contiguous(), ckv, kpe, return_lse=True)
+        return o, lse.float() * math.log(2.0)
+
+
+def mla_decode(q, ckv, kpe, kv_indptr, kv_indices, sm_scale: float):
+    """One-shot flashinfer MLA decode (plan + run): see FlashInferMLADecode."""
+    op = FlashInferMLADecode(q.device)
+    op.plan(kv_indptr, kv_indices, q.shape[1], ckv.shape[-1], kpe.shape[-1], q.dtype, sm_scale)
+    return op.run(q, ckv, kpe)

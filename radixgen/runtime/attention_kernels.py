@@ -25,6 +25,8 @@ from radixgen.kernels import dispatch
 from radixgen.kernels.cpu_decode_attention import available as cpu_kernel_available
 from radixgen.runtime.attention import TorchAttention
 from radixgen.runtime.forward_batch import ForwardBatch
+from radixgen.runtime.mla_attention import LatentAttention
+from radixgen.runtime.model.arch import ModelArch
 
 FLASHINFER_HEAD_DIMS = (64, 128, 256)  # head dims flashinfer's paged prefill compiles for
 
@@ -304,17 +306,19 @@ def _tree_blocks(batch: ForwardBatch) -> list[torch.Tensor] | None:
     ]
 
 
-def make_attention(
-    kind: str, num_heads: int, num_kv_heads: int, head_dim: int, device: torch.device
-):
-    """'torch' (TorchAttention), 'triton' (KernelAttention), or 'auto': kernels on CUDA."""
+def make_attention(kind: str, arch: ModelArch, device: torch.device):
+    """'torch' (TorchAttention), 'triton' (KernelAttention), or 'auto': kernels on CUDA. MLA
+    models get LatentAttention under either (extends in torch, decode through the MLA kernel on
+    CUDA): the latent pool's planes are not the per-head layout KernelAttention reads."""
+    if kind not in ("auto", "torch", "triton"):
+        raise ValueError(f"attention backend must be auto, torch or triton, got {kind!r}")
+    if arch.mla is not None:
+        return LatentAttention(arch.num_heads, arch.mla.latent_dim)
     if kind == "auto":
         kind = "triton" if device.type == "cuda" else "torch"
     if kind == "torch":
         if device.type == "cpu":
             # compile the C++ decode kernel now (once per machine), not mid-request
             cpu_kernel_available()
-        return TorchAttention(num_heads, num_kv_heads, head_dim)
-    if kind == "triton":
-        return KernelAttention(num_heads, num_kv_heads, head_dim, backend="triton")
-    raise ValueError(f"attention backend must be auto, torch or triton, got {kind!r}")
+        return TorchAttention(arch.num_heads, arch.num_kv_heads, arch.head_dim)
+    return KernelAttention(arch.num_heads, arch.num_kv_heads, arch.head_dim, backend="triton")

@@ -101,9 +101,7 @@ class ModelRunner:
         self._build_kv(cache_cfg, weight_bytes)
         self.branch_window = cache_cfg.branch_window if self.mixed_kv else None
         self.table = ReqToTokenTable(max_running_requests + 1, self.max_context_len, self.device)
-        self.attn = make_attention(
-            model_cfg.attention_backend, a.num_heads, a.num_kv_heads, a.head_dim, self.device
-        )
+        self.attn = make_attention(model_cfg.attention_backend, a, self.device)
         self.model_cfg, self.max_running_requests = model_cfg, max_running_requests
         self.graphs = self._decode_graphs(model_cfg, max_running_requests)
         logger.info(
@@ -131,7 +129,7 @@ class ModelRunner:
         """One pool, or (mixed precision) a prefix and a branch pool splitting one byte budget."""
         a = self.arch
         make = lambda kind, n: make_kv_pool(
-            kind, n, a.num_layers, a.num_kv_heads, a.head_dim, self.dtype, self.device
+            kind, n, a.num_layers, *a.pool_shape, self.dtype, self.device
         )
         if not self.mixed_kv:
             self.num_slots = self._capacity(cfg, weight_bytes)
@@ -177,9 +175,7 @@ class ModelRunner:
         with their own input buffers, graph pool and attention backend (so they can be captured
         on another thread while this runner's graphs replay)."""
         a, cfg = self.arch, self.model_cfg
-        attn = make_attention(
-            cfg.attention_backend, a.num_heads, a.num_kv_heads, a.head_dim, self.device
-        )
+        attn = make_attention(cfg.attention_backend, a, self.device)
         return DecodeGraphs(
             model,
             self.pool,
@@ -209,7 +205,7 @@ class ModelRunner:
 
     def _token_bytes(self, kind: str) -> float:
         a = self.arch
-        return kv_bytes_per_token(kind, a.num_layers, a.num_kv_heads, a.head_dim, self.dtype)
+        return kv_bytes_per_token(kind, a.num_layers, *a.pool_shape, self.dtype)
 
     def _byte_budget(self, cfg: CacheConfig, weight_bytes: int) -> float:
         """KV bytes: --max-total-tokens tokens at the model dtype, else what memory allows."""

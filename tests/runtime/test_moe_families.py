@@ -1,7 +1,13 @@
 """Qwen3 (dense, q/k norm) and the mixture-of-experts families (Qwen3-MoE, Qwen2-MoE with its
-gated shared expert, Mixtral) as tiny random HF checkpoints with random routers: the Engine's
-greedy tokens equal HF `generate`, first-token logprobs equal HF's, and batching, prefix hits,
-chunked prefill and speculative decoding leave the tokens unchanged (float32, CPU)."""
+gated shared expert, Mixtral, DeepSeek-V2/V3 with multi-head latent attention) as tiny random HF
+checkpoints with random routers: the Engine's greedy tokens equal HF `generate`, first-token
+logprobs equal HF's, and batching, prefix hits, chunked prefill and speculative decoding leave
+the tokens unchanged (float32, CPU).
+
+DeepSeek-V2: a direct q_proj, greedy softmax routing, YaRN with unequal mscales (cos and sin
+scaled too, beside the softmax scale). DeepSeek-V3: low-rank queries (q_lora_rank), sigmoid
+routing over groups with a random correction bias. Both: a dense first layer
+(first_k_dense_replace), a shared expert, and a prompt past YaRN's original 64 positions."""
 
 import json
 
@@ -16,7 +22,7 @@ from radixgen.runtime.model.registry import param_shapes
 from tests.runtime.test_model_families import build_hf_model, copy_tokenizer, one_thread  # noqa: F401
 
 MAX_NEW = 8
-PROMPT_LENS = (3, 5, 9, 12, 17, 20, 26, 31)
+PROMPT_LENS = (3, 5, 9, 12, 17, 20, 31, 70)
 TINY = dict(
     hidden_size=64,
     intermediate_size=96,
@@ -29,6 +35,20 @@ TINY = dict(
     rms_norm_eps=1e-5,
     tie_word_embeddings=False,
 )
+MLA_TINY = dict(
+    num_hidden_layers=3,
+    num_key_value_heads=4,  # HF's MLA repeats no KV heads
+    first_k_dense_replace=1,
+    n_routed_experts=8,
+    num_experts_per_tok=2,
+    moe_intermediate_size=32,
+    n_shared_experts=1,
+    kv_lora_rank=48,  # with rope 16: a latent of 4 groups of 16 (nvfp4 blocks)
+    qk_rope_head_dim=16,
+    qk_nope_head_dim=16,
+    v_head_dim=24,
+)
+YARN = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
 FAMILIES = {
     "qwen3": ("Qwen3Config", dict(num_hidden_layers=2)),
     "qwen3_moe": (
@@ -56,25 +76,50 @@ FAMILIES = {
         "MixtralConfig",
         dict(num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2, intermediate_size=32),
     ),
+    "deepseek_v2": (
+        "DeepseekV2Config",
+        dict(
+            **MLA_TINY,
+            q_lora_rank=None,
+            routed_scaling_factor=1.5,
+            rope_scaling={**YARN, "mscale": 1.0, "mscale_all_dim": 0.8},
+        ),
+    ),
+    "deepseek_v3": (
+        "DeepseekV3Config",
+        dict(
+            **MLA_TINY,
+            q_lora_rank=40,
+            n_group=4,
+            topk_group=2,
+            routed_scaling_factor=2.5,
+            rope_scaling={**YARN, "mscale": 0.707, "mscale_all_dim": 0.707},
+        ),
+    ),
 }
 GREEDY = {"max_new_tokens": MAX_NEW, "temperature": 0, "ignore_eos": True, "top_logprobs_num": 5}
 ENGINE = dict(dtype="float32", max_total_tokens=1024, max_running_requests=8)
 
 
-def save_tiny_moe(folder, family: str, tokenizer_src, seed: int = 0):
+def save_tiny_moe(folder, family: str, tokenizer_src, seed: int = 0, **overrides):
     """A tiny random `family` checkpoint in `folder`; returns the HF model. Routers get large
-    random weights so different tokens pick different experts."""
+    random weights (and a correction bias random values) so different tokens pick different
+    experts."""
     import transformers
 
-    cls_name, overrides = FAMILIES[family]
+    cls_name, family_overrides = FAMILIES[family]
     config = getattr(transformers, cls_name)(
-        **{**TINY, **overrides}, architectures=[cls_name.replace("Config", "ForCausalLM")]
+        **{**TINY, **family_overrides, **overrides},
+        architectures=[cls_name.replace("Config", "ForCausalLM")],
     )
     model = build_hf_model(config, seed)
     with torch.no_grad():
         for name, param in model.named_parameters():
             if name.endswith("gate.weight") and param.shape[0] > 1:
                 param.normal_(0, 1.0)
+        for name, buf in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                buf.normal_(0, 0.3)
     model.save_pretrained(str(folder), safe_serialization=True)
     copy_tokenizer(tokenizer_src, folder)
     return model

@@ -1,5 +1,6 @@
 """The decoder architecture read from an HF `config.json`: dense Llama-family models (Llama 2/3,
-SmolLM2, Qwen2, Mistral, Qwen3) and mixture-of-experts ones (Qwen2-MoE, Qwen3-MoE, Mixtral)."""
+SmolLM2, Qwen2, Mistral, Qwen3), mixture-of-experts ones (Qwen2-MoE, Qwen3-MoE, Mixtral) and
+DeepSeek-V2/V3 (multi-head latent attention, MLAArch, over MoE)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ SUPPORTED_ARCHITECTURES = (
     "Qwen2MoeForCausalLM",
     "Qwen3MoeForCausalLM",
     "MixtralForCausalLM",
+    "DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM",
 )
 _BY_MODEL_TYPE = {
     "llama": "LlamaForCausalLM",
@@ -25,7 +28,10 @@ _BY_MODEL_TYPE = {
     "qwen2_moe": "Qwen2MoeForCausalLM",
     "qwen3_moe": "Qwen3MoeForCausalLM",
     "mixtral": "MixtralForCausalLM",
+    "deepseek_v2": "DeepseekV2ForCausalLM",
+    "deepseek_v3": "DeepseekV3ForCausalLM",
 }
+_MLA = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM")
 _QK_NORM = ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM")  # RMSNorm of each q and k head before RoPE
 _QKV_BIAS = ("Qwen2ForCausalLM", "Qwen2MoeForCausalLM")
 
@@ -90,6 +96,54 @@ class MoEArch:
 
 
 @dataclass(frozen=True)
+class MLAArch:
+    """Multi-head latent attention (DeepSeek-V2/V3). Per token, the KV cache holds the latent
+    c_kv = kv_a_layernorm(x @ W_DKV) [kv_lora_rank] and one shared rope key k_pe
+    [qk_rope_head_dim]; each head's key is [c_kv @ W_UK[h], k_pe] and its value c_kv @ W_UV[h]
+    (W_UK, W_UV: the two parts of kv_b_proj). Queries come from q_proj, or with `q_lora_rank`
+    from q_b_proj(q_a_layernorm(q_a_proj x)); each is [q_nope (qk_nope_head_dim), q_pe]."""
+
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    rope_interleave: bool  # rope on adjacent pairs (x0, x1), (x2, x3), ... instead of halves
+    softmax_scale: float  # qk_head_dim ** -0.5, times YaRN's mscale(mscale_all_dim) squared
+
+    @property
+    def latent_dim(self) -> int:
+        """Values cached per token and layer: the latent, then the rope key."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @classmethod
+    def from_config(cls, arch: str, cfg: dict[str, Any]) -> "MLAArch | None":
+        if arch not in _MLA:
+            return None
+        rope_dim, nope_dim = cfg["qk_rope_head_dim"], cfg["qk_nope_head_dim"]
+        return cls(
+            q_lora_rank=cfg.get("q_lora_rank"),
+            kv_lora_rank=cfg["kv_lora_rank"],
+            qk_nope_head_dim=nope_dim,
+            qk_rope_head_dim=rope_dim,
+            v_head_dim=cfg["v_head_dim"],
+            # V2 rotates adjacent pairs (complex multiply); V3 does where rope_interleave is set
+            rope_interleave=bool(cfg.get("rope_interleave", True)),
+            softmax_scale=(nope_dim + rope_dim) ** -0.5 * _mscale_squared(_rope(cfg)[1]),
+        )
+
+
+def _mscale_squared(scaling: dict[str, Any] | None) -> float:
+    """YaRN's factor on the softmax scale of MLA models: mscale(factor, mscale_all_dim)^2."""
+    if not scaling or (scaling.get("rope_type") or scaling.get("type")) in (None, "default"):
+        return 1.0
+    from radixgen.runtime.model.layers import yarn_mscale  # lazily: it imports torch
+
+    mscale_all_dim = scaling.get("mscale_all_dim") or 0
+    return yarn_mscale(float(scaling["factor"]), mscale_all_dim) ** 2 if mscale_all_dim else 1.0
+
+
+@dataclass(frozen=True)
 class ModelArch:
     architecture: str
     hidden_size: int
@@ -110,6 +164,25 @@ class ModelArch:
     torch_dtype: str
     qk_norm: bool = False
     moe: MoEArch | None = None
+    mla: MLAArch | None = None
+
+    @property
+    def attention_shape(self) -> tuple[int, int, int]:
+        """(query heads, KV heads, head dim) the attention backend sees: with MLA, one KV head
+        of the latent width (queries absorbed into the latent space, see model/mla.py)."""
+        if self.mla is not None:
+            return self.num_heads, 1, self.mla.latent_dim
+        return self.num_heads, self.num_kv_heads, self.head_dim
+
+    @property
+    def pool_shape(self) -> tuple[int, int]:
+        """(heads, head dim) of the K and V planes of this model's KV pools: with MLA, the latent
+        split over both planes in groups (radix/latent_pool.py), so no value is stored twice."""
+        if self.mla is not None:
+            from radixgen.radix.latent_pool import latent_groups
+
+            return latent_groups(self.mla.kv_lora_rank, self.mla.qk_rope_head_dim)
+        return self.num_kv_heads, self.head_dim
 
     def is_moe_layer(self, n: int) -> bool:
         return self.moe is not None and n not in self.moe.dense_layers
@@ -158,6 +231,7 @@ class ModelArch:
             torch_dtype=str(cfg.get("torch_dtype") or cfg.get("dtype") or "float32"),
             qk_norm=arch in _QK_NORM,
             moe=MoEArch.from_config(arch, cfg),
+            mla=MLAArch.from_config(arch, cfg),
         )
 
     @classmethod

@@ -88,12 +88,12 @@ class RotaryEmbedding:
         inv_freq = 1.0 / (
             theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim)
         )
-        inv_freq = _scale_inv_freq(inv_freq, scaling)
+        inv_freq, magnitude = _scale_inv_freq(inv_freq, scaling, head_dim, theta)
         positions = torch.arange(max_positions, dtype=torch.float32)
         freqs = positions[:, None] * inv_freq[None, :]  # [max_positions, head_dim/2]
         emb = torch.cat((freqs, freqs), dim=-1)
-        self.cos = emb.cos().to(device)  # [max_positions, head_dim]
-        self.sin = emb.sin().to(device)
+        self.cos = (emb.cos() * magnitude).to(device)  # [max_positions, head_dim]
+        self.sin = (emb.sin() * magnitude).to(device)
 
     def tables(
         self, positions: torch.Tensor, dtype: torch.dtype
@@ -133,15 +133,55 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def _scale_inv_freq(inv_freq: torch.Tensor, scaling: dict[str, Any] | None) -> torch.Tensor:
+def _scale_inv_freq(
+    inv_freq: torch.Tensor, scaling: dict[str, Any] | None, head_dim: int, theta: float
+) -> tuple[torch.Tensor, float]:
+    """(scaled inverse frequencies, the factor on cos and sin) of a rope_scaling config."""
     kind = (scaling or {}).get("rope_type") or (scaling or {}).get("type") or "default"
     if kind == "default":
-        return inv_freq
+        return inv_freq, 1.0
     if kind == "linear":
-        return inv_freq / float(scaling["factor"])
+        return inv_freq / float(scaling["factor"]), 1.0
     if kind == "llama3":
-        return _llama3_inv_freq(inv_freq, scaling)
-    raise ValueError(f"unsupported rope_scaling type {kind!r} (supported: default, linear, llama3)")
+        return _llama3_inv_freq(inv_freq, scaling), 1.0
+    if kind == "yarn":
+        return _yarn_inv_freq(inv_freq, scaling, head_dim, theta)
+    raise ValueError(
+        f"unsupported rope_scaling type {kind!r} (supported: default, linear, llama3, yarn)"
+    )
+
+
+def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    """YaRN's attention magnitude for a context stretched `factor` times: 0.1 m ln(factor) + 1."""
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def _yarn_inv_freq(
+    inv_freq: torch.Tensor, s: dict[str, Any], head_dim: int, theta: float
+) -> tuple[torch.Tensor, float]:
+    """YaRN (as HF's _compute_yarn_parameters): frequencies that turn fewer than beta_slow times
+    over the original context are divided by `factor`, those above beta_fast kept, a linear
+    ramp between; cos and sin scaled by mscale(factor, mscale) / mscale(factor, mscale_all_dim)
+    (DeepSeek's attention_factor; models with equal mscales get 1)."""
+    old_len = float(s["original_max_position_embeddings"])
+    factor = float(s["factor"])
+    magnitude = s.get("attention_factor")
+    if magnitude is None:
+        m, m_all = s.get("mscale"), s.get("mscale_all_dim")
+        magnitude = yarn_mscale(factor, m) / yarn_mscale(factor, m_all) if m and m_all else None
+        magnitude = yarn_mscale(factor) if magnitude is None else magnitude
+
+    def turns_to_dim(turns: float) -> float:  # the dimension whose frequency turns `turns` times
+        return head_dim * math.log(old_len / (turns * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = turns_to_dim(s.get("beta_fast") or 32), turns_to_dim(s.get("beta_slow") or 1)
+    if s.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
+    high = high + 0.001 if low == high else high
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+    keep = 1 - ramp  # 1: the original frequency (extrapolate), 0: divided by factor
+    return inv_freq / factor * (1 - keep) + inv_freq * keep, float(magnitude)
 
 
 def _llama3_inv_freq(inv_freq: torch.Tensor, s: dict[str, Any]) -> torch.Tensor:

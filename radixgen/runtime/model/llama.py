@@ -51,10 +51,7 @@ class LlamaModel:
         unused = [k for k in weights if "rotary_emb" not in k]
         if unused:
             raise ValueError(f"unexpected weights in checkpoint: {unused[:5]}")
-        max_pos = arch.max_position_embeddings
-        self.rope = RotaryEmbedding(
-            arch.head_dim, arch.rope_theta, max_pos, arch.rope_scaling, device
-        )
+        self.rope = self._rope(arch, device)
         self.dtype = self.embed.dtype
         self.qk_rotation: torch.Tensor | None = None  # [D, D], see rotate_qk
 
@@ -72,10 +69,7 @@ class LlamaModel:
                 {
                     p + "input_layernorm.weight": (h,),
                     p + "post_attention_layernorm.weight": (h,),
-                    p + "self_attn.q_proj.weight": (q, h),
-                    p + "self_attn.k_proj.weight": (kv, h),
-                    p + "self_attn.v_proj.weight": (kv, h),
-                    p + "self_attn.o_proj.weight": (h, q),
+                    **cls._attention_shapes(arch, p + "self_attn."),
                 }
             )
             shapes.update(cls._mlp_shapes(arch, n))
@@ -94,6 +88,23 @@ class LlamaModel:
                     }
                 )
         return shapes
+
+    @classmethod
+    def _attention_shapes(cls, arch: ModelArch, prefix: str) -> dict[str, tuple[int, ...]]:
+        """The attention projections under `prefix` (= `model.layers.N.self_attn.`)."""
+        h, q, kv = arch.hidden_size, arch.q_size, arch.kv_size
+        return {
+            prefix + "q_proj.weight": (q, h),
+            prefix + "k_proj.weight": (kv, h),
+            prefix + "v_proj.weight": (kv, h),
+            prefix + "o_proj.weight": (h, q),
+        }
+
+    @staticmethod
+    def _rope(arch: ModelArch, device: torch.device) -> RotaryEmbedding:
+        return RotaryEmbedding(
+            arch.head_dim, arch.rope_theta, arch.max_position_embeddings, arch.rope_scaling, device
+        )
 
     @classmethod
     def _mlp_shapes(cls, arch: ModelArch, n: int) -> dict[str, tuple[int, ...]]:

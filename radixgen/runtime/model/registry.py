@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from radixgen.runtime.model.arch import SUPPORTED_ARCHITECTURES, ModelArch
+from radixgen.runtime.model.deepseek import DeepseekV2Model, DeepseekV3Model
 from radixgen.runtime.model.llama import LlamaModel
 from radixgen.runtime.model.moe_models import MixtralModel, Qwen2MoeModel, Qwen3MoeModel
 
@@ -16,6 +17,8 @@ MODEL_CLASSES: dict[str, type[LlamaModel]] = {
     "Qwen2MoeForCausalLM": Qwen2MoeModel,
     "Qwen3MoeForCausalLM": Qwen3MoeModel,
     "MixtralForCausalLM": MixtralModel,
+    "DeepseekV2ForCausalLM": DeepseekV2Model,
+    "DeepseekV3ForCausalLM": DeepseekV3Model,
 }
 assert set(MODEL_CLASSES) == set(SUPPORTED_ARCHITECTURES)
 

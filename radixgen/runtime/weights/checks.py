@@ -108,8 +108,8 @@ def canary_logits(
     own slots of a pool made for it."""
     lens = [len(p) for p in prompts]
     total, width = sum(lens), max(lens)
-    pool = KVPool(total, arch.num_layers, arch.num_kv_heads, arch.head_dim, model.dtype, device)
-    attn = TorchAttention(arch.num_heads, arch.num_kv_heads, arch.head_dim, cascade=False)
+    pool = KVPool(total, arch.num_layers, *arch.pool_shape, model.dtype, device)
+    attn = TorchAttention(*arch.attention_shape, cascade=False)
     starts = [0, *torch.tensor(lens).cumsum(0).tolist()]
     kv_slots = torch.zeros((len(prompts), width), dtype=torch.int64)
     for i, n in enumerate(lens):
