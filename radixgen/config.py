@@ -334,6 +334,13 @@ class ServerConfig:
         "on SIGTERM: seconds in-flight requests may take to finish (new ones "
         "get 503 meanwhile); streams still running then end with an error event",
     )
+    dp_size: int = option(
+        1,
+        "data-parallel replicas: N > 1 starts N servers on ports port+1..port+N (loopback, one "
+        "GPU each when there are GPUs) behind sglang-router on --host:--port, with its "
+        "cache-aware policy (pip install sglang-router); the router's Prometheus metrics on "
+        "port+N+1",
+    )
     enable_metrics: bool = option(False, "accepted for SGLang compatibility: /metrics is always on")
     max_request_bytes: int = option(
         8 * 1024 * 1024, "largest request body accepted; a larger one gets 413 before it is read"
@@ -348,6 +355,8 @@ class ServerConfig:
     def __post_init__(self) -> None:
         if self.shutdown_timeout < 0:
             raise ValueError("shutdown_timeout must be >= 0")
+        if self.dp_size < 1:
+            raise ValueError("dp_size must be >= 1")
         self.otlp_traces_url  # noqa: B018 (validates the flag)
 
     @property
@@ -403,6 +412,22 @@ def from_namespace(config_cls: type, namespace: argparse.Namespace) -> Any:
         if hasattr(namespace, f.name)
     }
     return config_cls(**values)
+
+
+def to_arguments(config: Any) -> list[str]:
+    """The flags that rebuild `config` (a config dataclass) through `add_arguments`: one per
+    field that differs from its default."""
+    args: list[str] = []
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if value == f.default or value is None:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(value, bool):
+            args += [flag] if value else []  # a store_true flag cannot say False
+        else:
+            args += [flag, str(value)]
+    return args
 
 
 def _base_type(hint: Any) -> type:
