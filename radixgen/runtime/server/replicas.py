@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import importlib.util
+import json
 import logging
 import os
 import signal
@@ -101,12 +102,31 @@ def replica_envs(device: str, dp_size: int) -> list[dict[str, str]]:
 
 
 def replica_command(engine_cfg: EngineConfig, server_cfg: ServerConfig, port: int) -> list[str]:
-    """`radixgen serve` with every flag given to this one, on a loopback port, as one replica."""
+    """`radixgen serve` with every flag given to this one, on a loopback port, as one replica
+    (its KV events on the endpoints offset by its index, as vLLM offsets them per DP rank)."""
+    rank = port - server_cfg.port - 1
     replica = dataclasses.replace(server_cfg, host=REPLICA_HOST, port=port, dp_size=1)
+    cache = engine_cfg.cache
+    if cache.kv_events_config:
+        values = json.loads(cache.kv_events_config)
+        for key in ("endpoint", "replay_endpoint"):
+            if values.get(key):
+                values[key] = offset_endpoint(values[key], rank)
+        cache = dataclasses.replace(cache, kv_events_config=json.dumps(values))
     args: list[str] = []
-    for part in (engine_cfg.model, engine_cfg.cache, engine_cfg.scheduler, engine_cfg.speculative):
+    for part in (engine_cfg.model, cache, engine_cfg.scheduler, engine_cfg.speculative):
         args += to_arguments(part)
     return [sys.executable, "-m", "radixgen", "serve", *args, *to_arguments(replica)]
+
+
+def offset_endpoint(endpoint: str, rank: int) -> str:
+    """A ZMQ endpoint of replica `rank`: a tcp port + rank, else the address + '_dp<rank>'."""
+    if rank == 0:
+        return endpoint
+    if endpoint.startswith("tcp://"):
+        address, _, port = endpoint.rpartition(":")
+        return f"{address}:{int(port) + rank}"
+    return f"{endpoint}_dp{rank}"
 
 
 def router_command(cfg: ServerConfig, worker_urls: list[str]) -> list[str]:

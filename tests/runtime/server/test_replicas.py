@@ -17,6 +17,7 @@ from radixgen.__main__ import build_parser, serve_configs
 from radixgen.runtime.server.replicas import (
     REPLICA_HOST,
     metrics_port,
+    offset_endpoint,
     replica_command,
     router_command,
 )
@@ -40,6 +41,21 @@ def test_replica_command_rebuilds_every_flag():
     assert replica_server == dataclasses.replace(server, host=REPLICA_HOST, port=8002, dp_size=1)
 
 
+def test_each_replica_publishes_kv_events_on_its_own_endpoints():
+    events = '{"enable_kv_cache_events": true, "endpoint": "tcp://*:5557", "replay_endpoint": '
+    events += '"tcp://*:5600", "topic": "kv"}'
+    engine, server = _configs("--port", "8000", "--dp-size", "2", "--kv-events-config", events)
+    first, second = (_configs(*replica_command(engine, server, p)[4:])[0] for p in (8001, 8002))
+    assert first.cache.kv_events == engine.cache.kv_events
+    moved = second.cache.kv_events
+    assert (moved.endpoint, moved.replay_endpoint, moved.topic) == (
+        "tcp://*:5558",
+        "tcp://*:5601",
+        "kv",
+    )
+    assert offset_endpoint("ipc:///tmp/kv", 2) == "ipc:///tmp/kv_dp2"
+
+
 def test_router_command_fronts_every_replica():
     _, server = _configs("--port", "8000", "--dp-size", "2", "--shutdown-timeout", "40")
     urls = ["http://127.0.0.1:8001", "http://127.0.0.1:8002"]
@@ -49,16 +65,6 @@ def test_router_command_fronts_every_replica():
     assert cmd[cmd.index("--port") + 1] == "8000"
     assert cmd[cmd.index("--prometheus-port") + 1] == str(metrics_port(server)) == "8003"
     assert cmd[cmd.index("--shutdown-grace-period-secs") + 1] == "40"
-
-
-def test_dp_size_below_one_is_a_cli_error():
-    done = subprocess.run(
-        [sys.executable, "-m", "radixgen", "serve", "--dp-size", "0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2 and "dp_size must be >= 1" in done.stderr
 
 
 def _free_port_run(count: int) -> int:
