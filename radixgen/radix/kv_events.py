@@ -21,9 +21,10 @@ publisher's thread) hashes and builds the events."""
 
 from __future__ import annotations
 
+import array
 import hashlib
 import itertools
-import struct
+import sys
 from typing import Any, Hashable, Iterator, Protocol, Sequence
 
 import msgspec
@@ -159,11 +160,13 @@ def block_hashes(
     token_ids: Sequence[int], namespace: Hashable, block_size: int, num_blocks: int
 ) -> Iterator[int]:
     """h(0) .. h(num_blocks - 1) of the path `token_ids` (see the module docstring)."""
-    parent = namespace_seed(namespace)
+    ids = array.array("i", token_ids[: num_blocks * block_size])  # C int: 4 bytes
+    if sys.byteorder == "big":
+        ids.byteswap()
+    raw, step = memoryview(ids).cast("B"), 4 * block_size
+    parent = namespace_seed(namespace).to_bytes(8, "big")
     for k in range(num_blocks):
-        block = token_ids[k * block_size : (k + 1) * block_size]
-        digest = hashlib.sha256(
-            parent.to_bytes(8, "big") + struct.pack(f"<{len(block)}i", *block)
-        ).digest()
-        parent = int.from_bytes(digest[:8], "big")
-        yield parent
+        digest = hashlib.sha256(parent)
+        digest.update(raw[k * step : (k + 1) * step])
+        parent = digest.digest()[:8]
+        yield int.from_bytes(parent, "big")
