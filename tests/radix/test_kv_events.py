@@ -4,7 +4,9 @@ vLLM's (decoded here with the types vLLM's own subscriber example declares)."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import struct
 from typing import Any
 
 import msgspec
@@ -207,3 +209,15 @@ def test_wire_format_is_what_a_vllm_subscriber_decodes():
 def test_bad_block_size_raises():
     with pytest.raises(ValueError, match="block_size"):
         BlockEventRecorder(0, None)
+
+
+def test_block_hash_is_the_documented_formula():
+    def spec(parent: int, block: list[int]) -> int:
+        data = parent.to_bytes(8, "big") + struct.pack(f"<{len(block)}i", *block)
+        return int.from_bytes(hashlib.sha256(data).digest()[:8], "big")
+
+    ids = [7, 49151, 0, 3, 12, 5]
+    h0 = spec(0, ids[:3])
+    assert list(block_hashes(ids, None, 3, 2)) == [h0, spec(h0, ids[3:])]
+    seed = int.from_bytes(hashlib.sha256(repr("v2").encode()).digest()[:8], "big")
+    assert next(block_hashes(ids, "v2", 3, 1)) == spec(seed, ids[:3])
