@@ -142,9 +142,35 @@ class CacheConfig:
         ("auto", "on", "off"),
     )
     disable_radix_cache: bool = option(False, "turn the radix prefix cache off")
+    kv_events_config: str | None = option(
+        None,
+        "JSON (vLLM's and SGLang's flag): publish the radix cache's stored and evicted blocks as "
+        'KV events over ZMQ, e.g. \'{"enable_kv_cache_events": true, "endpoint": '
+        '"tcp://*:5557", "topic": "kv"}\'; keys: enable_kv_cache_events, publisher '
+        "(zmq|null), endpoint, replay_endpoint, buffer_steps, hwm, max_queue_size, topic, and "
+        "block_size (tokens per reported block, a multiple of --page-size, default 16)",
+    )
 
     def __post_init__(self) -> None:
         self.branch_window  # noqa: B018 (validates the flag)
+        if not self.kv_events_config:
+            return
+        events = KVEventsConfig.from_json(self.kv_events_config)
+        if events.enable_kv_cache_events and self.disable_radix_cache:
+            raise ValueError("kv_events_config reports the radix cache: drop --disable-radix-cache")
+        if events.block_size % self.page_size:
+            raise ValueError(
+                f"kv_events_config block_size ({events.block_size}) must be a multiple of "
+                f"page_size ({self.page_size})"
+            )
+
+    @property
+    def kv_events(self) -> "KVEventsConfig | None":
+        """--kv-events-config parsed; None unless events are enabled with a publisher."""
+        if not self.kv_events_config:
+            return None
+        events = KVEventsConfig.from_json(self.kv_events_config)
+        return events if events.enable_kv_cache_events and events.publisher != "null" else None
 
     @property
     def branch_window(self) -> tuple[int, int] | None:
@@ -160,6 +186,51 @@ class CacheConfig:
         if sink < 0 or recent < 0:
             raise ValueError(f"kv_branch_window counts must be >= 0, got {self.kv_branch_window!r}")
         return sink, recent
+
+
+@dataclass(frozen=True)
+class KVEventsConfig:
+    """vLLM's KVEventsConfig keys (same defaults), and `block_size`: tokens per reported block."""
+
+    enable_kv_cache_events: bool = False
+    publisher: str = "zmq"
+    endpoint: str = "tcp://*:5557"  # bound when it has '*', '::' or is ipc/inproc; else connected
+    replay_endpoint: str | None = None  # a ROUTER socket that resends batches from a seq number
+    buffer_steps: int = 10_000  # batches kept for replay
+    hwm: int = 100_000  # the PUB socket's high-water mark
+    max_queue_size: int = 100_000  # batches waiting for the publisher thread
+    topic: str = ""
+    block_size: int = 16
+
+    @classmethod
+    def from_json(cls, text: str) -> "KVEventsConfig":
+        """ValueError naming what is wrong (not JSON, an unknown key, a bad value)."""
+        import json
+
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"kv_events_config is not JSON: {exc}") from None
+        if not isinstance(values, dict):
+            raise ValueError("kv_events_config must be a JSON object")
+        known = {f.name: type(f.default) for f in dataclasses.fields(cls)}
+        known["replay_endpoint"] = (str, type(None))
+        for key, value in values.items():
+            if key not in known:
+                raise ValueError(
+                    f"kv_events_config: unknown key {key!r}; known: {', '.join(known)}"
+                )
+            if not isinstance(value, known[key]) or (known[key] is int and isinstance(value, bool)):
+                raise ValueError(f"kv_events_config: {key} has the wrong type ({value!r})")
+        events = cls(**values)
+        if events.publisher not in ("zmq", "null"):
+            raise ValueError(
+                f"kv_events_config: publisher must be 'zmq' or 'null', got {events.publisher!r}"
+            )
+        for key in ("buffer_steps", "hwm", "max_queue_size", "block_size"):
+            if getattr(events, key) < 1:
+                raise ValueError(f"kv_events_config: {key} must be >= 1")
+        return events
 
 
 @dataclass(frozen=True)
@@ -334,6 +405,13 @@ class ServerConfig:
         "on SIGTERM: seconds in-flight requests may take to finish (new ones "
         "get 503 meanwhile); streams still running then end with an error event",
     )
+    dp_size: int = option(
+        1,
+        "data-parallel replicas: N > 1 starts N servers on ports port+1..port+N (loopback, one "
+        "GPU each when there are GPUs) behind sglang-router on --host:--port, with its "
+        "cache-aware policy (pip install sglang-router); the router's Prometheus metrics on "
+        "port+N+1",
+    )
     enable_metrics: bool = option(False, "accepted for SGLang compatibility: /metrics is always on")
     max_request_bytes: int = option(
         8 * 1024 * 1024, "largest request body accepted; a larger one gets 413 before it is read"
@@ -348,6 +426,8 @@ class ServerConfig:
     def __post_init__(self) -> None:
         if self.shutdown_timeout < 0:
             raise ValueError("shutdown_timeout must be >= 0")
+        if self.dp_size < 1:
+            raise ValueError("dp_size must be >= 1")
         self.otlp_traces_url  # noqa: B018 (validates the flag)
 
     @property
@@ -403,6 +483,22 @@ def from_namespace(config_cls: type, namespace: argparse.Namespace) -> Any:
         if hasattr(namespace, f.name)
     }
     return config_cls(**values)
+
+
+def to_arguments(config: Any) -> list[str]:
+    """The flags that rebuild `config` (a config dataclass) through `add_arguments`: one per
+    field that differs from its default."""
+    args: list[str] = []
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if value == f.default or value is None:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(value, bool):
+            args += [flag] if value else []  # a store_true flag cannot say False
+        else:
+            args += [flag, str(value)]
+    return args
 
 
 def _base_type(hint: Any) -> type:

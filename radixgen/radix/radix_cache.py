@@ -22,6 +22,7 @@ from typing import Any, Callable, Hashable, NamedTuple, Protocol, Sequence, runt
 
 import torch
 
+from radixgen.radix.kv_events import CacheEvents, NoCacheEvents
 from radixgen.radix.tree_node import (
     TreeNode,
     check_node,
@@ -115,6 +116,7 @@ class RadixCache:
         page_size: int = 1,
         free_slots: FreeSlots | None = None,
         tier_boundary: int | None = None,
+        events: CacheEvents | None = None,
     ):
         if page_size < 1:
             raise ValueError(f"page_size must be >= 1, got {page_size}")
@@ -125,6 +127,7 @@ class RadixCache:
         self.page_size = page_size
         self.tier_boundary = tier_boundary
         self._free_slots = free_slots
+        self.events = events or NoCacheEvents()  # told of every insert, eviction and reset
         self._clock = itertools.count(1)
         self._init_tree()
 
@@ -186,6 +189,7 @@ class RadixCache:
             for tier, run in self._tier_runs(new_slots):  # one node per run of one tier
                 node = self._add_leaf(node, ids[start : start + len(run)], run, tier)
                 start += len(run)
+            self.events.stored(ids, prefix_len, cached_len, namespace)
         return InsertResult(prefix_len, cached_len)
 
     def _tier_runs(self, slots: torch.Tensor) -> list[tuple[int, torch.Tensor]]:
@@ -290,6 +294,7 @@ class RadixCache:
         """Unlink an unlocked leaf; returns its former parent (now maybe a leaf itself)."""
         parent = leaf.parent
         assert parent is not None and not leaf.children and leaf.lock_count == 0, leaf
+        self.events.removed(leaf)
         del parent.children[leaf.key[: self.page_size]]
         leaf.parent = None
         self._leaves.discard(leaf)
@@ -317,6 +322,7 @@ class RadixCache:
         assert self.protected_size() == 0, f"reset with {self._protected} locked tokens"
         slots = self.all_slots()
         self._init_tree()
+        self.events.cleared()
         if slots.numel():
             self._free_slots(slots)
 

@@ -13,6 +13,7 @@ import torch
 from radixgen.config import EngineConfig
 from radixgen.core import SamplingParams
 from radixgen.radix import NoPrefixCache, RadixCache
+from radixgen.radix.kv_events import CacheEvents
 from radixgen.runtime.detokenizer import IncrementalDetokenizer
 from radixgen.runtime.draft_runner import DraftModelRunner
 from radixgen.runtime.grammar_backend import GrammarBackend
@@ -36,14 +37,18 @@ def load_tokenizer(path: Path) -> Any:
     return AutoTokenizer.from_pretrained(str(path))
 
 
-def build_scheduler(model_path: Path, cfg: EngineConfig, tokenizer: Any) -> Scheduler:
-    """Model runner + prefix cache + scheduler, as both the Engine and the server use them."""
+def build_scheduler(
+    model_path: Path, cfg: EngineConfig, tokenizer: Any, cache_events: CacheEvents | None = None
+) -> Scheduler:
+    """Model runner + prefix cache + scheduler, as both the Engine and the server use them;
+    `cache_events` is told of every change to the radix cache (KV events)."""
     runner = ModelRunner(model_path, cfg.model, cfg.cache, cfg.scheduler.max_running_requests)
-    cache_cls = NoPrefixCache if cfg.cache.disable_radix_cache else RadixCache
-    cache = cache_cls(page_size=cfg.cache.page_size, free_slots=runner.allocator.free)
-    if runner.mixed_kv and isinstance(cache, RadixCache):
+    if cfg.cache.disable_radix_cache:
+        cache = NoPrefixCache(page_size=cfg.cache.page_size, free_slots=runner.allocator.free)
+    else:
+        boundary = runner.capacity[0] if runner.mixed_kv else None
         cache = RadixCache(
-            cfg.cache.page_size, runner.allocator.free, tier_boundary=runner.capacity[0]
+            cfg.cache.page_size, runner.allocator.free, tier_boundary=boundary, events=cache_events
         )
     eos = set(runner.arch.eos_token_ids)
     if tokenizer.eos_token_id is not None:

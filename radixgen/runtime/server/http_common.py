@@ -64,6 +64,17 @@ def server_state(request: Request) -> ServerState:
     return request.app.state.server
 
 
+def check_model(st: ServerState, model: str) -> None:
+    """404 unless `model` names the served model (by its name or its path), as OpenAI answers."""
+    if model not in (st.served_model_name, str(st.model_path)):
+        raise APIError(
+            404,
+            f"the model {model!r} does not exist; this server serves {st.served_model_name!r}",
+            "model",
+            "model_not_found",
+        )
+
+
 def version() -> str:
     try:
         return importlib.metadata.version("radixgen")

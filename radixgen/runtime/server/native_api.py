@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -15,6 +16,7 @@ from radixgen.runtime.server.errors import APIError, invalid, unavailable
 from radixgen.runtime.server.http_common import (
     ServerState,
     body_schema,
+    check_model,
     checked_rids,
     client_gone,
     collect,
@@ -42,6 +44,8 @@ async def generate(
     a batch or n > 1, each prompt's samples in a row); with stream=true, SSE chunks of the
     cumulative text and ids with each chunk's own output logprobs."""
     st = server_state(request)
+    if body.model is not None:
+        check_model(st, body.model)
     refuse_unsupported(body)
     prompts, single = await _prompts(st, body)
     specs = await asyncio.to_thread(native_specs, body, prompts, single, st.tm.limits)
@@ -111,6 +115,7 @@ async def health_generate(request: Request) -> Any:
 
 
 @router.get("/get_model_info")
+@router.get("/model_info")  # SGLang's newer name, which sglang-router asks first
 async def get_model_info(request: Request) -> Any:
     """Model path, served name and the limits requests are checked against."""
     st = server_state(request)
@@ -128,6 +133,7 @@ async def get_model_info(request: Request) -> Any:
 
 
 @router.get("/get_server_info")
+@router.get("/server_info")
 async def get_server_info(request: Request) -> Any:
     """Configs (API key masked), child pids, and the scheduler's queue and cache statistics."""
     st = server_state(request)
@@ -140,9 +146,27 @@ async def get_server_info(request: Request) -> Any:
         "engine_config": dataclasses.asdict(st.engine_cfg),
         "server_config": server_cfg,
         "max_context_length": st.tm.limits.max_context_len,
+        "tp_size": 1,  # SGLang's parallelism fields, which routers read (dp-aware routing)
+        "dp_size": 1,
         "pids": st.child_pids,
         "scheduler": await st.tm.get_stats(),
     }
+
+
+@router.get("/get_load")
+async def get_load(request: Request) -> Any:
+    """SGLang's load report, one entry per data-parallel rank (one here): running and waiting
+    requests and the KV tokens in use (cached prefixes included)."""
+    stats = await server_state(request).tm.get_stats()
+    return [
+        {
+            "dp_rank": 0,
+            "num_reqs": stats["num_running_reqs"],
+            "num_waiting_reqs": stats["num_waiting_reqs"],
+            "num_tokens": stats["num_slots"] - stats["num_free_slots"],
+            "ts_tic": time.perf_counter(),
+        }
+    ]
 
 
 @router.get("/version")

@@ -35,6 +35,9 @@ UNSUPPORTED_REQUEST_FIELDS = {
     "bootstrap_room": "prefill/decode disaggregation is not supported",
     "data_parallel_rank": "radixgen runs one data-parallel rank",
     "priority": "radixgen schedules without request priorities",
+    "background": "background requests are not supported: the answer comes on this connection",
+    "return_bytes": "token bytes are not returned; use return_text_in_logprobs",
+    "return_entropy": "token entropies are not returned",
 }
 
 UNSUPPORTED_SAMPLING_FIELDS = {

@@ -64,7 +64,9 @@ async def chat_completions(
         _constraint, body, tools, mode
     )  # may dump a large schema
     tools_prompt = tools_system_prompt(body) if mode else None
-    ids = await st.tm.off_loop(prompt_ids, st, body.messages, tools_prompt)
+    ids = await st.tm.off_loop(
+        prompt_ids, st, body.messages, tools_prompt, body.continue_final_message
+    )
     max_new = (
         body.max_completion_tokens or body.max_tokens or st.tm.limits.max_context_len - len(ids)
     )
@@ -183,6 +185,11 @@ def _check_chat(st: ServerState, body: ChatCompletionRequest) -> None:
     check_common(st, body)
     if body.top_logprobs and not body.logprobs:
         raise invalid("top_logprobs needs logprobs to be true", "top_logprobs")
+    if body.continue_final_message and body.messages[-1].role != "assistant":
+        raise invalid(
+            "continue_final_message needs the last message to be the assistant's",
+            "continue_final_message",
+        )
     for i, msg in enumerate(body.messages):
         param = f"messages.{i}"
         if msg.tool_calls and msg.role != "assistant":
@@ -204,10 +211,14 @@ def _check_chat(st: ServerState, body: ChatCompletionRequest) -> None:
 
 
 def prompt_ids(
-    st: ServerState, messages: list[ChatMessage], tools_prompt: str | None = None
+    st: ServerState,
+    messages: list[ChatMessage],
+    tools_prompt: str | None = None,
+    continue_final: bool = False,
 ) -> list[int]:
     """Blocking (run it off the event loop): prompt token ids of the conversation, ending with
-    the assistant's turn opened; `tools_prompt` joins the system message."""
+    the assistant's turn opened (or, with `continue_final`, inside the last assistant message,
+    left open for the model to continue); `tools_prompt` joins the system message."""
     tokenizer = st.tm.tokenizer
     if not getattr(tokenizer, "chat_template", None):
         raise invalid("this model has no chat template; use /v1/completions", "messages")
@@ -218,7 +229,12 @@ def prompt_ids(
         else:
             convo.insert(0, {"role": "system", "content": tools_prompt})
     try:
-        text = tokenizer.apply_chat_template(convo, add_generation_prompt=True, tokenize=False)
+        text = tokenizer.apply_chat_template(
+            convo,
+            add_generation_prompt=not continue_final,
+            continue_final_message=continue_final,
+            tokenize=False,
+        )
     except Exception as exc:  # noqa: BLE001 - the template raises on conversations it rejects
         raise invalid(f"the chat template rejected these messages: {exc}", "messages") from None
     return st.tm.encode_checked([text], "messages")[

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from radixgen.core import Constraint
 from radixgen.runtime.grammar_backend import CONSTRAINT_ERROR
 from radixgen.runtime.server.errors import APIError, invalid
-from radixgen.runtime.server.http_common import ServerState, server_state
+from radixgen.runtime.server.http_common import ServerState, check_model, server_state
 from radixgen.runtime.server.protocol import SamplingFields
 from radixgen.runtime.server.request_group import ReqState
 
@@ -55,12 +55,12 @@ async def list_models(request: Request) -> Any:
 def check_common(st: ServerState, body: SamplingFields) -> None:
     """404 for an unknown model (as OpenAI answers); 400 for token ids outside the vocabulary
     and for fields that would change the output but are not supported."""
-    if body.model not in (st.served_model_name, str(st.model_path)):
-        raise APIError(
-            404,
-            f"the model {body.model!r} does not exist; this server serves {st.served_model_name!r}",
-            "model",
-            "model_not_found",
+    check_model(st, body.model)
+    if body.return_hidden_states:
+        raise invalid(
+            "hidden states are not returned by radixgen",
+            "return_hidden_states",
+            "unsupported_field",
         )
     vocab = st.tm.limits.vocab_size
     if any(t >= vocab for t in body.stop_token_ids or ()):
@@ -102,6 +102,7 @@ def sampling_dict(body: SamplingFields, max_new_tokens: int) -> dict[str, Any]:
         "frequency_penalty": body.frequency_penalty,
         "presence_penalty": body.presence_penalty,
         "ignore_eos": body.ignore_eos,
+        "no_stop_trim": body.no_stop_trim,
         "skip_special_tokens": body.skip_special_tokens,
         "seed": body.seed,
         "min_new_tokens": body.min_tokens,

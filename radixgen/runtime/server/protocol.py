@@ -6,12 +6,18 @@ on the way to the scheduler; limits that depend on the model (vocabulary, contex
 by the routes.
 
 Accepted but ignored, because they cannot change an output: `user`, `metadata`, `store`,
-`service_tier`. Rejected with a 400 until supported: non-empty `logit_bias` (its shape and
-ranges checked first), `suffix`, `best_of` > 1, `echo` together with `logprobs`, image and
-audio content parts. `response_format`, `tools`, `tool_choice` and `parallel_tool_calls`: see
+`service_tier`; SGLang's `separate_reasoning` and `stream_reasoning` (they act only under a
+reasoning parser, which radixgen does not run, as SGLang ignores them without one) and the
+/generate logging switches `log_metrics` and `no_logs` (radixgen logs no request contents and
+counts every request in /metrics). sglang-router re-serializes every request with these set to
+their defaults, so they must be accepted.
+Rejected with a 400 until supported: non-empty `logit_bias` (its shape and ranges checked
+first), `suffix`, `best_of` > 1, `echo` together with `logprobs`, image and audio content
+parts. `response_format`, `tools`, `tool_choice` and `parallel_tool_calls`: see
 openai_tools.py.
 Extensions (SGLang names): `top_k`, `min_p`, `repetition_penalty`, `ignore_eos`,
-`stop_token_ids`, `stop_regex`, `skip_special_tokens`, `rid`, vLLM's `min_tokens`, and the
+`stop_token_ids`, `stop_regex`, `no_stop_trim`, `skip_special_tokens`, `rid`,
+`continue_final_message` (chat), `return_hidden_states` (false only), vLLM's `min_tokens`, and the
 constraints `regex`, `ebnf`,
 `json_schema` (what the OpenAI client sends through `extra_body`); vLLM's `guided_json`,
 `guided_regex`, `guided_grammar` (GBNF) and `guided_choice`.
@@ -79,8 +85,10 @@ class SamplingFields(ConstraintFields):
     stop_token_ids: Optional[list[TokenId]] = None
     stop_regex: Stop = None
     min_tokens: Count = 0  # vLLM's name: no stop or EOS before this many tokens
+    no_stop_trim: bool = False  # keep the matched stop string in the text
     skip_special_tokens: bool = True
     rid: Optional[str] = Field(None, min_length=1, max_length=256)
+    return_hidden_states: bool = False  # true is refused: no hidden states are returned
 
 
 class TextPart(StrictModel):
@@ -125,6 +133,10 @@ class ChatCompletionRequest(SamplingFields):
     tools: Optional[list[dict[str, Any]]] = None
     tool_choice: Optional[Union[str, dict[str, Any]]] = None
     parallel_tool_calls: Optional[bool] = None
+    # the last (assistant) message is continued instead of a new assistant turn opened
+    continue_final_message: bool = False
+    separate_reasoning: bool = True
+    stream_reasoning: bool = True
 
 
 PromptIds = list[int]  # each checked against the vocabulary by the routes
@@ -160,6 +172,9 @@ class GenerateRequest(StrictModel):
     # (what scoring continuations of one prefix needs, without knowing its token count)
     logprob_start_common_prefix: bool = False
     rid: Optional[Union[str, list[str]]] = None
+    model: Optional[str] = None  # when given, the served model's name (or path), else a 404
+    log_metrics: bool = True
+    no_logs: bool = False
     # SGLang fields radixgen cannot honour: parsed so that the 400 names them (native_fields.py)
     input_embeds: Any = None
     image_data: Any = None
@@ -177,6 +192,9 @@ class GenerateRequest(StrictModel):
     bootstrap_room: Any = None
     data_parallel_rank: Any = None
     priority: Any = None
+    background: Any = None
+    return_bytes: Any = None
+    return_entropy: Any = None
 
 
 class AbortRequest(StrictModel):

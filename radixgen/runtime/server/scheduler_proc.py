@@ -16,6 +16,7 @@ import msgspec
 import zmq
 
 from radixgen.config import EngineConfig
+from radixgen.radix.kv_events import BlockEventRecorder
 from radixgen.runtime.engine import build_scheduler, load_tokenizer
 from radixgen.runtime.messages import (
     AbortReq,
@@ -43,6 +44,7 @@ from radixgen.runtime.server.ipc import (
     push_socket,
     setup_child,
 )
+from radixgen.runtime.server.kv_events_publisher import NullKVEventPublisher, ZmqKVEventPublisher
 from radixgen.runtime.weights import ops
 
 logger = logging.getLogger(__name__)
@@ -55,8 +57,15 @@ class SchedulerProcess:
     """The Scheduler behind ZMQ: GenerateReq/AbortReq go to `Scheduler.handle` (each new
     request is registered with the detokenizer first); flush and info are answered directly."""
 
-    def __init__(self, scheduler: Scheduler, ctx: zmq.Context, endpoints: Endpoints):
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        ctx: zmq.Context,
+        endpoints: Endpoints,
+        kv_events: ZmqKVEventPublisher | NullKVEventPublisher,
+    ):
         self.scheduler = scheduler
+        self.kv_events = kv_events
         self.inbox = pull_socket(ctx, endpoints.scheduler)
         self.to_detok = push_socket(ctx, endpoints.detokenizer)
         self.to_frontend = push_socket(ctx, endpoints.frontend)
@@ -80,6 +89,7 @@ class SchedulerProcess:
                 self.inbox.poll(IDLE_POLL_MS)  # wakes at once when a message arrives
             for resp in ops.answers(s):  # weight operations complete between steps
                 self._reply(resp)
+            self.kv_events.publish_step()  # what this step (or a flush) did to the radix cache
 
     def _drain(self) -> None:
         while True:
@@ -176,13 +186,20 @@ def run_scheduler_process(
     process as SchedulerFailed and ends the process with exit code 1."""
     setup_child("scheduler", log_level)
     ctx = zmq.Context()
+    events_cfg = cfg.cache.kv_events
+    recorder = BlockEventRecorder(events_cfg.block_size, None) if events_cfg else None
     try:
-        scheduler = build_scheduler(Path(model_path), cfg, load_tokenizer(Path(tokenizer_path)))
+        tokenizer = load_tokenizer(Path(tokenizer_path))
+        scheduler = build_scheduler(Path(model_path), cfg, tokenizer, recorder)
+        kv_events = NullKVEventPublisher()
+        if recorder is not None:
+            recorder.medium = "GPU" if scheduler.runner.device.type == "cuda" else "CPU"
+            kv_events = ZmqKVEventPublisher(events_cfg, recorder, ctx)
     except Exception as exc:  # noqa: BLE001 - every load error must reach the user
         logger.error("model failed to load:\n%s", traceback.format_exc())
         _report_failure(ctx, endpoints, f"{type(exc).__name__}: {exc}")
         raise SystemExit(1) from None
-    proc = SchedulerProcess(scheduler, ctx, endpoints)
+    proc = SchedulerProcess(scheduler, ctx, endpoints, kv_events)
     runner = scheduler.runner
     # the loaded model, tokenizer and tables never die: keep them out of the cyclic GC's full
     # passes (~0.2 s each over this heap), which otherwise stall decode steps and grammar masks
@@ -201,6 +218,7 @@ def run_scheduler_process(
     try:
         proc.run()
     finally:
+        kv_events.close()
         ctx.destroy(linger=0)
 
 

@@ -77,14 +77,19 @@ class ServerProcess:
         return self.log_path.read_text()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
         self.log.close()
+
+
+def terminate(proc: subprocess.Popen, timeout: float = 15) -> None:
+    """SIGTERM, then SIGKILL after `timeout` s; reaped either way."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 TINY_ARGS = ("--load-format", "dummy", "--max-total-tokens", "8192")

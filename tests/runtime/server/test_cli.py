@@ -98,6 +98,16 @@ def test_sglang_flags_map_onto_configs():
         (["--tp-size", "2"], "tensor parallelism is not implemented"),
         (["--context-length", "1"], "context_length must be >= 2"),
         (["--shutdown-timeout", "-1"], "shutdown_timeout must be >= 0"),
+        (["--dp-size", "0"], "dp_size must be >= 1"),
+        (["--kv-events-config", "{"], "kv_events_config is not JSON"),
+        (["--kv-events-config", '{"bogus": 1}'], "unknown key 'bogus'"),
+        (["--kv-events-config", '{"endpoint": 5}'], "endpoint has the wrong type"),
+        (["--kv-events-config", '{"publisher": "kafka"}'], "publisher must be 'zmq' or 'null'"),
+        (
+            ["--kv-events-config", '{"enable_kv_cache_events": true}', "--disable-radix-cache"],
+            "drop --disable-radix-cache",
+        ),
+        (["--kv-events-config", '{"block_size": 6}', "--page-size", "4"], "multiple of page_size"),
     ],
 )
 def test_unsupported_flag_values_are_clear_errors(flags, message, capsys):
