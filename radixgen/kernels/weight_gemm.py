@@ -39,8 +39,9 @@ class Tiling:
 
 def plan_tiling(m: int, n: int, k: int, device: torch.device, **override) -> Tiling:
     """Tile sizes for an [M, K] x [N, K] product: BLOCK_M the smallest MMA height >= M (16..64),
-    BLOCK_N 32 up to M 16 and 64 beyond, BLOCK_K 128 where it divides K, else 64, and K split until the grid is >= 2 programs
-    per SM with >= 2 K tiles per program. `override` replaces any field (the benchmark's sweep)."""
+    BLOCK_N 32 up to M 16 and 64 beyond, BLOCK_K 128 where it divides K, else 64, and K split
+    until the grid is >= 2 programs per SM with >= 2 K tiles per program. `override` replaces
+    any field (the benchmark's sweep)."""
     block_m = max(16, min(64, triton.next_power_of_2(m)))
     block_n = 32 if m <= 16 else 64  # H100 sweep at M 1 and 16: 32 beat 64 by 1.3-1.8x (NVFP4)
     block_k = 128 if k % 128 == 0 else 64
