@@ -36,6 +36,7 @@ from radixgen.runtime.messages import (
     WeightsReq,
 )
 from radixgen.runtime.scheduler import Scheduler
+from radixgen.runtime.server.heap_trim import HeapTrimmer
 from radixgen.runtime.server.ipc import (
     Codec,
     Endpoints,
@@ -73,6 +74,7 @@ class SchedulerProcess:
         self.detok_codec, self.frontend_codec = Codec(ToDetokenizer), Codec(ToFrontend)
         self.parent = ParentWatch()
         self.num_abort_requests = 0
+        self.heap = HeapTrimmer()
 
     def run(self) -> None:
         """Serve until the parent goes away (or SIGTERM raises SystemExit)."""
@@ -90,6 +92,7 @@ class SchedulerProcess:
             for resp in ops.answers(s):  # weight operations complete between steps
                 self._reply(resp)
             self.kv_events.publish_step()  # what this step (or a flush) did to the radix cache
+            self.heap.after_step(idle=not (s.has_work or s.outputs))
 
     def _drain(self) -> None:
         while True:
