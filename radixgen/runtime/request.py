@@ -17,6 +17,7 @@ class Request:
     input_ids: list[int]
     params: SamplingParams
     namespace: Hashable = None  # radix-cache namespace (model version, LoRA id)
+    adapter: Any = None  # the LoRA adapter (runtime/lora/adapter.py LoraAdapter); None: base
     arrival: float = field(default_factory=time.monotonic)
     output_ids: list[int] = field(default_factory=list)
     # KV bookkeeping: positions [0, tree_len) use radix-tree slots (locked through `node`);
