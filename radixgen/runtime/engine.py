@@ -27,7 +27,7 @@ from radixgen.runtime.warmup import warm_up
 from radixgen.runtime.weights.checks import Canary
 from radixgen.runtime.weights.gate import VersionGate
 from radixgen.runtime.weights.manager import UpdateSource, WeightManager
-from radixgen.speculative import DraftModelDrafter, RadixDrafter, UnionDrafter
+from radixgen.speculative import DraftModelDrafter, NamespacedDrafter, RadixDrafter, UnionDrafter
 
 
 def load_tokenizer(path: Path) -> Any:
@@ -97,7 +97,7 @@ def build_speculator(
         return None
     drafters = []
     if "radix" in spec.speculative_algorithm:
-        drafters.append(RadixDrafter())
+        drafters.append(NamespacedDrafter(RadixDrafter))  # n-grams per LoRA adapter
     if "draft" in spec.speculative_algorithm:
         draft = DraftModelRunner(
             Path(spec.speculative_draft_model_path),

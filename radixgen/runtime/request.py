@@ -57,6 +57,11 @@ class Request:
     )
 
     @property
+    def adapter_key(self) -> str | None:
+        """Its LoRA adapter's cache key (unique per load), None on the base model."""
+        return self.adapter.cache_key if self.adapter is not None else None
+
+    @property
     def seq_len(self) -> int:
         return len(self.input_ids) + len(self.output_ids)
 

@@ -16,6 +16,20 @@ ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
 ALL_TARGETS = ATTN + ("gate_proj", "up_proj", "down_proj")
 
 
+def tiny_lora_engine(tiny_model_path: Path, adapters: dict, **extra):
+    """An Engine on the tiny dummy model serving `adapters` ({name: folder})."""
+    from radixgen.runtime.engine import Engine
+
+    return Engine(
+        str(tiny_model_path),
+        load_format="dummy",
+        max_total_tokens=2048,
+        enable_lora=True,
+        lora_paths={name: str(path) for name, path in adapters.items()},
+        **extra,
+    )
+
+
 def module_shapes(arch: ModelArch) -> dict[str, tuple[int, int]]:
     """(out, in) of each adaptable projection."""
     h, q, kv, i = arch.hidden_size, arch.q_size, arch.kv_size, arch.intermediate_size

@@ -9,10 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from radixgen.runtime.engine import Engine
 from radixgen.runtime.lora.adapter import LoraError
 from radixgen.runtime.model.arch import ModelArch
-from tests.runtime.lora.peft_files import ATTN, write_adapter
+from tests.runtime.lora.peft_files import ATTN, tiny_lora_engine, write_adapter
 
 GREEDY = {"max_new_tokens": 4, "temperature": 0, "ignore_eos": True}
 SHARED = list(range(100, 116))  # a 16-token prefix every prompt starts with
@@ -33,15 +32,7 @@ def adapters(tiny_model_path, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engine(tiny_model_path, adapters):
-    paths = {k: str(v) for k, v in adapters.items()}
-    with Engine(
-        str(tiny_model_path),
-        load_format="dummy",
-        max_total_tokens=2048,
-        enable_lora=True,
-        lora_paths=paths,
-        max_loras_per_batch=2,
-    ) as eng:
+    with tiny_lora_engine(tiny_model_path, adapters, max_loras_per_batch=2) as eng:
         yield eng
 
 
