@@ -76,10 +76,9 @@ class LoraBatch:
         big_r = self.pool.max_rank
         for slot, rows in self._groups():
             r = self.pool.ranks[slot]
-            xs = x[rows]
+            h = x[rows] @ a[slot].T  # [n, S * R]: every slice's shrink in one matmul
             for i, (start, size) in enumerate(slices):
-                h = xs @ a[slot, i * big_r : i * big_r + r].T  # [n, r]
-                delta = h @ b[slot, start : start + size, :r].T  # [n, size]
+                delta = h[:, i * big_r : i * big_r + r] @ b[slot, start : start + size, :r].T
                 if isinstance(rows, slice):
                     y[rows, start : start + size] += delta
                 else:
