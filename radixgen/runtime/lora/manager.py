@@ -63,6 +63,12 @@ class LoraManager:
                 f"an adapter named {name!r} is already loaded (unload it first)",
                 "lora_name_exists",
             )
+        if pinned and len(self.pool.pinned) + 1 >= self.pool.num_slots:
+            raise LoraError(
+                f"pinning {name!r} would leave no adapter slot for unpinned adapters "
+                f"(--max-loras-per-batch {self.pool.num_slots}, {len(self.pool.pinned)} pinned)",
+                "lora_pool_pinned",
+            )
         adapter = load_adapter(name, path, self.arch, self.dtype, self.max_rank, self.targets)
         adapter.cache_key = f"{name}#{next(self._load_ids)}"
         self.adapters[name] = adapter
@@ -117,9 +123,11 @@ class LoraManager:
 
     # ---- batches ----------------------------------------------------------------------------
     def admissible(self, waiting: list, in_flight: list) -> tuple[list, list]:
-        """(waiting requests a batch may admit, those deferred): the adapters of the admitted
-        and of the requests in flight (which all run next step) stay within the pool's slots."""
+        """(waiting requests a batch may admit, those deferred): the adapters of the admitted,
+        of the requests in flight (which all run next step) and the pinned ones (which keep
+        their slots) stay within the pool's slots."""
         active = {r.adapter.cache_key for r in in_flight if r.adapter is not None}
+        active |= self.pool.pinned
         admit, deferred = [], []
         for req in waiting:
             key = req.adapter.cache_key if req.adapter is not None else None

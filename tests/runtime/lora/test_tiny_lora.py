@@ -137,3 +137,24 @@ def test_bad_adapters_are_refused_with_their_reason(engine, tiny_model_path, tmp
     assert err.value.status == 409 and "in flight" in err.value.message
     lora.finished(adapter)
     assert set(lora.adapters) == {"a", "b", "c"}
+
+
+def test_a_pinned_adapter_keeps_its_slot_and_others_still_run(engine, adapters, alone):
+    """Pinned: never evicted; pinning every slot is refused; a batch needing more adapters than
+    the slots left still gets what each request gets alone (the copy of `a` gives `a`'s)."""
+    lora = engine.scheduler.runner.lora
+    engine.load_lora_adapter("pinned-a", str(adapters["a"]), pinned=True)
+    try:
+        with pytest.raises(LoraError) as err:
+            engine.load_lora_adapter("pinned-b", str(adapters["b"]), pinned=True)
+        assert err.value.code == "lora_pool_pinned"
+        names = ["pinned-a", "b", "c", None, "b"]
+        ids = [PROMPTS[i % 3] for i in range(len(names))]
+        assert engine.scheduler.flush_cache()
+        outs = engine.generate(input_ids=ids, sampling_params=GREEDY, lora_path=names)
+        want = [alone[i % 3, "a" if n == "pinned-a" else n] for i, n in enumerate(names)]
+        assert [o["output_ids"] for o in outs] == want
+        assert lora.adapters["pinned-a"].cache_key in lora.pool.resident
+    finally:
+        engine.unload_lora_adapter("pinned-a")
+    assert not lora.pool.pinned
