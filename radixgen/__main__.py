@@ -13,6 +13,7 @@ import sys
 from radixgen.config import (
     CacheConfig,
     EngineConfig,
+    LoraConfig,
     ModelConfig,
     SchedulerConfig,
     ServerConfig,
@@ -21,7 +22,14 @@ from radixgen.config import (
     from_namespace,
 )
 
-SERVE_CONFIGS = (ModelConfig, CacheConfig, SchedulerConfig, SpeculativeConfig, ServerConfig)
+SERVE_CONFIGS = (
+    ModelConfig,
+    CacheConfig,
+    SchedulerConfig,
+    SpeculativeConfig,
+    LoraConfig,
+    ServerConfig,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +59,7 @@ def serve_configs(args: argparse.Namespace) -> tuple[EngineConfig, ServerConfig]
         cache=from_namespace(CacheConfig, args),
         scheduler=from_namespace(SchedulerConfig, args),
         speculative=from_namespace(SpeculativeConfig, args),
+        lora=from_namespace(LoraConfig, args),
     )
     return engine, from_namespace(ServerConfig, args)
 

@@ -366,12 +366,70 @@ class SpeculativeConfig:
         return self.speculative_algorithm != "none"
 
 
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class LoraConfig:
+    enable_lora: bool = option(False, "serve LoRA adapters (PEFT format) beside the base model")
+    lora_paths: tuple[str, ...] = option(
+        (),
+        "adapters loaded at startup, each NAME=PATH (a PEFT folder) or a PATH (named by it); "
+        "Engine(lora_paths=...) also takes a {name: path} dict",
+    )
+    max_loras_per_batch: int = option(
+        8,
+        "adapter slots of the pool: distinct adapters one batch may use (the base model "
+        "takes none)",
+    )
+    max_lora_rank: int | None = option(
+        None, "largest adapter rank the pool holds (default: the largest of --lora-paths, else 16)"
+    )
+    lora_target_modules: tuple[str, ...] = option(
+        (),
+        "projections the pool holds adapters for, of " + ", ".join(LORA_TARGETS) + " or 'all' "
+        "(default: all)",
+    )
+
+    def __post_init__(self) -> None:
+        paths = self.lora_paths
+        if isinstance(paths, dict):
+            paths = tuple(f"{name}={path}" for name, path in paths.items())
+        elif isinstance(paths, str):
+            paths = (paths,)
+        object.__setattr__(self, "lora_paths", tuple(paths))
+        targets = self.lora_target_modules
+        targets = (targets,) if isinstance(targets, str) else tuple(targets)
+        if "all" in targets:
+            targets = LORA_TARGETS
+        unknown = [t for t in targets if t not in LORA_TARGETS]
+        if unknown:
+            raise ValueError(f"lora_target_modules: {unknown} not among {', '.join(LORA_TARGETS)}")
+        object.__setattr__(self, "lora_target_modules", targets)
+        if self.max_loras_per_batch < 1:
+            raise ValueError("max_loras_per_batch must be >= 1")
+        if self.max_lora_rank is not None and self.max_lora_rank < 1:
+            raise ValueError("max_lora_rank must be >= 1")
+        if (self.lora_paths or self.lora_target_modules) and not self.enable_lora:
+            raise ValueError("--lora-paths and --lora-target-modules need --enable-lora")
+
+    @property
+    def named_paths(self) -> dict[str, str]:
+        """--lora-paths as {name: path}."""
+        out = {}
+        for entry in self.lora_paths:
+            name, sep, path = entry.partition("=")
+            out[name if sep else entry] = path if sep else entry
+        return out
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     speculative: SpeculativeConfig = field(default_factory=SpeculativeConfig)
+    lora: LoraConfig = field(default_factory=LoraConfig)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> "EngineConfig":
@@ -453,6 +511,7 @@ _SUBCONFIGS = {
     "cache": CacheConfig,
     "scheduler": SchedulerConfig,
     "speculative": SpeculativeConfig,
+    "lora": LoraConfig,
 }
 
 
@@ -465,6 +524,8 @@ def add_arguments(parser: argparse.ArgumentParser, config_cls: type) -> None:
         help_text = f"{f.metadata.get('help', '')} (default: {f.default})"
         if base is bool:
             parser.add_argument(flag, action="store_true", default=f.default, help=help_text)
+        elif get_origin(base) is tuple:
+            parser.add_argument(flag, nargs="+", type=str, default=f.default, help=help_text)
         else:
             parser.add_argument(
                 flag,

@@ -28,6 +28,7 @@ import logging
 import torch
 
 from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
+from radixgen.runtime.lora.batch import LoraBatch
 
 logger = logging.getLogger(__name__)
 
@@ -55,9 +56,20 @@ class DecodeGraphs:
     the same static-buffer forward eagerly (used by CPU tests of the padding and CSR logic)."""
 
     def __init__(
-        self, model, pool, attn, table, device: torch.device, max_bs: int, capture: bool = True
+        self,
+        model,
+        pool,
+        attn,
+        table,
+        device: torch.device,
+        max_bs: int,
+        capture: bool = True,
+        lora_pool=None,
     ):
         self.model, self.pool, self.attn, self.table = model, pool, attn, table
+        # LoRA: each row's adapter slot (0: the base model) in a static buffer the captured
+        # BGMV kernels read; the pool's weights are written in place, so graphs stay valid
+        self.lora_pool = lora_pool
         self.device, self.capture = device, capture
         self.max_bs = max(b for b in BATCH_SIZES if b <= max(max_bs, 1))
         self.pad_slot = pool.pad_slot
@@ -67,7 +79,10 @@ class DecodeGraphs:
         # rows of `inputs`: input ids, positions, table rows, sequence lengths
         self.inputs = torch.zeros((4, n), dtype=torch.int64, device=device)
         self.out_slots = torch.full((n,), self.pad_slot, dtype=torch.int64, device=device)
-        self.graphs: dict[tuple[int, int], tuple[object, torch.Tensor]] = {}
+        self.lora_slots = torch.zeros((n,), dtype=torch.int32, device=device)
+        # (padded batch, context bucket, with adapters) -> graph: base-only batches replay
+        # graphs without the LoRA kernels
+        self.graphs: dict[tuple[int, int, bool], tuple[object, torch.Tensor]] = {}
         # every graph writes its logits here: one [max_bs, vocab] buffer instead of one per graph
         # (20 batch sizes x 4 buckets of a 128k vocabulary would hold GBs of them)
         self.logits: torch.Tensor | None = None
@@ -75,11 +90,17 @@ class DecodeGraphs:
         self.replays = 0
 
     def run(
-        self, rows: list[int], ids: list[int], positions: list[int], out_slots: torch.Tensor
+        self,
+        rows: list[int],
+        ids: list[int],
+        positions: list[int],
+        out_slots: torch.Tensor,
+        lora_slots: list[int] | None = None,
     ) -> torch.Tensor:
         """Logits [len(rows), vocab] of one decode step of at most max_bs requests: token ids[i]
-        of the request in table row rows[i] at positions[i], its KV written to out_slots[i]. The
-        table must already hold the new slots."""
+        of the request in table row rows[i] at positions[i], its KV written to out_slots[i], its
+        LoRA adapter in pool slot lora_slots[i] (None: all on the base model). The table must
+        already hold the new slots."""
         n = len(rows)
         bp = padded_batch(n, self.max_bs)
         seq_lens = [p + 1 for p in positions]
@@ -92,9 +113,13 @@ class DecodeGraphs:
         self.inputs[:, :bp].copy_(host, non_blocking=True)
         self.out_slots[:n].copy_(out_slots)
         self.out_slots[n:bp].fill_(self.pad_slot)
-        graph, logits = self._graph(bp, width)
+        with_lora = lora_slots is not None
+        if with_lora:
+            slots = torch.tensor(lora_slots + [0] * pad, dtype=torch.int32)
+            self.lora_slots[:bp].copy_(slots, non_blocking=True)
+        graph, logits = self._graph(bp, width, with_lora)
         if graph is None:
-            logits = self._forward(bp, width)
+            logits = self._forward(bp, width, with_lora)
         else:
             graph.replay()
             self.replays += 1
@@ -105,21 +130,25 @@ class DecodeGraphs:
         max_len, instead of at their first use (benchmarks call this before timing)."""
         width = context_width(max_len, self.table.max_context_len)
         for bp in batch_sizes or [b for b in BATCH_SIZES if b <= self.max_bs]:
-            self._graph(bp, width)
+            self._graph(bp, width, False)
+            if self.lora_pool is not None:
+                self._graph(bp, width, True)
 
     def prepare_like(self, other: "DecodeGraphs") -> None:
         """Capture now every (batch, context bucket) graph `other` has (a standby weight
         version's graphs, captured before it is switched in, so the switch captures nothing)."""
-        for bp, width in list(other.graphs):
-            self._graph(bp, width)
+        for key in list(other.graphs):
+            self._graph(*key)
 
-    def _graph(self, bp: int, width: int) -> tuple[object, torch.Tensor]:
-        """The (graph, logits) of one (padded batch, width), recorded at its first use."""
-        if (bp, width) not in self.graphs:
-            self.graphs[(bp, width)] = self._record(bp, width)
-        return self.graphs[(bp, width)]
+    def _graph(self, bp: int, width: int, with_lora: bool) -> tuple[object, torch.Tensor]:
+        """The (graph, logits) of one (padded batch, width, adapters or not), recorded at its
+        first use."""
+        key = (bp, width, with_lora)
+        if key not in self.graphs:
+            self.graphs[key] = self._record(*key)
+        return self.graphs[key]
 
-    def _forward(self, bp: int, width: int) -> torch.Tensor:
+    def _forward(self, bp: int, width: int, with_lora: bool = False) -> torch.Tensor:
         ids, positions, rows, lens = self.inputs[:, :bp]
         batch = ForwardBatch(
             mode=ForwardMode.DECODE,
@@ -131,10 +160,11 @@ class DecodeGraphs:
             extend_lens=[1] * bp,
             logits_indices=torch.arange(bp, device=self.device),
             device_seq_lens=lens,
+            lora=LoraBatch(self.lora_pool, self.lora_slots[:bp]) if with_lora else None,
         )
         return self.model.forward(batch, self.pool, self.attn)
 
-    def _record(self, bp: int, width: int) -> tuple[object, torch.Tensor]:
+    def _record(self, bp: int, width: int, with_lora: bool) -> tuple[object, torch.Tensor]:
         """The graph of one (padded batch, width) and its logits buffer; the forward runs twice
         eagerly first (Triton compiles, cuBLAS picks its kernels, the pool's buffers are made)."""
         if not self.capture:
@@ -146,7 +176,7 @@ class DecodeGraphs:
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):
             for _ in range(2):
-                self._forward(bp, width)
+                self._forward(bp, width, with_lora)
         torch.cuda.current_stream(self.device).wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         if self.logits is None:
@@ -156,7 +186,7 @@ class DecodeGraphs:
         # thread_local: another thread's CUDA calls (a weight version loading, or capturing its
         # own graphs) must not invalidate this capture
         with torch.cuda.graph(graph, pool=self.mempool, capture_error_mode="thread_local"):
-            logits.copy_(self._forward(bp, width))  # the forward's own output is pool scratch
+            logits.copy_(self._forward(bp, width, with_lora))  # its own output is pool scratch
         self.inputs[:, :bp].copy_(real[0])
         self.out_slots[:bp].copy_(real[1])
         logger.info(

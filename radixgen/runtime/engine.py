@@ -28,7 +28,7 @@ from radixgen.runtime.warmup import warm_up
 from radixgen.runtime.weights.checks import Canary
 from radixgen.runtime.weights.gate import VersionGate
 from radixgen.runtime.weights.manager import UpdateSource, WeightManager
-from radixgen.speculative import DraftModelDrafter, RadixDrafter, UnionDrafter
+from radixgen.speculative import DraftModelDrafter, NamespacedDrafter, RadixDrafter, UnionDrafter
 
 
 def load_tokenizer(path: Path) -> Any:
@@ -42,7 +42,9 @@ def build_scheduler(
 ) -> Scheduler:
     """Model runner + prefix cache + scheduler, as both the Engine and the server use them;
     `cache_events` is told of every change to the radix cache (KV events)."""
-    runner = ModelRunner(model_path, cfg.model, cfg.cache, cfg.scheduler.max_running_requests)
+    runner = ModelRunner(
+        model_path, cfg.model, cfg.cache, cfg.scheduler.max_running_requests, cfg.lora
+    )
     if cfg.cache.disable_radix_cache:
         cache = NoPrefixCache(page_size=cfg.cache.page_size, free_slots=runner.allocator.free)
     else:
@@ -100,7 +102,7 @@ def build_speculator(
         return None
     drafters = []
     if "radix" in spec.speculative_algorithm:
-        drafters.append(RadixDrafter())
+        drafters.append(NamespacedDrafter(RadixDrafter))  # n-grams per LoRA adapter
     if "draft" in spec.speculative_algorithm:
         draft = DraftModelRunner(
             Path(spec.speculative_draft_model_path),
@@ -170,12 +172,14 @@ class Engine:
         logprob_start_len: int | list[int] | None = None,
         top_logprobs_num: int | list[int] | None = None,
         return_text_in_logprobs: bool = False,
+        lora_path: str | list[str | None] | None = None,
     ) -> Any:
         """One dict per prompt ({"text", "output_ids", "meta_info"}, the server's /generate
         answer); a list for a list. The logprob arguments (SGLang's, one value or a list with
         one per prompt) override the same fields in sampling_params. With stream=True, an
         iterator of chunks {"index", "delta", "text" (so far), ...} whose output logprobs are
-        the chunk's own."""
+        the chunk's own. `lora_path`: the LoRA adapter's name (SGLang's field), one for every
+        prompt or a list with one per prompt (None: the base model)."""
         batch, single = self._normalize(prompt, input_ids)
         fields = _per_prompt_fields(
             len(batch),
@@ -185,13 +189,38 @@ class Engine:
         )
         params = _params_list(sampling_params, fields)
         fmt = LogprobFormat(return_text_in_logprobs, self._token_text)
-        pending = [self._submit(ids, p) for ids, p in zip(batch, params)]
+        adapters = self._adapters(lora_path, len(batch))
+        pending = [self._submit(ids, p, a) for ids, p, a in zip(batch, params, adapters)]
         if stream:
             return self._stream(pending, fmt)
         for _ in self._drive(pending):
             pass
         results = [native_result(p, fmt) for p in pending]
         return results[0] if single else results
+
+    def _adapters(self, lora_path: str | list[str | None] | None, count: int) -> list:
+        adapters = lora_path if isinstance(lora_path, list) else [lora_path] * count
+        if len(adapters) != count:
+            raise ValueError(f"lora_path has {len(adapters)} values for {count} prompts")
+        lora = self.scheduler.runner.lora
+        for name in adapters:
+            if name is not None and (lora is None or name not in lora.adapters):
+                loaded = ", ".join(lora.adapters) if lora else "LoRA is not enabled"
+                raise ValueError(f"unknown LoRA adapter {name!r} ({loaded or 'none loaded'})")
+        return adapters
+
+    def load_lora_adapter(self, lora_name: str, lora_path: str, pinned: bool = False) -> dict:
+        """Load a PEFT adapter under `lora_name` (raises LoraError: runtime/lora/adapter.py)."""
+        return self._lora().load(lora_name, lora_path, pinned)
+
+    def unload_lora_adapter(self, lora_name: str) -> dict:
+        """Unload an adapter; refused (LoraError, status 409) while requests use it."""
+        return self._lora().unload(lora_name)
+
+    def _lora(self):
+        if self.scheduler.runner.lora is None:
+            raise ValueError("LoRA adapters are not enabled (enable_lora=True)")
+        return self.scheduler.runner.lora
 
     def _token_text(self, token_id: int) -> str:
         text = self._token_texts.get(token_id)
@@ -211,9 +240,9 @@ class Engine:
         single = bool(input_ids) and isinstance(input_ids[0], int)
         return ([list(input_ids)] if single else [list(x) for x in input_ids]), single
 
-    def _submit(self, ids: list[int], params: SamplingParams) -> _Pending:
+    def _submit(self, ids: list[int], params: SamplingParams, adapter: str | None) -> _Pending:
         rid = uuid.uuid4().hex
-        self.scheduler.handle(GenerateReq(rid=rid, input_ids=ids, params=params))
+        self.scheduler.handle(GenerateReq(rid=rid, input_ids=ids, params=params, adapter=adapter))
         return _Pending(rid, self.tokenizer, ids, params)
 
     def _stream(self, pending: list[_Pending], fmt: LogprobFormat) -> Iterator[dict[str, Any]]:

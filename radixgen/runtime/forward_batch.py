@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -31,6 +32,8 @@ class ForwardBatch:
     # a decode batch replayed from a CUDA graph (runtime/cuda_graph.py): the lengths on the
     # device, int64 [batch]; seq_lens then holds only upper bounds (the context bucket)
     device_seq_lens: torch.Tensor | None = None
+    # the rows' LoRA adapters (runtime/lora/batch.py LoraBatch); None: every row on the base model
+    lora: Any = None
 
     @property
     def batch_size(self) -> int:

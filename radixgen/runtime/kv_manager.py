@@ -15,7 +15,7 @@ positions already in the radix tree stay as they are.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -33,13 +33,14 @@ class KVManager:
         allocator: SlotAllocator,
         table: ReqToTokenTable,
         mixed: bool = False,
-        on_insert: Callable[[list[int], int], None] | None = None,
+        on_insert: Callable[[list[int], int, Any], None] | None = None,
         window: tuple[int, int] | None = None,
         move_kv: Callable[[torch.Tensor, torch.Tensor], None] | None = None,
     ):
         self.cache, self.allocator, self.table = cache, allocator, table
         self.branch_tier = 1 if mixed else 0
-        self.on_insert = on_insert  # (token ids, how many the tree held before): a drafter learns
+        # (token ids, how many the tree held before, the request's adapter): a drafter learns
+        self.on_insert = on_insert
         if mixed and window is not None and move_kv is None:
             raise ValueError("a branch window needs move_kv to move KV between the pools")
         self.window = window if mixed else None  # (sink, recent) generated tokens kept in tier 0
@@ -53,7 +54,7 @@ class KVManager:
     def _insert(self, req: Request, ids: list[int], slots: torch.Tensor):
         res = self.cache.insert(ids, slots, req.namespace)
         if self.on_insert is not None:
-            self.on_insert(ids, res.prefix_len)
+            self.on_insert(ids, res.prefix_len, req.adapter_key)
         return res
 
     def available(self, tier: int | None = None) -> int:

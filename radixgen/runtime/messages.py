@@ -91,7 +91,8 @@ class CompileReq(msgspec.Struct, frozen=True, tag=True):
 class WeightsReq(msgspec.Struct, frozen=True, tag=True):
     """A weight-version operation (answered by WeightsResp with the same op_id): `update` from a
     folder (`model_path`) or from safetensors bytes (`tensors`), `rollback`, `release` (the
-    standby version), `pause` (`abort`: finish the requests in flight with abort) or `resume`."""
+    standby version), `pause` (`abort`: finish the requests in flight with abort), `resume`,
+    or a LoRA adapter's `load_lora` / `unload_lora`."""
 
     op_id: str
     op: str
@@ -100,6 +101,9 @@ class WeightsReq(msgspec.Struct, frozen=True, tag=True):
     version: str | None = None
     tensors: bytes | None = None
     abort: bool = False
+    lora_name: str | None = None  # `load_lora` / `unload_lora`: the adapter's name
+    lora_path: str | None = None  # `load_lora`: its PEFT folder
+    pinned: bool = False  # `load_lora`: never evicted from the adapter pool
 
 
 ToSchedulerProcess = Union[GenerateReq, AbortReq, FlushCacheReq, GetInfoReq, CompileReq, WeightsReq]
@@ -151,6 +155,7 @@ class SchedulerReady(msgspec.Struct, frozen=True, tag=True):
     num_slots: int
     vocab_size: int
     weight_version: str = "default"
+    lora_adapters: list[dict[str, Any]] | None = None  # None: LoRA not enabled
 
 
 class SchedulerFailed(msgspec.Struct, frozen=True, tag=True):

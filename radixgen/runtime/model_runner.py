@@ -11,13 +11,14 @@ from typing import Sequence
 
 import torch
 
-from radixgen.config import CacheConfig, ModelConfig
+from radixgen.config import CacheConfig, LoraConfig, ModelConfig
 from radixgen.radix.kv_pool import ReqToTokenTable, SlotAllocator
 from radixgen.radix.mixed_kv_pool import MixedKVPool, TieredSlotAllocator
 from radixgen.radix.quant_kv_pool import kv_bytes_per_token, make_kv_pool
 from radixgen.runtime.attention_kernels import KernelAttention, make_attention
 from radixgen.runtime.cuda_graph import DecodeGraphs
 from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
+from radixgen.runtime.lora.manager import LoraManager
 from radixgen.runtime.model.arch import ModelArch
 from radixgen.runtime.model.loader import load_state_dict, resolve_dtype
 from radixgen.runtime.model.registry import build_model
@@ -72,6 +73,7 @@ class ModelRunner:
         model_cfg: ModelConfig,
         cache_cfg: CacheConfig,
         max_running_requests: int,
+        lora_cfg: LoraConfig | None = None,
     ):
         self.device = resolve_device(model_cfg.device)
         self.arch = ModelArch.from_folder(model_path)
@@ -103,6 +105,11 @@ class ModelRunner:
         self.table = ReqToTokenTable(max_running_requests + 1, self.max_context_len, self.device)
         self.attn = make_attention(model_cfg.attention_backend, a, self.device)
         self.model_cfg, self.max_running_requests = model_cfg, max_running_requests
+        self.lora = (  # adapters, and their pool that every weight version's forwards read
+            LoraManager(lora_cfg, self.arch, self.dtype, self.device)
+            if lora_cfg is not None and lora_cfg.enable_lora
+            else None
+        )
         self.graphs = self._decode_graphs(model_cfg, max_running_requests)
         logger.info(
             "weights: %.1f MB %s (quantization %s) on %s; context %d tokens",
@@ -168,6 +175,7 @@ class ModelRunner:
             self.table,
             self.device,
             min(cfg.cuda_graph_max_bs, max_running_requests),
+            lora_pool=self.lora.pool if self.lora else None,
         )
 
     def standby_graphs(self, model) -> DecodeGraphs:
@@ -183,6 +191,7 @@ class ModelRunner:
             self.table,
             self.device,
             min(cfg.cuda_graph_max_bs, self.max_running_requests),
+            lora_pool=self.lora.pool if self.lora else None,
         )
 
     def move_kv(self, src: torch.Tensor, dst: torch.Tensor) -> None:
@@ -261,7 +270,8 @@ class ModelRunner:
                 and not trees
                 and len(dec_reqs) <= self.graphs.max_bs
             ):  # a pure decode step: replayed
-                return self.graphs.run(dec_rows, dec_ids, dec_pos, dec_slots)
+                lora_slots = self.lora.request_slots(dec_reqs) if self.lora else None
+                return self.graphs.run(dec_rows, dec_ids, dec_pos, dec_slots, lora_slots)
         ids, positions, seq_lens, out_slots = [], [], [], list(ext_slots)
         for req, ext, slots in zip(ext_reqs, extend_lens, ext_slots):
             self.table.write(req.row, req.kv_len, slots)
@@ -340,6 +350,9 @@ class ModelRunner:
             logits_indices=logits_rows.to(self.device),
             num_decode=num_decode if mode is ForwardMode.MIXED else 0,
             tree_masks=tree_masks,
+            lora=self.lora.batch(reqs, extend_lens, mode is ForwardMode.DECODE)
+            if self.lora
+            else None,
         )
         return self.model.forward(batch, self.pool, self.attn)
 

@@ -17,6 +17,7 @@ class Request:
     input_ids: list[int]
     params: SamplingParams
     namespace: Hashable = None  # radix-cache namespace (model version, LoRA id)
+    adapter: Any = None  # the LoRA adapter (runtime/lora/adapter.py LoraAdapter); None: base
     arrival: float = field(default_factory=time.monotonic)
     output_ids: list[int] = field(default_factory=list)
     # KV bookkeeping: positions [0, tree_len) use radix-tree slots (locked through `node`);
@@ -54,6 +55,11 @@ class Request:
     spec_recent_accept: float = (
         8.0  # moving average of drafts accepted per verify step (starts high)
     )
+
+    @property
+    def adapter_key(self) -> str | None:
+        """Its LoRA adapter's cache key (unique per load), None on the base model."""
+        return self.adapter.cache_key if self.adapter is not None else None
 
     @property
     def seq_len(self) -> int:

@@ -17,6 +17,7 @@ from radixgen.core import FinishReason
 from radixgen.radix import PrefixCache
 from radixgen.runtime.grammar_backend import CONSTRAINT_ERROR, GrammarBackend
 from radixgen.runtime.kv_manager import KVManager
+from radixgen.runtime.lora.adapter import LoraError
 from radixgen.runtime.messages import (
     AbortReq,
     FlushCacheReq,
@@ -99,20 +100,33 @@ class Scheduler:
         gen = torch.Generator().manual_seed(
             msg.params.seed if msg.params.seed is not None else random.getrandbits(63)
         )
+        adapter, error = self._adapter(msg.adapter)
         req = Request(
             msg.rid,
             list(msg.input_ids),
             msg.params,
-            self.gate.namespace(msg.adapter),
+            self.gate.namespace(adapter.cache_key if adapter else None),
+            adapter,
             generator=gen,
         )
-        error = self._validate(req)
+        error = error or self._validate(req)
         if error:
             self._finish(req, FinishReason("abort", message=error))
         elif req.params.constraint is not None:
             self.grammar.submit(req)  # joins `waiting` once its grammar compiled
         else:
             self.waiting.append(req)
+
+    def _adapter(self, name: str | None):
+        """(the LoRA adapter `name` names, or None for the base model; an error message)."""
+        if name is None:
+            return None, ""
+        if self.runner.lora is None:
+            return None, "LoRA adapters are not enabled (--enable-lora)"
+        try:
+            return self.runner.lora.resolve(name), ""
+        except LoraError as exc:
+            return None, exc.message
 
     def _validate(self, req: Request) -> str:
         if not req.input_ids:
@@ -188,7 +202,7 @@ class Scheduler:
             return self._take_outputs()
         self._admit_compiled()
         self.gate.before_step(self.waiting, self.running, self.chunked)
-        plan = self.planner.plan(self.waiting, self.running, self.chunked)
+        plan = self._plan()
         drafts = self.spec.draft(self.running) if self.spec is not None and self.running else []
         dec_reqs, dec_slots, drafts, tree_slots = self._alloc_decode(drafts)
         ext_slots = self._alloc_plan(plan) if plan.reqs else []
@@ -234,6 +248,18 @@ class Scheduler:
             self.running
         )  # branch window: older tokens to the branch pool
         return self._take_outputs()
+
+    def _plan(self) -> PrefillPlan:
+        """This step's prefill plan; with adapters, requests whose adapter would take a slot
+        beyond the pool's wait (in order) for a later step."""
+        lora = self.runner.lora
+        if lora is None:
+            return self.planner.plan(self.waiting, self.running, self.chunked)
+        admit, deferred = lora.admissible(self.waiting, self.running + self.chunked)
+        self.waiting[:] = admit
+        plan = self.planner.plan(self.waiting, self.running, self.chunked)
+        self.waiting[:0] = deferred
+        return plan
 
     def _take_outputs(self) -> list[TokenOut]:
         outputs, self.outputs = self.outputs, []
@@ -468,6 +494,8 @@ class Scheduler:
 
     def _emit(self, req, token_ids, reason, logprobs, top) -> None:
         req.finish = reason
+        if reason is not None and req.adapter is not None:
+            self.runner.lora.finished(req.adapter)
         spec = None
         if reason is not None and self.spec is not None:
             self.spec.release(req)

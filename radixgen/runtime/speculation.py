@@ -96,7 +96,7 @@ class Speculator:
             budget = min(self.cfg.speculative_num_draft_tokens, room, _adaptive_budget(req))
             if depth < 1 or budget < 1:
                 continue
-            tree = self.drafter.propose(req.all_ids, budget, depth, req.rid)
+            tree = self.drafter.propose(req.all_ids, budget, depth, req.rid, req.adapter_key)
             if req.matcher is not None:
                 tree, pruned, forced = prune_tree(tree, req.matcher, max_forced=depth)
                 tree = _cap(tree, budget, depth)

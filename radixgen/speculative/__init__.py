@@ -9,7 +9,7 @@ grammar masks for its N + 1 rows from `fill_tree_bitmask`; `verify_greedy` (or
 """
 
 from radixgen.speculative.draft_model import DraftModelDrafter, NextLogits
-from radixgen.speculative.drafter import Drafter, UnionDrafter
+from radixgen.speculative.drafter import Drafter, NamespacedDrafter, UnionDrafter
 from radixgen.speculative.pruning import PruneResult, fill_tree_bitmask, prune_tree
 from radixgen.speculative.radix_drafter import RadixDrafter
 from radixgen.speculative.token_tree import TokenTree
@@ -25,6 +25,7 @@ __all__ = [
     "AcceptStats",
     "DraftModelDrafter",
     "Drafter",
+    "NamespacedDrafter",
     "NextLogits",
     "PruneResult",
     "RadixDrafter",

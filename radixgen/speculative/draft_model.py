@@ -79,8 +79,11 @@ class DraftModelDrafter:
         max_tokens: int,
         max_depth: int,
         request_id: Hashable = None,
+        namespace: Hashable = None,
     ) -> TokenTree:
-        """See `Drafter.propose`: one request, `propose_batch` of one."""
+        """See `Drafter.propose`: one request, `propose_batch` of one (the draft model serves no
+        adapters: every namespace drafts from the same model, and verification by the target
+        on the request's adapter keeps the output exact)."""
         return self.propose_batch([context_ids], max_tokens, max_depth)[0]
 
     def propose_batch(
@@ -141,7 +144,9 @@ class DraftModelDrafter:
                     nxt.append((b, node))
         return nxt
 
-    def observe(self, token_ids: Sequence[int], num_cached: int = 0) -> None:
+    def observe(
+        self, token_ids: Sequence[int], num_cached: int = 0, namespace: Hashable = None
+    ) -> None:
         """See `Drafter.observe`: a draft model learns nothing at run time."""
 
     def release(self, request_id: Hashable) -> None:

@@ -65,9 +65,12 @@ class RadixDrafter:
 
     # ---- learning ----
 
-    def observe(self, token_ids: Sequence[int], num_cached: int = 0) -> None:
-        """See `Drafter.observe`. Keeps `max_ngram` cached tokens before the new ones as match
-        context; evicts the oldest sequences beyond `max_stored_tokens`."""
+    def observe(
+        self, token_ids: Sequence[int], num_cached: int = 0, namespace: Hashable = None
+    ) -> None:
+        """See `Drafter.observe` (one index whatever the namespace: `NamespacedDrafter` keeps
+        one RadixDrafter per namespace). Keeps `max_ngram` cached tokens before the new ones as
+        match context; evicts the oldest sequences beyond `max_stored_tokens`."""
         ids = _as_list(token_ids)
         start = max(0, min(num_cached, len(ids)) - self.max_ngram)
         seq = ids[start:]
@@ -101,9 +104,11 @@ class RadixDrafter:
         max_tokens: int,
         max_depth: int,
         request_id: Hashable = None,
+        namespace: Hashable = None,
     ) -> TokenTree:
-        """See `Drafter.propose`. Without a request_id the last anonymous context is reused
-        when the new one extends it (one caller at a time), else rebuilt."""
+        """See `Drafter.propose` (`namespace` as in `observe`). Without a request_id the last
+        anonymous context is reused when the new one extends it (one caller at a time), else
+        rebuilt."""
         if not isinstance(context_ids, list):
             context_ids = _as_list(context_ids)  # slices must compare equal to lists
         if max_tokens <= 0 or max_depth <= 0 or not context_ids:

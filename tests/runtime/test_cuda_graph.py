@@ -81,7 +81,8 @@ def test_static_decode_equals_eager(tiny_model_path, dtype, kv):
     assert outs[0] == outs[1]
     # 11 decode steps each; a step that shares its forward with a prefill chunk runs eagerly
     assert 5 * 10 <= sum(calls) <= 5 * 11
-    assert (8, 256) in runner.graphs.graphs and {w for _, w in runner.graphs.graphs} == {256}
+    graphs = runner.graphs.graphs
+    assert (8, 256, False) in graphs and {w for _, w, _ in graphs} == {256}
 
 
 def _decode_logits_both_ways(engine, runner, graphs, seed=1):

@@ -6,13 +6,16 @@ import contextlib
 import contextvars
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
 
 from radixgen.runtime.quant.linear import quantized_linear
 from radixgen.runtime.quant.weight import QuantizedWeight, join_weights
+
+# (projection name, its input [T, in], its output [T, out] to add a delta into)
+Adapt = Callable[[str, torch.Tensor, torch.Tensor], None]
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -209,9 +212,17 @@ class DenseMLP:
     gate_up: torch.Tensor  # [2 * intermediate, hidden], from prepare_weight
     down: torch.Tensor  # [hidden, intermediate]
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = linear(x, self.gate_up).chunk(2, dim=-1)
-        return linear(F.silu(gate) * up, self.down)
+    def __call__(self, x: torch.Tensor, adapt: Adapt | None = None) -> torch.Tensor:
+        """`adapt(projection, input, output)` adds a LoRA delta into each output in place."""
+        gate_up = linear(x, self.gate_up)
+        if adapt is not None:
+            adapt("gate_up", x, gate_up)
+        gate, up = gate_up.chunk(2, dim=-1)
+        act = F.silu(gate) * up
+        out = linear(act, self.down)
+        if adapt is not None:
+            adapt("down", act, out)
+        return out
 
     @classmethod
     def take(

@@ -130,7 +130,7 @@ class LlamaModel:
         hidden = F.embedding(batch.input_ids, self.embed)  # [T, hidden]
         rope = self.rope.tables(batch.positions, self.dtype)
         for n, layer in enumerate(self.layers):
-            hidden = self._layer(n, layer, hidden, rope, pool, attn)
+            hidden = self._layer(n, layer, hidden, rope, pool, attn, batch.lora)
         hidden = hidden[batch.logits_indices]
         hidden = rms_norm(hidden, self.final_norm, self.arch.rms_norm_eps)
         return linear(hidden, self.lm_head).float()
@@ -143,10 +143,15 @@ class LlamaModel:
         rope: tuple[torch.Tensor, torch.Tensor],
         pool: KVPool,
         attn: AttentionBackend,
+        lora=None,
     ) -> torch.Tensor:
+        """One decoder layer; `lora` (runtime/lora/batch.py, None: no adapter in the batch)
+        adds each row's adapter delta to the projections' outputs."""
         a = self.arch
         x = rms_norm(hidden, layer.input_norm, a.rms_norm_eps)
         qkv = linear(x, layer.qkv, layer.qkv_bias)  # [T, q_size + 2 * kv_size]
+        if lora is not None:
+            lora.add(n, "qkv", x, qkv)
         qk, v = qkv.split([a.q_size + a.kv_size, a.kv_size], dim=-1)
         qk = qk.view(-1, a.num_heads + a.num_kv_heads, a.head_dim)
         if layer.qk_norm is not None:  # per head, before RoPE
@@ -163,8 +168,19 @@ class LlamaModel:
             qk = qk @ self.qk_rotation  # symmetric: each head's row times H
         q, k = qk.split([a.num_heads, a.num_kv_heads], dim=1)  # [T, Hq, D], [T, Hkv, D]
         out = attn.attend(n, q, k, v.view(-1, a.num_kv_heads, a.head_dim), pool)  # [T, Hq, D]
-        hidden = hidden + linear(out.reshape(-1, a.q_size), layer.o_proj)
-        return hidden + layer.mlp(rms_norm(hidden, layer.post_norm, a.rms_norm_eps))
+        out = out.reshape(-1, a.q_size)
+        o = linear(out, layer.o_proj)
+        if lora is None:
+            return self._mlp(layer, hidden + o)
+        lora.add(n, "o", out, o)
+        hidden = hidden + o
+        x = rms_norm(hidden, layer.post_norm, a.rms_norm_eps)
+        if isinstance(layer.mlp, DenseMLP):  # a MoE block has no dense projection to adapt
+            return hidden + layer.mlp(x, lambda proj, xi, yi: lora.add(n, proj, xi, yi))
+        return hidden + layer.mlp(x)
+
+    def _mlp(self, layer: DecoderLayer, hidden: torch.Tensor) -> torch.Tensor:
+        return hidden + layer.mlp(rms_norm(hidden, layer.post_norm, self.arch.rms_norm_eps))
 
     def _take_layer(self, w: dict[str, torch.Tensor], n: int) -> DecoderLayer:
         p = f"model.layers.{n}."

@@ -13,6 +13,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic.json_schema import models_json_schema
 
 from radixgen.runtime.server import (
+    lora_api,
     metrics,
     native_api,
     openai_chat,
@@ -40,6 +41,7 @@ def build_app(state: ServerState) -> FastAPI:
         openai_completions,
         metrics,
         weights_api,
+        lora_api,
     ):
         app.include_router(module.router)
     app.openapi = lambda: _openapi_with_bodies(app)

@@ -8,11 +8,11 @@ queue (arrival → admitted into a batch), prefill (admitted → the prompt's pr
 returned) and first decode (→ the first token reached this process: sampling, grammar mask,
 detokenizer), from the timestamps the scheduler sends once per request (`ReqTimes`). They carry
 `model_name`, `weight_version` (the version the request ran on, from its first output) and
-`adapter` labels (one constant value until adapters exist). Weight switches are histograms of
-their phases (`weight_swap_duration_seconds` by `phase`: load, validate, drain, activate)
-and of rollbacks (`weight_rollback_duration_seconds`: the switch itself). Scheduler gauges and
-counters come from `scheduler_metrics`. With a tracer, every request is also one OpenTelemetry
-span."""
+`lora` (the request's LoRA adapter, `base` for the base model) labels. Weight switches are
+histograms of their phases (`weight_swap_duration_seconds` by `phase`: load, validate, drain,
+activate) and of rollbacks (`weight_rollback_duration_seconds`: the switch itself). Scheduler
+gauges and counters (the loaded LoRA adapters among them) come from `scheduler_metrics`. With a
+tracer, every request is also one OpenTelemetry span."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ from radixgen.runtime.server.scheduler_metrics import PREFIX, SchedulerCollector
 router = APIRouter()
 
 WEIGHT_VERSION = "default"  # the weights loaded at startup (SGLang's default weight_version)
-ADAPTER = "base"  # no adapter
-REQUEST_LABELS = ("model_name", "weight_version", "adapter")
+ADAPTER = "base"  # the `lora` label of a base-model request
+REQUEST_LABELS = ("model_name", "weight_version", "lora")
 
 # SGLang's buckets (seconds)
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 120, 160)
@@ -248,12 +248,14 @@ class ServerMetrics:
         prompt_tokens: int,
         arrival: float | None = None,
         weight_version: str = WEIGHT_VERSION,
+        adapter: str | None = None,
     ) -> None:
         """A request was sent to the scheduler; `arrival` (perf_counter) defaults to now;
-        `weight_version` is the serving one (its outputs tell the one it ran on)."""
+        `weight_version` is the serving one (its outputs tell the one it ran on); `adapter` its
+        LoRA adapter (None: the base model)."""
         now = time.perf_counter()
         arrival = now if arrival is None else arrival
-        labels = (self.model_name, weight_version, ADAPTER)
+        labels = (self.model_name, weight_version, adapter or ADAPTER)
         timing = _Timing(arrival, time.time() - (now - arrival), prompt_tokens, labels)
         self._timings[rid] = timing
         if self.tracer is not None:
@@ -269,7 +271,7 @@ class ServerMetrics:
         now = time.perf_counter()
         timing.cached_tokens = out.cached_tokens
         if out.weight_version is not None and out.weight_version != timing.labels[1]:
-            timing.labels = (self.model_name, out.weight_version, ADAPTER)
+            timing.labels = (self.model_name, out.weight_version, timing.labels[2])
         if out.times is not None:
             timing.times = out.times
         if out.token_ids:

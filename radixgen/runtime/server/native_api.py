@@ -26,7 +26,11 @@ from radixgen.runtime.server.http_common import (
     sse,
     version,
 )
-from radixgen.runtime.server.native_fields import native_specs, refuse_unsupported
+from radixgen.runtime.server.native_fields import (
+    native_adapters,
+    native_specs,
+    refuse_unsupported,
+)
 from radixgen.runtime.server.native_result import stream_chunks
 from radixgen.runtime.server.protocol import AbortRequest, GenerateRequest
 from radixgen.runtime.server.request_group import RequestGroup
@@ -54,7 +58,11 @@ async def generate(
             ids, p.max_new_tokens, "input_ids" if body.input_ids is not None else "text"
         )
     await st.tm.check_constraints([p for _, p in specs], "sampling_params")
-    group = RequestGroup(st.tm, specs, checked_rids(st, _rids(body.rid, len(specs)), len(specs)))
+    adapters = native_adapters(body, len(prompts), len(specs) // len(prompts))
+    for name in adapters if isinstance(adapters, list) else [adapters]:
+        st.tm.check_adapter(name, "lora_path")
+    rids = checked_rids(st, _rids(body.rid, len(specs)), len(specs))
+    group = RequestGroup(st.tm, specs, rids, adapters)
     group.start()
     fmt = LogprobFormat(body.return_text_in_logprobs, st.token_text)
     one = single and len(specs) == 1

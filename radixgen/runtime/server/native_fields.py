@@ -26,8 +26,7 @@ UNSUPPORTED_REQUEST_FIELDS = {
     "return_hidden_states": "hidden states are not returned by radixgen",
     "custom_logit_processor": "custom logit processors (serialized Python code) are not run by "
     "radixgen",
-    "lora_path": "radixgen serves no LoRA adapters",
-    "lora_id": "radixgen serves no LoRA adapters",
+    "lora_id": "name the adapter with lora_path (its name, as loaded)",
     "session_params": "radixgen keeps no sessions: send the full text (the radix cache reuses its "
     "prefix)",
     "bootstrap_host": "prefill/decode disaggregation is not supported",
@@ -54,6 +53,19 @@ def refuse_unsupported(body: GenerateRequest) -> None:
     for name, reason in UNSUPPORTED_REQUEST_FIELDS.items():
         if _given(getattr(body, name)):
             raise invalid(f"{name}: {reason}", name, "unsupported_field")
+
+
+def native_adapters(body: GenerateRequest, num_prompts: int, n: int) -> list[str | None] | None:
+    """The LoRA adapter of every request from `lora_path` (SGLang's field: one name, or one per
+    prompt), each prompt's n samples on its prompt's adapter; None: the base model."""
+    names = body.lora_path
+    if names is None or isinstance(names, str):
+        return names
+    if not isinstance(names, list) or not all(x is None or isinstance(x, str) for x in names):
+        raise invalid("lora_path must be an adapter name or a list of them", "lora_path")
+    if len(names) != num_prompts:
+        raise invalid(f"lora_path has {len(names)} names for {num_prompts} prompts", "lora_path")
+    return [name for name in names for _ in range(n)]
 
 
 def native_specs(

@@ -57,7 +57,7 @@ async def chat_completions(
 ) -> Any:
     """OpenAI chat completions; n samples share the prompt's KV."""
     st = server_state(request)
-    _check_chat(st, body)
+    adapter = _check_chat(st, body)
     tools = checked_tools(body)
     mode = tool_mode(body, tools)
     constraint, constraint_param = await asyncio.to_thread(
@@ -77,9 +77,8 @@ async def chat_completions(
         fields[constraint.kind] = constraint.spec
     params = await asyncio.to_thread(n_params, fields, body.n)  # a large schema parses off the loop
     await st.tm.check_constraints(params, constraint_param, tool_schema_error if mode else None)
-    group = RequestGroup(
-        st.tm, [(ids, p) for p in params], checked_rids(st, request_rids(body.rid, body.n), body.n)
-    )
+    rids = checked_rids(st, request_rids(body.rid, body.n), body.n)
+    group = RequestGroup(st.tm, [(ids, p) for p in params], rids, adapter)
     group.start()
     head = {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
@@ -181,8 +180,9 @@ def _chunk(
     }
 
 
-def _check_chat(st: ServerState, body: ChatCompletionRequest) -> None:
-    check_common(st, body)
+def _check_chat(st: ServerState, body: ChatCompletionRequest) -> str | None:
+    """The LoRA adapter `model` names; 400/404 for what cannot be served."""
+    adapter = check_common(st, body)
     if body.top_logprobs and not body.logprobs:
         raise invalid("top_logprobs needs logprobs to be true", "top_logprobs")
     if body.continue_final_message and body.messages[-1].role != "assistant":
@@ -208,6 +208,7 @@ def _check_chat(st: ServerState, body: ChatCompletionRequest) -> None:
                     f"{param}.content.{j}",
                     "unsupported_content",
                 )
+    return adapter
 
 
 def prompt_ids(

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from radixgen.core import Constraint
 from radixgen.runtime.grammar_backend import CONSTRAINT_ERROR
 from radixgen.runtime.server.errors import APIError, invalid
-from radixgen.runtime.server.http_common import ServerState, check_model, server_state
+from radixgen.runtime.server.http_common import ServerState, server_state
 from radixgen.runtime.server.protocol import SamplingFields
 from radixgen.runtime.server.request_group import ReqState
 
@@ -34,7 +34,7 @@ CONSTRAINT_FIELDS = {
 
 @router.get("/v1/models")
 async def list_models(request: Request) -> Any:
-    """The one served model."""
+    """The served model, then each loaded LoRA adapter (`parent`: the base model)."""
     st = server_state(request)
     return {
         "object": "list",
@@ -47,15 +47,29 @@ async def list_models(request: Request) -> Any:
                 "root": str(st.model_path),
                 "max_model_len": st.tm.limits.max_context_len,
                 "weight_version": st.tm.weight_version,
-            }
+            },
+            *(
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": CREATED,
+                    "owned_by": "radixgen",
+                    "root": info["lora_path"],
+                    "parent": st.served_model_name,
+                    "max_model_len": st.tm.limits.max_context_len,
+                    "weight_version": st.tm.weight_version,
+                }
+                for name, info in (st.tm.lora_adapters or {}).items()
+            ),
         ],
     }
 
 
-def check_common(st: ServerState, body: SamplingFields) -> None:
-    """404 for an unknown model (as OpenAI answers); 400 for token ids outside the vocabulary
-    and for fields that would change the output but are not supported."""
-    check_model(st, body.model)
+def check_common(st: ServerState, body: SamplingFields) -> str | None:
+    """The LoRA adapter `model` names (None: the base model). 404 for an unknown model (as
+    OpenAI answers); 400 for token ids outside the vocabulary and for fields that would change
+    the output but are not supported."""
+    adapter = adapter_of(st, body.model)
     if body.return_hidden_states:
         raise invalid(
             "hidden states are not returned by radixgen",
@@ -74,6 +88,24 @@ def check_common(st: ServerState, body: SamplingFields) -> None:
         raise invalid("logit_bias is not supported yet", "logit_bias", "unsupported_parameter")
     if body.stream_options is not None and not body.stream:
         raise invalid("stream_options is only allowed when stream is true", "stream_options")
+    return adapter
+
+
+def adapter_of(st: ServerState, model: str) -> str | None:
+    """The base model's names give None; a loaded adapter's name gives itself (vLLM's way of
+    choosing an adapter); anything else is a 404."""
+    if model in (st.served_model_name, str(st.model_path)):
+        return None
+    if st.tm.lora_adapters and model in st.tm.lora_adapters:
+        return model
+    served = [st.served_model_name, *(st.tm.lora_adapters or ())]
+    raise APIError(
+        404,
+        f"the model {model!r} does not exist; this server serves "
+        + ", ".join(repr(name) for name in served),
+        "model",
+        "model_not_found",
+    )
 
 
 def field_constraint(body: SamplingFields) -> tuple[Constraint, str] | tuple[None, None]:

@@ -44,7 +44,7 @@ async def completions(
 ) -> Any:
     """OpenAI (legacy) completions; choice index = prompt index * n + sample index."""
     st = server_state(request)
-    _check_completion(st, body)
+    adapter = _check_completion(st, body)
     constraint, constraint_param = await asyncio.to_thread(field_constraint, body)
     prompts = await _prompts(st, body.prompt)
     fields = sampling_dict(body, body.max_tokens)
@@ -58,7 +58,7 @@ async def completions(
         st.tm.check_prompt(ids, body.max_tokens, "prompt")
         specs += [(ids, p) for p in params]
     group = RequestGroup(
-        st.tm, specs, checked_rids(st, request_rids(body.rid, len(specs)), len(specs))
+        st.tm, specs, checked_rids(st, request_rids(body.rid, len(specs)), len(specs)), adapter
     )
     group.start()
     head = {
@@ -90,8 +90,9 @@ async def completions(
     }
 
 
-def _check_completion(st: ServerState, body: CompletionRequest) -> None:
-    check_common(st, body)
+def _check_completion(st: ServerState, body: CompletionRequest) -> str | None:
+    """The LoRA adapter `model` names; 400/404 for what cannot be served."""
+    adapter = check_common(st, body)
     if body.suffix is not None:
         raise invalid("suffix is not supported", "suffix", "unsupported_parameter")
     if body.best_of not in (None, 1):
@@ -102,6 +103,7 @@ def _check_completion(st: ServerState, body: CompletionRequest) -> None:
             "echo",
             "unsupported_parameter",
         )
+    return adapter
 
 
 async def _prompts(st: ServerState, prompt: Any) -> list[list[int]]:

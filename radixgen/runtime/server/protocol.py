@@ -175,6 +175,8 @@ class GenerateRequest(StrictModel):
     model: Optional[str] = None  # when given, the served model's name (or path), else a 404
     log_metrics: bool = True
     no_logs: bool = False
+    # the LoRA adapter's name (SGLang's field), or one per prompt (None: the base model)
+    lora_path: Optional[Union[str, list[Optional[str]]]] = None
     # SGLang fields radixgen cannot honour: parsed so that the 400 names them (native_fields.py)
     input_embeds: Any = None
     image_data: Any = None
@@ -184,7 +186,6 @@ class GenerateRequest(StrictModel):
     token_ids_logprob: Any = None
     return_hidden_states: Any = None
     custom_logit_processor: Any = None
-    lora_path: Any = None
     lora_id: Any = None
     session_params: Any = None
     bootstrap_host: Any = None
@@ -231,6 +232,19 @@ class PauseGenerationRequest(StrictModel):
     mode: Literal["abort", "in_place"] = "abort"
 
 
+class LoadLoraAdapterRequest(StrictModel):
+    """SGLang's body: an adapter's name and its PEFT folder; `pinned`: never evicted from the
+    adapter pool."""
+
+    lora_name: str = Field(min_length=1, max_length=256)
+    lora_path: str = Field(min_length=1)
+    pinned: bool = False
+
+
+class UnloadLoraAdapterRequest(StrictModel):
+    lora_name: str = Field(min_length=1, max_length=256)
+
+
 BODY_MODELS = (
     ChatCompletionRequest,
     CompletionRequest,
@@ -239,4 +253,6 @@ BODY_MODELS = (
     UpdateWeightsFromDiskRequest,
     UpdateWeightsFromTensorRequest,
     PauseGenerationRequest,
+    LoadLoraAdapterRequest,
+    UnloadLoraAdapterRequest,
 )

@@ -67,22 +67,28 @@ class RequestGroup:
         tm: TokenizerManager,
         specs: list[tuple[list[int], SamplingParams]],
         rids: list[str] | None = None,
+        adapters: str | list[str | None] | None = None,
     ):
+        """`adapters`: the LoRA adapter of every request (one name) or of each (a list)."""
         self.tm = tm
+        if not isinstance(adapters, list):
+            adapters = [adapters] * len(specs)
         self.queue: asyncio.Queue = asyncio.Queue()
         rids = rids or [uuid.uuid4().hex for _ in specs]
         self.states = [
             ReqState(rid, i, ids, p) for i, (rid, (ids, p)) in enumerate(zip(rids, specs))
         ]
         self.by_rid = {s.rid: s for s in self.states}
+        self.adapters = {s.rid: a for s, a in zip(self.states, adapters)}
         self.followers: dict[str, list[ReqState]] = {}  # leader rid -> copies of its prompt
         self.arrival = time.perf_counter()  # where every request's latency metrics start
 
     def start(self) -> None:
         """Submit the first request of each distinct prompt; hold back its copies."""
-        leaders: dict[tuple[int, ...], ReqState] = {}
+        leaders: dict[tuple, ReqState] = {}
         for state in self.states:
-            leader = leaders.setdefault(tuple(state.input_ids), state)
+            key = (tuple(state.input_ids), self.adapters[state.rid])
+            leader = leaders.setdefault(key, state)
             if leader is state:
                 self._submit(state)
             else:
@@ -90,7 +96,14 @@ class RequestGroup:
 
     def _submit(self, state: ReqState) -> None:
         state.start, state.submitted = time.perf_counter(), True
-        self.tm.submit(state.rid, state.input_ids, state.params, self.queue, self.arrival)
+        self.tm.submit(
+            state.rid,
+            state.input_ids,
+            state.params,
+            self.queue,
+            self.arrival,
+            self.adapters[state.rid],
+        )
 
     @property
     def done(self) -> bool:

@@ -19,6 +19,11 @@ POOLS = ("prefix", "branch")
 
 # metric name -> (the scheduler statistic it shows, help)
 GAUGES = {
+    "lora_adapters_loaded": ("num_lora_adapters", "LoRA adapters loaded (servable by name)"),
+    "lora_adapters_resident": (
+        "num_lora_resident",
+        "LoRA adapters resident in the device pool's slots",
+    ),
     "num_running_reqs": ("num_running_reqs", "requests decoding or being prefilled"),
     "num_queue_reqs": ("num_waiting_reqs", "requests waiting for admission"),
     "num_grammar_queue_reqs": (
@@ -42,6 +47,11 @@ GAUGES = {
 }
 # per pool: metric name -> (statistic suffix after '<pool>_pool_', help)
 POOL_GAUGES = {
+    "lora_adapters_loaded": ("num_lora_adapters", "LoRA adapters loaded (servable by name)"),
+    "lora_adapters_resident": (
+        "num_lora_resident",
+        "LoRA adapters resident in the device pool's slots",
+    ),
     "kv_pool_capacity_tokens": ("capacity_tokens", "KV pool capacity in tokens"),
     "kv_pool_token_usage": ("token_usage", "fraction of the KV pool's slots in use"),
     "kv_pool_cache_tokens": ("cached_tokens", "tokens of the KV pool held by the radix cache"),

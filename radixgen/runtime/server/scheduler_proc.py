@@ -158,6 +158,17 @@ def scheduler_stats(s: Scheduler) -> dict[str, Any]:
         "num_held_reqs": len(s.gate.held),
         "paused": s.paused,
         "weights": s.gate.weights.info(),
+        **(lora_stats(s.runner.lora) if s.runner.lora is not None else {}),
+    }
+
+
+def lora_stats(lora) -> dict[str, Any]:
+    """The adapters loaded, those resident in the pool, and pool loads so far."""
+    return {
+        "num_lora_adapters": len(lora.adapters),
+        "num_lora_resident": len(lora.pool.resident),
+        "lora_pool_slots": lora.pool.num_slots,
+        "lora_pool_loads": lora.pool.num_loads,
     }
 
 
@@ -213,6 +224,7 @@ def run_scheduler_process(
             num_slots=runner.capacity[0],
             vocab_size=runner.arch.vocab_size,
             weight_version=scheduler.gate.weights.active.version.name,
+            lora_adapters=runner.lora.info() if runner.lora is not None else None,
         )
     )
     logger.info(

@@ -89,6 +89,8 @@ class TokenizerManager:
         self._loop_task: asyncio.Task | None = None
         self._weight_ops: dict[str, asyncio.Future] = {}  # op_id -> its WeightsResp
         self.weight_version = "default"  # the serving version, as the last answer told
+        # LoRA adapters by name, as the scheduler's last answer listed them (None: not enabled)
+        self.lora_adapters: dict[str, dict[str, Any]] | None = None
         # Tokenization and chat templates run here, off the event loop, so a huge prompt holds
         # up neither /health nor the small prompts beside it. Several threads are safe: they
         # only read the Rust tokenizer (`encode_batch`), never set its padding or truncation.
@@ -107,6 +109,7 @@ class TokenizerManager:
                     raise StartupError(f"the model failed to load: {msg.error}")
                 if isinstance(msg, SchedulerReady):
                     self.limits, self.weight_version = msg, msg.weight_version
+                    self._set_adapters(msg.lora_adapters)
                     return msg
             dead = alive()
             if dead:
@@ -162,14 +165,16 @@ class TokenizerManager:
         params: SamplingParams,
         queue: asyncio.Queue,
         arrival: float | None = None,
+        adapter: str | None = None,
     ) -> None:
         """Send one request; its TextOut messages (then nothing) arrive on `queue`.
-        `arrival` (perf_counter, default now) is where its latency metrics start."""
+        `arrival` (perf_counter, default now) is where its latency metrics start; `adapter`
+        is its LoRA adapter's name (None: the base model)."""
         if self.dead_reason is not None or self.draining is not None:
             raise unavailable(self.dead_reason or self.draining)
         self.queues[rid] = queue
-        self.metrics.on_submit(rid, len(input_ids), arrival, self.weight_version)
-        self._send(GenerateReq(rid=rid, input_ids=input_ids, params=params))
+        self.metrics.on_submit(rid, len(input_ids), arrival, self.weight_version, adapter)
+        self._send(GenerateReq(rid=rid, input_ids=input_ids, params=params, adapter=adapter))
 
     def abort(self, rid: str, notify: bool = False) -> bool:
         """Stop a request (its KV is freed). notify=False (its client left): its queue gets
@@ -224,10 +229,31 @@ class TokenizerManager:
         version = (resp.result or {}).get("active", {}).get("name")
         if version is not None:
             self.weight_version = version
+        if resp.result is not None and "lora_adapters" in resp.result:
+            self._set_adapters(resp.result["lora_adapters"])
         if resp.result is not None and ("rollback_s" in resp.result or "activate_s" in resp.result):
             self.metrics.on_weight_switch(resp.result)
         if fut is not None and not fut.done():
             fut.set_result(resp)
+
+    def _set_adapters(self, adapters: list[dict[str, Any]] | None) -> None:
+        self.lora_adapters = None if adapters is None else {a["lora_name"]: a for a in adapters}
+
+    def check_adapter(self, name: str | None, param: str) -> None:
+        """400 for an adapter name that is not loaded (or LoRA not enabled)."""
+        if name is None:
+            return
+        if self.lora_adapters is None:
+            raise invalid(
+                f"{param}: LoRA adapters are not enabled (--enable-lora)", param, "lora_not_enabled"
+            )
+        if name not in self.lora_adapters:
+            loaded = ", ".join(self.lora_adapters) or "none"
+            raise invalid(
+                f"{param}: unknown LoRA adapter {name!r} (loaded: {loaded})",
+                param,
+                "lora_not_found",
+            )
 
     def _send(self, msg: Any) -> None:
         self.to_scheduler.send(self.out_codec.encode(msg), copy=False)

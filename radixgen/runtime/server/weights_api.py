@@ -23,7 +23,7 @@ from radixgen.runtime.server.protocol import (
 router = APIRouter()
 
 
-async def _run(request: Request, op: str, **fields: Any) -> dict[str, Any]:
+async def run_op(request: Request, op: str, **fields: Any) -> dict[str, Any]:
     """Send one operation and turn its answer into a response body, or raise its error."""
     tm = server_state(request).tm
     resp: WeightsResp = await tm.weights_op(WeightsReq(op_id=uuid.uuid4().hex, op=op, **fields))
@@ -36,8 +36,8 @@ async def _run(request: Request, op: str, **fields: Any) -> dict[str, Any]:
 async def _abort_all(request: Request) -> int:
     """SGLang's abort_all_requests: every request in flight ends with abort, then serving goes
     on."""
-    paused = await _run(request, "pause", abort=True)
-    await _run(request, "resume")
+    paused = await run_op(request, "pause", abort=True)
+    await run_op(request, "resume")
     return paused["num_aborted_requests"]
 
 
@@ -57,7 +57,7 @@ async def update_weights_from_disk(
     finished; 400 naming the failed check, with the serving version untouched."""
     version = _version(body)
     aborted = await _abort_all(request) if body.abort_all_requests else 0
-    result = await _run(
+    result = await run_op(
         request,
         "update",
         model_path=body.model_path,
@@ -83,7 +83,7 @@ async def update_weights_from_tensor(
             "serialized_named_tensors[0] is not base64", "serialized_named_tensors"
         ) from None
     aborted = await _abort_all(request) if body.abort_all_requests else 0
-    result = await _run(request, "update", tensors=raw, version=body.weight_version)
+    result = await run_op(request, "update", tensors=raw, version=body.weight_version)
     return _update_answer(result, aborted)
 
 
@@ -101,7 +101,7 @@ def _update_answer(result: dict[str, Any], aborted: int) -> dict[str, Any]:
 async def rollback_weights(request: Request) -> Any:
     """Serve the previous weight version again (a pointer switch once running requests of the
     serving version finished); 400 when there is none."""
-    result = await _run(request, "rollback")
+    result = await run_op(request, "rollback")
     return {
         "success": True,
         "message": f"serving weight version {result['weight_version']!r}",
@@ -112,7 +112,7 @@ async def rollback_weights(request: Request) -> Any:
 @router.post("/release_standby_weights")
 async def release_standby_weights(request: Request) -> Any:
     """Free the previous weight version's memory; 400 when none is resident."""
-    result = await _run(request, "release")
+    result = await run_op(request, "release")
     return {
         "success": True,
         "message": f"released weight version {result['released_version']!r}",
@@ -132,12 +132,12 @@ async def pause_generation(
     request: Request, body: PauseGenerationRequest = Depends(json_body(PauseGenerationRequest))
 ) -> Any:
     """Stop scheduling; `mode` says what happens to the requests in flight."""
-    result = await _run(request, "pause", abort=body.mode == "abort")
+    result = await run_op(request, "pause", abort=body.mode == "abort")
     return {"success": True, **result}
 
 
 @router.post("/continue_generation")
 async def continue_generation(request: Request) -> Any:
     """Resume scheduling after /pause_generation."""
-    await _run(request, "resume")
+    await run_op(request, "resume")
     return {"success": True}

@@ -102,10 +102,10 @@ class Canary:
 
 
 def canary_logits(
-    model, arch: ModelArch, device: torch.device, prompts: tuple[tuple[int, ...], ...]
+    model, arch: ModelArch, device: torch.device, prompts: tuple[tuple[int, ...], ...], lora=None
 ) -> torch.Tensor:
     """Logits [sum of prompt lengths, vocab] of one extend forward over `prompts`, each on its
-    own slots of a pool made for it."""
+    own slots of a pool made for it (`lora`: the rows' adapters, a runtime/lora LoraBatch)."""
     lens = [len(p) for p in prompts]
     total, width = sum(lens), max(lens)
     pool = KVPool(total, arch.num_layers, *arch.pool_shape, model.dtype, device)
@@ -123,5 +123,6 @@ def canary_logits(
         seq_lens=lens,
         extend_lens=lens,
         logits_indices=torch.arange(total, device=device),
+        lora=lora,
     )
     return model.forward(batch, pool, attn)

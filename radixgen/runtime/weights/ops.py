@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from radixgen.runtime.lora.adapter import LoraError
 from radixgen.runtime.messages import WeightsReq, WeightsResp
 from radixgen.runtime.weights.gate import Answer
 from radixgen.runtime.weights.manager import UpdateSource, WeightUpdateError
 
-OPS = ("update", "rollback", "release", "pause", "resume")
+OPS = ("update", "rollback", "release", "pause", "resume", "load_lora", "unload_lora")
 
 
 def submit(scheduler: Any, msg: WeightsReq) -> None:
@@ -40,6 +41,8 @@ def submit(scheduler: Any, msg: WeightsReq) -> None:
     elif msg.op == "resume":
         scheduler.paused = False
         gate.answers.append(Answer(msg.op_id, {}))
+    elif msg.op in ("load_lora", "unload_lora"):
+        gate.answers.append(_lora_op(scheduler, msg))
     else:
         gate.answers.append(
             Answer(
@@ -50,6 +53,26 @@ def submit(scheduler: Any, msg: WeightsReq) -> None:
                 ),
             )
         )
+
+
+def _lora_op(scheduler: Any, msg: WeightsReq) -> Answer:
+    """Load or unload an adapter, between two steps (a PEFT folder of a few MB reads in
+    milliseconds); the answer lists the adapters loaded after it."""
+    lora = scheduler.runner.lora
+    if lora is None:
+        error = WeightUpdateError(
+            "LoRA adapters are not enabled (start the server with --enable-lora)",
+            "lora_not_enabled",
+        )
+        return Answer(msg.op_id, error=error)
+    try:
+        if msg.op == "load_lora":
+            adapter = lora.load(msg.lora_name, msg.lora_path or "", msg.pinned)
+        else:
+            adapter = lora.unload(msg.lora_name)
+    except LoraError as exc:
+        return Answer(msg.op_id, error=WeightUpdateError(exc.message, exc.code, exc.status))
+    return Answer(msg.op_id, {"adapter": adapter, "lora_adapters": lora.info()})
 
 
 def answers(scheduler: Any) -> list[WeightsResp]:

@@ -226,7 +226,7 @@ def test_request_series_carry_the_version_and_adapter_slots(client):
     labels = {tuple(sorted(s.labels.items())) for s in family.samples if s.name.endswith("_total")}
     assert labels == {
         (
-            ("adapter", "base"),
+            ("lora", "base"),
             ("model_name", client.get("/v1/models").json()["data"][0]["id"]),
             ("weight_version", "default"),
         )

@@ -231,7 +231,7 @@ def test_n_samples_and_batched_fields(client):
         ("token_ids_logprob", [1, 2]),
         ("return_hidden_states", True),
         ("custom_logit_processor", "{}"),
-        ("lora_path", "adapter"),
+        ("lora_id", "adapter"),
     ],
 )
 def test_fields_radixgen_cannot_honour_are_400s_naming_them(client, field, value):

@@ -145,7 +145,7 @@ def test_version_is_reported_everywhere(client, folders, model_name):
     )
     assert completion.json()["metadata"] == {"weight_version": "r2"}
     metrics = client.get("/metrics").text
-    assert 'radixgen:num_requests_total{adapter="base",model_name="' in metrics
+    assert 'radixgen:num_requests_total{lora="base",model_name="' in metrics
     assert 'weight_version="r2"' in metrics
     assert 'radixgen:weight_swap_duration_seconds_count{model_name="' in metrics
     swaps = [
