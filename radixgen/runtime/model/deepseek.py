@@ -73,7 +73,10 @@ class DeepseekModel(MoEModel):
         rope: tuple[torch.Tensor, torch.Tensor],
         pool: LatentPool,
         attn: AttentionBackend,
+        lora=None,
     ) -> torch.Tensor:
+        if lora is not None:  # adapters target q/k/v/o/gate/up/down, which MLA layers lack
+            raise ValueError("LoRA adapters are not supported on DeepSeek (MLA) models")
         eps = self.arch.rms_norm_eps
         x = rms_norm(hidden, layer.input_norm, eps)
         hidden = hidden + layer.attn(n, x, rope, pool, attn, self.qk_rotation)
