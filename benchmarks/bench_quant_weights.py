@@ -266,7 +266,12 @@ def _kernel_line(row: dict) -> str:
     return "  ".join(cells) + f"  best {row['best']}"
 
 
-def bench_decode(batches: tuple, context: int, steps: int) -> list[dict]:
+def _kv_bytes_per_token(cfg: dict) -> int:
+    head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+    return cfg["num_hidden_layers"] * 2 * cfg["num_key_value_heads"] * head_dim * 2  # bf16 K, V
+
+
+def bench_decode(batches: tuple, context: int, steps: int, bandwidth: float) -> list[dict]:
     from model_shapes import LLAMA3_8B
 
     from radixgen.runtime.engine import Engine
@@ -278,6 +283,20 @@ def bench_decode(batches: tuple, context: int, steps: int) -> list[dict]:
         for method in ("none", "fp8", "nvfp4"):
             try:
                 rows += _decode_rows(Engine, tmp, method, batches, context, steps)
+                for row in rows:
+                    kv = row["batch"] * (context + steps // 2) * _kv_bytes_per_token(LLAMA3_8B)
+                    step_s = (row["weight_bytes"] + kv) / bandwidth
+                    row["floor_tok_s"] = row["batch"] / step_s
+                    row["of_floor"] = row["tok_s"] / row["floor_tok_s"]
+                print(
+                    "  ".join(
+                        f"{r['quantization']} b{r['batch']}: {r['tok_s']:.1f} tok/s "
+                        f"({100 * r['of_floor']:.0f}% of floor {r['floor_tok_s']:.1f})"
+                        for r in rows
+                        if r["quantization"] == method
+                    ),
+                    flush=True,
+                )
             except Exception:  # noqa: BLE001
                 traceback.print_exc()
             torch.cuda.empty_cache()
@@ -333,7 +352,11 @@ def main() -> None:
     parser.add_argument("--dry-run", action="store_true", help="tiny shapes; skips what needs CUDA")
     parser.add_argument("--context", type=int, default=2048)
     parser.add_argument("--steps", type=int, default=64)
+    parser.add_argument(
+        "--only", default="kernels,sweep,decode", help="comma list of sections to run"
+    )
     args = parser.parse_args()
+    only = set(args.only.split(","))
     result: dict = {}
     if not torch.cuda.is_available():
         print("no CUDA device: nothing to time" + (" (dry run)" if args.dry_run else ""))
@@ -348,20 +371,24 @@ def main() -> None:
         except ImportError:
             print("gemlite: not installed")
         try:
-            result["kernels"] = bench_kernels(
-                shapes, (1, 16) if args.dry_run else MS, result["copy_bandwidth"]
-            )
+            if "kernels" in only:
+                result["kernels"] = bench_kernels(
+                    shapes, (1, 16) if args.dry_run else MS, result["copy_bandwidth"]
+                )
         except Exception:  # noqa: BLE001
             traceback.print_exc()
         try:
-            result["sweep"] = bench_sweep(
-                ("qkv", "gate_up", "down"), (1, 16), result["copy_bandwidth"]
-            )
+            if "sweep" in only:
+                result["sweep"] = bench_sweep(
+                    ("qkv", "gate_up", "down"), (1, 16), result["copy_bandwidth"]
+                )
         except Exception:  # noqa: BLE001
             traceback.print_exc()
-        if not args.dry_run:
+        if not args.dry_run and "decode" in only:
             try:
-                result["decode"] = bench_decode((1, 64), args.context, args.steps)
+                result["decode"] = bench_decode(
+                    (1, 64), args.context, args.steps, result["copy_bandwidth"]
+                )
             except Exception:  # noqa: BLE001
                 traceback.print_exc()
     out = os.environ.get("OUT")
