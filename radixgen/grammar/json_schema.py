@@ -22,6 +22,7 @@ from radixgen.grammar.rewrite.guard_sites import GuardSites
 from radixgen.grammar.rewrite.keyed_objects import KeyedObjects
 from radixgen.grammar.rewrite.outlines import bound_any_depth, outlines_regex, ref_target
 from radixgen.grammar.rewrite.rewriter import SchemaRewriter
+from radixgen.grammar.rewrite.state import RewriteState
 from radixgen.grammar.rewrite.unroll import RefWalk, Unroll
 from radixgen.grammar.schema.bundles import localize_embedded_refs
 from radixgen.grammar.schema.refs import hoist_deep_refs, restore_paths
@@ -137,11 +138,12 @@ def _rewritten_regex(
         # a malformed schema the checks above did not name: still the client's error
         raise GrammarError(f"invalid JSON Schema ({type(exc).__name__}: {exc})") from None
     bound_any_depth(rewritten)
+    records = rewriter.state
     guarded = (
-        rewriter.unique_arrays
-        or rewriter.length_strings
-        or rewriter.counted_nodes
-        or rewriter.unique_key_nodes
+        records.unique_arrays
+        or records.length_strings
+        or records.counted_nodes
+        or records.unique_key_nodes
     )
     try:  # (a grammar needs no copies and recursion no unrolling, but the guard sites do)
         if (too_large is None or guarded) and RefWalk(rewritten).needs_unrolling():
@@ -150,18 +152,18 @@ def _rewritten_regex(
         if not grammar:
             raise
         too_large = exc
-    unique_paths = GuardSites(rewritten, rewriter).guard_paths() if guarded else ()
+    unique_paths = GuardSites(rewritten, records).guard_paths() if guarded else ()
     try:
         if too_large is not None:
             raise too_large
         if not regex_first:
             raise RegexTooLarge("(the grammar asked for)")
         keyed = (
-            KeyedObjects(rewritten, rewriter, whitespace_pattern(whitespace)).run()
-            if rewriter.keyed_objects
+            KeyedObjects(rewritten, records, whitespace_pattern(whitespace)).run()
+            if records.keyed_objects
             else rewritten
         )
-        return _written_regex(keyed, rewriter, whitespace_pattern(whitespace)), unique_paths
+        return _written_regex(keyed, records, whitespace_pattern(whitespace)), unique_paths
     except RegexTooLarge:
         if not grammar:
             raise
@@ -170,14 +172,14 @@ def _rewritten_regex(
         # (keyed objects as rules, not as the regexes KeyedObjects writes: their values may be
         # large)
         return SchemaGrammar(
-            rewritten, rewriter.placeholders, ref_target, rewriter.keyed_objects
+            rewritten, records.placeholders, ref_target, records.keyed_objects
         ).build(), unique_paths
 
 
-def _written_regex(rewritten: dict, rewriter: SchemaRewriter, whitespace: str) -> str:
+def _written_regex(rewritten: dict, records: RewriteState, whitespace: str) -> str:
     regex = outlines_regex(rewritten, whitespace)
-    check_regex_size(written_size(regex, rewriter.placeholders))  # before writing them out
-    for name, leaf in rewriter.placeholders.items():
+    check_regex_size(written_size(regex, records.placeholders))  # before writing them out
+    for name, leaf in records.placeholders.items():
         regex = regex.replace(name, f"(?:{leaf})")
     check_regex_size(len(regex))
     return regex

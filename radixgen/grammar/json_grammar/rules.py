@@ -27,7 +27,7 @@ from radixgen.grammar.cfg.terminal_regex import ByteDfa
 from radixgen.grammar.json_grammar.regex_rules import RegexRules
 from radixgen.grammar.json_grammar.tokens import starts_container
 from radixgen.grammar.matcher import GrammarError
-from radixgen.grammar.rewrite.containers import KEYED
+from radixgen.grammar.rewrite.keyed_objects import KEYED
 
 ANY_DEPTH = 2  # outlines-core's nesting for a value with no constraints
 # An object's n optional properties put ~n items in each of its ~n parser states: the LALR
@@ -330,7 +330,7 @@ class SchemaGrammar:
         )
 
     def keyed(self, node: dict, path: str) -> str:
-        """A keyed object (rewrite.containers' carrier): names from its name regex, values of its
+        """A keyed object (rewrite.keyed_objects' carrier): names from its name regex, values of its
         additionalProperties, as rewrite.keyed_objects writes its regex."""
         names, nonempty, most = self.keyed_objects[f'"{node[KEYED]}"']
         if (

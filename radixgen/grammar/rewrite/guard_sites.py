@@ -5,9 +5,9 @@ value it should not keep (refused, or left to the counted regex)."""
 from __future__ import annotations
 
 from radixgen.grammar.matcher import GrammarError
-from radixgen.grammar.rewrite.containers import COUNTED
+from radixgen.grammar.rewrite.guarded import COUNTED
 from radixgen.grammar.rewrite.outlines import NODE_BUDGET, ref_target
-from radixgen.grammar.rewrite.rewriter import SchemaRewriter
+from radixgen.grammar.rewrite.state import RewriteState
 from radixgen.grammar.rewrite.unique_keys import UNIQUE_KEY
 
 
@@ -19,11 +19,11 @@ class GuardSites:
       wrongly keep unique (a bounded string item could leave no way out): refused;
     - a length-guarded string's path must not be shared with another string (of other bounds, a
       pattern, a literal), nor a counted array's with an array of other counts: there they keep
-      their counted regex instead (`rewriter.placeholders`, the COUNTED node's own counts)."""
+      their counted regex instead (`state.placeholders`, the COUNTED node's own counts)."""
 
-    def __init__(self, root, rewriter: SchemaRewriter) -> None:
+    def __init__(self, root, state: RewriteState) -> None:
         self.root = root
-        self.rewriter = rewriter
+        self.state = state
         self.guarded: list[tuple] = []  # (path, item kind) of unique arrays
         self.arrays: list[
             tuple
@@ -45,7 +45,7 @@ class GuardSites:
             for p, _, where in self.arrays
             if not (
                 isinstance(where, str)
-                and where in self.rewriter.unique_arrays
+                and where in self.state.unique_arrays
                 or isinstance(where, dict)
                 and UNIQUE_KEY in where
             )
@@ -63,7 +63,7 @@ class GuardSites:
         return tuple(dict.fromkeys(self.guarded + self._lengths() + self._counts()))
 
     def _lengths(self) -> list:
-        bounds = {name: info[:2] for name, info in self.rewriter.length_strings.items()}
+        bounds = {name: info[:2] for name, info in self.state.length_strings.items()}
         strings, lengths = (
             _PathIndex(),
             _PathIndex(),
@@ -78,7 +78,7 @@ class GuardSites:
             if strings.overlapping(path) or lengths.overlapping(path) - {bounds[name]}
         }
         for name in shared:
-            self.rewriter.placeholders[name] = self.rewriter.length_strings[name][2]
+            self.state.placeholders[name] = self.state.length_strings[name][2]
         return [
             (path, ("length", *bounds[name])) for path, name in self.lengths if name not in shared
         ]
@@ -99,7 +99,7 @@ class GuardSites:
                     if COUNTED in where:
                         where["maxItems"] = where.pop(COUNTED)
                 else:
-                    self.rewriter.placeholders[where] = self.rewriter.counted_arrays[where][1]
+                    self.state.placeholders[where] = self.state.counted_arrays[where][1]
             else:
                 kept.append((path, ("items", counts)))
         return kept
@@ -125,20 +125,20 @@ class GuardSites:
             self._walking.discard(ref)
             return
         name = f'"{node["const"]}"' if isinstance(node.get("const"), str) else None
-        if name in self.rewriter.unique_arrays:
-            self.guarded.append((path, self.rewriter.unique_arrays[name]))
-            counts = self.rewriter.counted_arrays.get(name)
+        if name in self.state.unique_arrays:
+            self.guarded.append((path, self.state.unique_arrays[name]))
+            counts = self.state.counted_arrays.get(name)
             self.arrays.append((path, None if counts is None else counts[0], name))
         elif UNIQUE_KEY in node:  # an array of objects kept unique by one property
             key, kind = node[
                 UNIQUE_KEY
             ]  # (key: a name, or the path of two names into an object property)
             self.guarded.append((path, ("key", key if isinstance(key, str) else tuple(key), kind)))
-        elif name in self.rewriter.length_strings:
+        elif name in self.state.length_strings:
             self.lengths.append((path, name))
-        elif name is not None and name not in self.rewriter.keyed_objects:  # any other placeholder
+        elif name is not None and name not in self.state.keyed_objects:  # any other placeholder
             self.strings.append(path)
-        for value in self.rewriter.literal_arrays.get(name, ()):
+        for value in self.state.literal_arrays.get(name, ()):
             _literal_leaves(value, path, self.arrays, self.strings)
         if "const" in node and name is None:
             _literal_leaves(node["const"], path, self.arrays, self.strings)

@@ -10,13 +10,25 @@ the listed ones, installer success codes other than 0), rewritten without the `n
 
 Other `not`s, and strings with lengths, a pattern or a format beside such a `not`, are left for
 the rewriter to refuse by name.
+
+Names are excluded too: an object of free names whose `not` forbids names together, or whose
+dependentRequired makes a name need others, never generates those names (a subset:
+`forbidden_names_excluded`, `dependent_names_excluded`).
 """
 
 from __future__ import annotations
 
 import math
 
-from radixgen.grammar.schema.rules import asserts, is_type, tightest, value_key
+from radixgen.grammar.matcher import refuse
+from radixgen.grammar.schema.rules import (
+    asserts,
+    dependent_names,
+    forbidden_combinations,
+    is_type,
+    tightest,
+    value_key,
+)
 
 _PATTERN_SPECIAL = frozenset("\\^$.|?*+()[]{}/-")
 _NUMERIC_BOUNDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
@@ -136,3 +148,70 @@ def _intervals(node: dict, excluded: list) -> dict | None:
         }
         | {"anyOf": parts}
     )
+
+
+def dependent_names_excluded(node: dict, path: str) -> dict:
+    """An object without `properties` whose dependentRequired (draft 7: `dependencies` with name
+    lists) makes a name need others (CloudFormation's `KmsEncryptionContext`, a dictionary of any
+    names: `{"dependencies": {"KmsEncryptionContext": ["KmsKeyId"]}}`): those names are never
+    generated, so the rule always holds (a subset): its free names become `propertyNames: {"not":
+    {"enum": [...]}}`, and a patternProperties pattern P, whose matches are the names generated,
+    `^(?!(?:K1|K2)$)(?:P)`. Required names go to rewrite.objects' `rewrite_properties`
+    (listed_name_rules)."""
+    if node.get("required"):
+        return node
+    depends = dependent_names(node, path)
+    if not depends:
+        return node
+    rest = {k: v for k, v in node.items() if k not in ("dependentRequired", "dependencies")}
+    needing = sorted(k for k, v in depends.items() if v)
+    keyword = next(k for k in ("dependentRequired", "dependencies") if k in node)
+    return _names_never_generated(rest, needing, keyword, "a name that needs others", path)
+
+
+def forbidden_names_excluded(node: dict, path: str) -> dict:
+    """An object without `properties` or `required` whose `not` forbids names together
+    (`not: {required: [...]}`, or an anyOf of such: Bitbucket Pipelines' caches, any cache name
+    but "docker"): the first name of each combination is never generated, so no combination is
+    ever whole (a subset), as dependent_names_excluded writes it. Objects with `properties` drop
+    the name from them (schema.rules.forbidden_names_dropped)."""
+    combos = forbidden_combinations(node.get("not"))
+    if (
+        combos is None
+        or "properties" in node
+        or node.get("required")
+        or node.get("type", "object") not in ("object", ["object"])
+    ):
+        return node
+    rest = {k: v for k, v in node.items() if k != "not"}
+    return _names_never_generated(
+        rest, sorted({names[0] for names in combos}), "not", "a name it forbids", path
+    )
+
+
+def _names_never_generated(node: dict, names: list, keyword: str, what: str, path: str) -> dict:
+    """`node` (an object of free or pattern names) never generating any of `names`: its free names
+    as `propertyNames: {"not": {"enum": names}}`; with patternProperties, whose first pattern P
+    gives the names generated, that pattern as `^(?!(?:N1|N2)$)(?:P)`; as it is where no name
+    is generated (maxProperties 0, additionalProperties false and no patterns) or none is given."""
+    patterns = node.get("patternProperties")
+    if (
+        not names
+        or node.get("maxProperties") == 0
+        or (node.get("additionalProperties") is False and not patterns)
+    ):
+        return node
+    if not all(plain_string(name) for name in names):
+        refuse(keyword, path, f"{what} has characters JSON or a pattern would escape")
+    if "propertyNames" in node:
+        refuse(keyword, path, "it is not supported beside propertyNames")
+    if not patterns:
+        return {**node, "propertyNames": {"not": {"enum": names}}}
+    if not isinstance(patterns, dict):
+        return node  # (refused as malformed by the keyed object)
+    first, *others = patterns.items()
+    body = "|".join(map(literal_pattern, names))
+    return {
+        **node,
+        "patternProperties": dict([(f"^(?!(?:{body})$)(?:{first[0]})", first[1]), *others]),
+    }

@@ -1,4 +1,4 @@
-"""Which enum/const values meet the keywords beside them (`SchemaRewriter._enum`): string
+"""Which enum/const values meet the keywords beside them (rewrite.branches' `rewrite_enum`): string
 keywords apply to strings, numeric ones to numbers, each read so that a kept value is valid
 for every validator: a `pattern` must match in Python's Unicode and ASCII modes and under
 radixgen's own ECMA-262 translation of it (what it generates), a `format` must match radixgen's

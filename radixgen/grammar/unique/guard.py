@@ -31,7 +31,7 @@ a prefix is exhausted when that many earlier items start with it (an item at max
 an earlier one; with enough items, shorter prefixes). `ban` also clears the tokens that would
 end inside an item at an exhausted prefix (exact spellings of the rest of one, and the tokens
 after whose last quote one follows, run through `advance`), and the array's maxItems is capped
-at the number of values (rewrite.containers), so a new item is always possible.
+at the number of values (rewrite.guarded), so a new item is always possible.
 
 Arrays of objects are kept unique by one required string property of the objects (a subset):
 the guarded path's kind is ("key", names, item kind), names the property's name (or the names of

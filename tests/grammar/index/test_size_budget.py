@@ -110,7 +110,7 @@ def test_a_large_unique_set_is_guarded_or_refused_quickly():
     over 25 minutes: strings go to the guard instead (the set is the item regex), a set of
     other values is refused by its size."""
     from radixgen.grammar.json_schema import schema_to_guarded_regex
-    from radixgen.grammar.rewrite.containers import UNIQUE_SET_BUDGET
+    from radixgen.grammar.rewrite.unique_items import UNIQUE_SET_BUDGET
 
     values = [f"language {i:03d}" for i in range(865)]  # 14 characters with their quotes
     schema = {"type": "array", "uniqueItems": True, "items": {"enum": values}}

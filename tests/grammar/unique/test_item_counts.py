@@ -14,8 +14,8 @@ import pytest
 from radixgen.core import Constraint
 from radixgen.grammar.compiler import GrammarCompiler
 from radixgen.grammar.json_schema import schema_to_guarded_regex
-from radixgen.grammar.rewrite import containers as schema_collections
-from radixgen.grammar.rewrite import type_keyword as schema_types
+from radixgen.grammar.rewrite import guarded as rewrite_guarded
+from radixgen.grammar.rewrite import unique_items as rewrite_unique_items
 from tests.grammar.conftest import toy_info
 from tests.grammar.unique.test_unique_strings import _texts
 from tests.grammar.walks import checked_mask_after, random_walk
@@ -96,7 +96,7 @@ def test_guarded_counts_allow_exactly_the_counted_regex(schema, depth, monkeypat
     exact = GrammarCompiler(info).compile(
         Constraint("json_schema", schema)
     )  # threshold 16: counted
-    for module in (schema_types, schema_collections):
+    for module in (rewrite_guarded, rewrite_unique_items):
         monkeypatch.setattr(module, "ITEMS_GUARD_MIN", 2)
     regex, paths = schema_to_guarded_regex(json.dumps(schema))
     assert any(kind[0] == "items" for _, kind in paths if isinstance(kind, tuple)), paths
@@ -180,7 +180,7 @@ def test_large_counts_compile_fast_and_masks_match(smol_compiler, smol_info, smo
 def test_a_token_opening_and_overfilling_an_array_is_masked(monkeypatch):
     """A token holding '[' and enough commas opens a counted array and passes its maxItems at
     once: the mask must refuse it as acceptance does."""
-    for module in (schema_types, schema_collections):
+    for module in (rewrite_guarded, rewrite_unique_items):
         monkeypatch.setattr(module, "ITEMS_GUARD_MIN", 2)
     info = toy_info([b"", b'{"a":', b"[", b"]", b",", b"1", b"[1,1]", b"[1,1,1]", b"}", b"[1]"])
     schema = {
