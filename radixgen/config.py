@@ -49,6 +49,14 @@ class ModelConfig:
         "'torch': SDPA over gathered KV; 'auto': triton on CUDA",
         ("auto", "torch", "triton"),
     )
+    mla_expand_threshold: float | None = option(
+        None,
+        "MLA models (DeepSeek-V2/V3): an extend of T new tokens over a cached prefix P runs "
+        "expanded (per-head K/V decompressed from the latent, then ordinary attention) when "
+        "sum(T * (P + T)) >= this x sum(P), else absorbed: so always without a prefix, and from "
+        "about this many new tokens over a long one; 0: always expanded (default: the FLOP "
+        "crossover of the model's dims, ~171 for DeepSeek's; not yet measured on a GPU)",
+    )
     seed: int = option(0, "seed for dummy weights and the default sampling generator")
     disable_cuda_graph: bool = option(
         False, "run decode steps eagerly instead of replaying CUDA graphs"
@@ -95,6 +103,8 @@ class ModelConfig:
             )
         if self.context_length is not None and self.context_length < 2:
             raise ValueError("context_length must be >= 2")
+        if self.mla_expand_threshold is not None and not self.mla_expand_threshold >= 0:
+            raise ValueError("mla_expand_threshold must be >= 0")
         if not self.weight_canary_entropy_band >= 0:
             raise ValueError("weight_canary_entropy_band must be >= 0")
 

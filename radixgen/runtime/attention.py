@@ -62,6 +62,10 @@ class TorchAttention:
         self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pool: KVPool
     ) -> torch.Tensor:
         pool.store(layer, self.batch.out_slots, k, v)
+        return self._attend_stored(layer, q, pool)
+
+    def _attend_stored(self, layer: int, q: torch.Tensor, pool: KVPool) -> torch.Tensor:
+        """attend() once the batch's KV is in `pool`."""
         if self.ext_batch is None:
             return self._decode(layer, q, pool)
         if self.dec_batch is None:

@@ -25,59 +25,11 @@ from radixgen.kernels import dispatch
 from radixgen.kernels.cpu_decode_attention import available as cpu_kernel_available
 from radixgen.runtime.attention import TorchAttention
 from radixgen.runtime.forward_batch import ForwardBatch
-from radixgen.runtime.mla_attention import LatentAttention
+from radixgen.runtime.mla_attention import LatentAttention, expand_threshold
 from radixgen.runtime.model.arch import ModelArch
+from radixgen.runtime.slot_csr import batch_slot_csr, pool_parts
 
 FLASHINFER_HEAD_DIMS = (64, 128, 256)  # head dims flashinfer's paged prefill compiles for
-
-
-def pool_parts(pool) -> list[tuple[object, int, int]]:
-    """(sub-pool, first slot, end slot) of each precision a pool holds."""
-    if hasattr(pool, "boundary"):  # MixedKVPool
-        return [(pool.prefix, 0, pool.boundary), (pool.branch, pool.boundary, pool.num_slots)]
-    return [(pool, 0, pool.num_slots)]
-
-
-def _csr(
-    rows: torch.Tensor, lens: list[int], lo: int, hi: int, whole: bool
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """CSR (indptr [B+1], indices) of the slots in [lo, hi) among each request's first lens[b]
-    slots of rows [B, L] (padded), rebased to lo, in request order. whole: every slot lies in
-    [lo, hi) (one pool), so the CSR follows from the lengths the host knows: a gather, no device
-    sync. Else the fixed-shape selection of _csr_padded, cut to its size: a single sync for the
-    whole batch (per request, it was one per request and pool part)."""
-    device, width = rows.device, rows.shape[1]
-    lens_t = torch.tensor(lens, dtype=torch.int64)
-    if whole:
-        total = int(lens_t.sum())
-        starts = torch.arange(len(lens), dtype=torch.int64) * width  # each row's first flat index
-        before = torch.cumsum(lens_t, 0) - lens_t  # each request's first CSR position
-        flat = torch.arange(total, dtype=torch.int64) + torch.repeat_interleave(
-            starts - before, lens_t, output_size=total
-        )
-        indptr = torch.cat([lens_t.new_zeros(1), lens_t.cumsum(0)])
-        return indptr.to(device), rows.reshape(-1)[flat.to(device)] - lo
-    indptr, indices = _csr_padded(rows, lens_t.to(device), lo, hi)
-    return indptr, indices[: int(indptr[-1])]
-
-
-def _csr_padded(
-    rows: torch.Tensor, lens: torch.Tensor, lo: int, hi: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """_csr with the lengths on the device and only fixed shapes, for CUDA-graph capture: the
-    same indptr [B+1], and indices with B * L + 1 entries whose first indptr[B] are _csr's (the
-    rest is scratch, never read)."""
-    b, width = rows.shape
-    picked = (
-        (torch.arange(width, device=rows.device)[None, :] < lens[:, None])
-        & (rows >= lo)
-        & (rows < hi)
-    )
-    counts = picked.sum(1)
-    indptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
-    dest = torch.where(picked, indptr[:-1, None] + picked.cumsum(1) - 1, b * width)
-    indices = rows.new_empty(b * width + 1).scatter_(0, dest.reshape(-1), (rows - lo).reshape(-1))
-    return indptr, indices
 
 
 class KernelAttention:
@@ -283,15 +235,11 @@ class KernelAttention:
         self, kind: str, lo: int, hi: int, whole: bool
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The CSR of the decode or extend requests' slots in [lo, hi), built once per forward
-        (whole: the pool has no other part; see _csr)."""
+        (whole: the pool has no other part; see slot_csr)."""
         key = (kind, lo)
         if key not in self.meta["csr"]:
             b = self.dec_batch if kind == "dec" else self.ext_batch
-            self.meta["csr"][key] = (
-                _csr(b.kv_slots, b.seq_lens, lo, hi, whole)
-                if b.device_seq_lens is None
-                else _csr_padded(b.kv_slots, b.device_seq_lens, lo, hi)
-            )
+            self.meta["csr"][key] = batch_slot_csr(b, lo, hi, whole)
         return self.meta["csr"][key]
 
 
@@ -306,14 +254,20 @@ def _tree_blocks(batch: ForwardBatch) -> list[torch.Tensor] | None:
     ]
 
 
-def make_attention(kind: str, arch: ModelArch, device: torch.device):
+def make_attention(
+    kind: str, arch: ModelArch, device: torch.device, mla_expand_threshold: float | None = None
+):
     """'torch' (TorchAttention), 'triton' (KernelAttention), or 'auto': kernels on CUDA. MLA
     models get LatentAttention under either (extends in torch, decode through the MLA kernel on
-    CUDA): the latent pool's planes are not the per-head layout KernelAttention reads."""
+    CUDA): the latent pool's planes are not the per-head layout KernelAttention reads; their
+    extends go expanded by `mla_expand_threshold` (None: the FLOP crossover of their dims)."""
     if kind not in ("auto", "torch", "triton"):
         raise ValueError(f"attention backend must be auto, torch or triton, got {kind!r}")
     if arch.mla is not None:
-        return LatentAttention(arch.num_heads, arch.mla.latent_dim)
+        threshold = (
+            expand_threshold(arch.mla) if mla_expand_threshold is None else mla_expand_threshold
+        )
+        return LatentAttention(arch.num_heads, arch.mla.latent_dim, expand_threshold=threshold)
     if kind == "auto":
         kind = "triton" if device.type == "cuda" else "torch"
     if kind == "torch":

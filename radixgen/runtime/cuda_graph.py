@@ -10,15 +10,17 @@ What makes the forward capturable:
 - the batch is padded to a captured size: padding rows read no keys (length 0) and write their
   K/V to the pool's `pad_slot` (-1, which the quantized pools' device stores skip, or a plain
   pool's spare row past its last slot);
-- `KernelAttention` builds its slot CSR from the device lengths with fixed shapes
-  (`attention_kernels._csr_padded`): the context bucket `width` (the next power of two of the
-  longest sequence) bounds the table columns read, and the split-KV heuristic sees
-  `padded batch x width` keys;
+- the attention backend builds its slot CSR from the device lengths with fixed shapes
+  (`slot_csr.slot_csr_padded`): the context bucket `width` bounds the table columns read, and
+  the split-KV heuristic sees `padded batch x width` keys (so each graph has one split count);
 - no host sync in between (the pools' device-side stores, the kernels' launchers).
 
-Eligible: `KernelAttention` on CUDA, a pool whose store has no host sync (a plain pool, a fused
-quantized pool, or a mixed pool of two fused quantized pools), and a pure decode batch (no
-prefill chunk, no speculative tree). Everything else runs eagerly, as before.
+Eligible: `KernelAttention` on CUDA, or an MLA model's `LatentAttention` whose decode runs the
+latent decode kernel (kernels/mla_decode.py: split-KV scratch allocated inside the graph, from
+its pool, at the split count of the bucket); a pool whose store has no host sync (a plain pool,
+a fused quantized pool, or a mixed pool of two fused quantized pools); and a pure decode batch
+(no prefill chunk, no speculative tree: verify steps run eagerly for every model). Everything
+else runs eagerly.
 """
 
 from __future__ import annotations

@@ -13,12 +13,14 @@ import torch
 
 from radixgen.config import CacheConfig, LoraConfig, ModelConfig
 from radixgen.radix.kv_pool import ReqToTokenTable, SlotAllocator
+from radixgen.radix.latent_pool import LatentPool
 from radixgen.radix.mixed_kv_pool import MixedKVPool, TieredSlotAllocator
 from radixgen.radix.quant_kv_pool import kv_bytes_per_token, make_kv_pool
 from radixgen.runtime.attention_kernels import KernelAttention, make_attention
 from radixgen.runtime.cuda_graph import DecodeGraphs
 from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
 from radixgen.runtime.lora.manager import LoraManager
+from radixgen.runtime.mla_attention import LatentAttention
 from radixgen.runtime.model.arch import ModelArch
 from radixgen.runtime.model.loader import load_state_dict, resolve_dtype
 from radixgen.runtime.model.registry import build_model
@@ -103,7 +105,9 @@ class ModelRunner:
         self._build_kv(cache_cfg, weight_bytes)
         self.branch_window = cache_cfg.branch_window if self.mixed_kv else None
         self.table = ReqToTokenTable(max_running_requests + 1, self.max_context_len, self.device)
-        self.attn = make_attention(model_cfg.attention_backend, a, self.device)
+        self.attn = make_attention(
+            model_cfg.attention_backend, a, self.device, model_cfg.mla_expand_threshold
+        )
         self.model_cfg, self.max_running_requests = model_cfg, max_running_requests
         self.lora = (  # adapters, and their pool that every weight version's forwards read
             LoraManager(lora_cfg, self.arch, self.dtype, self.device)
@@ -160,11 +164,12 @@ class ModelRunner:
 
     def _decode_graphs(self, cfg: ModelConfig, max_running_requests: int) -> DecodeGraphs | None:
         """CUDA graphs for decode steps (runtime/cuda_graph.py), where they apply: on CUDA, with
-        the kernel attention backend and a pool whose store has no host sync."""
+        an attention backend whose decode has no host sync (the kernel backend, or an MLA
+        model's latent decode kernel) and a pool whose store has none."""
         if (
             cfg.disable_cuda_graph
             or self.device.type != "cuda"
-            or not isinstance(self.attn, KernelAttention)
+            or not self._decode_capturable()
             or getattr(self.pool, "pad_slot", None) is None
         ):
             return None
@@ -178,12 +183,19 @@ class ModelRunner:
             lora_pool=self.lora.pool if self.lora else None,
         )
 
+    def _decode_capturable(self) -> bool:
+        """Whether this runner's decode attention can be captured in a CUDA graph."""
+        if isinstance(self.attn, LatentAttention):
+            latent = LatentPool(self.pool, *self.arch.pool_shape)
+            return self.attn.decodes_in_place(latent, self.device)
+        return isinstance(self.attn, KernelAttention)
+
     def standby_graphs(self, model) -> DecodeGraphs:
         """Decode graphs for another weight version's `model` over the same KV pool and table,
         with their own input buffers, graph pool and attention backend (so they can be captured
         on another thread while this runner's graphs replay)."""
         a, cfg = self.arch, self.model_cfg
-        attn = make_attention(cfg.attention_backend, a, self.device)
+        attn = make_attention(cfg.attention_backend, a, self.device, cfg.mla_expand_threshold)
         return DecodeGraphs(
             model,
             self.pool,

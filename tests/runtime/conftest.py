@@ -25,8 +25,13 @@ TINY_CONFIG = {
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory, model_path):
     """A 2-layer model folder (config + the embedded tokenizer) for `load_format="dummy"`."""
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    (folder / "config.json").write_text(json.dumps(TINY_CONFIG))
+    return write_model_folder(tmp_path_factory.mktemp("tiny-llama"), TINY_CONFIG, model_path)
+
+
+def write_model_folder(folder, config: dict, model_path):
+    """`folder` as an HF model folder of `config` with the embedded tokenizer (no weights:
+    for load_format="dummy")."""
+    (folder / "config.json").write_text(json.dumps(config))
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         shutil.copy(model_path / name, folder / name)
     return folder

@@ -1,11 +1,11 @@
-"""The per-pool CSR of a batch's KV slots that the paged kernels read (attention_kernels._csr):
+"""The per-pool CSR of a batch's KV slots that the paged kernels read (slot_csr.py):
 the same as selecting each request's slots one by one, for one pool (a gather from the lengths,
 no device sync) and for a mixed pool's two parts (one batch-wide selection)."""
 
 import pytest
 import torch
 
-from radixgen.runtime.attention_kernels import _csr
+from radixgen.runtime.slot_csr import slot_csr, slot_csr_padded
 
 
 def _reference(rows, lens, lo, hi):
@@ -23,11 +23,11 @@ def test_csr_matches_per_request_selection(seed):
     num_slots, boundary = 500, 180
     for b, n in enumerate(lens):
         rows[b, :n] = torch.randperm(num_slots, generator=gen)[:n]
-    indptr, indices = _csr(rows, lens, 0, num_slots, whole=True)
+    indptr, indices = slot_csr(rows, lens, 0, num_slots, whole=True)
     ref_indptr, ref_indices = _reference(rows, lens, 0, num_slots)
     assert torch.equal(indptr, ref_indptr) and torch.equal(indices, ref_indices)
     for lo, hi in ((0, boundary), (boundary, num_slots)):
-        indptr, indices = _csr(rows, lens, lo, hi, whole=False)
+        indptr, indices = slot_csr(rows, lens, lo, hi, whole=False)
         ref_indptr, ref_indices = _reference(rows, lens, lo, hi)
         assert torch.equal(indptr, ref_indptr) and torch.equal(indices, ref_indices)
         assert indices.numel() < sum(lens)  # both parts hold some of the slots: a real split
@@ -70,17 +70,15 @@ def test_new_tokens_home_part_per_extend_request():
 @pytest.mark.parametrize("seed", [0, 1])
 def test_padded_csr_matches_csr(seed):
     """The fixed-shape CSR that CUDA graphs capture (lengths on the device, padding rows of
-    length 0) holds _csr's entries first, for one pool and for each part of a mixed pool."""
-    from radixgen.runtime.attention_kernels import _csr_padded
-
+    length 0) holds slot_csr's entries first, for one pool and for each part of a mixed pool."""
     gen = torch.Generator().manual_seed(seed)
     lens = torch.randint(1, 40, (6,), generator=gen).tolist() + [0, 0]  # two padding rows
     rows = torch.zeros(8, 64, dtype=torch.int64)
     for b, n in enumerate(lens):
         rows[b, :n] = torch.randperm(500, generator=gen)[:n]
     for lo, hi in ((0, 500), (0, 180), (180, 500)):
-        ref_indptr, ref_indices = _csr(rows, lens, lo, hi, whole=(lo, hi) == (0, 500))
-        indptr, indices = _csr_padded(rows, torch.tensor(lens), lo, hi)
+        ref_indptr, ref_indices = slot_csr(rows, lens, lo, hi, whole=(lo, hi) == (0, 500))
+        indptr, indices = slot_csr_padded(rows, torch.tensor(lens), lo, hi)
         assert torch.equal(indptr, ref_indptr)
         assert indices.numel() == rows.numel() + 1
         assert torch.equal(indices[: int(indptr[-1])], ref_indices)

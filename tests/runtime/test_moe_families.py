@@ -202,6 +202,20 @@ def test_unchunked_and_speculative_equal_chunked(family):
         assert all(o["meta_info"].get("spec_verify_ct", 0) > 0 for o in outs)
 
 
+@pytest.mark.slow
+def test_mla_absorbed_only_matches_hf(family):
+    """MLA models: the fixture's engine ran its first chunks expanded (no cached prefix) and
+    later ones absorbed; absorbed-only extends (mla_expand_threshold inf) give HF's tokens too."""
+    _, folder, prompts, ref, _, engine, _ = family
+    if engine.scheduler.runner.arch.mla is None:
+        pytest.skip("MLA models only")
+    assert engine.scheduler.runner.attn.expanded_extends > 0
+    options = dict(chunked_prefill_size=8, mla_expand_threshold=float("inf"), **ENGINE)
+    with Engine(str(folder), **options) as absorbed:
+        assert _ids(absorbed.generate(input_ids=prompts, sampling_params=GREEDY)) == ref
+        assert absorbed.scheduler.runner.attn.expanded_extends == 0
+
+
 def test_dummy_loader_knows_every_checkpoint_name(family):
     name, folder, prompts, _, hf, _, _ = family
     arch = ModelArch.from_folder(folder)
