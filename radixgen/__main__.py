@@ -15,6 +15,7 @@ from radixgen.config import (
     EngineConfig,
     LoraConfig,
     ModelConfig,
+    ParallelConfig,
     SchedulerConfig,
     ServerConfig,
     SpeculativeConfig,
@@ -28,6 +29,7 @@ SERVE_CONFIGS = (
     SchedulerConfig,
     SpeculativeConfig,
     LoraConfig,
+    ParallelConfig,
     ServerConfig,
 )
 
@@ -60,6 +62,7 @@ def serve_configs(args: argparse.Namespace) -> tuple[EngineConfig, ServerConfig]
         scheduler=from_namespace(SchedulerConfig, args),
         speculative=from_namespace(SpeculativeConfig, args),
         lora=from_namespace(LoraConfig, args),
+        parallel=from_namespace(ParallelConfig, args),
     )
     return engine, from_namespace(ServerConfig, args)
 

@@ -75,7 +75,6 @@ class ModelConfig:
         "accepted for SGLang/vLLM compatibility; a no-op (radixgen runs "
         "no model code from the model folder)",
     )
-    tp_size: int = option(1, "tensor-parallel degree; only 1 exists (one device per server)")
     weight_canary_prompts: str = option(
         "The capital of France is;;def fibonacci(n):;;Once upon a time, there was",
         "probe prompts (';;'-separated) a new weight version runs before it may serve: its "
@@ -96,17 +95,63 @@ class ModelConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.tp_size != 1:
-            raise ValueError(
-                f"--tp-size {self.tp_size}: tensor parallelism is not implemented; "
-                "radixgen runs on one device (--tp-size 1)"
-            )
         if self.context_length is not None and self.context_length < 2:
             raise ValueError("context_length must be >= 2")
         if self.mla_expand_threshold is not None and not self.mla_expand_threshold >= 0:
             raise ValueError("mla_expand_threshold must be >= 0")
         if not self.weight_canary_entropy_band >= 0:
             raise ValueError("weight_canary_entropy_band must be >= 0")
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """Tensor and expert parallelism over torch.distributed (docs/parallelism.md)."""
+
+    tp_size: int = option(
+        1,
+        "tensor-parallel ranks in all (one scheduler process and one device each); attention "
+        "heads, MLP width and vocabulary are split over them",
+    )
+    ep_size: int = option(
+        1,
+        "expert-parallel degree of MoE layers (divides --tp-size): the experts are split over "
+        "this many rank groups; 1 splits every expert's width over the tp ranks instead",
+    )
+    nnodes: int = option(1, "machines the tp ranks span (--tp-size / --nnodes ranks each)")
+    node_rank: int = option(
+        0, "this machine's index, 0 .. nnodes - 1; only node 0 serves HTTP and schedules"
+    )
+    dist_init_addr: str | None = option(
+        None,
+        "host:port of node 0's torch.distributed rendezvous (tcp); needed with --nnodes > 1 "
+        "(default: a free loopback port)",
+    )
+    dist_timeout: float = option(
+        600.0, "seconds a collective (gloo/nccl) may wait before the ranks give up"
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("tp_size", "ep_size", "nnodes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.tp_size % self.ep_size:
+            raise ValueError(f"--ep-size {self.ep_size} must divide --tp-size {self.tp_size}")
+        if self.tp_size % self.nnodes:
+            raise ValueError(f"--nnodes {self.nnodes} must divide --tp-size {self.tp_size}")
+        if not 0 <= self.node_rank < self.nnodes:
+            raise ValueError(f"--node-rank {self.node_rank} must be in 0 .. {self.nnodes - 1}")
+        if self.nnodes > 1 and not self.dist_init_addr:
+            raise ValueError("--nnodes > 1 needs --dist-init-addr host:port (node 0's address)")
+        if self.dist_init_addr is not None:
+            host, sep, port = self.dist_init_addr.rpartition(":")
+            if not (sep and host and port.isdigit() and 0 < int(port) < 65536):
+                raise ValueError(f"--dist-init-addr must be host:port, got {self.dist_init_addr!r}")
+        if not self.dist_timeout > 0:
+            raise ValueError("dist_timeout must be > 0")
+
+    @property
+    def ranks_per_node(self) -> int:
+        return self.tp_size // self.nnodes
 
 
 KV_CHOICES = ("auto", "bf16", "fp16", "fp32", "fp8_e4m3", "nvfp4")
@@ -440,6 +485,7 @@ class EngineConfig:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     speculative: SpeculativeConfig = field(default_factory=SpeculativeConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> "EngineConfig":
@@ -522,6 +568,7 @@ _SUBCONFIGS = {
     "scheduler": SchedulerConfig,
     "speculative": SpeculativeConfig,
     "lora": LoraConfig,
+    "parallel": ParallelConfig,
 }
 
 

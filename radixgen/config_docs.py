@@ -36,6 +36,7 @@ SECTION_INTRO = {
     "CacheConfig": "The KV pools and the radix prefix cache.",
     "SchedulerConfig": "Admission, chunked prefill and constrained decoding.",
     "SpeculativeConfig": "Speculative decoding: drafts verified by the target in one forward.",
+    "ParallelConfig": "Tensor and expert parallelism, multi-node (docs/parallelism.md).",
     "ServerConfig": "The HTTP server (`radixgen serve` only).",
 }
 

@@ -15,6 +15,9 @@ from radixgen.core import SamplingParams
 from radixgen.radix import NoPrefixCache, RadixCache
 from radixgen.radix.kv_events import CacheEvents
 from radixgen.runtime.detokenizer import IncrementalDetokenizer
+from radixgen.runtime.distributed.group import TensorParallel
+from radixgen.runtime.distributed.leader import Leader
+from radixgen.runtime.distributed.step import StepBroadcaster
 from radixgen.runtime.draft_runner import DraftModelRunner
 from radixgen.runtime.grammar_backend import GrammarBackend
 from radixgen.runtime.messages import GenerateReq, TokenOut
@@ -38,13 +41,20 @@ def load_tokenizer(path: Path) -> Any:
 
 
 def build_scheduler(
-    model_path: Path, cfg: EngineConfig, tokenizer: Any, cache_events: CacheEvents | None = None
+    model_path: Path,
+    cfg: EngineConfig,
+    tokenizer: Any,
+    cache_events: CacheEvents | None = None,
+    parallel: TensorParallel | None = None,
 ) -> Scheduler:
     """Model runner + prefix cache + scheduler, as both the Engine and the server use them;
-    `cache_events` is told of every change to the radix cache (KV events)."""
+    `cache_events` is told of every change to the radix cache (KV events). With `parallel`
+    (rank 0 of a tp group) every forward is first broadcast to the follower ranks."""
     runner = ModelRunner(
-        model_path, cfg.model, cfg.cache, cfg.scheduler.max_running_requests, cfg.lora
+        model_path, cfg.model, cfg.cache, cfg.scheduler.max_running_requests, cfg.lora, parallel
     )
+    if parallel is not None and parallel.info.tp_size > 1:
+        runner.steps = StepBroadcaster(runner.device)
     if cfg.cache.disable_radix_cache:
         cache = NoPrefixCache(page_size=cfg.cache.page_size, free_slots=runner.allocator.free)
     else:
@@ -158,7 +168,12 @@ class Engine:
         self.config = EngineConfig.from_kwargs(model_path=model_path, **config)
         self.model_path = Path(model_path) if model_path else default_model_path()
         self.tokenizer = load_tokenizer(self.model_path)
-        self.scheduler = build_scheduler(self.model_path, self.config, self.tokenizer)
+        self.leader = None  # tp > 1: rank 0 of the group, with its followers in processes
+        cfg, parallel = self.config, None
+        if self.config.parallel.tp_size > 1:
+            self.leader = Leader(self.model_path, self.config, start_local=True)
+            cfg, parallel = self.leader.cfg, self.leader.parallel
+        self.scheduler = build_scheduler(self.model_path, cfg, self.tokenizer, None, parallel)
         self._token_texts: dict[int, str] = {}
 
     def generate(
@@ -321,6 +336,8 @@ class Engine:
     def shutdown(self) -> None:
         if self.scheduler is not None and self.scheduler.grammar is not None:
             self.scheduler.grammar.shutdown()
+        if self.leader is not None and self.scheduler is not None:
+            self.leader.stop(self.scheduler.runner.steps)
         self.scheduler = None
 
     def __enter__(self) -> "Engine":

@@ -18,6 +18,9 @@ from radixgen.radix.mixed_kv_pool import MixedKVPool, TieredSlotAllocator
 from radixgen.radix.quant_kv_pool import kv_bytes_per_token, make_kv_pool
 from radixgen.runtime.attention_kernels import KernelAttention, make_attention
 from radixgen.runtime.cuda_graph import DecodeGraphs
+from radixgen.runtime.distributed.group import TensorParallel
+from radixgen.runtime.distributed.sharding import attach_parallel, rank_arch
+from radixgen.runtime.distributed.step import NO_STEPS
 from radixgen.runtime.forward_batch import ForwardBatch, ForwardMode
 from radixgen.runtime.lora.manager import LoraManager
 from radixgen.runtime.mla_attention import LatentAttention
@@ -76,13 +79,15 @@ class ModelRunner:
         cache_cfg: CacheConfig,
         max_running_requests: int,
         lora_cfg: LoraConfig | None = None,
+        parallel: TensorParallel | None = None,
     ):
         self.device = resolve_device(model_cfg.device)
-        self.arch = ModelArch.from_folder(model_path)
+        # with tp: self.arch is this rank's share (its heads, widths, experts), `full` the model's
+        full, self.arch, shard = rank_arch(ModelArch.from_folder(model_path), parallel)
         self.max_context_len = context_len(self.arch, model_cfg.context_length)
         self.dtype = resolve_dtype(model_cfg.dtype, self.arch, self.device)
         weights = load_state_dict(
-            model_path, self.arch, self.dtype, model_cfg.load_format, self.device, model_cfg.seed
+            model_path, full, self.dtype, model_cfg.load_format, self.device, model_cfg.seed, shard
         )
         self.weights_checksum = sampled_checksum(weights)  # of the checkpoint as loaded
         weights, self.quantization = quantized_weights(
@@ -97,6 +102,8 @@ class ModelRunner:
             check_weight_kernels(weights, self.dtype)
         self.weight_bytes = weight_bytes = sum(_nbytes(t) for t in weights.values())
         self.model = build_model(self.arch, weights, self.device)
+        attach_parallel(self.model, parallel)
+        self.steps = NO_STEPS  # rank 0 of a tp group: a StepBroadcaster (distributed/step.py)
         a = self.arch
         self.kv_dtypes = resolve_kv_dtypes(cache_cfg)  # (prefix, branch)
         self.kv_rotation = resolve_kv_rotation(cache_cfg, self.kv_dtypes)
@@ -209,6 +216,7 @@ class ModelRunner:
     def move_kv(self, src: torch.Tensor, dst: torch.Tensor) -> None:
         """Copy every layer's KV of prefix-pool slots `src` to branch-pool slots `dst` (the
         branch window's demotion: dequantize, quantize again)."""
+        self.steps.move_kv(src, dst)
         for layer in range(self.arch.num_layers):
             self.pool.demote(layer, src, dst)
 
@@ -243,7 +251,7 @@ class ModelRunner:
             budget = min(
                 budget, CPU_CONTEXTS_PER_POOL * self.max_context_len * self._token_bytes("auto")
             )
-        return budget
+        return self.model.parallel.agree_min(budget)  # tp: every rank has the same slots
 
     def _capacity(self, cfg: CacheConfig, weight_bytes: int) -> int:
         """Slots of a single pool: --max-total-tokens, else what memory allows."""
@@ -283,6 +291,7 @@ class ModelRunner:
                 and len(dec_reqs) <= self.graphs.max_bs
             ):  # a pure decode step: replayed
                 lora_slots = self.lora.request_slots(dec_reqs) if self.lora else None
+                self.steps.decode_graph(dec_rows, dec_ids, dec_pos, dec_slots, self.table)
                 return self.graphs.run(dec_rows, dec_ids, dec_pos, dec_slots, lora_slots)
         ids, positions, seq_lens, out_slots = [], [], [], list(ext_slots)
         for req, ext, slots in zip(ext_reqs, extend_lens, ext_slots):
@@ -366,6 +375,7 @@ class ModelRunner:
             if self.lora
             else None,
         )
+        self.steps.forward(batch)
         return self.model.forward(batch, self.pool, self.attn)
 
 

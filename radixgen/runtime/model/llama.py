@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 
 from radixgen.radix.kv_pool import KVPool
 from radixgen.runtime.attention import AttentionBackend
+from radixgen.runtime.distributed.group import SINGLE_RANK
 from radixgen.runtime.forward_batch import ForwardBatch
 from radixgen.runtime.model.arch import ModelArch
 from radixgen.runtime.model.layers import (
@@ -54,6 +54,8 @@ class LlamaModel:
         self.rope = self._rope(arch, device)
         self.dtype = self.embed.dtype
         self.qk_rotation: torch.Tensor | None = None  # [D, D], see rotate_qk
+        # the tp collectives (distributed/group.py); the identity on one rank
+        self.parallel = SINGLE_RANK
 
     @classmethod
     def param_shapes(cls, arch: ModelArch) -> dict[str, tuple[int, ...]]:
@@ -127,13 +129,13 @@ class LlamaModel:
         """Run the batch, writing its KV into `pool`; logits [num_logits, vocab] (float32) of
         the rows in batch.logits_indices."""
         attn.begin(batch)
-        hidden = F.embedding(batch.input_ids, self.embed)  # [T, hidden]
+        hidden = self.parallel.embed(batch.input_ids, self.embed)  # [T, hidden]
         rope = self.rope.tables(batch.positions, self.dtype)
         for n, layer in enumerate(self.layers):
             hidden = self._layer(n, layer, hidden, rope, pool, attn, batch.lora)
         hidden = hidden[batch.logits_indices]
         hidden = rms_norm(hidden, self.final_norm, self.arch.rms_norm_eps)
-        return linear(hidden, self.lm_head).float()
+        return self.parallel.gather_vocab(linear(hidden, self.lm_head)).float()
 
     def _layer(
         self,
@@ -169,7 +171,7 @@ class LlamaModel:
         q, k = qk.split([a.num_heads, a.num_kv_heads], dim=1)  # [T, Hq, D], [T, Hkv, D]
         out = attn.attend(n, q, k, v.view(-1, a.num_kv_heads, a.head_dim), pool)  # [T, Hq, D]
         out = out.reshape(-1, a.q_size)
-        o = linear(out, layer.o_proj)
+        o = self.parallel.all_reduce(linear(out, layer.o_proj))  # row-parallel: partial sums
         if lora is None:
             return self._mlp(layer, hidden + o)
         lora.add(n, "o", out, o)
@@ -180,7 +182,8 @@ class LlamaModel:
         return hidden + layer.mlp(x)
 
     def _mlp(self, layer: DecoderLayer, hidden: torch.Tensor) -> torch.Tensor:
-        return hidden + layer.mlp(rms_norm(hidden, layer.post_norm, self.arch.rms_norm_eps))
+        x = rms_norm(hidden, layer.post_norm, self.arch.rms_norm_eps)
+        return hidden + self.parallel.all_reduce(layer.mlp(x))  # row-parallel down / experts
 
     def _take_layer(self, w: dict[str, torch.Tensor], n: int) -> DecoderLayer:
         p = f"model.layers.{n}."

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
 from radixgen.runtime.model.arch import ModelArch
 from radixgen.runtime.model.registry import param_shapes
 
+# tensor parallelism: HF name -> (the name kept, cut(full or safetensors slice)), None: skipped
+Shard = Callable[[str], "tuple[str, Callable[[Any], torch.Tensor]] | None"]
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
@@ -35,22 +38,38 @@ def load_state_dict(
     load_format: str,
     device: torch.device,
     seed: int = 0,
+    shard: Shard | None = None,
 ) -> dict[str, torch.Tensor]:
     """HF parameter name -> tensor (on `device`; floating weights in `dtype`, while a quantized
     checkpoint's codes, FP8 data and scales keep their stored dtype: quant/checkpoint.py reads
-    them exactly)."""
+    them exactly). `shard(name)` (tensor parallelism, distributed/sharding.py): the name this
+    rank keeps a weight under and how to cut it, or None to skip it; only the cut is read."""
     if load_format == "dummy":
-        return dummy_state_dict(arch, dtype, device, seed)
+        return dummy_state_dict(arch, dtype, device, seed, shard)
     if load_format not in ("auto", "safetensors"):
         raise ValueError(f"unknown load format {load_format!r}; choose auto, safetensors, dummy")
-    from safetensors.torch import load_file
+    from safetensors import safe_open
 
     out: dict[str, torch.Tensor] = {}
     for path in _safetensors_files(Path(folder)):
-        for name, tensor in load_file(str(path), device="cpu").items():
-            keep = tensor.dtype not in _DTYPES.values() or "scale" in name.rsplit(".", 1)[-1]
-            out[name] = tensor.to(device=device, dtype=None if keep else dtype)
+        with safe_open(str(path), framework="pt", device="cpu") as file:
+            for name in file.keys():
+                planned = (name, _whole) if shard is None else shard(name)
+                if planned is None:
+                    continue
+                if shard is not None and "scale" in name.rsplit(".", 1)[-1]:
+                    raise ValueError(
+                        "a pre-quantized checkpoint is not sharded under --tp-size > 1; load a "
+                        "bf16 checkpoint with --quantization fp8/nvfp4 instead"
+                    )
+                tensor = planned[1](file.get_slice(name))
+                keep = tensor.dtype not in _DTYPES.values() or "scale" in name.rsplit(".", 1)[-1]
+                out[planned[0]] = tensor.to(device=device, dtype=None if keep else dtype)
     return out
+
+
+def _whole(t) -> torch.Tensor:
+    return t[:]
 
 
 def _safetensors_files(folder: Path) -> list[Path]:
@@ -70,7 +89,11 @@ def _safetensors_files(folder: Path) -> list[Path]:
 
 
 def dummy_state_dict(
-    arch: ModelArch, dtype: torch.dtype, device: torch.device, seed: int = 0
+    arch: ModelArch,
+    dtype: torch.dtype,
+    device: torch.device,
+    seed: int = 0,
+    shard: Shard | None = None,
 ) -> dict[str, torch.Tensor]:
     """Random weights with the real shapes (uniform, std 0.02; norms at 1), built on `device`
     from a counter-based hash in exact integer arithmetic, so every device gets the same weights
@@ -85,7 +108,14 @@ def dummy_state_dict(
         offset[0] += count
         return ((values - 0.5) * (0.02 * math.sqrt(12.0))).view(shape).to(dtype)
 
-    return {name: make(name, shape) for name, shape in param_shapes(arch).items()}
+    out = {}
+    for name, shape in param_shapes(arch).items():
+        planned = (name, _whole) if shard is None else shard(name)
+        if planned is None:  # another rank's expert: only its counters are skipped
+            offset[0] += math.prod(shape) * (not name.endswith("norm.weight"))
+            continue
+        out[planned[0]] = planned[1](make(name, shape)).contiguous()
+    return out
 
 
 def param_bytes(arch: ModelArch, dtype: torch.dtype) -> int:

@@ -54,6 +54,16 @@ def route(
     return weights * moe.routed_scaling_factor, ids
 
 
+def local_experts(
+    weights: torch.Tensor, ids: torch.Tensor, first: int, count: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(weights, local ids) of a rank holding experts first .. first + count - 1: other
+    experts' picks get weight 0 (and a valid local id), so they add nothing to the sum."""
+    local = ids - first
+    mine = (local >= 0) & (local < count)
+    return weights * mine, local.clamp(0, count - 1)
+
+
 @dataclass
 class MoEBlock:
     moe: MoEArch
@@ -63,11 +73,16 @@ class MoEBlock:
     correction_bias: torch.Tensor | None  # float32 [E]
     shared: DenseMLP | None
     shared_gate: torch.Tensor | None  # [1, H]
+    # expert parallelism: w13 and w2 hold experts first_expert .. first_expert + len(w13) - 1
+    # of the router's E, and the output is this rank's partial sum (all-reduced by the model)
+    first_expert: int = 0
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """[T, H] -> [T, H]."""
         logits = F.linear(x.to(self.router.dtype), self.router).float()  # [T, E]
         weights, ids = route(logits, self.moe, self.correction_bias)
+        if self.w13.shape[0] < logits.shape[1]:
+            weights, ids = local_experts(weights, ids, self.first_expert, self.w13.shape[0])
         out = fused_experts(x, _dense(self.w13, x.dtype), _dense(self.w2, x.dtype), weights, ids)
         if self.shared is not None:
             shared = self.shared(x)

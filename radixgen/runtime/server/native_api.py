@@ -154,7 +154,8 @@ async def get_server_info(request: Request) -> Any:
         "engine_config": dataclasses.asdict(st.engine_cfg),
         "server_config": server_cfg,
         "max_context_length": st.tm.limits.max_context_len,
-        "tp_size": 1,  # SGLang's parallelism fields, which routers read (dp-aware routing)
+        # SGLang's parallelism fields, which routers read (dp-aware routing)
+        "tp_size": st.engine_cfg.parallel.tp_size,
         "dp_size": 1,
         "pids": st.child_pids,
         "scheduler": await st.tm.get_stats(),

@@ -88,14 +88,15 @@ def test_sglang_flags_map_onto_configs():
         )
     )
     assert (engine.model.context_length, engine.model.tokenizer_path) == (512, "/t")
-    assert engine.model.trust_remote_code and server.enable_metrics and engine.model.tp_size == 1
+    assert engine.model.trust_remote_code and server.enable_metrics and engine.parallel.tp_size == 1
     assert server.shutdown_timeout == 2.5
 
 
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--tp-size", "2"], "tensor parallelism is not implemented"),
+        (["--tp-size", "2", "--ep-size", "3"], "--ep-size 3 must divide --tp-size 2"),
+        (["--nnodes", "2", "--tp-size", "2"], "--nnodes > 1 needs --dist-init-addr"),
         (["--context-length", "1"], "context_length must be >= 2"),
         (["--shutdown-timeout", "-1"], "shutdown_timeout must be >= 0"),
         (["--dp-size", "0"], "dp_size must be >= 1"),
