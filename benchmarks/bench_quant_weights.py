@@ -282,8 +282,8 @@ def bench_decode(batches: tuple, context: int, steps: int, bandwidth: float) -> 
         _copy_tokenizer(Path(tmp))
         for method in ("none", "fp8", "nvfp4"):
             try:
-                rows += _decode_rows(Engine, tmp, method, batches, context, steps)
-                for row in rows:
+                new = _decode_rows(Engine, tmp, method, batches, context, steps)
+                for row in new:
                     kv = row["batch"] * (context + steps // 2) * _kv_bytes_per_token(LLAMA3_8B)
                     step_s = (row["weight_bytes"] + kv) / bandwidth
                     row["floor_tok_s"] = row["batch"] / step_s
@@ -292,11 +292,11 @@ def bench_decode(batches: tuple, context: int, steps: int, bandwidth: float) -> 
                     "  ".join(
                         f"{r['quantization']} b{r['batch']}: {r['tok_s']:.1f} tok/s "
                         f"({100 * r['of_floor']:.0f}% of floor {r['floor_tok_s']:.1f})"
-                        for r in rows
-                        if r["quantization"] == method
+                        for r in new
                     ),
                     flush=True,
                 )
+                rows += new
             except Exception:  # noqa: BLE001
                 traceback.print_exc()
             torch.cuda.empty_cache()
